@@ -1,0 +1,38 @@
+#version 460
+// Pass 3, pair emission: one thread per triangle writes a (tile key, triangle) pair for every
+// tile it covers, at the offset the prefix scan gave it. Tile key = tx + ty * (N / TILE_SIDE).
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
+#include "common.glsl"
+#include "triangle.glsl"
+#include "exact.glsl"
+#include "tiles.glsl"
+
+layout(std430, binding = 0) readonly buffer Records { TriangleRecord records[]; };
+layout(std430, binding = 1) readonly buffer Offsets { uint offsets[]; };  // exclusive scan of tile counts
+layout(std430, binding = 2) writeonly buffer Pairs { uvec2 pairs[]; };    // (tile key, triangle)
+
+layout(push_constant) uniform Params {
+    uint triangle_count;
+    int n;
+};
+
+void main() {
+    uint t = flat_invocation_id();
+    if (t >= triangle_count) return;
+    TriangleRecord r = records[t];
+    if (r.c.w == 0) return;  // zero projected area: no tiles were counted
+
+    ivec2 lo = unpack_column(r.a.w);
+    ivec2 hi = unpack_column(r.b.w);
+    uint tiles_per_row = uint(n) >> TILE_SHIFT;
+    uint out_index = offsets[t];
+    for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {
+        for (int tx = lo.x >> TILE_SHIFT; tx <= (hi.x >> TILE_SHIFT); ++tx) {
+            if (tile_coverage(r.a.xyz, r.b.xyz, r.c.xyz, ivec2(tx, ty), lo, hi) != 0u) {
+                pairs[out_index] = uvec2(uint(tx) + uint(ty) * tiles_per_row, t);
+                ++out_index;
+            }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+#version 460
+// Pass 1, triangle setup: one thread per triangle. Converts the corners to fixed point,
+// orients them counter-clockwise in xy, and counts the tiles holding at least one column
+// centre the triangle covers (exactly the tiles pair emission will write).
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
+#include "common.glsl"
+#include "triangle.glsl"
+#include "exact.glsl"
+#include "tiles.glsl"
+
+#if INDEXED
+layout(std430, binding = 0) readonly buffer Vertices { float vertices[]; };   // 3 per vertex
+layout(std430, binding = 1) readonly buffer Indices { uint indices[]; };      // 3 per triangle
+#else
+layout(std430, binding = 0) readonly buffer Soup { float soup[]; };           // 9 per triangle
+#endif
+layout(std430, binding = 2) writeonly buffer Records { TriangleRecord records[]; };
+layout(std430, binding = 3) writeonly buffer TileCounts { uint tile_counts[]; };
+
+layout(push_constant) uniform Params {
+    uint triangle_count;
+    int n;  // grid resolution
+};
+
+vec3 corner(uint t, uint k) {
+#if INDEXED
+    uint v = indices[3u * t + k];
+    return vec3(vertices[3u * v], vertices[3u * v + 1u], vertices[3u * v + 2u]);
+#else
+    uint base = 9u * t + 3u * k;
+    return vec3(soup[base], soup[base + 1u], soup[base + 2u]);
+#endif
+}
+
+void main() {
+    uint t = flat_invocation_id();
+    if (t >= triangle_count) return;
+
+    ivec3 a = to_fixed(corner(t, 0u));
+    ivec3 b = to_fixed(corner(t, 1u));
+    ivec3 c = to_fixed(corner(t, 2u));
+    int64_t twice_area = edge_function(a.xy, b.xy, c.xy);
+#if BRANCHLESS
+    bvec3 flip = bvec3(twice_area < 0);
+    ivec3 second = mix(b, c, flip);
+    c = mix(c, b, flip);
+    b = second;
+#else
+    if (twice_area < 0) {
+        ivec3 swap = b;
+        b = c;
+        c = swap;
+    }
+#endif
+
+    // Columns whose centres i + 1/2 lie inside the triangle's xy bounding box, clamped to the grid.
+    const int half_voxel = 1 << (FIXED_BITS - 1);
+    ivec2 lo_fixed = min(min(a.xy, b.xy), c.xy) - half_voxel;
+    ivec2 hi_fixed = max(max(a.xy, b.xy), c.xy) - half_voxel;
+    ivec2 lo = max((lo_fixed + ((1 << FIXED_BITS) - 1)) >> FIXED_BITS, ivec2(0));
+    ivec2 hi = min(hi_fixed >> FIXED_BITS, ivec2(n - 1));
+
+    bool covers_columns = twice_area != 0 && all(lessThanEqual(lo, hi));
+    lo = min(lo, ivec2(n - 1));
+    hi = max(hi, ivec2(0));  // keep an inactive triangle's rectangle packable
+    uint tiles = 0u;
+    if (covers_columns) {
+        for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {
+            for (int tx = lo.x >> TILE_SHIFT; tx <= (hi.x >> TILE_SHIFT); ++tx) {
+                tiles += uint(tile_coverage(a, b, c, ivec2(tx, ty), lo, hi) != 0u);
+            }
+        }
+    }
+    records[t].a = ivec4(a, int(pack_column(lo)));
+    records[t].b = ivec4(b, int(pack_column(hi)));
+    records[t].c = ivec4(c, int(covers_columns));
+    tile_counts[t] = tiles;
+}

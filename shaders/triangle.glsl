@@ -1,0 +1,30 @@
+// The per-triangle record written by triangle setup and read by pair emission and the fill.
+//
+// Fixed-point grid coordinates: X = roundEven(g * 2^FIXED_BITS) of the float32 grid-space
+// position g in [0, N]. The multiplication by a power of two is exact in float32 and
+// roundEven is exact, so the integer is a function of the float32 input alone, identical on
+// every device and in the CPU reference. With N <= 8192 and FIXED_BITS = 16 every coordinate
+// lies in [0, 2^29], which the bounds in exact.glsl rely on.
+//
+// Layout (std430, 48 bytes): the three vertices ordered so that the xy-projection is
+// counter-clockwise (twice its area D > 0); w of a and b packs the inclusive bounding box of
+// the covered column centres (i | j << 16); c.w is 1 for a triangle that
+// may cover a column (D != 0 and a non-empty rectangle), else 0.
+
+struct TriangleRecord {
+    ivec4 a;
+    ivec4 b;
+    ivec4 c;
+};
+
+ivec3 to_fixed(vec3 g) {
+    return ivec3(roundEven(g * float(1 << FIXED_BITS)));
+}
+
+uint pack_column(ivec2 ij) {
+    return uint(ij.x) | (uint(ij.y) << 16);
+}
+
+ivec2 unpack_column(int packed) {
+    return ivec2(packed & 0xFFFF, (packed >> 16) & 0xFFFF);
+}

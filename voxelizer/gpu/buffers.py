@@ -1,0 +1,100 @@
+"""Buffers: device-local storage for the passes, host-visible staging for transfers."""
+
+from __future__ import annotations
+
+import numpy as np
+import vulkan as vk
+
+from ..errors import DeviceError
+from .device import Device
+
+STORAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+           | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+INDIRECT = STORAGE | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT
+STAGING = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+
+_HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+
+
+class Buffer:
+    """A VkBuffer with its own memory. Device-local unless `host_visible` (staging)."""
+
+    def __init__(self, device: Device, size: int, usage: int = STORAGE,
+                 host_visible: bool = False, name: str = ""):
+        self.device = device
+        self.size = max(int(size), 4)
+        self.name = name
+        self.host_visible = host_visible
+        info = vk.VkBufferCreateInfo(size=self.size, usage=usage,
+                                     sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+        self.handle = vk.vkCreateBuffer(device.handle, info, None)
+        needs = vk.vkGetBufferMemoryRequirements(device.handle, self.handle)
+        if host_visible:
+            # Cached memory makes downloads fast where the device offers it.
+            memory_type = device.memory_type(needs.memoryTypeBits, _HOST,
+                                             vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+        else:
+            memory_type = device.memory_type(needs.memoryTypeBits,
+                                             vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        alloc = vk.VkMemoryAllocateInfo(allocationSize=needs.size, memoryTypeIndex=memory_type)
+        try:
+            self.memory = vk.vkAllocateMemory(device.handle, alloc, None)
+        except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as exc:
+            vk.vkDestroyBuffer(device.handle, self.handle, None)
+            raise DeviceError(f"{device.name}: out of memory allocating {self.size:,} bytes"
+                              f" for {name or 'a buffer'}") from exc
+        vk.vkBindBufferMemory(device.handle, self.handle, self.memory, 0)
+        self._mapped = None
+
+    def mapped(self) -> memoryview:
+        """The whole buffer as writable host memory (staging buffers only)."""
+        if not self.host_visible:
+            raise ValueError("only host-visible buffers can be mapped")
+        if self._mapped is None:
+            self._mapped = vk.vkMapMemory(self.device.handle, self.memory, 0, self.size, 0)
+        return self._mapped
+
+    def write(self, data: np.ndarray) -> None:
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+        self.mapped()[: raw.size] = raw.tobytes() if raw.size < 1 << 16 else memoryview(raw)
+
+    def read(self, dtype, count: int | None = None) -> np.ndarray:
+        """A copy of the buffer's contents as a numpy array."""
+        view = np.frombuffer(self.mapped(), dtype=dtype)
+        return (view if count is None else view[:count]).copy()
+
+    def destroy(self) -> None:
+        if self.handle is not None:
+            if self._mapped is not None:
+                vk.vkUnmapMemory(self.device.handle, self.memory)
+                self._mapped = None
+            vk.vkDestroyBuffer(self.device.handle, self.handle, None)
+            vk.vkFreeMemory(self.device.handle, self.memory, None)
+            self.handle = None
+
+
+class BufferPool:
+    """Grow-only named buffers reused across voxelizations, so repeated calls allocate nothing."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self._buffers: dict[str, Buffer] = {}
+
+    def get(self, name: str, size: int, usage: int = STORAGE, host_visible: bool = False) -> Buffer:
+        buffer = self._buffers.get(name)
+        if buffer is not None and buffer.size >= size:
+            return buffer
+        if buffer is not None:
+            buffer.destroy()
+        # Grow geometrically so a slowly growing workload does not reallocate every call.
+        grown = size if buffer is None else max(size, min(buffer.size * 3 // 2, size * 2))
+        self._buffers[name] = Buffer(self.device, grown, usage, host_visible, name)
+        return self._buffers[name]
+
+    def sizes(self) -> dict[str, int]:
+        return {name: buffer.size for name, buffer in self._buffers.items()}
+
+    def destroy(self) -> None:
+        for buffer in self._buffers.values():
+            buffer.destroy()
+        self._buffers.clear()

@@ -1,0 +1,215 @@
+"""Recording and submitting work: one command buffer, barriers between steps, timestamps.
+
+A `Sequence` is reused for every voxelization a Voxelizer runs: `begin()`, record steps,
+`submit()` (waits), read results, and `begin()` again. Each dispatch gets a descriptor set
+from the sequence's pool; the pool is reset at every `begin()`.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+import vulkan as vk
+
+from .buffers import STAGING, Buffer, BufferPool
+from .device import Device
+from .pipelines import ComputePipeline
+
+_SETS_PER_POOL = 64
+_MAX_TIMESTAMPS = 128
+
+
+@dataclass
+class Binding:
+    """A buffer range bound at one binding of a pipeline's descriptor set."""
+
+    buffer: Buffer
+    size: int | None = None  # bytes from offset 0; None binds the whole buffer
+
+
+class Sequence:
+    def __init__(self, device: Device, pool: BufferPool):
+        self.device = device
+        self.pool = pool
+        handle = device.handle
+        pool_info = vk.VkCommandPoolCreateInfo(
+            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+            queueFamilyIndex=device.queue_family)
+        self.command_pool = vk.vkCreateCommandPool(handle, pool_info, None)
+        alloc = vk.VkCommandBufferAllocateInfo(
+            commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+            commandBufferCount=1)
+        self.command_buffer = vk.vkAllocateCommandBuffers(handle, alloc)[0]
+        fence_info = vk.VkFenceCreateInfo()
+        self.fence = vk.vkCreateFence(handle, fence_info, None)
+        query_info = vk.VkQueryPoolCreateInfo(
+            queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=_MAX_TIMESTAMPS)
+        self.query_pool = vk.vkCreateQueryPool(handle, query_info, None)
+        self._descriptor_pools: list = []
+        self._pool_index = 0
+        self._sets_left = 0
+        self._labels: list[str] = []
+        self._recording = False
+
+    # -- recording ---------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        handle = self.device.handle
+        vk.vkResetCommandBuffer(self.command_buffer, 0)
+        for pool in self._descriptor_pools:
+            vk.vkResetDescriptorPool(handle, pool, 0)
+        self._pool_index, self._sets_left = 0, 0
+        begin_info = vk.VkCommandBufferBeginInfo(
+            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        vk.vkBeginCommandBuffer(self.command_buffer, begin_info)
+        vk.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
+        self._labels = []
+        self._recording = True
+
+    def mark(self, label: str) -> None:
+        """Timestamp: the GPU time between two marks is charged to the later mark's label."""
+        if len(self._labels) < _MAX_TIMESTAMPS:
+            vk.vkCmdWriteTimestamp(self.command_buffer, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                                   self.query_pool, len(self._labels))
+            self._labels.append(label)
+
+    def barrier(self) -> None:
+        """Make every earlier write visible to every later read (compute, transfer, indirect)."""
+        access = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
+                  | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+        memory_barrier = vk.VkMemoryBarrier(
+            srcAccessMask=access,
+            dstAccessMask=access | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT | vk.VK_ACCESS_HOST_READ_BIT)
+        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        later = stages | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT
+        vk.vkCmdPipelineBarrier(self.command_buffer, stages, later,
+                                0, 1, [memory_barrier], 0, None, 0, None)
+
+    def fill(self, buffer: Buffer, value: int, size: int | None = None, offset: int = 0) -> None:
+        """Set `size` bytes from `offset` (default: the rest of the buffer) to the 32-bit `value`."""
+        size = buffer.size - offset if size is None else size
+        if size > 0:
+            vk.vkCmdFillBuffer(self.command_buffer, buffer.handle, offset, size // 4 * 4, value)
+
+    def copy(self, source: Buffer, target: Buffer, size: int) -> None:
+        region = vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=size)
+        vk.vkCmdCopyBuffer(self.command_buffer, source.handle, target.handle, 1, [region])
+
+    def upload(self, target: Buffer, data: np.ndarray) -> None:
+        """Copy host data into a device-local buffer through a staging buffer."""
+        data = np.ascontiguousarray(data)
+        staging = self.pool.get(f"upload:{target.name}", data.nbytes, STAGING, host_visible=True)
+        staging.write(data)
+        self.copy(staging, target, data.nbytes)
+
+    def download(self, source: Buffer, size: int) -> Buffer:
+        """Record a copy of `size` bytes into a staging buffer; read it after submit()."""
+        staging = self.pool.get(f"download:{source.name}", size, STAGING, host_visible=True)
+        self.copy(source, staging, size)
+        return staging
+
+    def dispatch(self, pipeline: ComputePipeline, bindings: dict[int, Binding | Buffer],
+                 push: bytes, groups: int) -> None:
+        """Run `groups` workgroups, folded into 2-D when past the per-dimension limit."""
+        if groups <= 0:
+            return
+        self._bind(pipeline, bindings, push)
+        x = min(groups, self.device.max_groups_x)
+        y = -(-groups // x)
+        if y > self.device.max_groups_y:
+            raise ValueError(f"dispatch of {groups} workgroups exceeds the device's limits")
+        vk.vkCmdDispatch(self.command_buffer, x, y, 1)
+
+    def dispatch_indirect(self, pipeline: ComputePipeline, bindings: dict[int, Binding | Buffer],
+                          push: bytes, arguments: Buffer) -> None:
+        """Run as many workgroups as a VkDispatchIndirectCommand at offset 0 of `arguments` says."""
+        self._bind(pipeline, bindings, push)
+        vk.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, 0)
+
+    def _bind(self, pipeline: ComputePipeline, bindings: dict, push: bytes) -> None:
+        if set(bindings) != set(pipeline.bindings):
+            raise ValueError(f"{pipeline.name}: bindings {sorted(bindings)} != {pipeline.bindings}")
+        descriptor_set = self._allocate_set(pipeline)
+        infos, writes = [], []
+        for slot in pipeline.bindings:
+            bound = bindings[slot]
+            if isinstance(bound, Buffer):
+                bound = Binding(bound)
+            size = bound.buffer.size if bound.size is None else max(4, (bound.size + 3) // 4 * 4)
+            info = vk.VkDescriptorBufferInfo(buffer=bound.buffer.handle, offset=0, range=size)
+            infos.append(info)
+            writes.append(vk.VkWriteDescriptorSet(
+                dstSet=descriptor_set, dstBinding=slot, descriptorCount=1,
+                descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[info]))
+        vk.vkUpdateDescriptorSets(self.device.handle, len(writes), writes, 0, None)
+        cmd = self.command_buffer
+        vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
+        vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout,
+                                   0, 1, [descriptor_set], 0, None)
+        if pipeline.push_constant_size:
+            padded = push.ljust(pipeline.push_constant_size, b"\0")
+            data = vk.ffi.new("char[]", padded)
+            vk.vkCmdPushConstants(cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                                  len(padded), data)
+
+    def _allocate_set(self, pipeline: ComputePipeline):
+        handle = self.device.handle
+        if self._sets_left == 0:
+            if self._pool_index == len(self._descriptor_pools):
+                size = vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                                               descriptorCount=_SETS_PER_POOL * 8)
+                info = vk.VkDescriptorPoolCreateInfo(maxSets=_SETS_PER_POOL, poolSizeCount=1,
+                                                     pPoolSizes=[size])
+                self._descriptor_pools.append(vk.vkCreateDescriptorPool(handle, info, None))
+            self._current_pool = self._descriptor_pools[self._pool_index]
+            self._pool_index += 1
+            self._sets_left = _SETS_PER_POOL
+        self._sets_left -= 1
+        layouts = [pipeline.set_layout]
+        info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self._current_pool,
+                                              descriptorSetCount=1, pSetLayouts=layouts)
+        return vk.vkAllocateDescriptorSets(handle, info)[0]
+
+    # -- submission --------------------------------------------------------------------------
+
+    def submit(self) -> dict[str, float]:
+        """Submit, wait, and return GPU milliseconds per label (summed when a label repeats)."""
+        vk.vkEndCommandBuffer(self.command_buffer)
+        self._recording = False
+        buffers = [self.command_buffer]
+        info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=buffers)
+        vk.vkResetFences(self.device.handle, 1, [self.fence])
+        vk.vkQueueSubmit(self.device.queue, 1, [info], self.fence)
+        vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
+        return self._timings()
+
+    def _timings(self) -> dict[str, float]:
+        count = len(self._labels)
+        if count < 2 or self.device.timestamp_bits == 0:
+            return {}
+        data = vk.ffi.new("uint64_t[]", count)
+        vk.vkGetQueryPoolResults(self.device.handle, self.query_pool, 0, count, count * 8,
+                                 data, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        mask = (1 << self.device.timestamp_bits) - 1 if self.device.timestamp_bits < 64 else -1
+        ticks = [data[i] & mask for i in range(count)]
+        times: dict[str, float] = {}
+        for i in range(1, count):
+            elapsed = ((ticks[i] - ticks[i - 1]) & mask) * self.device.timestamp_period_ns / 1e6
+            times[self._labels[i]] = times.get(self._labels[i], 0.0) + elapsed
+        return times
+
+    def destroy(self) -> None:
+        handle = self.device.handle
+        for pool in self._descriptor_pools:
+            vk.vkDestroyDescriptorPool(handle, pool, None)
+        self._descriptor_pools.clear()
+        vk.vkDestroyQueryPool(handle, self.query_pool, None)
+        vk.vkDestroyFence(handle, self.fence, None)
+        vk.vkDestroyCommandPool(handle, self.command_pool, None)
+
+
+def pack(fmt: str, *values) -> bytes:
+    """Push-constant bytes (std430 scalars: 'I' uint, 'i' int)."""
+    return struct.pack("<" + fmt, *values)

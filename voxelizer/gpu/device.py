@@ -1,0 +1,228 @@
+"""Vulkan instance and device: pick a physical device, open one compute queue.
+
+Device choice: a discrete GPU first, then integrated, virtual, CPU (lavapipe), then the rest;
+`VOXELIZER_DEVICE` or the `device` argument picks one by index (as `voxelize --list-devices`
+prints) or by a case-insensitive substring of its name.
+
+`VOXELIZER_VALIDATION=1` enables the Khronos validation layer; every message it reports is
+kept in `Device.validation_messages` (the test suite fails on any).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+
+import vulkan as vk
+
+from ..errors import DeviceError
+
+_TYPE_PREFERENCE = {
+    vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0,
+    vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
+    vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2,
+    vk.VK_PHYSICAL_DEVICE_TYPE_CPU: 3,
+}
+_TYPE_NAMES = {
+    vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete GPU",
+    vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated GPU",
+    vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual GPU",
+    vk.VK_PHYSICAL_DEVICE_TYPE_CPU: "CPU",
+}
+VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+API_VERSION = vk.VK_MAKE_VERSION(1, 2, 0)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    kind: str
+    driver_version: int
+    api_version: str
+
+    def __str__(self) -> str:
+        return f"[{self.index}] {self.name} ({self.kind}, Vulkan {self.api_version})"
+
+
+def validation_requested() -> bool:
+    return os.environ.get("VOXELIZER_VALIDATION", "") not in ("", "0")
+
+
+class Instance:
+    """The Vulkan instance, created once per process and shared by every Device."""
+
+    _shared: "Instance | None" = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def shared(cls) -> "Instance":
+        with cls._lock:
+            if cls._shared is None:
+                cls._shared = cls(validation_requested())
+            return cls._shared
+
+    def __init__(self, validation: bool):
+        self.validation = validation
+        self.messages: list[str] = []
+        layers, extensions = [], []
+        if validation:
+            available = {layer.layerName for layer in vk.vkEnumerateInstanceLayerProperties()}
+            if VALIDATION_LAYER not in available:
+                raise DeviceError(
+                    f"VOXELIZER_VALIDATION is set but {VALIDATION_LAYER} is not installed "
+                    "(Debian: apt-get install vulkan-validationlayers)"
+                )
+            layers = [VALIDATION_LAYER]
+            extensions = [vk.VK_EXT_DEBUG_UTILS_EXTENSION_NAME]
+        app = vk.VkApplicationInfo(
+            pApplicationName="voxelizer", applicationVersion=1,
+            pEngineName="voxelizer", engineVersion=1, apiVersion=API_VERSION,
+        )
+        info = vk.VkInstanceCreateInfo(
+            pApplicationInfo=app,
+            enabledLayerCount=len(layers), ppEnabledLayerNames=layers or None,
+            enabledExtensionCount=len(extensions), ppEnabledExtensionNames=extensions or None,
+        )
+        try:
+            self.handle = vk.vkCreateInstance(info, None)
+        except vk.VkError as exc:
+            raise DeviceError(f"cannot create a Vulkan instance ({type(exc).__name__}); "
+                              "is a Vulkan driver installed?") from exc
+        self._messenger = None
+        if validation:
+            self._install_messenger()
+
+    def _install_messenger(self) -> None:
+        def on_message(severity, types, data, user_data):
+            text = vk.ffi.string(data.pMessage).decode(errors="replace")
+            self.messages.append(text)
+            return vk.VK_FALSE
+
+        self._callback = on_message  # keep the Python callable alive as long as the messenger
+        create = vk.vkGetInstanceProcAddr(self.handle, "vkCreateDebugUtilsMessengerEXT")
+        info = vk.VkDebugUtilsMessengerCreateInfoEXT(
+            messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT
+            | vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+            messageType=vk.VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT
+            | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT
+            | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+            pfnUserCallback=on_message,
+        )
+        self._messenger_info = info
+        self._messenger = create(self.handle, info, None)
+
+    def physical_devices(self) -> list:
+        return list(vk.vkEnumeratePhysicalDevices(self.handle))
+
+
+def _describe(index: int, physical) -> DeviceInfo:
+    props = vk.vkGetPhysicalDeviceProperties(physical)
+    api = props.apiVersion
+    return DeviceInfo(
+        index=index,
+        name=props.deviceName,
+        kind=_TYPE_NAMES.get(props.deviceType, "other"),
+        driver_version=props.driverVersion,
+        api_version=f"{vk.VK_VERSION_MAJOR(api)}.{vk.VK_VERSION_MINOR(api)}.{vk.VK_VERSION_PATCH(api)}",
+    )
+
+
+def list_devices() -> list[DeviceInfo]:
+    """Every Vulkan physical device, in the loader's order (the index `device=` takes)."""
+    return [_describe(i, pd) for i, pd in enumerate(Instance.shared().physical_devices())]
+
+
+def _choose(physicals: list, selector: "str | int | None") -> int:
+    if not physicals:
+        raise DeviceError("no Vulkan device found (on Debian without a GPU: "
+                          "apt-get install libvulkan1 mesa-vulkan-drivers)")
+    infos = [_describe(i, pd) for i, pd in enumerate(physicals)]
+    if selector is None or selector == "":
+        types = [vk.vkGetPhysicalDeviceProperties(pd).deviceType for pd in physicals]
+        return min(range(len(physicals)), key=lambda i: (_TYPE_PREFERENCE.get(types[i], 9), i))
+    text = str(selector).strip()
+    if text.isdigit():
+        index = int(text)
+        if index < len(physicals):
+            return index
+        raise DeviceError(f"no Vulkan device with index {index} (there are {len(physicals)}; "
+                          "see voxelize --list-devices)")
+    matches = [info.index for info in infos if text.lower() in info.name.lower()]
+    if not matches:
+        names = ", ".join(info.name for info in infos)
+        raise DeviceError(f"no Vulkan device matches {text!r} (available: {names})")
+    return matches[0]
+
+
+class Device:
+    """One logical device with one compute queue; owns nothing else."""
+
+    def __init__(self, selector: "str | int | None" = None):
+        self.instance = Instance.shared()
+        if selector is None:
+            selector = os.environ.get("VOXELIZER_DEVICE") or None
+        physicals = self.instance.physical_devices()
+        index = _choose(physicals, selector)
+        self.physical = physicals[index]
+        self.info = _describe(index, self.physical)
+        self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
+        self.limits = self.properties.limits
+        self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+        features = vk.vkGetPhysicalDeviceFeatures(self.physical)
+        if not features.shaderInt64:
+            raise DeviceError(f"{self.info.name} lacks shaderInt64, which the exact predicates need")
+
+        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
+        compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+        if not compute:
+            raise DeviceError(f"{self.info.name} has no compute queue")
+        self.queue_family = compute[0]
+        self.timestamp_bits = families[self.queue_family].timestampValidBits
+
+        priorities = vk.ffi.new("float[]", [1.0])
+        queue_info = vk.VkDeviceQueueCreateInfo(
+            queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=priorities)
+        enabled = vk.VkPhysicalDeviceFeatures(shaderInt64=vk.VK_TRUE)
+        info = vk.VkDeviceCreateInfo(
+            queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=enabled)
+        try:
+            self.handle = vk.vkCreateDevice(self.physical, info, None)
+        except vk.VkError as exc:
+            raise DeviceError(f"cannot open {self.info.name} ({type(exc).__name__})") from exc
+        self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+        self.max_groups_x = min(int(self.limits.maxComputeWorkGroupCount[0]), 65535)
+        self.max_groups_y = int(self.limits.maxComputeWorkGroupCount[1])
+        self.max_storage_range = int(self.limits.maxStorageBufferRange)
+        self.timestamp_period_ns = float(self.limits.timestampPeriod)
+        self._closed = False
+
+    @property
+    def name(self) -> str:
+        return self.info.name
+
+    @property
+    def validation_messages(self) -> list[str]:
+        return self.instance.messages
+
+    def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:
+        """Index of a memory type allowed by type_bits with the required flags (preferred first)."""
+        props = self.memory_properties
+        candidates = [i for i in range(props.memoryTypeCount)
+                      if type_bits & (1 << i)
+                      and props.memoryTypes[i].propertyFlags & required == required]
+        if not candidates:
+            raise DeviceError(f"{self.name}: no memory type with flags {required:#x}")
+        best = [i for i in candidates
+                if props.memoryTypes[i].propertyFlags & preferred == preferred]
+        return (best or candidates)[0]
+
+    def wait_idle(self) -> None:
+        vk.vkDeviceWaitIdle(self.handle)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            vk.vkDeviceWaitIdle(self.handle)
+            vk.vkDestroyDevice(self.handle, None)

@@ -1,0 +1,82 @@
+"""DenseGrid: the voxelization as a full N^3 bit grid, in the layout the GPU writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .errors import OutputError
+from .placement import GridPlacement
+
+
+def column_words(n: int) -> int:
+    """32-bit words per voxel column: a column (i, j) holds bits k = 0..N-1, padded to 32."""
+    return (n + 31) // 32
+
+
+def unpack_columns(words: np.ndarray, n: int) -> np.ndarray:
+    """GPU layout -> bool[i, j, k]. The GPU stores column (i, j) at word (j*N + i)*W, bit k."""
+    w = column_words(n)
+    bits = np.unpackbits(words.view(np.uint8).reshape(n, n, w * 4), axis=2, bitorder="little")
+    return bits[:, :, :n].astype(bool).transpose(1, 0, 2)
+
+
+class DenseGrid:
+    """A solid voxelization: voxel (i, j, k) is set iff its centre is inside the mesh."""
+
+    def __init__(self, voxels: np.ndarray, placement: GridPlacement, stats: dict | None = None):
+        n = placement.resolution
+        if voxels.shape != (n, n, n) or voxels.dtype != bool:
+            raise ValueError(f"expected a bool array of shape {(n, n, n)}, got {voxels.dtype} {voxels.shape}")
+        self._voxels = voxels
+        self.placement = placement
+        self.stats = dict(stats or {})
+
+    @property
+    def resolution(self) -> int:
+        return self.placement.resolution
+
+    @property
+    def origin(self) -> np.ndarray:
+        return self.placement.origin.copy()
+
+    @property
+    def voxel_size(self) -> float:
+        return self.placement.voxel_size
+
+    def to_numpy(self) -> np.ndarray:
+        """bool array of shape (N, N, N), indexed [i, j, k] = [x, y, z]."""
+        return self._voxels
+
+    def count(self) -> int:
+        return int(np.count_nonzero(self._voxels))
+
+    def save_npz(self, path: str | Path, overwrite: bool = False) -> None:
+        """Packed bits (np.packbits of the [i, j, k] array) with origin and voxel size."""
+        path = Path(path)
+        if path.exists() and not overwrite:
+            raise OutputError(f"{path}: file exists (use --force to overwrite)")
+        try:
+            with open(path, "wb") as fh:
+                np.savez_compressed(
+                    fh,
+                    bits=np.packbits(self._voxels, axis=None),
+                    shape=np.array(self._voxels.shape, np.int64),
+                    origin=self.placement.origin,
+                    voxel_size=np.float64(self.voxel_size),
+                )
+        except OSError as exc:
+            raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+    @classmethod
+    def load_npz(cls, path: str | Path) -> "DenseGrid":
+        with np.load(path) as data:
+            shape = tuple(int(s) for s in data["shape"])
+            voxels = np.unpackbits(data["bits"], count=int(np.prod(shape))).astype(bool).reshape(shape)
+            placement = GridPlacement(shape[0], np.array(data["origin"], np.float64), float(data["voxel_size"]))
+        return cls(voxels, placement)
+
+    def __repr__(self) -> str:
+        n = self.resolution
+        return f"DenseGrid({n}x{n}x{n}, {self.count()} solid voxels, voxel_size={self.voxel_size:g})"

@@ -1,0 +1,89 @@
+"""Mesh input: whatever the user hands us becomes float64 vertices and int64 triangles."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Union
+
+import numpy as np
+
+from .errors import MeshError
+
+
+@dataclass(frozen=True)
+class Mesh:
+    """An indexed triangle mesh exactly as loaded: no merging, no repair, no reordering."""
+
+    vertices: np.ndarray  # (V, 3) float64
+    faces: np.ndarray  # (T, 3) int64, each index < V
+
+    @property
+    def triangle_count(self) -> int:
+        return int(self.faces.shape[0])
+
+    def soup(self) -> np.ndarray:
+        """(T, 3, 3) corner positions: one vectorized gather, for the triangle-soup variants."""
+        return self.vertices[self.faces]
+
+
+MeshLike = Union["Mesh", str, os.PathLike, tuple, "trimesh.Trimesh"]  # noqa: F821
+
+
+def load_mesh(source: MeshLike) -> Mesh:
+    """Accept a path to anything trimesh reads, a trimesh.Trimesh, a Mesh, or (vertices, faces)."""
+    if isinstance(source, Mesh):
+        return _checked(source.vertices, source.faces, "mesh")
+    if isinstance(source, (str, os.PathLike)):
+        return _load_file(Path(source))
+    if isinstance(source, tuple) and len(source) == 2:
+        return _checked(source[0], source[1], "(vertices, faces)")
+    if hasattr(source, "vertices") and hasattr(source, "faces"):
+        return _checked(source.vertices, source.faces, type(source).__name__)
+    raise MeshError(
+        f"cannot voxelize a {type(source).__name__}: pass a file path, a trimesh.Trimesh "
+        "or a (vertices, faces) pair"
+    )
+
+
+def _load_file(path: Path) -> Mesh:
+    import trimesh
+
+    if not path.exists():
+        raise MeshError(f"{path}: no such file")
+    if not path.is_file():
+        raise MeshError(f"{path}: not a file")
+    try:
+        loaded = trimesh.load(str(path), process=False, force="mesh")
+    except Exception as exc:  # trimesh raises many types for bad files
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise MeshError(f"{path}: cannot read mesh ({detail})") from exc
+    if not hasattr(loaded, "faces") or loaded.faces is None:
+        raise MeshError(f"{path}: the file holds no triangles")
+    return _checked(loaded.vertices, loaded.faces, str(path))
+
+
+def _checked(vertices, faces, what: str) -> Mesh:
+    try:
+        v = np.asarray(vertices, dtype=np.float64)
+        f = np.asarray(faces)
+    except (TypeError, ValueError) as exc:
+        raise MeshError(f"{what}: vertices and faces must be numeric arrays ({exc})") from exc
+    if f.size == 0 or v.size == 0:
+        raise MeshError(f"{what}: the mesh has no triangles")
+    if v.ndim != 2 or v.shape[1] != 3:
+        raise MeshError(f"{what}: vertices must have shape (V, 3), not {v.shape}")
+    if f.ndim != 2 or f.shape[1] != 3:
+        raise MeshError(f"{what}: faces must have shape (T, 3) (triangles only), not {f.shape}")
+    if not np.issubdtype(f.dtype, np.integer):
+        raise MeshError(f"{what}: faces must be integer vertex indices")
+    f = f.astype(np.int64)
+    if f.min() < 0 or f.max() >= len(v):
+        raise MeshError(f"{what}: a face refers to a vertex that does not exist")
+    used = v[np.unique(f)]
+    if not np.isfinite(used).all():
+        raise MeshError(f"{what}: vertex coordinates contain NaN or infinity")
+    if np.all(used.max(axis=0) == used.min(axis=0)):
+        raise MeshError(f"{what}: the mesh has zero extent (all vertices are equal)")
+    return Mesh(np.ascontiguousarray(v), np.ascontiguousarray(f))
