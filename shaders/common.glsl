@@ -1,10 +1,14 @@
 // Shared by every pass: extensions, dispatch folding, the tile geometry.
 //
+// Every .comp declares its workgroup size before including this file: the helpers below
+// read gl_WorkGroupSize, which is (1, 1, 1) until the declaration.
+//
 // Host-provided defines (voxelizer/shaders.py): WG_SIZE (threads per 1-D workgroup),
 // TILE_SHIFT (log2 of the tile side in columns), FIXED_BITS (fractional bits of grid
 // coordinates), BRANCHLESS and INDEXED (the shader variant, 0 or 1).
 
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
+#extension GL_EXT_control_flow_attributes : require
 
 #define TILE_SIDE (1 << TILE_SHIFT)
 #define TILE_COLUMNS (TILE_SIDE * TILE_SIDE)

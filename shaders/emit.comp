@@ -28,7 +28,8 @@ void main() {
     uint tiles_per_row = uint(n) >> TILE_SHIFT;
     uint out_index = offsets[t];
     for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {
-        for (int tx = lo.x >> TILE_SHIFT; tx <= (hi.x >> TILE_SHIFT); ++tx) {
+        ivec2 span = candidate_tiles(r.a.xyz, r.b.xyz, r.c.xyz, ty, lo, hi);
+        for (int tx = span.x; tx <= span.y; ++tx) {
             if (tile_coverage(r.a.xyz, r.b.xyz, r.c.xyz, ivec2(tx, ty), lo, hi) != 0u) {
                 pairs[out_index] = uvec2(uint(tx) + uint(ty) * tiles_per_row, t);
                 ++out_index;

@@ -33,6 +33,8 @@ layout(push_constant) uniform Params {
     int n;
 };
 
+shared TriangleRecord batch[TILE_COLUMNS];
+
 void main() {
     uint tile_index = flat_group_id();
     if (tile_index >= tile_count) return;
@@ -43,17 +45,29 @@ void main() {
     uint column_words = (uint(n) + 31u) >> 5;
     uint base = (uint(column.y) * uint(n) + uint(column.x)) * column_words;
 
-    for (uint p = tile.first; p < tile.end; ++p) {
-        TriangleRecord r = records[pairs[p].y];
-        Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
-        int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
-        bool flips = w.covered && k < n;
+    // The workgroup loads the tile's triangles TILE_COLUMNS at a time into shared memory, one
+    // per thread; every thread then tests all of them against its column. (This also keeps
+    // each invocation's loop count far below llvmpipe's 65,535-iteration guard: see tiles.glsl.)
+    uint local_index = gl_LocalInvocationIndex;
+    for (uint start = tile.first; start < tile.end; start += TILE_COLUMNS) {
+        if (start + local_index < tile.end) batch[local_index] = records[pairs[start + local_index].y];
+        barrier();
+        uint batch_size = min(uint(TILE_COLUMNS), tile.end - start);
+        [[unroll]] for (uint q = 0u; q < TILE_COLUMNS; ++q) {
+            TriangleRecord r = batch[q];
+            Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
 #if BRANCHLESS
-        uint word = base + uint(min(k, n - 1) >> 5);
-        grid[word] ^= uint(flips) << (k & 31);
+            int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
+            bool flips = q < batch_size && w.covered && k < n;
+            grid[base + uint(min(k, n - 1) >> 5)] ^= uint(flips) << (k & 31);
 #else
-        if (flips) grid[base + uint(k >> 5)] ^= 1u << (k & 31);
+            if (q < batch_size && w.covered) {
+                int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
+                if (k < n) grid[base + uint(k >> 5)] ^= 1u << (k & 31);
+            }
 #endif
+        }
+        barrier();
     }
 
     uint carry = 0u;

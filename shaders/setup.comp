@@ -67,7 +67,8 @@ void main() {
     uint tiles = 0u;
     if (covers_columns) {
         for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {
-            for (int tx = lo.x >> TILE_SHIFT; tx <= (hi.x >> TILE_SHIFT); ++tx) {
+            ivec2 span = candidate_tiles(a, b, c, ty, lo, hi);
+            for (int tx = span.x; tx <= span.y; ++tx) {
                 tiles += uint(tile_coverage(a, b, c, ivec2(tx, ty), lo, hi) != 0u);
             }
         }

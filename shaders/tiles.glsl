@@ -1,22 +1,54 @@
 // Which tiles a triangle really touches: shared by triangle setup (counting) and pair
 // emission (writing), so both passes agree on every pair.
+//
+// Loop budget: llvmpipe (lavapipe) ends every loop of an invocation once the invocation has
+// made 65,535 loop iterations in total (its guard against hangs), silently. So the fixed
+// 16-column test is unrolled, and the tile loops visit only the tiles of each tile row that
+// the triangle can reach: about one iteration per emitted pair, plus two per row.
 
 // Bit c of the result is set iff column c of the tile (c = x + TILE_SIDE * y within the tile)
 // lies inside the column rectangle [lo, hi] and its centre is covered by the triangle.
 uint tile_coverage(ivec3 a, ivec3 b, ivec3 c, ivec2 tile, ivec2 lo, ivec2 hi) {
     uint mask = 0u;
-    ivec2 first = max(tile << TILE_SHIFT, lo);
-    ivec2 last = min((tile << TILE_SHIFT) + (TILE_SIDE - 1), hi);
-    for (int j = first.y; j <= last.y; ++j) {
-        for (int i = first.x; i <= last.x; ++i) {
-            Coverage w = cover(a, b, c, ivec2(i, j));
-            uint bit = uint((i & (TILE_SIDE - 1)) + TILE_SIDE * (j & (TILE_SIDE - 1)));
+    [[unroll]] for (int bit = 0; bit < TILE_COLUMNS; ++bit) {
+        ivec2 column = (tile << TILE_SHIFT) + ivec2(bit & (TILE_SIDE - 1), bit >> TILE_SHIFT);
+        bool inside = all(greaterThanEqual(column, lo)) && all(lessThanEqual(column, hi));
 #if BRANCHLESS
-            mask |= uint(w.covered) << bit;
+        mask |= uint(inside && cover(a, b, c, column).covered) << bit;
 #else
-            if (w.covered) mask |= 1u << bit;
+        if (inside && cover(a, b, c, column).covered) mask |= 1u << bit;
 #endif
-        }
     }
     return mask;
+}
+
+// Widens [x_min, x_max] by the x-extent of segment p-q within the band y0 <= y <= y1.
+void band_extent(vec2 p, vec2 q, float y0, float y1, inout float x_min, inout float x_max) {
+    float low = max(min(p.y, q.y), y0);
+    float high = min(max(p.y, q.y), y1);
+    if (low > high) return;
+    float slope = p.y == q.y ? 0.0 : (q.x - p.x) / (q.y - p.y);
+    float x0 = p.y == q.y ? p.x : p.x + (low - p.y) * slope;
+    float x1 = p.y == q.y ? q.x : p.x + (high - p.y) * slope;
+    float edge_min = min(p.x, q.x), edge_max = max(p.x, q.x);
+    x_min = min(x_min, clamp(min(x0, x1), edge_min, edge_max));
+    x_max = max(x_max, clamp(max(x0, x1), edge_min, edge_max));
+}
+
+// Tile columns [x, y] of tile row ty that can hold a covered centre: the triangle's x-extent
+// over the band of that row's column centres, in float with a margin of one column (float
+// only narrows the search; tile_coverage decides exactly). Empty when x > y.
+ivec2 candidate_tiles(ivec3 a, ivec3 b, ivec3 c, int ty, ivec2 lo, ivec2 hi) {
+    const float scale = 1.0 / float(1 << FIXED_BITS);
+    vec2 pa = vec2(a.xy) * scale, pb = vec2(b.xy) * scale, pc = vec2(c.xy) * scale;
+    float y0 = float(max(ty << TILE_SHIFT, lo.y)) + 0.5;
+    float y1 = float(min((ty << TILE_SHIFT) + TILE_SIDE - 1, hi.y)) + 0.5;
+    float x_min = 3.0e38, x_max = -3.0e38;
+    band_extent(pa, pb, y0, y1, x_min, x_max);
+    band_extent(pb, pc, y0, y1, x_min, x_max);
+    band_extent(pc, pa, y0, y1, x_min, x_max);
+    if (x_min > x_max) return ivec2(1, 0);
+    int first = max(int(floor(x_min - 0.5)) - 1, lo.x);
+    int last = min(int(floor(x_max - 0.5)) + 1, hi.x);
+    return ivec2(first, last) >> TILE_SHIFT;
 }

@@ -6,6 +6,9 @@ import atexit
 import threading
 import time
 
+import numpy as np
+
+from .errors import MeshError
 from .grid import DenseGrid, unpack_columns
 from .gpu.buffers import BufferPool
 from .gpu.commands import Sequence
@@ -51,24 +54,43 @@ class Voxelizer:
         load_ms = (time.perf_counter() - started) * 1e3
         placement = GridPlacement.fit(loaded, n)
         vertices = placement.grid_vertices(loaded.vertices)
+        words, stats = self._run(vertices, loaded.faces, n, variant)
+        started = time.perf_counter()
+        voxels = unpack_columns(words, n)
+        stats["host_ms"] = {"load": load_ms, **stats["host_ms"],
+                            "unpack": (time.perf_counter() - started) * 1e3}
+        return DenseGrid(voxels, placement, stats)
+
+    def voxelize_grid(self, grid_vertices: np.ndarray, faces: np.ndarray, grid: int,
+                      variant: str = DEFAULT_VARIANT) -> np.ndarray:
+        """The same voxelization for vertices already in grid space (float32 in [0, N]):
+        bool[i, j, k]. This is where the placement rule ends and the exact contract begins."""
+        check_variant(variant)
+        n = check_resolution(grid)
+        vertices = np.asarray(grid_vertices, np.float32)
+        if vertices.ndim != 2 or vertices.shape[1] != 3 or not np.isfinite(vertices).all() \
+                or vertices.min(initial=0) < 0 or vertices.max(initial=0) > n:
+            raise MeshError(f"grid-space vertices must be a finite (V, 3) array inside [0, {n}]")
+        checked = load_mesh((vertices.astype(np.float64), faces))  # validates the faces
+        words, _ = self._run(vertices, checked.faces, n, variant)
+        return unpack_columns(words, n)
+
+    def _run(self, vertices: np.ndarray, faces: np.ndarray, n: int, variant: str):
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Voxelizer is closed")
             result = run_passes(self.device, self.pipelines(variant), self._pool,
-                                self._sequence, vertices, loaded.faces, n)
-        started = time.perf_counter()
-        voxels = unpack_columns(result.words, n)
-        unpack_ms = (time.perf_counter() - started) * 1e3
+                                self._sequence, vertices, faces, n)
         stats = {
             "device": self.device.name,
             "variant": variant,
             "grid": n,
             "gpu_ms": result.gpu_ms,
-            "host_ms": {"load": load_ms, **result.host_ms, "unpack": unpack_ms},
+            "host_ms": result.host_ms,
             "counts": result.counts,
             "buffer_bytes": result.buffer_bytes,
         }
-        return DenseGrid(voxels, placement, stats)
+        return result.words, stats
 
     def close(self) -> None:
         with self._lock:
@@ -98,9 +120,9 @@ def shared_voxelizer(device: "str | int | None" = None) -> Voxelizer:
     key = "" if device is None else str(device)
     with _shared_lock:
         if key not in _shared:
-            if not _shared:
-                atexit.register(close_shared)
             _shared[key] = Voxelizer(device)
+            if len(_shared) == 1:
+                atexit.register(close_shared)  # after the instance's handler, so it runs first
         return _shared[key]
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import GridError
+from .errors import GridError, MeshError
 from .mesh import Mesh
 
 MIN_RESOLUTION = 8
@@ -35,7 +35,7 @@ def check_resolution(resolution: object) -> int:
     return n
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class GridPlacement:
     resolution: int
     origin: np.ndarray  # world position of the grid's corner (0, 0, 0), float64 (3,)
@@ -47,6 +47,8 @@ class GridPlacement:
         used = mesh.vertices[np.unique(mesh.faces)]
         bmin, bmax = used.min(axis=0), used.max(axis=0)
         h = float((bmax - bmin).max()) / n
+        if not h > 0:
+            raise MeshError("the mesh has zero extent (all vertices are equal)")
         origin = (bmin + bmax) / 2.0 - n * h / 2.0
         return cls(n, origin, h)
 

@@ -10,7 +10,9 @@ kept in `Device.validation_messages` (the test suite fails on any).
 
 from __future__ import annotations
 
+import atexit
 import os
+import sys
 import threading
 from dataclasses import dataclass
 
@@ -61,11 +63,13 @@ class Instance:
         with cls._lock:
             if cls._shared is None:
                 cls._shared = cls(validation_requested())
+                atexit.register(cls._shared.close)  # runs after the Voxelizers' handlers
             return cls._shared
 
     def __init__(self, validation: bool):
         self.validation = validation
         self.messages: list[str] = []
+        self.open_devices = 0
         layers, extensions = [], []
         if validation:
             available = {layer.layerName for layer in vk.vkEnumerateInstanceLayerProperties()}
@@ -98,6 +102,7 @@ class Instance:
         def on_message(severity, types, data, user_data):
             text = vk.ffi.string(data.pMessage).decode(errors="replace")
             self.messages.append(text)
+            print(f"vulkan validation: {text}", file=sys.stderr)
             return vk.VK_FALSE
 
         self._callback = on_message  # keep the Python callable alive as long as the messenger
@@ -112,6 +117,17 @@ class Instance:
         )
         self._messenger_info = info
         self._messenger = create(self.handle, info, None)
+
+    def close(self) -> None:
+        """Destroy the instance (after every Device); the layer reports leaks on the way."""
+        if self.handle is None or self.open_devices:
+            return  # a Device still open (not closed by its owner): leave both to process exit
+        if self._messenger is not None:
+            destroy = vk.vkGetInstanceProcAddr(self.handle, "vkDestroyDebugUtilsMessengerEXT")
+            destroy(self.handle, self._messenger, None)
+            self._messenger = None
+        vk.vkDestroyInstance(self.handle, None)
+        self.handle = None
 
     def physical_devices(self) -> list:
         return list(vk.vkEnumeratePhysicalDevices(self.handle))
@@ -192,6 +208,7 @@ class Device:
         except vk.VkError as exc:
             raise DeviceError(f"cannot open {self.info.name} ({type(exc).__name__})") from exc
         self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+        self.instance.open_devices += 1
         self.max_groups_x = min(int(self.limits.maxComputeWorkGroupCount[0]), 65535)
         self.max_groups_y = int(self.limits.maxComputeWorkGroupCount[1])
         self.max_storage_range = int(self.limits.maxStorageBufferRange)
@@ -226,3 +243,4 @@ class Device:
             self._closed = True
             vk.vkDeviceWaitIdle(self.handle)
             vk.vkDestroyDevice(self.handle, None)
+            self.instance.open_devices -= 1

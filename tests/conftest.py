@@ -1,0 +1,48 @@
+"""Every test runs with the Vulkan validation layer, and any message it reports fails the test."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ["VOXELIZER_VALIDATION"] = "1"  # before any Vulkan object exists
+
+import pytest  # noqa: E402
+
+from voxelizer.api import Voxelizer, close_shared  # noqa: E402
+from voxelizer.gpu.device import Instance  # noqa: E402
+
+SHARED_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+PROJECT_MODELS = Path(__file__).resolve().parents[1] / "models"
+
+
+def _messages() -> list[str]:
+    instance = Instance._shared  # tests that never touch Vulkan do not create one
+    return instance.messages if instance is not None else []
+
+
+@pytest.fixture(scope="session")
+def gpu():
+    """One Voxelizer for the whole run; closing it must leave the layer nothing to report."""
+    voxelizer = Voxelizer()
+    yield voxelizer
+    voxelizer.close()
+    close_shared()
+    leaks = _messages()
+    assert not leaks, f"validation layer at device destruction: {leaks[0]}"
+
+
+@pytest.fixture(autouse=True)
+def validation_clean():
+    before = len(_messages())
+    yield
+    new = _messages()[before:]
+    if new:
+        pytest.fail(f"validation layer reported {len(new)} message(s); first: {new[0]}")
+
+
+def shared_model(name: str) -> Path:
+    path = SHARED_MODELS / name
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: the tests need ../shared/models beside the project")
+    return path

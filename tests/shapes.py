@@ -1,0 +1,80 @@
+"""Analytic test meshes as (vertices float64 (V, 3), faces int64 (T, 3)) pairs, outward-facing.
+
+Coordinates are taken as given, so grid-space shapes whose corners sit on multiples of 1/4
+survive the float32 and fixed-point roundings exactly and their expected voxels can be
+worked out by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import trimesh
+
+Shape = tuple[np.ndarray, np.ndarray]
+
+
+def _outward(vertices: np.ndarray, faces: np.ndarray) -> Shape:
+    """Orient the faces of a convex shape so their normals point away from its centroid."""
+    v = np.asarray(vertices, dtype=np.float64)
+    f = np.asarray(faces, dtype=np.int64)
+    a, b, c = v[f[:, 0]], v[f[:, 1]], v[f[:, 2]]
+    normal = np.cross(b - a, c - a)
+    inward = (normal * (a - v.mean(axis=0))).sum(axis=1) < 0
+    f = np.where(inward[:, None], f[:, ::-1], f)
+    return v, f
+
+
+def box(lo, hi) -> Shape:
+    """Axis-aligned box from its min and max corner: 8 vertices, 12 triangles."""
+    lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
+    bits = (np.arange(8)[:, None] >> np.arange(3)[None, :]) & 1  # corner c has x bit 0, y bit 1, z bit 2
+    vertices = np.where(bits == 1, hi, lo)
+    quads = np.array(
+        [[0, 2, 6, 4], [1, 5, 7, 3], [0, 4, 5, 1], [2, 3, 7, 6], [0, 1, 3, 2], [4, 6, 7, 5]]
+    )
+    faces = np.concatenate([quads[:, [0, 1, 2]], quads[:, [0, 2, 3]]])
+    return _outward(vertices, faces)
+
+
+def octahedron(centre, radius: float) -> Shape:
+    """Vertices at centre +- radius along each axis: every face is steep and every edge tilted."""
+    centre = np.asarray(centre, np.float64)
+    axes = np.eye(3) * radius
+    vertices = np.concatenate([centre + axes, centre - axes])  # +x +y +z -x -y -z
+    faces = np.array([[x, y, z] for x in (0, 3) for y in (1, 4) for z in (2, 5)])
+    return _outward(vertices, faces)
+
+
+def tetrahedron(p0, p1, p2, p3) -> Shape:
+    """Tetrahedron on four given corners."""
+    vertices = np.array([p0, p1, p2, p3], dtype=np.float64)
+    faces = np.array([[0, 1, 2], [0, 1, 3], [0, 2, 3], [1, 2, 3]])
+    return _outward(vertices, faces)
+
+
+def sphere(centre, radius: float, subdivisions: int = 3) -> Shape:
+    """Icosphere (vertices on the sphere, so the mesh lies inside it and is convex)."""
+    ball = trimesh.creation.icosphere(subdivisions=subdivisions)
+    vertices = np.asarray(ball.vertices, np.float64) * radius + np.asarray(centre, np.float64)
+    return vertices, np.asarray(ball.faces, np.int64)
+
+
+def combine(*shapes: Shape) -> Shape:
+    """Several shapes as one mesh (disjoint shapes give their union, nested ones a difference)."""
+    vertices, faces, offset = [], [], 0
+    for v, f in shapes:
+        vertices.append(v)
+        faces.append(f + offset)
+        offset += len(v)
+    return np.concatenate(vertices), np.concatenate(faces)
+
+
+def inverted(shape: Shape) -> Shape:
+    """The same surface facing inwards (to cut a cavity when combined with a larger shape)."""
+    v, f = shape
+    return v, f[:, ::-1].copy()
+
+
+def hollow_sphere(centre, outer: float, inner: float, subdivisions: int = 3) -> Shape:
+    """Two nested icospheres, the inner one inside out: a shell around an empty core."""
+    return combine(sphere(centre, outer, subdivisions), inverted(sphere(centre, inner, subdivisions)))

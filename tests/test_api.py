@@ -1,0 +1,107 @@
+"""The Python API: inputs it accepts, what a DenseGrid says, and the typed errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import trimesh
+
+import voxelizer
+from voxelizer import (DeviceError, GridError, MeshError, VariantError, VoxelizerError,
+                       voxelize_dense)
+from voxelizer.mesh import load_mesh
+from voxelizer.reference import voxelize_reference
+
+from .conftest import PROJECT_MODELS, shared_model
+
+
+def test_every_input_form_gives_the_same_voxels(gpu):
+    path = shared_model("torus.stl")
+    loaded = trimesh.load(path, process=False)
+    expected = voxelize_reference(load_mesh(path), 48).to_numpy()
+    for source in (path, str(path), loaded, (loaded.vertices, loaded.faces), load_mesh(path)):
+        assert np.array_equal(gpu.voxelize_dense(source, 48).to_numpy(), expected)
+
+
+def test_dense_grid_describes_its_placement(gpu):
+    vertices = np.array([[0, 0, 0], [4, 0, 0], [0, 2, 0], [0, 0, 1]], float)
+    faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])
+    grid = gpu.voxelize_dense((vertices, faces), 16)
+    assert grid.resolution == 16 and grid.voxel_size == 0.25
+    # centred on the box centre (2, 1, 0.5): origin = centre - 16 * 0.25 / 2
+    assert np.allclose(grid.origin, [0.0, -1.0, -1.5])
+    voxels = grid.to_numpy()
+    assert voxels.shape == (16, 16, 16) and voxels.dtype == bool
+    assert grid.count() == int(voxels.sum()) > 0
+    # every solid voxel's centre satisfies the tetrahedron's half-spaces (x/4 + y/2 + z < 1)
+    centres = grid.placement.voxel_centres(np.argwhere(voxels))
+    assert (centres.min(axis=0) > 0).all()
+    assert (centres[:, 0] / 4 + centres[:, 1] / 2 + centres[:, 2] < 1).all()
+    assert set(grid.stats["gpu_ms"]) >= {"setup", "scan", "emit", "sort", "mark", "compact", "fill"}
+
+
+def test_module_function_uses_the_default_variant_and_device():
+    grid = voxelize_dense(PROJECT_MODELS / "gear.ply", grid=32)
+    assert grid.stats["variant"] == voxelizer.DEFAULT_VARIANT == "branchless"
+    assert grid.count() == voxelize_reference(load_mesh(PROJECT_MODELS / "gear.ply"), 32).count()
+
+
+@pytest.mark.parametrize("grid", [0, 4, 6, 30, 8193 * 4, 2.5, "64", True, None])
+def test_bad_grids_raise_grid_error(gpu, grid):
+    with pytest.raises(GridError):
+        gpu.voxelize_dense(PROJECT_MODELS / "gear.ply", grid)
+
+
+def test_unknown_variant(gpu):
+    with pytest.raises(VariantError, match="unknown variant 'fast'"):
+        gpu.voxelize_dense(PROJECT_MODELS / "gear.ply", 16, "fast")
+
+
+@pytest.mark.parametrize("source, message", [
+    ((np.zeros((0, 3)), np.zeros((0, 3), int)), "no triangles"),
+    ((np.ones((3, 3)), np.array([[0, 1, 2]])), "zero extent"),
+    ((np.array([[0, 0, 0], [1, 0, 0], [np.nan, 1, 0]]), np.array([[0, 1, 2]])), "NaN"),
+    ((np.array([[0, 0, 0], [1, 0, 0], [np.inf, 1, 0]]), np.array([[0, 1, 2]])), "NaN or infinity"),
+    ((np.eye(3), np.array([[0, 1, 3]])), "does not exist"),
+    ((np.eye(3), np.array([[0, 1, -1]])), "does not exist"),
+    ((np.eye(3), np.array([[0, 1, 2, 0]])), "triangles only"),
+    ((np.eye(3), np.array([[0.0, 1.0, 2.0]])), "integer"),
+    (42, "cannot voxelize a int"),
+])
+def test_bad_meshes_raise_mesh_error(gpu, source, message):
+    with pytest.raises(MeshError, match=message):
+        gpu.voxelize_dense(source, 16)
+
+
+def test_unknown_device_raises_device_error():
+    with pytest.raises(DeviceError, match="no Vulkan device matches"):
+        voxelizer.Voxelizer("no-such-device")
+
+
+def test_errors_share_one_base_class():
+    for error in (MeshError, GridError, VariantError, DeviceError, voxelizer.ShaderError,
+                  voxelizer.OutputError):
+        assert issubclass(error, VoxelizerError)
+
+
+def test_list_devices_names_the_device_in_use(gpu):
+    assert gpu.device_name in [info.name for info in voxelizer.list_devices()]
+
+
+def test_grid_space_entry_rejects_vertices_outside_the_grid(gpu):
+    with pytest.raises(MeshError, match="inside"):
+        gpu.voxelize_grid(np.array([[0, 0, 0], [9, 0, 0], [0, 1, 1]], np.float32),
+                          np.array([[0, 1, 2]]), 8)
+
+
+def test_degenerate_and_duplicate_triangles_change_nothing(gpu):
+    path = shared_model("torus.stl")
+    mesh = load_mesh(path)
+    expected = voxelize_reference(mesh, 40).to_numpy()
+    # a zero-area triangle, a vertical triangle, and a triangle used twice with both windings
+    extra_vertices = np.array([[0.1, 0.1, 0.1], [0.2, 0.2, 0.2], [0.3, 0.3, 0.3]])
+    vertices = np.concatenate([mesh.vertices, extra_vertices])
+    v0 = len(mesh.vertices)
+    f = mesh.faces
+    faces = np.concatenate([f, [[v0, v0 + 1, v0 + 2]], f[:1], f[:1, ::-1]])
+    assert np.array_equal(gpu.voxelize_dense((vertices, faces), 40).to_numpy(), expected)

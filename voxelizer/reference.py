@@ -1,0 +1,190 @@
+"""Exact CPU voxelization: the oracle the GPU passes are checked against, bit for bit.
+
+The contract (the GPU implements the same one in integer arithmetic):
+
+1. Grid-space float32 vertices g in [0, N] become fixed point with F = 16 fraction bits:
+   X = rint(g * 2**16) (exact in float32, round half to even). Same for Y and Z.
+2. Column (i, j) has its centre at (i * 2**16 + 2**15, j * 2**16 + 2**15).
+3. A triangle (A, B, C) with D = (B - A) x (C - A) (z component) == 0 adds nothing; with D < 0,
+   B and C are swapped so that D > 0.
+4. A centre is covered iff for every edge a->b (AB, BC, CA) the edge function
+   E = dx * (Py - ay) - dy * (Px - ax) is > 0, or == 0 with dy < 0 or (dy == 0 and dx > 0)
+   (top-left rule: the centre is nudged by (+eps, +eps**2), so a closed mesh covers every
+   centre an even number of times).
+5. The crossing height z* = (wA ZA + wB ZB + wC ZC) / (D * 2**16), with wA = E_BC, wB = E_CA,
+   wC = E_AB, gives kfirst = floor(z* + 1/2) in [0, N]: the first voxel whose centre lies
+   strictly above the crossing.
+6. Voxel (i, j, k) is solid iff an odd number of the triangles covering column (i, j) have
+   kfirst <= k.
+
+Everything except the crossing height is exact int64 arithmetic; the crossing height is
+estimated in float64 and settled with Python integers where the estimate is too close to call.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .grid import DenseGrid
+from .mesh import Mesh
+from .placement import MAX_RESOLUTION, GridPlacement
+
+FRACTION_BITS = 16
+ONE = 1 << FRACTION_BITS  # one voxel in fixed point
+HALF = ONE >> 1
+
+# Candidate (triangle, column) pairs tested per batch: bounds memory to a few hundred MiB
+# however large the triangles are.
+CHUNK = 1 << 20
+
+# Slab of i-planes per step of the parity prefix, so the prefix needs no full-size temporary.
+SLAB_CELLS = 1 << 24
+
+# |estimated - exact| of z* - 1/2 is below 8 * 2**-40 grid units (see _first_voxel); estimates
+# closer than this to an integer are decided exactly.
+TIE_MARGIN = 2.0**-24
+
+
+def voxelize_reference(mesh: Mesh, resolution: int) -> DenseGrid:
+    """Voxelize on the CPU with the exact contract: slow, simple, and the ground truth."""
+    placement = GridPlacement.fit(mesh, resolution)
+    grid_vertices = placement.grid_vertices(mesh.vertices)
+    voxels = solid_columns(grid_vertices, mesh.faces, placement.resolution)
+    return DenseGrid(voxels, placement)
+
+
+def solid_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray, n: int) -> np.ndarray:
+    """bool[i, j, k] of shape (n, n, n) for float32 grid-space vertices (values in [0, n])."""
+    n = int(n)
+    if not 1 <= n <= MAX_RESOLUTION:
+        raise ValueError(f"grid size must be in [1, {MAX_RESOLUTION}], not {n}")
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    fixed = to_fixed(grid_vertices_f32, faces, n)
+    tris = _oriented_triangles(fixed, faces)
+    keys = [_crossings(tris, batch, n) for batch in _candidate_batches(tris, n)]
+    return _parity_fill(np.concatenate(keys) if keys else np.zeros(0, np.int64), n)
+
+
+def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, n: int) -> np.ndarray:
+    """int64 (V, 3) fixed-point coordinates: the single rounding from float32 to the integers."""
+    g = np.asarray(grid_vertices_f32, dtype=np.float32).reshape(-1, 3)
+    used = g[np.unique(faces)] if len(faces) else g[:0]
+    if not np.isfinite(used).all() or (used < 0).any() or (used > n).any():
+        raise ValueError(f"grid-space vertices must lie in [0, {n}]")
+    return np.rint(g * np.float32(ONE)).astype(np.int64)
+
+
+def _oriented_triangles(fixed: np.ndarray, faces: np.ndarray) -> dict:
+    """Per-triangle data with D > 0 (degenerate projections dropped), edges AB, BC, CA."""
+    a, b, c = fixed[faces[:, 0]], fixed[faces[:, 1]], fixed[faces[:, 2]]
+    d = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
+    keep = d != 0
+    a, b, c, d = a[keep], b[keep], c[keep], d[keep]
+    flip = d < 0
+    b, c = np.where(flip[:, None], c, b), np.where(flip[:, None], b, c)
+    d = np.abs(d)
+
+    tris = {"D": d, "ZA": a[:, 2], "ZB": b[:, 2], "ZC": c[:, 2]}
+    for name, p, q in (("AB", a, b), ("BC", b, c), ("CA", c, a)):
+        dx, dy = q[:, 0] - p[:, 0], q[:, 1] - p[:, 1]
+        tris["dx" + name] = dx
+        tris["dy" + name] = dy
+        # E(P) = dx * Py - dy * Px + c0, the same value as dx * (Py - ay) - dy * (Px - ax).
+        tris["c" + name] = dy * p[:, 0] - dx * p[:, 1]
+        # Covered along this edge iff E >= threshold: 0 where the top-left rule gives ties to
+        # the triangle, 1 where it does not.
+        wins = (dy < 0) | ((dy == 0) & (dx > 0))
+        tris["t" + name] = np.where(wins, 0, 1).astype(np.int64)
+
+    xs = np.stack([a[:, 0], b[:, 0], c[:, 0]])
+    ys = np.stack([a[:, 1], b[:, 1], c[:, 1]])
+    tris["i0"], tris["i1"] = _centre_range(xs.min(axis=0), xs.max(axis=0))
+    tris["j0"], tris["j1"] = _centre_range(ys.min(axis=0), ys.max(axis=0))
+    return tris
+
+
+def _centre_range(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """First and last column index whose centre lies in [lo, hi] (fixed point, inclusive)."""
+    first = -((HALF - lo) // ONE)  # ceil((lo - HALF) / ONE)
+    last = (hi - HALF) // ONE
+    return first, last
+
+
+def _candidate_batches(tris: dict, n: int):
+    """Yield (triangle, i, j) arrays covering every column centre in each triangle's box.
+
+    Each triangle owns a contiguous run of candidate numbers; a batch is a range of those
+    numbers, so one huge triangle is split across batches as readily as many small ones.
+    """
+    i0, i1 = np.maximum(tris["i0"], 0), np.minimum(tris["i1"], n - 1)
+    j0, j1 = np.maximum(tris["j0"], 0), np.minimum(tris["j1"], n - 1)
+    width = np.maximum(i1 - i0 + 1, 0)
+    count = width * np.maximum(j1 - j0 + 1, 0)
+    end = np.cumsum(count)
+    total = int(end[-1]) if len(end) else 0
+    for start in range(0, total, CHUNK):
+        cand = np.arange(start, min(start + CHUNK, total), dtype=np.int64)
+        t = np.searchsorted(end, cand, side="right")
+        local = cand - (end[t] - count[t])
+        w = width[t]
+        yield t, i0[t] + local % w, j0[t] + local // w
+
+
+def _crossings(tris: dict, batch: tuple, n: int) -> np.ndarray:
+    """Flat voxel indices (i*n + j)*n + kfirst of the covered candidates with kfirst < n."""
+    t, i, j = batch
+    px = i * ONE + HALF
+    py = j * ONE + HALF
+    e = {}
+    covered = np.ones(len(t), dtype=bool)
+    for name in ("AB", "BC", "CA"):
+        e[name] = tris["dx" + name][t] * py - tris["dy" + name][t] * px + tris["c" + name][t]
+        covered &= e[name] >= tris["t" + name][t]
+    t, i, j = t[covered], i[covered], j[covered]
+    k = _first_voxel(
+        e["BC"][covered], e["CA"][covered], e["AB"][covered],
+        tris["ZA"][t], tris["ZB"][t], tris["ZC"][t], tris["D"][t], n,
+    )
+    inside = k < n
+    return ((i[inside] * n + j[inside]) * n) + k[inside]
+
+
+def _first_voxel(wa, wb, wc, za, zb, zc, d, n: int) -> np.ndarray:
+    """kfirst = smallest k >= 0 with wa*za + wb*zb + wc*zc < (2k+1) * 2**15 * d, else n.
+
+    The numerator reaches about 2**88, beyond int64, so it is estimated in float64 first.
+    Error bound, u = 2**-53: w <= d < 2**59 and Z <= 2**29 (N <= 8192). Converting w and d to
+    float64 costs a relative u each, each product another u, and the two additions of
+    non-negative terms (no cancellation) u each, so the numerator is within (1+u)**4 - 1 < 4.01u
+    and q = num / d within 6.1u, relative. As q <= max Z <= 2**29, |q - exact| < 6.1 * 2**-24
+    fixed-point units, i.e. < 6.1 * 2**-40 grid units after the exact division by 2**16;
+    subtracting 1/2 from a value below 2**13 adds at most 2**-40. So r = z* - 1/2 is known to
+    within 8 * 2**-40 < 1e-11, and floor(r) is right wherever r is farther than TIE_MARGIN
+    (about 6e-8) from an integer. The rest (exact ties above all) are decided with Python ints.
+    """
+    num = wa.astype(np.float64) * za + wb.astype(np.float64) * zb + wc.astype(np.float64) * zc
+    r = (num / d.astype(np.float64)) / ONE - 0.5
+    k = np.floor(r).astype(np.int64) + 1
+    m = np.rint(r)
+    near = np.flatnonzero(np.abs(r - m) < TIE_MARGIN)
+    if len(near):
+        mi = m[near].astype(np.int64)
+        exact = (
+            wa[near].astype(object) * za[near].astype(object)
+            + wb[near].astype(object) * zb[near].astype(object)
+            + wc[near].astype(object) * zc[near].astype(object)
+        )
+        bound = (2 * mi.astype(object) + 1) * HALF * d[near].astype(object)
+        k[near] = np.where((exact < bound).astype(bool), mi, mi + 1)
+    return np.clip(k, 0, n)
+
+
+def _parity_fill(keys: np.ndarray, n: int) -> np.ndarray:
+    """Toggle each voxel where an odd number of crossings start, then prefix-XOR along k."""
+    flips, counts = np.unique(keys, return_counts=True)
+    voxels = np.zeros((n, n, n), dtype=bool)
+    voxels.reshape(-1)[flips[counts % 2 == 1]] = True
+    step = max(1, SLAB_CELLS // (n * n))
+    for s in range(0, n, step):
+        voxels[s : s + step] = np.logical_xor.accumulate(voxels[s : s + step], axis=2)
+    return voxels
