@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -110,3 +111,25 @@ def test_installed_command_runs_as_a_process(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "solid voxels" in result.stdout and out.is_file()
     assert result.stderr == ""
+
+
+def test_stats_json(tmp_path, capsys):
+    out = tmp_path / "stats.json"
+    code, stdout, _ = run(capsys, PROJECT_MODELS / "torus_knot.ply", "--grid", 64, "--variant",
+                          "indexed", "--stats-json", out)
+    assert code == 0
+    stats = json.loads(out.read_text())
+    assert stats["variant"] == "indexed" and stats["grid"] == 64
+    assert set(stats["gpu_ms"]) == {"upload", "setup", "scan", "emit", "sort", "mark", "compact",
+                                    "fill", "download"}
+    assert all(ms >= 0 for ms in stats["gpu_ms"].values())
+    assert {"load", "prepare", "upload", "download"} <= set(stats["host_ms"])
+    counts = stats["counts"]
+    assert counts["triangles"] == 6912
+    assert counts["tiles"] <= counts["pairs"] <= counts["sort_size"]
+    assert f"{counts['solid_voxels']:,} solid voxels" in stdout
+    memory = stats["memory"]
+    assert memory["device_peak_bytes"] == sum(memory["device_buffers"].values())
+    assert memory["device_buffers"]["grid"] >= 64 * 64 * 64 // 8
+    code, _, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "--stats-json", out)
+    assert code == 1 and "exists" in stderr

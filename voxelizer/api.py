@@ -59,6 +59,7 @@ class Voxelizer:
         voxels = unpack_columns(words, n)
         stats["host_ms"] = {"load": load_ms, **stats["host_ms"],
                             "unpack": (time.perf_counter() - started) * 1e3}
+        stats["counts"]["solid_voxels"] = int(np.count_nonzero(voxels))
         return DenseGrid(voxels, placement, stats)
 
     def voxelize_grid(self, grid_vertices: np.ndarray, faces: np.ndarray, grid: int,
@@ -88,7 +89,12 @@ class Voxelizer:
             "gpu_ms": result.gpu_ms,
             "host_ms": result.host_ms,
             "counts": result.counts,
-            "buffer_bytes": result.buffer_bytes,
+            "memory": {
+                "device_buffers": result.device_bytes,
+                "staging_buffers": result.staging_bytes,
+                "device_peak_bytes": sum(result.device_bytes.values()),
+                "staging_peak_bytes": sum(result.staging_bytes.values()),
+            },
         }
         return result.words, stats
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -31,7 +32,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="Vulkan device by index or name substring (default: "
                              "$VOXELIZER_DEVICE, else the first discrete GPU, else any)")
     parser.add_argument("--list-devices", action="store_true", help="list Vulkan devices and exit")
-    parser.add_argument("--stats", action="store_true", help="print per-pass GPU times and counts")
+    parser.add_argument("--stats", action="store_true",
+                        help="print per-pass GPU times, host times, memory and counts")
+    parser.add_argument("--stats-json", metavar="FILE",
+                        help="write the same statistics as JSON (refuses to overwrite without --force)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
     return parser
@@ -69,8 +73,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if output.suffix.lower() not in OUTPUT_FORMATS:
             parser.error(f"cannot write {output.suffix or 'files without an extension'}: "
                          f"use {', '.join(OUTPUT_FORMATS)}")
-        if output.exists() and not args.force:
-            raise OutputError(f"{output}: file exists (use --force to overwrite)")
+    for path in (output, Path(args.stats_json) if args.stats_json else None):
+        if path is not None and path.exists() and not args.force:
+            raise OutputError(f"{path}: file exists (use --force to overwrite)")
 
     started = time.perf_counter()
     grid = voxelize_dense(args.model, args.grid, args.variant, args.device)
@@ -86,17 +91,32 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
           + (f" -> {output}" if output is not None else ""))
     if args.stats:
         print(format_stats(grid.stats))
+    if args.stats_json:
+        _write_json(Path(args.stats_json), grid.stats)
     return 0
 
 
+def _write_json(path: Path, stats: dict) -> None:
+    try:
+        path.write_text(json.dumps(stats, indent=2) + "\n")
+    except OSError as exc:
+        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+
+
 def format_stats(stats: dict) -> str:
-    lines = ["GPU time per pass (ms):"]
-    lines += [f"  {name:<10} {ms:10.3f}" for name, ms in stats["gpu_ms"].items()]
-    lines.append(f"  {'total':<10} {sum(stats['gpu_ms'].values()):10.3f}")
-    lines.append("host time (ms):")
-    lines += [f"  {name:<12} {ms:10.3f}" for name, ms in stats["host_ms"].items()]
-    lines.append("counts:")
-    lines += [f"  {name:<10} {value:>12,}" for name, value in stats["counts"].items()]
+    """The statistics of one voxelization as an aligned plain-text table."""
+    gpu, host, memory = stats["gpu_ms"], stats["host_ms"], stats["memory"]
+    lines = [f"GPU time per pass, ms ({stats['device']}, timestamps):"]
+    lines += [f"  {name:<18} {ms:12.3f}" for name, ms in gpu.items()]
+    lines.append(f"  {'total':<18} {sum(gpu.values()):12.3f}")
+    lines.append("host time, ms:")
+    lines += [f"  {name:<18} {ms:12.3f}" for name, ms in host.items()]
+    lines.append("device memory, bytes (all held at once):")
+    lines += [f"  {name:<18} {size:>12,}" for name, size in memory["device_buffers"].items()]
+    lines.append(f"  {'peak':<18} {memory['device_peak_bytes']:>12,}")
+    lines.append(f"  {'staging peak':<18} {memory['staging_peak_bytes']:>12,}")
+    lines.append("workload:")
+    lines += [f"  {name:<18} {value:>12,}" for name, value in stats["counts"].items()]
     return "\n".join(lines)
 
 

@@ -93,7 +93,8 @@ class PassResult:
     gpu_ms: dict[str, float]
     host_ms: dict[str, float]
     counts: dict[str, int]
-    buffer_bytes: dict[str, int]
+    device_bytes: dict[str, int]  # device-local buffers held after the run, by name
+    staging_bytes: dict[str, int]  # host-visible staging buffers, by name
 
 
 def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, sequence: Sequence,
@@ -119,10 +120,12 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     sequence.begin()
     sequence.mark("start")
     bindings = {}
+    copy_started = time.perf_counter()
     for slot, array in geometry.items():
         name = ("vertices", "indices")[slot] if pipelines.indexed else "soup"
         bindings[slot] = Binding(pool.get(name, array.nbytes), array.nbytes)
         sequence.upload(bindings[slot].buffer, array)
+    host_ms["upload"] = (time.perf_counter() - copy_started) * 1e3  # into staging memory
     sequence.barrier()
     sequence.mark("upload")
     records = Binding(pool.get("records", triangles * RECORD_BYTES), triangles * RECORD_BYTES)
@@ -136,7 +139,7 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     total_staging = sequence.download(total, 4)
     gpu_ms = sequence.submit()
     pair_count = int(total_staging.read(np.uint32, 1)[0])
-    host_ms["submit_setup"] = (time.perf_counter() - started) * 1e3
+    host_ms["setup_submission"] = (time.perf_counter() - started) * 1e3 - host_ms["upload"]
 
     padded = max(SORT_BLOCK, 1 << max(pair_count - 1, 0).bit_length())
     if padded * PAIR_BYTES > device.max_storage_range:
@@ -184,15 +187,16 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     sequence.mark("download")
     for label, ms in sequence.submit().items():
         gpu_ms[label] = gpu_ms.get(label, 0.0) + ms
-    host_ms["submit_fill"] = (time.perf_counter() - started) * 1e3
+    host_ms["fill_submission"] = (time.perf_counter() - started) * 1e3
 
     started = time.perf_counter()
     words = staging.read(np.uint32, grid_bytes // 4)
     tile_count = int(tile_staging.read(np.uint32, 4)[3]) if pair_count else 0
-    host_ms["read_grid"] = (time.perf_counter() - started) * 1e3
+    host_ms["download"] = (time.perf_counter() - started) * 1e3
     counts = {"triangles": triangles, "pairs": pair_count, "sort_size": padded if pair_count else 0,
               "tiles": tile_count}
-    return PassResult(words, gpu_ms, host_ms, counts, pool.sizes())
+    return PassResult(words, gpu_ms, host_ms, counts, pool.sizes(host_visible=False),
+                      pool.sizes(host_visible=True))
 
 
 def _record_scan(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool, values,

@@ -91,8 +91,10 @@ class BufferPool:
         self._buffers[name] = Buffer(self.device, grown, usage, host_visible, name)
         return self._buffers[name]
 
-    def sizes(self) -> dict[str, int]:
-        return {name: buffer.size for name, buffer in self._buffers.items()}
+    def sizes(self, host_visible: bool) -> dict[str, int]:
+        """Bytes of every buffer held now (all of them are held at once: this is the peak)."""
+        return {name: buffer.size for name, buffer in self._buffers.items()
+                if buffer.host_visible == host_visible}
 
     def destroy(self) -> None:
         for buffer in self._buffers.values():
