@@ -25,6 +25,7 @@ from .gpu.compiler import compile_shader
 from .gpu.device import Device
 from .gpu.pipelines import ComputePipeline
 from .grid import column_words
+from .placement import FIXED_BITS
 
 VARIANTS = {
     "naive": {"BRANCHLESS": 0, "INDEXED": 0},
@@ -36,7 +37,6 @@ DEFAULT_VARIANT = "branchless"
 
 WG_SIZE = 256  # threads per 1-D workgroup
 TILE_SHIFT = 2  # tiles of 4 x 4 columns
-FIXED_BITS = 16  # fractional bits of fixed-point grid coordinates (see shaders/exact.glsl)
 SCAN_BLOCK = WG_SIZE * 4  # values one scan workgroup handles (ITEMS_PER_THREAD = 4)
 SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord

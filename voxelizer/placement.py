@@ -19,7 +19,9 @@ from .errors import GridError, MeshError
 from .mesh import Mesh
 
 MIN_RESOLUTION = 8
-# Fixed-point grid coordinates must stay below 2**30 (see shaders/exact.glsl): N * 2**16 < 2**30.
+# Grid coordinates become fixed point with this many fractional bits (shaders/exact.glsl and
+# voxelizer/reference.py); N * 2**FIXED_BITS <= 2**29 keeps every product in range.
+FIXED_BITS = 16
 MAX_RESOLUTION = 8192
 
 

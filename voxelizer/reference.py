@@ -27,10 +27,9 @@ import numpy as np
 
 from .grid import DenseGrid
 from .mesh import Mesh
-from .placement import MAX_RESOLUTION, GridPlacement
+from .placement import FIXED_BITS, MAX_RESOLUTION, GridPlacement
 
-FRACTION_BITS = 16
-ONE = 1 << FRACTION_BITS  # one voxel in fixed point
+ONE = 1 << FIXED_BITS  # one voxel in fixed point
 HALF = ONE >> 1
 
 # Candidate (triangle, column) pairs tested per batch: bounds memory to a few hundred MiB
