@@ -21,10 +21,13 @@
 // low part's excess into the high part keeps S = hi 2^32 + lo with 0 <= lo < 2^32, so
 // sign(S) = sign(hi) unless hi == 0 (then S >= 0). No division, no rounding.
 //
-// kfirst starts from a float32 estimate: all terms are non-negative, so its relative error is
-// a few ulp, under 2^-20, and with z* <= 2^13 the estimate is within 2^-7 of z*. The true
-// floor(z* + 1/2) is therefore one of k0 - 1, k0, k0 + 1 for k0 = floor(estimate + 1/2),
-// and two exact sign tests pick it.
+// kfirst starts from a float32 estimate: all terms are non-negative, so there is no
+// cancellation; seven correctly rounded conversions, products and sums (2^-24 each) and one
+// division (2.5 ulp allowed by Vulkan) keep its relative error below 2^-20, so with
+// z* <= 2^13 the estimate is within 2^-7 of z*. The true floor(z* + 1/2) is therefore one of
+// k0 - 1, k0, k0 + 1 for k0 = floor(estimate + 1/2), and two exact sign tests pick it. The
+// naive variant skips them when estimate + 1/2 lies farther than 1/64 (> 2^-7) from an
+// integer: then k0 is already exact. The branchless variant always runs both tests.
 
 int64_t edge_function(ivec2 a, ivec2 b, ivec2 p) {
     return int64_t(b.x - a.x) * int64_t(p.y - a.y) - int64_t(b.y - a.y) * int64_t(p.x - a.x);
@@ -89,10 +92,13 @@ int first_voxel_above(Coverage w, ivec3 a, ivec3 b, ivec3 c, int n) {
     float z = (float(w.wa) * float(a.z) + float(w.wb) * float(b.z) + float(w.wc) * float(c.z))
               / (d * float(1 << FIXED_BITS));
     int k0 = int(floor(z + 0.5));
+    const float certain = 1.0 / 64.0;
 #if BRANCHLESS
     int k = k0 + 1 - int(centre_above_crossing(w, a.z, b.z, c.z, k0))
                    - int(centre_above_crossing(w, a.z, b.z, c.z, k0 - 1));
 #else
+    float position = z + 0.5 - float(k0);  // in [0, 1)
+    if (position > certain && position < 1.0 - certain) return clamp(k0, 0, n);
     int k = k0 + 1;
     if (centre_above_crossing(w, a.z, b.z, c.z, k0 - 1)) {
         k = k0 - 1;

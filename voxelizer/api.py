@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import threading
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +17,10 @@ from .gpu.device import Device
 from .mesh import MeshLike, load_mesh
 from .passes import DEFAULT_VARIANT, PassPipelines, check_variant, run_passes
 from .placement import GridPlacement, check_resolution
+from .svo_gpu import SVOPipelines, build_svo_on_gpu
+
+if TYPE_CHECKING:
+    from .svo import SVO
 
 
 class Voxelizer:
@@ -31,6 +36,7 @@ class Voxelizer:
         self._pool = BufferPool(self.device)
         self._sequence = Sequence(self.device, self._pool)
         self._pipelines: dict[str, PassPipelines] = {}
+        self._svo_pipelines: SVOPipelines | None = None
         self._lock = threading.Lock()
         self._closed = False
 
@@ -44,17 +50,25 @@ class Voxelizer:
             self._pipelines[variant] = PassPipelines(self.device, variant)
         return self._pipelines[variant]
 
+    def voxelize(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT) -> "SVO":
+        """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid
+        (which never leaves the device)."""
+        loaded, placement, load_ms = self._prepare(mesh, grid, variant)
+        arrays, stats = self._run(placement.grid_vertices(loaded.vertices), loaded.faces,
+                                  placement.resolution, variant, build_svo=True)
+        stats["host_ms"] = {"load": load_ms, **stats["host_ms"]}
+        from .svo import SVO  # the object module imports trimesh-heavy exports lazily too
+
+        svo = SVO(arrays.nodes, arrays.bricks, arrays.level_offsets, placement, stats)
+        stats["counts"]["solid_voxels"] = svo.count()
+        return svo
+
     def voxelize_dense(self, mesh: MeshLike, grid: int = 512,
                        variant: str = DEFAULT_VARIANT) -> DenseGrid:
         """Solid voxelization on an N^3 grid: voxel set iff its centre is inside the mesh."""
-        check_variant(variant)
-        n = check_resolution(grid)
-        started = time.perf_counter()
-        loaded = load_mesh(mesh)
-        load_ms = (time.perf_counter() - started) * 1e3
-        placement = GridPlacement.fit(loaded, n)
-        vertices = placement.grid_vertices(loaded.vertices)
-        words, stats = self._run(vertices, loaded.faces, n, variant)
+        loaded, placement, load_ms = self._prepare(mesh, grid, variant)
+        n = placement.resolution
+        words, stats = self._run(placement.grid_vertices(loaded.vertices), loaded.faces, n, variant)
         started = time.perf_counter()
         voxels = unpack_columns(words, n)
         stats["host_ms"] = {"load": load_ms, **stats["host_ms"],
@@ -76,12 +90,30 @@ class Voxelizer:
         words, _ = self._run(vertices, checked.faces, n, variant)
         return unpack_columns(words, n)
 
-    def _run(self, vertices: np.ndarray, faces: np.ndarray, n: int, variant: str):
+    def _prepare(self, mesh: MeshLike, grid: int, variant: str):
+        check_variant(variant)
+        n = check_resolution(grid)
+        started = time.perf_counter()
+        loaded = load_mesh(mesh)
+        load_ms = (time.perf_counter() - started) * 1e3
+        return loaded, GridPlacement.fit(loaded, n), load_ms
+
+    def _run(self, vertices: np.ndarray, faces: np.ndarray, n: int, variant: str,
+             build_svo: bool = False):
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Voxelizer is closed")
-            result = run_passes(self.device, self.pipelines(variant), self._pool,
-                                self._sequence, vertices, faces, n)
+            pipelines = self.pipelines(variant)
+            result = run_passes(self.device, pipelines, self._pool, self._sequence, vertices,
+                                faces, n, download_grid=not build_svo)
+            output = result.words
+            if build_svo:
+                if self._svo_pipelines is None:
+                    self._svo_pipelines = SVOPipelines(self.device)
+                output = build_svo_on_gpu(self.device, pipelines, self._svo_pipelines,
+                                          self._pool, self._sequence, n)
+                result.gpu_ms.update(output.gpu_ms)
+                result.host_ms.update(output.host_ms)
         stats = {
             "device": self.device.name,
             "variant": variant,
@@ -90,13 +122,14 @@ class Voxelizer:
             "host_ms": result.host_ms,
             "counts": result.counts,
             "memory": {
-                "device_buffers": result.device_bytes,
-                "staging_buffers": result.staging_bytes,
-                "device_peak_bytes": sum(result.device_bytes.values()),
-                "staging_peak_bytes": sum(result.staging_bytes.values()),
+                "device_buffers": self._pool.sizes(host_visible=False),
+                "staging_buffers": self._pool.sizes(host_visible=True),
             },
         }
-        return result.words, stats
+        memory = stats["memory"]
+        memory["device_peak_bytes"] = sum(memory["device_buffers"].values())
+        memory["staging_peak_bytes"] = sum(memory["staging_buffers"].values())
+        return output, stats
 
     def close(self) -> None:
         with self._lock:
@@ -106,6 +139,8 @@ class Voxelizer:
             self.device.wait_idle()
             for pipelines in self._pipelines.values():
                 pipelines.destroy()
+            if self._svo_pipelines is not None:
+                self._svo_pipelines.destroy()
             self._sequence.destroy()
             self._pool.destroy()
             self.device.close()
@@ -137,6 +172,12 @@ def close_shared() -> None:
         for voxelizer in _shared.values():
             voxelizer.close()
         _shared.clear()
+
+
+def voxelize(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
+             device: "str | int | None" = None) -> "SVO":
+    """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
+    return shared_voxelizer(device).voxelize(mesh, grid, variant)
 
 
 def voxelize_dense(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,

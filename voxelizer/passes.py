@@ -89,17 +89,19 @@ class PassPipelines:
 
 @dataclass
 class PassResult:
-    words: np.ndarray  # the dense grid in the GPU layout (see shaders/fill.comp)
+    words: np.ndarray | None  # the dense grid in the GPU layout (shaders/fill.comp), if downloaded
     gpu_ms: dict[str, float]
     host_ms: dict[str, float]
     counts: dict[str, int]
-    device_bytes: dict[str, int]  # device-local buffers held after the run, by name
-    staging_bytes: dict[str, int]  # host-visible staging buffers, by name
 
 
 def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, sequence: Sequence,
-               vertices: np.ndarray, faces: np.ndarray, n: int) -> PassResult:
-    """Voxelize float32 grid-space `vertices` indexed by `faces` into an n^3 bit grid."""
+               vertices: np.ndarray, faces: np.ndarray, n: int,
+               download_grid: bool = True) -> PassResult:
+    """Voxelize float32 grid-space `vertices` indexed by `faces` into an n^3 bit grid.
+
+    The grid stays in the pool's "grid" buffer (for the SVO passes); `download_grid` also
+    copies it to the host."""
     host_ms: dict[str, float] = {}
     started = time.perf_counter()
     triangles = int(faces.shape[0])
@@ -182,7 +184,7 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
                                    pack("i", n), fill_args)
         sequence.barrier()
         sequence.mark("fill")
-    staging = sequence.download(grid.buffer, grid_bytes)
+    staging = sequence.download(grid.buffer, grid_bytes) if download_grid else None
     tile_staging = sequence.download(fill_args, 16)
     sequence.mark("download")
     for label, ms in sequence.submit().items():
@@ -190,13 +192,12 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     host_ms["fill_submission"] = (time.perf_counter() - started) * 1e3
 
     started = time.perf_counter()
-    words = staging.read(np.uint32, grid_bytes // 4)
+    words = staging.read(np.uint32, grid_bytes // 4) if download_grid else None
     tile_count = int(tile_staging.read(np.uint32, 4)[3]) if pair_count else 0
     host_ms["download"] = (time.perf_counter() - started) * 1e3
     counts = {"triangles": triangles, "pairs": pair_count, "sort_size": padded if pair_count else 0,
               "tiles": tile_count}
-    return PassResult(words, gpu_ms, host_ms, counts, pool.sizes(host_visible=False),
-                      pool.sizes(host_visible=True))
+    return PassResult(words, gpu_ms, host_ms, counts)
 
 
 def _record_scan(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool, values,

@@ -22,7 +22,7 @@ class Buffer:
     def __init__(self, device: Device, size: int, usage: int = STORAGE,
                  host_visible: bool = False, name: str = ""):
         self.device = device
-        self.size = max(int(size), 4)
+        self.size = max(16, -(-int(size) // 16) * 16)  # whole 16-byte units: any dtype views it
         self.name = name
         self.host_visible = host_visible
         info = vk.VkBufferCreateInfo(size=self.size, usage=usage,
@@ -60,8 +60,9 @@ class Buffer:
 
     def read(self, dtype, count: int | None = None) -> np.ndarray:
         """A copy of the buffer's contents as a numpy array."""
-        view = np.frombuffer(self.mapped(), dtype=dtype)
-        return (view if count is None else view[:count]).copy()
+        dtype = np.dtype(dtype)
+        count = self.size // dtype.itemsize if count is None else count
+        return np.frombuffer(self.mapped(), dtype=dtype, count=count).copy()
 
     def destroy(self) -> None:
         if self.handle is not None:

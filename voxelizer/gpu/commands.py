@@ -93,8 +93,8 @@ class Sequence:
         if size > 0:
             vk.vkCmdFillBuffer(self.command_buffer, buffer.handle, offset, size // 4 * 4, value)
 
-    def copy(self, source: Buffer, target: Buffer, size: int) -> None:
-        region = vk.VkBufferCopy(srcOffset=0, dstOffset=0, size=size)
+    def copy(self, source: Buffer, target: Buffer, size: int, target_offset: int = 0) -> None:
+        region = vk.VkBufferCopy(srcOffset=0, dstOffset=target_offset, size=size)
         vk.vkCmdCopyBuffer(self.command_buffer, source.handle, target.handle, 1, [region])
 
     def upload(self, target: Buffer, data: np.ndarray) -> None:
