@@ -5,22 +5,28 @@ from __future__ import annotations
 import atexit
 import threading
 import time
+import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .errors import MeshError
-from .grid import DenseGrid, unpack_columns
+from .errors import FillModeError, MeshError, OpenMeshWarning
+from .grid import DenseGrid, pack_columns, unpack_columns
 from .gpu.buffers import BufferPool
 from .gpu.commands import Sequence
 from .gpu.device import Device
-from .mesh import MeshLike, load_mesh
+from .mesh import Mesh, MeshLike, load_mesh
 from .passes import DEFAULT_VARIANT, PassPipelines, check_variant, run_passes
-from .placement import GridPlacement, check_resolution
-from .svo_gpu import SVOPipelines, build_svo_on_gpu
+from .placement import COLUMN_AXIS_ORDERS, GridPlacement, check_resolution
+from .svo_gpu import SVOArrays, SVOPipelines, build_svo_on_gpu
 
 if TYPE_CHECKING:
     from .svo import SVO
+
+FILL_MODES = ("parity", "vote")
+VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
+
 
 
 class Voxelizer:
@@ -50,31 +56,39 @@ class Voxelizer:
             self._pipelines[variant] = PassPipelines(self.device, variant)
         return self._pipelines[variant]
 
-    def voxelize(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT) -> "SVO":
+    def voxelize(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
+                 fill_mode: str = "parity") -> "SVO":
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid
-        (which never leaves the device)."""
-        loaded, placement, load_ms = self._prepare(mesh, grid, variant)
-        arrays, stats = self._run(placement.grid_vertices(loaded.vertices), loaded.faces,
-                                  placement.resolution, variant, build_svo=True)
-        stats["host_ms"] = {"load": load_ms, **stats["host_ms"]}
-        from .svo import SVO  # the object module imports trimesh-heavy exports lazily too
+        (which never leaves the device in parity mode)."""
+        from .svo import SVO
 
-        svo = SVO(arrays.nodes, arrays.bricks, arrays.level_offsets, placement, stats)
+        job = self._prepare(mesh, grid, variant, fill_mode)
+        if fill_mode == "parity":
+            arrays, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, build_svo=True)
+        else:
+            voxels, stats = self._vote(job)
+            with self._lock:
+                arrays = self._build_svo(job.n, pack_columns(voxels))
+            _add_times(stats["gpu_ms"], arrays.gpu_ms)
+            _add_times(stats["host_ms"], arrays.host_ms)
+        svo = SVO(arrays.nodes, arrays.bricks, arrays.level_offsets, job.placement,
+                  job.finish(stats))
         stats["counts"]["solid_voxels"] = svo.count()
         return svo
 
-    def voxelize_dense(self, mesh: MeshLike, grid: int = 512,
-                       variant: str = DEFAULT_VARIANT) -> DenseGrid:
+    def voxelize_dense(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
+                       fill_mode: str = "parity") -> DenseGrid:
         """Solid voxelization on an N^3 grid: voxel set iff its centre is inside the mesh."""
-        loaded, placement, load_ms = self._prepare(mesh, grid, variant)
-        n = placement.resolution
-        words, stats = self._run(placement.grid_vertices(loaded.vertices), loaded.faces, n, variant)
-        started = time.perf_counter()
-        voxels = unpack_columns(words, n)
-        stats["host_ms"] = {"load": load_ms, **stats["host_ms"],
-                            "unpack": (time.perf_counter() - started) * 1e3}
+        job = self._prepare(mesh, grid, variant, fill_mode)
+        if fill_mode == "parity":
+            words, stats = self._run(job.vertices, job.mesh.faces, job.n, variant)
+            started = time.perf_counter()
+            voxels = unpack_columns(words, job.n)
+            stats["host_ms"]["unpack"] = (time.perf_counter() - started) * 1e3
+        else:
+            voxels, stats = self._vote(job)
         stats["counts"]["solid_voxels"] = int(np.count_nonzero(voxels))
-        return DenseGrid(voxels, placement, stats)
+        return DenseGrid(voxels, job.placement, job.finish(stats))
 
     def voxelize_grid(self, grid_vertices: np.ndarray, faces: np.ndarray, grid: int,
                       variant: str = DEFAULT_VARIANT) -> np.ndarray:
@@ -90,13 +104,49 @@ class Voxelizer:
         words, _ = self._run(vertices, checked.faces, n, variant)
         return unpack_columns(words, n)
 
-    def _prepare(self, mesh: MeshLike, grid: int, variant: str):
+    def _prepare(self, mesh: MeshLike, grid: int, variant: str, fill_mode: str) -> "_Job":
         check_variant(variant)
         n = check_resolution(grid)
+        if fill_mode not in FILL_MODES:
+            raise FillModeError(f"unknown fill mode {fill_mode!r} (choose from {', '.join(FILL_MODES)})")
         started = time.perf_counter()
         loaded = load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
-        return loaded, GridPlacement.fit(loaded, n), load_ms
+        started = time.perf_counter()
+        boundary, nonmanifold = loaded.open_edges()
+        check_ms = (time.perf_counter() - started) * 1e3
+        if boundary or nonmanifold:
+            warnings.warn(f"the mesh is not closed ({boundary:,} boundary and {nonmanifold:,} "
+                          "non-manifold edges): voxels near the gaps follow the parity rule but "
+                          "may not be what you want; fill_mode='vote' repairs small holes",
+                          OpenMeshWarning, stacklevel=3)
+        placement = GridPlacement.fit(loaded, n)
+        return _Job(loaded, placement, placement.grid_vertices(loaded.vertices), n, variant,
+                    fill_mode, {"load": load_ms, "check_closed": check_ms},
+                    {"boundary_edges": boundary, "nonmanifold_edges": nonmanifold})
+
+    def _vote(self, job: "_Job") -> tuple[np.ndarray, dict]:
+        """Parity along the six axis directions; a voxel is kept where at least four agree.
+
+        Counting crossings from the other end of a column (the mesh mirrored along it) gives a
+        different answer exactly where a ray passes through a hole, so the six rays out of a
+        voxel near a hole mostly outvote the few that leak."""
+        votes = np.zeros((job.n,) * 3, np.uint8)
+        stats: dict = {}
+        for order in COLUMN_AXIS_ORDERS:
+            for mirrored in (False, True):
+                vertices = job.vertices[:, order]  # a copy
+                if mirrored:
+                    vertices[:, 2] = np.float32(job.n) - vertices[:, 2]
+                words, axis_stats = self._run(vertices, job.mesh.faces, job.n, job.variant)
+                solid = unpack_columns(words, job.n)
+                votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
+                if not stats:
+                    stats = axis_stats
+                else:
+                    _add_times(stats["gpu_ms"], axis_stats["gpu_ms"])
+                    _add_times(stats["host_ms"], axis_stats["host_ms"])
+        return votes >= VOTES_NEEDED, stats
 
     def _run(self, vertices: np.ndarray, faces: np.ndarray, n: int, variant: str,
              build_svo: bool = False):
@@ -108,12 +158,9 @@ class Voxelizer:
                                 faces, n, download_grid=not build_svo)
             output = result.words
             if build_svo:
-                if self._svo_pipelines is None:
-                    self._svo_pipelines = SVOPipelines(self.device)
-                output = build_svo_on_gpu(self.device, pipelines, self._svo_pipelines,
-                                          self._pool, self._sequence, n)
-                result.gpu_ms.update(output.gpu_ms)
-                result.host_ms.update(output.host_ms)
+                output = self._build_svo(n)
+                _add_times(result.gpu_ms, output.gpu_ms)
+                _add_times(result.host_ms, output.host_ms)
         stats = {
             "device": self.device.name,
             "variant": variant,
@@ -130,6 +177,14 @@ class Voxelizer:
         memory["device_peak_bytes"] = sum(memory["device_buffers"].values())
         memory["staging_peak_bytes"] = sum(memory["staging_buffers"].values())
         return output, stats
+
+    def _build_svo(self, n: int, words: np.ndarray | None = None) -> SVOArrays:
+        """SVO arrays from the grid on the device (or `words`, uploaded); caller holds the lock."""
+        if self._svo_pipelines is None:
+            self._svo_pipelines = SVOPipelines(self.device)
+        any_pipelines = next(iter(self._pipelines.values()))  # the scan is the same in all
+        return build_svo_on_gpu(self.device, any_pipelines, self._svo_pipelines, self._pool,
+                                self._sequence, n, words)
 
     def close(self) -> None:
         with self._lock:
@@ -150,6 +205,31 @@ class Voxelizer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+@dataclass
+class _Job:
+    """A loaded, checked and placed mesh, ready for the passes."""
+
+    mesh: Mesh
+    placement: GridPlacement
+    vertices: np.ndarray  # float32 grid space
+    n: int
+    variant: str
+    fill_mode: str
+    host_ms: dict
+    counts: dict
+
+    def finish(self, stats: dict) -> dict:
+        stats["host_ms"] = {**self.host_ms, **stats["host_ms"]}
+        stats["counts"].update(self.counts)
+        stats["fill_mode"] = self.fill_mode
+        return stats
+
+
+def _add_times(total: dict[str, float], times: dict[str, float]) -> None:
+    for label, ms in times.items():
+        total[label] = total.get(label, 0.0) + ms
 
 
 _shared: dict[str, Voxelizer] = {}
@@ -175,12 +255,12 @@ def close_shared() -> None:
 
 
 def voxelize(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-             device: "str | int | None" = None) -> "SVO":
+             device: "str | int | None" = None, fill_mode: str = "parity") -> "SVO":
     """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
-    return shared_voxelizer(device).voxelize(mesh, grid, variant)
+    return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode)
 
 
 def voxelize_dense(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                   device: "str | int | None" = None) -> DenseGrid:
+                   device: "str | int | None" = None, fill_mode: str = "parity") -> DenseGrid:
     """Solid voxelization of `mesh` on the GPU as a DenseGrid (see Voxelizer.voxelize_dense)."""
-    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant)
+    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode)

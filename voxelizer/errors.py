@@ -17,6 +17,10 @@ class VariantError(VoxelizerError):
     """An unknown shader variant was asked for."""
 
 
+class FillModeError(VoxelizerError):
+    """An unknown fill mode was asked for."""
+
+
 class DeviceError(VoxelizerError):
     """No usable Vulkan device, an unknown device was named, or the device failed."""
 
@@ -27,3 +31,13 @@ class ShaderError(VoxelizerError):
 
 class OutputError(VoxelizerError):
     """An output file exists (and overwriting was not asked for) or cannot be written."""
+
+
+class OpenMeshWarning(UserWarning):
+    """The mesh has boundary or non-manifold edges: parity is still deterministic, but voxels
+    near the gaps may be wrong in any sense that matters (fill_mode="vote" repairs small holes)."""
+
+
+class SVOFormatError(VoxelizerError):
+    """An .svo file (or a set of SVO arrays) breaks docs/svo-format.md: not an SVO file,
+    truncated, corrupted, an unknown version, or an inconsistent tree."""

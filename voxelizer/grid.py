@@ -22,6 +22,14 @@ def unpack_columns(words: np.ndarray, n: int) -> np.ndarray:
     return bits[:, :, :n].astype(bool).transpose(1, 0, 2)
 
 
+def pack_columns(voxels: np.ndarray) -> np.ndarray:
+    """bool[i, j, k] -> the GPU layout (the inverse of unpack_columns)."""
+    n = voxels.shape[0]
+    padded = np.zeros((n, n, column_words(n) * 32), bool)
+    padded[:, :, :n] = voxels.transpose(1, 0, 2)
+    return np.packbits(padded, axis=2, bitorder="little").view(np.uint32).reshape(-1)
+
+
 class DenseGrid:
     """A solid voxelization: voxel (i, j, k) is set iff its centre is inside the mesh."""
 

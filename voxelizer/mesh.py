@@ -27,6 +27,25 @@ class Mesh:
         """(T, 3, 3) corner positions: one vectorized gather, for the triangle-soup variants."""
         return self.vertices[self.faces]
 
+    def open_edges(self) -> tuple[int, int]:
+        """(boundary, non-manifold) edge counts; (0, 0) for a closed mesh.
+
+        Edges are compared by vertex position, so a mesh whose faces share positions but not
+        indices (an STL soup) still counts as closed. A boundary edge has one face, a
+        non-manifold edge more than two. Parity fill stays deterministic on such meshes, but
+        the voxels near the gaps are not "inside" in any useful sense.
+        """
+        rows = np.ascontiguousarray(self.vertices + 0.0)  # + 0.0 merges -0.0 into 0.0
+        _, position_ids = np.unique(rows.view(np.dtype((np.void, 24))).ravel(),
+                                    return_inverse=True)
+        corners = position_ids.reshape(-1)[self.faces]
+        first = np.concatenate([corners[:, 0], corners[:, 1], corners[:, 2]])
+        second = np.concatenate([corners[:, 1], corners[:, 2], corners[:, 0]])
+        keep = first != second  # collapsed edges of degenerate triangles
+        low, high = np.minimum(first, second)[keep], np.maximum(first, second)[keep]
+        _, uses = np.unique(low * len(rows) + high, return_counts=True)
+        return int(np.count_nonzero(uses == 1)), int(np.count_nonzero(uses > 2))
+
 
 MeshLike = Union["Mesh", str, os.PathLike, tuple, "trimesh.Trimesh"]  # noqa: F821
 

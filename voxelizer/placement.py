@@ -23,6 +23,9 @@ MIN_RESOLUTION = 8
 # voxelizer/reference.py); N * 2**FIXED_BITS <= 2**29 keeps every product in range.
 FIXED_BITS = 16
 MAX_RESOLUTION = 8192
+# Parity along x, y or z (fill_mode="vote"): the vertex coordinates are rotated cyclically so
+# that the axis comes last, the GPU's column axis; argsort(order) transposes the result back.
+COLUMN_AXIS_ORDERS = ((1, 2, 0), (2, 0, 1), (0, 1, 2))
 
 
 def check_resolution(resolution: object) -> int:

@@ -27,7 +27,7 @@ import numpy as np
 
 from .grid import DenseGrid
 from .mesh import Mesh
-from .placement import FIXED_BITS, MAX_RESOLUTION, GridPlacement
+from .placement import COLUMN_AXIS_ORDERS, FIXED_BITS, MAX_RESOLUTION, GridPlacement
 
 ONE = 1 << FIXED_BITS  # one voxel in fixed point
 HALF = ONE >> 1
@@ -44,12 +44,34 @@ SLAB_CELLS = 1 << 24
 TIE_MARGIN = 2.0**-24
 
 
-def voxelize_reference(mesh: Mesh, resolution: int) -> DenseGrid:
+def voxelize_reference(mesh: Mesh, resolution: int, fill_mode: str = "parity") -> DenseGrid:
     """Voxelize on the CPU with the exact contract: slow, simple, and the ground truth."""
     placement = GridPlacement.fit(mesh, resolution)
     grid_vertices = placement.grid_vertices(mesh.vertices)
-    voxels = solid_columns(grid_vertices, mesh.faces, placement.resolution)
+    n = placement.resolution
+    if fill_mode == "parity":
+        voxels = solid_columns(grid_vertices, mesh.faces, n)
+    elif fill_mode == "vote":
+        voxels = vote_columns(grid_vertices, mesh.faces, n)
+    else:
+        raise ValueError(f"unknown fill mode {fill_mode!r}")
     return DenseGrid(voxels, placement)
+
+
+def vote_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray, n: int) -> np.ndarray:
+    """fill_mode="vote": solid where at least 4 of the 6 axis-direction parities say inside.
+
+    Direction -d is parity along +d of the mesh mirrored along d (g -> n - g, in float32)."""
+    g = np.asarray(grid_vertices_f32, np.float32)
+    votes = np.zeros((n, n, n), np.uint8)
+    for order in COLUMN_AXIS_ORDERS:
+        for mirrored in (False, True):
+            h = g[:, order]
+            if mirrored:
+                h[:, 2] = np.float32(n) - h[:, 2]
+            solid = solid_columns(h, faces, n)
+            votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
+    return votes >= 4
 
 
 def solid_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray, n: int) -> np.ndarray:

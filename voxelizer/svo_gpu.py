@@ -57,8 +57,9 @@ class SVOArrays:
 
 
 def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, pool: BufferPool,
-                     sequence: Sequence, n: int) -> SVOArrays:
-    """Convert the n^3 grid left in the pool's "grid" buffer by run_passes into SVO arrays."""
+                     sequence: Sequence, n: int, words: np.ndarray | None = None) -> SVOArrays:
+    """Convert the n^3 grid left in the pool's "grid" buffer by run_passes into SVO arrays,
+    or, when given, the grid `words` (GPU layout, see grid.pack_columns) uploaded first."""
     padded, levels = octree_shape(n)
     grid_bytes = n * n * column_words(n) * 4
     grid = Binding(pool.get("grid", grid_bytes), grid_bytes)
@@ -72,6 +73,9 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
     started = time.perf_counter()
     sequence.begin()
     sequence.mark("start")
+    if words is not None:
+        sequence.upload(grid.buffer, words)
+        sequence.barrier()
     sequence.dispatch(svo.classify_bricks, {0: grid, 1: unused, 2: states[levels], 3: stored[levels]},
                       pack("II", sizes[levels], n), _groups(sizes[levels], WG_SIZE))
     sequence.barrier()
