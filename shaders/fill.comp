@@ -1,24 +1,22 @@
 #version 460
-// Pass 7, bit-flip fill: one workgroup per non-empty tile, one thread per voxel column.
+// Pass 7, bit-flip fill, in two stages.
 //
-// Each crossing flips one bit, at the first voxel whose centre lies above it; afterwards a
-// prefix XOR along the column turns flips into parity, so voxel k is set iff an odd number
-// of crossings lie below its centre. A thread owns its column's words: no atomics.
+// FILL_STAGE 0, flips: one workgroup per non-empty tile, one thread per voxel column. Each
+// crossing flips one bit, at the first voxel whose centre lies above it. A thread owns its
+// column's words: no atomics. A dispatch handles at most PAIRS_PER_ROUND pairs of every tile
+// (pairs [first + round * PAIRS_PER_ROUND, ...)); the host runs as many rounds as the largest
+// tile can need, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl).
+//
+// FILL_STAGE 1, parity: the same workgroups; each thread turns its column's flips into parity
+// with a prefix XOR, so voxel k is set iff an odd number of crossings lie below its centre.
 //
 // Grid layout: column (i, j) is COLUMN_WORDS = ceil(N / 32) consecutive uints starting at
 // word (j * N + i) * COLUMN_WORDS; voxel k is bit k % 32 of word k / 32. Bits past N stay 0.
 #extension GL_GOOGLE_include_directive : require
-layout(local_size_x = 1 << TILE_SHIFT, local_size_y = 1 << TILE_SHIFT) in;  // one thread per column of a tile
+layout(local_size_x = 1 << TILE_SHIFT, local_size_y = 1 << TILE_SHIFT) in;  // a tile's columns
 #include "common.glsl"
 #include "triangle.glsl"
 #include "exact.glsl"
-
-struct Tile {
-    uint key;
-    uint first;
-    uint end;
-    uint pad;
-};
 
 layout(std430, binding = 0) readonly buffer Records { TriangleRecord records[]; };
 layout(std430, binding = 1) readonly buffer Pairs { uvec2 pairs[]; };
@@ -31,47 +29,63 @@ layout(std430, binding = 4) buffer Grid { uint grid[]; };
 
 layout(push_constant) uniform Params {
     int n;
+    uint fill_round;
 };
 
-shared TriangleRecord batch[TILE_COLUMNS];
+#define UNROLL 4u  // PAIRS_PER_ROUND comes from the host: a multiple of UNROLL, at most 2^17
 
+ivec2 tile_column(Tile tile) {
+    uint tiles_per_row = uint(n) >> TILE_SHIFT;
+    return ivec2(tile.key % tiles_per_row, tile.key / tiles_per_row) * TILE_SIDE
+         + ivec2(gl_LocalInvocationID.xy);
+}
+
+uint column_words() {
+    return (uint(n) + 31u) >> 5;
+}
+
+#if FILL_STAGE == 0
 void main() {
     uint tile_index = flat_group_id();
     if (tile_index >= tile_count) return;
     Tile tile = tiles[tile_index];
-    uint tiles_per_row = uint(n) >> TILE_SHIFT;
-    ivec2 column = ivec2(tile.key % tiles_per_row, tile.key / tiles_per_row) * TILE_SIDE
-                 + ivec2(gl_LocalInvocationID.xy);
-    uint column_words = (uint(n) + 31u) >> 5;
-    uint base = (uint(column.y) * uint(n) + uint(column.x)) * column_words;
+    uint first = tile.first + fill_round * PAIRS_PER_ROUND;
+    if (first >= tile.end) return;
+    uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    ivec2 column = tile_column(tile);
+    uint base = (uint(column.y) * uint(n) + uint(column.x)) * column_words();
 
-    // The workgroup loads the tile's triangles TILE_COLUMNS at a time into shared memory, one
-    // per thread; every thread then tests all of them against its column. (This also keeps
-    // each invocation's loop count far below llvmpipe's 65,535-iteration guard: see tiles.glsl.)
-    uint local_index = gl_LocalInvocationIndex;
-    for (uint start = tile.first; start < tile.end; start += TILE_COLUMNS) {
-        if (start + local_index < tile.end) batch[local_index] = records[pairs[start + local_index].y];
-        barrier();
-        uint batch_size = min(uint(TILE_COLUMNS), tile.end - start);
-        [[unroll]] for (uint q = 0u; q < TILE_COLUMNS; ++q) {
-            TriangleRecord r = batch[q];
-            Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
+    // UNROLL pairs per loop iteration: at most PAIRS_PER_ROUND / UNROLL <= 32,768 iterations.
+    for (uint start = first; start < end; start += UNROLL) {
+        [[unroll]] for (uint q = 0u; q < UNROLL; ++q) {
 #if BRANCHLESS
+            uint p = min(start + q, end - 1u);  // past the end: re-read the last pair, flip nothing
+            TriangleRecord r = records[pairs[p].y];
+            Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
             int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
-            bool flips = q < batch_size && w.covered && k < n;
+            bool flips = start + q < end && w.covered && k < n;
             grid[base + uint(min(k, n - 1) >> 5)] ^= uint(flips) << (k & 31);
 #else
-            if (q < batch_size && w.covered) {
-                int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
-                if (k < n) grid[base + uint(k >> 5)] ^= 1u << (k & 31);
+            if (start + q < end) {
+                TriangleRecord r = records[pairs[start + q].y];
+                Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
+                if (w.covered) {
+                    int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
+                    if (k < n) grid[base + uint(k >> 5)] ^= 1u << (k & 31);
+                }
             }
 #endif
         }
-        barrier();
     }
-
+}
+#else
+void main() {
+    uint tile_index = flat_group_id();
+    if (tile_index >= tile_count) return;
+    ivec2 column = tile_column(tiles[tile_index]);
+    uint base = (uint(column.y) * uint(n) + uint(column.x)) * column_words();
     uint carry = 0u;
-    for (uint q = 0u; q < column_words; ++q) {
+    for (uint q = 0u; q < column_words(); ++q) {
         uint bits = grid[base + q];
         bits ^= bits << 1;
         bits ^= bits << 2;
@@ -84,3 +98,4 @@ void main() {
         grid[base + q] = valid >= 32u ? bits : bits & ((1u << valid) - 1u);
     }
 }
+#endif

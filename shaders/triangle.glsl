@@ -1,4 +1,5 @@
-// The per-triangle record written by triangle setup and read by pair emission and the fill.
+// Records passed between passes: the per-triangle record (written by triangle setup, read
+// by pair emission and the fill) and the tile record (written by compaction, read by the fill).
 //
 // Fixed-point grid coordinates: X = roundEven(g * 2^FIXED_BITS) of the float32 grid-space
 // position g in [0, N]. The multiplication by a power of two is exact in float32 and
@@ -15,6 +16,14 @@ struct TriangleRecord {
     ivec4 a;
     ivec4 b;
     ivec4 c;
+};
+
+// A non-empty tile: its key and the range of its pairs in the grouped pair list.
+struct Tile {
+    uint key;    // tx + ty * (N / TILE_SIDE)
+    uint first;  // index of its first pair
+    uint end;    // one past its last pair
+    uint pad;
 };
 
 ivec3 to_fixed(vec3 g) {

@@ -47,6 +47,14 @@ def test_models_match_reference(gpu, name, n, variant):
     assert_same(grid.to_numpy(), reference(name, n))
 
 
+@pytest.mark.parametrize("variant", ["naive", "combined"])
+@pytest.mark.parametrize("name", SHARED + GENERATED)
+def test_bitonic_sort_matches_reference(gpu, name, variant):
+    """The thesis's sorting network, still available as sort="bitonic"."""
+    assert_same(gpu.voxelize_dense(mesh(name), 64, variant, sort="bitonic").to_numpy(),
+                reference(name, 64))
+
+
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("name", ["bunny.ply", "dragon.ply"])
 def test_large_grid_matches_reference(gpu, name, variant):
@@ -96,3 +104,20 @@ def test_largest_single_buffer_grid_on_lavapipe(gpu):
     assert_same(voxels, solid_columns(vertices, faces, n))
     assert voxels[512, 512, :].all()  # apexes at z = 0.25 and 1023.75 enclose every centre
     assert not voxels[0, :, :].any() and not voxels[:, 1023, :].any()
+
+
+@pytest.mark.parametrize("variant", ["naive", "branchless"])
+def test_tile_with_more_pairs_than_one_fill_round(gpu, variant):
+    """70,000 flat tetrahedra stacked over one tile: 280,000 pairs in three fill rounds (one
+    round would loop past llvmpipe's 65,535-iteration guard)."""
+    count, n = 70_000, 8
+    z = 0.1 + np.arange(count) * (7.8 / count)
+    base = np.array([[0.2, 0.2, 0.0], [3.8, 0.2, 0.0], [0.2, 3.8, 0.0], [1.0, 1.0, 0.5]])
+    vertices = np.tile(base, (count, 1)) * [1, 1, 7.8 / count]
+    vertices[:, 2] += np.repeat(z, 4)
+    one = np.array([[0, 2, 1], [0, 1, 3], [1, 2, 3], [2, 0, 3]])
+    faces = (one[None] + 4 * np.arange(count)[:, None, None]).reshape(-1, 3)
+    vertices = vertices.astype(np.float32)
+    voxels = gpu.voxelize_grid(vertices, faces, n, variant)
+    assert_same(voxels, solid_columns(vertices, faces, n))
+    assert voxels.any()

@@ -17,7 +17,8 @@ from .gpu.buffers import BufferPool
 from .gpu.commands import Sequence
 from .gpu.device import Device
 from .mesh import Mesh, MeshLike, load_mesh
-from .passes import DEFAULT_VARIANT, PassPipelines, check_variant, run_passes
+from .passes import (DEFAULT_SORT, DEFAULT_VARIANT, PassPipelines, check_sort, check_variant,
+                     run_passes)
 from .placement import COLUMN_AXIS_ORDERS, GridPlacement, check_resolution
 from .svo_gpu import SVOArrays, SVOPipelines, build_svo_on_gpu
 
@@ -57,14 +58,15 @@ class Voxelizer:
         return self._pipelines[variant]
 
     def voxelize(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                 fill_mode: str = "parity") -> "SVO":
+                 fill_mode: str = "parity", sort: str = DEFAULT_SORT) -> "SVO":
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid
         (which never leaves the device in parity mode)."""
         from .svo import SVO
 
-        job = self._prepare(mesh, grid, variant, fill_mode)
+        job = self._prepare(mesh, grid, variant, fill_mode, sort)
         if fill_mode == "parity":
-            arrays, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, build_svo=True)
+            arrays, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, sort,
+                                      build_svo=True)
         else:
             voxels, stats = self._vote(job)
             with self._lock:
@@ -77,11 +79,11 @@ class Voxelizer:
         return svo
 
     def voxelize_dense(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                       fill_mode: str = "parity") -> DenseGrid:
+                       fill_mode: str = "parity", sort: str = DEFAULT_SORT) -> DenseGrid:
         """Solid voxelization on an N^3 grid: voxel set iff its centre is inside the mesh."""
-        job = self._prepare(mesh, grid, variant, fill_mode)
+        job = self._prepare(mesh, grid, variant, fill_mode, sort)
         if fill_mode == "parity":
-            words, stats = self._run(job.vertices, job.mesh.faces, job.n, variant)
+            words, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, sort)
             started = time.perf_counter()
             voxels = unpack_columns(words, job.n)
             stats["host_ms"]["unpack"] = (time.perf_counter() - started) * 1e3
@@ -91,21 +93,24 @@ class Voxelizer:
         return DenseGrid(voxels, job.placement, job.finish(stats))
 
     def voxelize_grid(self, grid_vertices: np.ndarray, faces: np.ndarray, grid: int,
-                      variant: str = DEFAULT_VARIANT) -> np.ndarray:
+                      variant: str = DEFAULT_VARIANT, sort: str = DEFAULT_SORT) -> np.ndarray:
         """The same voxelization for vertices already in grid space (float32 in [0, N]):
         bool[i, j, k]. This is where the placement rule ends and the exact contract begins."""
         check_variant(variant)
+        check_sort(sort)
         n = check_resolution(grid)
         vertices = np.asarray(grid_vertices, np.float32)
         if vertices.ndim != 2 or vertices.shape[1] != 3 or not np.isfinite(vertices).all() \
                 or vertices.min(initial=0) < 0 or vertices.max(initial=0) > n:
             raise MeshError(f"grid-space vertices must be a finite (V, 3) array inside [0, {n}]")
         checked = load_mesh((vertices.astype(np.float64), faces))  # validates the faces
-        words, _ = self._run(vertices, checked.faces, n, variant)
+        words, _ = self._run(vertices, checked.faces, n, variant, sort)
         return unpack_columns(words, n)
 
-    def _prepare(self, mesh: MeshLike, grid: int, variant: str, fill_mode: str) -> "_Job":
+    def _prepare(self, mesh: MeshLike, grid: int, variant: str, fill_mode: str,
+                 sort: str) -> "_Job":
         check_variant(variant)
+        check_sort(sort)
         n = check_resolution(grid)
         if fill_mode not in FILL_MODES:
             raise FillModeError(f"unknown fill mode {fill_mode!r} (choose from {', '.join(FILL_MODES)})")
@@ -122,7 +127,7 @@ class Voxelizer:
                           OpenMeshWarning, stacklevel=3)
         placement = GridPlacement.fit(loaded, n)
         return _Job(loaded, placement, placement.grid_vertices(loaded.vertices), n, variant,
-                    fill_mode, {"load": load_ms, "check_closed": check_ms},
+                    sort, fill_mode, {"load": load_ms, "check_closed": check_ms},
                     {"boundary_edges": boundary, "nonmanifold_edges": nonmanifold})
 
     def _vote(self, job: "_Job") -> tuple[np.ndarray, dict]:
@@ -138,7 +143,8 @@ class Voxelizer:
                 vertices = job.vertices[:, order]  # a copy
                 if mirrored:
                     vertices[:, 2] = np.float32(job.n) - vertices[:, 2]
-                words, axis_stats = self._run(vertices, job.mesh.faces, job.n, job.variant)
+                words, axis_stats = self._run(vertices, job.mesh.faces, job.n, job.variant,
+                                              job.sort)
                 solid = unpack_columns(words, job.n)
                 votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
                 if not stats:
@@ -148,14 +154,14 @@ class Voxelizer:
                     _add_times(stats["host_ms"], axis_stats["host_ms"])
         return votes >= VOTES_NEEDED, stats
 
-    def _run(self, vertices: np.ndarray, faces: np.ndarray, n: int, variant: str,
+    def _run(self, vertices: np.ndarray, faces: np.ndarray, n: int, variant: str, sort: str,
              build_svo: bool = False):
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Voxelizer is closed")
             pipelines = self.pipelines(variant)
             result = run_passes(self.device, pipelines, self._pool, self._sequence, vertices,
-                                faces, n, download_grid=not build_svo)
+                                faces, n, download_grid=not build_svo, sort=sort)
             output = result.words
             if build_svo:
                 output = self._build_svo(n)
@@ -164,6 +170,7 @@ class Voxelizer:
         stats = {
             "device": self.device.name,
             "variant": variant,
+            "sort": sort,
             "grid": n,
             "gpu_ms": result.gpu_ms,
             "host_ms": result.host_ms,
@@ -216,6 +223,7 @@ class _Job:
     vertices: np.ndarray  # float32 grid space
     n: int
     variant: str
+    sort: str
     fill_mode: str
     host_ms: dict
     counts: dict
@@ -255,12 +263,14 @@ def close_shared() -> None:
 
 
 def voxelize(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-             device: "str | int | None" = None, fill_mode: str = "parity") -> "SVO":
+             device: "str | int | None" = None, fill_mode: str = "parity",
+             sort: str = DEFAULT_SORT) -> "SVO":
     """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
-    return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode)
+    return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode, sort)
 
 
 def voxelize_dense(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                   device: "str | int | None" = None, fill_mode: str = "parity") -> DenseGrid:
+                   device: "str | int | None" = None, fill_mode: str = "parity",
+                   sort: str = DEFAULT_SORT) -> DenseGrid:
     """Solid voxelization of `mesh` on the GPU as a DenseGrid (see Voxelizer.voxelize_dense)."""
-    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode)
+    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode, sort)

@@ -34,6 +34,10 @@ VARIANTS = {
     "combined": {"BRANCHLESS": 1, "INDEXED": 1},
 }
 DEFAULT_VARIANT = "branchless"
+# Pass 4 groups the pairs by tile: "bitonic" is the sort of the original design, "counting"
+# a histogram over the tile keys with a scatter (no sorting network, far fewer dispatches).
+SORTS = ("counting", "bitonic")
+DEFAULT_SORT = "counting"
 
 WG_SIZE = 256  # threads per 1-D workgroup
 TILE_SHIFT = 2  # tiles of 4 x 4 columns
@@ -42,12 +46,19 @@ SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
 TILE_BYTES = 16  # Tile in compact.comp / fill.comp
 PAIR_BYTES = 8
+FILL_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fill dispatch (shaders/fill.comp)
 
 
 def check_variant(variant: str) -> str:
     if variant not in VARIANTS:
         raise VariantError(f"unknown variant {variant!r} (choose from {', '.join(VARIANTS)})")
     return variant
+
+
+def check_sort(sort: str) -> str:
+    if sort not in SORTS:
+        raise VariantError(f"unknown sort {sort!r} (choose from {', '.join(SORTS)})")
+    return sort
 
 
 def _groups(items: int, per_group: int) -> int:
@@ -74,13 +85,22 @@ class PassPipelines:
         self.sort_blocks = build("sort", (0,), 8, SORT_MODE=0)
         self.sort_step = build("sort", (0,), 8, SORT_MODE=1)
         self.sort_merge = build("sort", (0,), 8, SORT_MODE=2)
-        self.mark = build("mark", (0, 1), 4)
-        self.compact = build("compact", (0, 1, 2, 3), 8)
-        self.fill = build("fill", (0, 1, 2, 3, 4), 4)
+        self.mark = build("mark", (0, 1), 4, FROM_HISTOGRAM=0)
+        self.compact = build("compact", (0, 1, 2, 3), 8, FROM_HISTOGRAM=0)
+        self.count_pairs = build("count_sort", (0, 1, 2), 4, COUNT_MODE=0)
+        self.scatter_pairs = build("count_sort", (0, 1, 2), 4, COUNT_MODE=1)
+        self.mark_counts = build("mark", (0, 1), 4, FROM_HISTOGRAM=1)
+        self.compact_counts = build("compact", (0, 1, 2, 3, 4), 8, FROM_HISTOGRAM=1)
+        self.fill_flips = build("fill", (0, 1, 2, 3, 4), 8, FILL_STAGE=0,
+                                PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND)
+        self.fill_parity = build("fill", (0, 1, 2, 3, 4), 8, FILL_STAGE=1,
+                                 PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND)
 
     def all(self) -> list[ComputePipeline]:
         return [self.setup, self.scan_blocks, self.scan_add, self.emit, self.sort_blocks,
-                self.sort_step, self.sort_merge, self.mark, self.compact, self.fill]
+                self.sort_step, self.sort_merge, self.mark, self.compact, self.count_pairs,
+                self.scatter_pairs, self.mark_counts, self.compact_counts, self.fill_flips,
+                self.fill_parity]
 
     def destroy(self) -> None:
         for pipeline in self.all():
@@ -97,7 +117,7 @@ class PassResult:
 
 def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, sequence: Sequence,
                vertices: np.ndarray, faces: np.ndarray, n: int,
-               download_grid: bool = True) -> PassResult:
+               download_grid: bool = True, sort: str = DEFAULT_SORT) -> PassResult:
     """Voxelize float32 grid-space `vertices` indexed by `faces` into an n^3 bit grid.
 
     The grid stays in the pool's "grid" buffer (for the SVO passes); `download_grid` also
@@ -144,44 +164,37 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     host_ms["setup_submission"] = (time.perf_counter() - started) * 1e3 - host_ms["upload"]
 
     padded = max(SORT_BLOCK, 1 << max(pair_count - 1, 0).bit_length())
-    if padded * PAIR_BYTES > device.max_storage_range:
+    pair_slots = padded if sort == "bitonic" else pair_count
+    if pair_slots * PAIR_BYTES > device.max_storage_range:
         raise VoxelizerError(f"{pair_count:,} tile-triangle pairs exceed what {device.name} can "
-                             "sort in one buffer; use a smaller grid")
+                             "hold in one buffer; use a smaller grid")
 
-    # Submission 2: emission, sort, marking, compaction, fill; download the grid.
+    # Submission 2: emission, grouping by tile, marking, compaction, fill; download the grid.
     started = time.perf_counter()
     sequence.begin()
     sequence.mark("start")
     grid = Binding(pool.get("grid", grid_bytes), grid_bytes)
     sequence.fill(grid.buffer, 0, grid_bytes)
-    tiles_bytes = max(pair_count, 1) * TILE_BYTES
     fill_args = pool.get("fill_args", 16, INDIRECT)
     if pair_count:
-        pairs = Binding(pool.get("pairs", padded * PAIR_BYTES), padded * PAIR_BYTES)
-        sequence.fill(pairs.buffer, 0xFFFFFFFF, (padded - pair_count) * PAIR_BYTES,
-                      offset=pair_count * PAIR_BYTES)
+        pairs = Binding(pool.get("pairs", pair_slots * PAIR_BYTES), pair_slots * PAIR_BYTES)
+        sequence.fill(pairs.buffer, 0xFFFFFFFF, (pair_slots - pair_count) * PAIR_BYTES,
+                      offset=pair_count * PAIR_BYTES)  # bitonic padding sorts last
         sequence.barrier()
         sequence.dispatch(pipelines.emit, {0: records, 1: offsets, 2: pairs},
                           pack("Ii", triangles, n), _groups(triangles, WG_SIZE))
         sequence.barrier()
         sequence.mark("emit")
-        _record_sort(sequence, pipelines, pairs, padded)
-        sequence.mark("sort")
-        flags = Binding(pool.get("flags", pair_count * 4), pair_count * 4)
-        sequence.dispatch(pipelines.mark, {0: pairs, 1: flags}, pack("I", pair_count),
-                          _groups(pair_count, WG_SIZE))
-        sequence.barrier()
-        sequence.mark("mark")
-        _record_scan(sequence, pipelines, pool, flags.buffer, pair_count, "flags")
-        tiles = Binding(pool.get("tiles", tiles_bytes), tiles_bytes)
-        sequence.dispatch(pipelines.compact, {0: pairs, 1: flags, 2: tiles, 3: fill_args},
-                          pack("II", pair_count, device.max_groups_x),
-                          _groups(pair_count, WG_SIZE))
-        sequence.barrier()
-        sequence.mark("compact")
-        sequence.dispatch_indirect(pipelines.fill,
-                                   {0: records, 1: pairs, 2: tiles, 3: fill_args, 4: grid},
-                                   pack("i", n), fill_args)
+        record_tiles = _record_bitonic_tiles if sort == "bitonic" else _record_counting_tiles
+        grouped, tiles = record_tiles(sequence, pipelines, pool, pairs, pair_count, padded, n,
+                                      fill_args, device.max_groups_x)
+        fill_bindings = {0: records, 1: grouped, 2: tiles, 3: fill_args, 4: grid}
+        for fill_round in range(_groups(pair_count, FILL_PAIRS_PER_ROUND)):
+            sequence.dispatch_indirect(pipelines.fill_flips, fill_bindings,
+                                       pack("iI", n, fill_round), fill_args)
+            sequence.barrier()
+        sequence.dispatch_indirect(pipelines.fill_parity, fill_bindings, pack("iI", n, 0),
+                                   fill_args)
         sequence.barrier()
         sequence.mark("fill")
     staging = sequence.download(grid.buffer, grid_bytes) if download_grid else None
@@ -195,9 +208,70 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     words = staging.read(np.uint32, grid_bytes // 4) if download_grid else None
     tile_count = int(tile_staging.read(np.uint32, 4)[3]) if pair_count else 0
     host_ms["download"] = (time.perf_counter() - started) * 1e3
-    counts = {"triangles": triangles, "pairs": pair_count, "sort_size": padded if pair_count else 0,
-              "tiles": tile_count}
+    counts = {"triangles": triangles, "pairs": pair_count,
+              "sort_size": pair_slots if pair_count else 0, "tiles": tile_count}
     return PassResult(words, gpu_ms, host_ms, counts)
+
+
+def _record_bitonic_tiles(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
+                          pairs: Binding, pair_count: int, padded: int, n: int, fill_args,
+                          max_groups_x: int) -> tuple[Binding, Binding]:
+    """Passes 4-6 as designed: bitonic sort, first-of-tile flags, compaction over the pairs."""
+    _record_sort(sequence, pipelines, pairs, padded)
+    sequence.mark("sort")
+    flags = Binding(pool.get("flags", pair_count * 4), pair_count * 4)
+    sequence.dispatch(pipelines.mark, {0: pairs, 1: flags}, pack("I", pair_count),
+                      _groups(pair_count, WG_SIZE))
+    sequence.barrier()
+    sequence.mark("mark")
+    _record_scan(sequence, pipelines, pool, flags.buffer, pair_count, "flags")
+    tiles_bytes = min(pair_count, (n >> TILE_SHIFT) ** 2) * TILE_BYTES
+    tiles = Binding(pool.get("tiles", tiles_bytes), tiles_bytes)
+    sequence.dispatch(pipelines.compact, {0: pairs, 1: flags, 2: tiles, 3: fill_args},
+                      pack("II", pair_count, max_groups_x), _groups(pair_count, WG_SIZE))
+    sequence.barrier()
+    sequence.mark("compact")
+    return pairs, tiles
+
+
+def _record_counting_tiles(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
+                           pairs: Binding, pair_count: int, padded: int, n: int, fill_args,
+                           max_groups_x: int) -> tuple[Binding, Binding]:
+    """Passes 4-6 by counting: a histogram of the pairs over all tile keys, its scan, a
+    scatter into tile order; then flags and compaction over the tile keys, not the pairs."""
+    keys = (n >> TILE_SHIFT) ** 2
+    counts = Binding(pool.get("tile_pair_counts", keys * 4), keys * 4)
+    starts = Binding(pool.get("tile_starts", keys * 4), keys * 4)
+    cursors = Binding(pool.get("tile_cursors", keys * 4), keys * 4)
+    grouped = Binding(pool.get("grouped_pairs", pair_count * PAIR_BYTES), pair_count * PAIR_BYTES)
+    sequence.fill(counts.buffer, 0, keys * 4)
+    sequence.barrier()
+    sequence.dispatch(pipelines.count_pairs, {0: pairs, 1: counts, 2: grouped},
+                      pack("I", pair_count), _groups(pair_count, WG_SIZE))
+    sequence.barrier()
+    sequence.copy(counts.buffer, starts.buffer, keys * 4)
+    sequence.barrier()
+    _record_scan(sequence, pipelines, pool, starts.buffer, keys, "tile_starts")
+    sequence.copy(starts.buffer, cursors.buffer, keys * 4)
+    sequence.barrier()
+    sequence.dispatch(pipelines.scatter_pairs, {0: pairs, 1: cursors, 2: grouped},
+                      pack("I", pair_count), _groups(pair_count, WG_SIZE))
+    sequence.barrier()
+    sequence.mark("sort")
+    flags = Binding(pool.get("flags", keys * 4), keys * 4)
+    sequence.dispatch(pipelines.mark_counts, {0: counts, 1: flags}, pack("I", keys),
+                      _groups(keys, WG_SIZE))
+    sequence.barrier()
+    sequence.mark("mark")
+    _record_scan(sequence, pipelines, pool, flags.buffer, keys, "flags")
+    tiles_bytes = min(pair_count, keys) * TILE_BYTES
+    tiles = Binding(pool.get("tiles", tiles_bytes), tiles_bytes)
+    sequence.dispatch(pipelines.compact_counts,
+                      {0: counts, 1: flags, 2: tiles, 3: fill_args, 4: starts},
+                      pack("II", keys, max_groups_x), _groups(keys, WG_SIZE))
+    sequence.barrier()
+    sequence.mark("compact")
+    return grouped, tiles
 
 
 def _record_scan(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool, values,
