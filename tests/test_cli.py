@@ -121,7 +121,8 @@ def test_stats_json(tmp_path, capsys):
     stats = json.loads(out.read_text())
     assert stats["variant"] == "indexed" and stats["grid"] == 64
     assert set(stats["gpu_ms"]) == {"upload", "setup", "scan", "emit", "sort", "mark", "compact",
-                                    "fill", "download"}
+                                    "fill", "download", "svo_classify", "svo_scan", "svo_write",
+                                    "svo_download"}
     assert all(ms >= 0 for ms in stats["gpu_ms"].values())
     assert {"load", "prepare", "upload", "download"} <= set(stats["host_ms"])
     counts = stats["counts"]
@@ -133,3 +134,21 @@ def test_stats_json(tmp_path, capsys):
     assert memory["device_buffers"]["grid"] >= 64 * 64 * 64 // 8
     code, _, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "--stats-json", out)
     assert code == 1 and "exists" in stderr
+
+
+def test_open_mesh_warning_is_one_line_and_vote_mode_runs(capsys):
+    model = shared_model("suzanne.ply")
+    code, stdout, stderr = run(capsys, model, "--grid", 32, "--fill-mode", "vote", "--sort",
+                               "bitonic")
+    assert code == 0 and "solid voxels" in stdout
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("voxelize: warning: the mesh is not closed")
+    expected = voxelize_reference(load_mesh(model), 32, "vote").count()
+    assert f"{expected:,} solid voxels" in stdout
+
+
+@pytest.mark.parametrize("args", [["--fill-mode", "flood"], ["--sort", "quick"]])
+def test_unknown_fill_mode_or_sort_is_a_usage_error(capsys, args):
+    with pytest.raises(SystemExit) as caught:
+        main([str(PROJECT_MODELS / "gear.ply"), *args])
+    assert caught.value.code == 2 and "invalid choice" in capsys.readouterr().err

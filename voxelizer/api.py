@@ -7,7 +7,6 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,10 +19,8 @@ from .mesh import Mesh, MeshLike, load_mesh
 from .passes import (DEFAULT_SORT, DEFAULT_VARIANT, PassPipelines, check_sort, check_variant,
                      run_passes)
 from .placement import COLUMN_AXIS_ORDERS, GridPlacement, check_resolution
+from .svo import SVO
 from .svo_gpu import SVOArrays, SVOPipelines, build_svo_on_gpu
-
-if TYPE_CHECKING:
-    from .svo import SVO
 
 FILL_MODES = ("parity", "vote")
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
@@ -58,11 +55,9 @@ class Voxelizer:
         return self._pipelines[variant]
 
     def voxelize(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                 fill_mode: str = "parity", sort: str = DEFAULT_SORT) -> "SVO":
+                 fill_mode: str = "parity", sort: str = DEFAULT_SORT) -> SVO:
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid
         (which never leaves the device in parity mode)."""
-        from .svo import SVO
-
         job = self._prepare(mesh, grid, variant, fill_mode, sort)
         if fill_mode == "parity":
             arrays, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, sort,
@@ -121,10 +116,11 @@ class Voxelizer:
         boundary, nonmanifold = loaded.open_edges()
         check_ms = (time.perf_counter() - started) * 1e3
         if boundary or nonmanifold:
+            advice = ("voting between six ray directions decides the voxels near the gaps"
+                      if fill_mode == "vote" else "voxels near the gaps follow the parity rule "
+                      "but may not be what you want; fill_mode='vote' repairs small holes")
             warnings.warn(f"the mesh is not closed ({boundary:,} boundary and {nonmanifold:,} "
-                          "non-manifold edges): voxels near the gaps follow the parity rule but "
-                          "may not be what you want; fill_mode='vote' repairs small holes",
-                          OpenMeshWarning, stacklevel=3)
+                          f"non-manifold edges): {advice}", OpenMeshWarning, stacklevel=3)
         placement = GridPlacement.fit(loaded, n)
         return _Job(loaded, placement, placement.grid_vertices(loaded.vertices), n, variant,
                     sort, fill_mode, {"load": load_ms, "check_closed": check_ms},
@@ -264,7 +260,7 @@ def close_shared() -> None:
 
 def voxelize(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
              device: "str | int | None" = None, fill_mode: str = "parity",
-             sort: str = DEFAULT_SORT) -> "SVO":
+             sort: str = DEFAULT_SORT) -> SVO:
     """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
     return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode, sort)
 

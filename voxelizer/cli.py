@@ -6,13 +6,23 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from pathlib import Path
 
 from . import __version__
-from .errors import OutputError, VoxelizerError
-from .passes import DEFAULT_VARIANT, VARIANTS
+from .api import FILL_MODES
+from .errors import OpenMeshWarning, OutputError, VoxelizerError
+from .formats import OUTPUT_FORMATS, write
+from .passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
+from .preview import write_preview
+from .svo import SVO
 
-OUTPUT_FORMATS = (".npz",)
+
+def _voxelize_to_svo(args: argparse.Namespace) -> SVO:
+    """Mesh file -> SVO: the one place the command voxelizes."""
+    from .api import voxelize
+
+    return voxelize(args.model, args.grid, args.variant, args.device, args.fill_mode, args.sort)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -25,9 +35,18 @@ def _parser() -> argparse.ArgumentParser:
                         help="voxels per side, a multiple of 4 from 8 up (default 512)")
     parser.add_argument("--variant", default=DEFAULT_VARIANT, metavar="NAME",
                         help=f"shader variant: {', '.join(VARIANTS)} (default {DEFAULT_VARIANT})")
+    parser.add_argument("--fill-mode", default="parity", choices=FILL_MODES,
+                        help="parity (default: exact for closed meshes) or vote (parity along "
+                             "six ray directions, four must agree: repairs small holes)")
+    parser.add_argument("--sort", default=DEFAULT_SORT, choices=SORTS,
+                        help=f"how pass 4 groups pairs by tile (default {DEFAULT_SORT})")
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="write the voxels: .npz (packed bits, origin, voxel size)")
-    parser.add_argument("--force", action="store_true", help="overwrite an existing output file")
+                        help="write the voxels, format by extension: .svo (sparse voxel octree), "
+                             ".binvox, .vox (MagicaVoxel), .npz (packed bits, origin, voxel "
+                             "size), .ply/.obj/.glb (the voxels' outer faces as a mesh)")
+    parser.add_argument("--preview", metavar="PNG",
+                        help="write a PNG with three shaded views of the voxels")
+    parser.add_argument("--force", action="store_true", help="overwrite existing output files")
     parser.add_argument("--device", metavar="INDEX|NAME",
                         help="Vulkan device by index or name substring (default: "
                              "$VOXELIZER_DEVICE, else the first discrete GPU, else any)")
@@ -45,7 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     try:
-        return _run(parser, args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always", OpenMeshWarning)
+            warnings.showwarning = _one_line_warning
+            return _run(parser, args)
     except VoxelizerError as exc:
         if args.debug:
             raise
@@ -56,8 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"voxelize: warning: {message}", file=sys.stderr)
+
+
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from .api import voxelize_dense
     from .gpu.device import list_devices
 
     if args.list_devices:
@@ -73,26 +98,30 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if output.suffix.lower() not in OUTPUT_FORMATS:
             parser.error(f"cannot write {output.suffix or 'files without an extension'}: "
                          f"use {', '.join(OUTPUT_FORMATS)}")
-    for path in (output, Path(args.stats_json) if args.stats_json else None):
+    preview = Path(args.preview) if args.preview else None
+    for path in (output, preview, Path(args.stats_json) if args.stats_json else None):
         if path is not None and path.exists() and not args.force:
             raise OutputError(f"{path}: file exists (use --force to overwrite)")
 
     started = time.perf_counter()
-    grid = voxelize_dense(args.model, args.grid, args.variant, args.device)
+    svo = _voxelize_to_svo(args)
     if output is not None:
-        grid.save_npz(output, overwrite=args.force)
+        write(svo, output, overwrite=args.force)
+    if preview is not None:
+        write_preview(svo, preview, overwrite=args.force)
     seconds = time.perf_counter() - started
 
-    counts = grid.stats["counts"]
-    n = grid.resolution
+    counts = svo.stats["counts"]
+    n = svo.resolution
+    written = [str(path) for path in (output, preview) if path is not None]
     print(f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid {n}x{n}x{n}, "
-          f"{grid.count():,} solid voxels, {seconds:.2f} s "
-          f"({grid.stats['device']}, {args.variant})"
-          + (f" -> {output}" if output is not None else ""))
+          f"{svo.count():,} solid voxels, {seconds:.2f} s "
+          f"({svo.stats['device']}, {args.variant})"
+          + (f" -> {', '.join(written)}" if written else ""))
     if args.stats:
-        print(format_stats(grid.stats))
+        print(format_stats(svo.stats))
     if args.stats_json:
-        _write_json(Path(args.stats_json), grid.stats)
+        _write_json(Path(args.stats_json), svo.stats)
     return 0
 
 

@@ -39,5 +39,5 @@ class OpenMeshWarning(UserWarning):
 
 
 class SVOFormatError(VoxelizerError):
-    """An .svo file (or a set of SVO arrays) breaks docs/svo-format.md: not an SVO file,
-    truncated, corrupted, an unknown version, or an inconsistent tree."""
+    """An .svo file cannot be read or breaks docs/svo-format.md (not an SVO file, truncated,
+    corrupted, an unknown version, an inconsistent tree), or SVO arrays do."""

@@ -1,0 +1,131 @@
+"""A PNG to judge a voxelization at a glance: three shaded orthographic views side by side.
+
+Left to right: seen from +z (front), from +x (side) and from +y (top), with y up in the
+first two. Each pixel is one voxel column, shaded by the first solid voxel along it: a
+diffuse light from the upper left on normals taken from the smoothed depth map, darker
+with depth. Pure numpy and a minimal PNG encoder (zlib + struct).
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from .formats import open_output
+
+# Per view: the axis looked along (from its + side), then the image's right and up
+# directions as (axis, sign).
+VIEWS = ((2, (0, 1), (1, 1)), (0, (2, -1), (1, 1)), (1, (0, 1), (2, -1)))
+LIGHT = np.array([-0.45, 0.55, 0.70]) / np.linalg.norm([-0.45, 0.55, 0.70])
+COLOUR = np.array([0.58, 0.68, 0.86])
+BACKGROUND = 255
+GAP = 8  # pixels between views
+PANEL = (256, 512)  # views are scaled up to at least, or down to at most, this many pixels
+
+
+def write_preview(voxels, path: str | Path, overwrite: bool = False) -> None:
+    """Write the three-view PNG of an SVO, a DenseGrid or a bool (N, N, N) array."""
+    image = render_views(_dense(voxels))
+    png = encode_png(image)
+    with open_output(path, overwrite) as fh:
+        fh.write(png)
+
+
+def render_views(voxels: np.ndarray) -> np.ndarray:
+    """uint8 (H, W, 3) image of the three views of a bool [i, j, k] grid."""
+    panels = [_shade(*_first_hits(voxels, view)) for view in VIEWS]
+    height = panels[0].shape[0]
+    gap = np.full((height, GAP, 3), BACKGROUND, np.uint8)
+    row = [gap]
+    for panel in panels:
+        row += [panel, gap]
+    border = np.full((GAP, sum(part.shape[1] for part in row), 3), BACKGROUND, np.uint8)
+    return np.concatenate([border, np.concatenate(row, axis=1), border])
+
+
+def _dense(voxels) -> np.ndarray:
+    if hasattr(voxels, "to_dense"):
+        return voxels.to_dense()
+    if hasattr(voxels, "to_numpy"):
+        return voxels.to_numpy()
+    voxels = np.asarray(voxels)
+    if voxels.dtype != bool or voxels.ndim != 3:
+        raise ValueError(f"expected an SVO, a DenseGrid or a bool 3-D array, not {voxels.dtype} "
+                         f"{voxels.shape}")
+    return voxels
+
+
+def _first_hits(voxels: np.ndarray, view) -> tuple[np.ndarray, np.ndarray, int]:
+    """(hit mask, depth of the first solid voxel, depth range) in image rows and columns."""
+    along, (right, right_sign), (up, up_sign) = view
+    grid = voxels.transpose(up, right, along)[::-up_sign, ::right_sign, ::-1]
+    hit = grid.any(axis=2)
+    return hit, np.argmax(grid, axis=2).astype(np.float64), grid.shape[2]
+
+
+def _shade(hit: np.ndarray, depth: np.ndarray, extent: int) -> np.ndarray:
+    weight, smooth = hit.astype(np.float64), np.where(hit, depth, 0.0)
+    for _ in range(2):  # 5x5 tent filter over the hit pixels: softens the voxel steps
+        weight, smooth = _blur(weight), _blur(smooth)
+    smooth /= np.maximum(weight, 1e-9)
+    d_row, d_col = _slope(smooth, hit, 0), _slope(smooth, hit, 1)
+    normal = np.stack([d_col, -d_row, np.ones_like(depth)], axis=-1)  # x right, y up, z to us
+    normal /= np.linalg.norm(normal, axis=-1, keepdims=True)
+    light = 0.25 + 0.75 * np.clip(normal @ LIGHT, 0.0, 1.0)
+    light *= 1.0 - 0.45 * depth / max(extent, 1)
+    rgb = np.where(hit[..., None], light[..., None] * COLOUR * 255.0, float(BACKGROUND))
+    return _resize(rgb).round().astype(np.uint8)
+
+
+def _blur(image: np.ndarray) -> np.ndarray:
+    """3x3 box sum (zero outside)."""
+    padded = np.pad(image, 1)
+    rows = padded[:-2] + padded[1:-1] + padded[2:]
+    return rows[:, :-2] + rows[:, 1:-1] + rows[:, 2:]
+
+
+def _slope(depth: np.ndarray, hit: np.ndarray, axis: int) -> np.ndarray:
+    """Depth change per pixel along an axis, from the neighbours that are hit, clipped so
+    that occlusion steps read as steep rather than as spikes."""
+    total, used = np.zeros_like(depth), np.zeros_like(depth)
+    for shift in (1, -1):
+        other = np.roll(depth, -shift, axis=axis)
+        ok = hit & np.roll(hit, -shift, axis=axis)
+        edge = [slice(None)] * 2
+        edge[axis] = slice(-1, None) if shift == 1 else slice(0, 1)
+        ok[tuple(edge)] = False  # np.roll wraps around
+        total += np.where(ok, (other - depth) * shift, 0.0)
+        used += ok
+    return np.clip(total / np.maximum(used, 1), -3.0, 3.0)
+
+
+def _resize(rgb: np.ndarray) -> np.ndarray:
+    """Nearest-neighbour up to PANEL[0] pixels, or block means down to PANEL[1]."""
+    n = rgb.shape[0]
+    if n < PANEL[0]:
+        f = -(-PANEL[0] // n)
+        return rgb.repeat(f, axis=0).repeat(f, axis=1)
+    if n > PANEL[1]:
+        f = -(-n // PANEL[1])
+        m = -(-n // f) * f
+        padded = np.pad(rgb, ((0, m - n), (0, m - n), (0, 0)), constant_values=BACKGROUND)
+        return padded.reshape(m // f, f, m // f, f, 3).mean(axis=(1, 3))
+    return rgb
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    """8-bit RGB PNG bytes of a uint8 (H, W, 3) image (filter 0 on every row)."""
+    height, width = image.shape[:2]
+    pixels = np.ascontiguousarray(image, np.uint8).reshape(height, 3 * width)
+    rows = np.concatenate([np.zeros((height, 1), np.uint8), pixels], axis=1)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    return (b"\x89PNG\r\n\x1a\n"
+            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
+            + chunk(b"IEND", b""))

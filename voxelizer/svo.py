@@ -1,0 +1,609 @@
+"""SVO: the sparse voxel octree users work with, exactly as docs/svo-format.md lays it out.
+
+Empty space has no nodes, a cube that is solid all through is one bit in its parent's full
+mask, and only the 4x4x4 bricks that mix solid and empty voxels are stored (64 bits each).
+Everything here is vectorized over whole levels; nothing loops per voxel or per node.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+import trimesh
+
+from .errors import GridError, SVOFormatError
+from .formats import open_output, write_binvox, write_vox
+from .placement import GridPlacement, check_resolution
+from .surface import voxel_surface
+
+MAGIC = b"VOXSVO\r\n"
+VERSION = 1
+# magic, version, header size, N, P, L, reserved, origin, voxel size, nodes, bricks, solid voxels
+HEADER = struct.Struct("<8s6I3ddQQQ")
+FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
+SPREAD_NIBBLE = np.uint64(1 | 1 << 15 | 1 << 30 | 1 << 45)  # bit b of a nibble -> bit 16b
+NIBBLE_LANES = np.uint64(0x0001_0001_0001_0001)
+SLAB_VOXELS = 1 << 24  # voxels converted per step between the dense grid and bricks
+
+assert HEADER.size == 88
+
+
+def padded_resolution(n: int) -> int:
+    """P: N rounded up to a power of two, at least 8."""
+    return max(8, 1 << (int(n) - 1).bit_length())
+
+
+def _log2(p: int) -> int:
+    return int(p).bit_length() - 1
+
+
+def _spread(v: np.ndarray, bits: int) -> np.ndarray:
+    """Bit b of v moved to bit 3b: one axis of a Morton code."""
+    v = np.asarray(v, np.int64)
+    out = np.zeros_like(v)
+    for b in range(bits):
+        out |= ((v >> b) & 1) << (3 * b)
+    return out
+
+
+def morton_encode(x: np.ndarray, y: np.ndarray, z: np.ndarray, bits: int) -> np.ndarray:
+    """Morton codes of integer positions (each < 2**bits): x, y, z bit b -> bit 3b, 3b+1, 3b+2."""
+    return _spread(x, bits) | (_spread(y, bits) << 1) | (_spread(z, bits) << 2)
+
+
+def morton_decode(codes: np.ndarray, bits: int) -> np.ndarray:
+    """(M, 3) int64 positions of Morton codes (the inverse of morton_encode)."""
+    codes = np.asarray(codes, np.int64)
+    out = np.zeros(codes.shape + (3,), np.int64)
+    for axis in range(3):
+        for b in range(bits):
+            out[..., axis] |= ((codes >> (3 * b + axis)) & 1) << b
+    return out
+
+
+def _popcount(values: np.ndarray) -> int:
+    """Set bits in an integer array (any width), summed."""
+    as_bytes = np.ascontiguousarray(values).view(np.uint8)
+    return int(POPCOUNT8[as_bytes].sum(dtype=np.int64))
+
+
+def _mask(flags: np.ndarray) -> np.ndarray:
+    """(n*8,) bool in octant order -> (n,) uint8 with bit c set iff flag c of the group is."""
+    return np.packbits(flags.reshape(-1, 8), axis=1, bitorder="little").ravel()
+
+
+def _brick_slabs(n: int):
+    """Ranges of brick rows along x small enough to convert SLAB_VOXELS voxels at a time."""
+    rows = max(1, SLAB_VOXELS // (4 * n * n))
+    for start in range(0, n // 4, rows):
+        yield start, min(n // 4, start + rows)
+
+
+def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """bool[i, j, k] grid (N^3, N a multiple of 4 from 8 up) -> (nodes, bricks, level_offsets).
+
+    The CPU reference of the format: brick values, then node states bottom-up, each level
+    kept in Morton order so that the children of node m are entries 8m..8m+7 of the level
+    below. Padding voxels (index >= N) are empty and only ever fill whole bricks.
+    """
+    voxels = np.asarray(voxels)
+    n = voxels.shape[0] if voxels.ndim == 3 else 0
+    if voxels.dtype != bool or voxels.shape != (n, n, n) or n < 8 or n % 4:
+        raise ValueError(f"expected a bool (N, N, N) array with N a multiple of 4 from 8 up, "
+                         f"got {voxels.dtype} {voxels.shape}")
+    p = padded_resolution(n)
+    levels = _log2(p // 4)
+    bricks_dense = np.zeros((p // 4) ** 3, np.uint64)  # every brick, Morton order
+    spread = _spread(np.arange(n // 4), levels)
+    for start, stop in _brick_slabs(n):
+        codes = (spread[start:stop, None, None] | (spread[None, :, None] << 1)
+                 | (spread[None, None, :] << 2))
+        bricks_dense[codes.ravel()] = _pack_bricks(voxels[4 * start:4 * stop])
+
+    # Bottom-up: masks of every node of every level (dense, Morton order).
+    child_mixed = (bricks_dense != 0) & (bricks_dense != FULL_BRICK)
+    child_full = bricks_dense == FULL_BRICK
+    brick_mixed = child_mixed
+    masks = [None] * levels  # per level: (mixed_mask, full_mask, node is mixed)
+    for level in reversed(range(levels)):
+        mixed_mask, full_mask = _mask(child_mixed), _mask(child_full)
+        full = full_mask == 0xFF
+        mixed = ~full & ((mixed_mask | full_mask) != 0)
+        masks[level] = (mixed_mask, full_mask, mixed)
+        child_mixed, child_full = mixed, full
+
+    # Top-down: stored nodes are the root plus every mixed node, in Morton order per level.
+    level_offsets = [0]
+    words = []
+    for level in range(levels):
+        mixed_mask, full_mask, mixed = masks[level]
+        stored = np.zeros(1, np.int64) if level == 0 else np.flatnonzero(mixed)
+        start = level_offsets[-1] + len(stored)
+        next_start = start if level + 1 < levels else 0  # level L-1 points into the bricks
+        children = POPCOUNT8[mixed_mask].astype(np.int64)
+        before = np.cumsum(children) - children  # stored children of earlier nodes
+        word = np.empty((len(stored), 2), np.uint32)
+        word[:, 0] = mixed_mask[stored] | (full_mask[stored].astype(np.uint32) << 8)
+        word[:, 1] = next_start + before[stored]
+        words.append(word)
+        level_offsets.append(start)
+    nodes = np.concatenate(words)
+    return nodes, bricks_dense[brick_mixed], np.array(level_offsets, np.uint32)
+
+
+def _pack_bricks(slab: np.ndarray) -> np.ndarray:
+    """bool (4s, M, M) -> uint64 (s * M/4 * M/4,), brick (bx, by, bz) in C order, bit x + 4y + 16z.
+
+    Packs along k, where memory is contiguous: each (x, y) column of a brick is a nibble of
+    4 z bits, spread to bits 0, 16, 32, 48 by one multiplication (the shifted copies never
+    overlap, so nothing carries) and shifted into place by x + 4y.
+    """
+    s, m = slab.shape[0] // 4, slab.shape[1] // 4
+    z_bytes = np.packbits(slab, axis=2, bitorder="little")
+    nibbles = np.stack([z_bytes & 0xF, z_bytes >> 4], axis=-1).reshape(4 * s, 4 * m, -1)[:, :, :m]
+    nibbles = nibbles.reshape(s, 4, m, 4, m)  # bx, x, by, y, bz
+    out = np.zeros((s, m, m), np.uint64)
+    for x in range(4):
+        for y in range(4):
+            column = nibbles[:, x, :, y, :].astype(np.uint64)
+            out |= ((column * SPREAD_NIBBLE) & NIBBLE_LANES) << np.uint64(x + 4 * y)
+    return out.ravel()
+
+
+def _unpack_bricks(values: np.ndarray, out: np.ndarray) -> None:
+    """uint64 (s, M, M) bricks -> their voxels, written into bool out (4s, 4M, 4M)."""
+    s, m = values.shape[0], values.shape[1]
+    bits = np.unpackbits(values.astype("<u8").view(np.uint8).reshape(s, m, m, 8), axis=3,
+                         bitorder="little")  # bit x + 4y + 16z
+    cells = bits.view(bool).reshape(s, m, m, 4, 4, 4).transpose(0, 5, 1, 4, 2, 3)  # bx x by y bz z
+    out.reshape(cells.shape)[...] = cells
+
+
+class SVO:
+    """A solid voxelization as a sparse voxel octree (docs/svo-format.md).
+
+    Holds the three arrays of the format and the grid placement. The arrays are checked
+    against the format on construction (SVOFormatError) and read-only afterwards.
+    """
+
+    def __init__(self, nodes: np.ndarray, bricks: np.ndarray, level_offsets: np.ndarray,
+                 placement: GridPlacement, stats: dict | None = None):
+        n = check_resolution(placement.resolution)
+        self.placement = placement
+        self.stats = dict(stats or {})
+        self._padded = padded_resolution(n)
+        nodes = np.asarray(nodes)
+        if nodes.size % 2:
+            raise SVOFormatError(f"nodes must have two words per node, not shape {nodes.shape}")
+        self._nodes = _frozen(nodes.reshape(-1, 2), np.uint32, "nodes")
+        self._bricks = _frozen(np.asarray(bricks).reshape(-1), np.uint64, "bricks")
+        self._level_offsets = _frozen(np.asarray(level_offsets).reshape(-1), np.uint32,
+                                      "level_offsets")
+        self._tree = _check_structure(self)
+
+    @classmethod
+    def from_dense(cls, voxels: np.ndarray, placement: GridPlacement,
+                   stats: dict | None = None) -> "SVO":
+        """The octree of a dense bool[i, j, k] grid (DenseGrid.to_numpy()), built on the CPU."""
+        return cls(*build_arrays(voxels), placement, stats)
+
+    # --- geometry -------------------------------------------------------------------------
+
+    @property
+    def resolution(self) -> int:
+        """N: voxels per side."""
+        return self.placement.resolution
+
+    @property
+    def padded_resolution(self) -> int:
+        """P: N rounded up to a power of two (at least 8); the root covers P^3 voxels."""
+        return self._padded
+
+    @property
+    def depth(self) -> int:
+        """log2(P): halvings from the root to one voxel."""
+        return _log2(self._padded)
+
+    @property
+    def levels(self) -> int:
+        """L = log2(P/4): internal node levels; the children of level L-1 are bricks."""
+        return self.depth - 2
+
+    @property
+    def origin(self) -> np.ndarray:
+        return self.placement.origin.copy()
+
+    @property
+    def voxel_size(self) -> float:
+        return self.placement.voxel_size
+
+    @property
+    def bounds(self) -> np.ndarray:
+        """(2, 3) world min and max corner of the N^3 grid."""
+        origin = np.asarray(self.placement.origin, np.float64)
+        return np.array([origin, origin + self.resolution * self.voxel_size])
+
+    # --- the arrays -----------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> np.ndarray:
+        return self._nodes
+
+    @property
+    def bricks(self) -> np.ndarray:
+        return self._bricks
+
+    @property
+    def level_offsets(self) -> np.ndarray:
+        return self._level_offsets
+
+    @property
+    def node_count(self) -> int:
+        return len(self._nodes)
+
+    @property
+    def brick_count(self) -> int:
+        return len(self._bricks)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the three arrays (the format's size, without file header, padding, checksum)."""
+        return 8 * self.node_count + 8 * self.brick_count + 4 * (self.levels + 1)
+
+    # --- contents -------------------------------------------------------------------------
+
+    def count(self) -> int:
+        """Solid voxels, from the structure: full children count their cube, bricks their bits."""
+        total = _popcount(self._bricks)
+        for level in range(self.levels):
+            words = self._level(level)[:, 0]
+            side = self._padded >> (level + 1)
+            total += _popcount(((words >> 8) & 0xFF).astype(np.uint8)) * side**3
+        return total
+
+    def volume(self) -> float:
+        """Solid volume in world units: count * h^3."""
+        return self.count() * self.voxel_size**3
+
+    def to_dense(self) -> np.ndarray:
+        """bool (N, N, N) indexed [i, j, k]: the same array as DenseGrid.to_numpy()."""
+        n, levels = self.resolution, self.levels
+        values = self._all_bricks()
+        out = np.empty((n, n, n), bool)
+        spread = _spread(np.arange(n // 4), levels)
+        for start, stop in _brick_slabs(n):
+            codes = (spread[start:stop, None, None] | (spread[None, :, None] << 1)
+                     | (spread[None, None, :] << 2))
+            _unpack_bricks(values[codes], out[4 * start:4 * stop])
+        return out
+
+    def __getitem__(self, index) -> bool:
+        """Voxel (i, j, k), by descending the tree; IndexError outside [0, N)."""
+        if not isinstance(index, tuple) or len(index) != 3 or not all(
+                isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
+                for i in index):
+            raise TypeError(f"index with three integers (i, j, k), not {index!r}")
+        if not all(0 <= int(i) < self.resolution for i in index):
+            raise IndexError(f"voxel {tuple(int(i) for i in index)} is outside the "
+                             f"{self.resolution}^3 grid")
+        return bool(self._lookup(np.array([index], np.int64))[0])
+
+    def contains(self, points: np.ndarray) -> np.ndarray:
+        """bool (M,): is each world point in a solid voxel?
+
+        Voxel i spans [origin + i*h, origin + (i+1)*h) on each axis (corners computed in
+        float64 exactly so), so a point on a face between two voxels belongs to the higher
+        one. Points outside the grid, or not finite, are not contained.
+        """
+        points = np.asarray(points, np.float64)
+        if points.ndim != 2 or points.shape[1] != 3:
+            raise ValueError(f"points must be an (M, 3) array, not {points.shape}")
+        origin, h = np.asarray(self.placement.origin, np.float64), self.voxel_size
+        with np.errstate(invalid="ignore", over="ignore"):
+            cell = np.floor((points - origin) / h)
+            cell += origin + (cell + 1) * h <= points  # rounding put the point one cell low
+            cell -= origin + cell * h > points  # or one cell high
+        inside = (np.isfinite(points) & (cell >= 0) & (cell < self.resolution)).all(axis=1)
+        result = np.zeros(len(points), bool)
+        result[inside] = self._lookup(cell[inside].astype(np.int64))
+        return result
+
+    def _lookup(self, ijk: np.ndarray) -> np.ndarray:
+        """Vectorized descent for (M, 3) voxel indices inside the grid."""
+        result = np.zeros(len(ijk), bool)
+        active = np.arange(len(ijk))
+        node = np.zeros(len(ijk), np.int64)
+        for level in range(self.levels):
+            shift = self.depth - 1 - level
+            octant = ((ijk[active] >> shift) & 1) @ np.array([1, 2, 4])
+            bit = np.left_shift(1, octant)
+            word = self._nodes[node]
+            mixed_mask = word[:, 0].astype(np.int64) & 0xFF
+            result[active[((word[:, 0] >> 8) & bit) != 0]] = True
+            go_on = (mixed_mask & bit) != 0
+            node = word[go_on, 1].astype(np.int64) + POPCOUNT8[mixed_mask[go_on] & (bit[go_on] - 1)]
+            active = active[go_on]
+        bit = (ijk[active] & 3) @ np.array([1, 4, 16])
+        result[active] = (self._bricks[node] >> bit.astype(np.uint64)) & np.uint64(1) != 0
+        return result
+
+    def solid_boxes(self) -> tuple[np.ndarray, np.ndarray]:
+        """The solid as disjoint cubes in voxel units: (min corner (M, 3) int64, side (M,) int64).
+
+        One cube per full node (its whole cube) and per solid voxel of a brick, in Morton
+        order of their min corners, which is the depth-first order of the tree.
+        """
+        depth, levels = self.depth, self.levels
+        corners, sizes, keys = [], [], []
+        for level, codes in enumerate(self._tree.full_codes, start=1):
+            side = self._padded >> level
+            corners.append(morton_decode(codes, level) * side)
+            sizes.append(np.full(len(codes), side, np.int64))
+            keys.append(codes << (3 * (depth - level)))
+        as_bytes = self._bricks.astype("<u8").view(np.uint8).reshape(-1, 8)
+        brick, bit = np.nonzero(np.unpackbits(as_bytes, axis=1, bitorder="little"))
+        local = np.stack([bit & 3, (bit >> 2) & 3, bit >> 4], axis=1)
+        codes = self._tree.brick_codes[brick]
+        corners.append(morton_decode(codes, levels) * 4 + local)
+        sizes.append(np.ones(len(bit), np.int64))
+        keys.append((codes << 6) | morton_encode(local[:, 0], local[:, 1], local[:, 2], 2))
+        order = np.argsort(np.concatenate(keys), kind="stable")
+        return np.concatenate(corners)[order], np.concatenate(sizes)[order]
+
+    def world_boxes(self) -> np.ndarray:
+        """(M, 2, 3) world min and max corners of solid_boxes(), same order."""
+        corners, sizes = self.solid_boxes()
+        origin, h = np.asarray(self.placement.origin, np.float64), self.voxel_size
+        low = origin + corners * h
+        return np.stack([low, origin + (corners + sizes[:, None]) * h], axis=1)
+
+    def lod(self, level: int, rule: str = "any") -> "SVO":
+        """The same solid with voxels 2**level times larger (level 0 is this SVO).
+
+        `rule="any"`: a coarse voxel is solid iff any of its fine voxels is. Conservative:
+        the coarse solid covers every fine solid voxel, so thin parts never vanish (the
+        usual choice for culling, collision and display). `rule="majority"`: iff more than
+        half of its 8**level fine voxels are (closer in volume; thin parts may vanish).
+        Same origin; resolution ceil(N / 2**level) rounded up to a multiple of 4 (at least
+        8); fine voxels beyond N count as empty. level goes up to depth - 3 (root of 8^3).
+        """
+        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) \
+                or not 0 <= level <= self.depth - 3:
+            raise ValueError(f"level must be an integer from 0 to {self.depth - 3}, not {level!r}")
+        if rule not in ("any", "majority"):
+            raise ValueError(f"rule must be 'any' or 'majority', not {rule!r}")
+        if level == 0:
+            return self
+        f, n = 1 << level, self.resolution
+        coarse = max(8, -(-n // (4 * f)) * 4)
+        fine = np.zeros((coarse * f,) * 3, bool)
+        fine[:n, :n, :n] = self.to_dense()
+        blocks = fine.reshape(coarse, f, coarse, f, coarse, f)
+        if rule == "any":
+            voxels = blocks.any(axis=(1, 3, 5))
+        else:
+            voxels = blocks.sum(axis=(1, 3, 5), dtype=np.int64) * 2 > f**3
+        placement = GridPlacement(coarse, self.origin, self.voxel_size * f)
+        return SVO.from_dense(voxels, placement, {"lod": level, "rule": rule})
+
+    # --- conversions and files ------------------------------------------------------------
+
+    def to_mesh(self) -> trimesh.Trimesh:
+        """The voxels' outer faces, closed and outward (see voxelizer.surface)."""
+        return voxel_surface(self.to_dense(), self.placement.origin, self.voxel_size)
+
+    def to_trimesh(self) -> trimesh.voxel.VoxelGrid:
+        """The same voxels as a trimesh VoxelGrid; its transform maps index -> voxel centre."""
+        transform = np.eye(4)
+        transform[:3, :3] *= self.voxel_size
+        transform[:3, 3] = np.asarray(self.placement.origin, np.float64) + self.voxel_size / 2
+        return trimesh.voxel.VoxelGrid(self.to_dense(), transform=transform)
+
+    def to_binvox(self, path: str | Path, overwrite: bool = False) -> None:
+        """binvox 1 file (see formats.write_binvox)."""
+        write_binvox(self, path, overwrite)
+
+    def to_vox(self, path: str | Path, overwrite: bool = False) -> None:
+        """MagicaVoxel .vox file (see formats.write_vox)."""
+        write_vox(self, path, overwrite)
+
+    def save(self, path: str | Path, overwrite: bool = False) -> None:
+        """Write the .svo file of docs/svo-format.md (refuses to replace a file unless asked)."""
+        n, p, levels = self.resolution, self._padded, self.levels
+        origin = np.asarray(self.placement.origin, np.float64)
+        header = HEADER.pack(MAGIC, VERSION, HEADER.size, n, p, levels, 0, *origin,
+                             self.voxel_size, self.node_count, self.brick_count, self.count())
+        parts = [header, self._level_offsets.astype("<u4").tobytes(),
+                 self._nodes.astype("<u4").tobytes(), bytes(_brick_padding(levels)),
+                 self._bricks.astype("<u8").tobytes()]
+        crc = 0
+        with open_output(path, overwrite) as fh:
+            for part in parts:
+                crc = zlib.crc32(part, crc)
+                fh.write(part)
+            fh.write(struct.pack("<I", crc))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SVO":
+        """Read an .svo file: sizes first (before allocating), then checksum, then structure."""
+        path = Path(path)
+        try:
+            with open(path, "rb") as fh:
+                size = fh.seek(0, 2)
+                fh.seek(0)
+                head = fh.read(HEADER.size)
+                expected = _expected_size(head, size)
+                data = head + fh.read(expected - len(head))
+            if len(data) != expected:
+                raise SVOFormatError("truncated while reading")
+        except OSError as exc:
+            raise SVOFormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        except SVOFormatError as exc:
+            raise SVOFormatError(f"{path}: {exc}") from None
+        (crc,) = struct.unpack_from("<I", data, len(data) - 4)
+        if zlib.crc32(memoryview(data)[:-4]) != crc:
+            raise SVOFormatError(f"{path}: checksum mismatch (the file is corrupted)")
+        fields = HEADER.unpack_from(data)
+        n, levels = fields[3], fields[5]
+        origin, h = np.array(fields[7:10]), fields[10]
+        node_count, brick_count, solid = fields[11], fields[12], fields[13]
+        at = HEADER.size
+        level_offsets = np.frombuffer(data, "<u4", levels + 1, at)
+        at += 4 * (levels + 1)
+        nodes = np.frombuffer(data, "<u4", 2 * node_count, at).reshape(-1, 2)
+        at += 8 * node_count
+        padding = _brick_padding(levels)
+        if any(data[at:at + padding]):
+            raise SVOFormatError(f"{path}: padding before the bricks is not zero")
+        bricks = np.frombuffer(data, "<u8", brick_count, at + padding)
+        try:
+            svo = cls(nodes, bricks, level_offsets, GridPlacement(n, origin, h))
+        except SVOFormatError as exc:
+            raise SVOFormatError(f"{path}: {exc}") from None
+        if svo.count() != solid:
+            raise SVOFormatError(f"{path}: the header says {solid} solid voxels, the tree holds "
+                                 f"{svo.count()}")
+        return svo
+
+    # --- helpers --------------------------------------------------------------------------
+
+    def _level(self, level: int) -> np.ndarray:
+        return self._nodes[self._level_offsets[level]:self._level_offsets[level + 1]]
+
+    def _all_bricks(self) -> np.ndarray:
+        """Every brick of the P^3 grid in Morton order (full ones all ones, empty ones 0)."""
+        count = (self._padded // 4) ** 3
+        edges = np.zeros(count + 1, np.int8)  # +1 where a full cube starts, -1 past its end
+        for level, codes in enumerate(self._tree.full_codes, start=1):
+            shift = 3 * (self.levels - level)
+            edges[codes << shift] += 1
+            edges[(codes + 1) << shift] -= 1
+        values = np.where(np.cumsum(edges[:-1], dtype=np.int8) != 0, FULL_BRICK, np.uint64(0))
+        values[self._tree.brick_codes] = self._bricks
+        return values
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SVO):
+            return NotImplemented
+        return (self.resolution == other.resolution and self.voxel_size == other.voxel_size
+                and np.array_equal(self.placement.origin, other.placement.origin)
+                and np.array_equal(self._level_offsets, other._level_offsets)
+                and np.array_equal(self._nodes, other._nodes)
+                and np.array_equal(self._bricks, other._bricks))
+
+    __hash__ = None
+
+    def __repr__(self) -> str:
+        n = self.resolution
+        return (f"SVO({n}x{n}x{n}, {self.count():,} solid voxels, {self.node_count:,} nodes, "
+                f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
+                f"voxel_size={self.voxel_size:g})")
+
+
+def _frozen(array: np.ndarray, dtype, name: str) -> np.ndarray:
+    """A private read-only copy in native byte order; only lossless integer conversions."""
+    if array.dtype.kind not in "ui" or (array.size and (array.min() < 0
+                                                        or array.max() > np.iinfo(dtype).max)):
+        raise SVOFormatError(f"{name} must hold unsigned integers that fit {np.dtype(dtype).name}")
+    out = np.array(array, dtype=dtype)
+    out.flags.writeable = False
+    return out
+
+
+def _brick_padding(levels: int) -> int:
+    """Zero bytes before the bricks: they start 8-byte aligned (also when there are none)."""
+    return (HEADER.size + 4 * (levels + 1)) % 8
+
+
+def _expected_size(head: bytes, size: int) -> int:
+    """Check the header on its own and return the file size its counts imply (== size)."""
+    if head[:len(MAGIC)] != MAGIC[:len(head)]:
+        raise SVOFormatError("not an SVO file (bad magic)")
+    if len(head) < HEADER.size:
+        raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
+    magic, version, header_size, n, p, levels, reserved, *rest = HEADER.unpack(head)
+    origin, h, node_count, brick_count = rest[0:3], rest[3], rest[4], rest[5]
+    if version != VERSION:
+        raise SVOFormatError(f"unsupported format version {version} (this reader knows {VERSION})")
+    if header_size != HEADER.size or reserved != 0:
+        raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
+    try:
+        check_resolution(n)
+    except GridError as exc:
+        raise SVOFormatError(f"bad resolution: {exc}") from None
+    if p != padded_resolution(n) or levels != _log2(p // 4):
+        raise SVOFormatError(f"N = {n}, P = {p}, L = {levels} do not agree")
+    if not (np.isfinite(origin).all() and np.isfinite(h) and h > 0):
+        raise SVOFormatError("origin and voxel size must be finite, voxel size positive")
+    if not 1 <= node_count <= sum(8**level for level in range(levels)) or brick_count > 8**levels:
+        raise SVOFormatError(f"impossible counts: {node_count} nodes, {brick_count} bricks")
+    expected = (HEADER.size + 4 * (levels + 1) + 8 * node_count + _brick_padding(levels)
+                + 8 * brick_count + 4)
+    if size != expected:
+        raise SVOFormatError(f"size {size} bytes, but the header's counts imply {expected} "
+                             f"(truncated or corrupted)")
+    return expected
+
+
+class _Tree:
+    """Morton codes found by walking a checked tree."""
+
+    def __init__(self, brick_codes: np.ndarray, full_codes: list[np.ndarray]):
+        self.brick_codes = brick_codes  # positions of the stored bricks, in storage order
+        self.full_codes = full_codes  # per level 1..L: positions of the full children there
+
+
+def _check_structure(svo: SVO) -> _Tree:
+    """Check the arrays against docs/svo-format.md and return the walked tree.
+
+    Level offsets, masks, first_child of every node (the exclusive scan of stored children),
+    only mixed nodes and bricks below the root, and no solid voxel in the padding.
+    """
+    nodes, bricks, offsets = svo._nodes, svo._bricks, svo._level_offsets.astype(np.int64)
+    levels, n, p = svo.levels, svo.resolution, svo.padded_resolution
+    if len(offsets) != levels + 1:
+        raise SVOFormatError(f"level_offsets has {len(offsets)} entries, not L + 1 = {levels + 1}")
+    if offsets[0] != 0 or offsets[-1] != len(nodes) or (np.diff(offsets) < 0).any() \
+            or (levels and offsets[1] != 1):
+        raise SVOFormatError(f"level_offsets {offsets.tolist()} do not describe {len(nodes)} nodes "
+                             "with the root alone at level 0")
+    word = nodes[:, 0]
+    mixed_mask, full_mask = word & 0xFF, (word >> 8) & 0xFF
+    if (word >> 16).any() or (mixed_mask & full_mask).any():
+        raise SVOFormatError("a node has bits 16-31 set or a child both mixed and full")
+    nonroot = slice(1, None)
+    if ((word[nonroot] & 0xFFFF) == 0).any() or (full_mask[nonroot] == 0xFF).any():
+        raise SVOFormatError("a stored node below the root is not mixed")
+    if ((bricks == 0) | (bricks == FULL_BRICK)).any():
+        raise SVOFormatError("a stored brick is empty or full")
+    full_codes, codes = [], np.zeros(1, np.int64)
+    for level in range(levels):
+        start, stop = offsets[level], offsets[level + 1]
+        if stop - start != len(codes):
+            raise SVOFormatError(f"level {level} holds {stop - start} nodes, its parents have "
+                                 f"{len(codes)} mixed children")
+        children = POPCOUNT8[mixed_mask[start:stop]].astype(np.int64)
+        next_start = stop if level + 1 < levels else 0
+        if (nodes[start:stop, 1] != next_start + np.cumsum(children) - children).any():
+            raise SVOFormatError(f"a first_child at level {level} is not the scan of the stored "
+                                 "children")
+        child = codes[:, None] * 8 + np.arange(8)
+        mixed = np.unpackbits(mixed_mask[start:stop].astype(np.uint8)[:, None], axis=1,
+                              bitorder="little").view(bool)
+        full = np.unpackbits(full_mask[start:stop].astype(np.uint8)[:, None], axis=1,
+                             bitorder="little").view(bool)
+        full_codes.append(child[full])
+        codes = child[mixed]
+    if len(codes) != len(bricks):
+        raise SVOFormatError(f"{len(bricks)} bricks stored, the last level has {len(codes)} "
+                             "mixed children")
+    # Padding (index >= N) must be empty: every full cube and every brick lies inside N^3.
+    for level, found in [*enumerate(full_codes, start=1), (levels, codes)]:
+        side = p >> level
+        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > n).any():
+            raise SVOFormatError(f"solid voxels beyond N = {n} (in the padding up to P = {p})")
+    return _Tree(codes, full_codes)
