@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import OutputError
-from .placement import GridPlacement
+from .placement import GridPlacement, Placed
 
 
 def column_words(n: int) -> int:
@@ -30,7 +30,7 @@ def pack_columns(voxels: np.ndarray) -> np.ndarray:
     return np.packbits(padded, axis=2, bitorder="little").view(np.uint32).reshape(-1)
 
 
-class DenseGrid:
+class DenseGrid(Placed):
     """A solid voxelization: voxel (i, j, k) is set iff its centre is inside the mesh."""
 
     def __init__(self, voxels: np.ndarray, placement: GridPlacement, stats: dict | None = None):
@@ -40,18 +40,6 @@ class DenseGrid:
         self._voxels = voxels
         self.placement = placement
         self.stats = dict(stats or {})
-
-    @property
-    def resolution(self) -> int:
-        return self.placement.resolution
-
-    @property
-    def origin(self) -> np.ndarray:
-        return self.placement.origin.copy()
-
-    @property
-    def voxel_size(self) -> float:
-        return self.placement.voxel_size
 
     def to_numpy(self) -> np.ndarray:
         """bool array of shape (N, N, N), indexed [i, j, k] = [x, y, z]."""

@@ -65,3 +65,23 @@ class GridPlacement:
     def voxel_centres(self, indices: np.ndarray) -> np.ndarray:
         """World positions of the centres of voxels given as (M, 3) integer indices."""
         return self.origin + (np.asarray(indices, np.float64) + 0.5) * self.voxel_size
+
+
+class Placed:
+    """What every voxel model says about where it sits: mixed into DenseGrid and SVO."""
+
+    placement: GridPlacement
+
+    @property
+    def resolution(self) -> int:
+        """N: voxels per side."""
+        return self.placement.resolution
+
+    @property
+    def origin(self) -> np.ndarray:
+        """World position of the corner of voxel (0, 0, 0)."""
+        return self.placement.origin.copy()
+
+    @property
+    def voxel_size(self) -> float:
+        return self.placement.voxel_size

@@ -16,7 +16,7 @@ import trimesh
 
 from .errors import GridError, SVOFormatError
 from .formats import open_output, write_binvox, write_vox
-from .placement import GridPlacement, check_resolution
+from .placement import GridPlacement, Placed, check_resolution
 from .surface import voxel_surface
 
 MAGIC = b"VOXSVO\r\n"
@@ -163,7 +163,7 @@ def _unpack_bricks(values: np.ndarray, out: np.ndarray) -> None:
     out.reshape(cells.shape)[...] = cells
 
 
-class SVO:
+class SVO(Placed):
     """A solid voxelization as a sparse voxel octree (docs/svo-format.md).
 
     Holds the three arrays of the format and the grid placement. The arrays are checked
@@ -194,11 +194,6 @@ class SVO:
     # --- geometry -------------------------------------------------------------------------
 
     @property
-    def resolution(self) -> int:
-        """N: voxels per side."""
-        return self.placement.resolution
-
-    @property
     def padded_resolution(self) -> int:
         """P: N rounded up to a power of two (at least 8); the root covers P^3 voxels."""
         return self._padded
@@ -212,14 +207,6 @@ class SVO:
     def levels(self) -> int:
         """L = log2(P/4): internal node levels; the children of level L-1 are bricks."""
         return self.depth - 2
-
-    @property
-    def origin(self) -> np.ndarray:
-        return self.placement.origin.copy()
-
-    @property
-    def voxel_size(self) -> float:
-        return self.placement.voxel_size
 
     @property
     def bounds(self) -> np.ndarray:
