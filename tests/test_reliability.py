@@ -12,7 +12,7 @@ import trimesh
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from voxelizer import VARIANTS, FillModeError, OpenMeshWarning, Voxelizer
+from voxelizer import VARIANTS, DeviceError, FillModeError, OpenMeshWarning, Voxelizer
 from voxelizer.gpu.buffers import Buffer
 from voxelizer.gpu.device import Instance
 from voxelizer.mesh import load_mesh
@@ -182,3 +182,8 @@ def test_long_run_keeps_memory_flat(gpu):
                 assert stats["memory"]["device_peak_bytes"] == device_bytes
         rss_growth_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
     assert rss_growth_kib < 20 * 1024, f"host memory grew by {rss_growth_kib} KiB"
+
+
+def test_a_buffer_larger_than_device_memory_is_a_device_error(gpu):
+    with pytest.raises(DeviceError, match="more than its memory heap holds|out of memory"):
+        Buffer(gpu.device, 1 << 50, name="too large")

@@ -11,9 +11,10 @@ from pathlib import Path
 
 from . import __version__
 from .api import FILL_MODES
-from .errors import OpenMeshWarning, OutputError, VoxelizerError
+from .errors import GridError, OpenMeshWarning, OutputError, VoxelizerError
 from .formats import OUTPUT_FORMATS, write
 from .passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
+from .placement import check_resolution
 from .preview import write_preview
 from .svo import SVO
 
@@ -93,6 +94,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("a model file is required (or --list-devices)")
     if args.variant not in VARIANTS:
         parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANTS)})")
+    try:
+        check_resolution(args.grid)
+    except GridError as exc:
+        parser.error(str(exc))
     output = Path(args.output) if args.output else None
     if output is not None:
         if output.suffix.lower() not in OUTPUT_FORMATS:

@@ -27,8 +27,17 @@ class Buffer:
         self.host_visible = host_visible
         info = vk.VkBufferCreateInfo(size=self.size, usage=usage,
                                      sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
-        self.handle = vk.vkCreateBuffer(device.handle, info, None)
+        try:
+            self.handle = vk.vkCreateBuffer(device.handle, info, None)
+        except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as exc:
+            raise DeviceError(f"{device.name}: cannot create {name or 'a buffer'} of "
+                              f"{self.size:,} bytes (out of memory)") from exc
         needs = vk.vkGetBufferMemoryRequirements(device.handle, self.handle)
+        heap = device.heap_size(needs.memoryTypeBits, host_visible)
+        if needs.size > heap:
+            vk.vkDestroyBuffer(device.handle, self.handle, None)
+            raise DeviceError(f"{device.name}: {name or 'a buffer'} needs {needs.size:,} bytes, "
+                              f"more than its memory heap holds ({heap:,})")
         if host_visible:
             # Cached memory makes downloads fast where the device offers it.
             memory_type = device.memory_type(needs.memoryTypeBits, _HOST,

@@ -235,6 +235,16 @@ class Device:
                 if props.memoryTypes[i].propertyFlags & preferred == preferred]
         return (best or candidates)[0]
 
+    def heap_size(self, type_bits: int, host_visible: bool) -> int:
+        """Bytes of the largest heap behind the memory types a buffer could use."""
+        flags = (vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT if host_visible
+                 else vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        props = self.memory_properties
+        sizes = [props.memoryHeaps[props.memoryTypes[i].heapIndex].size
+                 for i in range(props.memoryTypeCount)
+                 if type_bits & (1 << i) and props.memoryTypes[i].propertyFlags & flags]
+        return max(sizes, default=0)
+
     def wait_idle(self) -> None:
         vk.vkDeviceWaitIdle(self.handle)
 
