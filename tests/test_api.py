@@ -104,4 +104,7 @@ def test_degenerate_and_duplicate_triangles_change_nothing(gpu):
     v0 = len(mesh.vertices)
     f = mesh.faces
     faces = np.concatenate([f, [[v0, v0 + 1, v0 + 2]], f[:1], f[:1, ::-1]])
-    assert np.array_equal(gpu.voxelize_dense((vertices, faces), 40).to_numpy(), expected)
+    grid = gpu.voxelize_dense((vertices, faces), 40)
+    assert np.array_equal(grid.to_numpy(), expected)
+    counts = grid.stats["counts"]
+    assert counts["degenerate_triangles"] == 1 and counts["duplicate_triangles"] == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import threading
 import time
 import warnings
@@ -113,9 +114,10 @@ class Voxelizer:
         loaded = load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
         started = time.perf_counter()
-        boundary, nonmanifold = loaded.open_edges()
+        topology = loaded.topology()
         check_ms = (time.perf_counter() - started) * 1e3
-        if boundary or nonmanifold:
+        if not topology.closed:
+            boundary, nonmanifold = topology.boundary_edges, topology.nonmanifold_edges
             advice = ("voting between six ray directions decides the voxels near the gaps"
                       if fill_mode == "vote" else "voxels near the gaps follow the parity rule "
                       "but may not be what you want; fill_mode='vote' repairs small holes")
@@ -123,8 +125,8 @@ class Voxelizer:
                           f"non-manifold edges): {advice}", OpenMeshWarning, stacklevel=3)
         placement = GridPlacement.fit(loaded, n)
         return _Job(loaded, placement, placement.grid_vertices(loaded.vertices), n, variant,
-                    sort, fill_mode, {"load": load_ms, "check_closed": check_ms},
-                    {"boundary_edges": boundary, "nonmanifold_edges": nonmanifold})
+                    sort, fill_mode, {"load": load_ms, "check_topology": check_ms},
+                    dataclasses.asdict(topology))
 
     def _vote(self, job: "_Job") -> tuple[np.ndarray, dict]:
         """Parity along the six axis directions; a voxel is kept where at least four agree.

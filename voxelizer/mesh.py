@@ -27,13 +27,14 @@ class Mesh:
         """(T, 3, 3) corner positions: one vectorized gather, for the triangle-soup variants."""
         return self.vertices[self.faces]
 
-    def open_edges(self) -> tuple[int, int]:
-        """(boundary, non-manifold) edge counts; (0, 0) for a closed mesh.
+    def topology(self) -> "Topology":
+        """Counts that say whether parity fill means "inside" for this mesh.
 
-        Edges are compared by vertex position, so a mesh whose faces share positions but not
-        indices (an STL soup) still counts as closed. A boundary edge has one face, a
-        non-manifold edge more than two. Parity fill stays deterministic on such meshes, but
-        the voxels near the gaps are not "inside" in any useful sense.
+        Triangles and edges are compared by vertex position, so a mesh whose faces share
+        positions but not indices (an STL soup) still counts as closed. A boundary edge has
+        one face, a non-manifold edge more than two. Degenerate triangles (zero area) and
+        duplicates (the same three positions as another face) are valid input: the passes
+        skip the former, and a duplicate pair of opposite windings cancels out.
         """
         rows = np.ascontiguousarray(self.vertices + 0.0)  # + 0.0 merges -0.0 into 0.0
         _, position_ids = np.unique(rows.view(np.dtype((np.void, 24))).ravel(),
@@ -44,7 +45,31 @@ class Mesh:
         keep = first != second  # collapsed edges of degenerate triangles
         low, high = np.minimum(first, second)[keep], np.maximum(first, second)[keep]
         _, uses = np.unique(low * len(rows) + high, return_counts=True)
-        return int(np.count_nonzero(uses == 1)), int(np.count_nonzero(uses > 2))
+
+        a, b, c = (self.vertices[self.faces[:, i]] for i in range(3))
+        (ux, uy, uz), (vx, vy, vz) = (b - a).T, (c - a).T
+        area = (uy * vz - uz * vy != 0) | (uz * vx - ux * vz != 0) | (ux * vy - uy * vx != 0)
+        triples = np.sort(corners, axis=1)
+        if len(rows) < 1 << 21:  # three ids fit one int64 key
+            keys = (triples[:, 0] << 42) | (triples[:, 1] << 21) | triples[:, 2]
+            duplicates = len(keys) - len(np.unique(keys))
+        else:
+            ordered = triples[np.lexsort(triples.T[::-1])]
+            duplicates = int(np.count_nonzero((ordered[1:] == ordered[:-1]).all(axis=1)))
+        return Topology(int(np.count_nonzero(uses == 1)), int(np.count_nonzero(uses > 2)),
+                        int(np.count_nonzero(~area)), duplicates)
+
+
+@dataclass(frozen=True)
+class Topology:
+    boundary_edges: int
+    nonmanifold_edges: int
+    degenerate_triangles: int
+    duplicate_triangles: int
+
+    @property
+    def closed(self) -> bool:
+        return self.boundary_edges == 0 and self.nonmanifold_edges == 0
 
 
 MeshLike = Union["Mesh", str, os.PathLike, tuple, "trimesh.Trimesh"]  # noqa: F821
