@@ -114,7 +114,7 @@ class Voxelizer:
         loaded = load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
         started = time.perf_counter()
-        topology = loaded.topology()
+        topology = loaded.topology
         check_ms = (time.perf_counter() - started) * 1e3
         if not topology.closed:
             boundary, nonmanifold = topology.boundary_edges, topology.nonmanifold_edges

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Union
 
@@ -12,9 +13,13 @@ import numpy as np
 from .errors import MeshError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Mesh:
-    """An indexed triangle mesh exactly as loaded: no merging, no repair, no reordering."""
+    """An indexed triangle mesh exactly as loaded: no merging, no repair, no reordering.
+
+    Build one with load_mesh, which checks it. What is derived from it (the used vertices,
+    the bounds, the topology) is computed once per Mesh, so voxelizing the same Mesh again
+    costs nothing on the host before the passes."""
 
     vertices: np.ndarray  # (V, 3) float64
     faces: np.ndarray  # (T, 3) int64, each index < V
@@ -23,10 +28,18 @@ class Mesh:
     def triangle_count(self) -> int:
         return int(self.faces.shape[0])
 
-    def soup(self) -> np.ndarray:
-        """(T, 3, 3) corner positions: one vectorized gather, for the triangle-soup variants."""
-        return self.vertices[self.faces]
+    @cached_property
+    def used(self) -> np.ndarray:
+        """bool (V,): vertices that some face refers to (stray vertices do not count)."""
+        return np.bincount(self.faces.reshape(-1), minlength=len(self.vertices)) > 0
 
+    @cached_property
+    def bounds(self) -> np.ndarray:
+        """(2, 3) min and max corner of the used vertices."""
+        used = self.vertices[self.used]
+        return np.array([used.min(axis=0), used.max(axis=0)])
+
+    @cached_property
     def topology(self) -> "Topology":
         """Counts that say whether parity fill means "inside" for this mesh.
 
@@ -78,7 +91,8 @@ MeshLike = Union["Mesh", str, os.PathLike, tuple, "trimesh.Trimesh"]  # noqa: F8
 def load_mesh(source: MeshLike) -> Mesh:
     """Accept a path to anything trimesh reads, a trimesh.Trimesh, a Mesh, or (vertices, faces)."""
     if isinstance(source, Mesh):
-        return _checked(source.vertices, source.faces, "mesh")
+        _check(source, "mesh")
+        return source
     if isinstance(source, (str, os.PathLike)):
         return _load_file(Path(source))
     if isinstance(source, tuple) and len(source) == 2:
@@ -122,12 +136,19 @@ def _checked(vertices, faces, what: str) -> Mesh:
         raise MeshError(f"{what}: faces must have shape (T, 3) (triangles only), not {f.shape}")
     if not np.issubdtype(f.dtype, np.integer):
         raise MeshError(f"{what}: faces must be integer vertex indices")
-    f = f.astype(np.int64)
     if f.min() < 0 or f.max() >= len(v):
         raise MeshError(f"{what}: a face refers to a vertex that does not exist")
-    used = v[np.unique(f)]
-    if not np.isfinite(used).all():
+    mesh = Mesh(np.ascontiguousarray(v), np.ascontiguousarray(f, dtype=np.int64))
+    _check(mesh, what)
+    return mesh
+
+
+def _check(mesh: Mesh, what: str) -> None:
+    """The checks that need the used vertices: linear time, so cheap to repeat."""
+    if mesh.faces.size == 0 or mesh.faces.min() < 0 or mesh.faces.max() >= len(mesh.vertices):
+        raise MeshError(f"{what}: no triangles, or a face refers to a vertex that does not exist")
+    if not np.isfinite(mesh.vertices[mesh.used]).all():
         raise MeshError(f"{what}: vertex coordinates contain NaN or infinity")
-    if np.all(used.max(axis=0) == used.min(axis=0)):
+    low, high = mesh.bounds
+    if np.all(low == high):
         raise MeshError(f"{what}: the mesh has zero extent (all vertices are equal)")
-    return Mesh(np.ascontiguousarray(v), np.ascontiguousarray(f))

@@ -49,8 +49,7 @@ class GridPlacement:
     @classmethod
     def fit(cls, mesh: Mesh, resolution: int) -> "GridPlacement":
         n = check_resolution(resolution)
-        used = mesh.vertices[np.unique(mesh.faces)]
-        bmin, bmax = used.min(axis=0), used.max(axis=0)
+        bmin, bmax = mesh.bounds
         h = float((bmax - bmin).max()) / n
         if not h > 0:
             raise MeshError("the mesh has zero extent (all vertices are equal)")
