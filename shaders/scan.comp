@@ -9,7 +9,7 @@
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
 #include "common.glsl"
 
-#define ITEMS_PER_THREAD 4
+#define ITEMS_PER_THREAD SCAN_ITEMS  // from the host (passes.py), like WG_SIZE
 #define SCAN_BLOCK (WG_SIZE * ITEMS_PER_THREAD)
 
 layout(std430, binding = 0) buffer Values { uint values[]; };
@@ -29,7 +29,7 @@ void main() {
 
     uint items[ITEMS_PER_THREAD];
     uint running = 0u;
-    for (uint q = 0u; q < ITEMS_PER_THREAD; ++q) {
+    [[unroll]] for (uint q = 0u; q < ITEMS_PER_THREAD; ++q) {
         uint index = base + q;
         items[q] = running;
         running += index < count ? values[index] : 0u;
@@ -46,7 +46,7 @@ void main() {
     }
     uint before = tid > 0u ? thread_totals[tid - 1u] : 0u;
 
-    for (uint q = 0u; q < ITEMS_PER_THREAD; ++q) {
+    [[unroll]] for (uint q = 0u; q < ITEMS_PER_THREAD; ++q) {
         uint index = base + q;
         if (index < count) values[index] = items[q] + before;
     }
@@ -57,7 +57,7 @@ void main() {
     uint block = flat_group_id();
     uint offset = block_sums[block];
     uint base = block * SCAN_BLOCK + gl_LocalInvocationID.x;
-    for (uint q = 0u; q < ITEMS_PER_THREAD; ++q) {
+    [[unroll]] for (uint q = 0u; q < ITEMS_PER_THREAD; ++q) {
         uint index = base + q * WG_SIZE;
         if (index < count) values[index] += offset;
     }

@@ -41,7 +41,8 @@ DEFAULT_SORT = "counting"
 
 WG_SIZE = 256  # threads per 1-D workgroup
 TILE_SHIFT = 2  # tiles of 4 x 4 columns
-SCAN_BLOCK = WG_SIZE * 4  # values one scan workgroup handles (ITEMS_PER_THREAD = 4)
+SCAN_ITEMS = 16  # values per thread in the scan: fewer workgroups, fewer barriers
+SCAN_BLOCK = WG_SIZE * SCAN_ITEMS  # values one scan workgroup handles
 SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
 TILE_BYTES = 16  # Tile in compact.comp / fill.comp
@@ -71,7 +72,8 @@ class PassPipelines:
     def __init__(self, device: Device, variant: str):
         self.variant = check_variant(variant)
         self.indexed = bool(VARIANTS[variant]["INDEXED"])
-        base = dict(VARIANTS[variant], WG_SIZE=WG_SIZE, TILE_SHIFT=TILE_SHIFT, FIXED_BITS=FIXED_BITS)
+        base = dict(VARIANTS[variant], WG_SIZE=WG_SIZE, TILE_SHIFT=TILE_SHIFT, FIXED_BITS=FIXED_BITS,
+                    SCAN_ITEMS=SCAN_ITEMS)
 
         def build(name: str, bindings: tuple, push_size: int, **extra: int) -> ComputePipeline:
             spirv = compile_shader(name, {**base, **extra})
