@@ -138,6 +138,9 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     if grid_bytes > device.max_storage_range:
         raise GridError(f"a {n}^3 grid needs {grid_bytes:,} bytes in one buffer; "
                         f"{device.name} binds at most {device.max_storage_range:,}")
+    if _pair_bound(vertices, faces, n) >= 1 << 32:
+        raise GridError(f"{triangles:,} triangles on a {n}^3 grid may make more than 2^32 "
+                        "tile-triangle pairs; use a smaller grid")
 
     # Submission 1: upload, triangle setup, scan of the tile counts; read back the total.
     started = time.perf_counter()
@@ -213,6 +216,20 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     counts = {"triangles": triangles, "pairs": pair_count,
               "sort_size": pair_slots if pair_count else 0, "tiles": tile_count}
     return PassResult(words, gpu_ms, host_ms, counts)
+
+
+def _pair_bound(vertices: np.ndarray, faces: np.ndarray, n: int) -> int:
+    """An upper bound of the pair count, so the 32-bit scan of the tile counts cannot wrap.
+
+    Every triangle covers at most all (N/4)^2 tiles; only when that bound is too large are
+    the triangles' bounding boxes in tiles summed (one pass over the faces)."""
+    tiles_per_side = n >> TILE_SHIFT
+    if len(faces) * tiles_per_side**2 < 1 << 32:
+        return len(faces) * tiles_per_side**2
+    corners = vertices[:, :2][faces]  # (T, 3, 2) grid-space x and y
+    low = np.floor(corners.min(axis=1)).astype(np.int64) >> TILE_SHIFT
+    high = np.floor(corners.max(axis=1)).astype(np.int64) >> TILE_SHIFT
+    return int(np.prod(high - low + 1, axis=1).sum())
 
 
 def _record_bitonic_tiles(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
