@@ -4,7 +4,9 @@
 // Loop budget: llvmpipe (lavapipe) ends every loop of an invocation once the invocation has
 // made 65,535 loop iterations in total (its guard against hangs), silently. So the fixed
 // 16-column test is unrolled, and the tile loops visit only the tiles of each tile row that
-// the triangle can reach: about one iteration per emitted pair, plus two per row.
+// the triangle can reach: about one iteration per emitted pair, plus two per row. A triangle
+// covers at most half of the tiles of its bounding square, so at 1024^3, the largest grid
+// lavapipe can hold in one buffer, that is at most 256^2 / 2 + 3 * 256, about 33,500.
 
 // Bit c of the result is set iff column c of the tile (c = x + TILE_SIDE * y within the tile)
 // lies inside the column rectangle [lo, hi] and its centre is covered by the triangle.
