@@ -1,106 +1,338 @@
-"""Benchmark: `python -m voxelizer.bench [--models ...] [--grids ...] [--variants ...]`.
+"""Benchmark: `python -m voxelizer.bench [--models ...] [--grids ...] [--variants ...] [--peers]`.
 
-For each (model, grid, variant, sort): one warm-up call (pipelines compiled, buffers grown),
-then `--repeat` timed calls on a mesh already in memory: Voxelizer.voxelize (SVO in host
-memory; `--output svo`, the default) or Voxelizer.voxelize_dense (`--output dense`). Reports
-the median and spread of the wall time of the call and the median GPU time of every pass
-(Vulkan timestamps), as a markdown table and optionally JSON.
+For each model × grid × variant × sort, a fresh Voxelizer makes one warm-up call (pipelines
+built, buffers grown), then `--repeat` timed calls on a mesh already in memory:
+Voxelizer.voxelize (SVO in host memory; `--output svo`, the default) or voxelize_dense
+(`--output dense`). Once per model and grid, one more call from the bare (vertices, faces)
+arrays pays the host checks that a Mesh caches. Reported: median and spread of the wall
+time of the call, the from-arrays time, the median GPU time of every pass, workload counts,
+peak device memory, the bandwidth fraction of every pass (`--bandwidth`), the wall time of
+one `voxelize` process per grid, and the CPU peers of voxelizer/benchmarks/peers.py timed
+side by side (`--peers`). docs/benchmarks.md explains every column.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import os
 import platform
+import re
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .api import Voxelizer
-from .mesh import load_mesh
-from .passes import DEFAULT_SORT, SORTS, VARIANTS
+from .benchmarks import peers as peer_tools
+from .benchmarks.bandwidth import TRANSFERS, bandwidth_fractions, device_bandwidth, pass_bytes
+from .benchmarks.meshes import SHARED_MODELS, model_path, resolve_model
+from .benchmarks.report import markdown, write_json
+from .errors import VoxelizerError
+from .mesh import Mesh
+from .passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
 
-PASSES = ("upload", "setup", "scan", "emit", "sort", "mark", "compact", "fill", "download",
-          "svo_classify", "svo_scan", "svo_write", "svo_download")
-DEFAULT_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
+PROJECT = Path(__file__).resolve().parents[1]
 
 
-def measure(voxelizer: Voxelizer, mesh, grid: int, variant: str, sort: str, output: str,
-            repeat: int) -> dict:
-    call = voxelizer.voxelize if output == "svo" else voxelizer.voxelize_dense
-    call(mesh, grid, variant, sort=sort)  # warm-up
-    walls, passes = [], {name: [] for name in PASSES}
-    for _ in range(repeat):
-        started = time.perf_counter()
-        result = call(mesh, grid, variant, sort=sort)
-        walls.append((time.perf_counter() - started) * 1e3)
-        for name in PASSES:
-            passes[name].append(result.stats["gpu_ms"].get(name, 0.0))
-    return {
-        "wall_ms_median": statistics.median(walls),
-        "wall_ms_min": min(walls),
-        "wall_ms_max": max(walls),
-        "gpu_ms_median": {name: statistics.median(times) for name, times in passes.items()},
-        "gpu_ms_total_median": statistics.median(
-            sum(passes[name][i] for name in PASSES) for i in range(repeat)),
-        "counts": result.stats["counts"],
-        "solid_voxels": result.count(),
-        "host_ms": result.stats["host_ms"],
-        "memory": result.stats["memory"],
-        **({"svo_nodes": result.node_count, "svo_bricks": result.brick_count,
-            "svo_bytes": result.nbytes} if output == "svo" else {}),
+def measure(mesh: Mesh, grid: int, variant: str, sort: str, output: str = "svo",
+            repeat: int = 5, device: "str | int | None" = None,
+            from_arrays: bool = True) -> tuple[dict, object]:
+    """(row, last result) for one configuration; row["status"] is "skipped" with the reason
+    when the device cannot run it (a grid it cannot hold, memory it does not have).
+
+    The timed calls reuse the Mesh, as a program voxelizing one mesh at several settings
+    would: what the Mesh caches (bounds, topology check) is paid once, in the warm-up. With
+    `from_arrays`, one more call from the bare (vertices, faces) arrays pays it again, as a
+    first call does.
+    A Voxelizer of its own per configuration, so that its buffers hold this configuration's
+    peak and nothing left over from a larger one."""
+    walls, runs, result, arrays_ms = [], [], None, None
+    try:
+        with Voxelizer(device) as voxelizer:
+            call = voxelizer.voxelize if output == "svo" else voxelizer.voxelize_dense
+            call(mesh, grid, variant, sort=sort)  # warm-up
+            for _ in range(repeat):
+                started = time.perf_counter()
+                result = call(mesh, grid, variant, sort=sort)
+                walls.append((time.perf_counter() - started) * 1e3)
+                runs.append(result.stats)
+            if from_arrays:
+                started = time.perf_counter()
+                call((mesh.vertices, mesh.faces), grid, variant, sort=sort)
+                arrays_ms = (time.perf_counter() - started) * 1e3
+    except (VoxelizerError, MemoryError) as exc:
+        return {"status": "skipped", "reason": f"{type(exc).__name__}: {exc}"}, None
+    last = runs[-1]
+    row = {
+        "status": "ok",
+        "wall_ms": {"median": statistics.median(walls), "min": min(walls), "max": max(walls),
+                    "runs": walls},
+        "from_arrays_ms": arrays_ms,
+        "gpu_ms": _medians([s["gpu_ms"] for s in runs]),
+        "gpu_ms_total": statistics.median(sum(s["gpu_ms"].values()) for s in runs),
+        "gpu_ms_compute": statistics.median(
+            sum(ms for name, ms in s["gpu_ms"].items() if name not in TRANSFERS) for s in runs),
+        "host_ms": _medians([s["host_ms"] for s in runs]),
+        "counts": dict(last["counts"]),
+        "memory": {key: max(s["memory"][key] for s in runs)
+                   for key in ("device_peak_bytes", "staging_peak_bytes")},
     }
+    if output == "svo":
+        row["svo"] = {"nodes": result.node_count, "bricks": result.brick_count,
+                      "bytes": result.nbytes}
+    return row, result
 
 
-def markdown(rows: list[dict]) -> str:
-    shown = [p for p in PASSES if any(r["result"]["gpu_ms_median"][p] for r in rows)]
-    head = ["model", "grid", "variant", "sort", "wall ms (median, min-max)", "GPU ms", *shown]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
-        m = r["result"]
-        cells = [r["model"], str(r["grid"]), r["variant"], r["sort"],
-                 f"{m['wall_ms_median']:.1f} ({m['wall_ms_min']:.1f}-{m['wall_ms_max']:.1f})",
-                 f"{m['gpu_ms_total_median']:.2f}"]
-        cells += [f"{m['gpu_ms_median'][p]:.2f}" for p in shown]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def _medians(dicts: list[dict[str, float]]) -> dict[str, float]:
+    """Median of each key over the runs, in the order the keys first appear."""
+    keys = list(dict.fromkeys(key for d in dicts for key in d))
+    return {key: statistics.median(d.get(key, 0.0) for d in dicts) for key in keys}
+
+
+def measure_cli(model: Path, grid: int, device: "str | int | None" = None,
+                timeout_s: float = 600.0) -> dict:
+    """Wall time of one `python -m voxelizer.cli MODEL --grid N` process: interpreter start,
+    imports, device, pipelines, load, voxelization. Also the seconds the command reports."""
+    command = [sys.executable, "-m", "voxelizer.cli", str(model), "--grid", str(grid)]
+    if device is not None:
+        command += ["--device", str(device)]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(PROJECT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "reason": f"longer than {timeout_s:g} s"}
+    wall = time.perf_counter() - started
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        return {"status": "failed", "reason": f"exit {done.returncode}: {last}", "wall_s": wall}
+    reported = re.search(r", ([0-9.]+) s \(", done.stdout)
+    return {"status": "ok", "wall_s": wall,
+            "reported_s": float(reported[1]) if reported else None}
+
+
+def describe_device(voxelizer: Voxelizer) -> dict:
+    """Name, kind and driver (name and version as the driver reports them) of the device."""
+    device = voxelizer.device
+    described = {"name": device.name, "kind": device.info.kind, "api": device.info.api_version}
+    try:
+        import vulkan as vk
+
+        driver = vk.VkPhysicalDeviceDriverProperties()
+        properties = vk.VkPhysicalDeviceProperties2(pNext=driver)
+        vk.vkGetPhysicalDeviceProperties2(device.physical, properties)
+        described["driver"] = " ".join(vk.ffi.string(text).decode() for text in
+                                       (driver.driverName, driver.driverInfo))
+    except Exception:  # an old loader or binding: the packed version number still says much
+        described["driver"] = f"driverVersion {device.info.driver_version:#x}"
+    return described
+
+
+def describe_host() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        names = re.findall(r"^model name\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
+        cpu = names[0] if names else cpu
+    except OSError:
+        pass
+    return (f"{cpu}, {os.cpu_count()} cores; {platform.system()}; "
+            f"{platform.python_implementation()} {platform.python_version()}")
+
+
+def git_commit() -> tuple[str | None, bool]:
+    """(short commit hash, whether tracked files differ from it), or (None, False)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT,
+                              capture_output=True, text=True, timeout=10)
+        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                 cwd=PROJECT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None, False
+    if head.returncode != 0:
+        return None, False
+    return head.stdout.strip(), bool(changes.stdout.strip())
+
+
+def reference_row(rows: list[dict], model: str, grid: int) -> dict | None:
+    """Our row the peers are compared with: the default variant and sort if measured, else
+    the fastest configuration of that model and grid."""
+    ok = [r for r in rows if r["model"] == model and r["grid"] == grid and r["status"] == "ok"]
+    default = [r for r in ok if r["variant"] == DEFAULT_VARIANT and r["sort"] == DEFAULT_SORT]
+    return (default or sorted(ok, key=lambda r: r["wall_ms"]["median"]) or [None])[0]
+
+
+def run(args: argparse.Namespace) -> dict:
+    """The whole benchmark: the matrix, the peers, the CLI; returns the results document."""
+    with Voxelizer(args.device) as probe:
+        device = describe_device(probe)
+    gbps = args.bandwidth if args.bandwidth is not None else device_bandwidth(device["name"])
+    commit, dirty = git_commit()
+    doc = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "device": device, "host": describe_host(),
+        "commit": f"{commit} (uncommitted changes)" if dirty else commit,
+        "command": ["python", "-m", "voxelizer.bench", *args.argv],
+        "settings": {"output": args.output, "repeat": args.repeat, "grids": args.grids,
+                     "variants": args.variants, "sorts": args.sorts, "models": args.models,
+                     "bandwidth_gbps": gbps, "peers": args.peers, "peer_runs": args.peer_runs,
+                     "peer_timeout_s": args.peer_timeout},
+        "rows": [], "peers": [], "cli": [],
+    }
+    for spec in args.models:
+        started = time.perf_counter()
+        name, mesh = resolve_model(spec, args.models_dir)
+        _progress(f"{name}: {mesh.triangle_count:,} triangles "
+                  f"({time.perf_counter() - started:.1f} s to load or generate)")
+        for grid in args.grids:
+            ours = None
+            for variant in args.variants:
+                for sort in args.sorts:
+                    first = variant == args.variants[0] and sort == args.sorts[0]
+                    row, result = measure(mesh, grid, variant, sort, args.output, args.repeat,
+                                          args.device, from_arrays=first)
+                    row = {"model": name, "triangles": mesh.triangle_count,
+                           "vertices": len(mesh.vertices), "grid": grid, "variant": variant,
+                           "sort": sort, "output": args.output, **row}
+                    if row["status"] == "ok":
+                        _add_bandwidth(row, gbps)
+                        if ours is None and args.peers:
+                            ours = result.to_dense() if args.output == "svo" else result.to_numpy()
+                        _progress(f"  {grid}³ {variant}/{sort}: {row['wall_ms']['median']:.1f} ms "
+                                  f"API, {row['gpu_ms_total']:.2f} ms GPU")
+                    else:
+                        _progress(f"  {grid}³ {variant}/{sort}: skipped ({row['reason']})")
+                    doc["rows"].append(row)
+            if ours is not None:
+                doc["peers"] += run_peers(args, name, mesh, grid, ours,
+                                          reference_row(doc["rows"], name, grid))
+    if not args.no_cli:
+        doc["cli"] = run_cli(args)
+    return doc
+
+
+def _add_bandwidth(row: dict, gbps: float | None) -> None:
+    counts, svo = row["counts"], row.get("svo", {})
+    row["bytes"] = pass_bytes(row["grid"], row["triangles"], row["vertices"],
+                              counts.get("pairs", 0), counts.get("tiles", 0),
+                              bool(VARIANTS[row["variant"]]["INDEXED"]), row["sort"],
+                              svo.get("nodes"), svo.get("bricks"))
+    if gbps:
+        row["bandwidth_fraction"] = bandwidth_fractions(row["bytes"], row["gpu_ms"], gbps)
+
+
+def run_peers(args: argparse.Namespace, name: str, mesh: Mesh, grid: int, ours,
+              our_row: dict) -> list[dict]:
+    """Every asked-for peer on one model and grid, with its ratio to our time."""
+    results = []
+    for peer in args.peers:
+        if peer == "trimesh" and grid > args.trimesh_max_grid:
+            outcome = {"status": "skipped",
+                       "reason": f"grid above --trimesh-max-grid {args.trimesh_max_grid}"}
+        else:
+            outcome = peer_tools.measure_peer(peer, mesh, grid, ours, args.peer_runs,
+                                              args.peer_timeout)
+        ours_ms = our_row["wall_ms"]["median"]
+        seconds = outcome.get("seconds")
+        results.append({"model": name, "grid": grid, "peer": peer, **outcome,
+                        "ours": f"{our_row['variant']}/{our_row['sort']}", "ours_ms": ours_ms,
+                        "ratio": ours_ms / (1e3 * seconds) if seconds else None})
+        shown = f"{1e3 * seconds:.1f} ms" if seconds else outcome.get("reason", "")
+        _progress(f"  {grid}³ peer {peer}: {outcome['status']}, {shown}")
+    return results
+
+
+def run_cli(args: argparse.Namespace) -> list[dict]:
+    """The `voxelize` process once per grid, on --cli-model or the first model with a file."""
+    spec = args.cli_model or next((m for m in args.models if _has_file(m, args.models_dir)), None)
+    if spec is None:
+        return []
+    path = model_path(spec, args.models_dir)
+    results = []
+    for grid in args.grids:
+        outcome = measure_cli(path, grid, args.device)
+        results.append({"model": path.stem, "grid": grid, **outcome})
+        _progress(f"CLI {path.name} {grid}³: {outcome['status']}, "
+                  f"{outcome.get('wall_s', 0.0):.2f} s wall")
+    return results
+
+
+def _has_file(spec: str, models_dir: Path) -> bool:
+    try:
+        model_path(spec, models_dir)
+        return True
+    except ValueError:
+        return False
+
+
+def _progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m voxelizer.bench",
+                                description=__doc__.split("\n\n")[1].replace("\n", " "))
+    p.add_argument("--models", nargs="+", default=["bunny"], metavar="MODEL",
+                   help="model names in --models-dir, NAME-x4/-x16/-x64 (midpoint-subdivided), "
+                        "or mesh files (default: bunny)")
+    p.add_argument("--models-dir", type=Path, default=SHARED_MODELS,
+                   help=f"where model names are looked up (default {SHARED_MODELS})")
+    p.add_argument("--grids", nargs="+", type=int, default=[128, 256, 512], metavar="N")
+    p.add_argument("--variants", nargs="+", default=[DEFAULT_VARIANT], choices=list(VARIANTS))
+    p.add_argument("--sorts", nargs="+", default=[DEFAULT_SORT], choices=list(SORTS))
+    p.add_argument("--output", default="svo", choices=["svo", "dense"],
+                   help="time voxelize (SVO, default) or voxelize_dense")
+    p.add_argument("--repeat", type=int, default=5, help="timed calls per configuration")
+    p.add_argument("--device", default=None, help="Vulkan device index or name substring")
+    p.add_argument("--peers", nargs="*", choices=list(peer_tools.PEERS), default=None,
+                   help="time CPU peers side by side (no names: all of them)")
+    p.add_argument("--peer-runs", type=int, default=3, help="timed runs per peer (min reported)")
+    p.add_argument("--peer-timeout", type=float, default=120.0, metavar="S",
+                   help="stop a peer whose run takes longer (default 120 s)")
+    p.add_argument("--trimesh-max-grid", type=int, default=256, metavar="N",
+                   help="run the trimesh peer only up to this grid (default 256: it takes "
+                        "minutes above)")
+    p.add_argument("--bandwidth", type=float, default=None, metavar="GBPS",
+                   help="device memory bandwidth for the bandwidth fractions (default: known "
+                        "for H100 and H200, else no fractions)")
+    p.add_argument("--cli-model", default=None, metavar="MODEL",
+                   help="model for the CLI wall time (default: the first model with a file)")
+    p.add_argument("--no-cli", action="store_true", help="do not time the voxelize command")
+    p.add_argument("--json", metavar="FILE", help="write the results as JSON")
+    p.add_argument("--markdown", metavar="FILE", help="write the markdown tables to a file too")
+    p.add_argument("--plots", metavar="DIR", help="write PNG figures (needs matplotlib)")
+    p.add_argument("--from-json", metavar="FILE",
+                   help="measure nothing: tables and plots from the JSON of an earlier run "
+                        "(for example one made on a machine without matplotlib)")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m voxelizer.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", default=[str(DEFAULT_MODELS / "bunny.ply")])
-    parser.add_argument("--grids", nargs="+", type=int, default=[128, 256])
-    parser.add_argument("--variants", nargs="+", default=["branchless"], choices=list(VARIANTS))
-    parser.add_argument("--sorts", nargs="+", default=[DEFAULT_SORT], choices=list(SORTS))
-    parser.add_argument("--output", default="svo", choices=["svo", "dense"],
-                        help="time voxelize (SVO, default) or voxelize_dense")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--device", default=None)
-    parser.add_argument("--json", metavar="FILE", help="also write the results as JSON")
-    args = parser.parse_args(argv)
-
-    rows = []
-    with Voxelizer(args.device) as voxelizer:
-        for model in args.models:
-            mesh = load_mesh(model)
-            for grid in args.grids:
-                for variant in args.variants:
-                    for sort in args.sorts:
-                        result = measure(voxelizer, mesh, grid, variant, sort, args.output,
-                                         args.repeat)
-                        rows.append({"model": Path(model).name, "grid": grid, "variant": variant,
-                                     "sort": sort, "output": args.output, "result": result})
-                        print(f"{Path(model).name} {grid}^3 {variant} {sort}: "
-                              f"{result['wall_ms_median']:.1f} ms wall, "
-                              f"{result['gpu_ms_total_median']:.2f} ms GPU", file=sys.stderr)
-        device = voxelizer.device_name
-    print(f"device: {device}; host: {platform.machine()} {platform.python_implementation()} "
-          f"{platform.python_version()}; output: {args.output}; repeat {args.repeat}\n")
-    print(markdown(rows))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser().parse_args(argv)
+    args.argv = argv
+    if args.peers is None:
+        args.peers = []
+    elif not args.peers:
+        args.peers = list(peer_tools.PEERS)
+    doc = json.loads(Path(args.from_json).read_text()) if args.from_json else run(args)
+    text = markdown(doc)
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text)
     if args.json:
-        Path(args.json).write_text(json.dumps({"device": device, "rows": rows}, indent=2,
-                                              default=int))
+        write_json(doc, args.json)
+    if args.plots:
+        from .benchmarks.plots import write_plots
+
+        try:
+            for path in write_plots(doc, args.plots):
+                _progress(f"plot: {path}")
+        except ImportError:
+            _progress("plots: matplotlib is not installed (pip install 'voxelizer[bench]')")
     return 0
 
 

@@ -34,6 +34,19 @@ class Mesh:
         return np.bincount(self.faces.reshape(-1), minlength=len(self.vertices)) > 0
 
     @cached_property
+    def problem(self) -> str:
+        """Why this mesh cannot be voxelized, or "" (checked once per Mesh)."""
+        faces = self.faces
+        if faces.size == 0 or faces.min() < 0 or faces.max() >= len(self.vertices):
+            return "no triangles, or a face refers to a vertex that does not exist"
+        if not np.isfinite(self.vertices[self.used]).all():
+            return "vertex coordinates contain NaN or infinity"
+        low, high = self.bounds
+        if np.all(low == high):
+            return "the mesh has zero extent (all vertices are equal)"
+        return ""
+
+    @cached_property
     def bounds(self) -> np.ndarray:
         """(2, 3) min and max corner of the used vertices."""
         used = self.vertices[self.used]
@@ -49,28 +62,38 @@ class Mesh:
         duplicates (the same three positions as another face) are valid input: the passes
         skip the former, and a duplicate pair of opposite windings cancels out.
         """
-        rows = np.ascontiguousarray(self.vertices + 0.0)  # + 0.0 merges -0.0 into 0.0
-        _, position_ids = np.unique(rows.view(np.dtype((np.void, 24))).ravel(),
-                                    return_inverse=True)
-        corners = position_ids.reshape(-1)[self.faces]
-        first = np.concatenate([corners[:, 0], corners[:, 1], corners[:, 2]])
-        second = np.concatenate([corners[:, 1], corners[:, 2], corners[:, 0]])
-        keep = first != second  # collapsed edges of degenerate triangles
-        low, high = np.minimum(first, second)[keep], np.maximum(first, second)[keep]
-        _, uses = np.unique(low * len(rows) + high, return_counts=True)
+        corners = self.faces
+        boundary, nonmanifold = _edge_uses(corners, len(self.vertices))
+        if boundary or nonmanifold:  # maybe only unshared indices: compare by position
+            rows = np.ascontiguousarray(self.vertices + 0.0)  # + 0.0 merges -0.0 into 0.0
+            _, position_ids = np.unique(rows.view(np.dtype((np.void, 24))).ravel(),
+                                        return_inverse=True)
+            corners = position_ids.reshape(-1)[self.faces]
+            boundary, nonmanifold = _edge_uses(corners, len(rows))
 
         a, b, c = (self.vertices[self.faces[:, i]] for i in range(3))
         (ux, uy, uz), (vx, vy, vz) = (b - a).T, (c - a).T
         area = (uy * vz - uz * vy != 0) | (uz * vx - ux * vz != 0) | (ux * vy - uy * vx != 0)
         triples = np.sort(corners, axis=1)
-        if len(rows) < 1 << 21:  # three ids fit one int64 key
+        if len(self.vertices) < 1 << 21:  # three ids fit one int64 key
             keys = (triples[:, 0] << 42) | (triples[:, 1] << 21) | triples[:, 2]
             duplicates = len(keys) - len(np.unique(keys))
         else:
             ordered = triples[np.lexsort(triples.T[::-1])]
             duplicates = int(np.count_nonzero((ordered[1:] == ordered[:-1]).all(axis=1)))
-        return Topology(int(np.count_nonzero(uses == 1)), int(np.count_nonzero(uses > 2)),
-                        int(np.count_nonzero(~area)), duplicates)
+        return Topology(boundary, nonmanifold, int(np.count_nonzero(~area)), duplicates)
+
+
+def _edge_uses(corners: np.ndarray, vertex_count: int) -> tuple[int, int]:
+    """(edges used by one face, edges used by more than two) of (T, 3) corner ids."""
+    first = corners.reshape(-1)
+    second = corners[:, [1, 2, 0]].reshape(-1)
+    keep = first != second  # collapsed edges of degenerate triangles
+    low, high = np.minimum(first, second)[keep], np.maximum(first, second)[keep]
+    keys = np.sort(low * vertex_count + high)
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1], True])
+    uses = np.diff(starts)
+    return int(np.count_nonzero(uses == 1)), int(np.count_nonzero(uses > 2))
 
 
 @dataclass(frozen=True)
@@ -144,11 +167,6 @@ def _checked(vertices, faces, what: str) -> Mesh:
 
 
 def _check(mesh: Mesh, what: str) -> None:
-    """The checks that need the used vertices: linear time, so cheap to repeat."""
-    if mesh.faces.size == 0 or mesh.faces.min() < 0 or mesh.faces.max() >= len(mesh.vertices):
-        raise MeshError(f"{what}: no triangles, or a face refers to a vertex that does not exist")
-    if not np.isfinite(mesh.vertices[mesh.used]).all():
-        raise MeshError(f"{what}: vertex coordinates contain NaN or infinity")
-    low, high = mesh.bounds
-    if np.all(low == high):
-        raise MeshError(f"{what}: the mesh has zero extent (all vertices are equal)")
+    """Raise MeshError if the mesh cannot be voxelized (its verdict is cached per Mesh)."""
+    if mesh.problem:
+        raise MeshError(f"{what}: {mesh.problem}")

@@ -226,10 +226,12 @@ def _pair_bound(vertices: np.ndarray, faces: np.ndarray, n: int) -> int:
     tiles_per_side = n >> TILE_SHIFT
     if len(faces) * tiles_per_side**2 < 1 << 32:
         return len(faces) * tiles_per_side**2
-    corners = vertices[:, :2][faces]  # (T, 3, 2) grid-space x and y
-    low = np.floor(corners.min(axis=1)).astype(np.int64) >> TILE_SHIFT
-    high = np.floor(corners.max(axis=1)).astype(np.int64) >> TILE_SHIFT
-    return int(np.prod(high - low + 1, axis=1).sum())
+    tiles = np.ones(len(faces), np.float64)
+    for axis in (0, 1):
+        corners = np.ascontiguousarray(vertices[:, axis])[faces]  # (T, 3) grid-space coordinate
+        extent = corners.max(axis=1) - corners.min(axis=1)
+        tiles *= np.floor(extent) // (1 << TILE_SHIFT) + 2  # tiles a span this long can touch
+    return int(tiles.sum())
 
 
 def _record_bitonic_tiles(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
