@@ -11,7 +11,6 @@ face are inside; those on the high x/y faces and the bottom face are not.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest

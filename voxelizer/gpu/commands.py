@@ -51,7 +51,6 @@ class Sequence:
         self._pool_index = 0
         self._sets_left = 0
         self._labels: list[str] = []
-        self._recording = False
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -66,7 +65,6 @@ class Sequence:
         vk.vkBeginCommandBuffer(self.command_buffer, begin_info)
         vk.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
         self._labels = []
-        self._recording = True
 
     def mark(self, label: str) -> None:
         """Timestamp: the GPU time between two marks is charged to the later mark's label."""
@@ -177,7 +175,6 @@ class Sequence:
     def submit(self) -> dict[str, float]:
         """Submit, wait, and return GPU milliseconds per label (summed when a label repeats)."""
         vk.vkEndCommandBuffer(self.command_buffer)
-        self._recording = False
         buffers = [self.command_buffer]
         info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=buffers)
         vk.vkResetFences(self.device.handle, 1, [self.fence])
