@@ -138,7 +138,8 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     if grid_bytes > device.max_storage_range:
         raise GridError(f"a {n}^3 grid needs {grid_bytes:,} bytes in one buffer; "
                         f"{device.name} binds at most {device.max_storage_range:,}")
-    if _pair_bound(vertices, faces, n) >= 1 << 32:
+    soup = None if pipelines.indexed else geometry[0].reshape(-1, 3, 3)
+    if _pair_bound(vertices, faces, n, soup) >= 1 << 32:
         raise GridError(f"{triangles:,} triangles on a {n}^3 grid may make more than 2^32 "
                         "tile-triangle pairs; use a smaller grid")
 
@@ -218,19 +219,22 @@ def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, seque
     return PassResult(words, gpu_ms, host_ms, counts)
 
 
-def _pair_bound(vertices: np.ndarray, faces: np.ndarray, n: int) -> int:
+def _pair_bound(vertices: np.ndarray, faces: np.ndarray, n: int,
+                soup: np.ndarray | None = None) -> int:
     """An upper bound of the pair count, so the 32-bit scan of the tile counts cannot wrap.
 
     Every triangle covers at most all (N/4)^2 tiles; only when that bound is too large are
-    the triangles' bounding boxes in tiles summed (one pass over the faces)."""
+    the triangles' bounding boxes in tiles summed (from the soup when there is one, else one
+    gather over the faces)."""
     tiles_per_side = n >> TILE_SHIFT
     if len(faces) * tiles_per_side**2 < 1 << 32:
         return len(faces) * tiles_per_side**2
     tiles = np.ones(len(faces), np.float64)
     for axis in (0, 1):
-        corners = np.ascontiguousarray(vertices[:, axis])[faces]  # (T, 3) grid-space coordinate
-        extent = corners.max(axis=1) - corners.min(axis=1)
-        tiles *= np.floor(extent) // (1 << TILE_SHIFT) + 2  # tiles a span this long can touch
+        a, b, c = ((soup[:, k, axis] if soup is not None else vertices[:, axis][faces[:, k]])
+                   for k in range(3))
+        extent = np.maximum(np.maximum(a, b), c) - np.minimum(np.minimum(a, b), c)
+        tiles *= np.floor(extent * np.float32(1 / (1 << TILE_SHIFT))) + 2  # tiles it can touch
     return int(tiles.sum())
 
 
