@@ -20,11 +20,12 @@ from .gpu.device import Device
 from .gpu.pipelines import ComputePipeline
 from .grid import column_words
 from .passes import WG_SIZE, PassPipelines, _groups, _record_scan
+from .svo import padded_resolution
 
 
 def octree_shape(n: int) -> tuple[int, int]:
     """(P, L): the padded power-of-two size (at least 8) and the number of internal levels."""
-    padded = max(8, 1 << (n - 1).bit_length())
+    padded = padded_resolution(n)
     return padded, (padded // 4).bit_length() - 1
 
 
