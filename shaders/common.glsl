@@ -28,3 +28,34 @@ uint flat_invocation_id() {
 int select_int(int if_false, int if_true, bool condition) {
     return if_false + (if_true - if_false) * int(condition);
 }
+
+// The part of the grid one run of the passes works on: columns (i, j) with 0 <= i < nx and
+// row_lo <= j < row_hi (whole tile rows), nz voxels deep, whose bits live in a grid buffer
+// that starts at column row buffer_row (slab by slab when the grid is larger than a buffer).
+// Tile keys count tiles inside the window: tx + (ty - row_lo / TILE_SIDE) * (nx / TILE_SIDE).
+struct Window {
+    int nx;
+    int nz;
+    int row_lo;
+    int row_hi;
+    int buffer_row;
+};
+
+uint tile_key(Window w, ivec2 tile) {
+    return uint(tile.x + (tile.y - (w.row_lo >> TILE_SHIFT)) * (w.nx >> TILE_SHIFT));
+}
+
+ivec2 key_tile(Window w, uint key) {
+    uint tiles_per_row = uint(w.nx) >> TILE_SHIFT;
+    return ivec2(key % tiles_per_row, key / tiles_per_row + uint(w.row_lo >> TILE_SHIFT));
+}
+
+// 32-bit words per voxel column, and where column (i, j) starts in the grid buffer:
+// COLUMN_WORDS consecutive uints, voxel k in bit k % 32 of word k / 32; bits past nz stay 0.
+uint column_words(int nz) {
+    return (uint(nz) + 31u) >> 5;
+}
+
+uint column_base(Window w, ivec2 column) {
+    return (uint(column.y - w.buffer_row) * uint(w.nx) + uint(column.x)) * column_words(w.nz);
+}

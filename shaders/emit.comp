@@ -1,6 +1,6 @@
 #version 460
 // Pass 3, pair emission: one thread per triangle writes a (tile key, triangle) pair for every
-// tile it covers, at the offset the prefix scan gave it. Tile key = tx + ty * (N / TILE_SIDE).
+// tile it covers, at the offset the prefix scan gave it (tile keys: common.glsl, tile_key).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
 #include "common.glsl"
@@ -14,7 +14,7 @@ layout(std430, binding = 2) writeonly buffer Pairs { uvec2 pairs[]; };    // (ti
 
 layout(push_constant) uniform Params {
     uint triangle_count;
-    int n;
+    Window window;
 };
 
 void main() {
@@ -25,13 +25,12 @@ void main() {
 
     ivec2 lo = unpack_column(r.a.w);
     ivec2 hi = unpack_column(r.b.w);
-    uint tiles_per_row = uint(n) >> TILE_SHIFT;
     uint out_index = offsets[t];
     for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {
         ivec2 span = candidate_tiles(r.a.xyz, r.b.xyz, r.c.xyz, ty, lo, hi);
         for (int tx = span.x; tx <= span.y; ++tx) {
             if (tile_coverage(r.a.xyz, r.b.xyz, r.c.xyz, ivec2(tx, ty), lo, hi) != 0u) {
-                pairs[out_index] = uvec2(uint(tx) + uint(ty) * tiles_per_row, t);
+                pairs[out_index] = uvec2(tile_key(window, ivec2(tx, ty)), t);
                 ++out_index;
             }
         }

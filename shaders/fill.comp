@@ -7,11 +7,12 @@
 // (pairs [first + round * PAIRS_PER_ROUND, ...)); the host runs as many rounds as the largest
 // tile can need, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl).
 //
-// FILL_STAGE 1, parity: the same workgroups; each thread turns its column's flips into parity
-// with a prefix XOR, so voxel k is set iff an odd number of crossings lie below its centre.
+// FILL_STAGE 1, parity: the same workgroups (or, with all_tiles, one per tile of the window,
+// when several batches of triangles flipped bits in different tiles); each thread turns its
+// column's flips into parity with a prefix XOR, so voxel k is set iff an odd number of
+// crossings lie below its centre.
 //
-// Grid layout: column (i, j) is COLUMN_WORDS = ceil(N / 32) consecutive uints starting at
-// word (j * N + i) * COLUMN_WORDS; voxel k is bit k % 32 of word k / 32. Bits past N stay 0.
+// Grid layout: common.glsl, column_base.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 1 << TILE_SHIFT, local_size_y = 1 << TILE_SHIFT) in;  // a tile's columns
 #include "common.glsl"
@@ -28,20 +29,15 @@ layout(std430, binding = 3) readonly buffer FillDispatch {
 layout(std430, binding = 4) buffer Grid { uint grid[]; };
 
 layout(push_constant) uniform Params {
-    int n;
+    Window window;
     uint fill_round;
+    uint all_tiles;  // parity: the workgroup index is the tile key, not an index into tiles
 };
 
 #define UNROLL 4u  // PAIRS_PER_ROUND comes from the host: a multiple of UNROLL, at most 2^17
 
-ivec2 tile_column(Tile tile) {
-    uint tiles_per_row = uint(n) >> TILE_SHIFT;
-    return ivec2(tile.key % tiles_per_row, tile.key / tiles_per_row) * TILE_SIDE
-         + ivec2(gl_LocalInvocationID.xy);
-}
-
-uint column_words() {
-    return (uint(n) + 31u) >> 5;
+ivec2 tile_column(uint key) {
+    return key_tile(window, key) * TILE_SIDE + ivec2(gl_LocalInvocationID.xy);
 }
 
 #if FILL_STAGE == 0
@@ -52,8 +48,9 @@ void main() {
     uint first = tile.first + fill_round * PAIRS_PER_ROUND;
     if (first >= tile.end) return;
     uint end = min(tile.end, first + PAIRS_PER_ROUND);
-    ivec2 column = tile_column(tile);
-    uint base = (uint(column.y) * uint(n) + uint(column.x)) * column_words();
+    ivec2 column = tile_column(tile.key);
+    uint base = column_base(window, column);
+    int n = window.nz;
 
     // UNROLL pairs per loop iteration: at most PAIRS_PER_ROUND / UNROLL <= 32,768 iterations.
     for (uint start = first; start < end; start += UNROLL) {
@@ -81,11 +78,13 @@ void main() {
 #else
 void main() {
     uint tile_index = flat_group_id();
-    if (tile_index >= tile_count) return;
-    ivec2 column = tile_column(tiles[tile_index]);
-    uint base = (uint(column.y) * uint(n) + uint(column.x)) * column_words();
+    if (all_tiles == 0u && tile_index >= tile_count) return;
+    ivec2 column = tile_column(all_tiles != 0u ? tile_index : tiles[tile_index].key);
+    if (column.y >= window.row_hi) return;  // past the window in a folded dispatch
+    uint base = column_base(window, column);
+    uint n = uint(window.nz);
     uint carry = 0u;
-    for (uint q = 0u; q < column_words(); ++q) {
+    for (uint q = 0u; q < column_words(window.nz); ++q) {
         uint bits = grid[base + q];
         bits ^= bits << 1;
         bits ^= bits << 2;
@@ -94,7 +93,7 @@ void main() {
         bits ^= bits << 16;
         bits ^= carry;
         carry = 0u - (bits >> 31);
-        uint valid = uint(n) - 32u * q;  // bits of this word inside the grid
+        uint valid = n - 32u * q;  // bits of this word inside the grid
         grid[base + q] = valid >= 32u ? bits : bits & ((1u << valid) - 1u);
     }
 }

@@ -20,7 +20,7 @@ layout(std430, binding = 3) writeonly buffer TileCounts { uint tile_counts[]; };
 
 layout(push_constant) uniform Params {
     uint triangle_count;
-    int n;  // grid resolution
+    Window window;  // only columns inside it count
 };
 
 vec3 corner(uint t, uint k) {
@@ -54,16 +54,17 @@ void main() {
     }
 #endif
 
-    // Columns whose centres i + 1/2 lie inside the triangle's xy bounding box, clamped to the grid.
+    // Columns whose centres i + 1/2 lie inside the triangle's xy bounding box, clamped to the window.
     const int half_voxel = 1 << (FIXED_BITS - 1);
     ivec2 lo_fixed = min(min(a.xy, b.xy), c.xy) - half_voxel;
     ivec2 hi_fixed = max(max(a.xy, b.xy), c.xy) - half_voxel;
-    ivec2 lo = max((lo_fixed + ((1 << FIXED_BITS) - 1)) >> FIXED_BITS, ivec2(0));
-    ivec2 hi = min(hi_fixed >> FIXED_BITS, ivec2(n - 1));
+    ivec2 first_column = ivec2(0, window.row_lo), last_column = ivec2(window.nx, window.row_hi) - 1;
+    ivec2 lo = max((lo_fixed + ((1 << FIXED_BITS) - 1)) >> FIXED_BITS, first_column);
+    ivec2 hi = min(hi_fixed >> FIXED_BITS, last_column);
 
     bool covers_columns = twice_area != 0 && all(lessThanEqual(lo, hi));
-    lo = min(lo, ivec2(n - 1));
-    hi = max(hi, ivec2(0));  // keep an inactive triangle's rectangle packable
+    lo = min(lo, last_column);
+    hi = max(hi, first_column);  // keep an inactive triangle's rectangle packable
     uint tiles = 0u;
     if (covers_columns) {
         for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {

@@ -14,22 +14,22 @@ layout(std430, binding = 3) readonly buffer ChildStates { uint child_states[]; }
 layout(std430, binding = 4) readonly buffer ChildPositions { uint child_positions[]; };
 layout(std430, binding = 5) writeonly buffer Output { uvec2 entries[]; };    // nodes or bricks
 
+#include "svo.glsl"
+
 layout(push_constant) uniform Params {
+    BrickSource source;
     uint count;         // entries at this level
-    uint n;             // grid resolution
     uint level_start;   // index of this level's first node in the nodes array
     uint child_start;   // index of the next level's first node (0 for bricks)
-    uint is_root;       // the root is stored whatever its state
+    uint is_root;       // the root is stored whatever its state (one cube spanning the grid)
 };
-
-#include "svo.glsl"
 
 void main() {
     uint code = flat_invocation_id();
     if (code >= count) return;
 #if WRITE_BRICKS
     if (states[code] == STATE_MIXED) {
-        entries[positions[code]] = brick_bits(morton_decode(code), n);
+        entries[positions[code]] = brick_bits(source, forest_brick(source, code));
     }
 #else
     if (states[code] != STATE_MIXED && is_root == 0u) return;

@@ -12,7 +12,7 @@ import trimesh
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from voxelizer import VARIANTS, DeviceError, FillModeError, GridError, OpenMeshWarning, Voxelizer
+from voxelizer import VARIANTS, DeviceError, FillModeError, OpenMeshWarning, Voxelizer
 from voxelizer.gpu.buffers import Buffer
 from voxelizer.gpu.device import Instance
 from voxelizer.mesh import load_mesh
@@ -187,11 +187,3 @@ def test_long_run_keeps_memory_flat(gpu):
 def test_a_buffer_larger_than_device_memory_is_a_device_error(gpu):
     with pytest.raises(DeviceError, match="more than its memory heap holds|out of memory"):
         Buffer(gpu.device, 1 << 50, name="too large")
-
-
-def test_more_pairs_than_a_32_bit_scan_counts_is_refused(gpu):
-    """70,000 copies of a triangle spanning the grid could need over 2^32 pairs at 1024^3."""
-    vertices = np.array([[0, 0, 0], [1024, 0, 0], [0, 1024, 512]], np.float32)
-    faces = np.tile([[0, 1, 2]], (70_000, 1))
-    with pytest.raises(GridError, match="2\\^32 tile-triangle pairs"):
-        gpu.voxelize_grid(vertices, faces, 1024)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+from collections.abc import Callable
 import threading
 import time
 import warnings
@@ -17,15 +18,19 @@ from .gpu.buffers import BufferPool
 from .gpu.commands import Sequence
 from .gpu.device import Device
 from .mesh import Mesh, MeshLike, load_mesh
-from .passes import (DEFAULT_SORT, DEFAULT_VARIANT, PassPipelines, check_sort, check_variant,
-                     run_passes)
+from .gpu.commands import Binding
+from .passes import (DEFAULT_SORT, DEFAULT_VARIANT, PassPipelines, PassRunner, PassStats, Window,
+                     check_sort, check_variant)
 from .placement import COLUMN_AXIS_ORDERS, GridPlacement, check_resolution
+from .plan import make_plan, parse_budget
 from .svo import SVO
-from .svo_gpu import SVOArrays, SVOPipelines, build_svo_on_gpu
+from .svo_gpu import Forest, SVOArrays, SVOPipelines, build_svo_on_gpu
+from .svo_merge import merge_forests
 
 FILL_MODES = ("parity", "vote")
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
-
+# Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
+Progress = Callable[[str, int, int], None]
 
 
 class Voxelizer:
@@ -56,40 +61,41 @@ class Voxelizer:
         return self._pipelines[variant]
 
     def voxelize(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                 fill_mode: str = "parity", sort: str = DEFAULT_SORT) -> SVO:
+                 fill_mode: str = "parity", sort: str = DEFAULT_SORT, *,
+                 max_memory: "int | str | None" = None, progress: Progress | None = None) -> SVO:
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid
-        (which never leaves the device in parity mode)."""
-        job = self._prepare(mesh, grid, variant, fill_mode, sort)
+        (which never leaves the device in parity mode). Grids larger than one buffer or the
+        memory budget are voxelized and converted slab by slab."""
+        job = self._prepare(mesh, grid, variant, fill_mode, sort, max_memory, progress)
         if fill_mode == "parity":
-            arrays, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, sort,
-                                      build_svo=True)
+            arrays, stats = self._run(job, job.vertices, "svo")
         else:
             voxels, stats = self._vote(job)
             with self._lock:
-                arrays = self._build_svo(job.n, pack_columns(voxels))
-            _add_times(stats["gpu_ms"], arrays.gpu_ms)
-            _add_times(stats["host_ms"], arrays.host_ms)
-        svo = SVO(arrays.nodes, arrays.bricks, arrays.level_offsets, job.placement,
-                  job.finish(stats))
+                svo_arrays = self._build_svo(Forest.whole_grid(job.shape), pack_columns(voxels))
+            arrays = (svo_arrays.nodes, svo_arrays.bricks, svo_arrays.level_offsets)
+            _add_times(stats["gpu_ms"], svo_arrays.gpu_ms)
+            _add_times(stats["host_ms"], svo_arrays.host_ms)
+        svo = SVO(*arrays, job.placement, job.finish(stats))
         stats["counts"]["solid_voxels"] = svo.count()
         return svo
 
     def voxelize_dense(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                       fill_mode: str = "parity", sort: str = DEFAULT_SORT) -> DenseGrid:
+                       fill_mode: str = "parity", sort: str = DEFAULT_SORT, *,
+                       max_memory: "int | str | None" = None,
+                       progress: Progress | None = None) -> DenseGrid:
         """Solid voxelization on an N^3 grid: voxel set iff its centre is inside the mesh."""
-        job = self._prepare(mesh, grid, variant, fill_mode, sort)
+        job = self._prepare(mesh, grid, variant, fill_mode, sort, max_memory, progress)
         if fill_mode == "parity":
-            words, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, sort)
-            started = time.perf_counter()
-            voxels = unpack_columns(words, job.n)
-            stats["host_ms"]["unpack"] = (time.perf_counter() - started) * 1e3
+            voxels, stats = self._run(job, job.vertices, "dense")
         else:
             voxels, stats = self._vote(job)
         stats["counts"]["solid_voxels"] = int(np.count_nonzero(voxels))
         return DenseGrid(voxels, job.placement, job.finish(stats))
 
     def voxelize_grid(self, grid_vertices: np.ndarray, faces: np.ndarray, grid: int,
-                      variant: str = DEFAULT_VARIANT, sort: str = DEFAULT_SORT) -> np.ndarray:
+                      variant: str = DEFAULT_VARIANT, sort: str = DEFAULT_SORT, *,
+                      max_memory: "int | str | None" = None) -> np.ndarray:
         """The same voxelization for vertices already in grid space (float32 in [0, N]):
         bool[i, j, k]. This is where the placement rule ends and the exact contract begins."""
         check_variant(variant)
@@ -100,11 +106,13 @@ class Voxelizer:
                 or vertices.min(initial=0) < 0 or vertices.max(initial=0) > n:
             raise MeshError(f"grid-space vertices must be a finite (V, 3) array inside [0, {n}]")
         checked = load_mesh((vertices.astype(np.float64), faces))  # validates the faces
-        words, _ = self._run(vertices, checked.faces, n, variant, sort)
-        return unpack_columns(words, n)
+        job = _Job(checked, None, vertices, (n, n, n), variant, sort, "parity", {}, {},
+                   parse_budget(max_memory), None)
+        voxels, _ = self._run(job, vertices, "dense")
+        return voxels
 
     def _prepare(self, mesh: MeshLike, grid: int, variant: str, fill_mode: str,
-                 sort: str) -> "_Job":
+                 sort: str, max_memory: "int | str | None", progress: Progress | None) -> "_Job":
         check_variant(variant)
         check_sort(sort)
         n = check_resolution(grid)
@@ -124,9 +132,9 @@ class Voxelizer:
             warnings.warn(f"the mesh is not closed ({boundary:,} boundary and {nonmanifold:,} "
                           f"non-manifold edges): {advice}", OpenMeshWarning, stacklevel=3)
         placement = GridPlacement.fit(loaded, n)
-        return _Job(loaded, placement, placement.grid_vertices(loaded.vertices), n, variant,
-                    sort, fill_mode, {"load": load_ms, "check_topology": check_ms},
-                    dataclasses.asdict(topology))
+        return _Job(loaded, placement, placement.grid_vertices(loaded.vertices), (n, n, n),
+                    variant, sort, fill_mode, {"load": load_ms, "check_topology": check_ms},
+                    dataclasses.asdict(topology), parse_budget(max_memory), progress)
 
     def _vote(self, job: "_Job") -> tuple[np.ndarray, dict]:
         """Parity along the six axis directions; a voxel is kept where at least four agree.
@@ -134,16 +142,15 @@ class Voxelizer:
         Counting crossings from the other end of a column (the mesh mirrored along it) gives a
         different answer exactly where a ray passes through a hole, so the six rays out of a
         voxel near a hole mostly outvote the few that leak."""
-        votes = np.zeros((job.n,) * 3, np.uint8)
+        votes = np.zeros(job.shape, np.uint8)
         stats: dict = {}
         for order in COLUMN_AXIS_ORDERS:
             for mirrored in (False, True):
                 vertices = job.vertices[:, order]  # a copy
+                shape = tuple(job.shape[axis] for axis in order)
                 if mirrored:
-                    vertices[:, 2] = np.float32(job.n) - vertices[:, 2]
-                words, axis_stats = self._run(vertices, job.mesh.faces, job.n, job.variant,
-                                              job.sort)
-                solid = unpack_columns(words, job.n)
+                    vertices[:, 2] = np.float32(shape[2]) - vertices[:, 2]
+                solid, axis_stats = self._run(job, vertices, "dense", shape, whole_only=True)
                 votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
                 if not stats:
                     stats = axis_stats
@@ -152,28 +159,57 @@ class Voxelizer:
                     _add_times(stats["host_ms"], axis_stats["host_ms"])
         return votes >= VOTES_NEEDED, stats
 
-    def _run(self, vertices: np.ndarray, faces: np.ndarray, n: int, variant: str, sort: str,
-             build_svo: bool = False):
+    def _run(self, job: "_Job", vertices: np.ndarray, output: str,
+             shape: tuple[int, int, int] | None = None, whole_only: bool = False):
+        """Voxelize grid-space `vertices` (job's faces) into the bool grid (output "dense") or
+        the SVO arrays ("svo"), slab by slab when the plan says so."""
+        shape = job.shape if shape is None else shape
         with self._lock:
             if self._closed:
                 raise RuntimeError("this Voxelizer is closed")
-            pipelines = self.pipelines(variant)
-            result = run_passes(self.device, pipelines, self._pool, self._sequence, vertices,
-                                faces, n, download_grid=not build_svo, sort=sort)
-            output = result.words
-            if build_svo:
-                output = self._build_svo(n)
-                _add_times(result.gpu_ms, output.gpu_ms)
-                _add_times(result.host_ms, output.host_ms)
+            pipelines = self.pipelines(job.variant)
+            plan = make_plan(self.device, shape, len(job.mesh.faces), len(vertices),
+                             pipelines.indexed, job.max_memory, svo=output == "svo",
+                             dense=output == "dense", whole_only=whole_only)
+            runner = PassRunner(self.device, pipelines, self._pool, self._sequence, vertices,
+                                job.mesh.faces, job.sort, plan.batch_triangles, plan.pair_budget)
+            slabs = plan.slabs()
+            voxels = np.zeros(shape, bool) if output == "dense" else None
+            forests = []
+            for index, slab in enumerate(slabs):
+                grid = Binding(self._pool.get("grid", slab.grid_bytes), slab.grid_bytes)
+                runner.voxelize(slab, grid)
+                if output == "dense":
+                    voxels[:, slab.row_lo:slab.row_hi] = self._download(runner.stats, slab, grid)
+                else:
+                    forest = plan.forest(slab)
+                    arrays = self._build_svo(forest)
+                    runner.stats.add_times(arrays.gpu_ms, **arrays.host_ms)
+                    forests.append((forest.cube_y, arrays))
+                if job.progress is not None and len(slabs) > 1:
+                    job.progress("slabs", index + 1, len(slabs))
+        result = voxels
+        if output == "svo":
+            started = time.perf_counter()
+            if plan.whole:
+                arrays = forests[0][1]
+                result = (arrays.nodes, arrays.bricks, arrays.level_offsets)
+            else:
+                result = merge_forests(shape, plan.slab_rows, forests)
+            runner.stats.add_times(svo_merge=(time.perf_counter() - started) * 1e3)
+        counts = runner.stats.counts
+        counts["slab_rows"] = plan.slab_rows
+        counts["triangle_batch"] = plan.batch_triangles
         stats = {
             "device": self.device.name,
-            "variant": variant,
-            "sort": sort,
-            "grid": n,
-            "gpu_ms": result.gpu_ms,
-            "host_ms": result.host_ms,
-            "counts": result.counts,
+            "variant": job.variant,
+            "sort": job.sort,
+            "grid": "x".join(str(s) for s in shape),
+            "gpu_ms": runner.stats.gpu_ms,
+            "host_ms": runner.stats.host_ms,
+            "counts": counts,
             "memory": {
+                "budget_bytes": plan.budget,
                 "device_buffers": self._pool.sizes(host_visible=False),
                 "staging_buffers": self._pool.sizes(host_visible=True),
             },
@@ -181,15 +217,28 @@ class Voxelizer:
         memory = stats["memory"]
         memory["device_peak_bytes"] = sum(memory["device_buffers"].values())
         memory["staging_peak_bytes"] = sum(memory["staging_buffers"].values())
-        return output, stats
+        return result, stats
 
-    def _build_svo(self, n: int, words: np.ndarray | None = None) -> SVOArrays:
-        """SVO arrays from the grid on the device (or `words`, uploaded); caller holds the lock."""
+    def _download(self, stats: PassStats, slab: Window, grid: Binding) -> np.ndarray:
+        """The slab's bits, unpacked to bool[i, j - row_lo, k]."""
+        started = time.perf_counter()
+        self._sequence.begin()
+        self._sequence.mark("start")
+        staging = self._sequence.download(grid.buffer, slab.grid_bytes)
+        self._sequence.mark("download")
+        stats.add_times(self._sequence.submit())
+        words = staging.read(np.uint32, slab.grid_bytes // 4)
+        voxels = unpack_columns(words, (slab.nx, slab.row_hi - slab.row_lo, slab.nz))
+        stats.add_times(download=(time.perf_counter() - started) * 1e3)
+        return voxels
+
+    def _build_svo(self, forest: Forest, words: np.ndarray | None = None) -> SVOArrays:
+        """SVO arrays of the grid on the device (or `words`, uploaded); caller holds the lock."""
         if self._svo_pipelines is None:
             self._svo_pipelines = SVOPipelines(self.device)
-        any_pipelines = next(iter(self._pipelines.values()))  # the scan is the same in all
-        return build_svo_on_gpu(self.device, any_pipelines, self._svo_pipelines, self._pool,
-                                self._sequence, n, words)
+        scan = self.pipelines(DEFAULT_VARIANT)  # the scan pipelines are the same in every variant
+        return build_svo_on_gpu(self.device, scan, self._svo_pipelines, self._pool,
+                                self._sequence, forest, words)
 
     def close(self) -> None:
         with self._lock:
@@ -217,14 +266,16 @@ class _Job:
     """A loaded, checked and placed mesh, ready for the passes."""
 
     mesh: Mesh
-    placement: GridPlacement
+    placement: GridPlacement | None
     vertices: np.ndarray  # float32 grid space
-    n: int
+    shape: tuple[int, int, int]
     variant: str
     sort: str
     fill_mode: str
     host_ms: dict
     counts: dict
+    max_memory: int | None
+    progress: Progress | None
 
     def finish(self, stats: dict) -> dict:
         stats["host_ms"] = {**self.host_ms, **stats["host_ms"]}
@@ -262,13 +313,17 @@ def close_shared() -> None:
 
 def voxelize(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
              device: "str | int | None" = None, fill_mode: str = "parity",
-             sort: str = DEFAULT_SORT) -> SVO:
+             sort: str = DEFAULT_SORT, *, max_memory: "int | str | None" = None,
+             progress: Progress | None = None) -> SVO:
     """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
-    return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode, sort)
+    return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode, sort,
+                                             max_memory=max_memory, progress=progress)
 
 
 def voxelize_dense(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
                    device: "str | int | None" = None, fill_mode: str = "parity",
-                   sort: str = DEFAULT_SORT) -> DenseGrid:
+                   sort: str = DEFAULT_SORT, *, max_memory: "int | str | None" = None,
+                   progress: Progress | None = None) -> DenseGrid:
     """Solid voxelization of `mesh` on the GPU as a DenseGrid (see Voxelizer.voxelize_dense)."""
-    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode, sort)
+    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode, sort,
+                                                   max_memory=max_memory, progress=progress)

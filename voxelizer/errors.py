@@ -41,3 +41,7 @@ class OpenMeshWarning(UserWarning):
 class SVOFormatError(VoxelizerError):
     """An .svo file cannot be read or breaks docs/svo-format.md (not an SVO file, truncated,
     corrupted, an unknown version, an inconsistent tree), or SVO arrays do."""
+
+
+class MemoryBudgetError(VoxelizerError):
+    """A memory budget that cannot be parsed, or that is too small for the grid asked for."""

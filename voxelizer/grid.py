@@ -10,23 +10,24 @@ from .errors import OutputError
 from .placement import GridPlacement, Placed
 
 
-def column_words(n: int) -> int:
-    """32-bit words per voxel column: a column (i, j) holds bits k = 0..N-1, padded to 32."""
-    return (n + 31) // 32
+def column_words(nz: int) -> int:
+    """32-bit words per voxel column: a column (i, j) holds bits k = 0..nz-1, padded to 32."""
+    return (nz + 31) // 32
 
 
-def unpack_columns(words: np.ndarray, n: int) -> np.ndarray:
-    """GPU layout -> bool[i, j, k]. The GPU stores column (i, j) at word (j*N + i)*W, bit k."""
-    w = column_words(n)
-    bits = np.unpackbits(words.view(np.uint8).reshape(n, n, w * 4), axis=2, bitorder="little")
-    return bits[:, :, :n].astype(bool).transpose(1, 0, 2)
+def unpack_columns(words: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+    """GPU layout -> bool[i, j, k]. The GPU stores column (i, j) at word (j*nx + i)*W, bit k."""
+    nx, ny, nz = shape
+    w = column_words(nz)
+    bits = np.unpackbits(words.view(np.uint8).reshape(ny, nx, w * 4), axis=2, bitorder="little")
+    return bits[:, :, :nz].astype(bool).transpose(1, 0, 2)
 
 
 def pack_columns(voxels: np.ndarray) -> np.ndarray:
     """bool[i, j, k] -> the GPU layout (the inverse of unpack_columns)."""
-    n = voxels.shape[0]
-    padded = np.zeros((n, n, column_words(n) * 32), bool)
-    padded[:, :, :n] = voxels.transpose(1, 0, 2)
+    nx, ny, nz = voxels.shape
+    padded = np.zeros((ny, nx, column_words(nz) * 32), bool)
+    padded[:, :, :nz] = voxels.transpose(1, 0, 2)
     return np.packbits(padded, axis=2, bitorder="little").view(np.uint32).reshape(-1)
 
 

@@ -1,6 +1,6 @@
 """The seven GPU passes of tile-based solid voxelization, recorded on the thin Vulkan layer.
 
-Data flow (all device-resident; the host reads back only the pair count, then the grid):
+Data flow (all device-resident; the host reads back only the pair count):
 
   geometry --setup--> records + tile counts --scan--> offsets --emit--> (tile, triangle)
   pairs --sort--> sorted pairs --mark--> first-of-tile flags --scan + compact--> tiles and
@@ -14,11 +14,11 @@ buffer instead of a triangle soup).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import GridError, VariantError, VoxelizerError
+from .errors import VariantError, VoxelizerError
 from .gpu.buffers import INDIRECT, BufferPool
 from .gpu.commands import Binding, Sequence, pack
 from .gpu.compiler import compile_shader
@@ -41,6 +41,7 @@ DEFAULT_SORT = "counting"
 
 WG_SIZE = 256  # threads per 1-D workgroup
 TILE_SHIFT = 2  # tiles of 4 x 4 columns
+TILE_SIDE = 1 << TILE_SHIFT
 SCAN_ITEMS = 16  # values per thread in the scan: fewer workgroups, fewer barriers
 SCAN_BLOCK = WG_SIZE * SCAN_ITEMS  # values one scan workgroup handles
 SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
@@ -80,10 +81,10 @@ class PassPipelines:
             return ComputePipeline(device, spirv, bindings, push_size, f"{name}{extra or ''}")
 
         geometry = (0, 1) if self.indexed else (0,)
-        self.setup = build("setup", geometry + (2, 3), 8)
+        self.setup = build("setup", geometry + (2, 3), 24)
         self.scan_blocks = build("scan", (0, 1), 4, SCAN_ADD=0)
         self.scan_add = build("scan", (0, 1), 4, SCAN_ADD=1)
-        self.emit = build("emit", (0, 1, 2), 8)
+        self.emit = build("emit", (0, 1, 2), 24)
         self.sort_blocks = build("sort", (0,), 8, SORT_MODE=0)
         self.sort_step = build("sort", (0,), 8, SORT_MODE=1)
         self.sort_merge = build("sort", (0,), 8, SORT_MODE=2)
@@ -93,9 +94,9 @@ class PassPipelines:
         self.scatter_pairs = build("count_sort", (0, 1, 2), 4, COUNT_MODE=1)
         self.mark_counts = build("mark", (0, 1), 4, FROM_HISTOGRAM=1)
         self.compact_counts = build("compact", (0, 1, 2, 3, 4), 8, FROM_HISTOGRAM=1)
-        self.fill_flips = build("fill", (0, 1, 2, 3, 4), 8, FILL_STAGE=0,
+        self.fill_flips = build("fill", (0, 1, 2, 3, 4), 28, FILL_STAGE=0,
                                 PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND)
-        self.fill_parity = build("fill", (0, 1, 2, 3, 4), 8, FILL_STAGE=1,
+        self.fill_parity = build("fill", (0, 1, 2, 3, 4), 28, FILL_STAGE=1,
                                  PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND)
 
     def all(self) -> list[ComputePipeline]:
@@ -109,137 +110,277 @@ class PassPipelines:
             pipeline.destroy()
 
 
+@dataclass(frozen=True)
+class Window:
+    """Column rows [row_lo, row_hi) of an (nx, ny, nz) grid, whole tile rows, written into a
+    grid buffer that starts at row buffer_row (shaders/common.glsl, Window)."""
+
+    nx: int
+    nz: int
+    row_lo: int
+    row_hi: int
+    buffer_row: int
+
+    @property
+    def tiles(self) -> int:
+        return (self.nx >> TILE_SHIFT) * ((self.row_hi - self.row_lo) >> TILE_SHIFT)
+
+    @property
+    def grid_bytes(self) -> int:
+        return self.nx * (self.row_hi - self.row_lo) * column_words(self.nz) * 4
+
+    def push(self) -> bytes:
+        return pack("5i", self.nx, self.nz, self.row_lo, self.row_hi, self.buffer_row)
+
+    def halves(self) -> tuple["Window", "Window"]:
+        tile_rows = (self.row_hi - self.row_lo) >> TILE_SHIFT
+        middle = self.row_lo + (tile_rows // 2 << TILE_SHIFT)
+        return (Window(self.nx, self.nz, self.row_lo, middle, self.buffer_row),
+                Window(self.nx, self.nz, middle, self.row_hi, self.buffer_row))
+
+
 @dataclass
-class PassResult:
-    words: np.ndarray | None  # the dense grid in the GPU layout (shaders/fill.comp), if downloaded
-    gpu_ms: dict[str, float]
-    host_ms: dict[str, float]
-    counts: dict[str, int]
+class PassStats:
+    """Times and counts summed over every window and batch of one voxelization."""
+
+    gpu_ms: dict[str, float] = field(default_factory=dict)
+    host_ms: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    def add_times(self, gpu_ms: dict[str, float] | None = None, **host_ms: float) -> None:
+        for total, times in ((self.gpu_ms, gpu_ms or {}), (self.host_ms, host_ms)):
+            for label, ms in times.items():
+                total[label] = total.get(label, 0.0) + ms
+
+    def count(self, **counts: int) -> None:
+        for label, value in counts.items():
+            self.counts[label] = self.counts.get(label, 0) + value
 
 
-def run_passes(device: Device, pipelines: PassPipelines, pool: BufferPool, sequence: Sequence,
-               vertices: np.ndarray, faces: np.ndarray, n: int,
-               download_grid: bool = True, sort: str = DEFAULT_SORT) -> PassResult:
-    """Voxelize float32 grid-space `vertices` indexed by `faces` into an n^3 bit grid.
+class PassRunner:
+    """Runs the passes over one window of rows at a time, for one mesh in grid space.
 
-    The grid stays in the pool's "grid" buffer (for the SVO passes); `download_grid` also
-    copies it to the host."""
-    host_ms: dict[str, float] = {}
-    started = time.perf_counter()
-    triangles = int(faces.shape[0])
-    if pipelines.indexed:
-        geometry = {0: np.ascontiguousarray(vertices, np.float32),
-                    1: np.ascontiguousarray(faces, np.uint32)}
-    else:
-        geometry = {0: np.ascontiguousarray(vertices[faces], np.float32)}  # one gather
-    host_ms["prepare"] = (time.perf_counter() - started) * 1e3
+    Triangles go up in batches of at most `batch_triangles` (each batch's records must fit a
+    buffer and the budget); a window whose pairs would not fit `pair_budget` bytes is split
+    into halves of tile rows, and a single tile row into halves of its batch. Every part
+    XORs its crossings into the same grid, so the result does not depend on the split.
+    """
 
-    grid_bytes = n * n * column_words(n) * 4
-    if grid_bytes > device.max_storage_range:
-        raise GridError(f"a {n}^3 grid needs {grid_bytes:,} bytes in one buffer; "
-                        f"{device.name} binds at most {device.max_storage_range:,}")
-    soup = None if pipelines.indexed else geometry[0].reshape(-1, 3, 3)
-    if _pair_bound(vertices, faces, n, soup) >= 1 << 32:
-        raise GridError(f"{triangles:,} triangles on a {n}^3 grid may make more than 2^32 "
-                        "tile-triangle pairs; use a smaller grid")
+    def __init__(self, device: Device, pipelines: PassPipelines, pool: BufferPool,
+                 sequence: Sequence, vertices: np.ndarray, faces: np.ndarray,
+                 sort: str = DEFAULT_SORT, batch_triangles: int | None = None,
+                 pair_budget: int | None = None):
+        self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
+        self.vertices = np.ascontiguousarray(vertices, np.float32)
+        self.faces = np.ascontiguousarray(faces, np.uint32)
+        self.sort = check_sort(sort)
+        self.triangles = len(self.faces)
+        self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
+        self.pair_budget = pair_budget
+        self.stats = PassStats()
+        self._uploaded: tuple[int, int] | None = None
+        self._bindings: dict[int, Binding] = {}
+        self._tile_boxes: np.ndarray | None = None
+        started = time.perf_counter()
+        if pipelines.indexed:  # the vertices go up once; the indices batch by batch
+            self._soup = None
+        else:
+            self._soup = self.vertices[self.faces] if self.batch_triangles == self.triangles \
+                else None  # one gather for a single batch; per batch otherwise
+        self.stats.add_times(prepare=(time.perf_counter() - started) * 1e3)
+        self.stats.count(triangles=self.triangles)
 
-    # Submission 1: upload, triangle setup, scan of the tile counts; read back the total.
-    started = time.perf_counter()
-    sequence.begin()
-    sequence.mark("start")
-    bindings = {}
-    copy_started = time.perf_counter()
-    for slot, array in geometry.items():
-        name = ("vertices", "indices")[slot] if pipelines.indexed else "soup"
-        bindings[slot] = Binding(pool.get(name, array.nbytes), array.nbytes)
-        sequence.upload(bindings[slot].buffer, array)
-    host_ms["upload"] = (time.perf_counter() - copy_started) * 1e3  # into staging memory
-    sequence.barrier()
-    sequence.mark("upload")
-    records = Binding(pool.get("records", triangles * RECORD_BYTES), triangles * RECORD_BYTES)
-    offsets = Binding(pool.get("tile_counts", triangles * 4), triangles * 4)
-    sequence.dispatch(pipelines.setup, {**bindings, 2: records, 3: offsets},
-                      pack("Ii", triangles, n), _groups(triangles, WG_SIZE))
-    sequence.barrier()
-    sequence.mark("setup")
-    total = _record_scan(sequence, pipelines, pool, offsets.buffer, triangles, "tile_counts")
-    sequence.mark("scan")
-    total_staging = sequence.download(total, 4)
-    gpu_ms = sequence.submit()
-    pair_count = int(total_staging.read(np.uint32, 1)[0])
-    host_ms["setup_submission"] = (time.perf_counter() - started) * 1e3 - host_ms["upload"]
+    def voxelize(self, slab: Window, grid: Binding) -> None:
+        """Leave the solid bits of the slab's rows in `grid` (cleared first)."""
+        batches = [(first, min(first + self.batch_triangles, self.triangles))
+                   for first in range(0, self.triangles, self.batch_triangles)]
+        work = [(slab, batch) for batch in batches]
+        fills, clear = 0, True
+        while work:
+            window, batch = work.pop(0)
+            if self._pair_bound(window, batch) >= 1 << 32:
+                work[:0] = self._split(window, batch)
+                continue
+            pair_count = self._count_pairs(window, batch, grid if clear else None)
+            clear = False
+            if not self._pairs_fit(window, pair_count):
+                work[:0] = self._split(window, batch)
+                continue
+            alone = fills == 0 and not work  # no other part flips bits in this slab
+            self._fill(window, pair_count, grid, parity=alone)
+            fills += 1
+        if fills != 1:  # several parts (or none: the grid is still cleared below)
+            self._parity_all(slab, grid, clear)
+        self.stats.count(slabs=1, parts=fills)
 
-    padded = max(SORT_BLOCK, 1 << max(pair_count - 1, 0).bit_length())
-    pair_slots = padded if sort == "bitonic" else pair_count
-    if pair_slots * PAIR_BYTES > device.max_storage_range:
-        raise VoxelizerError(f"{pair_count:,} tile-triangle pairs exceed what {device.name} can "
-                             "hold in one buffer; use a smaller grid")
+    # -- one part: count, then emit, group, compact and fill ---------------------------------
 
-    # Submission 2: emission, grouping by tile, marking, compaction, fill; download the grid.
-    started = time.perf_counter()
-    sequence.begin()
-    sequence.mark("start")
-    grid = Binding(pool.get("grid", grid_bytes), grid_bytes)
-    sequence.fill(grid.buffer, 0, grid_bytes)
-    fill_args = pool.get("fill_args", 16, INDIRECT)
-    if pair_count:
-        pairs = Binding(pool.get("pairs", pair_slots * PAIR_BYTES), pair_slots * PAIR_BYTES)
-        sequence.fill(pairs.buffer, 0xFFFFFFFF, (pair_slots - pair_count) * PAIR_BYTES,
-                      offset=pair_count * PAIR_BYTES)  # bitonic padding sorts last
+    def _count_pairs(self, window: Window, batch: tuple[int, int], clear_grid: Binding | None) -> int:
+        """Submission 1: upload (if another batch is up), setup, scan; read back the total."""
+        started = time.perf_counter()
+        sequence = self.sequence
+        sequence.begin()
+        sequence.mark("start")
+        if clear_grid is not None:
+            sequence.fill(clear_grid.buffer, 0, clear_grid.size)
+        upload_ms = self._upload(batch)
         sequence.barrier()
-        sequence.dispatch(pipelines.emit, {0: records, 1: offsets, 2: pairs},
-                          pack("Ii", triangles, n), _groups(triangles, WG_SIZE))
+        sequence.mark("upload")
+        count = batch[1] - batch[0]
+        records = Binding(self.pool.get("records", count * RECORD_BYTES), count * RECORD_BYTES)
+        offsets = Binding(self.pool.get("tile_counts", count * 4), count * 4)
+        sequence.dispatch(self.pipelines.setup, {**self._bindings, 2: records, 3: offsets},
+                          pack("I", count) + window.push(), _groups(count, WG_SIZE))
         sequence.barrier()
-        sequence.mark("emit")
-        record_tiles = _record_bitonic_tiles if sort == "bitonic" else _record_counting_tiles
-        grouped, tiles = record_tiles(sequence, pipelines, pool, pairs, pair_count, padded, n,
-                                      fill_args, device.max_groups_x)
-        fill_bindings = {0: records, 1: grouped, 2: tiles, 3: fill_args, 4: grid}
-        for fill_round in range(_groups(pair_count, FILL_PAIRS_PER_ROUND)):
-            sequence.dispatch_indirect(pipelines.fill_flips, fill_bindings,
-                                       pack("iI", n, fill_round), fill_args)
+        sequence.mark("setup")
+        total = _record_scan(sequence, self.pipelines, self.pool, offsets.buffer, count,
+                             "tile_counts")
+        sequence.mark("scan")
+        total_staging = sequence.download(total, 4)
+        self.stats.add_times(sequence.submit())
+        pair_count = int(total_staging.read(np.uint32, 1)[0])
+        self._records, self._offsets, self._count = records, offsets, count
+        self.stats.add_times(upload=upload_ms,
+                             setup_submission=(time.perf_counter() - started) * 1e3 - upload_ms)
+        return pair_count
+
+    def _upload(self, batch: tuple[int, int]) -> float:
+        if self._uploaded == batch:
+            return 0.0
+        started = time.perf_counter()
+        first, end = batch
+        if self.pipelines.indexed:
+            arrays = {1: self.faces[first:end]}
+            if self._uploaded is None:
+                arrays[0] = self.vertices
+        else:
+            soup = self._soup[first:end] if self._soup is not None else self.vertices[self.faces[first:end]]
+            arrays = {0: soup}
+        for slot, array in arrays.items():
+            name = ("vertices", "indices")[slot] if self.pipelines.indexed else "soup"
+            self._bindings[slot] = Binding(self.pool.get(name, array.nbytes), array.nbytes)
+            self.sequence.upload(self._bindings[slot].buffer, array)
+        self._uploaded = batch
+        return (time.perf_counter() - started) * 1e3  # into staging memory
+
+    def _pair_slots(self, pair_count: int) -> int:
+        if self.sort == "bitonic":
+            return max(SORT_BLOCK, 1 << max(pair_count - 1, 0).bit_length())
+        return pair_count
+
+    def _pairs_fit(self, window: Window, pair_count: int) -> bool:
+        slots = self._pair_slots(pair_count)
+        if slots * PAIR_BYTES > self.device.max_storage_range:
+            return False
+        return self.pair_budget is None or pair_bytes(pair_count, window.tiles, self.sort) <= self.pair_budget
+
+    def _split(self, window: Window, batch: tuple[int, int]) -> list:
+        if window.row_hi - window.row_lo > TILE_SIDE:
+            return [(half, batch) for half in window.halves()]
+        first, end = batch
+        if end - first > 1:
+            middle = (first + end) // 2
+            return [(window, (first, middle)), (window, (middle, end))]
+        raise VoxelizerError("one triangle makes more tile-triangle pairs than the memory "
+                             "budget holds; raise max_memory")
+
+    def _fill(self, window: Window, pair_count: int, grid: Binding, parity: bool) -> None:
+        """Submission 2: emission, grouping by tile, marking, compaction, fill."""
+        started = time.perf_counter()
+        sequence, pipelines = self.sequence, self.pipelines
+        sequence.begin()
+        sequence.mark("start")
+        fill_args = self.pool.get("fill_args", 16, INDIRECT)
+        slots = self._pair_slots(pair_count)
+        tiles = 0
+        if pair_count:
+            pairs = Binding(self.pool.get("pairs", slots * PAIR_BYTES), slots * PAIR_BYTES)
+            sequence.fill(pairs.buffer, 0xFFFFFFFF, (slots - pair_count) * PAIR_BYTES,
+                          offset=pair_count * PAIR_BYTES)  # bitonic padding sorts last
             sequence.barrier()
-        sequence.dispatch_indirect(pipelines.fill_parity, fill_bindings, pack("iI", n, 0),
-                                   fill_args)
+            sequence.dispatch(pipelines.emit, {0: self._records, 1: self._offsets, 2: pairs},
+                              pack("I", self._count) + window.push(), _groups(self._count, WG_SIZE))
+            sequence.barrier()
+            sequence.mark("emit")
+            record_tiles = _record_bitonic_tiles if self.sort == "bitonic" else _record_counting_tiles
+            grouped, tile_list = record_tiles(sequence, pipelines, self.pool, pairs, pair_count,
+                                              slots, window.tiles, fill_args,
+                                              self.device.max_groups_x)
+            fill_bindings = {0: self._records, 1: grouped, 2: tile_list, 3: fill_args, 4: grid}
+            for fill_round in range(_groups(pair_count, FILL_PAIRS_PER_ROUND)):
+                sequence.dispatch_indirect(pipelines.fill_flips, fill_bindings,
+                                           window.push() + pack("II", fill_round, 0), fill_args)
+                sequence.barrier()
+            if parity:
+                sequence.dispatch_indirect(pipelines.fill_parity, fill_bindings,
+                                           window.push() + pack("II", 0, 0), fill_args)
+                sequence.barrier()
+            sequence.mark("fill")
+            tile_staging = sequence.download(fill_args, 16)
+        self.stats.add_times(sequence.submit(),
+                             fill_submission=(time.perf_counter() - started) * 1e3)
+        if pair_count:
+            tiles = int(tile_staging.read(np.uint32, 4)[3])
+        self.stats.count(pairs=pair_count, tiles=tiles)
+        self.stats.counts["sort_size"] = max(self.stats.counts.get("sort_size", 0),
+                                             slots if pair_count else 0)
+
+    def _parity_all(self, slab: Window, grid: Binding, clear: bool) -> None:
+        """Parity over every tile of the slab, after several parts flipped bits."""
+        sequence = self.sequence
+        sequence.begin()
+        sequence.mark("start")
+        if clear:
+            sequence.fill(grid.buffer, 0, grid.size)
+            sequence.barrier()
+        unused = Binding(self.pool.get("unused", 16), 16)
+        fill_args = self.pool.get("fill_args", 16, INDIRECT)
+        sequence.dispatch(self.pipelines.fill_parity,
+                          {0: unused, 1: unused, 2: unused, 3: fill_args, 4: grid},
+                          slab.push() + pack("II", 0, 1), slab.tiles)
         sequence.barrier()
         sequence.mark("fill")
-    staging = sequence.download(grid.buffer, grid_bytes) if download_grid else None
-    tile_staging = sequence.download(fill_args, 16)
-    sequence.mark("download")
-    for label, ms in sequence.submit().items():
-        gpu_ms[label] = gpu_ms.get(label, 0.0) + ms
-    host_ms["fill_submission"] = (time.perf_counter() - started) * 1e3
+        self.stats.add_times(sequence.submit())
 
-    started = time.perf_counter()
-    words = staging.read(np.uint32, grid_bytes // 4) if download_grid else None
-    tile_count = int(tile_staging.read(np.uint32, 4)[3]) if pair_count else 0
-    host_ms["download"] = (time.perf_counter() - started) * 1e3
-    counts = {"triangles": triangles, "pairs": pair_count,
-              "sort_size": pair_slots if pair_count else 0, "tiles": tile_count}
-    return PassResult(words, gpu_ms, host_ms, counts)
+    def _pair_bound(self, window: Window, batch: tuple[int, int]) -> int:
+        """An upper bound of the part's pair count, so the 32-bit scan of the tile counts
+        cannot wrap: every triangle covers at most every tile of the window; only when that
+        is too large are the tiles of the triangles' bounding boxes inside the window summed."""
+        first, end = batch
+        if (end - first) * window.tiles < 1 << 32:
+            return (end - first) * window.tiles
+        if self._tile_boxes is None:
+            self._tile_boxes = _tile_boxes(self.vertices, self.faces)
+        x_tiles, ty_lo, ty_hi = self._tile_boxes[:, first:end]
+        rows = (np.minimum(ty_hi, (window.row_hi >> TILE_SHIFT) - 1)
+                - np.maximum(ty_lo, window.row_lo >> TILE_SHIFT) + 1)
+        return int((x_tiles * np.maximum(rows, 0)).sum())
 
 
-def _pair_bound(vertices: np.ndarray, faces: np.ndarray, n: int,
-                soup: np.ndarray | None = None) -> int:
-    """An upper bound of the pair count, so the 32-bit scan of the tile counts cannot wrap.
+def pair_bytes(pair_count: int, window_tiles: int, sort: str) -> int:
+    """Device bytes the grouping and fill of one part need beyond the triangle records."""
+    if sort == "bitonic":
+        slots = max(SORT_BLOCK, 1 << max(pair_count - 1, 0).bit_length())
+        return slots * PAIR_BYTES + pair_count * 4 + min(pair_count, window_tiles) * TILE_BYTES
+    return 2 * pair_count * PAIR_BYTES + window_tiles * (4 * 4 + TILE_BYTES)
 
-    Every triangle covers at most all (N/4)^2 tiles; only when that bound is too large are
-    the triangles' bounding boxes in tiles summed (from the soup when there is one, else one
-    gather over the faces)."""
-    tiles_per_side = n >> TILE_SHIFT
-    if len(faces) * tiles_per_side**2 < 1 << 32:
-        return len(faces) * tiles_per_side**2
-    tiles = np.ones(len(faces), np.float64)
+
+def _tile_boxes(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """(3, T) int64: per triangle, the tiles its bounding box can touch along x, and its
+    first and last tile row (one tile of margin each way: float only widens the bound)."""
+    boxes = []
     for axis in (0, 1):
-        a, b, c = ((soup[:, k, axis] if soup is not None else vertices[:, axis][faces[:, k]])
-                   for k in range(3))
-        extent = np.maximum(np.maximum(a, b), c) - np.minimum(np.minimum(a, b), c)
-        tiles *= np.floor(extent * np.float32(1 / (1 << TILE_SHIFT))) + 2  # tiles it can touch
-    return int(tiles.sum())
+        a, b, c = (vertices[:, axis][faces[:, k]] for k in range(3))
+        low = np.minimum(np.minimum(a, b), c)
+        high = np.maximum(np.maximum(a, b), c)
+        boxes.append((np.floor(low / TILE_SIDE).astype(np.int64) - 1,
+                      np.floor(high / TILE_SIDE).astype(np.int64) + 1))
+    (x_lo, x_hi), (y_lo, y_hi) = boxes
+    return np.stack([x_hi - x_lo + 1, y_lo, y_hi])
 
 
 def _record_bitonic_tiles(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
-                          pairs: Binding, pair_count: int, padded: int, n: int, fill_args,
+                          pairs: Binding, pair_count: int, padded: int, keys: int, fill_args,
                           max_groups_x: int) -> tuple[Binding, Binding]:
     """Passes 4-6 as designed: bitonic sort, first-of-tile flags, compaction over the pairs."""
     _record_sort(sequence, pipelines, pairs, padded)
@@ -250,7 +391,7 @@ def _record_bitonic_tiles(sequence: Sequence, pipelines: PassPipelines, pool: Bu
     sequence.barrier()
     sequence.mark("mark")
     _record_scan(sequence, pipelines, pool, flags.buffer, pair_count, "flags")
-    tiles_bytes = min(pair_count, (n >> TILE_SHIFT) ** 2) * TILE_BYTES
+    tiles_bytes = min(pair_count, keys) * TILE_BYTES
     tiles = Binding(pool.get("tiles", tiles_bytes), tiles_bytes)
     sequence.dispatch(pipelines.compact, {0: pairs, 1: flags, 2: tiles, 3: fill_args},
                       pack("II", pair_count, max_groups_x), _groups(pair_count, WG_SIZE))
@@ -260,11 +401,10 @@ def _record_bitonic_tiles(sequence: Sequence, pipelines: PassPipelines, pool: Bu
 
 
 def _record_counting_tiles(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
-                           pairs: Binding, pair_count: int, padded: int, n: int, fill_args,
+                           pairs: Binding, pair_count: int, padded: int, keys: int, fill_args,
                            max_groups_x: int) -> tuple[Binding, Binding]:
-    """Passes 4-6 by counting: a histogram of the pairs over all tile keys, its scan, a
-    scatter into tile order; then flags and compaction over the tile keys, not the pairs."""
-    keys = (n >> TILE_SHIFT) ** 2
+    """Passes 4-6 by counting: a histogram of the pairs over all tile keys of the window,
+    its scan, a scatter into tile order; then flags and compaction over the tile keys."""
     counts = Binding(pool.get("tile_pair_counts", keys * 4), keys * 4)
     starts = Binding(pool.get("tile_starts", keys * 4), keys * 4)
     cursors = Binding(pool.get("tile_cursors", keys * 4), keys * 4)

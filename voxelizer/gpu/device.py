@@ -245,6 +245,13 @@ class Device:
                  if type_bits & (1 << i) and props.memoryTypes[i].propertyFlags & flags]
         return max(sizes, default=0)
 
+    def largest_heap(self) -> int:
+        """Bytes of the largest device-local memory heap (on a CPU device: host memory)."""
+        props = self.memory_properties
+        sizes = [props.memoryHeaps[i].size for i in range(props.memoryHeapCount)
+                 if props.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT]
+        return max(sizes, default=0)
+
     def wait_idle(self) -> None:
         vk.vkDeviceWaitIdle(self.handle)
 

@@ -1,0 +1,115 @@
+"""How much of a voxelization one step holds: slabs of the grid, batches of triangles, pairs.
+
+Everything the passes allocate is counted against one budget (device buffers and their
+staging copies; on a CPU device both are host memory). The grid is voxelized whole when it,
+its SVO classification and any download fit one storage buffer and half the budget;
+otherwise in slabs of S column rows, S the largest power of two that fits, so that each slab
+converts to a forest of S-cubes (svo_gpu.Forest, svo_merge). Triangles go up in batches that
+fit a quarter of the budget; what is left bounds the tile-triangle pairs of one part
+(passes.PassRunner splits parts that would hold more).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import MemoryBudgetError
+from .gpu.device import Device
+from .grid import column_words
+from .passes import RECORD_BYTES, TILE_SIDE, Window
+from .svo_gpu import Forest, octree_shape
+
+MIN_SLAB_ROWS = 8  # a forest cube has at least one internal level
+MIN_PAIR_BUDGET = 1 << 20
+DEFAULT_BUDGET_SHARE = 2  # default budget: the largest device-local heap / this
+
+
+@dataclass(frozen=True)
+class Plan:
+    shape: tuple[int, int, int]
+    budget: int
+    slab_rows: int  # S, or ny when the grid is voxelized whole
+    whole: bool
+    batch_triangles: int
+    pair_budget: int
+
+    def slabs(self) -> list[Window]:
+        nx, ny, nz = self.shape
+        return [Window(nx, nz, lo, min(lo + self.slab_rows, ny), lo)
+                for lo in range(0, ny, self.slab_rows)]
+
+    def forest(self, slab: Window) -> Forest:
+        if self.whole:
+            return Forest.whole_grid(self.shape)
+        return Forest(self.shape, self.slab_rows, slab.row_lo // self.slab_rows, slab.row_lo,
+                      slab.row_hi - slab.row_lo)
+
+
+def default_budget(device: Device) -> int:
+    return device.largest_heap() // DEFAULT_BUDGET_SHARE
+
+
+def make_plan(device: Device, shape: tuple[int, int, int], triangles: int, vertices: int,
+              indexed: bool, budget: int | None, svo: bool, dense: bool,
+              whole_only: bool = False) -> Plan:
+    budget = default_budget(device) if budget is None else int(budget)
+    limit = device.max_storage_range
+    nx, ny, nz = shape
+    padded, _ = octree_shape(max(shape))
+
+    def slab_bytes(rows: int, whole: bool) -> tuple[int, int]:
+        """(bytes of the slab's buffers, the largest single buffer)."""
+        grid = nx * rows * column_words(nz) * 4
+        bricks = (padded // 4) ** 3 if whole else (padded // 4) ** 2 * (rows // 4)
+        classify = 8 * bricks * 8 // 7 if svo else 0  # states + stored flags, every level
+        return grid + classify + (grid if dense else 0), max(grid, 4 * bricks if svo else 0)
+
+    total, largest = slab_bytes(ny, True)
+    whole = largest <= limit and total <= budget // 2
+    rows = ny
+    if not whole:
+        if whole_only:
+            raise MemoryBudgetError(
+                f"a {_shape_text(shape)} grid needs {largest:,} bytes in one buffer and "
+                f"{total:,} in all; this mode needs the whole grid at once (device "
+                f"{device.name}: at most {limit:,} per buffer, budget {budget:,})")
+        rows = padded // 2
+        while rows >= MIN_SLAB_ROWS:
+            total, largest = slab_bytes(rows, False)
+            if largest <= limit and total <= budget // 2:
+                break
+            rows //= 2
+        else:
+            need = slab_bytes(MIN_SLAB_ROWS, False)
+            raise MemoryBudgetError(
+                f"a {_shape_text(shape)} grid does not fit: even a slab of {MIN_SLAB_ROWS} rows "
+                f"needs {need[0]:,} bytes ({need[1]:,} in one buffer); the budget is {budget:,} "
+                f"and {device.name} binds at most {limit:,} per buffer")
+
+    geometry = 12 if indexed else 36  # bytes per triangle uploaded (and staged)
+    per_triangle = 2 * geometry + RECORD_BYTES + 4
+    fixed = 2 * 12 * vertices if indexed else 0
+    by_budget = (budget // 4 - fixed) // per_triangle
+    by_buffer = limit // max(RECORD_BYTES, geometry)
+    batch = max(1, min(triangles, by_budget, by_buffer))
+    pair_budget = budget - total - fixed - batch * per_triangle
+    if pair_budget < MIN_PAIR_BUDGET:
+        raise MemoryBudgetError(f"a budget of {budget:,} bytes leaves too little room for the "
+                                f"tile-triangle pairs of a {_shape_text(shape)} grid")
+    return Plan(tuple(shape), budget, rows, whole, batch, pair_budget)
+
+
+def _shape_text(shape: tuple[int, int, int]) -> str:
+    return "x".join(str(s) for s in shape)
+
+
+assert MIN_SLAB_ROWS % TILE_SIDE == 0
+
+
+def parse_budget(value: "int | str | None") -> int | None:
+    """max_memory as given to the API: None (the default), bytes, or a size like "512MiB"."""
+    if value is None:
+        return None
+    from .budget import parse_size
+
+    return parse_size(value)
