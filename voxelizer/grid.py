@@ -1,4 +1,4 @@
-"""DenseGrid: the voxelization as a full N^3 bit grid, in the layout the GPU writes."""
+"""DenseGrid: the voxelization as a full (nx, ny, nz) bit grid, in the layout the GPU writes."""
 
 from __future__ import annotations
 
@@ -7,26 +7,37 @@ from pathlib import Path
 import numpy as np
 
 from .errors import OutputError
-from .placement import GridPlacement, Placed
+from .placement import GridPlacement, Placed, Shape, shape_text
 
 
-def column_words(n: int) -> int:
-    """32-bit words per voxel column: a column (i, j) holds bits k = 0..N-1, padded to 32."""
-    return (n + 31) // 32
+def column_words(nz: int) -> int:
+    """32-bit words per voxel column: a column (i, j) holds bits k = 0..nz-1, padded to 32."""
+    return (nz + 31) // 32
 
 
-def unpack_columns(words: np.ndarray, n: int) -> np.ndarray:
-    """GPU layout -> bool[i, j, k]. The GPU stores column (i, j) at word (j*N + i)*W, bit k."""
-    w = column_words(n)
-    bits = np.unpackbits(words.view(np.uint8).reshape(n, n, w * 4), axis=2, bitorder="little")
-    return bits[:, :, :n].astype(bool).transpose(1, 0, 2)
+def _sides(shape: int | Shape) -> Shape:
+    """(nx, ny, nz) of a shape given as three ints, or as one int for a cube."""
+    return (int(shape),) * 3 if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+
+
+def unpack_columns(words: np.ndarray, shape: int | Shape) -> np.ndarray:
+    """GPU layout -> bool[i, j, k] of shape (nx, ny, nz) (an int n: (n, n, n)).
+
+    Column (i, j) is column_words(nz) consecutive words from word (j*nx + i) * column_words(nz);
+    bit k of the column (bit k % 32 of its word k // 32) is voxel k."""
+    nx, ny, nz = _sides(shape)
+    w = column_words(nz)
+    as_bytes = np.ascontiguousarray(words, np.uint32).view(np.uint8).reshape(ny, nx, w * 4)
+    bits = np.unpackbits(as_bytes, axis=2, bitorder="little")
+    return bits[:, :, :nz].astype(bool).transpose(1, 0, 2)
 
 
 def pack_columns(voxels: np.ndarray) -> np.ndarray:
-    """bool[i, j, k] -> the GPU layout (the inverse of unpack_columns)."""
-    n = voxels.shape[0]
-    padded = np.zeros((n, n, column_words(n) * 32), bool)
-    padded[:, :, :n] = voxels.transpose(1, 0, 2)
+    """bool[i, j, k] -> the GPU layout, uint32 (nx * ny * column_words(nz),): the inverse of
+    unpack_columns."""
+    nx, ny, nz = voxels.shape
+    padded = np.zeros((ny, nx, column_words(nz) * 32), bool)
+    padded[:, :, :nz] = voxels.transpose(1, 0, 2)
     return np.packbits(padded, axis=2, bitorder="little").view(np.uint32).reshape(-1)
 
 
@@ -34,22 +45,22 @@ class DenseGrid(Placed):
     """A solid voxelization: voxel (i, j, k) is set iff its centre is inside the mesh."""
 
     def __init__(self, voxels: np.ndarray, placement: GridPlacement, stats: dict | None = None):
-        n = placement.resolution
-        if voxels.shape != (n, n, n) or voxels.dtype != bool:
-            raise ValueError(f"expected a bool array of shape {(n, n, n)}, got {voxels.dtype} {voxels.shape}")
+        if voxels.shape != placement.shape or voxels.dtype != bool:
+            raise ValueError(f"expected a bool array of shape {placement.shape}, got "
+                             f"{voxels.dtype} {voxels.shape}")
         self._voxels = voxels
         self.placement = placement
         self.stats = dict(stats or {})
 
     def to_numpy(self) -> np.ndarray:
-        """bool array of shape (N, N, N), indexed [i, j, k] = [x, y, z]."""
+        """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]."""
         return self._voxels
 
     def count(self) -> int:
         return int(np.count_nonzero(self._voxels))
 
     def save_npz(self, path: str | Path, overwrite: bool = False) -> None:
-        """Packed bits (np.packbits of the [i, j, k] array) with origin and voxel size."""
+        """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size."""
         path = Path(path)
         if path.exists() and not overwrite:
             raise OutputError(f"{path}: file exists (use --force to overwrite)")
@@ -70,9 +81,10 @@ class DenseGrid(Placed):
         with np.load(path) as data:
             shape = tuple(int(s) for s in data["shape"])
             voxels = np.unpackbits(data["bits"], count=int(np.prod(shape))).astype(bool).reshape(shape)
-            placement = GridPlacement(shape[0], np.array(data["origin"], np.float64), float(data["voxel_size"]))
+            placement = GridPlacement(shape, np.array(data["origin"], np.float64),
+                                      float(data["voxel_size"]))
         return cls(voxels, placement)
 
     def __repr__(self) -> str:
-        n = self.resolution
-        return f"DenseGrid({n}x{n}x{n}, {self.count()} solid voxels, voxel_size={self.voxel_size:g})"
+        return (f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
+                f"voxel_size={self.voxel_size:g})")
