@@ -1,8 +1,9 @@
 """voxelizer: exact solid voxelization of triangle meshes with Vulkan compute shaders."""
 
 from .api import FILL_MODES, Voxelizer, voxelize, voxelize_dense
-from .errors import (DeviceError, FillModeError, GridError, MeshError, OpenMeshWarning,
-                     OutputError, ShaderError, SVOFormatError, VariantError, VoxelizerError)
+from .errors import (DeviceError, FillModeError, GridError, MemoryBudgetError, MeshError,
+                     OpenMeshWarning, OutputError, ShaderError, SVOFormatError, VariantError,
+                     VoxelizerError)
 from .gpu.device import list_devices
 from .grid import DenseGrid
 from .mesh import Mesh, load_mesh
@@ -16,5 +17,5 @@ __all__ = [
     "Voxelizer", "voxelize", "voxelize_dense", "DenseGrid", "Mesh", "load_mesh", "list_devices",
     "VARIANTS", "DEFAULT_VARIANT", "FILL_MODES", "VoxelizerError", "MeshError", "GridError",
     "VariantError", "FillModeError", "DeviceError", "ShaderError", "OutputError",
-    "OpenMeshWarning", "SVO", "SVOFormatError", "write_preview",
+    "OpenMeshWarning", "SVO", "SVOFormatError", "write_preview", "MemoryBudgetError",
 ]

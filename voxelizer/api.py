@@ -7,11 +7,12 @@ import dataclasses
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import FillModeError, MeshError, OpenMeshWarning
+from .errors import FillModeError, GridError, MeshError, OpenMeshWarning
 from .grid import DenseGrid, pack_columns, unpack_columns
 from .gpu.buffers import BufferPool
 from .gpu.commands import Sequence
@@ -19,7 +20,7 @@ from .gpu.device import Device
 from .mesh import Mesh, MeshLike, load_mesh
 from .passes import (DEFAULT_SORT, DEFAULT_VARIANT, PassPipelines, check_sort, check_variant,
                      run_passes)
-from .placement import COLUMN_AXIS_ORDERS, GridPlacement, check_resolution
+from .placement import COLUMN_AXIS_ORDERS, GridLike, GridPlacement, check_resolution, check_shape
 from .svo import SVO
 from .svo_gpu import SVOArrays, SVOPipelines, build_svo_on_gpu
 
@@ -55,11 +56,20 @@ class Voxelizer:
             self._pipelines[variant] = PassPipelines(self.device, variant)
         return self._pipelines[variant]
 
-    def voxelize(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                 fill_mode: str = "parity", sort: str = DEFAULT_SORT) -> SVO:
+    def voxelize(self, mesh: MeshLike, grid: GridLike | None = None,
+                 variant: str = DEFAULT_VARIANT, fill_mode: str = "parity",
+                 sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
+                 bounds: "np.typing.ArrayLike | None" = None,
+                 max_memory: "int | str | None" = None,
+                 progress: "Callable[[str, int, int], None] | None" = None) -> SVO:
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid
-        (which never leaves the device in parity mode)."""
-        job = self._prepare(mesh, grid, variant, fill_mode, sort)
+        (which never leaves the device in parity mode).
+
+        grid: N (the cube N^3) or (nx, ny, nz); or voxel_size instead (world units); neither:
+        512^3. bounds: the box to place the grid on, [[xmin, ymin, zmin], [xmax, ymax, zmax]]
+        (default: the mesh's bounding box; it must contain the mesh)."""
+        job = self._prepare(mesh, grid, variant, fill_mode, sort, voxel_size, bounds,
+                            max_memory, progress)
         if fill_mode == "parity":
             arrays, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, sort,
                                       build_svo=True)
@@ -74,14 +84,20 @@ class Voxelizer:
         stats["counts"]["solid_voxels"] = svo.count()
         return svo
 
-    def voxelize_dense(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                       fill_mode: str = "parity", sort: str = DEFAULT_SORT) -> DenseGrid:
-        """Solid voxelization on an N^3 grid: voxel set iff its centre is inside the mesh."""
-        job = self._prepare(mesh, grid, variant, fill_mode, sort)
+    def voxelize_dense(self, mesh: MeshLike, grid: GridLike | None = None,
+                       variant: str = DEFAULT_VARIANT, fill_mode: str = "parity",
+                       sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
+                       bounds: "np.typing.ArrayLike | None" = None,
+                       max_memory: "int | str | None" = None,
+                       progress: "Callable[[str, int, int], None] | None" = None) -> DenseGrid:
+        """Solid voxelization on a dense grid: voxel set iff its centre is inside the mesh.
+        Arguments as for voxelize."""
+        job = self._prepare(mesh, grid, variant, fill_mode, sort, voxel_size, bounds,
+                            max_memory, progress)
         if fill_mode == "parity":
             words, stats = self._run(job.vertices, job.mesh.faces, job.n, variant, sort)
             started = time.perf_counter()
-            voxels = unpack_columns(words, job.n)
+            voxels = unpack_columns(words, (job.n,) * 3)
             stats["host_ms"]["unpack"] = (time.perf_counter() - started) * 1e3
         else:
             voxels, stats = self._vote(job)
@@ -101,13 +117,15 @@ class Voxelizer:
             raise MeshError(f"grid-space vertices must be a finite (V, 3) array inside [0, {n}]")
         checked = load_mesh((vertices.astype(np.float64), faces))  # validates the faces
         words, _ = self._run(vertices, checked.faces, n, variant, sort)
-        return unpack_columns(words, n)
+        return unpack_columns(words, (n, n, n))
 
-    def _prepare(self, mesh: MeshLike, grid: int, variant: str, fill_mode: str,
-                 sort: str) -> "_Job":
+    def _prepare(self, mesh: MeshLike, grid: GridLike | None, variant: str, fill_mode: str,
+                 sort: str, voxel_size: float | None = None, bounds=None, max_memory=None,
+                 progress=None) -> "_Job":
         check_variant(variant)
         check_sort(sort)
-        n = check_resolution(grid)
+        if grid is not None:
+            check_shape(grid)  # before loading the mesh
         if fill_mode not in FILL_MODES:
             raise FillModeError(f"unknown fill mode {fill_mode!r} (choose from {', '.join(FILL_MODES)})")
         started = time.perf_counter()
@@ -123,10 +141,13 @@ class Voxelizer:
                       "but may not be what you want; fill_mode='vote' repairs small holes")
             warnings.warn(f"the mesh is not closed ({boundary:,} boundary and {nonmanifold:,} "
                           f"non-manifold edges): {advice}", OpenMeshWarning, stacklevel=3)
-        placement = GridPlacement.fit(loaded, n)
+        placement = GridPlacement.fit(loaded, grid, voxel_size, bounds)
+        if len(set(placement.shape)) != 1:
+            raise GridError("non-cubic grids are not wired to the GPU yet")
+        n = placement.shape[0]
         return _Job(loaded, placement, placement.grid_vertices(loaded.vertices), n, variant,
                     sort, fill_mode, {"load": load_ms, "check_topology": check_ms},
-                    dataclasses.asdict(topology))
+                    dataclasses.asdict(topology), max_memory, progress)
 
     def _vote(self, job: "_Job") -> tuple[np.ndarray, dict]:
         """Parity along the six axis directions; a voxel is kept where at least four agree.
@@ -143,7 +164,7 @@ class Voxelizer:
                     vertices[:, 2] = np.float32(job.n) - vertices[:, 2]
                 words, axis_stats = self._run(vertices, job.mesh.faces, job.n, job.variant,
                                               job.sort)
-                solid = unpack_columns(words, job.n)
+                solid = unpack_columns(words, (job.n,) * 3)
                 votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
                 if not stats:
                     stats = axis_stats
@@ -225,11 +246,14 @@ class _Job:
     fill_mode: str
     host_ms: dict
     counts: dict
+    max_memory: "int | str | None" = None  # not used yet
+    progress: "Callable[[str, int, int], None] | None" = None  # not used yet
 
     def finish(self, stats: dict) -> dict:
         stats["host_ms"] = {**self.host_ms, **stats["host_ms"]}
         stats["counts"].update(self.counts)
         stats["fill_mode"] = self.fill_mode
+        stats["shape"] = list(self.placement.shape)
         return stats
 
 
@@ -260,15 +284,24 @@ def close_shared() -> None:
         _shared.clear()
 
 
-def voxelize(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
+def voxelize(mesh: MeshLike, grid: GridLike | None = None, variant: str = DEFAULT_VARIANT,
              device: "str | int | None" = None, fill_mode: str = "parity",
-             sort: str = DEFAULT_SORT) -> SVO:
+             sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
+             bounds: "np.typing.ArrayLike | None" = None, max_memory: "int | str | None" = None,
+             progress: "Callable[[str, int, int], None] | None" = None) -> SVO:
     """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
-    return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode, sort)
+    return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode, sort,
+                                             voxel_size=voxel_size, bounds=bounds,
+                                             max_memory=max_memory, progress=progress)
 
 
-def voxelize_dense(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
+def voxelize_dense(mesh: MeshLike, grid: GridLike | None = None, variant: str = DEFAULT_VARIANT,
                    device: "str | int | None" = None, fill_mode: str = "parity",
-                   sort: str = DEFAULT_SORT) -> DenseGrid:
+                   sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
+                   bounds: "np.typing.ArrayLike | None" = None,
+                   max_memory: "int | str | None" = None,
+                   progress: "Callable[[str, int, int], None] | None" = None) -> DenseGrid:
     """Solid voxelization of `mesh` on the GPU as a DenseGrid (see Voxelizer.voxelize_dense)."""
-    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode, sort)
+    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode, sort,
+                                                   voxel_size=voxel_size, bounds=bounds,
+                                                   max_memory=max_memory, progress=progress)

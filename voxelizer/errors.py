@@ -13,6 +13,10 @@ class GridError(VoxelizerError):
     """The requested grid is not allowed (not a multiple of 4, too small, too large)."""
 
 
+class MemoryBudgetError(VoxelizerError):
+    """A memory budget (max_memory, --max-memory) is not a positive size in bytes."""
+
+
 class VariantError(VoxelizerError):
     """An unknown shader variant was asked for."""
 
