@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
+from collections.abc import Callable
 import threading
 import time
 import warnings
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np

@@ -13,10 +13,6 @@ class GridError(VoxelizerError):
     """The requested grid is not allowed (not a multiple of 4, too small, too large)."""
 
 
-class MemoryBudgetError(VoxelizerError):
-    """A memory budget (max_memory, --max-memory) is not a positive size in bytes."""
-
-
 class VariantError(VoxelizerError):
     """An unknown shader variant was asked for."""
 
@@ -45,3 +41,7 @@ class OpenMeshWarning(UserWarning):
 class SVOFormatError(VoxelizerError):
     """An .svo file cannot be read or breaks docs/svo-format.md (not an SVO file, truncated,
     corrupted, an unknown version, an inconsistent tree), or SVO arrays do."""
+
+
+class MemoryBudgetError(VoxelizerError):
+    """A memory budget that cannot be parsed, or that is too small for the grid asked for."""

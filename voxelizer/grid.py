@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import OutputError
-from .placement import GridPlacement, Placed, Shape, shape_text
+from .placement import GridPlacement, Placed, shape_text
 
 
 def column_words(nz: int) -> int:
@@ -15,26 +15,16 @@ def column_words(nz: int) -> int:
     return (nz + 31) // 32
 
 
-def _sides(shape: int | Shape) -> Shape:
-    """(nx, ny, nz) of a shape given as three ints, or as one int for a cube."""
-    return (int(shape),) * 3 if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
-
-
-def unpack_columns(words: np.ndarray, shape: int | Shape) -> np.ndarray:
-    """GPU layout -> bool[i, j, k] of shape (nx, ny, nz) (an int n: (n, n, n)).
-
-    Column (i, j) is column_words(nz) consecutive words from word (j*nx + i) * column_words(nz);
-    bit k of the column (bit k % 32 of its word k // 32) is voxel k."""
-    nx, ny, nz = _sides(shape)
+def unpack_columns(words: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+    """GPU layout -> bool[i, j, k]. The GPU stores column (i, j) at word (j*nx + i)*W, bit k."""
+    nx, ny, nz = shape
     w = column_words(nz)
-    as_bytes = np.ascontiguousarray(words, np.uint32).view(np.uint8).reshape(ny, nx, w * 4)
-    bits = np.unpackbits(as_bytes, axis=2, bitorder="little")
+    bits = np.unpackbits(words.view(np.uint8).reshape(ny, nx, w * 4), axis=2, bitorder="little")
     return bits[:, :, :nz].astype(bool).transpose(1, 0, 2)
 
 
 def pack_columns(voxels: np.ndarray) -> np.ndarray:
-    """bool[i, j, k] -> the GPU layout, uint32 (nx * ny * column_words(nz),): the inverse of
-    unpack_columns."""
+    """bool[i, j, k] -> the GPU layout (the inverse of unpack_columns)."""
     nx, ny, nz = voxels.shape
     padded = np.zeros((ny, nx, column_words(nz) * 32), bool)
     padded[:, :, :nz] = voxels.transpose(1, 0, 2)
