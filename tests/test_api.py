@@ -46,7 +46,8 @@ def test_module_function_uses_the_default_variant_and_device():
     assert grid.count() == voxelize_reference(load_mesh(PROJECT_MODELS / "gear.ply"), 32).count()
 
 
-@pytest.mark.parametrize("grid", [0, 4, 6, 30, 8193 * 4, 2.5, "64", True, None])
+@pytest.mark.parametrize("grid", [0, 4, 6, 30, 8193 * 4, 2.5, "64", True, (8, 8), (8, 8, 10),
+                                  (8, 8, 8, 8), [16, 16, 4], (16.0, 16, 16)])
 def test_bad_grids_raise_grid_error(gpu, grid):
     with pytest.raises(GridError):
         gpu.voxelize_dense(PROJECT_MODELS / "gear.ply", grid)

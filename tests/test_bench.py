@@ -192,7 +192,7 @@ def test_json_round_trip(tmp_path):
 
 
 def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
-    args = ["--models", str(PROJECT_MODELS / "gear.ply"), "--grids", "16", "8192",
+    args = ["--models", str(PROJECT_MODELS / "gear.ply"), "--grids", "16", "10",
             "--repeat", "1", "--peers", "reference", "--json", str(tmp_path / "run.json"),
             "--markdown", str(tmp_path / "run.md"), "--bandwidth", "100"]
     plots = importlib.util.find_spec("matplotlib") is not None
@@ -207,12 +207,12 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
     assert ok["from_arrays_ms"] > 0 and 0 < ok["gpu_ms_compute"] < ok["gpu_ms_total"]
     assert {"setup", "fill", "svo_write"} <= set(ok["bytes"])
     assert ok["bandwidth_fraction"]["total"] > 0
-    assert skipped["status"] == "skipped" and skipped["grid"] == 8192 and skipped["reason"]
+    assert skipped["status"] == "skipped" and skipped["grid"] == 10 and skipped["reason"]
     (reference,) = doc["peers"]
     assert reference["status"] == "ok", reference
     assert (reference["extra_voxels"], reference["missing_voxels"]) == (0, 0)
     assert reference["ratio"] > 0
-    assert [c["grid"] for c in doc["cli"]] == [16, 8192]
+    assert [c["grid"] for c in doc["cli"]] == [16, 10]
     assert doc["cli"][0]["status"] == "ok" and doc["cli"][1]["status"] == "failed"
     assert doc["device"]["name"] and doc["commit"] != ""
     printed = capsys.readouterr().out

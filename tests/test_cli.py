@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import subprocess
 import sys
@@ -9,9 +11,11 @@ import sys
 import numpy as np
 import pytest
 
+from voxelizer import SVO, api, cli
 from voxelizer.cli import main
 from voxelizer.grid import DenseGrid
 from voxelizer.mesh import load_mesh
+from voxelizer.progress import TerminalProgress
 from voxelizer.reference import voxelize_reference
 
 from .conftest import PROJECT_MODELS, shared_model
@@ -58,7 +62,7 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["--variant", "fastest"], "unknown variant 'fastest'"),
     (["-o", "out.stl"], "cannot write .stl"),
-    (["--grid", "many"], "invalid int value"),
+    (["--grid", "many"], "invalid grid 'many'"),
     (["--grid", "30"], "multiple of 4"),
     (["--grid", "4"], "multiple of 4"),
     (["--grid", "-8"], "multiple of 4"),
@@ -119,12 +123,12 @@ def test_stats_json(tmp_path, capsys):
                           "indexed", "--stats-json", out)
     assert code == 0
     stats = json.loads(out.read_text())
-    assert stats["variant"] == "indexed" and stats["grid"] == "64x64x64"
+    assert stats["variant"] == "indexed" and stats["shape"] == [64, 64, 64]
     assert set(stats["gpu_ms"]) == {"upload", "setup", "scan", "emit", "sort", "mark", "compact",
-                                    "fill", "download", "svo_classify", "svo_scan", "svo_write",
+                                    "fill", "svo_classify", "svo_scan", "svo_write",
                                     "svo_download"}
     assert all(ms >= 0 for ms in stats["gpu_ms"].values())
-    assert {"load", "prepare", "upload", "download"} <= set(stats["host_ms"])
+    assert {"load", "prepare", "upload", "svo_download"} <= set(stats["host_ms"])
     counts = stats["counts"]
     assert counts["triangles"] == 6912
     assert counts["tiles"] <= counts["pairs"] <= counts["sort_size"]
@@ -152,3 +156,129 @@ def test_unknown_fill_mode_or_sort_is_a_usage_error(capsys, args):
     with pytest.raises(SystemExit) as caught:
         main([str(PROJECT_MODELS / "gear.ply"), *args])
     assert caught.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+# --- grid shapes, voxel size, bounds, memory budget, progress ------------------------------
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--grid", "512x256"], "invalid grid '512x256'"),
+    (["--grid", "8x8x8x8"], "invalid grid"),
+    (["--grid", "16x8x"], "invalid grid"),
+    (["--grid", "1_024"], "invalid grid"),
+    (["--grid", "16x8.0x12"], "invalid grid"),
+    (["--grid", "16x10x12"], "side y must be a multiple of 4"),
+    (["--grid", "16x8x8200"], "side z 8200 is larger than the supported maximum"),
+    (["--grid", "16", "--voxel-size", "0.1"], "not allowed with argument --grid"),
+    (["--voxel-size", "0"], "voxel size must be a positive finite number"),
+    (["--voxel-size", "-0.5"], "voxel size must be a positive finite number"),
+    (["--voxel-size", "nan"], "voxel size must be a positive finite number"),
+    (["--voxel-size", "inf"], "voxel size must be a positive finite number"),
+    (["--voxel-size", "small"], "voxel size must be a positive finite number"),
+    (["--bounds", "0", "0", "0", "1", "1"], "expected 6 arguments"),
+    (["--bounds", "0", "0", "0", "1", "1", "x"], "invalid float value"),
+    (["--bounds", "0", "0", "0", "1", "1", "0"], "zmin 0 must be less than zmax 0"),
+    (["--bounds", "-1", "-1", "-1", "1", "1", "nan"], "bounds must be finite"),
+    (["--max-memory", "12XB"], "cannot read memory size '12XB'"),
+    (["--max-memory", "0"], "at least one byte"),
+    (["--max-memory", "1.5"], "whole"),
+])
+def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
+    with pytest.raises(SystemExit) as caught:
+        main([str(PROJECT_MODELS / "gear.ply"), *args])
+    stderr = capsys.readouterr().err
+    assert caught.value.code == 2 and message in stderr and "Traceback" not in stderr
+    assert stderr.strip().splitlines()[-1].startswith("voxelize: error:")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--bounds", "-0.5", "-1", "-1", "1", "1", "1"], "below the bounds along x"),
+    (["--voxel-size", "1e-4"], "needs a 19812x19812x2500 grid"),
+])
+def test_placement_errors_exit_1_with_one_line(capsys, args, message):
+    code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", *args)
+    assert code == 1 and stdout == ""
+    assert stderr.startswith("voxelize: error:") and message in stderr
+    assert len(stderr.strip().splitlines()) == 1
+
+
+def test_bounds_and_voxel_size_on_a_cube(tmp_path, capsys):
+    model = PROJECT_MODELS / "gear.ply"
+    out = tmp_path / "gear.npz"
+    bounds = [[-1, -1, -1], [1, 1, 1]]
+    code, stdout, stderr = run(capsys, model, "--voxel-size", "0.0625", "--bounds", -1, -1, -1,
+                               1, 1, 1, "-o", out, "--stats")
+    assert code == 0, stderr
+    expected = voxelize_reference(load_mesh(model), voxel_size=0.0625, bounds=bounds)
+    assert expected.shape == (32, 32, 32)
+    saved = DenseGrid.load_npz(out)
+    assert np.array_equal(saved.to_numpy(), expected.to_numpy())
+    assert np.array_equal(saved.origin, [-1, -1, -1]) and saved.voxel_size == 0.0625
+    assert "grid 32x32x32," in stdout and "\ngrid 32x32x32\n" in stdout  # summary and --stats
+    code, stdout, _ = run(capsys, model, "--grid", "16", "--bounds", -1, -1, -1, 1, 1, 1, "-o", out,
+                          "--force")
+    expected = voxelize_reference(load_mesh(model), 16, bounds=bounds)
+    assert code == 0 and np.array_equal(DenseGrid.load_npz(out).to_numpy(), expected.to_numpy())
+
+
+def test_quiet_prints_nothing_but_writes(tmp_path, capsys):
+    out = tmp_path / "gear.svo"
+    code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "--quiet",
+                               "-o", out)
+    assert code == 0 and stdout == "" and stderr == "" and out.is_file()
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture
+def reference_voxelize(monkeypatch):
+    """voxelize() replaced by the CPU reference, recording its arguments and reporting
+    progress: the command's handling of any grid shape without the GPU path."""
+    calls = []
+
+    def fake(model, grid, variant, device, fill_mode, sort, **options):
+        calls.append({"grid": grid, **options})
+        for done in range(3):
+            options["progress"]("fill", done, 2)
+        grid = voxelize_reference(load_mesh(model), grid, fill_mode,
+                                  voxel_size=options["voxel_size"], bounds=options["bounds"])
+        return SVO.from_dense(grid.to_numpy(), grid.placement,
+                              {"counts": {"triangles": 1920}, "device": "reference"})
+
+    monkeypatch.setattr(api, "voxelize", fake)
+    monkeypatch.setattr(cli, "TerminalProgress", functools.partial(TerminalProgress, delay=0.0))
+    return calls
+
+
+def test_options_reach_the_api(tmp_path, capsys, monkeypatch, reference_voxelize):
+    model = PROJECT_MODELS / "gear.ply"
+    out = tmp_path / "gear.svo"
+    terminal = FakeTerminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    code, stdout, _ = run(capsys, model, "--grid", "16x8X12", "--max-memory", "1.5GiB", "-o", out)
+    assert code == 0
+    (call,) = reference_voxelize
+    assert call["grid"] == (16, 8, 12) and call["max_memory"] == 3 << 29
+    assert call["voxel_size"] is None and call["bounds"] is None
+    assert isinstance(call["progress"], TerminalProgress)
+    expected = voxelize_reference(load_mesh(model), (16, 8, 12))
+    assert "grid 16x8x12, " in stdout and f"{expected.count():,} solid voxels" in stdout
+    saved = SVO.load(out)
+    assert saved.shape == (16, 8, 12) and np.array_equal(saved.to_dense(), expected.to_numpy())
+    assert np.array_equal(saved.origin, expected.origin)
+    # The progress line was drawn on the terminal and blanked before the summary.
+    shown = terminal.getvalue()
+    assert shown.startswith("\rfill:   0% (0/2)") and "\rfill: 100% (2/2)" in shown
+    assert shown.endswith("\r" + " " * len("fill: 100% (2/2)") + "\r")
+
+    terminal.seek(0)
+    terminal.truncate()
+    code, stdout, _ = run(capsys, model, "--voxel-size", "0.125", "--bounds", -1, -1, -0.5, 1, 1,
+                          0.5, "--quiet")
+    assert code == 0 and stdout == "" and terminal.getvalue() == ""
+    call = reference_voxelize[-1]
+    assert call["grid"] is None and call["voxel_size"] == 0.125 and call["max_memory"] is None
+    assert np.array_equal(call["bounds"], [[-1, -1, -0.5], [1, 1, 0.5]])

@@ -64,14 +64,14 @@ def test_svo_header_fields(tmp_path, torus):
     torus.save(path)
     data = path.read_bytes()
     fields = HEADER.unpack_from(data)
-    assert fields[:7] == (b"VOXSVO\r\n", 1, 88, 36, 64, 4, 0)
-    assert np.array_equal(fields[7:10], torus.origin) and fields[10] == torus.voxel_size
-    assert fields[11:] == (torus.node_count, torus.brick_count, torus.count())
+    assert fields[:9] == (b"VOXSVO\r\n", 2, 96, 36, 36, 36, 64, 4, 0)
+    assert np.array_equal(fields[9:12], torus.origin) and fields[12] == torus.voxel_size
+    assert fields[13:] == (torus.node_count, torus.brick_count, torus.count())
     assert struct.unpack("<I", data[-4:])[0] == zlib.crc32(data[:-4])
-    offsets = np.frombuffer(data, "<u4", 5, 88)
+    offsets = np.frombuffer(data, "<u4", 5, 96)
     assert np.array_equal(offsets, torus.level_offsets)
     # L + 1 = 5 words of offsets leave the bricks 4 bytes short of 8-byte alignment: padded.
-    bricks_at = 88 + 20 + 8 * torus.node_count
+    bricks_at = 96 + 20 + 8 * torus.node_count
     assert data[bricks_at:bricks_at + 4] == b"\0\0\0\0"
     bricks = np.frombuffer(data, "<u8", torus.brick_count, bricks_at + 4)
     assert np.array_equal(bricks, torus.bricks)
@@ -121,20 +121,26 @@ def patched(data: bytes, offset: int, fmt: str, value) -> bytes:
 
 @pytest.mark.parametrize("offset, fmt, value, message", [
     (0, "<8s", b"VOXSVO\n\n", "not an SVO file"),
-    (8, "<I", 2, "unsupported format version 2"),
-    (12, "<I", 96, "bad header"),
-    (16, "<I", 30, "multiple of 4"),
+    (8, "<I", 3, "unsupported format version 3"),
+    (8, "<I", 0, "unsupported format version 0"),
+    (12, "<I", 88, "bad header"),
+    (16, "<I", 30, "side x must be a multiple of 4"),
     (16, "<I", 2**31, "larger than the supported maximum"),
-    (20, "<I", 32, "do not agree"),
-    (24, "<I", 3, "do not agree"),
-    (28, "<I", 1, "bad header"),
-    (56, "<d", 0.0, "voxel size"),
-    (32, "<d", float("nan"), "finite"),
-    (64, "<Q", 2**62, "impossible counts"),  # would be exabytes
-    (64, "<Q", 1, "size"),  # possible, but not this file's size
-    (72, "<Q", 2**40, "impossible counts"),
-    (72, "<Q", 0, "size"),
-    (80, "<Q", 12345, "solid voxels"),
+    (20, "<I", 4, "side y must be a multiple of 4"),
+    (24, "<I", 2**31, "side z 2147483648 is larger than the supported maximum"),
+    (16, "<I", 20, "do not agree"),  # P = 16 is no longer max(shape) rounded up
+    (24, "<I", 8, "padding"),  # P still agrees, but the tree has voxels beyond z = 8
+    (28, "<I", 32, "do not agree"),
+    (32, "<I", 3, "do not agree"),
+    (36, "<I", 1, "bad header"),
+    (64, "<d", 0.0, "voxel size"),
+    (64, "<d", float("inf"), "finite"),
+    (40, "<d", float("nan"), "finite"),
+    (72, "<Q", 2**62, "impossible counts"),  # would be exabytes
+    (72, "<Q", 1, "size"),  # possible, but not this file's size
+    (80, "<Q", 2**40, "impossible counts"),
+    (80, "<Q", 0, "size"),
+    (88, "<Q", 12345, "solid voxels"),
 ])
 def test_bad_headers_are_refused_before_allocating(tmp_path, offset, fmt, value, message):
     data = small_file(tmp_path)
@@ -144,11 +150,11 @@ def test_bad_headers_are_refused_before_allocating(tmp_path, offset, fmt, value,
 
 def test_structure_is_checked_behind_a_valid_checksum(tmp_path):
     data = small_file(tmp_path)
-    nodes_at = 88 + 4 * 3
+    nodes_at = 96 + 4 * 3
     with pytest.raises(SVOFormatError, match="first_child"):
         load_bytes(tmp_path, patched(data, nodes_at + 4, "<I", 7))
     with pytest.raises(SVOFormatError, match="level_offsets"):
-        load_bytes(tmp_path, patched(data, 88 + 4, "<I", 0))
+        load_bytes(tmp_path, patched(data, 96 + 4, "<I", 0))
     with pytest.raises(SVOFormatError, match="padding"):  # L + 1 = 3: 4 bytes before the bricks
         svo = list(small_cases())[2]
         load_bytes(tmp_path, patched(data, nodes_at + 8 * svo.node_count, "<I", 1))

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import FillModeError, MeshError, OpenMeshWarning
+from .errors import FillModeError, GridError, MeshError, OpenMeshWarning
 from .grid import DenseGrid, pack_columns, unpack_columns
 from .gpu.buffers import BufferPool
 from .gpu.commands import Sequence
@@ -21,7 +21,7 @@ from .mesh import Mesh, MeshLike, load_mesh
 from .gpu.commands import Binding
 from .passes import (DEFAULT_SORT, DEFAULT_VARIANT, PassPipelines, PassRunner, PassStats, Window,
                      check_sort, check_variant)
-from .placement import COLUMN_AXIS_ORDERS, GridPlacement, check_resolution
+from .placement import COLUMN_AXIS_ORDERS, GridLike, GridPlacement, check_resolution, check_shape
 from .plan import make_plan, parse_budget
 from .svo import SVO
 from .svo_gpu import Forest, SVOArrays, SVOPipelines, build_svo_on_gpu
@@ -60,13 +60,21 @@ class Voxelizer:
             self._pipelines[variant] = PassPipelines(self.device, variant)
         return self._pipelines[variant]
 
-    def voxelize(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                 fill_mode: str = "parity", sort: str = DEFAULT_SORT, *,
-                 max_memory: "int | str | None" = None, progress: Progress | None = None) -> SVO:
+    def voxelize(self, mesh: MeshLike, grid: GridLike | None = None,
+                 variant: str = DEFAULT_VARIANT, fill_mode: str = "parity",
+                 sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
+                 bounds: "np.typing.ArrayLike | None" = None,
+                 max_memory: "int | str | None" = None,
+                 progress: Progress | None = None) -> SVO:
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid
         (which never leaves the device in parity mode). Grids larger than one buffer or the
-        memory budget are voxelized and converted slab by slab."""
-        job = self._prepare(mesh, grid, variant, fill_mode, sort, max_memory, progress)
+        memory budget are voxelized and converted slab by slab.
+
+        grid: N (the cube N^3) or (nx, ny, nz); or voxel_size instead (world units); neither:
+        512^3. bounds: the box to place the grid on, [[xmin, ymin, zmin], [xmax, ymax, zmax]]
+        (default: the mesh's bounding box; it must contain the mesh)."""
+        job = self._prepare(mesh, grid, variant, fill_mode, sort, voxel_size, bounds,
+                            max_memory, progress)
         if fill_mode == "parity":
             arrays, stats = self._run(job, job.vertices, "svo")
         else:
@@ -80,12 +88,16 @@ class Voxelizer:
         stats["counts"]["solid_voxels"] = svo.count()
         return svo
 
-    def voxelize_dense(self, mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
-                       fill_mode: str = "parity", sort: str = DEFAULT_SORT, *,
+    def voxelize_dense(self, mesh: MeshLike, grid: GridLike | None = None,
+                       variant: str = DEFAULT_VARIANT, fill_mode: str = "parity",
+                       sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
+                       bounds: "np.typing.ArrayLike | None" = None,
                        max_memory: "int | str | None" = None,
                        progress: Progress | None = None) -> DenseGrid:
-        """Solid voxelization on an N^3 grid: voxel set iff its centre is inside the mesh."""
-        job = self._prepare(mesh, grid, variant, fill_mode, sort, max_memory, progress)
+        """Solid voxelization on a dense grid: voxel set iff its centre is inside the mesh.
+        Arguments as for voxelize."""
+        job = self._prepare(mesh, grid, variant, fill_mode, sort, voxel_size, bounds,
+                            max_memory, progress)
         if fill_mode == "parity":
             voxels, stats = self._run(job, job.vertices, "dense")
         else:
@@ -111,11 +123,13 @@ class Voxelizer:
         voxels, _ = self._run(job, vertices, "dense")
         return voxels
 
-    def _prepare(self, mesh: MeshLike, grid: int, variant: str, fill_mode: str,
-                 sort: str, max_memory: "int | str | None", progress: Progress | None) -> "_Job":
+    def _prepare(self, mesh: MeshLike, grid: GridLike | None, variant: str, fill_mode: str,
+                 sort: str, voxel_size: float | None = None, bounds=None, max_memory=None,
+                 progress=None) -> "_Job":
         check_variant(variant)
         check_sort(sort)
-        n = check_resolution(grid)
+        if grid is not None:
+            check_shape(grid)  # before loading the mesh
         if fill_mode not in FILL_MODES:
             raise FillModeError(f"unknown fill mode {fill_mode!r} (choose from {', '.join(FILL_MODES)})")
         started = time.perf_counter()
@@ -131,9 +145,10 @@ class Voxelizer:
                       "but may not be what you want; fill_mode='vote' repairs small holes")
             warnings.warn(f"the mesh is not closed ({boundary:,} boundary and {nonmanifold:,} "
                           f"non-manifold edges): {advice}", OpenMeshWarning, stacklevel=3)
-        placement = GridPlacement.fit(loaded, n)
-        return _Job(loaded, placement, placement.grid_vertices(loaded.vertices), (n, n, n),
-                    variant, sort, fill_mode, {"load": load_ms, "check_topology": check_ms},
+        placement = GridPlacement.fit(loaded, grid, voxel_size, bounds)
+        return _Job(loaded, placement, placement.grid_vertices(loaded.vertices),
+                    placement.shape, variant, sort, fill_mode,
+                    {"load": load_ms, "check_topology": check_ms},
                     dataclasses.asdict(topology), parse_budget(max_memory), progress)
 
     def _vote(self, job: "_Job") -> tuple[np.ndarray, dict]:
@@ -204,7 +219,7 @@ class Voxelizer:
             "device": self.device.name,
             "variant": job.variant,
             "sort": job.sort,
-            "grid": "x".join(str(s) for s in shape),
+            "shape": list(shape),
             "gpu_ms": runner.stats.gpu_ms,
             "host_ms": runner.stats.host_ms,
             "counts": counts,
@@ -281,6 +296,7 @@ class _Job:
         stats["host_ms"] = {**self.host_ms, **stats["host_ms"]}
         stats["counts"].update(self.counts)
         stats["fill_mode"] = self.fill_mode
+        stats["shape"] = list(self.shape)  # the job's, also after vote's rotated runs
         return stats
 
 
@@ -311,19 +327,24 @@ def close_shared() -> None:
         _shared.clear()
 
 
-def voxelize(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
+def voxelize(mesh: MeshLike, grid: GridLike | None = None, variant: str = DEFAULT_VARIANT,
              device: "str | int | None" = None, fill_mode: str = "parity",
-             sort: str = DEFAULT_SORT, *, max_memory: "int | str | None" = None,
+             sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
+             bounds: "np.typing.ArrayLike | None" = None, max_memory: "int | str | None" = None,
              progress: Progress | None = None) -> SVO:
     """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
     return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode, sort,
+                                             voxel_size=voxel_size, bounds=bounds,
                                              max_memory=max_memory, progress=progress)
 
 
-def voxelize_dense(mesh: MeshLike, grid: int = 512, variant: str = DEFAULT_VARIANT,
+def voxelize_dense(mesh: MeshLike, grid: GridLike | None = None, variant: str = DEFAULT_VARIANT,
                    device: "str | int | None" = None, fill_mode: str = "parity",
-                   sort: str = DEFAULT_SORT, *, max_memory: "int | str | None" = None,
+                   sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
+                   bounds: "np.typing.ArrayLike | None" = None,
+                   max_memory: "int | str | None" = None,
                    progress: Progress | None = None) -> DenseGrid:
     """Solid voxelization of `mesh` on the GPU as a DenseGrid (see Voxelizer.voxelize_dense)."""
     return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode, sort,
+                                                   voxel_size=voxel_size, bounds=bounds,
                                                    max_memory=max_memory, progress=progress)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import warnings
@@ -11,19 +12,53 @@ from pathlib import Path
 
 from . import __version__
 from .api import FILL_MODES
-from .errors import GridError, OpenMeshWarning, OutputError, VoxelizerError
+from .budget import parse_size
+from .errors import GridError, MemoryBudgetError, OpenMeshWarning, OutputError, VoxelizerError
 from .formats import OUTPUT_FORMATS, write
 from .passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
-from .placement import check_resolution
+from .placement import DEFAULT_GRID, check_bounds, check_shape, check_voxel_size, shape_text
 from .preview import write_preview
+from .progress import TerminalProgress
 from .svo import SVO
 
 
-def _voxelize_to_svo(args: argparse.Namespace) -> SVO:
+def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress) -> SVO:
     """Mesh file -> SVO: the one place the command voxelizes."""
     from .api import voxelize
 
-    return voxelize(args.model, args.grid, args.variant, args.device, args.fill_mode, args.sort)
+    return voxelize(args.model, args.grid, args.variant, args.device, args.fill_mode, args.sort,
+                    voxel_size=args.voxel_size, bounds=args.bounds, max_memory=args.max_memory,
+                    progress=progress)
+
+
+def _grid_value(text: str) -> int | tuple[int, int, int]:
+    """--grid N or NXxNYxNZ, checked (a usage error otherwise)."""
+    match = re.fullmatch(r"(-?\d+)(?:x(-?\d+)x(-?\d+))?", text.strip().lower(), re.ASCII)
+    if match is None:
+        raise argparse.ArgumentTypeError(f"invalid grid {text!r}: write N or NXxNYxNZ "
+                                         "(e.g. 512 or 512x256x128)")
+    sides = [int(side) for side in match.groups() if side is not None]
+    grid = sides[0] if len(sides) == 1 else tuple(sides)
+    try:
+        check_shape(grid)
+    except GridError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return grid
+
+
+def _voxel_size_value(text: str) -> float:
+    try:
+        return check_voxel_size(float(text))
+    except (ValueError, GridError):
+        raise argparse.ArgumentTypeError(f"voxel size must be a positive finite number, "
+                                         f"not {text!r}") from None
+
+
+def _memory_value(text: str) -> int:
+    try:
+        return parse_size(text)
+    except MemoryBudgetError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,8 +67,19 @@ def _parser() -> argparse.ArgumentParser:
         description="Exact solid voxelization of a triangle mesh on a Vulkan device: "
                     "a voxel is set iff its centre is inside the mesh.")
     parser.add_argument("model", nargs="?", help="mesh file (PLY, OBJ, STL, OFF, GLB, ...)")
-    parser.add_argument("--grid", type=int, default=512, metavar="N",
-                        help="voxels per side, a multiple of 4 from 8 up (default 512)")
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--grid", type=_grid_value, metavar="N|NXxNYxNZ",
+                      help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); "
+                           f"each a multiple of 4 from 8 up (default {DEFAULT_GRID})")
+    size.add_argument("--voxel-size", type=_voxel_size_value, metavar="H",
+                      help="voxel side in world units instead of --grid: each side of the grid "
+                           "becomes the fewest voxels (a multiple of 4) that cover the box")
+    parser.add_argument("--bounds", type=float, nargs=6,
+                        metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
+                        help="place the grid on this box instead of the mesh's bounding box "
+                             "(it must contain the mesh)")
+    parser.add_argument("--max-memory", type=_memory_value, metavar="SIZE",
+                        help="device memory budget, e.g. 512MiB, 2GiB, 1.5GB or plain bytes")
     parser.add_argument("--variant", default=DEFAULT_VARIANT, metavar="NAME",
                         help=f"shader variant: {', '.join(VARIANTS)} (default {DEFAULT_VARIANT})")
     parser.add_argument("--fill-mode", default="parity", choices=FILL_MODES,
@@ -56,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="print per-pass GPU times, host times, memory and counts")
     parser.add_argument("--stats-json", metavar="FILE",
                         help="write the same statistics as JSON (refuses to overwrite without --force)")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress line and no summary line (errors and warnings still "
+                             "go to stderr)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
     return parser
@@ -94,10 +143,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("a model file is required (or --list-devices)")
     if args.variant not in VARIANTS:
         parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANTS)})")
-    try:
-        check_resolution(args.grid)
-    except GridError as exc:
-        parser.error(str(exc))
+    if args.bounds is not None:
+        try:
+            args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
+        except GridError as exc:
+            parser.error(str(exc))
     output = Path(args.output) if args.output else None
     if output is not None:
         if output.suffix.lower() not in OUTPUT_FORMATS:
@@ -109,20 +159,24 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             raise OutputError(f"{path}: file exists (use --force to overwrite)")
 
     started = time.perf_counter()
-    svo = _voxelize_to_svo(args)
-    if output is not None:
-        write(svo, output, overwrite=args.force)
-    if preview is not None:
-        write_preview(svo, preview, overwrite=args.force)
+    progress = TerminalProgress(quiet=args.quiet)
+    try:
+        svo = _voxelize_to_svo(args, progress)
+        if output is not None:
+            write(svo, output, overwrite=args.force)
+        if preview is not None:
+            write_preview(svo, preview, overwrite=args.force)
+    finally:
+        progress.close()
     seconds = time.perf_counter() - started
 
     counts = svo.stats["counts"]
-    n = svo.resolution
     written = [str(path) for path in (output, preview) if path is not None]
-    print(f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid {n}x{n}x{n}, "
-          f"{svo.count():,} solid voxels, {seconds:.2f} s "
-          f"({svo.stats['device']}, {args.variant})"
-          + (f" -> {', '.join(written)}" if written else ""))
+    if not args.quiet:
+        print(f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
+              f"{shape_text(svo.shape)}, {svo.count():,} solid voxels, {seconds:.2f} s "
+              f"({svo.stats['device']}, {args.variant})"
+              + (f" -> {', '.join(written)}" if written else ""))
     if args.stats:
         print(format_stats(svo.stats))
     if args.stats_json:
@@ -140,7 +194,8 @@ def _write_json(path: Path, stats: dict) -> None:
 def format_stats(stats: dict) -> str:
     """The statistics of one voxelization as an aligned plain-text table."""
     gpu, host, memory = stats["gpu_ms"], stats["host_ms"], stats["memory"]
-    lines = [f"GPU time per pass, ms ({stats['device']}, timestamps):"]
+    lines = [f"grid {shape_text(stats['shape'])}"] if "shape" in stats else []
+    lines.append(f"GPU time per pass, ms ({stats['device']}, timestamps):")
     lines += [f"  {name:<18} {ms:12.3f}" for name, ms in gpu.items()]
     lines.append(f"  {'total':<18} {sum(gpu.values()):12.3f}")
     lines.append("host time, ms:")

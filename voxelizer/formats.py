@@ -15,6 +15,7 @@ import numpy as np
 
 from .errors import OutputError
 from .grid import DenseGrid
+from .placement import shape_text
 
 if TYPE_CHECKING:
     from .svo import SVO
@@ -59,9 +60,14 @@ def write_binvox(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
 
     binvox puts voxel centres at translate + scale * (index + 1/2) / dim, so translate is the
     grid origin and scale is N * h. Data: y fastest, then z, then x, as (value, count) byte
-    pairs with runs of at most 255.
+    pairs with runs of at most 255. Cubic grids only: binvox has one scale for the whole grid,
+    which readers divide by each side (trimesh 4 cannot even load other shapes).
     """
-    n = svo.resolution
+    nx, ny, nz = svo.shape
+    if not nx == ny == nz:
+        raise OutputError(f"{path}: .binvox holds cubic grids only, not {shape_text(svo.shape)} "
+                          "(use .svo, .npz or .vox)")
+    n = nx
     flat = svo.to_dense().transpose(0, 2, 1).ravel()
     origin = np.asarray(svo.placement.origin, np.float64)
     header = (f"#binvox 1\ndim {n} {n} {n}\n"
@@ -117,9 +123,10 @@ def write_vox(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
 
 
 def _vox_tiles(dense: np.ndarray) -> list:
-    """(size, uint8 (M, 3) voxels, centre) of every non-empty 256^3 tile; at least one tile."""
+    """(size, uint8 (M, 3) voxels, centre) of every non-empty tile of up to 256^3 voxels; at
+    least one tile."""
     tiles = []
-    for corner in np.ndindex(*(-(-dense.shape[0] // VOX_MODEL_SIDE),) * 3):
+    for corner in np.ndindex(*(-(-side // VOX_MODEL_SIDE) for side in dense.shape)):
         low = np.array(corner) * VOX_MODEL_SIDE
         tile = dense[tuple(slice(a, a + VOX_MODEL_SIDE) for a in low)]
         if tile.any() or (corner == (0, 0, 0) and not dense.any()):

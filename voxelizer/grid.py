@@ -1,4 +1,4 @@
-"""DenseGrid: the voxelization as a full N^3 bit grid, in the layout the GPU writes."""
+"""DenseGrid: the voxelization as a full (nx, ny, nz) bit grid, in the layout the GPU writes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import OutputError
-from .placement import GridPlacement, Placed
+from .placement import GridPlacement, Placed, shape_text
 
 
 def column_words(nz: int) -> int:
@@ -35,22 +35,22 @@ class DenseGrid(Placed):
     """A solid voxelization: voxel (i, j, k) is set iff its centre is inside the mesh."""
 
     def __init__(self, voxels: np.ndarray, placement: GridPlacement, stats: dict | None = None):
-        n = placement.resolution
-        if voxels.shape != (n, n, n) or voxels.dtype != bool:
-            raise ValueError(f"expected a bool array of shape {(n, n, n)}, got {voxels.dtype} {voxels.shape}")
+        if voxels.shape != placement.shape or voxels.dtype != bool:
+            raise ValueError(f"expected a bool array of shape {placement.shape}, got "
+                             f"{voxels.dtype} {voxels.shape}")
         self._voxels = voxels
         self.placement = placement
         self.stats = dict(stats or {})
 
     def to_numpy(self) -> np.ndarray:
-        """bool array of shape (N, N, N), indexed [i, j, k] = [x, y, z]."""
+        """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]."""
         return self._voxels
 
     def count(self) -> int:
         return int(np.count_nonzero(self._voxels))
 
     def save_npz(self, path: str | Path, overwrite: bool = False) -> None:
-        """Packed bits (np.packbits of the [i, j, k] array) with origin and voxel size."""
+        """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size."""
         path = Path(path)
         if path.exists() and not overwrite:
             raise OutputError(f"{path}: file exists (use --force to overwrite)")
@@ -71,9 +71,10 @@ class DenseGrid(Placed):
         with np.load(path) as data:
             shape = tuple(int(s) for s in data["shape"])
             voxels = np.unpackbits(data["bits"], count=int(np.prod(shape))).astype(bool).reshape(shape)
-            placement = GridPlacement(shape[0], np.array(data["origin"], np.float64), float(data["voxel_size"]))
+            placement = GridPlacement(shape, np.array(data["origin"], np.float64),
+                                      float(data["voxel_size"]))
         return cls(voxels, placement)
 
     def __repr__(self) -> str:
-        n = self.resolution
-        return f"DenseGrid({n}x{n}x{n}, {self.count()} solid voxels, voxel_size={self.voxel_size:g})"
+        return (f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
+                f"voxel_size={self.voxel_size:g})")

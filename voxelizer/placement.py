@@ -2,68 +2,201 @@
 
 Contract shared by the GPU passes and the CPU reference:
 
-* h = (longest side of the bounding box of the mesh's referenced vertices) / N;
-* the grid is centred on the box centre on every axis: origin = (bmin + bmax)/2 - N*h/2;
+* the grid has a shape (nx, ny, nz), each side a multiple of 4 from 8 to MAX_RESOLUTION;
+* the box is the given bounds, else the bounding box of the mesh's referenced vertices; every
+  referenced vertex lies inside it;
+* with a shape asked for: h = max over the axes of (box side / n); the grid is centred on the
+  box centre on every axis: origin = (bmin + bmax)/2 - n*h/2 (for a cube N^3 and no bounds,
+  h = longest side / N);
+* with a voxel size h asked for: n = ceil(box side / h) rounded up to a multiple of 4 (at
+  least 8), and the grid is centred on the box the same way, computed as
+  origin = bmin - (n*h - side)/2 so that it is bmin exactly where n*h == side;
 * grid-space vertices g = (v - origin) / h are computed in float64 and rounded once to
-  float32, then clipped to [0, N] (a no-op up to that rounding, since the box lies inside the
-  grid). Every later decision depends only on these float32 values.
+  float32, then clipped to [0, n] per axis (a no-op up to that rounding, since the box lies
+  inside the grid). Every later decision depends only on these float32 values.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing
 
 from .errors import GridError, MeshError
 from .mesh import Mesh
 
 MIN_RESOLUTION = 8
 # Grid coordinates become fixed point with this many fractional bits (shaders/exact.glsl and
-# voxelizer/reference.py); N * 2**FIXED_BITS <= 2**29 keeps every product in range.
+# voxelizer/reference.py); n * 2**FIXED_BITS <= 2**29 on every axis keeps every product in range.
 FIXED_BITS = 16
 MAX_RESOLUTION = 8192
+DEFAULT_GRID = 512  # the cube used when neither a grid nor a voxel size is asked for
+AXES = "xyz"
 # Parity along x, y or z (fill_mode="vote"): the vertex coordinates are rotated cyclically so
 # that the axis comes last, the GPU's column axis; argsort(order) transposes the result back.
+# The shape rotates with them: (shape[order[0]], shape[order[1]], shape[order[2]]).
 COLUMN_AXIS_ORDERS = ((1, 2, 0), (2, 0, 1), (0, 1, 2))
 
+Shape = tuple[int, int, int]
+GridLike = int | Sequence[int]  # N for the cube N^3, or (nx, ny, nz)
 
-def check_resolution(resolution: object) -> int:
-    """Return the grid size as an int, or raise GridError saying what is allowed."""
+
+def check_resolution(resolution: object, what: str = "grid") -> int:
+    """Return one grid side as an int, or raise GridError saying what is allowed."""
     if isinstance(resolution, bool) or not isinstance(resolution, (int, np.integer)):
-        raise GridError(f"grid must be an integer, not {resolution!r}")
+        raise GridError(f"{what} must be an integer, not {resolution!r}")
     n = int(resolution)
     if n < MIN_RESOLUTION or n % 4:
-        raise GridError(f"grid must be a multiple of 4 from {MIN_RESOLUTION} up, not {n}")
+        raise GridError(f"{what} must be a multiple of 4 from {MIN_RESOLUTION} up, not {n}")
     if n > MAX_RESOLUTION:
-        raise GridError(f"grid {n} is larger than the supported maximum {MAX_RESOLUTION}")
+        raise GridError(f"{what} {n} is larger than the supported maximum {MAX_RESOLUTION}")
     return n
+
+
+def check_shape(grid: object) -> Shape:
+    """(nx, ny, nz) from an int N (the cube N^3) or three ints, or GridError saying why not."""
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, bool):
+        n = check_resolution(grid)
+        return (n, n, n)
+    if isinstance(grid, np.ndarray):
+        grid = grid.tolist() if grid.ndim == 1 else grid
+    if isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence):
+        raise GridError(f"grid must be an integer N or three integers (nx, ny, nz), not {grid!r}")
+    if len(grid) != 3:
+        raise GridError(f"grid must have three sides (nx, ny, nz), not {len(grid)}: {grid!r}")
+    return tuple(check_resolution(side, f"grid side {axis}")  # type: ignore[return-value]
+                 for axis, side in zip(AXES, grid))
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """'512x256x128': how a shape is written on the command line and in summaries."""
+    return "x".join(str(int(n)) for n in shape)
+
+
+def check_bounds(bounds: object) -> np.ndarray:
+    """float64 (2, 3) [[xmin, ymin, zmin], [xmax, ymax, zmax]], finite with min < max, or
+    GridError."""
+    try:
+        box = np.array(bounds, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise GridError(f"bounds must be numbers [[xmin, ymin, zmin], [xmax, ymax, zmax]], "
+                        f"not {bounds!r}") from None
+    if box.shape != (2, 3):
+        raise GridError(f"bounds must have shape (2, 3) [[xmin, ymin, zmin], [xmax, ymax, zmax]], "
+                        f"not {box.shape}")
+    if not np.isfinite(box).all():
+        raise GridError("bounds must be finite")
+    for axis in range(3):
+        if not box[0, axis] < box[1, axis]:
+            raise GridError(f"bounds: {AXES[axis]}min {box[0, axis]:g} must be less than "
+                            f"{AXES[axis]}max {box[1, axis]:g}")
+    return box
+
+
+def check_voxel_size(voxel_size: object) -> float:
+    """h as a positive finite float, or GridError."""
+    if isinstance(voxel_size, bool) or not isinstance(voxel_size, (int, float, np.integer,
+                                                                   np.floating)):
+        raise GridError(f"voxel size must be a number, not {voxel_size!r}")
+    h = float(voxel_size)
+    if not (math.isfinite(h) and h > 0):
+        raise GridError(f"voxel size must be positive and finite, not {h!r}")
+    return h
 
 
 @dataclass(frozen=True, eq=False)
 class GridPlacement:
-    resolution: int
+    """A grid of `shape` voxels of side `voxel_size` with its corner (0, 0, 0) at `origin`.
+
+    `shape` may be given as an int N for the cube N^3; it is stored as (nx, ny, nz)."""
+
+    shape: Shape  # voxels along x, y, z
     origin: np.ndarray  # world position of the grid's corner (0, 0, 0), float64 (3,)
     voxel_size: float  # h, world units
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", check_shape(self.shape))
+        origin = np.array(self.origin, dtype=np.float64).reshape(3)
+        object.__setattr__(self, "origin", origin)
+        object.__setattr__(self, "voxel_size", float(self.voxel_size))
+
+    @property
+    def resolution(self) -> int:
+        """The longest side, max(shape): the SVO's padded cube follows it."""
+        return max(self.shape)
+
     @classmethod
-    def fit(cls, mesh: Mesh, resolution: int) -> "GridPlacement":
-        n = check_resolution(resolution)
-        bmin, bmax = mesh.bounds
-        h = float((bmax - bmin).max()) / n
-        if not h > 0:
+    def fit(cls, mesh: Mesh, grid: GridLike | None = None, voxel_size: float | None = None,
+            bounds: np.typing.ArrayLike | None = None) -> "GridPlacement":
+        """Place a grid around `bounds` (default: the mesh's box) with the shape `grid` (an
+        int N for N^3, or (nx, ny, nz)) or the cube side `voxel_size`; neither: DEFAULT_GRID^3.
+        """
+        if grid is not None and voxel_size is not None:
+            raise GridError("give a grid or a voxel size, not both")
+        if bounds is None:
+            bmin, bmax = mesh.bounds
+        else:
+            bmin, bmax = check_bounds(bounds)
+            _check_inside(mesh, bmin, bmax)
+        extent = bmax - bmin
+        if not (extent > 0).any():
             raise MeshError("the mesh has zero extent (all vertices are equal)")
-        origin = (bmin + bmax) / 2.0 - n * h / 2.0
-        return cls(n, origin, h)
+        if voxel_size is None:
+            shape = check_shape(DEFAULT_GRID if grid is None else grid)
+            sides = np.array(shape, np.float64)
+            h = float((extent / sides).max())
+            if not h > 0:  # an extent so small that h underflows
+                raise MeshError(f"the mesh's extent {float(extent.max()):g} is too small for a "
+                                "grid")
+            origin = (bmin + bmax) / 2.0 - sides * h / 2.0
+        else:
+            h = check_voxel_size(voxel_size)
+            shape = _shape_for(extent, h)
+            sides = np.array(shape, np.float64)
+            origin = bmin - (sides * h - extent) / 2.0
+        return cls(shape, origin, h)
 
     def grid_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """float32 grid-space positions: the only input the voxelization decisions see."""
         g = ((np.asarray(vertices, np.float64) - self.origin) / self.voxel_size).astype(np.float32)
-        return np.clip(g, np.float32(0), np.float32(self.resolution))
+        return np.clip(g, np.float32(0), np.array(self.shape, np.float32))
 
     def voxel_centres(self, indices: np.ndarray) -> np.ndarray:
         """World positions of the centres of voxels given as (M, 3) integer indices."""
         return self.origin + (np.asarray(indices, np.float64) + 0.5) * self.voxel_size
+
+
+def _check_inside(mesh: Mesh, bmin: np.ndarray, bmax: np.ndarray) -> None:
+    """GridError unless every referenced vertex lies in the closed box: the exactness proof
+    needs every grid coordinate in [0, n], so the mesh cannot be cropped."""
+    low, high = mesh.bounds
+    for axis in range(3):
+        below, above = bmin[axis] - low[axis], high[axis] - bmax[axis]
+        if below > 0 or above > 0:
+            side = "below" if below > 0 else "above"
+            raise GridError(
+                f"the mesh reaches {max(below, above):g} {side} the bounds along {AXES[axis]} "
+                f"(mesh {AXES[axis]} from {low[axis]:g} to {high[axis]:g}, bounds from "
+                f"{bmin[axis]:g} to {bmax[axis]:g}); bounds must contain the whole mesh "
+                f"(cropping is not supported)")
+
+
+def _shape_for(extent: np.ndarray, h: float) -> Shape:
+    """Sides that cover `extent` with voxels of size h: multiples of 4, at least 8."""
+    with np.errstate(over="ignore"):
+        need = np.ceil(extent / h)
+    sides = [max(MIN_RESOLUTION, 4 * math.ceil(v / 4)) if math.isfinite(v) else v
+             for v in need.tolist()]
+    if max(sides) > MAX_RESOLUTION:
+        if not all(math.isfinite(v) for v in sides):
+            raise GridError(f"voxel size {h:g} is too small: each side of the grid can be at "
+                            f"most {MAX_RESOLUTION}")
+        raise GridError(f"voxel size {h:g} needs a {shape_text(sides)} grid; each side can be "
+                        f"at most {MAX_RESOLUTION}")
+    return tuple(int(v) for v in sides)  # type: ignore[return-value]
 
 
 class Placed:
@@ -72,8 +205,13 @@ class Placed:
     placement: GridPlacement
 
     @property
+    def shape(self) -> Shape:
+        """(nx, ny, nz): voxels along x, y and z."""
+        return self.placement.shape
+
+    @property
     def resolution(self) -> int:
-        """N: voxels per side."""
+        """The longest side, max(shape) (N for a cube N^3)."""
         return self.placement.resolution
 
     @property

@@ -3,7 +3,9 @@
 Left to right: seen from +z (front), from +x (side) and from +y (top), with y up in the
 first two. Each pixel is one voxel column, shaded by the first solid voxel along it: a
 diffuse light from the upper left on normals taken from the smoothed depth map, darker
-with depth. Pure numpy and a minimal PNG encoder (zlib + struct).
+with depth. All views share one scale (set by the grid's longest side), so a non-cubic grid
+keeps its proportions; shorter views are centred vertically. Pure numpy and a minimal PNG
+encoder (zlib + struct).
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ LIGHT = np.array([-0.45, 0.55, 0.70]) / np.linalg.norm([-0.45, 0.55, 0.70])
 COLOUR = np.array([0.58, 0.68, 0.86])
 BACKGROUND = 255
 GAP = 8  # pixels between views
-PANEL = (256, 512)  # views are scaled up to at least, or down to at most, this many pixels
+# The grid's longest side is scaled up to at least, or down to at most, this many pixels.
+PANEL = (256, 512)
 
 
 def write_preview(voxels, path: str | Path, overwrite: bool = False) -> None:
-    """Write the three-view PNG of an SVO, a DenseGrid or a bool (N, N, N) array."""
+    """Write the three-view PNG of an SVO, a DenseGrid or a bool (nx, ny, nz) array."""
     image = render_views(_dense(voxels))
     png = encode_png(image)
     with open_output(path, overwrite) as fh:
@@ -36,12 +39,15 @@ def write_preview(voxels, path: str | Path, overwrite: bool = False) -> None:
 
 def render_views(voxels: np.ndarray) -> np.ndarray:
     """uint8 (H, W, 3) image of the three views of a bool [i, j, k] grid."""
-    panels = [_shade(*_first_hits(voxels, view)) for view in VIEWS]
-    height = panels[0].shape[0]
+    longest = max(voxels.shape)
+    panels = [_resize(_shade(*_first_hits(voxels, view)), longest) for view in VIEWS]
+    height = max(panel.shape[0] for panel in panels)
     gap = np.full((height, GAP, 3), BACKGROUND, np.uint8)
     row = [gap]
     for panel in panels:
-        row += [panel, gap]
+        above = (height - panel.shape[0]) // 2
+        below = height - panel.shape[0] - above
+        row += [np.pad(panel, ((above, below), (0, 0), (0, 0)), constant_values=BACKGROUND), gap]
     border = np.full((GAP, sum(part.shape[1] for part in row), 3), BACKGROUND, np.uint8)
     return np.concatenate([border, np.concatenate(row, axis=1), border])
 
@@ -76,8 +82,7 @@ def _shade(hit: np.ndarray, depth: np.ndarray, extent: int) -> np.ndarray:
     normal /= np.linalg.norm(normal, axis=-1, keepdims=True)
     light = 0.25 + 0.75 * np.clip(normal @ LIGHT, 0.0, 1.0)
     light *= 1.0 - 0.45 * depth / max(extent, 1)
-    rgb = np.where(hit[..., None], light[..., None] * COLOUR * 255.0, float(BACKGROUND))
-    return _resize(rgb).round().astype(np.uint8)
+    return np.where(hit[..., None], light[..., None] * COLOUR * 255.0, float(BACKGROUND))
 
 
 def _blur(image: np.ndarray) -> np.ndarray:
@@ -102,18 +107,19 @@ def _slope(depth: np.ndarray, hit: np.ndarray, axis: int) -> np.ndarray:
     return np.clip(total / np.maximum(used, 1), -3.0, 3.0)
 
 
-def _resize(rgb: np.ndarray) -> np.ndarray:
-    """Nearest-neighbour up to PANEL[0] pixels, or block means down to PANEL[1]."""
-    n = rgb.shape[0]
-    if n < PANEL[0]:
-        f = -(-PANEL[0] // n)
-        return rgb.repeat(f, axis=0).repeat(f, axis=1)
-    if n > PANEL[1]:
-        f = -(-n // PANEL[1])
-        m = -(-n // f) * f
-        padded = np.pad(rgb, ((0, m - n), (0, m - n), (0, 0)), constant_values=BACKGROUND)
-        return padded.reshape(m // f, f, m // f, f, 3).mean(axis=(1, 3))
-    return rgb
+def _resize(rgb: np.ndarray, longest: int) -> np.ndarray:
+    """uint8 image, scaled by the factor that brings `longest` pixels up to PANEL[0]
+    (nearest neighbour) or down to PANEL[1] (block means)."""
+    if longest < PANEL[0]:
+        f = -(-PANEL[0] // longest)
+        rgb = rgb.repeat(f, axis=0).repeat(f, axis=1)
+    elif longest > PANEL[1]:
+        f = -(-longest // PANEL[1])
+        rows, cols = (-(-side // f) * f for side in rgb.shape[:2])
+        padded = np.pad(rgb, ((0, rows - rgb.shape[0]), (0, cols - rgb.shape[1]), (0, 0)),
+                        constant_values=BACKGROUND)
+        rgb = padded.reshape(rows // f, f, cols // f, f, 3).mean(axis=(1, 3))
+    return rgb.round().astype(np.uint8)
 
 
 def encode_png(image: np.ndarray) -> bytes:

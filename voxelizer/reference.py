@@ -2,9 +2,11 @@
 
 The contract (the GPU implements the same one in integer arithmetic):
 
-1. Grid-space float32 vertices g in [0, N] become fixed point with F = 16 fraction bits:
-   X = rint(g * 2**16) (exact in float32, round half to even). Same for Y and Z.
-2. Column (i, j) has its centre at (i * 2**16 + 2**15, j * 2**16 + 2**15).
+1. Grid-space float32 vertices g, each coordinate in [0, n] for its axis's side n of the grid
+   shape (nx, ny, nz), become fixed point with F = 16 fraction bits: X = rint(g * 2**16)
+   (exact in float32, round half to even). Same for Y and Z.
+2. Column (i, j), 0 <= i < nx and 0 <= j < ny, has its centre at
+   (i * 2**16 + 2**15, j * 2**16 + 2**15).
 3. A triangle (A, B, C) with D = (B - A) x (C - A) (z component) == 0 adds nothing; with D < 0,
    B and C are swapped so that D > 0.
 4. A centre is covered iff for every edge a->b (AB, BC, CA) the edge function
@@ -12,7 +14,7 @@ The contract (the GPU implements the same one in integer arithmetic):
    (top-left rule: the centre is nudged by (+eps, +eps**2), so a closed mesh covers every
    centre an even number of times).
 5. The crossing height z* = (wA ZA + wB ZB + wC ZC) / (D * 2**16), with wA = E_BC, wB = E_CA,
-   wC = E_AB, gives kfirst = floor(z* + 1/2) in [0, N]: the first voxel whose centre lies
+   wC = E_AB, gives kfirst = floor(z* + 1/2) in [0, nz]: the first voxel whose centre lies
    strictly above the crossing.
 6. Voxel (i, j, k) is solid iff an odd number of the triangles covering column (i, j) have
    kfirst <= k.
@@ -27,7 +29,8 @@ import numpy as np
 
 from .grid import DenseGrid
 from .mesh import Mesh
-from .placement import COLUMN_AXIS_ORDERS, FIXED_BITS, MAX_RESOLUTION, GridPlacement
+from .placement import (COLUMN_AXIS_ORDERS, FIXED_BITS, MAX_RESOLUTION, GridLike, GridPlacement,
+                        Shape)
 
 ONE = 1 << FIXED_BITS  # one voxel in fixed point
 HALF = ONE >> 1
@@ -44,54 +47,71 @@ SLAB_CELLS = 1 << 24
 TIE_MARGIN = 2.0**-24
 
 
-def voxelize_reference(mesh: Mesh, resolution: int, fill_mode: str = "parity") -> DenseGrid:
-    """Voxelize on the CPU with the exact contract: slow, simple, and the ground truth."""
-    placement = GridPlacement.fit(mesh, resolution)
+def voxelize_reference(mesh: Mesh, grid: GridLike | None = None, fill_mode: str = "parity", *,
+                       voxel_size: float | None = None,
+                       bounds: np.typing.ArrayLike | None = None) -> DenseGrid:
+    """Voxelize on the CPU with the exact contract: slow, simple, and the ground truth.
+
+    The grid is placed as the GPU path places it (GridPlacement.fit)."""
+    placement = GridPlacement.fit(mesh, grid, voxel_size, bounds)
     grid_vertices = placement.grid_vertices(mesh.vertices)
-    n = placement.resolution
     if fill_mode == "parity":
-        voxels = solid_columns(grid_vertices, mesh.faces, n)
+        voxels = solid_columns(grid_vertices, mesh.faces, placement.shape)
     elif fill_mode == "vote":
-        voxels = vote_columns(grid_vertices, mesh.faces, n)
+        voxels = vote_columns(grid_vertices, mesh.faces, placement.shape)
     else:
         raise ValueError(f"unknown fill mode {fill_mode!r}")
     return DenseGrid(voxels, placement)
 
 
-def vote_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray, n: int) -> np.ndarray:
+def vote_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray,
+                 shape: int | Shape) -> np.ndarray:
     """fill_mode="vote": solid where at least 4 of the 6 axis-direction parities say inside.
 
-    Direction -d is parity along +d of the mesh mirrored along d (g -> n - g, in float32)."""
+    Parity along axis d runs on the coordinates and the shape rotated so that d comes last.
+    Direction -d is parity along +d of the mesh mirrored along d (g -> n_d - g, in float32)."""
     g = np.asarray(grid_vertices_f32, np.float32)
-    votes = np.zeros((n, n, n), np.uint8)
+    shape = _shape(shape)
+    votes = np.zeros(shape, np.uint8)
     for order in COLUMN_AXIS_ORDERS:
+        rotated = tuple(shape[axis] for axis in order)
         for mirrored in (False, True):
             h = g[:, order]
             if mirrored:
-                h[:, 2] = np.float32(n) - h[:, 2]
-            solid = solid_columns(h, faces, n)
+                h[:, 2] = np.float32(rotated[2]) - h[:, 2]
+            solid = solid_columns(h, faces, rotated)
             votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
     return votes >= 4
 
 
-def solid_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray, n: int) -> np.ndarray:
-    """bool[i, j, k] of shape (n, n, n) for float32 grid-space vertices (values in [0, n])."""
-    n = int(n)
-    if not 1 <= n <= MAX_RESOLUTION:
-        raise ValueError(f"grid size must be in [1, {MAX_RESOLUTION}], not {n}")
+def solid_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray,
+                  shape: int | Shape) -> np.ndarray:
+    """bool[i, j, k] of shape (nx, ny, nz) (an int n: (n, n, n)) for float32 grid-space
+    vertices (values in [0, n] on each axis). Columns run along z."""
+    shape = _shape(shape)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    fixed = to_fixed(grid_vertices_f32, faces, n)
+    fixed = to_fixed(grid_vertices_f32, faces, shape)
     tris = _oriented_triangles(fixed, faces)
-    keys = [_crossings(tris, batch, n) for batch in _candidate_batches(tris, n)]
-    return _parity_fill(np.concatenate(keys) if keys else np.zeros(0, np.int64), n)
+    keys = [_crossings(tris, batch, shape) for batch in _candidate_batches(tris, shape)]
+    return _parity_fill(np.concatenate(keys) if keys else np.zeros(0, np.int64), shape)
 
 
-def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, n: int) -> np.ndarray:
+def _shape(shape: int | Shape) -> Shape:
+    """(nx, ny, nz) from an int (a cube) or three ints, each in [1, MAX_RESOLUTION]."""
+    sides = (int(shape),) * 3 if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+    if len(sides) != 3 or not all(1 <= n <= MAX_RESOLUTION for n in sides):
+        raise ValueError(f"grid sides must be three values in [1, {MAX_RESOLUTION}], not {shape}")
+    return sides  # type: ignore[return-value]
+
+
+def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray,
+             shape: int | Shape) -> np.ndarray:
     """int64 (V, 3) fixed-point coordinates: the single rounding from float32 to the integers."""
+    shape = _shape(shape)
     g = np.asarray(grid_vertices_f32, dtype=np.float32).reshape(-1, 3)
     used = g[np.unique(faces)] if len(faces) else g[:0]
-    if not np.isfinite(used).all() or (used < 0).any() or (used > n).any():
-        raise ValueError(f"grid-space vertices must lie in [0, {n}]")
+    if not np.isfinite(used).all() or (used < 0).any() or (used > np.array(shape)).any():
+        raise ValueError(f"grid-space vertices must lie in [0, n] per axis, n = {shape}")
     return np.rint(g * np.float32(ONE)).astype(np.int64)
 
 
@@ -131,14 +151,14 @@ def _centre_range(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return first, last
 
 
-def _candidate_batches(tris: dict, n: int):
+def _candidate_batches(tris: dict, shape: Shape):
     """Yield (triangle, i, j) arrays covering every column centre in each triangle's box.
 
     Each triangle owns a contiguous run of candidate numbers; a batch is a range of those
     numbers, so one huge triangle is split across batches as readily as many small ones.
     """
-    i0, i1 = np.maximum(tris["i0"], 0), np.minimum(tris["i1"], n - 1)
-    j0, j1 = np.maximum(tris["j0"], 0), np.minimum(tris["j1"], n - 1)
+    i0, i1 = np.maximum(tris["i0"], 0), np.minimum(tris["i1"], shape[0] - 1)
+    j0, j1 = np.maximum(tris["j0"], 0), np.minimum(tris["j1"], shape[1] - 1)
     width = np.maximum(i1 - i0 + 1, 0)
     count = width * np.maximum(j1 - j0 + 1, 0)
     end = np.cumsum(count)
@@ -151,8 +171,9 @@ def _candidate_batches(tris: dict, n: int):
         yield t, i0[t] + local % w, j0[t] + local // w
 
 
-def _crossings(tris: dict, batch: tuple, n: int) -> np.ndarray:
-    """Flat voxel indices (i*n + j)*n + kfirst of the covered candidates with kfirst < n."""
+def _crossings(tris: dict, batch: tuple, shape: Shape) -> np.ndarray:
+    """Flat voxel indices (i*ny + j)*nz + kfirst of the covered candidates with kfirst < nz."""
+    _, ny, nz = shape
     t, i, j = batch
     px = i * ONE + HALF
     py = j * ONE + HALF
@@ -164,17 +185,17 @@ def _crossings(tris: dict, batch: tuple, n: int) -> np.ndarray:
     t, i, j = t[covered], i[covered], j[covered]
     k = _first_voxel(
         e["BC"][covered], e["CA"][covered], e["AB"][covered],
-        tris["ZA"][t], tris["ZB"][t], tris["ZC"][t], tris["D"][t], n,
+        tris["ZA"][t], tris["ZB"][t], tris["ZC"][t], tris["D"][t], nz,
     )
-    inside = k < n
-    return ((i[inside] * n + j[inside]) * n) + k[inside]
+    inside = k < nz
+    return ((i[inside] * ny + j[inside]) * nz) + k[inside]
 
 
-def _first_voxel(wa, wb, wc, za, zb, zc, d, n: int) -> np.ndarray:
-    """kfirst = smallest k >= 0 with wa*za + wb*zb + wc*zc < (2k+1) * 2**15 * d, else n.
+def _first_voxel(wa, wb, wc, za, zb, zc, d, nz: int) -> np.ndarray:
+    """kfirst = smallest k >= 0 with wa*za + wb*zb + wc*zc < (2k+1) * 2**15 * d, else nz.
 
     The numerator reaches about 2**88, beyond int64, so it is estimated in float64 first.
-    Error bound, u = 2**-53: w <= d < 2**59 and Z <= 2**29 (N <= 8192). Converting w and d to
+    Error bound, u = 2**-53: w <= d < 2**59 and Z <= 2**29 (sides <= 8192). Converting w and d to
     float64 costs a relative u each, each product another u, and the two additions of
     non-negative terms (no cancellation) u each, so the numerator is within (1+u)**4 - 1 < 4.01u
     and q = num / d within 6.1u, relative. As q <= max Z <= 2**29, |q - exact| < 6.1 * 2**-24
@@ -197,15 +218,15 @@ def _first_voxel(wa, wb, wc, za, zb, zc, d, n: int) -> np.ndarray:
         )
         bound = (2 * mi.astype(object) + 1) * HALF * d[near].astype(object)
         k[near] = np.where((exact < bound).astype(bool), mi, mi + 1)
-    return np.clip(k, 0, n)
+    return np.clip(k, 0, nz)
 
 
-def _parity_fill(keys: np.ndarray, n: int) -> np.ndarray:
+def _parity_fill(keys: np.ndarray, shape: Shape) -> np.ndarray:
     """Toggle each voxel where an odd number of crossings start, then prefix-XOR along k."""
     flips, counts = np.unique(keys, return_counts=True)
-    voxels = np.zeros((n, n, n), dtype=bool)
+    voxels = np.zeros(shape, dtype=bool)
     voxels.reshape(-1)[flips[counts % 2 == 1]] = True
-    step = max(1, SLAB_CELLS // (n * n))
-    for s in range(0, n, step):
+    step = max(1, SLAB_CELLS // (shape[1] * shape[2]))
+    for s in range(0, shape[0], step):
         voxels[s : s + step] = np.logical_xor.accumulate(voxels[s : s + step], axis=2)
     return voxels

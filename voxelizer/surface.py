@@ -48,7 +48,7 @@ def voxel_surface(voxels: np.ndarray, origin, voxel_size: float) -> trimesh.Trim
 
 
 def _cell_id(cells: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    """Linear index of cells in the grid padded by one on each side (so -1 and N fit)."""
+    """Linear index of cells in the grid padded by one on each side (so -1 and each side fit)."""
     return np.ravel_multi_index(tuple((cells + 1).T), tuple(shape + 2))
 
 

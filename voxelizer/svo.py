@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -16,24 +17,29 @@ import trimesh
 
 from .errors import GridError, SVOFormatError
 from .formats import open_output, write_binvox, write_vox
-from .placement import GridPlacement, Placed, check_resolution
+from .placement import GridPlacement, Placed, Shape, check_shape, shape_text
 from .surface import voxel_surface
 
 MAGIC = b"VOXSVO\r\n"
-VERSION = 1
-# magic, version, header size, N, P, L, reserved, origin, voxel size, nodes, bricks, solid voxels
-HEADER = struct.Struct("<8s6I3ddQQQ")
+VERSION = 2  # the version this writer writes; the reader also knows 1 (cubic grids)
+# magic, version, header size, nx, ny, nz, P, L, reserved, origin, voxel size, nodes, bricks,
+# solid voxels
+HEADER = struct.Struct("<8s8I3ddQQQ")
+# Version 1: magic, version, header size, N, P, L, reserved, origin, voxel size, nodes, bricks,
+# solid voxels
+HEADER_V1 = struct.Struct("<8s6I3ddQQQ")
+PREFIX = struct.Struct("<8sII")  # magic, version, header size: the same in every version
 FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 SPREAD_NIBBLE = np.uint64(1 | 1 << 15 | 1 << 30 | 1 << 45)  # bit b of a nibble -> bit 16b
 NIBBLE_LANES = np.uint64(0x0001_0001_0001_0001)
 SLAB_VOXELS = 1 << 24  # voxels converted per step between the dense grid and bricks
 
-assert HEADER.size == 88
+assert HEADER.size == 96 and HEADER_V1.size == 88
 
 
 def padded_resolution(n: int) -> int:
-    """P: N rounded up to a power of two, at least 8."""
+    """P: n (the longest side of the grid) rounded up to a power of two, at least 8."""
     return max(8, 1 << (int(n) - 1).bit_length())
 
 
@@ -76,32 +82,40 @@ def _mask(flags: np.ndarray) -> np.ndarray:
     return np.packbits(flags.reshape(-1, 8), axis=1, bitorder="little").ravel()
 
 
-def _brick_slabs(n: int):
+def _brick_slabs(shape: Shape):
     """Ranges of brick rows along x small enough to convert SLAB_VOXELS voxels at a time."""
-    rows = max(1, SLAB_VOXELS // (4 * n * n))
-    for start in range(0, n // 4, rows):
-        yield start, min(n // 4, start + rows)
+    nx, ny, nz = shape
+    rows = max(1, SLAB_VOXELS // (4 * ny * nz))
+    for start in range(0, nx // 4, rows):
+        yield start, min(nx // 4, start + rows)
+
+
+def _brick_codes(shape: Shape, levels: int, start: int, stop: int) -> np.ndarray:
+    """Morton codes (C order, shape (stop - start, ny/4, nz/4)) of the bricks of x-rows
+    start..stop-1 of the grid."""
+    sx, sy, sz = (_spread(np.arange(n // 4), levels) for n in shape)
+    return sx[start:stop, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
 
 
 def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """bool[i, j, k] grid (N^3, N a multiple of 4 from 8 up) -> (nodes, bricks, level_offsets).
+    """bool[i, j, k] grid of shape (nx, ny, nz), each a multiple of 4 from 8 up ->
+    (nodes, bricks, level_offsets).
 
     The CPU reference of the format: brick values, then node states bottom-up, each level
     kept in Morton order so that the children of node m are entries 8m..8m+7 of the level
-    below. Padding voxels (index >= N) are empty and only ever fill whole bricks.
+    below. The tree covers the cube P^3, P = padded_resolution(max(shape)); padding voxels
+    (index >= the side on any axis) are empty and only ever fill whole bricks.
     """
     voxels = np.asarray(voxels)
-    n = voxels.shape[0] if voxels.ndim == 3 else 0
-    if voxels.dtype != bool or voxels.shape != (n, n, n) or n < 8 or n % 4:
-        raise ValueError(f"expected a bool (N, N, N) array with N a multiple of 4 from 8 up, "
-                         f"got {voxels.dtype} {voxels.shape}")
-    p = padded_resolution(n)
+    if voxels.dtype != bool or voxels.ndim != 3 or any(n < 8 or n % 4 for n in voxels.shape):
+        raise ValueError(f"expected a bool (nx, ny, nz) array with each side a multiple of 4 "
+                         f"from 8 up, got {voxels.dtype} {voxels.shape}")
+    shape = voxels.shape
+    p = padded_resolution(max(shape))
     levels = _log2(p // 4)
     bricks_dense = np.zeros((p // 4) ** 3, np.uint64)  # every brick, Morton order
-    spread = _spread(np.arange(n // 4), levels)
-    for start, stop in _brick_slabs(n):
-        codes = (spread[start:stop, None, None] | (spread[None, :, None] << 1)
-                 | (spread[None, None, :] << 2))
+    for start, stop in _brick_slabs(shape):
+        codes = _brick_codes(shape, levels, start, stop)
         bricks_dense[codes.ravel()] = _pack_bricks(voxels[4 * start:4 * stop])
 
     # Bottom-up: masks of every node of every level (dense, Morton order).
@@ -136,17 +150,18 @@ def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 
 def _pack_bricks(slab: np.ndarray) -> np.ndarray:
-    """bool (4s, M, M) -> uint64 (s * M/4 * M/4,), brick (bx, by, bz) in C order, bit x + 4y + 16z.
+    """bool (4s, 4my, 4mz) -> uint64 (s * my * mz,), brick (bx, by, bz) in C order, bit
+    x + 4y + 16z.
 
     Packs along k, where memory is contiguous: each (x, y) column of a brick is a nibble of
     4 z bits, spread to bits 0, 16, 32, 48 by one multiplication (the shifted copies never
     overlap, so nothing carries) and shifted into place by x + 4y.
     """
-    s, m = slab.shape[0] // 4, slab.shape[1] // 4
+    s, my, mz = (side // 4 for side in slab.shape)
     z_bytes = np.packbits(slab, axis=2, bitorder="little")
-    nibbles = np.stack([z_bytes & 0xF, z_bytes >> 4], axis=-1).reshape(4 * s, 4 * m, -1)[:, :, :m]
-    nibbles = nibbles.reshape(s, 4, m, 4, m)  # bx, x, by, y, bz
-    out = np.zeros((s, m, m), np.uint64)
+    nibbles = np.stack([z_bytes & 0xF, z_bytes >> 4], axis=-1).reshape(4 * s, 4 * my, -1)
+    nibbles = nibbles[:, :, :mz].reshape(s, 4, my, 4, mz)  # bx, x, by, y, bz
+    out = np.zeros((s, my, mz), np.uint64)
     for x in range(4):
         for y in range(4):
             column = nibbles[:, x, :, y, :].astype(np.uint64)
@@ -155,11 +170,12 @@ def _pack_bricks(slab: np.ndarray) -> np.ndarray:
 
 
 def _unpack_bricks(values: np.ndarray, out: np.ndarray) -> None:
-    """uint64 (s, M, M) bricks -> their voxels, written into bool out (4s, 4M, 4M)."""
-    s, m = values.shape[0], values.shape[1]
-    bits = np.unpackbits(values.astype("<u8").view(np.uint8).reshape(s, m, m, 8), axis=3,
+    """uint64 (s, my, mz) bricks -> their voxels, written into bool out (4s, 4my, 4mz)."""
+    s, my, mz = values.shape
+    bits = np.unpackbits(values.astype("<u8").view(np.uint8).reshape(s, my, mz, 8), axis=3,
                          bitorder="little")  # bit x + 4y + 16z
-    cells = bits.view(bool).reshape(s, m, m, 4, 4, 4).transpose(0, 5, 1, 4, 2, 3)  # bx x by y bz z
+    # bx x by y bz z
+    cells = bits.view(bool).reshape(s, my, mz, 4, 4, 4).transpose(0, 5, 1, 4, 2, 3)
     out.reshape(cells.shape)[...] = cells
 
 
@@ -172,10 +188,9 @@ class SVO(Placed):
 
     def __init__(self, nodes: np.ndarray, bricks: np.ndarray, level_offsets: np.ndarray,
                  placement: GridPlacement, stats: dict | None = None):
-        n = check_resolution(placement.resolution)
         self.placement = placement
         self.stats = dict(stats or {})
-        self._padded = padded_resolution(n)
+        self._padded = padded_resolution(placement.resolution)
         nodes = np.asarray(nodes)
         if nodes.size % 2:
             raise SVOFormatError(f"nodes must have two words per node, not shape {nodes.shape}")
@@ -195,7 +210,8 @@ class SVO(Placed):
 
     @property
     def padded_resolution(self) -> int:
-        """P: N rounded up to a power of two (at least 8); the root covers P^3 voxels."""
+        """P: the longest side rounded up to a power of two (at least 8); the root covers P^3
+        voxels."""
         return self._padded
 
     @property
@@ -210,9 +226,9 @@ class SVO(Placed):
 
     @property
     def bounds(self) -> np.ndarray:
-        """(2, 3) world min and max corner of the N^3 grid."""
+        """(2, 3) world min and max corner of the (nx, ny, nz) grid."""
         origin = np.asarray(self.placement.origin, np.float64)
-        return np.array([origin, origin + self.resolution * self.voxel_size])
+        return np.array([origin, origin + np.array(self.shape, np.float64) * self.voxel_size])
 
     # --- the arrays -----------------------------------------------------------------------
 
@@ -257,26 +273,24 @@ class SVO(Placed):
         return self.count() * self.voxel_size**3
 
     def to_dense(self) -> np.ndarray:
-        """bool (N, N, N) indexed [i, j, k]: the same array as DenseGrid.to_numpy()."""
-        n, levels = self.resolution, self.levels
+        """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy()."""
+        shape, levels = self.shape, self.levels
         values = self._all_bricks()
-        out = np.empty((n, n, n), bool)
-        spread = _spread(np.arange(n // 4), levels)
-        for start, stop in _brick_slabs(n):
-            codes = (spread[start:stop, None, None] | (spread[None, :, None] << 1)
-                     | (spread[None, None, :] << 2))
+        out = np.empty(shape, bool)
+        for start, stop in _brick_slabs(shape):
+            codes = _brick_codes(shape, levels, start, stop)
             _unpack_bricks(values[codes], out[4 * start:4 * stop])
         return out
 
     def __getitem__(self, index) -> bool:
-        """Voxel (i, j, k), by descending the tree; IndexError outside [0, N)."""
+        """Voxel (i, j, k), by descending the tree; IndexError outside the shape."""
         if not isinstance(index, tuple) or len(index) != 3 or not all(
                 isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
                 for i in index):
             raise TypeError(f"index with three integers (i, j, k), not {index!r}")
-        if not all(0 <= int(i) < self.resolution for i in index):
+        if not all(0 <= int(i) < n for i, n in zip(index, self.shape)):
             raise IndexError(f"voxel {tuple(int(i) for i in index)} is outside the "
-                             f"{self.resolution}^3 grid")
+                             f"{shape_text(self.shape)} grid")
         return bool(self._lookup(np.array([index], np.int64))[0])
 
     def contains(self, points: np.ndarray) -> np.ndarray:
@@ -294,7 +308,8 @@ class SVO(Placed):
             cell = np.floor((points - origin) / h)
             cell += origin + (cell + 1) * h <= points  # rounding put the point one cell low
             cell -= origin + cell * h > points  # or one cell high
-        inside = (np.isfinite(points) & (cell >= 0) & (cell < self.resolution)).all(axis=1)
+        inside = (np.isfinite(points) & (cell >= 0)
+                  & (cell < np.array(self.shape))).all(axis=1)
         result = np.zeros(len(points), bool)
         result[inside] = self._lookup(cell[inside].astype(np.int64))
         return result
@@ -355,8 +370,9 @@ class SVO(Placed):
         the coarse solid covers every fine solid voxel, so thin parts never vanish (the
         usual choice for culling, collision and display). `rule="majority"`: iff more than
         half of its 8**level fine voxels are (closer in volume; thin parts may vanish).
-        Same origin; resolution ceil(N / 2**level) rounded up to a multiple of 4 (at least
-        8); fine voxels beyond N count as empty. level goes up to depth - 3 (root of 8^3).
+        Same origin; each side n becomes ceil(n / 2**level) rounded up to a multiple of 4 (at
+        least 8); fine voxels beyond the shape count as empty. level goes up to depth - 3
+        (root of 8^3).
         """
         if isinstance(level, bool) or not isinstance(level, (int, np.integer)) \
                 or not 0 <= level <= self.depth - 3:
@@ -365,11 +381,11 @@ class SVO(Placed):
             raise ValueError(f"rule must be 'any' or 'majority', not {rule!r}")
         if level == 0:
             return self
-        f, n = 1 << level, self.resolution
-        coarse = max(8, -(-n // (4 * f)) * 4)
-        fine = np.zeros((coarse * f,) * 3, bool)
-        fine[:n, :n, :n] = self.to_dense()
-        blocks = fine.reshape(coarse, f, coarse, f, coarse, f)
+        f, (nx, ny, nz) = 1 << level, self.shape
+        coarse = tuple(max(8, -(-n // (4 * f)) * 4) for n in self.shape)
+        fine = np.zeros(tuple(c * f for c in coarse), bool)
+        fine[:nx, :ny, :nz] = self.to_dense()
+        blocks = fine.reshape(coarse[0], f, coarse[1], f, coarse[2], f)
         if rule == "any":
             voxels = blocks.any(axis=(1, 3, 5))
         else:
@@ -400,12 +416,12 @@ class SVO(Placed):
 
     def save(self, path: str | Path, overwrite: bool = False) -> None:
         """Write the .svo file of docs/svo-format.md (refuses to replace a file unless asked)."""
-        n, p, levels = self.resolution, self._padded, self.levels
+        p, levels = self._padded, self.levels
         origin = np.asarray(self.placement.origin, np.float64)
-        header = HEADER.pack(MAGIC, VERSION, HEADER.size, n, p, levels, 0, *origin,
+        header = HEADER.pack(MAGIC, VERSION, HEADER.size, *self.shape, p, levels, 0, *origin,
                              self.voxel_size, self.node_count, self.brick_count, self.count())
         parts = [header, self._level_offsets.astype("<u4").tobytes(),
-                 self._nodes.astype("<u4").tobytes(), bytes(_brick_padding(levels)),
+                 self._nodes.astype("<u4").tobytes(), bytes(_brick_padding(HEADER.size, levels)),
                  self._bricks.astype("<u8").tobytes()]
         crc = 0
         with open_output(path, overwrite) as fh:
@@ -416,16 +432,17 @@ class SVO(Placed):
 
     @classmethod
     def load(cls, path: str | Path) -> "SVO":
-        """Read an .svo file: sizes first (before allocating), then checksum, then structure."""
+        """Read an .svo file (version 2, or 1 for a cube): sizes first (before allocating), then
+        checksum, then structure."""
         path = Path(path)
         try:
             with open(path, "rb") as fh:
                 size = fh.seek(0, 2)
                 fh.seek(0)
-                head = fh.read(HEADER.size)
-                expected = _expected_size(head, size)
-                data = head + fh.read(expected - len(head))
-            if len(data) != expected:
+                head = fh.read(HEADER.size)  # the longest header; shorter ones are a prefix
+                header = _read_header(head, size)
+                data = head + fh.read(header.file_size - len(head))
+            if len(data) != header.file_size:
                 raise SVOFormatError("truncated while reading")
         except OSError as exc:
             raise SVOFormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
@@ -434,26 +451,23 @@ class SVO(Placed):
         (crc,) = struct.unpack_from("<I", data, len(data) - 4)
         if zlib.crc32(memoryview(data)[:-4]) != crc:
             raise SVOFormatError(f"{path}: checksum mismatch (the file is corrupted)")
-        fields = HEADER.unpack_from(data)
-        n, levels = fields[3], fields[5]
-        origin, h = np.array(fields[7:10]), fields[10]
-        node_count, brick_count, solid = fields[11], fields[12], fields[13]
-        at = HEADER.size
+        levels, at = header.levels, header.size
         level_offsets = np.frombuffer(data, "<u4", levels + 1, at)
         at += 4 * (levels + 1)
-        nodes = np.frombuffer(data, "<u4", 2 * node_count, at).reshape(-1, 2)
-        at += 8 * node_count
-        padding = _brick_padding(levels)
+        nodes = np.frombuffer(data, "<u4", 2 * header.node_count, at).reshape(-1, 2)
+        at += 8 * header.node_count
+        padding = _brick_padding(header.size, levels)
         if any(data[at:at + padding]):
             raise SVOFormatError(f"{path}: padding before the bricks is not zero")
-        bricks = np.frombuffer(data, "<u8", brick_count, at + padding)
+        bricks = np.frombuffer(data, "<u8", header.brick_count, at + padding)
         try:
-            svo = cls(nodes, bricks, level_offsets, GridPlacement(n, origin, h))
+            svo = cls(nodes, bricks, level_offsets,
+                      GridPlacement(header.shape, np.array(header.origin), header.voxel_size))
         except SVOFormatError as exc:
             raise SVOFormatError(f"{path}: {exc}") from None
-        if svo.count() != solid:
-            raise SVOFormatError(f"{path}: the header says {solid} solid voxels, the tree holds "
-                                 f"{svo.count()}")
+        if svo.count() != header.solid:
+            raise SVOFormatError(f"{path}: the header says {header.solid} solid voxels, the tree "
+                                 f"holds {svo.count()}")
         return svo
 
     # --- helpers --------------------------------------------------------------------------
@@ -476,7 +490,7 @@ class SVO(Placed):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SVO):
             return NotImplemented
-        return (self.resolution == other.resolution and self.voxel_size == other.voxel_size
+        return (self.shape == other.shape and self.voxel_size == other.voxel_size
                 and np.array_equal(self.placement.origin, other.placement.origin)
                 and np.array_equal(self._level_offsets, other._level_offsets)
                 and np.array_equal(self._nodes, other._nodes)
@@ -485,8 +499,8 @@ class SVO(Placed):
     __hash__ = None
 
     def __repr__(self) -> str:
-        n = self.resolution
-        return (f"SVO({n}x{n}x{n}, {self.count():,} solid voxels, {self.node_count:,} nodes, "
+        return (f"SVO({shape_text(self.shape)}, {self.count():,} solid voxels, "
+                f"{self.node_count:,} nodes, "
                 f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
                 f"voxel_size={self.voxel_size:g})")
 
@@ -501,39 +515,65 @@ def _frozen(array: np.ndarray, dtype, name: str) -> np.ndarray:
     return out
 
 
-def _brick_padding(levels: int) -> int:
+def _brick_padding(header_size: int, levels: int) -> int:
     """Zero bytes before the bricks: they start 8-byte aligned (also when there are none)."""
-    return (HEADER.size + 4 * (levels + 1)) % 8
+    return (header_size + 4 * (levels + 1)) % 8
 
 
-def _expected_size(head: bytes, size: int) -> int:
-    """Check the header on its own and return the file size its counts imply (== size)."""
+@dataclass(frozen=True)
+class _Header:
+    """A checked .svo header, either version, with the file size its counts imply."""
+
+    size: int
+    shape: Shape
+    levels: int
+    origin: tuple[float, float, float]
+    voxel_size: float
+    node_count: int
+    brick_count: int
+    solid: int
+    file_size: int
+
+
+def _read_header(head: bytes, size: int) -> _Header:
+    """Check the header on its own (its version's layout) against the file's size."""
     if head[:len(MAGIC)] != MAGIC[:len(head)]:
         raise SVOFormatError("not an SVO file (bad magic)")
-    if len(head) < HEADER.size:
+    if len(head) < PREFIX.size:
         raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
-    magic, version, header_size, n, p, levels, reserved, *rest = HEADER.unpack(head)
-    origin, h, node_count, brick_count = rest[0:3], rest[3], rest[4], rest[5]
-    if version != VERSION:
-        raise SVOFormatError(f"unsupported format version {version} (this reader knows {VERSION})")
-    if header_size != HEADER.size or reserved != 0:
+    _, version, header_size = PREFIX.unpack_from(head)
+    layouts = {1: HEADER_V1, VERSION: HEADER}
+    if version not in layouts:
+        raise SVOFormatError(f"unsupported format version {version} (this reader knows "
+                             f"{' and '.join(map(str, sorted(layouts)))})")
+    layout = layouts[version]
+    if len(head) < layout.size:
+        raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
+    fields = layout.unpack_from(head)
+    if version == 1:  # one side N: the cube N^3
+        sides, (p, levels, reserved), rest = (fields[3],) * 3, fields[4:7], fields[7:]
+    else:
+        sides, (p, levels, reserved), rest = fields[3:6], fields[6:9], fields[9:]
+    origin, h, node_count, brick_count, solid = rest[0:3], rest[3], rest[4], rest[5], rest[6]
+    if header_size != layout.size or reserved != 0:
         raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
     try:
-        check_resolution(n)
+        shape = check_shape(sides)
     except GridError as exc:
-        raise SVOFormatError(f"bad resolution: {exc}") from None
-    if p != padded_resolution(n) or levels != _log2(p // 4):
-        raise SVOFormatError(f"N = {n}, P = {p}, L = {levels} do not agree")
+        raise SVOFormatError(f"bad grid shape: {exc}") from None
+    if p != padded_resolution(max(shape)) or levels != _log2(p // 4):
+        raise SVOFormatError(f"shape {shape_text(shape)}, P = {p}, L = {levels} do not agree")
     if not (np.isfinite(origin).all() and np.isfinite(h) and h > 0):
         raise SVOFormatError("origin and voxel size must be finite, voxel size positive")
     if not 1 <= node_count <= sum(8**level for level in range(levels)) or brick_count > 8**levels:
         raise SVOFormatError(f"impossible counts: {node_count} nodes, {brick_count} bricks")
-    expected = (HEADER.size + 4 * (levels + 1) + 8 * node_count + _brick_padding(levels)
-                + 8 * brick_count + 4)
+    expected = (layout.size + 4 * (levels + 1) + 8 * node_count
+                + _brick_padding(layout.size, levels) + 8 * brick_count + 4)
     if size != expected:
         raise SVOFormatError(f"size {size} bytes, but the header's counts imply {expected} "
                              f"(truncated or corrupted)")
-    return expected
+    return _Header(layout.size, shape, levels, tuple(origin), h, node_count, brick_count, solid,
+                   expected)
 
 
 class _Tree:
@@ -551,7 +591,7 @@ def _check_structure(svo: SVO) -> _Tree:
     only mixed nodes and bricks below the root, and no solid voxel in the padding.
     """
     nodes, bricks, offsets = svo._nodes, svo._bricks, svo._level_offsets.astype(np.int64)
-    levels, n, p = svo.levels, svo.resolution, svo.padded_resolution
+    levels, shape, p = svo.levels, np.array(svo.shape), svo.padded_resolution
     if len(offsets) != levels + 1:
         raise SVOFormatError(f"level_offsets has {len(offsets)} entries, not L + 1 = {levels + 1}")
     if offsets[0] != 0 or offsets[-1] != len(nodes) or (np.diff(offsets) < 0).any() \
@@ -588,9 +628,11 @@ def _check_structure(svo: SVO) -> _Tree:
     if len(codes) != len(bricks):
         raise SVOFormatError(f"{len(bricks)} bricks stored, the last level has {len(codes)} "
                              "mixed children")
-    # Padding (index >= N) must be empty: every full cube and every brick lies inside N^3.
+    # Padding (index >= the side on some axis) must be empty: every full cube and every brick
+    # lies inside the shape.
     for level, found in [*enumerate(full_codes, start=1), (levels, codes)]:
         side = p >> level
-        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > n).any():
-            raise SVOFormatError(f"solid voxels beyond N = {n} (in the padding up to P = {p})")
+        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > shape).any():
+            raise SVOFormatError(f"solid voxels beyond the {shape_text(svo.shape)} grid (in the "
+                                 f"padding up to P = {p})")
     return _Tree(codes, full_codes)
