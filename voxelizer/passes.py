@@ -182,11 +182,10 @@ class PassRunner:
         self._bindings: dict[int, Binding] = {}
         self._tile_boxes: np.ndarray | None = None
         started = time.perf_counter()
-        if pipelines.indexed:  # the vertices go up once; the indices batch by batch
-            self._soup = None
-        else:
-            self._soup = self.vertices[self.faces] if self.batch_triangles == self.triangles \
-                else None  # one gather for a single batch; per batch otherwise
+        # Soup variants gather once for a single batch, per batch otherwise; the indexed ones
+        # upload the vertices once and the indices batch by batch.
+        one_gather = not pipelines.indexed and self.batch_triangles == self.triangles
+        self._soup = self.vertices[self.faces] if one_gather else None
         self.stats.add_times(prepare=(time.perf_counter() - started) * 1e3)
         self.stats.count(triangles=self.triangles)
 

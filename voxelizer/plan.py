@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .budget import parse_size
 from .errors import MemoryBudgetError
 from .gpu.device import Device
 from .grid import column_words
@@ -108,8 +109,4 @@ assert MIN_SLAB_ROWS % TILE_SIDE == 0
 
 def parse_budget(value: "int | str | None") -> int | None:
     """max_memory as given to the API: None (the default), bytes, or a size like "512MiB"."""
-    if value is None:
-        return None
-    from .budget import parse_size
-
-    return parse_size(value)
+    return None if value is None else parse_size(value)

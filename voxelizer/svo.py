@@ -118,10 +118,21 @@ def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         codes = _brick_codes(shape, levels, start, stop)
         bricks_dense[codes.ravel()] = _pack_bricks(voxels[4 * start:4 * stop])
 
-    # Bottom-up: masks of every node of every level (dense, Morton order).
-    child_mixed = (bricks_dense != 0) & (bricks_dense != FULL_BRICK)
-    child_full = bricks_dense == FULL_BRICK
-    brick_mixed = child_mixed
+    brick_mixed = (bricks_dense != 0) & (bricks_dense != FULL_BRICK)
+    words, level_offsets = node_levels(brick_mixed, bricks_dense == FULL_BRICK, levels,
+                                       children_are_nodes=False)
+    nodes = np.concatenate(words)
+    return nodes, bricks_dense[brick_mixed], np.array(level_offsets, np.uint32)
+
+
+def node_levels(child_mixed: np.ndarray, child_full: np.ndarray, levels: int,
+                children_are_nodes: bool) -> tuple[list[np.ndarray], list[int]]:
+    """The `levels` node levels above dense child states (Morton order): their stored words
+    per level, and the level offsets (the last one is where the children's level starts).
+
+    Bottom-up, every node's masks and state; top-down, the root plus every mixed node. The
+    last level's first_child points into the next node level, or, when the children are the
+    bricks (`children_are_nodes` false), into the bricks array."""
     masks = [None] * levels  # per level: (mixed_mask, full_mask, node is mixed)
     for level in reversed(range(levels)):
         mixed_mask, full_mask = _mask(child_mixed), _mask(child_full)
@@ -129,15 +140,13 @@ def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         mixed = ~full & ((mixed_mask | full_mask) != 0)
         masks[level] = (mixed_mask, full_mask, mixed)
         child_mixed, child_full = mixed, full
-
-    # Top-down: stored nodes are the root plus every mixed node, in Morton order per level.
     level_offsets = [0]
     words = []
     for level in range(levels):
         mixed_mask, full_mask, mixed = masks[level]
         stored = np.zeros(1, np.int64) if level == 0 else np.flatnonzero(mixed)
         start = level_offsets[-1] + len(stored)
-        next_start = start if level + 1 < levels else 0  # level L-1 points into the bricks
+        next_start = start if children_are_nodes or level + 1 < levels else 0
         children = POPCOUNT8[mixed_mask].astype(np.int64)
         before = np.cumsum(children) - children  # stored children of earlier nodes
         word = np.empty((len(stored), 2), np.uint32)
@@ -145,8 +154,7 @@ def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         word[:, 1] = next_start + before[stored]
         words.append(word)
         level_offsets.append(start)
-    nodes = np.concatenate(words)
-    return nodes, bricks_dense[brick_mixed], np.array(level_offsets, np.uint32)
+    return words, level_offsets
 
 
 def _pack_bricks(slab: np.ndarray) -> np.ndarray:

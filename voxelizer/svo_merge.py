@@ -4,8 +4,8 @@ A grid too large for one buffer is voxelized in slabs of S column rows, S a powe
 and each slab is converted on the GPU as a forest: the (P/S)^2 cubes of side S in that slab,
 each a subtree in the format's layout (svo_gpu.Forest). Here the cubes take their places:
 
-* the T = log2(P/S) levels above the cubes are classified from the cubes' states, as in
-  svo.build_arrays;
+* the T = log2(P/S) levels above the cubes are classified from the cubes' states
+  (svo.node_levels, as svo.build_arrays does above the bricks);
 * every level below is the concatenation, in Morton order of the cubes, of each mixed cube's
   nodes at that level; a cube's nodes are contiguous there because Morton order is
   depth-first, so only their first_child values move, by one offset per cube.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .svo import POPCOUNT8, _mask, morton_encode, padded_resolution
+from .svo import POPCOUNT8, morton_encode, node_levels, padded_resolution
 from .svo_gpu import SVOArrays
 
 EMPTY, FULL, MIXED = 0, 1, 2  # node states (shaders/svo.glsl)
@@ -52,7 +52,8 @@ def merge_forests(shape: tuple[int, int, int], cube_side: int,
     length = counts[slab_of, :, cube_of]  # (mixed cubes, inner + 1)
     start = (np.cumsum(counts, axis=2) - counts)[slab_of, :, cube_of]  # in the slab's level
 
-    words, level_offsets = _top_levels(states, top)
+    words, level_offsets = node_levels(states == MIXED, states == FULL, top,
+                                       children_are_nodes=True)
     for level in range(inner):
         level_offsets.append(level_offsets[-1] + int(length[:, level].sum()))
     for level in range(inner):
@@ -95,29 +96,3 @@ def _gather(arrays: list[np.ndarray], slab_of: np.ndarray, starts: np.ndarray,
     index = (np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - lengths, lengths)
              + np.repeat(bases[slab_of] + starts, lengths))
     return joined[index]
-
-
-def _top_levels(states: np.ndarray, top: int) -> tuple[list[np.ndarray], list[int]]:
-    """Nodes of the levels above the cubes, from the cubes' states (Morton order), with the
-    level offsets up to the cube level; the root is stored whatever its state."""
-    child_mixed, child_full = states == MIXED, states == FULL
-    masks = [None] * top
-    for level in reversed(range(top)):
-        mixed_mask, full_mask = _mask(child_mixed), _mask(child_full)
-        full = full_mask == 0xFF
-        mixed = ~full & ((mixed_mask | full_mask) != 0)
-        masks[level] = (mixed_mask, full_mask, mixed)
-        child_mixed, child_full = mixed, full
-    words, level_offsets = [], [0]
-    for level in range(top):
-        mixed_mask, full_mask, mixed = masks[level]
-        stored = np.zeros(1, np.int64) if level == 0 else np.flatnonzero(mixed)
-        next_start = level_offsets[-1] + len(stored)
-        children = POPCOUNT8[mixed_mask].astype(np.int64)
-        before = np.cumsum(children) - children
-        word = np.empty((len(stored), 2), np.int64)
-        word[:, 0] = mixed_mask[stored] | (full_mask[stored].astype(np.int64) << 8)
-        word[:, 1] = next_start + before[stored]
-        words.append(word)
-        level_offsets.append(next_start)
-    return words, level_offsets
