@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import vulkan as vk
 
 from .errors import VariantError, VoxelizerError
 from .gpu.buffers import INDIRECT, BufferPool
@@ -42,7 +43,7 @@ DEFAULT_SORT = "counting"
 WG_SIZE = 256  # threads per 1-D workgroup
 TILE_SHIFT = 2  # tiles of 4 x 4 columns
 TILE_SIDE = 1 << TILE_SHIFT
-SCAN_ITEMS = 16  # values per thread in the scan: fewer workgroups, fewer barriers
+SCAN_ITEMS = 16  # values per thread in the scan (a multiple of 4): fewer workgroups
 SCAN_BLOCK = WG_SIZE * SCAN_ITEMS  # values one scan workgroup handles
 SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
@@ -63,6 +64,15 @@ def check_sort(sort: str) -> str:
     return sort
 
 
+def subgroup_defines(device: Device) -> dict[str, int]:
+    """The subgroup paths a device can take (shaders/scan.comp, shaders/fill.comp)."""
+    return {
+        "SUBGROUP_SCAN": int(device.has_subgroup(vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)),
+        "SHARED_RECORDS": int(device.has_subgroup(vk.VK_SUBGROUP_FEATURE_BALLOT_BIT)
+                              and device.subgroup_size >= 8),
+    }
+
+
 def _groups(items: int, per_group: int) -> int:
     return -(-items // per_group)
 
@@ -74,7 +84,7 @@ class PassPipelines:
         self.variant = check_variant(variant)
         self.indexed = bool(VARIANTS[variant]["INDEXED"])
         base = dict(VARIANTS[variant], WG_SIZE=WG_SIZE, TILE_SHIFT=TILE_SHIFT, FIXED_BITS=FIXED_BITS,
-                    SCAN_ITEMS=SCAN_ITEMS)
+                    SCAN_ITEMS=SCAN_ITEMS, **subgroup_defines(device))
 
         def build(name: str, bindings: tuple, push_size: int, **extra: int) -> ComputePipeline:
             spirv = compile_shader(name, {**base, **extra})
@@ -94,9 +104,9 @@ class PassPipelines:
         self.scatter_pairs = build("count_sort", (0, 1, 2), 4, COUNT_MODE=1)
         self.mark_counts = build("mark", (0, 1), 4, FROM_HISTOGRAM=1)
         self.compact_counts = build("compact", (0, 1, 2, 3, 4), 8, FROM_HISTOGRAM=1)
-        self.fill_flips = build("fill", (0, 1, 2, 3, 4), 28, FILL_STAGE=0,
+        self.fill_flips = build("fill", (0, 1, 2, 3, 4), 32, FILL_STAGE=0,
                                 PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND)
-        self.fill_parity = build("fill", (0, 1, 2, 3, 4), 28, FILL_STAGE=1,
+        self.fill_parity = build("fill", (0, 1, 2, 3, 4), 32, FILL_STAGE=1,
                                  PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND)
 
     def all(self) -> list[ComputePipeline]:
@@ -306,13 +316,16 @@ class PassRunner:
                                               slots, window.tiles, fill_args,
                                               self.device.max_groups_x)
             fill_bindings = {0: self._records, 1: grouped, 2: tile_list, 3: fill_args, 4: grid}
-            for fill_round in range(_groups(pair_count, FILL_PAIRS_PER_ROUND)):
+            rounds = _groups(pair_count, FILL_PAIRS_PER_ROUND)
+            finish = parity and rounds == 1  # the flips stage computes the parity itself
+            for fill_round in range(rounds):
                 sequence.dispatch_indirect(pipelines.fill_flips, fill_bindings,
-                                           window.push() + pack("II", fill_round, 0), fill_args)
+                                           window.push() + pack("III", fill_round, 0, finish),
+                                           fill_args)
                 sequence.barrier()
-            if parity:
+            if parity and not finish:
                 sequence.dispatch_indirect(pipelines.fill_parity, fill_bindings,
-                                           window.push() + pack("II", 0, 0), fill_args)
+                                           window.push() + pack("III", 0, 0, 0), fill_args)
                 sequence.barrier()
             sequence.mark("fill")
             tile_staging = sequence.download(fill_args, 16)
@@ -336,7 +349,7 @@ class PassRunner:
         fill_args = self.pool.get("fill_args", 16, INDIRECT)
         sequence.dispatch(self.pipelines.fill_parity,
                           {0: unused, 1: unused, 2: unused, 3: fill_args, 4: grid},
-                          slab.push() + pack("II", 0, 1), slab.tiles)
+                          slab.push() + pack("III", 0, 1, 0), slab.tiles)
         sequence.barrier()
         sequence.mark("fill")
         self.stats.add_times(sequence.submit())
@@ -444,7 +457,7 @@ def _record_scan(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
     value will be their total."""
     blocks = _groups(count, SCAN_BLOCK)
     sums = Binding(pool.get(f"{name}_sums{level}", blocks * 4), blocks * 4)
-    bound = {0: Binding(values, count * 4), 1: sums}
+    bound = {0: Binding(values, _groups(count, 4) * 16), 1: sums}  # whole quads (BufferPool)
     sequence.dispatch(pipelines.scan_blocks, bound, pack("I", count), blocks)
     sequence.barrier()
     if blocks == 1:

@@ -130,7 +130,7 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
     if words is not None:
         sequence.upload(grid.buffer, words)
         sequence.barrier()
-    runs = sizes[levels] // min(8, 1 << levels)  # runs of bricks along z, one word deep
+    runs = sizes[levels] // min(8, 1 << levels)  # runs of bricks along z (shaders/svo.glsl)
     sequence.dispatch(svo.classify_bricks, {0: grid, 1: unused, 2: states[levels], 3: stored[levels]},
                       source + pack("I", runs), _groups(runs, WG_SIZE))
     sequence.barrier()
@@ -181,8 +181,7 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
         sequence.dispatch(svo.write_bricks,
                           {0: grid, 1: states[levels], 2: stored[levels], 3: unused, 4: unused,
                            5: bricks},
-                          source + pack("IIII", sizes[levels], 0, 0, 0),
-                          _groups(sizes[levels], WG_SIZE))
+                          source + pack("IIII", runs, 0, 0, 0), _groups(runs, WG_SIZE))
     sequence.barrier()
     sequence.mark("svo_write")
     nodes_staging = sequence.download(nodes.buffer, 8 * node_count) if node_count else None

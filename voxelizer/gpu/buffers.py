@@ -91,6 +91,7 @@ class BufferPool:
         self._buffers: dict[str, Buffer] = {}
 
     def get(self, name: str, size: int, usage: int = STORAGE, host_visible: bool = False) -> Buffer:
+        size = -(-size // 16) * 16  # whole uvec4s: shaders may read and write a last partial quad
         buffer = self._buffers.get(name)
         if buffer is not None and buffer.size >= size:
             return buffer

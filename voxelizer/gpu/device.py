@@ -172,6 +172,14 @@ def _choose(physicals: list, selector: "str | int | None") -> int:
     return matches[0]
 
 
+def _subgroup_support(physical) -> tuple[int, int]:
+    """(subgroup size, the VK_SUBGROUP_FEATURE_* bits compute shaders may use)."""
+    subgroup = vk.VkPhysicalDeviceSubgroupProperties()
+    vk.vkGetPhysicalDeviceProperties2(physical, vk.VkPhysicalDeviceProperties2(pNext=subgroup))
+    in_compute = subgroup.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT
+    return int(subgroup.subgroupSize), int(subgroup.supportedOperations) if in_compute else 0
+
+
 class Device:
     """One logical device with one compute queue; owns nothing else."""
 
@@ -213,6 +221,7 @@ class Device:
         self.max_groups_y = int(self.limits.maxComputeWorkGroupCount[1])
         self.max_storage_range = int(self.limits.maxStorageBufferRange)
         self.timestamp_period_ns = float(self.limits.timestampPeriod)
+        self.subgroup_size, self.subgroup_features = _subgroup_support(self.physical)
         self._closed = False
 
     @property
@@ -222,6 +231,10 @@ class Device:
     @property
     def validation_messages(self) -> list[str]:
         return self.instance.messages
+
+    def has_subgroup(self, feature: int) -> bool:
+        """Whether compute shaders may use a VK_SUBGROUP_FEATURE_* class of operations."""
+        return bool(self.subgroup_features & feature)
 
     def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:
         """Index of a memory type allowed by type_bits with the required flags (preferred first)."""
