@@ -17,10 +17,12 @@ layout(std430, binding = 0) readonly buffer Soup { float soup[]; };           //
 #endif
 layout(std430, binding = 2) writeonly buffer Records { TriangleRecord records[]; };
 layout(std430, binding = 3) writeonly buffer TileCounts { uint tile_counts[]; };
+layout(std430, binding = 4) buffer WrapFlag { uint may_wrap; };  // cleared by the host
 
 layout(push_constant) uniform Params {
     uint triangle_count;
     Window window;  // only columns inside it count
+    uint tile_limit;  // more tiles than this in one triangle, and the scanned total may wrap
 };
 
 vec3 corner(uint t, uint k) {
@@ -78,4 +80,5 @@ void main() {
     records[t].b = ivec4(b, int(pack_column(hi)));
     records[t].c = ivec4(c, int(covers_columns));
     tile_counts[t] = tiles;
+    if (tiles > tile_limit) atomicOr(may_wrap, 1u);
 }

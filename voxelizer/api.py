@@ -84,7 +84,7 @@ class Voxelizer:
             arrays = (svo_arrays.nodes, svo_arrays.bricks, svo_arrays.level_offsets)
             _add_times(stats["gpu_ms"], svo_arrays.gpu_ms)
             _add_times(stats["host_ms"], svo_arrays.host_ms)
-        svo = SVO(*arrays, job.placement, job.finish(stats))
+        svo = SVO(*arrays, job.placement, job.finish(stats), verify=False)
         stats["counts"]["solid_voxels"] = svo.count()
         return svo
 
@@ -187,7 +187,7 @@ class Voxelizer:
                              pipelines.indexed, job.max_memory, svo=output == "svo",
                              dense=output == "dense", whole_only=whole_only)
             runner = PassRunner(self.device, pipelines, self._pool, self._sequence, vertices,
-                                job.mesh.faces, job.sort, plan.batch_triangles, plan.pair_budget)
+                                job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget)
             slabs = plan.slabs()
             voxels = np.zeros(shape, bool) if output == "dense" else None
             forests = []

@@ -29,6 +29,11 @@ class Mesh:
         return int(self.faces.shape[0])
 
     @cached_property
+    def indices(self) -> np.ndarray:
+        """(T, 3) uint32, contiguous: the faces as the GPU reads them (converted once)."""
+        return np.ascontiguousarray(self.faces, np.uint32)
+
+    @cached_property
     def used(self) -> np.ndarray:
         """bool (V,): vertices that some face refers to (stray vertices do not count)."""
         return np.bincount(self.faces.reshape(-1), minlength=len(self.vertices)) > 0

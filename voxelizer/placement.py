@@ -27,6 +27,7 @@ import numpy.typing
 
 from .errors import GridError, MeshError
 from .mesh import Mesh
+from .parallel import for_row_chunks
 
 MIN_RESOLUTION = 8
 # Grid coordinates become fixed point with this many fractional bits (shaders/exact.glsl and
@@ -161,8 +162,20 @@ class GridPlacement:
 
     def grid_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """float32 grid-space positions: the only input the voxelization decisions see."""
-        g = ((np.asarray(vertices, np.float64) - self.origin) / self.voxel_size).astype(np.float32)
-        return np.clip(g, np.float32(0), np.array(self.shape, np.float32))
+        vertices = np.asarray(vertices, np.float64)
+        out = np.empty(vertices.shape, np.float32)
+        top = np.array(self.shape, np.float32)
+
+        def place(start: int, stop: int) -> None:
+            g = vertices[start:stop] - self.origin
+            g /= self.voxel_size
+            chunk = out[start:stop]
+            chunk[...] = g  # the one rounding to float32
+            np.maximum(chunk, np.float32(0), out=chunk)  # np.clip is several times slower
+            np.minimum(chunk, top, out=chunk)
+
+        for_row_chunks(len(vertices), place)
+        return out
 
     def voxel_centres(self, indices: np.ndarray) -> np.ndarray:
         """World positions of the centres of voxels given as (M, 3) integer indices."""

@@ -191,11 +191,13 @@ class SVO(Placed):
     """A solid voxelization as a sparse voxel octree (docs/svo-format.md).
 
     Holds the three arrays of the format and the grid placement. The arrays are checked
-    against the format on construction (SVOFormatError) and read-only afterwards.
+    against the format on construction (SVOFormatError) and read-only afterwards;
+    `verify=False` (arrays from this package's own GPU build, tested equal to the CPU
+    reference) defers the walk of the tree, and with it the check, to its first use.
     """
 
     def __init__(self, nodes: np.ndarray, bricks: np.ndarray, level_offsets: np.ndarray,
-                 placement: GridPlacement, stats: dict | None = None):
+                 placement: GridPlacement, stats: dict | None = None, *, verify: bool = True):
         self.placement = placement
         self.stats = dict(stats or {})
         self._padded = padded_resolution(placement.resolution)
@@ -206,7 +208,13 @@ class SVO(Placed):
         self._bricks = _frozen(np.asarray(bricks).reshape(-1), np.uint64, "bricks")
         self._level_offsets = _frozen(np.asarray(level_offsets).reshape(-1), np.uint32,
                                       "level_offsets")
-        self._tree = _check_structure(self)
+        self._walked: _Tree | None = _check_structure(self) if verify else None
+
+    @property
+    def _tree(self) -> "_Tree":
+        if self._walked is None:
+            self._walked = _check_structure(self)
+        return self._walked
 
     @classmethod
     def from_dense(cls, voxels: np.ndarray, placement: GridPlacement,

@@ -6,6 +6,7 @@ import numpy as np
 import vulkan as vk
 
 from ..errors import DeviceError
+from ..parallel import for_row_chunks
 from .device import Device
 
 STORAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
@@ -65,7 +66,15 @@ class Buffer:
 
     def write(self, data: np.ndarray) -> None:
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-        self.mapped()[: raw.size] = raw.tobytes() if raw.size < 1 << 16 else memoryview(raw)
+        if raw.size < 1 << 16:
+            self.mapped()[: raw.size] = raw.tobytes()
+            return
+        target = np.frombuffer(self.mapped(), np.uint8, count=raw.size)
+
+        def copy(start: int, stop: int) -> None:
+            target[start:stop] = raw[start:stop]
+
+        for_row_chunks(raw.size, copy, min_rows=1 << 22)  # 4 MiB or more per thread
 
     def read(self, dtype, count: int | None = None) -> np.ndarray:
         """A copy of the buffer's contents as a numpy array."""

@@ -1,0 +1,31 @@
+"""Row-parallel numpy on the host's cores: numpy releases the GIL inside its loops, so
+splitting a large array into chunks for a thread pool divides the host work of a
+multi-million-triangle mesh (placement, soup gather, staging copies) by the core count."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+MIN_ROWS = 1 << 18  # below this, one thread: starting the others costs more than it saves
+
+_pool: ThreadPoolExecutor | None = None
+
+
+def _threads() -> int:
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = MIN_ROWS) -> None:
+    """Call work(start, stop) over [0, rows) in contiguous chunks, in parallel when large."""
+    global _pool
+    chunks = min(_threads(), rows // min_rows)
+    if chunks <= 1:
+        work(0, rows)
+        return
+    if _pool is None:
+        _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="voxelizer-rows")
+    bounds = [rows * i // chunks for i in range(chunks + 1)]
+    for future in [_pool.submit(work, a, b) for a, b in zip(bounds, bounds[1:])]:
+        future.result()  # re-raises a chunk's exception here
