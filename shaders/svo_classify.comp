@@ -2,7 +2,8 @@
 // SVO pass 1, bottom-up classification: the state (empty, full, mixed) of every brick, then
 // of every node of each level from its eight children. Indexed by forest code at each level
 // (svo.glsl: the cube, then the Morton code inside it); also writes the "stored" flag (mixed)
-// that the scan turns into storage positions.
+// that the scan turns into storage positions, and per run of bricks a mask of its mixed
+// bricks, so that the compaction reads the grid only for runs that store a brick.
 //   CLASSIFY_BRICKS 1: one thread per run of up to 8 bricks along z that share one word of
 //     each of their 16 columns: the OR and AND of those 16 words say which of the bricks are
 //     empty (no bit in the nibble of the OR) and full (all bits in the nibble of the AND);
@@ -15,6 +16,9 @@ layout(std430, binding = 0) readonly buffer Grid { uint grid[]; };
 layout(std430, binding = 1) readonly buffer ChildStates { uvec4 child_states[]; };  // 8 per node
 layout(std430, binding = 2) writeonly buffer States { uint states[]; };
 layout(std430, binding = 3) writeonly buffer Stored { uint stored[]; };
+#if CLASSIFY_BRICKS
+layout(std430, binding = 4) writeonly buffer RunMixed { uint run_mixed[]; };  // per run
+#endif
 
 #include "svo.glsl"
 
@@ -35,9 +39,13 @@ void main() {
     BrickRun run = brick_run(source, index);
     uint words[16];
     read_run_words(source, run, words);
+    uint mixed = 0u;
     for (uint q = 0u; q < run.bricks; ++q) {
-        write_state(run_brick_code(run, q), run_brick_state(words, run_brick_shift(run, q)));
+        uint state = run_brick_state(words, run_brick_shift(run, q));
+        write_state(run_brick_code(run, q), state);
+        mixed |= uint(state == STATE_MIXED) << q;
     }
+    run_mixed[index] = mixed;
 }
 #else
 void main() {

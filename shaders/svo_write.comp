@@ -14,6 +14,9 @@ layout(std430, binding = 2) readonly buffer Positions { uint positions[]; };  //
 layout(std430, binding = 3) readonly buffer ChildStates { uvec4 child_states[]; };  // 8 per node
 layout(std430, binding = 4) readonly buffer ChildPositions { uint child_positions[]; };
 layout(std430, binding = 5) writeonly buffer Output { uvec2 entries[]; };    // nodes or bricks
+#if WRITE_BRICKS
+layout(std430, binding = 6) readonly buffer RunMixed { uint run_mixed[]; };   // svo_classify
+#endif
 
 #include "svo.glsl"
 
@@ -29,13 +32,14 @@ void main() {
 #if WRITE_BRICKS
     uint index = flat_invocation_id();
     if (index >= count) return;
+    uint mixed = run_mixed[index];
+    if (mixed == 0u) return;  // most runs: nothing stored, no grid read
     BrickRun run = brick_run(source, index);
     uint words[16];
     read_run_words(source, run, words);
     for (uint q = 0u; q < run.bricks; ++q) {
-        uint shift = run_brick_shift(run, q);
-        if (run_brick_state(words, shift) == STATE_MIXED) {
-            entries[positions[run_brick_code(run, q)]] = run_brick_bits(words, shift);
+        if ((mixed >> q & 1u) != 0u) {
+            entries[positions[run_brick_code(run, q)]] = run_brick_bits(words, run_brick_shift(run, q));
         }
     }
 #else

@@ -83,10 +83,10 @@ class SVOPipelines:
             spirv = compile_shader(name, {"WG_SIZE": WG_SIZE, "TILE_SHIFT": 2, **defines})
             return ComputePipeline(device, spirv, bindings, push_size, f"{name}{defines}")
 
-        self.classify_bricks = build("svo_classify", (0, 1, 2, 3), 32, CLASSIFY_BRICKS=1)
+        self.classify_bricks = build("svo_classify", (0, 1, 2, 3, 4), 32, CLASSIFY_BRICKS=1)
         self.classify_nodes = build("svo_classify", (0, 1, 2, 3), 32, CLASSIFY_BRICKS=0)
         self.write_nodes = build("svo_write", (0, 1, 2, 3, 4, 5), 44, WRITE_BRICKS=0)
-        self.write_bricks = build("svo_write", (0, 1, 2, 3, 4, 5), 44, WRITE_BRICKS=1)
+        self.write_bricks = build("svo_write", (0, 1, 2, 3, 4, 5, 6), 44, WRITE_BRICKS=1)
 
     def destroy(self) -> None:
         for pipeline in (self.classify_bricks, self.classify_nodes, self.write_nodes,
@@ -131,7 +131,9 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
         sequence.upload(grid.buffer, words)
         sequence.barrier()
     runs = sizes[levels] // min(8, 1 << levels)  # runs of bricks along z (shaders/svo.glsl)
-    sequence.dispatch(svo.classify_bricks, {0: grid, 1: unused, 2: states[levels], 3: stored[levels]},
+    run_mixed = Binding(pool.get("svo_run_mixed", 4 * runs), 4 * runs)
+    sequence.dispatch(svo.classify_bricks,
+                      {0: grid, 1: unused, 2: states[levels], 3: stored[levels], 4: run_mixed},
                       source + pack("I", runs), _groups(runs, WG_SIZE))
     sequence.barrier()
     for level in reversed(range(levels)):
@@ -180,7 +182,7 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
         bricks = Binding(pool.get("svo_bricks", 8 * brick_count), 8 * brick_count)
         sequence.dispatch(svo.write_bricks,
                           {0: grid, 1: states[levels], 2: stored[levels], 3: unused, 4: unused,
-                           5: bricks},
+                           5: bricks, 6: run_mixed},
                           source + pack("IIII", runs, 0, 0, 0), _groups(runs, WG_SIZE))
     sequence.barrier()
     sequence.mark("svo_write")
