@@ -50,8 +50,8 @@ SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
 TILE_BYTES = 16  # Tile in compact.comp / fill.comp
 PAIR_BYTES = 8
-FILL_PAIRS_PER_ROUND = 1 << 17
-COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold  # pairs of one tile per fill dispatch (shaders/fill.comp)
+FILL_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fill dispatch (shaders/fill.comp)
+COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold
 
 
 def check_variant(variant: str) -> str:
