@@ -5,16 +5,6 @@
 #define STATE_FULL 1u
 #define STATE_MIXED 2u
 
-// Every third bit of a Morton code, gathered: the inverse of spreading x to bits 0, 3, 6, ...
-uint morton_compact(uint code) {
-    code &= 0x09249249u;
-    code = (code ^ (code >> 2)) & 0x030C30C3u;
-    code = (code ^ (code >> 4)) & 0x0300F00Fu;
-    code = (code ^ (code >> 8)) & 0xFF0000FFu;
-    code = (code ^ (code >> 16)) & 0x000003FFu;
-    return code;
-}
-
 // Bit b of x moved to bit 3b: one axis of a Morton code (x < 1024).
 uint morton_spread(uint x) {
     x &= 0x000003FFu;
@@ -28,10 +18,6 @@ uint morton_spread(uint x) {
 uint morton_encode(uvec3 position) {
     return morton_spread(position.x) | (morton_spread(position.y) << 1)
          | (morton_spread(position.z) << 2);
-}
-
-uvec3 morton_decode(uint code) {
-    return uvec3(morton_compact(code), morton_compact(code >> 1), morton_compact(code >> 2));
 }
 
 // Where bricks come from: the grid buffer of one slab of column rows, and the forest of cubes
@@ -59,16 +45,11 @@ struct BrickRun {
     uint bricks;      // bricks in the run
 };
 
-uint brick_runs(BrickSource source) {
-    uint side = 1u << source.cube_levels;
-    return side * side * side / min(8u, side);
-}
-
 BrickRun brick_run(BrickSource source, uint run) {
     uint side = 1u << source.cube_levels;  // bricks per cube side
     BrickRun r;
     r.bricks = min(8u, side);
-    uint runs_per_cube = brick_runs(source);
+    uint runs_per_cube = side * side * side / r.bricks;
     uint cube = run / runs_per_cube;
     uint in_cube = run % runs_per_cube;
     r.local = uvec3(in_cube % side, (in_cube / side) % side, in_cube / (side * side) * r.bricks);

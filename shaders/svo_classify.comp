@@ -52,7 +52,7 @@ void main() {
     uint code = flat_invocation_id();
     if (code >= count) return;
     uvec4 low = child_states[2u * code], high = child_states[2u * code + 1u];
-    bool empty = all(equal(low | high, uvec4(STATE_EMPTY)));
+    bool empty = all(equal(low, uvec4(STATE_EMPTY))) && all(equal(high, uvec4(STATE_EMPTY)));
     bool full = all(equal(low, uvec4(STATE_FULL))) && all(equal(high, uvec4(STATE_FULL)));
     write_state(code, empty ? STATE_EMPTY : (full ? STATE_FULL : STATE_MIXED));
 }

@@ -61,6 +61,25 @@ def test_large_grid_matches_reference(gpu, name, variant):
     assert_same(gpu.voxelize_dense(mesh(name), 256, variant).to_numpy(), reference(name, 256))
 
 
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_paths_for_devices_without_subgroup_operations(monkeypatch, variant):
+    """The Hillis-Steele scan and the fill's per-lane record loads, which lavapipe (with
+    subgroup arithmetic and ballot) never takes: same voxels, same octree as the reference."""
+    from voxelizer import passes
+    from voxelizer.api import Voxelizer
+    from voxelizer.svo import SVO
+
+    monkeypatch.setattr(passes, "subgroup_defines",
+                        lambda device: {"SUBGROUP_SCAN": 0, "SHARED_RECORDS": 0})
+    with Voxelizer() as plain:
+        assert_same(plain.voxelize_dense(mesh("bunny.ply"), 128, variant).to_numpy(),
+                    reference("bunny.ply", 128))
+        svo = plain.voxelize(mesh("dragon.ply"), 64, variant)
+        expected = SVO.from_dense(reference("dragon.ply", 64), svo.placement)
+        assert np.array_equal(svo.nodes, expected.nodes)
+        assert np.array_equal(svo.bricks, expected.bricks)
+
+
 @pytest.mark.parametrize("n", [8, 36, 100, 132])
 @pytest.mark.parametrize("variant", ["naive", "combined"])
 def test_grids_that_are_not_powers_of_two(gpu, n, variant):
