@@ -7,10 +7,10 @@ from pathlib import Path
 
 os.environ["VOXELIZER_VALIDATION"] = "1"  # before any Vulkan object exists
 
-import pytest  # noqa: E402
+import pytest
 
-from voxelizer.api import Voxelizer, close_shared  # noqa: E402
-from voxelizer.gpu.device import Instance  # noqa: E402
+from voxelizer.api import Voxelizer, close_shared
+from voxelizer.gpu.device import Instance
 
 SHARED_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 PROJECT_MODELS = Path(__file__).resolve().parents[1] / "models"
@@ -44,5 +44,7 @@ def validation_clean():
 def shared_model(name: str) -> Path:
     path = SHARED_MODELS / name
     if not path.is_file():
-        raise FileNotFoundError(f"{path} is missing: the tests need ../shared/models beside the project")
+        raise FileNotFoundError(
+            f"{path} is missing: the tests need ../shared/models beside the project"
+        )
     return path

@@ -27,7 +27,9 @@ def _outward(vertices: np.ndarray, faces: np.ndarray) -> Shape:
 def box(lo, hi) -> Shape:
     """Axis-aligned box from its min and max corner: 8 vertices, 12 triangles."""
     lo, hi = np.asarray(lo, np.float64), np.asarray(hi, np.float64)
-    bits = (np.arange(8)[:, None] >> np.arange(3)[None, :]) & 1  # corner c has x bit 0, y bit 1, z bit 2
+    bits = (
+        np.arange(8)[:, None] >> np.arange(3)[None, :]
+    ) & 1  # corner c has x bit 0, y bit 1, z bit 2
     vertices = np.where(bits == 1, hi, lo)
     quads = np.array(
         [[0, 2, 6, 4], [1, 5, 7, 3], [0, 4, 5, 1], [2, 3, 7, 6], [0, 1, 3, 2], [4, 6, 7, 5]]
@@ -77,4 +79,6 @@ def inverted(shape: Shape) -> Shape:
 
 def hollow_sphere(centre, outer: float, inner: float, subdivisions: int = 3) -> Shape:
     """Two nested icospheres, the inner one inside out: a shell around an empty core."""
-    return combine(sphere(centre, outer, subdivisions), inverted(sphere(centre, inner, subdivisions)))
+    return combine(
+        sphere(centre, outer, subdivisions), inverted(sphere(centre, inner, subdivisions))
+    )

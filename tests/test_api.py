@@ -7,8 +7,14 @@ import pytest
 import trimesh
 
 import voxelizer
-from voxelizer import (DeviceError, GridError, MeshError, VariantError, VoxelizerError,
-                       voxelize_dense)
+from voxelizer import (
+    DeviceError,
+    GridError,
+    MeshError,
+    VariantError,
+    VoxelizerError,
+    voxelize_dense,
+)
 from voxelizer.mesh import load_mesh
 from voxelizer.reference import voxelize_reference
 
@@ -46,8 +52,24 @@ def test_module_function_uses_the_default_variant_and_device():
     assert grid.count() == voxelize_reference(load_mesh(PROJECT_MODELS / "gear.ply"), 32).count()
 
 
-@pytest.mark.parametrize("grid", [0, 4, 6, 30, 8193 * 4, 2.5, "64", True, (8, 8), (8, 8, 10),
-                                  (8, 8, 8, 8), [16, 16, 4], (16.0, 16, 16)])
+@pytest.mark.parametrize(
+    "grid",
+    [
+        0,
+        4,
+        6,
+        30,
+        8193 * 4,
+        2.5,
+        "64",
+        True,
+        (8, 8),
+        (8, 8, 10),
+        (8, 8, 8, 8),
+        [16, 16, 4],
+        (16.0, 16, 16),
+    ],
+)
 def test_bad_grids_raise_grid_error(gpu, grid):
     with pytest.raises(GridError):
         gpu.voxelize_dense(PROJECT_MODELS / "gear.ply", grid)
@@ -58,17 +80,23 @@ def test_unknown_variant(gpu):
         gpu.voxelize_dense(PROJECT_MODELS / "gear.ply", 16, "fast")
 
 
-@pytest.mark.parametrize("source, message", [
-    ((np.zeros((0, 3)), np.zeros((0, 3), int)), "no triangles"),
-    ((np.ones((3, 3)), np.array([[0, 1, 2]])), "zero extent"),
-    ((np.array([[0, 0, 0], [1, 0, 0], [np.nan, 1, 0]]), np.array([[0, 1, 2]])), "NaN"),
-    ((np.array([[0, 0, 0], [1, 0, 0], [np.inf, 1, 0]]), np.array([[0, 1, 2]])), "NaN or infinity"),
-    ((np.eye(3), np.array([[0, 1, 3]])), "does not exist"),
-    ((np.eye(3), np.array([[0, 1, -1]])), "does not exist"),
-    ((np.eye(3), np.array([[0, 1, 2, 0]])), "triangles only"),
-    ((np.eye(3), np.array([[0.0, 1.0, 2.0]])), "integer"),
-    (42, "cannot voxelize a int"),
-])
+@pytest.mark.parametrize(
+    "source, message",
+    [
+        ((np.zeros((0, 3)), np.zeros((0, 3), int)), "no triangles"),
+        ((np.ones((3, 3)), np.array([[0, 1, 2]])), "zero extent"),
+        ((np.array([[0, 0, 0], [1, 0, 0], [np.nan, 1, 0]]), np.array([[0, 1, 2]])), "NaN"),
+        (
+            (np.array([[0, 0, 0], [1, 0, 0], [np.inf, 1, 0]]), np.array([[0, 1, 2]])),
+            "NaN or infinity",
+        ),
+        ((np.eye(3), np.array([[0, 1, 3]])), "does not exist"),
+        ((np.eye(3), np.array([[0, 1, -1]])), "does not exist"),
+        ((np.eye(3), np.array([[0, 1, 2, 0]])), "triangles only"),
+        ((np.eye(3), np.array([[0.0, 1.0, 2.0]])), "integer"),
+        (42, "cannot voxelize a int"),
+    ],
+)
 def test_bad_meshes_raise_mesh_error(gpu, source, message):
     with pytest.raises(MeshError, match=message):
         gpu.voxelize_dense(source, 16)
@@ -80,8 +108,14 @@ def test_unknown_device_raises_device_error():
 
 
 def test_errors_share_one_base_class():
-    for error in (MeshError, GridError, VariantError, DeviceError, voxelizer.ShaderError,
-                  voxelizer.OutputError):
+    for error in (
+        MeshError,
+        GridError,
+        VariantError,
+        DeviceError,
+        voxelizer.ShaderError,
+        voxelizer.OutputError,
+    ):
         assert issubclass(error, VoxelizerError)
 
 
@@ -91,8 +125,9 @@ def test_list_devices_names_the_device_in_use(gpu):
 
 def test_grid_space_entry_rejects_vertices_outside_the_grid(gpu):
     with pytest.raises(MeshError, match="inside"):
-        gpu.voxelize_grid(np.array([[0, 0, 0], [9, 0, 0], [0, 1, 1]], np.float32),
-                          np.array([[0, 1, 2]]), 8)
+        gpu.voxelize_grid(
+            np.array([[0, 0, 0], [9, 0, 0], [0, 1, 1]], np.float32), np.array([[0, 1, 2]]), 8
+        )
 
 
 def test_degenerate_and_duplicate_triangles_change_nothing(gpu):

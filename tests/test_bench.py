@@ -14,7 +14,7 @@ from voxelizer.benchmarks import meshes, peers
 from voxelizer.benchmarks.bandwidth import bandwidth_fractions, device_bandwidth, pass_bytes
 from voxelizer.benchmarks.report import markdown, write_json
 from voxelizer.mesh import Mesh, load_mesh
-from voxelizer.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
+from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
 from voxelizer.reference import voxelize_reference
 
 from .conftest import PROJECT_MODELS
@@ -36,7 +36,8 @@ def test_subdivision_keeps_the_surface_and_stays_closed():
     twice = meshes.subdivided(mesh, 2)
     assert len(once.faces) == 4 * len(mesh.faces) and len(twice.faces) == 16 * len(mesh.faces)
     assert _volume(twice.vertices, twice.faces) == pytest.approx(
-        _volume(mesh.vertices, mesh.faces), rel=1e-12)
+        _volume(mesh.vertices, mesh.faces), rel=1e-12
+    )
     # closed by index: every edge has exactly two faces, so midpoints were shared, not doubled
     assert set(_edge_uses(twice.faces)) == {2}
     assert twice.topology.closed
@@ -44,15 +45,23 @@ def test_subdivision_keeps_the_surface_and_stays_closed():
     # winding kept: the same signed volume (checked above) and every child faces its parent's way
     parent = np.arange(len(twice.faces)) % len(mesh.faces)
     normal = lambda v, f: np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
-    assert (np.einsum("ij,ij->i", normal(twice.vertices, twice.faces),
-                      normal(mesh.vertices, mesh.faces)[parent]) > 0).all()
+    assert (
+        np.einsum(
+            "ij,ij->i",
+            normal(twice.vertices, twice.faces),
+            normal(mesh.vertices, mesh.faces)[parent],
+        )
+        > 0
+    ).all()
     # every corner lies in its original triangle: barycentric weights in [0, 1] that rebuild it
     a, b, c = (mesh.vertices[mesh.faces[parent, i]] for i in range(3))
     basis = np.stack([b - a, c - a], axis=2)  # (F, 3, 2)
     for corner in range(3):
         point = twice.vertices[twice.faces[:, corner]]
-        weights = np.linalg.solve(np.einsum("fki,fkj->fij", basis, basis),  # least squares
-                                  np.einsum("fki,fk->fi", basis, point - a)[..., None])[..., 0]
+        weights = np.linalg.solve(
+            np.einsum("fki,fkj->fij", basis, basis),  # least squares
+            np.einsum("fki,fk->fi", basis, point - a)[..., None],
+        )[..., 0]
         rebuilt = a + np.einsum("fki,fi->fk", basis, weights)
         assert np.abs(rebuilt - point).max() < 1e-9 * np.ptp(mesh.vertices)
         assert (weights > -1e-9).all() and (weights.sum(axis=1) < 1 + 1e-9).all()
@@ -61,8 +70,10 @@ def test_subdivision_keeps_the_surface_and_stays_closed():
 def test_models_resolve_by_name_suffix_and_path(tmp_path):
     name, mesh = meshes.resolve_model("torus_knot-x4", PROJECT_MODELS)
     assert name == "torus_knot-x4" and len(mesh.faces) == 4 * 6912
-    assert meshes.resolve_model("torus_knot-x16", PROJECT_MODELS)[1] is \
-        meshes.resolve_model("torus_knot-x16", PROJECT_MODELS)[1]  # generated once per run
+    assert (
+        meshes.resolve_model("torus_knot-x16", PROJECT_MODELS)[1]
+        is meshes.resolve_model("torus_knot-x16", PROJECT_MODELS)[1]
+    )  # generated once per run
     assert meshes.resolve_model(str(PROJECT_MODELS / "gear.ply"))[0] == "gear"
     with pytest.raises(ValueError, match="power of four"):
         meshes.resolve_model("torus_knot-x8", PROJECT_MODELS)
@@ -91,8 +102,11 @@ def test_peers_answer_on_our_voxel_centres(peer):
 
 def test_a_peer_that_is_not_installed_is_skipped_with_the_reason(monkeypatch):
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *rest: None if name == "pyvista" else real(name, *rest))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *rest: None if name == "pyvista" else real(name, *rest),
+    )
     outcome = peers.measure_peer("pyvista", _box(), 16, np.zeros((16,) * 3, bool))
     assert outcome["status"] == "skipped" and "pyvista" in outcome["reason"]
 
@@ -129,8 +143,11 @@ def test_byte_estimates_follow_the_counts():
 
 
 def test_bandwidth_fractions_and_known_devices():
-    fractions = bandwidth_fractions({"setup": 10**9, "fill": 10**9, "sort": 5},
-                                    {"setup": 1.0, "fill": 3.0, "upload": 2.0}, 1000.0)
+    fractions = bandwidth_fractions(
+        {"setup": 10**9, "fill": 10**9, "sort": 5},
+        {"setup": 1.0, "fill": 3.0, "upload": 2.0},
+        1000.0,
+    )
     assert fractions == pytest.approx({"setup": 1.0, "fill": 1 / 3, "total": 0.5})
     assert device_bandwidth("NVIDIA H100 80GB HBM3") == 3350
     assert device_bandwidth("NVIDIA H200") == 4800
@@ -138,36 +155,76 @@ def test_bandwidth_fractions_and_known_devices():
 
 
 def _doc(fractions: dict | None = None) -> dict:
-    row = {"model": "bunny", "triangles": 69630, "vertices": 34817, "grid": 256,
-           "variant": "branchless", "sort": "counting", "output": "svo", "status": "ok",
-           "wall_ms": {"median": 10.0, "min": 9.0, "max": 12.0, "runs": [9.0, 10.0, 12.0]},
-           "from_arrays_ms": 20.0,
-           "gpu_ms": {"setup": 1.5, "fill": 2.25, "download": 0.0}, "gpu_ms_total": 3.75,
-           "gpu_ms_compute": 3.5,
-           "host_ms": {"load": 0.1}, "counts": {"pairs": np.int64(58786), "tiles": 2591},
-           "memory": {"device_peak_bytes": 3 << 20, "staging_peak_bytes": 1 << 20}}
+    row = {
+        "model": "bunny",
+        "triangles": 69630,
+        "vertices": 34817,
+        "grid": 256,
+        "variant": "branchless",
+        "sort": "counting",
+        "output": "svo",
+        "status": "ok",
+        "wall_ms": {"median": 10.0, "min": 9.0, "max": 12.0, "runs": [9.0, 10.0, 12.0]},
+        "from_arrays_ms": 20.0,
+        "gpu_ms": {"setup": 1.5, "fill": 2.25, "download": 0.0},
+        "gpu_ms_total": 3.75,
+        "gpu_ms_compute": 3.5,
+        "host_ms": {"load": 0.1},
+        "counts": {"pairs": np.int64(58786), "tiles": 2591},
+        "memory": {"device_peak_bytes": 3 << 20, "staging_peak_bytes": 1 << 20},
+    }
     if fractions:
         row["bandwidth_fraction"] = fractions
-    skipped = {"model": "bunny", "triangles": 69630, "grid": 8192, "variant": "naive",
-               "sort": "bitonic", "status": "skipped", "reason": "GridError: too large"}
-    return {"date": "2025-01-01T00:00:00+00:00", "device": {"name": "Some GPU", "driver": "x 1.0"},
-            "host": "a CPU", "commit": "abc1234", "settings": {"output": "svo", "repeat": 3},
-            "rows": [row, skipped],
-            "peers": [{"model": "bunny", "grid": 256, "peer": "pyvista", "status": "ok",
-                       "seconds": 0.02, "ours_ms": 10.0, "ratio": 0.5, "extra_voxels": 0,
-                       "missing_voxels": 2},
-                      {"model": "bunny", "grid": 512, "peer": "trimesh", "status": "skipped",
-                       "reason": "grid above 256", "seconds": None, "ours_ms": 10.0,
-                       "ratio": None}],
-            "cli": [{"model": "bunny", "grid": 256, "status": "ok", "wall_s": 1.25,
-                     "reported_s": 0.5}]}
+    skipped = {
+        "model": "bunny",
+        "triangles": 69630,
+        "grid": 8192,
+        "variant": "naive",
+        "sort": "bitonic",
+        "status": "skipped",
+        "reason": "GridError: too large",
+    }
+    return {
+        "date": "2025-01-01T00:00:00+00:00",
+        "device": {"name": "Some GPU", "driver": "x 1.0"},
+        "host": "a CPU",
+        "commit": "abc1234",
+        "settings": {"output": "svo", "repeat": 3},
+        "rows": [row, skipped],
+        "peers": [
+            {
+                "model": "bunny",
+                "grid": 256,
+                "peer": "pyvista",
+                "status": "ok",
+                "seconds": 0.02,
+                "ours_ms": 10.0,
+                "ratio": 0.5,
+                "extra_voxels": 0,
+                "missing_voxels": 2,
+            },
+            {
+                "model": "bunny",
+                "grid": 512,
+                "peer": "trimesh",
+                "status": "skipped",
+                "reason": "grid above 256",
+                "seconds": None,
+                "ours_ms": 10.0,
+                "ratio": None,
+            },
+        ],
+        "cli": [{"model": "bunny", "grid": 256, "status": "ok", "wall_s": 1.25, "reported_s": 0.5}],
+    }
 
 
 def test_markdown_tables(tmp_path):
     text = markdown(_doc())
     assert "- device: Some GPU (driver: x 1.0)" in text
-    assert ("| bunny | 69,630 | 256 | branchless | counting | 10.0 (9.0–12.0) | 20.0 | 3.75 | 3.50 "
-            "| 58,786 | 2,591 | 3.0 |") in text
+    assert (
+        "| bunny | 69,630 | 256 | branchless | counting | 10.0 (9.0–12.0) | 20.0 | 3.75 | 3.50 "
+        "| 58,786 | 2,591 | 3.0 |"
+    ) in text
     assert "bandwidth %" not in text
     assert "| model | grid | variant | sort | setup | fill |" in text  # no column without time
     assert "| bunny | 256 | pyvista | 20.0 | 10.0 | 0.50 | 0 | 2 |  |" in text
@@ -192,9 +249,23 @@ def test_json_round_trip(tmp_path):
 
 
 def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
-    args = ["--models", str(PROJECT_MODELS / "gear.ply"), "--grids", "16", "10",
-            "--repeat", "1", "--peers", "reference", "--json", str(tmp_path / "run.json"),
-            "--markdown", str(tmp_path / "run.md"), "--bandwidth", "100"]
+    args = [
+        "--models",
+        str(PROJECT_MODELS / "gear.ply"),
+        "--grids",
+        "16",
+        "10",
+        "--repeat",
+        "1",
+        "--peers",
+        "reference",
+        "--json",
+        str(tmp_path / "run.json"),
+        "--markdown",
+        str(tmp_path / "run.md"),
+        "--bandwidth",
+        "100",
+    ]
     plots = importlib.util.find_spec("matplotlib") is not None
     if plots:
         args += ["--plots", str(tmp_path / "plots")]
@@ -219,5 +290,8 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
     assert printed == (tmp_path / "run.md").read_text() + "\n"
     assert "| gear | 1,920 | 16 | branchless | counting |" in printed
     if plots:
-        assert {p.name for p in (tmp_path / "plots").iterdir()} >= {"runtime.png", "passes.png",
-                                                                     "memory.png"}
+        assert {p.name for p in (tmp_path / "plots").iterdir()} >= {
+            "runtime.png",
+            "passes.png",
+            "memory.png",
+        }

@@ -59,15 +59,18 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
     assert code == 0 and DenseGrid.load_npz(out).resolution == 16
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--variant", "fastest"], "unknown variant 'fastest'"),
-    (["-o", "out.stl"], "cannot write .stl"),
-    (["--grid", "many"], "invalid grid 'many'"),
-    (["--grid", "30"], "multiple of 4"),
-    (["--grid", "4"], "multiple of 4"),
-    (["--grid", "-8"], "multiple of 4"),
-    (["--grid", "16384"], "larger than the supported maximum"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--variant", "fastest"], "unknown variant 'fastest'"),
+        (["-o", "out.stl"], "cannot write .stl"),
+        (["--grid", "many"], "invalid grid 'many'"),
+        (["--grid", "30"], "multiple of 4"),
+        (["--grid", "4"], "multiple of 4"),
+        (["--grid", "-8"], "multiple of 4"),
+        (["--grid", "16384"], "larger than the supported maximum"),
+    ],
+)
 def test_usage_errors_exit_2(capsys, args, message):
     with pytest.raises(SystemExit) as caught:
         main([str(PROJECT_MODELS / "gear.ply"), *args])
@@ -75,10 +78,13 @@ def test_usage_errors_exit_2(capsys, args, message):
     assert caught.value.code == 2 and message in stderr and "Traceback" not in stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--device", "no-such-gpu"], "no Vulkan device matches 'no-such-gpu'"),
-    (["--device", "99"], "no Vulkan device with index 99"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--device", "no-such-gpu"], "no Vulkan device matches 'no-such-gpu'"),
+        (["--device", "99"], "no Vulkan device with index 99"),
+    ],
+)
 def test_input_errors_exit_1_with_one_line(capsys, args, message):
     code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", *args)
     assert code == 1 and stdout == ""
@@ -86,11 +92,14 @@ def test_input_errors_exit_1_with_one_line(capsys, args, message):
     assert len(stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "no such file"),
-    (b"", "cannot read mesh"),
-    (b"ply\nformat binary_little_endian 1.0\nelement vertex 3\n", "cannot read mesh"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (None, "no such file"),
+        (b"", "cannot read mesh"),
+        (b"ply\nformat binary_little_endian 1.0\nelement vertex 3\n", "cannot read mesh"),
+    ],
+)
 def test_bad_input_files(tmp_path, capsys, content, message):
     path = tmp_path / "model.ply"
     if content is not None:
@@ -109,9 +118,21 @@ def test_list_devices(capsys):
 def test_installed_command_runs_as_a_process(tmp_path):
     """The console entry point, in a fresh interpreter (validation on, as everywhere here)."""
     out = tmp_path / "gear.npz"
-    result = subprocess.run([sys.executable, "-m", "voxelizer.cli", str(PROJECT_MODELS / "gear.ply"),
-                             "--grid", "32", "-o", str(out)], capture_output=True, text=True,
-                            timeout=300)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "voxelizer.cli",
+            str(PROJECT_MODELS / "gear.ply"),
+            "--grid",
+            "32",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     assert "solid voxels" in result.stdout and out.is_file()
     assert result.stderr == ""
@@ -119,14 +140,33 @@ def test_installed_command_runs_as_a_process(tmp_path):
 
 def test_stats_json(tmp_path, capsys):
     out = tmp_path / "stats.json"
-    code, stdout, _ = run(capsys, PROJECT_MODELS / "torus_knot.ply", "--grid", 64, "--variant",
-                          "indexed", "--stats-json", out)
+    code, stdout, _ = run(
+        capsys,
+        PROJECT_MODELS / "torus_knot.ply",
+        "--grid",
+        64,
+        "--variant",
+        "indexed",
+        "--stats-json",
+        out,
+    )
     assert code == 0
     stats = json.loads(out.read_text())
     assert stats["variant"] == "indexed" and stats["shape"] == [64, 64, 64]
-    assert set(stats["gpu_ms"]) == {"upload", "setup", "scan", "emit", "sort", "mark", "compact",
-                                    "fill", "svo_classify", "svo_scan", "svo_write",
-                                    "svo_download"}
+    assert set(stats["gpu_ms"]) == {
+        "upload",
+        "setup",
+        "scan",
+        "emit",
+        "sort",
+        "mark",
+        "compact",
+        "fill",
+        "svo_classify",
+        "svo_scan",
+        "svo_write",
+        "svo_download",
+    }
     assert all(ms >= 0 for ms in stats["gpu_ms"].values())
     assert {"load", "prepare", "upload", "svo_download"} <= set(stats["host_ms"])
     counts = stats["counts"]
@@ -142,8 +182,9 @@ def test_stats_json(tmp_path, capsys):
 
 def test_open_mesh_warning_is_one_line_and_vote_mode_runs(capsys):
     model = shared_model("suzanne.ply")
-    code, stdout, stderr = run(capsys, model, "--grid", 32, "--fill-mode", "vote", "--sort",
-                               "bitonic")
+    code, stdout, stderr = run(
+        capsys, model, "--grid", 32, "--fill-mode", "vote", "--sort", "bitonic"
+    )
     assert code == 0 and "solid voxels" in stdout
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("voxelize: warning: the mesh is not closed")
@@ -161,28 +202,31 @@ def test_unknown_fill_mode_or_sort_is_a_usage_error(capsys, args):
 # --- grid shapes, voxel size, bounds, memory budget, progress ------------------------------
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--grid", "512x256"], "invalid grid '512x256'"),
-    (["--grid", "8x8x8x8"], "invalid grid"),
-    (["--grid", "16x8x"], "invalid grid"),
-    (["--grid", "1_024"], "invalid grid"),
-    (["--grid", "16x8.0x12"], "invalid grid"),
-    (["--grid", "16x10x12"], "side y must be a multiple of 4"),
-    (["--grid", "16x8x8200"], "side z 8200 is larger than the supported maximum"),
-    (["--grid", "16", "--voxel-size", "0.1"], "not allowed with argument --grid"),
-    (["--voxel-size", "0"], "voxel size must be a positive finite number"),
-    (["--voxel-size", "-0.5"], "voxel size must be a positive finite number"),
-    (["--voxel-size", "nan"], "voxel size must be a positive finite number"),
-    (["--voxel-size", "inf"], "voxel size must be a positive finite number"),
-    (["--voxel-size", "small"], "voxel size must be a positive finite number"),
-    (["--bounds", "0", "0", "0", "1", "1"], "expected 6 arguments"),
-    (["--bounds", "0", "0", "0", "1", "1", "x"], "invalid float value"),
-    (["--bounds", "0", "0", "0", "1", "1", "0"], "zmin 0 must be less than zmax 0"),
-    (["--bounds", "-1", "-1", "-1", "1", "1", "nan"], "bounds must be finite"),
-    (["--max-memory", "12XB"], "cannot read memory size '12XB'"),
-    (["--max-memory", "0"], "at least one byte"),
-    (["--max-memory", "1.5"], "whole"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--grid", "512x256"], "invalid grid '512x256'"),
+        (["--grid", "8x8x8x8"], "invalid grid"),
+        (["--grid", "16x8x"], "invalid grid"),
+        (["--grid", "1_024"], "invalid grid"),
+        (["--grid", "16x8.0x12"], "invalid grid"),
+        (["--grid", "16x10x12"], "side y must be a multiple of 4"),
+        (["--grid", "16x8x8200"], "side z 8200 is larger than the supported maximum"),
+        (["--grid", "16", "--voxel-size", "0.1"], "not allowed with argument --grid"),
+        (["--voxel-size", "0"], "voxel size must be a positive finite number"),
+        (["--voxel-size", "-0.5"], "voxel size must be a positive finite number"),
+        (["--voxel-size", "nan"], "voxel size must be a positive finite number"),
+        (["--voxel-size", "inf"], "voxel size must be a positive finite number"),
+        (["--voxel-size", "small"], "voxel size must be a positive finite number"),
+        (["--bounds", "0", "0", "0", "1", "1"], "expected 6 arguments"),
+        (["--bounds", "0", "0", "0", "1", "1", "x"], "invalid float value"),
+        (["--bounds", "0", "0", "0", "1", "1", "0"], "zmin 0 must be less than zmax 0"),
+        (["--bounds", "-1", "-1", "-1", "1", "1", "nan"], "bounds must be finite"),
+        (["--max-memory", "12XB"], "cannot read memory size '12XB'"),
+        (["--max-memory", "0"], "at least one byte"),
+        (["--max-memory", "1.5"], "whole"),
+    ],
+)
 def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
     with pytest.raises(SystemExit) as caught:
         main([str(PROJECT_MODELS / "gear.ply"), *args])
@@ -191,10 +235,13 @@ def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
     assert stderr.strip().splitlines()[-1].startswith("voxelize: error:")
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--bounds", "-0.5", "-1", "-1", "1", "1", "1"], "below the bounds along x"),
-    (["--voxel-size", "1e-4"], "needs a 19812x19812x2500 grid"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--bounds", "-0.5", "-1", "-1", "1", "1", "1"], "below the bounds along x"),
+        (["--voxel-size", "1e-4"], "needs a 19812x19812x2500 grid"),
+    ],
+)
 def test_placement_errors_exit_1_with_one_line(capsys, args, message):
     code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", *args)
     assert code == 1 and stdout == ""
@@ -206,8 +253,22 @@ def test_bounds_and_voxel_size_on_a_cube(tmp_path, capsys):
     model = PROJECT_MODELS / "gear.ply"
     out = tmp_path / "gear.npz"
     bounds = [[-1, -1, -1], [1, 1, 1]]
-    code, stdout, stderr = run(capsys, model, "--voxel-size", "0.0625", "--bounds", -1, -1, -1,
-                               1, 1, 1, "-o", out, "--stats")
+    code, stdout, stderr = run(
+        capsys,
+        model,
+        "--voxel-size",
+        "0.0625",
+        "--bounds",
+        -1,
+        -1,
+        -1,
+        1,
+        1,
+        1,
+        "-o",
+        out,
+        "--stats",
+    )
     assert code == 0, stderr
     expected = voxelize_reference(load_mesh(model), voxel_size=0.0625, bounds=bounds)
     assert expected.shape == (32, 32, 32)
@@ -215,16 +276,18 @@ def test_bounds_and_voxel_size_on_a_cube(tmp_path, capsys):
     assert np.array_equal(saved.to_numpy(), expected.to_numpy())
     assert np.array_equal(saved.origin, [-1, -1, -1]) and saved.voxel_size == 0.0625
     assert "grid 32x32x32," in stdout and "\ngrid 32x32x32\n" in stdout  # summary and --stats
-    code, stdout, _ = run(capsys, model, "--grid", "16", "--bounds", -1, -1, -1, 1, 1, 1, "-o", out,
-                          "--force")
+    code, stdout, _ = run(
+        capsys, model, "--grid", "16", "--bounds", -1, -1, -1, 1, 1, 1, "-o", out, "--force"
+    )
     expected = voxelize_reference(load_mesh(model), 16, bounds=bounds)
     assert code == 0 and np.array_equal(DenseGrid.load_npz(out).to_numpy(), expected.to_numpy())
 
 
 def test_quiet_prints_nothing_but_writes(tmp_path, capsys):
     out = tmp_path / "gear.svo"
-    code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "--quiet",
-                               "-o", out)
+    code, stdout, stderr = run(
+        capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "--quiet", "-o", out
+    )
     assert code == 0 and stdout == "" and stderr == "" and out.is_file()
 
 
@@ -243,10 +306,16 @@ def reference_voxelize(monkeypatch):
         calls.append({"grid": grid, **options})
         for done in range(3):
             options["progress"]("fill", done, 2)
-        grid = voxelize_reference(load_mesh(model), grid, fill_mode,
-                                  voxel_size=options["voxel_size"], bounds=options["bounds"])
-        return SVO.from_dense(grid.to_numpy(), grid.placement,
-                              {"counts": {"triangles": 1920}, "device": "reference"})
+        grid = voxelize_reference(
+            load_mesh(model),
+            grid,
+            fill_mode,
+            voxel_size=options["voxel_size"],
+            bounds=options["bounds"],
+        )
+        return SVO.from_dense(
+            grid.to_numpy(), grid.placement, {"counts": {"triangles": 1920}, "device": "reference"}
+        )
 
     monkeypatch.setattr(api, "voxelize", fake)
     monkeypatch.setattr(cli, "TerminalProgress", functools.partial(TerminalProgress, delay=0.0))
@@ -276,8 +345,9 @@ def test_options_reach_the_api(tmp_path, capsys, monkeypatch, reference_voxelize
 
     terminal.seek(0)
     terminal.truncate()
-    code, stdout, _ = run(capsys, model, "--voxel-size", "0.125", "--bounds", -1, -1, -0.5, 1, 1,
-                          0.5, "--quiet")
+    code, stdout, _ = run(
+        capsys, model, "--voxel-size", "0.125", "--bounds", -1, -1, -0.5, 1, 1, 0.5, "--quiet"
+    )
     assert code == 0 and stdout == "" and terminal.getvalue() == ""
     call = reference_voxelize[-1]
     assert call["grid"] is None and call["voxel_size"] == 0.125 and call["max_memory"] is None

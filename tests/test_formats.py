@@ -13,7 +13,7 @@ from trimesh.exchange.binvox import load_binvox, parse_binvox
 
 from voxelizer import SVO, DenseGrid, OutputError, SVOFormatError, write_preview
 from voxelizer.cli import main
-from voxelizer.formats import OUTPUT_FORMATS, write
+from voxelizer.io.writers import OUTPUT_FORMATS, write
 from voxelizer.mesh import load_mesh
 from voxelizer.placement import GridPlacement
 from voxelizer.reference import voxelize_reference
@@ -72,7 +72,7 @@ def test_svo_header_fields(tmp_path, torus):
     assert np.array_equal(offsets, torus.level_offsets)
     # L + 1 = 5 words of offsets leave the bricks 4 bytes short of 8-byte alignment: padded.
     bricks_at = 96 + 20 + 8 * torus.node_count
-    assert data[bricks_at:bricks_at + 4] == b"\0\0\0\0"
+    assert data[bricks_at : bricks_at + 4] == b"\0\0\0\0"
     bricks = np.frombuffer(data, "<u8", torus.brick_count, bricks_at + 4)
     assert np.array_equal(bricks, torus.bricks)
 
@@ -119,29 +119,32 @@ def patched(data: bytes, offset: int, fmt: str, value) -> bytes:
     return with_crc(bytes(out))
 
 
-@pytest.mark.parametrize("offset, fmt, value, message", [
-    (0, "<8s", b"VOXSVO\n\n", "not an SVO file"),
-    (8, "<I", 3, "unsupported format version 3"),
-    (8, "<I", 0, "unsupported format version 0"),
-    (12, "<I", 88, "bad header"),
-    (16, "<I", 30, "side x must be a multiple of 4"),
-    (16, "<I", 2**31, "larger than the supported maximum"),
-    (20, "<I", 4, "side y must be a multiple of 4"),
-    (24, "<I", 2**31, "side z 2147483648 is larger than the supported maximum"),
-    (16, "<I", 20, "do not agree"),  # P = 16 is no longer max(shape) rounded up
-    (24, "<I", 8, "padding"),  # P still agrees, but the tree has voxels beyond z = 8
-    (28, "<I", 32, "do not agree"),
-    (32, "<I", 3, "do not agree"),
-    (36, "<I", 1, "bad header"),
-    (64, "<d", 0.0, "voxel size"),
-    (64, "<d", float("inf"), "finite"),
-    (40, "<d", float("nan"), "finite"),
-    (72, "<Q", 2**62, "impossible counts"),  # would be exabytes
-    (72, "<Q", 1, "size"),  # possible, but not this file's size
-    (80, "<Q", 2**40, "impossible counts"),
-    (80, "<Q", 0, "size"),
-    (88, "<Q", 12345, "solid voxels"),
-])
+@pytest.mark.parametrize(
+    "offset, fmt, value, message",
+    [
+        (0, "<8s", b"VOXSVO\n\n", "not an SVO file"),
+        (8, "<I", 3, "unsupported format version 3"),
+        (8, "<I", 0, "unsupported format version 0"),
+        (12, "<I", 88, "bad header"),
+        (16, "<I", 30, "side x must be a multiple of 4"),
+        (16, "<I", 2**31, "larger than the supported maximum"),
+        (20, "<I", 4, "side y must be a multiple of 4"),
+        (24, "<I", 2**31, "side z 2147483648 is larger than the supported maximum"),
+        (16, "<I", 20, "do not agree"),  # P = 16 is no longer max(shape) rounded up
+        (24, "<I", 8, "padding"),  # P still agrees, but the tree has voxels beyond z = 8
+        (28, "<I", 32, "do not agree"),
+        (32, "<I", 3, "do not agree"),
+        (36, "<I", 1, "bad header"),
+        (64, "<d", 0.0, "voxel size"),
+        (64, "<d", float("inf"), "finite"),
+        (40, "<d", float("nan"), "finite"),
+        (72, "<Q", 2**62, "impossible counts"),  # would be exabytes
+        (72, "<Q", 1, "size"),  # possible, but not this file's size
+        (80, "<Q", 2**40, "impossible counts"),
+        (80, "<Q", 0, "size"),
+        (88, "<Q", 12345, "solid voxels"),
+    ],
+)
 def test_bad_headers_are_refused_before_allocating(tmp_path, offset, fmt, value, message):
     data = small_file(tmp_path)
     with pytest.raises(SVOFormatError, match=message):
@@ -161,8 +164,13 @@ def test_structure_is_checked_behind_a_valid_checksum(tmp_path):
 
 
 def test_foreign_and_missing_files_are_refused(tmp_path):
-    for data in (b"", b"VOX", b"VOXSVO\r", b"\x89PNG\r\n\x1a\n" + bytes(100),
-                 shared_model("torus.stl").read_bytes()):
+    for data in (
+        b"",
+        b"VOX",
+        b"VOXSVO\r",
+        b"\x89PNG\r\n\x1a\n" + bytes(100),
+        shared_model("torus.stl").read_bytes(),
+    ):
         with pytest.raises(SVOFormatError):
             load_bytes(tmp_path, data)
     with pytest.raises(SVOFormatError, match="cannot read"):
@@ -174,9 +182,12 @@ def test_foreign_and_missing_files_are_refused(tmp_path):
 
 @pytest.mark.parametrize("case", ["torus", "empty", "full", "noise"])
 def test_binvox_reads_back_with_trimesh(tmp_path, torus, case):
-    svo = {"torus": torus, "empty": placed(np.zeros((64, 64, 64), bool)),
-           "full": placed(np.ones((12, 12, 12), bool), origin=(1, 2, 3), h=0.5),
-           "noise": list(small_cases())[2]}[case]
+    svo = {
+        "torus": torus,
+        "empty": placed(np.zeros((64, 64, 64), bool)),
+        "full": placed(np.ones((12, 12, 12), bool), origin=(1, 2, 3), h=0.5),
+        "noise": list(small_cases())[2],
+    }[case]
     path = tmp_path / "model.binvox"
     svo.to_binvox(path)
     with open(path, "rb") as fh:
@@ -202,7 +213,7 @@ def read_vox(path) -> dict:
     while at < len(data):
         size, children = struct.unpack_from("<ii", data, at + 4)
         assert children == 0
-        chunks.append((data[at:at + 4], data[at + 12:at + 12 + size]))
+        chunks.append((data[at : at + 4], data[at + 12 : at + 12 + size]))
         at += 12 + size
     assert at == len(data)
 
@@ -212,7 +223,7 @@ def read_vox(path) -> dict:
             pair = []
             for _ in range(2):
                 (length,) = struct.unpack_from("<i", content, at)
-                pair.append(content[at + 4:at + 4 + length].decode())
+                pair.append(content[at + 4 : at + 4 + length].decode())
                 at += 4 + length
             items[pair[0]] = pair[1]
         return items, at
@@ -352,8 +363,9 @@ def surface_cases():
         yield f"noise{p}", np.pad(rng.random((14, 14, 14)) < p, 1)
 
 
-@pytest.mark.parametrize("name, voxels", list(surface_cases()),
-                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, voxels", list(surface_cases()), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_surface_is_closed_and_outward(name, voxels):
     svo = placed(voxels, origin=(0.5, -1.0, 2.0), h=0.5)
     mesh = svo.to_mesh()
@@ -362,8 +374,12 @@ def test_surface_is_closed_and_outward(name, voxels):
     padded = np.pad(voxels, 1).astype(np.int8)
     faces = sum(int((np.diff(padded, axis=axis) != 0).sum()) for axis in range(3))
     assert len(mesh.faces) == 2 * faces
-    assert np.allclose(mesh.bounds, svo.origin + svo.voxel_size * np.array(
-        [np.argwhere(voxels).min(axis=0), np.argwhere(voxels).max(axis=0) + 1]))
+    assert np.allclose(
+        mesh.bounds,
+        svo.origin
+        + svo.voxel_size
+        * np.array([np.argwhere(voxels).min(axis=0), np.argwhere(voxels).max(axis=0) + 1]),
+    )
 
 
 def test_surface_merges_vertices():
@@ -385,8 +401,13 @@ def test_to_trimesh_voxel_grid(torus):
     assert np.array_equal(grid.matrix, torus.to_dense())
     index = np.argwhere(torus.to_dense())
     assert np.allclose(grid.points, torus.placement.voxel_centres(index))
-    assert np.allclose(grid.bounds, [torus.origin + torus.voxel_size * index.min(axis=0),
-                                     torus.origin + torus.voxel_size * (index.max(axis=0) + 1)])
+    assert np.allclose(
+        grid.bounds,
+        [
+            torus.origin + torus.voxel_size * index.min(axis=0),
+            torus.origin + torus.voxel_size * (index.max(axis=0) + 1),
+        ],
+    )
 
 
 # --- preview -----------------------------------------------------------------------------
@@ -398,7 +419,7 @@ def read_png(path) -> tuple[int, int, np.ndarray]:
     at, chunks = 8, []
     while at < len(data):
         (length,) = struct.unpack_from(">I", data, at)
-        tag, body = data[at + 4:at + 8], data[at + 8:at + 8 + length]
+        tag, body = data[at + 4 : at + 8], data[at + 8 : at + 8 + length]
         assert struct.unpack_from(">I", data, at + 8 + length)[0] == zlib.crc32(tag + body)
         chunks.append((tag, body))
         at += 12 + length
@@ -474,8 +495,9 @@ def test_cli_writes_every_format_and_refuses_to_overwrite(tmp_path, capsys, gear
 
 def test_cli_preview(tmp_path, capsys):
     png, out = tmp_path / "gear.png", tmp_path / "gear.svo"
-    code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 32, "--preview", png,
-                               "-o", out)
+    code, stdout, stderr = run(
+        capsys, PROJECT_MODELS / "gear.ply", "--grid", 32, "--preview", png, "-o", out
+    )
     assert code == 0, stderr
     assert stdout.strip().endswith(f"-> {out}, {png}")
     width, height, _ = read_png(png)

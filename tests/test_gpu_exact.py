@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 import pytest
@@ -13,8 +13,15 @@ from voxelizer.reference import solid_columns, voxelize_reference
 
 from .conftest import PROJECT_MODELS, shared_model
 
-SHARED = ["bunny.ply", "bunny_scan.ply", "dragon.ply", "armadillo.ply", "featuretype.stl",
-          "torus.stl", "suzanne.ply"]
+SHARED = [
+    "bunny.ply",
+    "bunny_scan.ply",
+    "dragon.ply",
+    "armadillo.ply",
+    "featuretype.stl",
+    "torus.stl",
+    "suzanne.ply",
+]
 GENERATED = ["torus_knot.ply", "hollow_sphere.ply", "gear.ply"]
 
 
@@ -22,7 +29,7 @@ def model_path(name: str):
     return PROJECT_MODELS / name if name in GENERATED else shared_model(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def mesh(name: str):
     return load_mesh(model_path(name))
 
@@ -51,8 +58,9 @@ def test_models_match_reference(gpu, name, n, variant):
 @pytest.mark.parametrize("name", SHARED + GENERATED)
 def test_bitonic_sort_matches_reference(gpu, name, variant):
     """The thesis's sorting network, still available as sort="bitonic"."""
-    assert_same(gpu.voxelize_dense(mesh(name), 64, variant, sort="bitonic").to_numpy(),
-                reference(name, 64))
+    assert_same(
+        gpu.voxelize_dense(mesh(name), 64, variant, sort="bitonic").to_numpy(), reference(name, 64)
+    )
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -69,11 +77,14 @@ def test_paths_for_devices_without_subgroup_operations(monkeypatch, variant):
     from voxelizer.api import Voxelizer
     from voxelizer.svo import SVO
 
-    monkeypatch.setattr(passes, "subgroup_defines",
-                        lambda device: {"SUBGROUP_SCAN": 0, "SHARED_RECORDS": 0})
+    monkeypatch.setattr(
+        passes, "subgroup_defines", lambda device: {"SUBGROUP_SCAN": 0, "SHARED_RECORDS": 0}
+    )
     with Voxelizer() as plain:
-        assert_same(plain.voxelize_dense(mesh("bunny.ply"), 128, variant).to_numpy(),
-                    reference("bunny.ply", 128))
+        assert_same(
+            plain.voxelize_dense(mesh("bunny.ply"), 128, variant).to_numpy(),
+            reference("bunny.ply", 128),
+        )
         svo = plain.voxelize(mesh("dragon.ply"), 64, variant)
         expected = SVO.from_dense(reference("dragon.ply", 64), svo.placement)
         assert np.array_equal(svo.nodes, expected.nodes)
@@ -90,7 +101,12 @@ def test_grids_that_are_not_powers_of_two(gpu, n, variant):
 
 def test_one_voxelizer_serves_many_meshes_and_grids(gpu):
     """Buffers are reused and grown across calls: results must not depend on the call order."""
-    for name, n in [("dragon.ply", 128), ("suzanne.ply", 64), ("dragon.ply", 64), ("bunny.ply", 128)]:
+    for name, n in [
+        ("dragon.ply", 128),
+        ("suzanne.ply", 64),
+        ("dragon.ply", 64),
+        ("bunny.ply", 128),
+    ]:
         assert_same(gpu.voxelize_dense(mesh(name), n).to_numpy(), reference(name, n))
 
 
@@ -102,7 +118,11 @@ def test_random_soups_with_ties_match_reference(gpu, variant):
         n = int(rng.choice([8, 12, 16]))
         step = (None, 2, 4)[trial % 3]  # vertices anywhere, or on the half/quarter lattice
         count = int(rng.integers(3, 30))
-        g = rng.uniform(0, n, (count, 3)) if step is None else rng.integers(0, step * n + 1, (count, 3)) / step
+        g = (
+            rng.uniform(0, n, (count, 3))
+            if step is None
+            else rng.integers(0, step * n + 1, (count, 3)) / step
+        )
         g = g.astype(np.float32)
         faces = rng.integers(0, count, (int(rng.integers(1, 40)), 3))
         if np.all(g[faces].max(axis=(0, 1)) == g[faces].min(axis=(0, 1))):
@@ -114,11 +134,20 @@ def test_random_soups_with_ties_match_reference(gpu, variant):
 def test_largest_single_buffer_grid_on_lavapipe(gpu):
     """1024^3 is exactly 128 MiB of bits, lavapipe's largest storage buffer."""
     n = 1024
-    vertices = np.array([[512.5, 512.5, 0.25], [0.5, 512.5, 512.5], [512.5, 0.5, 512.5],
-                         [1023.5, 512.5, 512.5], [512.5, 1023.5, 512.5], [512.5, 512.5, 1023.75]],
-                        np.float32)
-    faces = np.array([[0, 2, 1], [0, 3, 2], [0, 4, 3], [0, 1, 4],
-                      [5, 1, 2], [5, 2, 3], [5, 3, 4], [5, 4, 1]])
+    vertices = np.array(
+        [
+            [512.5, 512.5, 0.25],
+            [0.5, 512.5, 512.5],
+            [512.5, 0.5, 512.5],
+            [1023.5, 512.5, 512.5],
+            [512.5, 1023.5, 512.5],
+            [512.5, 512.5, 1023.75],
+        ],
+        np.float32,
+    )
+    faces = np.array(
+        [[0, 2, 1], [0, 3, 2], [0, 4, 3], [0, 1, 4], [5, 1, 2], [5, 2, 3], [5, 3, 4], [5, 4, 1]]
+    )
     voxels = gpu.voxelize_grid(vertices, faces, n, "branchless")
     assert_same(voxels, solid_columns(vertices, faces, n))
     assert voxels[512, 512, :].all()  # apexes at z = 0.25 and 1023.75 enclose every centre

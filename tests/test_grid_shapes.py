@@ -14,11 +14,11 @@ import pytest
 from tests import shapes
 from voxelizer import SVO, DenseGrid, GridError, MemoryBudgetError, MeshError, OutputError
 from voxelizer.budget import parse_size
-from voxelizer.formats import write
 from voxelizer.grid import column_words, pack_columns, unpack_columns
+from voxelizer.io.preview import render_views
+from voxelizer.io.writers import write
 from voxelizer.mesh import Mesh, load_mesh
 from voxelizer.placement import DEFAULT_GRID, GridPlacement, check_shape, shape_text
-from voxelizer.preview import render_views
 from voxelizer.progress import TerminalProgress
 from voxelizer.reference import solid_columns, vote_columns, voxelize_reference
 from voxelizer.svo import HEADER, HEADER_V1, build_arrays
@@ -43,7 +43,7 @@ def blobs(shape, seed: int, count: int = 6) -> np.ndarray:
     for _ in range(count):
         lo = rng.integers(0, shape, 3)
         hi = lo + rng.integers(1, max(shape), 3)
-        voxels[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]] = True
+        voxels[lo[0] : hi[0], lo[1] : hi[1], lo[2] : hi[2]] = True
     return voxels
 
 
@@ -51,7 +51,7 @@ def in_cube(voxels: np.ndarray) -> np.ndarray:
     """The same voxels in the corner of a cube of the longest side (the rest empty)."""
     n = max(voxels.shape)
     cube = np.zeros((n, n, n), bool)
-    cube[:voxels.shape[0], :voxels.shape[1], :voxels.shape[2]] = voxels
+    cube[: voxels.shape[0], : voxels.shape[1], : voxels.shape[2]] = voxels
     return cube
 
 
@@ -63,13 +63,20 @@ def test_check_shape():
     assert check_shape((16, 8, 12)) == check_shape([16, 8, 12]) == (16, 8, 12)
     assert check_shape(np.array([16, 8, 12])) == (16, 8, 12)
     assert all(type(n) is int for n in check_shape(np.array([16, 8, 12])))
-    for bad, message in [((16, 8), "three sides"), ((8, 8, 8, 8), "three sides"),
-                         ((16, 10, 12), "side y must be a multiple of 4"),
-                         ((16, 8, 4), "side z must be a multiple of 4"),
-                         ((8192 + 4, 8, 8), "side x 8196 is larger"), ((16, 8.0, 12), "integer"),
-                         ("16x8x12", "integer N or three"), (None, "integer N or three"),
-                         (True, "integer N or three"), (2.0, "integer N or three"),
-                         (30, "multiple of 4"), (np.zeros((3, 1), int), "integer N or three")]:
+    for bad, message in [
+        ((16, 8), "three sides"),
+        ((8, 8, 8, 8), "three sides"),
+        ((16, 10, 12), "side y must be a multiple of 4"),
+        ((16, 8, 4), "side z must be a multiple of 4"),
+        ((8192 + 4, 8, 8), "side x 8196 is larger"),
+        ((16, 8.0, 12), "integer"),
+        ("16x8x12", "integer N or three"),
+        (None, "integer N or three"),
+        (True, "integer N or three"),
+        (2.0, "integer N or three"),
+        (30, "multiple of 4"),
+        (np.zeros((3, 1), int), "integer N or three"),
+    ]:
         with pytest.raises(GridError, match=message):
             check_shape(bad)
     assert shape_text((512, 256, 128)) == "512x256x128"
@@ -87,8 +94,11 @@ def test_placement_holds_a_shape():
 @pytest.mark.parametrize("seed", range(8))
 def test_cube_placement_is_the_old_rule_bit_for_bit(seed):
     """h = longest side / N, the grid centred on the box, exactly as before shapes existed."""
-    mesh = random_mesh(seed, scale=np.random.default_rng(seed + 100).random(3) * 7 + 0.1,
-                       shift=(-3.3, 1e3 * seed, 0.7))
+    mesh = random_mesh(
+        seed,
+        scale=np.random.default_rng(seed + 100).random(3) * 7 + 0.1,
+        shift=(-3.3, 1e3 * seed, 0.7),
+    )
     bmin, bmax = mesh.bounds
     for n in (8, 36, 512, 8192):
         h = float((bmax - bmin).max()) / n
@@ -175,18 +185,21 @@ def test_bounds():
     GridPlacement.fit(mesh, 16, bounds=[[-0.5, 0, 1], [0.5, 1, 2]])
 
 
-@pytest.mark.parametrize("bounds, message", [
-    ([[-0.4, 0, 1], [0.5, 1, 2]], r"reaches 0.1 below the bounds along x"),
-    ([[-0.5, 0, 1], [0.5, 0.75, 2]], r"reaches 0.25 above the bounds along y"),
-    ([[-1, -1, 1.5], [1, 1, 3]], r"reaches 0.5 below the bounds along z .*cropping"),
-    ([[0, 0, 0], [1, 1]], "bounds must be"),
-    ([0, 0, 0, 1, 1, 1], "shape"),
-    ([[0, 0, 0], [1, 1, float("nan")]], "finite"),
-    ([[0, 0, 0], [1, float("inf"), 1]], "finite"),
-    ([[0, 0, 2], [1, 1, 2]], "zmin 2 must be less than zmax 2"),
-    ([[0, 1, 0], [1, 0, 1]], "ymin 1 must be less than ymax 0"),
-    ([["a", 0, 0], [1, 1, 1]], "numbers"),
-])
+@pytest.mark.parametrize(
+    "bounds, message",
+    [
+        ([[-0.4, 0, 1], [0.5, 1, 2]], r"reaches 0.1 below the bounds along x"),
+        ([[-0.5, 0, 1], [0.5, 0.75, 2]], r"reaches 0.25 above the bounds along y"),
+        ([[-1, -1, 1.5], [1, 1, 3]], r"reaches 0.5 below the bounds along z .*cropping"),
+        ([[0, 0, 0], [1, 1]], "bounds must be"),
+        ([0, 0, 0, 1, 1, 1], "shape"),
+        ([[0, 0, 0], [1, 1, float("nan")]], "finite"),
+        ([[0, 0, 0], [1, float("inf"), 1]], "finite"),
+        ([[0, 0, 2], [1, 1, 2]], "zmin 2 must be less than zmax 2"),
+        ([[0, 1, 0], [1, 0, 1]], "ymin 1 must be less than ymax 0"),
+        ([["a", 0, 0], [1, 1, 1]], "numbers"),
+    ],
+)
 def test_bad_bounds(bounds, message):
     mesh = load_mesh(shapes.box((-0.5, 0, 1), (0.5, 1, 2)))
     with pytest.raises(GridError, match=message):
@@ -225,13 +238,16 @@ def test_box_between_centres_on_a_16x8x12_grid():
     expected[2:14, 1:7, 3:10] = True
     assert grid.count() == 12 * 6 * 7 == 504
     assert np.array_equal(grid.to_numpy(), expected)
-    assert np.array_equal(voxelize_reference(mesh, (16, 8, 12), "vote", bounds=bounds).to_numpy(),
-                          expected)
+    assert np.array_equal(
+        voxelize_reference(mesh, (16, 8, 12), "vote", bounds=bounds).to_numpy(), expected
+    )
     assert np.array_equal(expected, box_expected(lo, hi, (16, 8, 12)))
     # Through voxel_size. At h = 0.5 every face holds voxel centres: ties, decided by the
     # parity rule's nudge (vote decides ties its own way); at h = 0.25, none.
-    for h, shape, modes in [(0.5, (32, 16, 24), ["parity"]),
-                            (0.25, (64, 32, 48), ["parity", "vote"])]:
+    for h, shape, modes in [
+        (0.5, (32, 16, 24), ["parity"]),
+        (0.25, (64, 32, 48), ["parity", "vote"]),
+    ]:
         for mode in modes:
             grid = voxelize_reference(mesh, None, mode, voxel_size=h, bounds=bounds)
             assert grid.shape == shape and np.array_equal(grid.origin, [0, 0, 0])
@@ -257,9 +273,11 @@ def test_non_cubic_columns_are_the_cube_cropped(shape):
     centre = np.array(shape) / 2
     radius = min(shape) / 2 - 0.3
     rng = np.random.default_rng(sum(shape))
-    cases = [shapes.sphere(centre + 0.01 * rng.random(3), radius),
-             shapes.octahedron(centre, radius),
-             shapes.hollow_sphere(centre + 0.02, radius, radius / 2)]
+    cases = [
+        shapes.sphere(centre + 0.01 * rng.random(3), radius),
+        shapes.octahedron(centre, radius),
+        shapes.hollow_sphere(centre + 0.02, radius, radius / 2),
+    ]
     for vertices, faces in cases:
         g = vertices.astype(np.float32)
         crop = (slice(0, shape[0]), slice(0, shape[1]), slice(0, shape[2]))
@@ -346,8 +364,9 @@ def svo_cases():
     yield "empty8x40x12", np.zeros((8, 40, 12), bool)
 
 
-@pytest.mark.parametrize("name, voxels", list(svo_cases()),
-                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, voxels", list(svo_cases()), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_svo_arrays_and_dense_round_trip(name, voxels):
     nodes, bricks, offsets = build_arrays(voxels)
     # Padding is empty, so the tree is the one of the cube with the voxels in its corner,
@@ -405,8 +424,11 @@ def test_svo_solid_boxes_lod_and_meshes():
             fine = np.zeros(tuple(s * f for s in shape), bool)
             fine[:40, :12, :8] = voxels
             blocks = fine.reshape(shape[0], f, shape[1], f, shape[2], f)
-            coarse = (blocks.any(axis=(1, 3, 5)) if rule == "any"
-                      else blocks.sum(axis=(1, 3, 5)) * 2 > f**3)
+            coarse = (
+                blocks.any(axis=(1, 3, 5))
+                if rule == "any"
+                else blocks.sum(axis=(1, 3, 5)) * 2 > f**3
+            )
             assert np.array_equal(lod.to_dense(), coarse), (level, rule)
     mesh = svo.to_mesh()
     assert mesh.is_watertight and mesh.is_winding_consistent
@@ -440,8 +462,15 @@ def test_svo_v2_files_round_trip(tmp_path):
         svo.save(path)
         data = path.read_bytes()
         fields = HEADER.unpack_from(data)
-        assert fields[:9] == (b"VOXSVO\r\n", 2, 96, *voxels.shape, svo.padded_resolution,
-                              svo.levels, 0), name
+        assert fields[:9] == (
+            b"VOXSVO\r\n",
+            2,
+            96,
+            *voxels.shape,
+            svo.padded_resolution,
+            svo.levels,
+            0,
+        ), name
         assert fields[9:13] == (0.1, -2.7e5, 1 / 3, 0.1 + index)
         loaded = SVO.load(path)
         assert loaded == svo and loaded.shape == voxels.shape
@@ -454,11 +483,27 @@ def test_svo_v2_files_round_trip(tmp_path):
 def version_1_file(svo: SVO) -> bytes:
     """A version 1 file of a cubic SVO, laid out by hand from docs/svo-format.md."""
     n = svo.resolution
-    header = HEADER_V1.pack(b"VOXSVO\r\n", 1, 88, n, svo.padded_resolution, svo.levels, 0,
-                            *svo.origin, svo.voxel_size, svo.node_count, svo.brick_count,
-                            svo.count())
-    body = (header + svo.level_offsets.astype("<u4").tobytes() + svo.nodes.astype("<u4").tobytes()
-            + bytes((88 + 4 * (svo.levels + 1)) % 8) + svo.bricks.astype("<u8").tobytes())
+    header = HEADER_V1.pack(
+        b"VOXSVO\r\n",
+        1,
+        88,
+        n,
+        svo.padded_resolution,
+        svo.levels,
+        0,
+        *svo.origin,
+        svo.voxel_size,
+        svo.node_count,
+        svo.brick_count,
+        svo.count(),
+    )
+    body = (
+        header
+        + svo.level_offsets.astype("<u4").tobytes()
+        + svo.nodes.astype("<u4").tobytes()
+        + bytes((88 + 4 * (svo.levels + 1)) % 8)
+        + svo.bricks.astype("<u8").tobytes()
+    )
     return body + struct.pack("<I", zlib.crc32(body))
 
 
@@ -507,8 +552,7 @@ def test_vox_tiles_follow_each_side(tmp_path):
     svo = placed(voxels)
     svo.to_vox(tmp_path / "big.vox")
     parsed = read_vox(tmp_path / "big.vox")
-    assert sorted(size for size, _ in parsed["models"]) == [(8, 8, 44), (256, 8, 44),
-                                                            (256, 8, 256)]
+    assert sorted(size for size, _ in parsed["models"]) == [(8, 8, 44), (256, 8, 44), (256, 8, 256)]
     assert np.array_equal(vox_voxels(parsed, 300)[:264, :8, :300], voxels)
 
 
@@ -528,7 +572,7 @@ def test_preview_keeps_proportions():
     # One scale for all views: 40 voxels -> 280 pixels (factor 7); views 40x12, 8x12, 40x8
     # (width x height) side by side with 8-pixel gaps, centred on the tallest.
     assert image.shape == (8 + 12 * 7 + 8, 8 + 280 + 8 + 56 + 8 + 280 + 8, 3)
-    third = image[8:-8, 8 + 280 + 8 + 56 + 8:-8]
+    third = image[8:-8, 8 + 280 + 8 + 56 + 8 : -8]
     assert (third[:14] == 255).all() and (third[-14:] == 255).all()  # (84 - 56) / 2 above, below
     assert (third[14:-14] != 255).any()
     cube = render_views(np.pad(voxels, [(0, 0), (0, 28), (0, 32)]))
@@ -538,24 +582,56 @@ def test_preview_keeps_proportions():
 # --- memory sizes and the progress line --------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, size", [
-    ("512MiB", 512 << 20), ("2GiB", 2 << 30), ("1.5GB", 1_500_000_000), ("100", 100),
-    ("1kb", 1000), ("1 KB", 1000), ("0.3kB", 300), ("1.5KiB", 1536), ("3TiB", 3 << 40),
-    (".5mib", 1 << 19), ("7b", 7), ("7 B", 7), ("1TB", 10**12), ("1.0000005kB", 1000),
-    (" 64MiB ", 64 << 20), ("1.0", 1), (4096, 4096), (np.int64(5), 5),
-])
+@pytest.mark.parametrize(
+    "text, size",
+    [
+        ("512MiB", 512 << 20),
+        ("2GiB", 2 << 30),
+        ("1.5GB", 1_500_000_000),
+        ("100", 100),
+        ("1kb", 1000),
+        ("1 KB", 1000),
+        ("0.3kB", 300),
+        ("1.5KiB", 1536),
+        ("3TiB", 3 << 40),
+        (".5mib", 1 << 19),
+        ("7b", 7),
+        ("7 B", 7),
+        ("1TB", 10**12),
+        ("1.0000005kB", 1000),
+        (" 64MiB ", 64 << 20),
+        ("1.0", 1),
+        (4096, 4096),
+        (np.int64(5), 5),
+    ],
+)
 def test_parse_size(text, size):
     assert parse_size(text) == size
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "cannot read"), ("x", "cannot read"), ("GB", "cannot read"), ("-1", "cannot read"),
-    ("1e9", "cannot read"), ("5 MiBs", "cannot read"), ("1,000", "cannot read"),
-    ("2 GiB 3", "cannot read"), ("12XB", "cannot read"), ("1.5", "whole"), ("0.5B", "whole"),
-    ("0", "at least one byte"), (0, "at least one byte"), (-5, "at least one byte"),
-    ("0.0001kB", "at least one byte"), (2.5, "int or a string"), (True, "int or a string"),
-    (None, "int or a string"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "cannot read"),
+        ("x", "cannot read"),
+        ("GB", "cannot read"),
+        ("-1", "cannot read"),
+        ("1e9", "cannot read"),
+        ("5 MiBs", "cannot read"),
+        ("1,000", "cannot read"),
+        ("2 GiB 3", "cannot read"),
+        ("12XB", "cannot read"),
+        ("1.5", "whole"),
+        ("0.5B", "whole"),
+        ("0", "at least one byte"),
+        (0, "at least one byte"),
+        (-5, "at least one byte"),
+        ("0.0001kB", "at least one byte"),
+        (2.5, "int or a string"),
+        (True, "int or a string"),
+        (None, "int or a string"),
+    ],
+)
 def test_parse_size_refuses(text, message):
     with pytest.raises(MemoryBudgetError, match=message):
         parse_size(text)

@@ -3,7 +3,7 @@ variant and sort, both fill modes, grids fitted by shape, by voxel size and on g
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache, lru_cache
 
 import numpy as np
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from voxelizer import SVO, VARIANTS
 from voxelizer.cli import main
 from voxelizer.mesh import load_mesh
-from voxelizer.passes import SORTS
+from voxelizer.pipeline.passes import SORTS
 from voxelizer.reference import voxelize_reference
 
 from .conftest import PROJECT_MODELS, shared_model
@@ -20,7 +20,7 @@ from .conftest import PROJECT_MODELS, shared_model
 SHAPES = [(64, 16, 40), (16, 64, 24), (24, 16, 64), (36, 12, 8)]
 
 
-@lru_cache(maxsize=None)
+@cache
 def mesh(name: str):
     path = PROJECT_MODELS / name if (PROJECT_MODELS / name).is_file() else shared_model(name)
     return load_mesh(path)
@@ -74,8 +74,11 @@ def test_vote_on_non_cubic_grids(gpu, shape):
 def test_voxel_size_and_bounds(gpu):
     model = mesh("gear.ply")
     bounds = [[-1, -1.5, -0.25], [1.5, 1, 0.25]]
-    for kwargs in ({"voxel_size": 0.05}, {"voxel_size": 0.0625, "bounds": bounds},
-                   {"grid": (40, 40, 8), "bounds": bounds}):
+    for kwargs in (
+        {"voxel_size": 0.05},
+        {"voxel_size": 0.0625, "bounds": bounds},
+        {"grid": (40, 40, 8), "bounds": bounds},
+    ):
         grid = kwargs.pop("grid", None)
         expected = voxelize_reference(model, grid, **kwargs)
         assert len(set(expected.shape)) > 1

@@ -20,7 +20,6 @@ from voxelizer.reference import solid_columns, voxelize_reference
 
 from .conftest import PROJECT_MODELS, shared_model
 
-
 # --- open meshes and vote mode ---------------------------------------------------------------
 
 
@@ -108,7 +107,9 @@ def closed_meshes(draw):
     return vertices.astype(np.float32), np.asarray(faces), n
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(closed_meshes())
 def test_random_closed_meshes_match_reference_in_every_variant(gpu, case):
     vertices, faces, n = case
@@ -123,8 +124,12 @@ def test_random_closed_meshes_match_reference_in_every_variant(gpu, case):
 
 
 def test_four_threads_share_one_voxelizer(gpu):
-    jobs = [(shared_model("torus.stl"), 40), (PROJECT_MODELS / "gear.ply", 48),
-            (shared_model("featuretype.stl"), 36), (PROJECT_MODELS / "torus_knot.ply", 44)]
+    jobs = [
+        (shared_model("torus.stl"), 40),
+        (PROJECT_MODELS / "gear.ply", 48),
+        (shared_model("featuretype.stl"), 36),
+        (PROJECT_MODELS / "torus_knot.ply", 44),
+    ]
     expected = [voxelize_reference(load_mesh(path), n).to_numpy() for path, n in jobs]
     results: dict[int, list] = {i: [] for i in range(4)}
 
@@ -167,8 +172,12 @@ def test_the_leak_check_can_fail():
 
 def test_long_run_keeps_memory_flat(gpu):
     """Mixed meshes and grids, repeatedly: device buffers stop growing and host memory stays flat."""
-    jobs = [(shared_model("torus.stl"), 32), (PROJECT_MODELS / "gear.ply", 64),
-            (shared_model("suzanne.ply"), 24), (shared_model("featuretype.stl"), 48)]
+    jobs = [
+        (shared_model("torus.stl"), 32),
+        (PROJECT_MODELS / "gear.ply", 64),
+        (shared_model("suzanne.ply"), 24),
+        (shared_model("featuretype.stl"), 48),
+    ]
     meshes = [(load_mesh(path), n) for path, n in jobs]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OpenMeshWarning)

@@ -11,11 +11,11 @@ import pytest
 
 from voxelizer import VARIANTS, MemoryBudgetError
 from voxelizer.mesh import load_mesh
-from voxelizer.plan import make_plan
+from voxelizer.pipeline.plan import make_plan
 from voxelizer.reference import solid_columns
 
 from .conftest import shared_model
-from .shapes import box, combine, octahedron
+from .shapes import box, octahedron
 
 
 def assert_same_svo(split, whole) -> None:
@@ -101,9 +101,13 @@ def test_a_part_whose_pair_count_could_wrap_32_bits_is_split(gpu, monkeypatch):
     monkeypatch.setattr(passes, "COUNT_RANGE", 1 << 14)
     windows = []
     count_pairs = passes.PassRunner._count_pairs
-    monkeypatch.setattr(passes.PassRunner, "_count_pairs",
-                        lambda self, window, batch, grid: windows.append(window)
-                        or count_pairs(self, window, batch, grid))
+    monkeypatch.setattr(
+        passes.PassRunner,
+        "_count_pairs",
+        lambda self, window, batch, grid: (
+            windows.append(window) or count_pairs(self, window, batch, grid)
+        ),
+    )
     voxels = gpu.voxelize_grid(vertices, solid_faces, n)
     assert len(windows) >= 3 and all(w.row_hi - w.row_lo < n for w in windows[1:])
     expected = solid_columns(solid_vertices.astype(np.float32), solid_faces, n)
@@ -134,10 +138,16 @@ def test_2048_cubed_in_slabs_is_exact_for_a_box_and_an_octahedron(gpu):
 
     i, k = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
     for j in (0, 199, 200, 255, 256, 1023, 1499, 1500, 1600, 1750, 1751, 1949, 2047):
-        expected = ((i >= box_lo[0]) & (i < box_hi[0]) & (k >= box_lo[2]) & (k < box_hi[2])
-                    & (box_lo[1] <= j < box_hi[1]))
+        expected = (
+            (i >= box_lo[0])
+            & (i < box_hi[0])
+            & (k >= box_lo[2])
+            & (k < box_hi[2])
+            & (box_lo[1] <= j < box_hi[1])
+        )
         if 0 <= j - offset[1] < 2 * margin:
-            expected[offset[0]:offset[0] + 2 * margin, offset[2]:offset[2] + 2 * margin] |= \
+            expected[offset[0] : offset[0] + 2 * margin, offset[2] : offset[2] + 2 * margin] |= (
                 local[:, j - offset[1], :]
+            )
         centres = np.stack([i.ravel(), np.full(i.size, j), k.ravel()], axis=1) + 0.5
         assert np.array_equal(svo.contains(centres).reshape(n, n), expected), f"row {j}"

@@ -11,17 +11,15 @@ face are inside; those on the high x/y faces and the bottom face are not.
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import trimesh
 
 from tests import shapes
+from tests.conftest import PROJECT_MODELS, SHARED_MODELS
 from voxelizer import VARIANTS
 from voxelizer.mesh import load_mesh
 from voxelizer.reference import ONE, _first_voxel, solid_columns, voxelize_reference
-
-from tests.conftest import PROJECT_MODELS, SHARED_MODELS
 
 
 def reference_voxels(shape: shapes.Shape, n: int) -> np.ndarray:
@@ -319,7 +317,10 @@ def test_vertex_order_orientation_and_face_order_do_not_matter(voxelize):
 
 @pytest.mark.parametrize(
     "path",
-    [SHARED_MODELS / name for name in ("bunny.ply", "dragon.ply", "armadillo.ply", "torus.stl", "featuretype.stl")]
+    [
+        SHARED_MODELS / name
+        for name in ("bunny.ply", "dragon.ply", "armadillo.ply", "torus.stl", "featuretype.stl")
+    ]
     + [PROJECT_MODELS / name for name in ("torus_knot.ply", "hollow_sphere.ply", "gear.ply")],
     ids=lambda p: p.name,
 )
@@ -368,7 +369,11 @@ def test_random_soups_match_the_scalar_contract():
         n = int(rng.integers(1, 8))
         nv, nt = int(rng.integers(3, 8)), int(rng.integers(1, 8))
         step = (None, 2, 4)[trial % 3]
-        g = rng.uniform(0, n, (nv, 3)) if step is None else rng.integers(0, step * n + 1, (nv, 3)) / step
+        g = (
+            rng.uniform(0, n, (nv, 3))
+            if step is None
+            else rng.integers(0, step * n + 1, (nv, 3)) / step
+        )
         g = g.astype(np.float32)
         faces = rng.integers(0, nv, (nt, 3))
         assert np.array_equal(solid_columns(g, faces, n), scalar_contract(g, faces, n)), trial
@@ -394,7 +399,9 @@ def test_first_voxel_at_full_scale_with_exact_ties():
                 za = zb = zc = (2 * k + 1) * half
             zc = min(max(zc + int(rng.integers(-1, 2)), 0), zmax)
         num = wa * za + wb * zb + wc * zc
-        k = next((k for k in range(max(0, num // (ONE * d) - 1), n) if num < (2 * k + 1) * half * d), n)
+        k = next(
+            (k for k in range(max(0, num // (ONE * d) - 1), n) if num < (2 * k + 1) * half * d), n
+        )
         rows.append((wa, wb, wc, za, zb, zc, d, k))
     cols = np.array(rows, dtype=np.int64).T
     assert np.array_equal(_first_voxel(*cols[:7], n), cols[7])

@@ -11,8 +11,11 @@ from voxelizer.svo import build_arrays, morton_decode, morton_encode
 
 from .conftest import PROJECT_MODELS, SHARED_MODELS
 
-MODELS = sorted(SHARED_MODELS.glob("*.ply")) + sorted(SHARED_MODELS.glob("*.stl")) \
+MODELS = (
+    sorted(SHARED_MODELS.glob("*.ply"))
+    + sorted(SHARED_MODELS.glob("*.stl"))
     + sorted(PROJECT_MODELS.glob("*.ply"))
+)
 
 
 def placed(voxels: np.ndarray, origin=(0.0, 0.0, 0.0), h: float = 1.0) -> SVO:
@@ -50,11 +53,16 @@ def spec_arrays(voxels: np.ndarray):
             nodes.append([mixed | full << 8, first])
         level_nodes = next_nodes
     for x, y, z in level_nodes:
-        bits = grid[x:x + 4, y:y + 4, z:z + 4].transpose(2, 1, 0).ravel()  # index x + 4y + 16z
+        bits = (
+            grid[x : x + 4, y : y + 4, z : z + 4].transpose(2, 1, 0).ravel()
+        )  # index x + 4y + 16z
         bricks.append(sum(1 << int(b) for b in np.flatnonzero(bits)))
     offsets.append(len(nodes))
-    return (np.array(nodes, np.uint32).reshape(-1, 2), np.array(bricks, np.uint64),
-            np.array(offsets, np.uint32))
+    return (
+        np.array(nodes, np.uint32).reshape(-1, 2),
+        np.array(bricks, np.uint64),
+        np.array(offsets, np.uint32),
+    )
 
 
 def blobs(n: int, seed: int, count: int = 6) -> np.ndarray:
@@ -64,7 +72,7 @@ def blobs(n: int, seed: int, count: int = 6) -> np.ndarray:
     for _ in range(count):
         lo = rng.integers(0, n, 3)
         hi = lo + rng.integers(1, n, 3)
-        voxels[lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]] = True
+        voxels[lo[0] : hi[0], lo[1] : hi[1], lo[2] : hi[2]] = True
     return voxels
 
 
@@ -77,8 +85,9 @@ def dense_cases():
     yield "empty20", np.zeros((20, 20, 20), bool)
 
 
-@pytest.mark.parametrize("name, voxels", list(dense_cases()),
-                         ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, voxels", list(dense_cases()), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_build_arrays_matches_the_spec_built_the_slow_way(name, voxels):
     built = build_arrays(voxels)
     expected = spec_arrays(voxels)
@@ -94,19 +103,49 @@ def one(n: int, *cells) -> np.ndarray:
     return voxels
 
 
-@pytest.mark.parametrize("voxels, nodes, bricks, offsets", [
-    (one(8), [[0, 0]], [], [0, 1]),  # empty: the root alone
-    (np.ones((8, 8, 8), bool), [[0xFF00, 0]], [], [0, 1]),
-    (np.ones((16, 16, 16), bool), [[0xFF00, 1]], [], [0, 1, 1]),  # first_child: next level's start
-    (one(8, (5, 1, 6)), [[1 << 5, 0]], [1 << 37], [0, 1]),  # brick (1,0,1) = octant 5, bit 1+4+32
-    (one(16, (15, 15, 15)), [[0x80, 1], [0x80, 0]], [1 << 63], [0, 1, 2]),
-    (one(8, (slice(4, 8), slice(0, 4), slice(0, 4))), [[0x200, 0]], [], [0, 1]),  # a full brick
-    (one(16, (slice(8, 16), slice(8, 16), slice(0, 8))), [[0x800, 1]], [], [0, 1, 1]),  # octant 3
-    # 12^3 solid in P = 16: octant 0 full; in the 7 others only the children below 12 are full
-    (np.ones((12, 12, 12), bool),
-     [[0x1FE, 1], [0x5500, 0], [0x3300, 0], [0x1100, 0], [0x0F00, 0], [0x0500, 0], [0x0300, 0],
-      [0x0100, 0]], [], [0, 1, 8]),
-])
+@pytest.mark.parametrize(
+    "voxels, nodes, bricks, offsets",
+    [
+        (one(8), [[0, 0]], [], [0, 1]),  # empty: the root alone
+        (np.ones((8, 8, 8), bool), [[0xFF00, 0]], [], [0, 1]),
+        (
+            np.ones((16, 16, 16), bool),
+            [[0xFF00, 1]],
+            [],
+            [0, 1, 1],
+        ),  # first_child: next level's start
+        (
+            one(8, (5, 1, 6)),
+            [[1 << 5, 0]],
+            [1 << 37],
+            [0, 1],
+        ),  # brick (1,0,1) = octant 5, bit 1+4+32
+        (one(16, (15, 15, 15)), [[0x80, 1], [0x80, 0]], [1 << 63], [0, 1, 2]),
+        (one(8, (slice(4, 8), slice(0, 4), slice(0, 4))), [[0x200, 0]], [], [0, 1]),  # a full brick
+        (
+            one(16, (slice(8, 16), slice(8, 16), slice(0, 8))),
+            [[0x800, 1]],
+            [],
+            [0, 1, 1],
+        ),  # octant 3
+        # 12^3 solid in P = 16: octant 0 full; in the 7 others only the children below 12 are full
+        (
+            np.ones((12, 12, 12), bool),
+            [
+                [0x1FE, 1],
+                [0x5500, 0],
+                [0x3300, 0],
+                [0x1100, 0],
+                [0x0F00, 0],
+                [0x0500, 0],
+                [0x0300, 0],
+                [0x0100, 0],
+            ],
+            [],
+            [0, 1, 8],
+        ),
+    ],
+)
 def test_small_cases_give_the_exact_arrays(voxels, nodes, bricks, offsets):
     got_nodes, got_bricks, got_offsets = build_arrays(voxels)
     assert got_nodes.tolist() == nodes
@@ -212,9 +251,19 @@ def test_contains_on_faces_corners_and_outside():
     full = placed(np.ones((8, 8, 8), bool), origin, h)
     top = origin + 8 * h
     middle = origin + 4 * h
-    outside = np.array([top, [top[0], origin[1], origin[2]], origin - 1e-12, origin - [1, 0, 0],
-                        [np.nan, *middle[1:]], [np.inf, *middle[1:]], [-np.inf, *middle[1:]],
-                        [1e300, *middle[1:]], [middle[0], -1e300, middle[2]]])
+    outside = np.array(
+        [
+            top,
+            [top[0], origin[1], origin[2]],
+            origin - 1e-12,
+            origin - [1, 0, 0],
+            [np.nan, *middle[1:]],
+            [np.inf, *middle[1:]],
+            [-np.inf, *middle[1:]],
+            [1e300, *middle[1:]],
+            [middle[0], -1e300, middle[2]],
+        ]
+    )
     assert not full.contains(outside).any()
     assert full.contains(np.array([origin, top - 1e-9])).all()
     assert full.contains(np.zeros((0, 3))).shape == (0,)
@@ -231,8 +280,8 @@ def test_solid_boxes_tile_the_solid_in_morton_order(model_svos):
         assert (sizes**3).sum() == svo.count()  # disjoint, since together they paint the count
         painted = np.zeros((svo.padded_resolution,) * 3, bool)
         for (x, y, z), s in zip(corners, sizes):
-            painted[x:x + s, y:y + s, z:z + s] = True
-        assert np.array_equal(painted[:svo.resolution, :svo.resolution, :svo.resolution], voxels)
+            painted[x : x + s, y : y + s, z : z + s] = True
+        assert np.array_equal(painted[: svo.resolution, : svo.resolution, : svo.resolution], voxels)
         keys = morton_encode(corners[:, 0], corners[:, 1], corners[:, 2], svo.depth)
         assert (np.diff(keys) > 0).all(), name
         assert (sizes > 1).any() or name != "blobs"
@@ -245,7 +294,7 @@ def coarse(voxels: np.ndarray, f: int, n: int, rule: str) -> np.ndarray:
     """Expected level of detail, block by block in plain loops."""
     out = np.zeros((n, n, n), bool)
     for i, j, k in np.ndindex(n, n, n):
-        block = voxels[i * f:(i + 1) * f, j * f:(j + 1) * f, k * f:(k + 1) * f]
+        block = voxels[i * f : (i + 1) * f, j * f : (j + 1) * f, k * f : (k + 1) * f]
         out[i, j, k] = block.any() if rule == "any" else 2 * block.sum() > f**3
     return out
 
@@ -270,24 +319,31 @@ def test_level_of_detail(rule):
         svo.lod(1, "mean")
 
 
-@pytest.mark.parametrize("corrupt, message", [
-    (lambda a: a["nodes"].__setitem__((0, 1), 5), "first_child"),
-    (lambda a: a["nodes"].__setitem__((1, 0), 0), "not mixed"),
-    (lambda a: a["nodes"].__setitem__((0, 0), a["nodes"][0, 0] | 1 << 20), "bits 16-31"),
-    (lambda a: a["bricks"].__setitem__(0, np.uint64(2**64 - 1)), "empty or full"),
-    (lambda a: a.__setitem__("bricks", a["bricks"][:-1]), "bricks"),
-    (lambda a: a.__setitem__("level_offsets", a["level_offsets"][:-1]), "level_offsets"),
-    (lambda a: a["level_offsets"].__setitem__(1, 2), "level_offsets"),
-    (lambda a: a.__setitem__("nodes", a["nodes"].astype(np.float64)), "fit uint32"),
-    (lambda a: a.__setitem__("nodes", a["nodes"].ravel()[:-1]), "two words"),
-])
+@pytest.mark.parametrize(
+    "corrupt, message",
+    [
+        (lambda a: a["nodes"].__setitem__((0, 1), 5), "first_child"),
+        (lambda a: a["nodes"].__setitem__((1, 0), 0), "not mixed"),
+        (lambda a: a["nodes"].__setitem__((0, 0), a["nodes"][0, 0] | 1 << 20), "bits 16-31"),
+        (lambda a: a["bricks"].__setitem__(0, np.uint64(2**64 - 1)), "empty or full"),
+        (lambda a: a.__setitem__("bricks", a["bricks"][:-1]), "bricks"),
+        (lambda a: a.__setitem__("level_offsets", a["level_offsets"][:-1]), "level_offsets"),
+        (lambda a: a["level_offsets"].__setitem__(1, 2), "level_offsets"),
+        (lambda a: a.__setitem__("nodes", a["nodes"].astype(np.float64)), "fit uint32"),
+        (lambda a: a.__setitem__("nodes", a["nodes"].ravel()[:-1]), "two words"),
+    ],
+)
 def test_constructor_rejects_broken_arrays(corrupt, message):
     nodes, bricks, offsets = build_arrays(blobs(20, 6) ^ one(20, (1, 2, 3)))
     arrays = {"nodes": nodes.copy(), "bricks": bricks.copy(), "level_offsets": offsets.copy()}
     corrupt(arrays)
     with pytest.raises(SVOFormatError, match=message):
-        SVO(arrays["nodes"], arrays["bricks"], arrays["level_offsets"],
-            GridPlacement(20, np.zeros(3), 1.0))
+        SVO(
+            arrays["nodes"],
+            arrays["bricks"],
+            arrays["level_offsets"],
+            GridPlacement(20, np.zeros(3), 1.0),
+        )
 
 
 def test_padding_must_stay_empty():
@@ -308,7 +364,7 @@ def test_large_grid_is_quick():
     svo = placed(voxels, h=1.0 / n)
     assert svo.count() == int(voxels.sum())
     dense = svo.to_dense()
-    assert all(np.array_equal(dense[i:i + 64], voxels[i:i + 64]) for i in range(0, n, 64))
+    assert all(np.array_equal(dense[i : i + 64], voxels[i : i + 64]) for i in range(0, n, 64))
     points = np.random.default_rng(0).random((100_000, 3))
     cells = np.minimum((points * n).astype(int), n - 1)
     assert np.array_equal(svo.contains(points), voxels[tuple(cells.T)])

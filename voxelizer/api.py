@@ -4,28 +4,35 @@ from __future__ import annotations
 
 import atexit
 import dataclasses
-from collections.abc import Callable
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import FillModeError, GridError, MeshError, OpenMeshWarning
-from .grid import DenseGrid, pack_columns, unpack_columns
+from .errors import FillModeError, MeshError, OpenMeshWarning
 from .gpu.buffers import BufferPool
-from .gpu.commands import Sequence
+from .gpu.commands import Binding, Sequence
 from .gpu.device import Device
+from .grid import DenseGrid, pack_columns, unpack_columns
 from .mesh import Mesh, MeshLike, load_mesh
-from .gpu.commands import Binding
-from .passes import (DEFAULT_SORT, DEFAULT_VARIANT, PassPipelines, PassRunner, PassStats, Window,
-                     check_sort, check_variant)
+from .pipeline.merge import merge_forests
+from .pipeline.passes import (
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    PassPipelines,
+    PassRunner,
+    PassStats,
+    Window,
+    check_sort,
+    check_variant,
+)
+from .pipeline.plan import make_plan, parse_budget
+from .pipeline.svo_build import Forest, SVOArrays, SVOPipelines, build_svo_on_gpu
 from .placement import COLUMN_AXIS_ORDERS, GridLike, GridPlacement, check_resolution, check_shape
-from .plan import make_plan, parse_budget
 from .svo import SVO
-from .svo_gpu import Forest, SVOArrays, SVOPipelines, build_svo_on_gpu
-from .svo_merge import merge_forests
 
 FILL_MODES = ("parity", "vote")
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
@@ -41,7 +48,7 @@ class Voxelizer:
     serialized by a lock (use one Voxelizer per thread for parallel work).
     """
 
-    def __init__(self, device: "str | int | None" = None):
+    def __init__(self, device: str | int | None = None):
         self.device = Device(device)
         self._pool = BufferPool(self.device)
         self._sequence = Sequence(self.device, self._pool)
@@ -60,12 +67,19 @@ class Voxelizer:
             self._pipelines[variant] = PassPipelines(self.device, variant)
         return self._pipelines[variant]
 
-    def voxelize(self, mesh: MeshLike, grid: GridLike | None = None,
-                 variant: str = DEFAULT_VARIANT, fill_mode: str = "parity",
-                 sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
-                 bounds: "np.typing.ArrayLike | None" = None,
-                 max_memory: "int | str | None" = None,
-                 progress: Progress | None = None) -> SVO:
+    def voxelize(
+        self,
+        mesh: MeshLike,
+        grid: GridLike | None = None,
+        variant: str = DEFAULT_VARIANT,
+        fill_mode: str = "parity",
+        sort: str = DEFAULT_SORT,
+        *,
+        voxel_size: float | None = None,
+        bounds: np.typing.ArrayLike | None = None,
+        max_memory: int | str | None = None,
+        progress: Progress | None = None,
+    ) -> SVO:
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid
         (which never leaves the device in parity mode). Grids larger than one buffer or the
         memory budget are voxelized and converted slab by slab.
@@ -73,8 +87,9 @@ class Voxelizer:
         grid: N (the cube N^3) or (nx, ny, nz); or voxel_size instead (world units); neither:
         512^3. bounds: the box to place the grid on, [[xmin, ymin, zmin], [xmax, ymax, zmax]]
         (default: the mesh's bounding box; it must contain the mesh)."""
-        job = self._prepare(mesh, grid, variant, fill_mode, sort, voxel_size, bounds,
-                            max_memory, progress)
+        job = self._prepare(
+            mesh, grid, variant, fill_mode, sort, voxel_size, bounds, max_memory, progress
+        )
         if fill_mode == "parity":
             arrays, stats = self._run(job, job.vertices, "svo")
         else:
@@ -88,16 +103,24 @@ class Voxelizer:
         stats["counts"]["solid_voxels"] = svo.count()
         return svo
 
-    def voxelize_dense(self, mesh: MeshLike, grid: GridLike | None = None,
-                       variant: str = DEFAULT_VARIANT, fill_mode: str = "parity",
-                       sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
-                       bounds: "np.typing.ArrayLike | None" = None,
-                       max_memory: "int | str | None" = None,
-                       progress: Progress | None = None) -> DenseGrid:
+    def voxelize_dense(
+        self,
+        mesh: MeshLike,
+        grid: GridLike | None = None,
+        variant: str = DEFAULT_VARIANT,
+        fill_mode: str = "parity",
+        sort: str = DEFAULT_SORT,
+        *,
+        voxel_size: float | None = None,
+        bounds: np.typing.ArrayLike | None = None,
+        max_memory: int | str | None = None,
+        progress: Progress | None = None,
+    ) -> DenseGrid:
         """Solid voxelization on a dense grid: voxel set iff its centre is inside the mesh.
         Arguments as for voxelize."""
-        job = self._prepare(mesh, grid, variant, fill_mode, sort, voxel_size, bounds,
-                            max_memory, progress)
+        job = self._prepare(
+            mesh, grid, variant, fill_mode, sort, voxel_size, bounds, max_memory, progress
+        )
         if fill_mode == "parity":
             voxels, stats = self._run(job, job.vertices, "dense")
         else:
@@ -105,33 +128,67 @@ class Voxelizer:
         stats["counts"]["solid_voxels"] = int(np.count_nonzero(voxels))
         return DenseGrid(voxels, job.placement, job.finish(stats))
 
-    def voxelize_grid(self, grid_vertices: np.ndarray, faces: np.ndarray, grid: int,
-                      variant: str = DEFAULT_VARIANT, sort: str = DEFAULT_SORT, *,
-                      max_memory: "int | str | None" = None) -> np.ndarray:
+    def voxelize_grid(
+        self,
+        grid_vertices: np.ndarray,
+        faces: np.ndarray,
+        grid: int,
+        variant: str = DEFAULT_VARIANT,
+        sort: str = DEFAULT_SORT,
+        *,
+        max_memory: int | str | None = None,
+    ) -> np.ndarray:
         """The same voxelization for vertices already in grid space (float32 in [0, N]):
         bool[i, j, k]. This is where the placement rule ends and the exact contract begins."""
         check_variant(variant)
         check_sort(sort)
         n = check_resolution(grid)
         vertices = np.asarray(grid_vertices, np.float32)
-        if vertices.ndim != 2 or vertices.shape[1] != 3 or not np.isfinite(vertices).all() \
-                or vertices.min(initial=0) < 0 or vertices.max(initial=0) > n:
+        if (
+            vertices.ndim != 2
+            or vertices.shape[1] != 3
+            or not np.isfinite(vertices).all()
+            or vertices.min(initial=0) < 0
+            or vertices.max(initial=0) > n
+        ):
             raise MeshError(f"grid-space vertices must be a finite (V, 3) array inside [0, {n}]")
         checked = load_mesh((vertices.astype(np.float64), faces))  # validates the faces
-        job = _Job(checked, None, vertices, (n, n, n), variant, sort, "parity", {}, {},
-                   parse_budget(max_memory), None)
+        job = _Job(
+            checked,
+            None,
+            vertices,
+            (n, n, n),
+            variant,
+            sort,
+            "parity",
+            {},
+            {},
+            parse_budget(max_memory),
+            None,
+        )
         voxels, _ = self._run(job, vertices, "dense")
         return voxels
 
-    def _prepare(self, mesh: MeshLike, grid: GridLike | None, variant: str, fill_mode: str,
-                 sort: str, voxel_size: float | None = None, bounds=None, max_memory=None,
-                 progress=None) -> "_Job":
+    def _prepare(
+        self,
+        mesh: MeshLike,
+        grid: GridLike | None,
+        variant: str,
+        fill_mode: str,
+        sort: str,
+        voxel_size: float | None = None,
+        bounds=None,
+        max_memory=None,
+        progress=None,
+    ) -> _Job:
         check_variant(variant)
         check_sort(sort)
         if grid is not None:
             check_shape(grid)  # before loading the mesh
         if fill_mode not in FILL_MODES:
-            raise FillModeError(f"unknown fill mode {fill_mode!r} (choose from {', '.join(FILL_MODES)})")
+            raise FillModeError(
+                f"unknown fill mode {fill_mode!r} (choose from {', '.join(FILL_MODES)})"
+            )
         started = time.perf_counter()
         loaded = load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
@@ -140,18 +197,34 @@ class Voxelizer:
         check_ms = (time.perf_counter() - started) * 1e3
         if not topology.closed:
             boundary, nonmanifold = topology.boundary_edges, topology.nonmanifold_edges
-            advice = ("voting between six ray directions decides the voxels near the gaps"
-                      if fill_mode == "vote" else "voxels near the gaps follow the parity rule "
-                      "but may not be what you want; fill_mode='vote' repairs small holes")
-            warnings.warn(f"the mesh is not closed ({boundary:,} boundary and {nonmanifold:,} "
-                          f"non-manifold edges): {advice}", OpenMeshWarning, stacklevel=3)
+            advice = (
+                "voting between six ray directions decides the voxels near the gaps"
+                if fill_mode == "vote"
+                else "voxels near the gaps follow the parity rule "
+                "but may not be what you want; fill_mode='vote' repairs small holes"
+            )
+            warnings.warn(
+                f"the mesh is not closed ({boundary:,} boundary and {nonmanifold:,} "
+                f"non-manifold edges): {advice}",
+                OpenMeshWarning,
+                stacklevel=3,
+            )
         placement = GridPlacement.fit(loaded, grid, voxel_size, bounds)
-        return _Job(loaded, placement, placement.grid_vertices(loaded.vertices),
-                    placement.shape, variant, sort, fill_mode,
-                    {"load": load_ms, "check_topology": check_ms},
-                    dataclasses.asdict(topology), parse_budget(max_memory), progress)
+        return _Job(
+            loaded,
+            placement,
+            placement.grid_vertices(loaded.vertices),
+            placement.shape,
+            variant,
+            sort,
+            fill_mode,
+            {"load": load_ms, "check_topology": check_ms},
+            dataclasses.asdict(topology),
+            parse_budget(max_memory),
+            progress,
+        )
 
-    def _vote(self, job: "_Job") -> tuple[np.ndarray, dict]:
+    def _vote(self, job: _Job) -> tuple[np.ndarray, dict]:
         """Parity along the six axis directions; a voxel is kept where at least four agree.
 
         Counting crossings from the other end of a column (the mesh mirrored along it) gives a
@@ -174,8 +247,14 @@ class Voxelizer:
                     _add_times(stats["host_ms"], axis_stats["host_ms"])
         return votes >= VOTES_NEEDED, stats
 
-    def _run(self, job: "_Job", vertices: np.ndarray, output: str,
-             shape: tuple[int, int, int] | None = None, whole_only: bool = False):
+    def _run(
+        self,
+        job: _Job,
+        vertices: np.ndarray,
+        output: str,
+        shape: tuple[int, int, int] | None = None,
+        whole_only: bool = False,
+    ):
         """Voxelize grid-space `vertices` (job's faces) into the bool grid (output "dense") or
         the SVO arrays ("svo"), slab by slab when the plan says so."""
         shape = job.shape if shape is None else shape
@@ -183,11 +262,28 @@ class Voxelizer:
             if self._closed:
                 raise RuntimeError("this Voxelizer is closed")
             pipelines = self.pipelines(job.variant)
-            plan = make_plan(self.device, shape, len(job.mesh.faces), len(vertices),
-                             pipelines.indexed, job.max_memory, svo=output == "svo",
-                             dense=output == "dense", whole_only=whole_only)
-            runner = PassRunner(self.device, pipelines, self._pool, self._sequence, vertices,
-                                job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget)
+            plan = make_plan(
+                self.device,
+                shape,
+                len(job.mesh.faces),
+                len(vertices),
+                pipelines.indexed,
+                job.max_memory,
+                svo=output == "svo",
+                dense=output == "dense",
+                whole_only=whole_only,
+            )
+            runner = PassRunner(
+                self.device,
+                pipelines,
+                self._pool,
+                self._sequence,
+                vertices,
+                job.mesh.indices,
+                job.sort,
+                plan.batch_triangles,
+                plan.pair_budget,
+            )
             slabs = plan.slabs()
             voxels = np.zeros(shape, bool) if output == "dense" else None
             forests = []
@@ -195,7 +291,7 @@ class Voxelizer:
                 grid = Binding(self._pool.get("grid", slab.grid_bytes), slab.grid_bytes)
                 runner.voxelize(slab, grid)
                 if output == "dense":
-                    voxels[:, slab.row_lo:slab.row_hi] = self._download(runner.stats, slab, grid)
+                    voxels[:, slab.row_lo : slab.row_hi] = self._download(runner.stats, slab, grid)
                 else:
                     forest = plan.forest(slab)
                     arrays = self._build_svo(forest)
@@ -252,8 +348,9 @@ class Voxelizer:
         if self._svo_pipelines is None:
             self._svo_pipelines = SVOPipelines(self.device)
         scan = self.pipelines(DEFAULT_VARIANT)  # the scan pipelines are the same in every variant
-        return build_svo_on_gpu(self.device, scan, self._svo_pipelines, self._pool,
-                                self._sequence, forest, words)
+        return build_svo_on_gpu(
+            self.device, scan, self._svo_pipelines, self._pool, self._sequence, forest, words
+        )
 
     def close(self) -> None:
         with self._lock:
@@ -269,7 +366,7 @@ class Voxelizer:
             self._pool.destroy()
             self.device.close()
 
-    def __enter__(self) -> "Voxelizer":
+    def __enter__(self) -> Voxelizer:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -309,7 +406,7 @@ _shared: dict[str, Voxelizer] = {}
 _shared_lock = threading.Lock()
 
 
-def shared_voxelizer(device: "str | int | None" = None) -> Voxelizer:
+def shared_voxelizer(device: str | int | None = None) -> Voxelizer:
     """One Voxelizer per device selector per process, closed at exit."""
     key = "" if device is None else str(device)
     with _shared_lock:
@@ -327,24 +424,55 @@ def close_shared() -> None:
         _shared.clear()
 
 
-def voxelize(mesh: MeshLike, grid: GridLike | None = None, variant: str = DEFAULT_VARIANT,
-             device: "str | int | None" = None, fill_mode: str = "parity",
-             sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
-             bounds: "np.typing.ArrayLike | None" = None, max_memory: "int | str | None" = None,
-             progress: Progress | None = None) -> SVO:
+def voxelize(
+    mesh: MeshLike,
+    grid: GridLike | None = None,
+    variant: str = DEFAULT_VARIANT,
+    device: str | int | None = None,
+    fill_mode: str = "parity",
+    sort: str = DEFAULT_SORT,
+    *,
+    voxel_size: float | None = None,
+    bounds: np.typing.ArrayLike | None = None,
+    max_memory: int | str | None = None,
+    progress: Progress | None = None,
+) -> SVO:
     """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
-    return shared_voxelizer(device).voxelize(mesh, grid, variant, fill_mode, sort,
-                                             voxel_size=voxel_size, bounds=bounds,
-                                             max_memory=max_memory, progress=progress)
+    return shared_voxelizer(device).voxelize(
+        mesh,
+        grid,
+        variant,
+        fill_mode,
+        sort,
+        voxel_size=voxel_size,
+        bounds=bounds,
+        max_memory=max_memory,
+        progress=progress,
+    )
 
 
-def voxelize_dense(mesh: MeshLike, grid: GridLike | None = None, variant: str = DEFAULT_VARIANT,
-                   device: "str | int | None" = None, fill_mode: str = "parity",
-                   sort: str = DEFAULT_SORT, *, voxel_size: float | None = None,
-                   bounds: "np.typing.ArrayLike | None" = None,
-                   max_memory: "int | str | None" = None,
-                   progress: Progress | None = None) -> DenseGrid:
+def voxelize_dense(
+    mesh: MeshLike,
+    grid: GridLike | None = None,
+    variant: str = DEFAULT_VARIANT,
+    device: str | int | None = None,
+    fill_mode: str = "parity",
+    sort: str = DEFAULT_SORT,
+    *,
+    voxel_size: float | None = None,
+    bounds: np.typing.ArrayLike | None = None,
+    max_memory: int | str | None = None,
+    progress: Progress | None = None,
+) -> DenseGrid:
     """Solid voxelization of `mesh` on the GPU as a DenseGrid (see Voxelizer.voxelize_dense)."""
-    return shared_voxelizer(device).voxelize_dense(mesh, grid, variant, fill_mode, sort,
-                                                   voxel_size=voxel_size, bounds=bounds,
-                                                   max_memory=max_memory, progress=progress)
+    return shared_voxelizer(device).voxelize_dense(
+        mesh,
+        grid,
+        variant,
+        fill_mode,
+        sort,
+        voxel_size=voxel_size,
+        bounds=bounds,
+        max_memory=max_memory,
+        progress=progress,
+    )

@@ -32,7 +32,7 @@ from .benchmarks.meshes import SHARED_MODELS, model_path, resolve_model
 from .benchmarks.report import markdown, write_json
 from .errors import VoxelizerError
 from .mesh import Mesh
-from .passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
+from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
 
 PROJECT = Path(__file__).resolve().parents[1]
 
@@ -42,9 +42,16 @@ PROJECT = Path(__file__).resolve().parents[1]
 WARMUP_SECONDS = 0.5
 
 
-def measure(mesh: Mesh, grid: int, variant: str, sort: str, output: str = "svo",
-            repeat: int = 5, device: "str | int | None" = None,
-            from_arrays: bool = True) -> tuple[dict, object]:
+def measure(
+    mesh: Mesh,
+    grid: int,
+    variant: str,
+    sort: str,
+    output: str = "svo",
+    repeat: int = 5,
+    device: str | int | None = None,
+    from_arrays: bool = True,
+) -> tuple[dict, object]:
     """(row, last result) for one configuration; row["status"] is "skipped" with the reason
     when the device cannot run it (a grid it cannot hold, memory it does not have).
 
@@ -76,21 +83,31 @@ def measure(mesh: Mesh, grid: int, variant: str, sort: str, output: str = "svo",
     last = runs[-1]
     row = {
         "status": "ok",
-        "wall_ms": {"median": statistics.median(walls), "min": min(walls), "max": max(walls),
-                    "runs": walls},
+        "wall_ms": {
+            "median": statistics.median(walls),
+            "min": min(walls),
+            "max": max(walls),
+            "runs": walls,
+        },
         "from_arrays_ms": arrays_ms,
         "gpu_ms": _medians([s["gpu_ms"] for s in runs]),
         "gpu_ms_total": statistics.median(sum(s["gpu_ms"].values()) for s in runs),
         "gpu_ms_compute": statistics.median(
-            sum(ms for name, ms in s["gpu_ms"].items() if name not in TRANSFERS) for s in runs),
+            sum(ms for name, ms in s["gpu_ms"].items() if name not in TRANSFERS) for s in runs
+        ),
         "host_ms": _medians([s["host_ms"] for s in runs]),
         "counts": dict(last["counts"]),
-        "memory": {key: max(s["memory"][key] for s in runs)
-                   for key in ("device_peak_bytes", "staging_peak_bytes")},
+        "memory": {
+            key: max(s["memory"][key] for s in runs)
+            for key in ("device_peak_bytes", "staging_peak_bytes")
+        },
     }
     if output == "svo":
-        row["svo"] = {"nodes": result.node_count, "bricks": result.brick_count,
-                      "bytes": result.nbytes}
+        row["svo"] = {
+            "nodes": result.node_count,
+            "bricks": result.brick_count,
+            "bytes": result.nbytes,
+        }
     return row, result
 
 
@@ -100,15 +117,20 @@ def _medians(dicts: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(d.get(key, 0.0) for d in dicts) for key in keys}
 
 
-def measure_cli(model: Path, grid: int, device: "str | int | None" = None,
-                timeout_s: float = 600.0) -> dict:
+def measure_cli(
+    model: Path, grid: int, device: str | int | None = None, timeout_s: float = 600.0
+) -> dict:
     """Wall time of one `python -m voxelizer.cli MODEL --grid N` process: interpreter start,
     imports, device, pipelines, load, voxelization. Also the seconds the command reports."""
     command = [sys.executable, "-m", "voxelizer.cli", str(model), "--grid", str(grid)]
     if device is not None:
         command += ["--device", str(device)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(PROJECT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(PROJECT)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+        ),
+    )
     started = time.perf_counter()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s, env=env)
@@ -119,8 +141,7 @@ def measure_cli(model: Path, grid: int, device: "str | int | None" = None,
         last = (done.stderr.strip().splitlines() or ["no message"])[-1]
         return {"status": "failed", "reason": f"exit {done.returncode}: {last}", "wall_s": wall}
     reported = re.search(r", ([0-9.]+) s \(", done.stdout)
-    return {"status": "ok", "wall_s": wall,
-            "reported_s": float(reported[1]) if reported else None}
+    return {"status": "ok", "wall_s": wall, "reported_s": float(reported[1]) if reported else None}
 
 
 def describe_device(voxelizer: Voxelizer) -> dict:
@@ -133,8 +154,9 @@ def describe_device(voxelizer: Voxelizer) -> dict:
         driver = vk.VkPhysicalDeviceDriverProperties()
         properties = vk.VkPhysicalDeviceProperties2(pNext=driver)
         vk.vkGetPhysicalDeviceProperties2(device.physical, properties)
-        described["driver"] = " ".join(vk.ffi.string(text).decode() for text in
-                                       (driver.driverName, driver.driverInfo))
+        described["driver"] = " ".join(
+            vk.ffi.string(text).decode() for text in (driver.driverName, driver.driverInfo)
+        )
     except Exception:  # an old loader or binding: the packed version number still says much
         described["driver"] = f"driverVersion {device.info.driver_version:#x}"
     return described
@@ -147,17 +169,29 @@ def describe_host() -> str:
         cpu = names[0] if names else cpu
     except OSError:
         pass
-    return (f"{cpu}, {os.cpu_count()} cores; {platform.system()}; "
-            f"{platform.python_implementation()} {platform.python_version()}")
+    return (
+        f"{cpu}, {os.cpu_count()} cores; {platform.system()}; "
+        f"{platform.python_implementation()} {platform.python_version()}"
+    )
 
 
 def git_commit() -> tuple[str | None, bool]:
     """(short commit hash, whether tracked files differ from it), or (None, False)."""
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=PROJECT,
-                              capture_output=True, text=True, timeout=10)
-        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                                 cwd=PROJECT, capture_output=True, text=True, timeout=10)
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        changes = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=PROJECT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None, False
     if head.returncode != 0:
@@ -181,42 +215,73 @@ def run(args: argparse.Namespace) -> dict:
     commit, dirty = git_commit()
     doc = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "device": device, "host": describe_host(),
+        "device": device,
+        "host": describe_host(),
         "commit": f"{commit} (uncommitted changes)" if dirty else commit,
         "command": ["python", "-m", "voxelizer.bench", *args.argv],
-        "settings": {"output": args.output, "repeat": args.repeat, "grids": args.grids,
-                     "variants": args.variants, "sorts": args.sorts, "models": args.models,
-                     "bandwidth_gbps": gbps, "peers": args.peers, "peer_runs": args.peer_runs,
-                     "peer_timeout_s": args.peer_timeout},
-        "rows": [], "peers": [], "cli": [],
+        "settings": {
+            "output": args.output,
+            "repeat": args.repeat,
+            "grids": args.grids,
+            "variants": args.variants,
+            "sorts": args.sorts,
+            "models": args.models,
+            "bandwidth_gbps": gbps,
+            "peers": args.peers,
+            "peer_runs": args.peer_runs,
+            "peer_timeout_s": args.peer_timeout,
+        },
+        "rows": [],
+        "peers": [],
+        "cli": [],
     }
     for spec in args.models:
         started = time.perf_counter()
         name, mesh = resolve_model(spec, args.models_dir)
-        _progress(f"{name}: {mesh.triangle_count:,} triangles "
-                  f"({time.perf_counter() - started:.1f} s to load or generate)")
+        _progress(
+            f"{name}: {mesh.triangle_count:,} triangles "
+            f"({time.perf_counter() - started:.1f} s to load or generate)"
+        )
         for grid in args.grids:
             ours = None
             for variant in args.variants:
                 for sort in args.sorts:
                     first = variant == args.variants[0] and sort == args.sorts[0]
-                    row, result = measure(mesh, grid, variant, sort, args.output, args.repeat,
-                                          args.device, from_arrays=first)
-                    row = {"model": name, "triangles": mesh.triangle_count,
-                           "vertices": len(mesh.vertices), "grid": grid, "variant": variant,
-                           "sort": sort, "output": args.output, **row}
+                    row, result = measure(
+                        mesh,
+                        grid,
+                        variant,
+                        sort,
+                        args.output,
+                        args.repeat,
+                        args.device,
+                        from_arrays=first,
+                    )
+                    row = {
+                        "model": name,
+                        "triangles": mesh.triangle_count,
+                        "vertices": len(mesh.vertices),
+                        "grid": grid,
+                        "variant": variant,
+                        "sort": sort,
+                        "output": args.output,
+                        **row,
+                    }
                     if row["status"] == "ok":
                         _add_bandwidth(row, gbps)
                         if ours is None and args.peers:
                             ours = result.to_dense() if args.output == "svo" else result.to_numpy()
-                        _progress(f"  {grid}³ {variant}/{sort}: {row['wall_ms']['median']:.1f} ms "
-                                  f"API, {row['gpu_ms_total']:.2f} ms GPU")
+                        _progress(
+                            f"  {grid}³ {variant}/{sort}: {row['wall_ms']['median']:.1f} ms "
+                            f"API, {row['gpu_ms_total']:.2f} ms GPU"
+                        )
                     else:
                         _progress(f"  {grid}³ {variant}/{sort}: skipped ({row['reason']})")
                     doc["rows"].append(row)
             if ours is not None:
-                doc["peers"] += run_peers(args, name, mesh, grid, ours,
-                                          reference_row(doc["rows"], name, grid))
+                doc["peers"] += run_peers(
+                    args, name, mesh, grid, ours, reference_row(doc["rows"], name, grid)
+                )
     if not args.no_cli:
         doc["cli"] = run_cli(args)
     return doc
@@ -224,30 +289,49 @@ def run(args: argparse.Namespace) -> dict:
 
 def _add_bandwidth(row: dict, gbps: float | None) -> None:
     counts, svo = row["counts"], row.get("svo", {})
-    row["bytes"] = pass_bytes(row["grid"], row["triangles"], row["vertices"],
-                              counts.get("pairs", 0), counts.get("tiles", 0),
-                              bool(VARIANTS[row["variant"]]["INDEXED"]), row["sort"],
-                              svo.get("nodes"), svo.get("bricks"))
+    row["bytes"] = pass_bytes(
+        row["grid"],
+        row["triangles"],
+        row["vertices"],
+        counts.get("pairs", 0),
+        counts.get("tiles", 0),
+        bool(VARIANTS[row["variant"]]["INDEXED"]),
+        row["sort"],
+        svo.get("nodes"),
+        svo.get("bricks"),
+    )
     if gbps:
         row["bandwidth_fraction"] = bandwidth_fractions(row["bytes"], row["gpu_ms"], gbps)
 
 
-def run_peers(args: argparse.Namespace, name: str, mesh: Mesh, grid: int, ours,
-              our_row: dict) -> list[dict]:
+def run_peers(
+    args: argparse.Namespace, name: str, mesh: Mesh, grid: int, ours, our_row: dict
+) -> list[dict]:
     """Every asked-for peer on one model and grid, with its ratio to our time."""
     results = []
     for peer in args.peers:
         if peer == "trimesh" and grid > args.trimesh_max_grid:
-            outcome = {"status": "skipped",
-                       "reason": f"grid above --trimesh-max-grid {args.trimesh_max_grid}"}
+            outcome = {
+                "status": "skipped",
+                "reason": f"grid above --trimesh-max-grid {args.trimesh_max_grid}",
+            }
         else:
-            outcome = peer_tools.measure_peer(peer, mesh, grid, ours, args.peer_runs,
-                                              args.peer_timeout)
+            outcome = peer_tools.measure_peer(
+                peer, mesh, grid, ours, args.peer_runs, args.peer_timeout
+            )
         ours_ms = our_row["wall_ms"]["median"]
         seconds = outcome.get("seconds")
-        results.append({"model": name, "grid": grid, "peer": peer, **outcome,
-                        "ours": f"{our_row['variant']}/{our_row['sort']}", "ours_ms": ours_ms,
-                        "ratio": ours_ms / (1e3 * seconds) if seconds else None})
+        results.append(
+            {
+                "model": name,
+                "grid": grid,
+                "peer": peer,
+                **outcome,
+                "ours": f"{our_row['variant']}/{our_row['sort']}",
+                "ours_ms": ours_ms,
+                "ratio": ours_ms / (1e3 * seconds) if seconds else None,
+            }
+        )
         shown = f"{1e3 * seconds:.1f} ms" if seconds else outcome.get("reason", "")
         _progress(f"  {grid}³ peer {peer}: {outcome['status']}, {shown}")
     return results
@@ -263,8 +347,9 @@ def run_cli(args: argparse.Namespace) -> list[dict]:
     for grid in args.grids:
         outcome = measure_cli(path, grid, args.device)
         results.append({"model": path.stem, "grid": grid, **outcome})
-        _progress(f"CLI {path.name} {grid}³: {outcome['status']}, "
-                  f"{outcome.get('wall_s', 0.0):.2f} s wall")
+        _progress(
+            f"CLI {path.name} {grid}³: {outcome['status']}, {outcome.get('wall_s', 0.0):.2f} s wall"
+        )
     return results
 
 
@@ -281,40 +366,80 @@ def _progress(line: str) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m voxelizer.bench",
-                                description=__doc__.split("\n\n")[1].replace("\n", " "))
-    p.add_argument("--models", nargs="+", default=["bunny"], metavar="MODEL",
-                   help="model names in --models-dir, NAME-x4/-x16/-x64 (midpoint-subdivided), "
-                        "or mesh files (default: bunny)")
-    p.add_argument("--models-dir", type=Path, default=SHARED_MODELS,
-                   help=f"where model names are looked up (default {SHARED_MODELS})")
+    p = argparse.ArgumentParser(
+        prog="python -m voxelizer.bench", description=__doc__.split("\n\n")[1].replace("\n", " ")
+    )
+    p.add_argument(
+        "--models",
+        nargs="+",
+        default=["bunny"],
+        metavar="MODEL",
+        help="model names in --models-dir, NAME-x4/-x16/-x64 (midpoint-subdivided), "
+        "or mesh files (default: bunny)",
+    )
+    p.add_argument(
+        "--models-dir",
+        type=Path,
+        default=SHARED_MODELS,
+        help=f"where model names are looked up (default {SHARED_MODELS})",
+    )
     p.add_argument("--grids", nargs="+", type=int, default=[128, 256, 512], metavar="N")
     p.add_argument("--variants", nargs="+", default=[DEFAULT_VARIANT], choices=list(VARIANTS))
     p.add_argument("--sorts", nargs="+", default=[DEFAULT_SORT], choices=list(SORTS))
-    p.add_argument("--output", default="svo", choices=["svo", "dense"],
-                   help="time voxelize (SVO, default) or voxelize_dense")
+    p.add_argument(
+        "--output",
+        default="svo",
+        choices=["svo", "dense"],
+        help="time voxelize (SVO, default) or voxelize_dense",
+    )
     p.add_argument("--repeat", type=int, default=5, help="timed calls per configuration")
     p.add_argument("--device", default=None, help="Vulkan device index or name substring")
-    p.add_argument("--peers", nargs="*", choices=list(peer_tools.PEERS), default=None,
-                   help="time CPU peers side by side (no names: all of them)")
+    p.add_argument(
+        "--peers",
+        nargs="*",
+        choices=list(peer_tools.PEERS),
+        default=None,
+        help="time CPU peers side by side (no names: all of them)",
+    )
     p.add_argument("--peer-runs", type=int, default=3, help="timed runs per peer (min reported)")
-    p.add_argument("--peer-timeout", type=float, default=120.0, metavar="S",
-                   help="stop a peer whose run takes longer (default 120 s)")
-    p.add_argument("--trimesh-max-grid", type=int, default=256, metavar="N",
-                   help="run the trimesh peer only up to this grid (default 256: it takes "
-                        "minutes above)")
-    p.add_argument("--bandwidth", type=float, default=None, metavar="GBPS",
-                   help="device memory bandwidth for the bandwidth fractions (default: known "
-                        "for H100 and H200, else no fractions)")
-    p.add_argument("--cli-model", default=None, metavar="MODEL",
-                   help="model for the CLI wall time (default: the first model with a file)")
+    p.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="stop a peer whose run takes longer (default 120 s)",
+    )
+    p.add_argument(
+        "--trimesh-max-grid",
+        type=int,
+        default=256,
+        metavar="N",
+        help="run the trimesh peer only up to this grid (default 256: it takes minutes above)",
+    )
+    p.add_argument(
+        "--bandwidth",
+        type=float,
+        default=None,
+        metavar="GBPS",
+        help="device memory bandwidth for the bandwidth fractions (default: known "
+        "for H100 and H200, else no fractions)",
+    )
+    p.add_argument(
+        "--cli-model",
+        default=None,
+        metavar="MODEL",
+        help="model for the CLI wall time (default: the first model with a file)",
+    )
     p.add_argument("--no-cli", action="store_true", help="do not time the voxelize command")
     p.add_argument("--json", metavar="FILE", help="write the results as JSON")
     p.add_argument("--markdown", metavar="FILE", help="write the markdown tables to a file too")
     p.add_argument("--plots", metavar="DIR", help="write PNG figures (needs matplotlib)")
-    p.add_argument("--from-json", metavar="FILE",
-                   help="measure nothing: tables and plots from the JSON of an earlier run "
-                        "(for example one made on a machine without matplotlib)")
+    p.add_argument(
+        "--from-json",
+        metavar="FILE",
+        help="measure nothing: tables and plots from the JSON of an earlier run "
+        "(for example one made on a machine without matplotlib)",
+    )
     return p
 
 

@@ -11,9 +11,16 @@ from .errors import MemoryBudgetError
 
 # Binary units are powers of 1024, decimal ones powers of 1000; units are case-insensitive.
 UNITS = {
-    "": 1, "b": 1,
-    "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-    "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "": 1,
+    "b": 1,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
 }
 _SIZE = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*", re.ASCII)
 
@@ -30,14 +37,14 @@ def parse_size(size: int | str) -> int:
         if unit not in UNITS:
             raise MemoryBudgetError(
                 f"cannot read memory size {size!r}: write a number of bytes or a number with a "
-                "unit (KiB, MiB, GiB, TiB, kB, MB, GB, TB), e.g. 512MiB or 1.5GB")
+                "unit (KiB, MiB, GiB, TiB, kB, MB, GB, TB), e.g. 512MiB or 1.5GB"
+            )
         value = Fraction(match.group(1)) * UNITS[unit]
         if UNITS[unit] == 1 and value.denominator != 1:
             raise MemoryBudgetError(f"memory size {size!r}: a number of bytes must be whole")
         count = int(value)
     else:
-        raise MemoryBudgetError(f"memory size must be an int or a string like '2GiB', "
-                                f"not {size!r}")
+        raise MemoryBudgetError(f"memory size must be an int or a string like '2GiB', not {size!r}")
     if count < 1:
         raise MemoryBudgetError(f"memory size must be at least one byte, not {size!r}")
     return count

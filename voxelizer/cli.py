@@ -14,10 +14,10 @@ from . import __version__
 from .api import FILL_MODES
 from .budget import parse_size
 from .errors import GridError, MemoryBudgetError, OpenMeshWarning, OutputError, VoxelizerError
-from .formats import OUTPUT_FORMATS, write
-from .passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
+from .io.preview import write_preview
+from .io.writers import OUTPUT_FORMATS, write
+from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
 from .placement import DEFAULT_GRID, check_bounds, check_shape, check_voxel_size, shape_text
-from .preview import write_preview
 from .progress import TerminalProgress
 from .svo import SVO
 
@@ -26,17 +26,27 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress) -> SV
     """Mesh file -> SVO: the one place the command voxelizes."""
     from .api import voxelize
 
-    return voxelize(args.model, args.grid, args.variant, args.device, args.fill_mode, args.sort,
-                    voxel_size=args.voxel_size, bounds=args.bounds, max_memory=args.max_memory,
-                    progress=progress)
+    return voxelize(
+        args.model,
+        args.grid,
+        args.variant,
+        args.device,
+        args.fill_mode,
+        args.sort,
+        voxel_size=args.voxel_size,
+        bounds=args.bounds,
+        max_memory=args.max_memory,
+        progress=progress,
+    )
 
 
 def _grid_value(text: str) -> int | tuple[int, int, int]:
     """--grid N or NXxNYxNZ, checked (a usage error otherwise)."""
     match = re.fullmatch(r"(-?\d+)(?:x(-?\d+)x(-?\d+))?", text.strip().lower(), re.ASCII)
     if match is None:
-        raise argparse.ArgumentTypeError(f"invalid grid {text!r}: write N or NXxNYxNZ "
-                                         "(e.g. 512 or 512x256x128)")
+        raise argparse.ArgumentTypeError(
+            f"invalid grid {text!r}: write N or NXxNYxNZ (e.g. 512 or 512x256x128)"
+        )
     sides = [int(side) for side in match.groups() if side is not None]
     grid = sides[0] if len(sides) == 1 else tuple(sides)
     try:
@@ -50,8 +60,9 @@ def _voxel_size_value(text: str) -> float:
     try:
         return check_voxel_size(float(text))
     except (ValueError, GridError):
-        raise argparse.ArgumentTypeError(f"voxel size must be a positive finite number, "
-                                         f"not {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"voxel size must be a positive finite number, not {text!r}"
+        ) from None
 
 
 def _memory_value(text: str) -> int:
@@ -65,46 +76,91 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="voxelize",
         description="Exact solid voxelization of a triangle mesh on a Vulkan device: "
-                    "a voxel is set iff its centre is inside the mesh.")
+        "a voxel is set iff its centre is inside the mesh.",
+    )
     parser.add_argument("model", nargs="?", help="mesh file (PLY, OBJ, STL, OFF, GLB, ...)")
     size = parser.add_mutually_exclusive_group()
-    size.add_argument("--grid", type=_grid_value, metavar="N|NXxNYxNZ",
-                      help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); "
-                           f"each a multiple of 4 from 8 up (default {DEFAULT_GRID})")
-    size.add_argument("--voxel-size", type=_voxel_size_value, metavar="H",
-                      help="voxel side in world units instead of --grid: each side of the grid "
-                           "becomes the fewest voxels (a multiple of 4) that cover the box")
-    parser.add_argument("--bounds", type=float, nargs=6,
-                        metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
-                        help="place the grid on this box instead of the mesh's bounding box "
-                             "(it must contain the mesh)")
-    parser.add_argument("--max-memory", type=_memory_value, metavar="SIZE",
-                        help="device memory budget, e.g. 512MiB, 2GiB, 1.5GB or plain bytes")
-    parser.add_argument("--variant", default=DEFAULT_VARIANT, metavar="NAME",
-                        help=f"shader variant: {', '.join(VARIANTS)} (default {DEFAULT_VARIANT})")
-    parser.add_argument("--fill-mode", default="parity", choices=FILL_MODES,
-                        help="parity (default: exact for closed meshes) or vote (parity along "
-                             "six ray directions, four must agree: repairs small holes)")
-    parser.add_argument("--sort", default=DEFAULT_SORT, choices=SORTS,
-                        help=f"how pass 4 groups pairs by tile (default {DEFAULT_SORT})")
-    parser.add_argument("-o", "--output", metavar="FILE",
-                        help="write the voxels, format by extension: .svo (sparse voxel octree), "
-                             ".binvox, .vox (MagicaVoxel), .npz (packed bits, origin, voxel "
-                             "size), .ply/.obj/.glb (the voxels' outer faces as a mesh)")
-    parser.add_argument("--preview", metavar="PNG",
-                        help="write a PNG with three shaded views of the voxels")
+    size.add_argument(
+        "--grid",
+        type=_grid_value,
+        metavar="N|NXxNYxNZ",
+        help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); "
+        f"each a multiple of 4 from 8 up (default {DEFAULT_GRID})",
+    )
+    size.add_argument(
+        "--voxel-size",
+        type=_voxel_size_value,
+        metavar="H",
+        help="voxel side in world units instead of --grid: each side of the grid "
+        "becomes the fewest voxels (a multiple of 4) that cover the box",
+    )
+    parser.add_argument(
+        "--bounds",
+        type=float,
+        nargs=6,
+        metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
+        help="place the grid on this box instead of the mesh's bounding box "
+        "(it must contain the mesh)",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=_memory_value,
+        metavar="SIZE",
+        help="device memory budget, e.g. 512MiB, 2GiB, 1.5GB or plain bytes",
+    )
+    parser.add_argument(
+        "--variant",
+        default=DEFAULT_VARIANT,
+        metavar="NAME",
+        help=f"shader variant: {', '.join(VARIANTS)} (default {DEFAULT_VARIANT})",
+    )
+    parser.add_argument(
+        "--fill-mode",
+        default="parity",
+        choices=FILL_MODES,
+        help="parity (default: exact for closed meshes) or vote (parity along "
+        "six ray directions, four must agree: repairs small holes)",
+    )
+    parser.add_argument(
+        "--sort",
+        default=DEFAULT_SORT,
+        choices=SORTS,
+        help=f"how pass 4 groups pairs by tile (default {DEFAULT_SORT})",
+    )
+    parser.add_argument(
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="write the voxels, format by extension: .svo (sparse voxel octree), "
+        ".binvox, .vox (MagicaVoxel), .npz (packed bits, origin, voxel "
+        "size), .ply/.obj/.glb (the voxels' outer faces as a mesh)",
+    )
+    parser.add_argument(
+        "--preview", metavar="PNG", help="write a PNG with three shaded views of the voxels"
+    )
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
-    parser.add_argument("--device", metavar="INDEX|NAME",
-                        help="Vulkan device by index or name substring (default: "
-                             "$VOXELIZER_DEVICE, else the first discrete GPU, else any)")
+    parser.add_argument(
+        "--device",
+        metavar="INDEX|NAME",
+        help="Vulkan device by index or name substring (default: "
+        "$VOXELIZER_DEVICE, else the first discrete GPU, else any)",
+    )
     parser.add_argument("--list-devices", action="store_true", help="list Vulkan devices and exit")
-    parser.add_argument("--stats", action="store_true",
-                        help="print per-pass GPU times, host times, memory and counts")
-    parser.add_argument("--stats-json", metavar="FILE",
-                        help="write the same statistics as JSON (refuses to overwrite without --force)")
-    parser.add_argument("--quiet", action="store_true",
-                        help="no progress line and no summary line (errors and warnings still "
-                             "go to stderr)")
+    parser.add_argument(
+        "--stats",
+        action="store_true",
+        help="print per-pass GPU times, host times, memory and counts",
+    )
+    parser.add_argument(
+        "--stats-json",
+        metavar="FILE",
+        help="write the same statistics as JSON (refuses to overwrite without --force)",
+    )
+    parser.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no progress line and no summary line (errors and warnings still go to stderr)",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
     return parser
@@ -151,8 +207,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     output = Path(args.output) if args.output else None
     if output is not None:
         if output.suffix.lower() not in OUTPUT_FORMATS:
-            parser.error(f"cannot write {output.suffix or 'files without an extension'}: "
-                         f"use {', '.join(OUTPUT_FORMATS)}")
+            parser.error(
+                f"cannot write {output.suffix or 'files without an extension'}: "
+                f"use {', '.join(OUTPUT_FORMATS)}"
+            )
     preview = Path(args.preview) if args.preview else None
     for path in (output, preview, Path(args.stats_json) if args.stats_json else None):
         if path is not None and path.exists() and not args.force:
@@ -173,10 +231,12 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     counts = svo.stats["counts"]
     written = [str(path) for path in (output, preview) if path is not None]
     if not args.quiet:
-        print(f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
-              f"{shape_text(svo.shape)}, {svo.count():,} solid voxels, {seconds:.2f} s "
-              f"({svo.stats['device']}, {args.variant})"
-              + (f" -> {', '.join(written)}" if written else ""))
+        print(
+            f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
+            f"{shape_text(svo.shape)}, {svo.count():,} solid voxels, {seconds:.2f} s "
+            f"({svo.stats['device']}, {args.variant})"
+            + (f" -> {', '.join(written)}" if written else "")
+        )
     if args.stats:
         print(format_stats(svo.stats))
     if args.stats_json:

@@ -36,8 +36,10 @@ class DenseGrid(Placed):
 
     def __init__(self, voxels: np.ndarray, placement: GridPlacement, stats: dict | None = None):
         if voxels.shape != placement.shape or voxels.dtype != bool:
-            raise ValueError(f"expected a bool array of shape {placement.shape}, got "
-                             f"{voxels.dtype} {voxels.shape}")
+            raise ValueError(
+                f"expected a bool array of shape {placement.shape}, got "
+                f"{voxels.dtype} {voxels.shape}"
+            )
         self._voxels = voxels
         self.placement = placement
         self.stats = dict(stats or {})
@@ -67,14 +69,19 @@ class DenseGrid(Placed):
             raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
     @classmethod
-    def load_npz(cls, path: str | Path) -> "DenseGrid":
+    def load_npz(cls, path: str | Path) -> DenseGrid:
         with np.load(path) as data:
             shape = tuple(int(s) for s in data["shape"])
-            voxels = np.unpackbits(data["bits"], count=int(np.prod(shape))).astype(bool).reshape(shape)
-            placement = GridPlacement(shape, np.array(data["origin"], np.float64),
-                                      float(data["voxel_size"]))
+            voxels = (
+                np.unpackbits(data["bits"], count=int(np.prod(shape))).astype(bool).reshape(shape)
+            )
+            placement = GridPlacement(
+                shape, np.array(data["origin"], np.float64), float(data["voxel_size"])
+            )
         return cls(voxels, placement)
 
     def __repr__(self) -> str:
-        return (f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
-                f"voxel_size={self.voxel_size:g})")
+        return (
+            f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
+            f"voxel_size={self.voxel_size:g})"
+        )

@@ -58,7 +58,7 @@ class Mesh:
         return np.array([used.min(axis=0), used.max(axis=0)])
 
     @cached_property
-    def topology(self) -> "Topology":
+    def topology(self) -> Topology:
         """Counts that say whether parity fill means "inside" for this mesh.
 
         Triangles and edges are compared by vertex position, so a mesh whose faces share
@@ -71,8 +71,9 @@ class Mesh:
         boundary, nonmanifold = _edge_uses(corners, len(self.vertices))
         if boundary or nonmanifold:  # maybe only unshared indices: compare by position
             rows = np.ascontiguousarray(self.vertices + 0.0)  # + 0.0 merges -0.0 into 0.0
-            _, position_ids = np.unique(rows.view(np.dtype((np.void, 24))).ravel(),
-                                        return_inverse=True)
+            _, position_ids = np.unique(
+                rows.view(np.dtype((np.void, 24))).ravel(), return_inverse=True
+            )
             corners = position_ids.reshape(-1)[self.faces]
             boundary, nonmanifold = _edge_uses(corners, len(rows))
 

@@ -68,8 +68,10 @@ def check_shape(grid: object) -> Shape:
         raise GridError(f"grid must be an integer N or three integers (nx, ny, nz), not {grid!r}")
     if len(grid) != 3:
         raise GridError(f"grid must have three sides (nx, ny, nz), not {len(grid)}: {grid!r}")
-    return tuple(check_resolution(side, f"grid side {axis}")  # type: ignore[return-value]
-                 for axis, side in zip(AXES, grid))
+    return tuple(
+        check_resolution(side, f"grid side {axis}")  # type: ignore[return-value]
+        for axis, side in zip(AXES, grid)
+    )
 
 
 def shape_text(shape: Sequence[int]) -> str:
@@ -83,24 +85,30 @@ def check_bounds(bounds: object) -> np.ndarray:
     try:
         box = np.array(bounds, dtype=np.float64)
     except (TypeError, ValueError):
-        raise GridError(f"bounds must be numbers [[xmin, ymin, zmin], [xmax, ymax, zmax]], "
-                        f"not {bounds!r}") from None
+        raise GridError(
+            f"bounds must be numbers [[xmin, ymin, zmin], [xmax, ymax, zmax]], not {bounds!r}"
+        ) from None
     if box.shape != (2, 3):
-        raise GridError(f"bounds must have shape (2, 3) [[xmin, ymin, zmin], [xmax, ymax, zmax]], "
-                        f"not {box.shape}")
+        raise GridError(
+            f"bounds must have shape (2, 3) [[xmin, ymin, zmin], [xmax, ymax, zmax]], "
+            f"not {box.shape}"
+        )
     if not np.isfinite(box).all():
         raise GridError("bounds must be finite")
     for axis in range(3):
         if not box[0, axis] < box[1, axis]:
-            raise GridError(f"bounds: {AXES[axis]}min {box[0, axis]:g} must be less than "
-                            f"{AXES[axis]}max {box[1, axis]:g}")
+            raise GridError(
+                f"bounds: {AXES[axis]}min {box[0, axis]:g} must be less than "
+                f"{AXES[axis]}max {box[1, axis]:g}"
+            )
     return box
 
 
 def check_voxel_size(voxel_size: object) -> float:
     """h as a positive finite float, or GridError."""
-    if isinstance(voxel_size, bool) or not isinstance(voxel_size, (int, float, np.integer,
-                                                                   np.floating)):
+    if isinstance(voxel_size, bool) or not isinstance(
+        voxel_size, (int, float, np.integer, np.floating)
+    ):
         raise GridError(f"voxel size must be a number, not {voxel_size!r}")
     h = float(voxel_size)
     if not (math.isfinite(h) and h > 0):
@@ -130,8 +138,13 @@ class GridPlacement:
         return max(self.shape)
 
     @classmethod
-    def fit(cls, mesh: Mesh, grid: GridLike | None = None, voxel_size: float | None = None,
-            bounds: np.typing.ArrayLike | None = None) -> "GridPlacement":
+    def fit(
+        cls,
+        mesh: Mesh,
+        grid: GridLike | None = None,
+        voxel_size: float | None = None,
+        bounds: np.typing.ArrayLike | None = None,
+    ) -> GridPlacement:
         """Place a grid around `bounds` (default: the mesh's box) with the shape `grid` (an
         int N for N^3, or (nx, ny, nz)) or the cube side `voxel_size`; neither: DEFAULT_GRID^3.
         """
@@ -150,8 +163,9 @@ class GridPlacement:
             sides = np.array(shape, np.float64)
             h = float((extent / sides).max())
             if not h > 0:  # an extent so small that h underflows
-                raise MeshError(f"the mesh's extent {float(extent.max()):g} is too small for a "
-                                "grid")
+                raise MeshError(
+                    f"the mesh's extent {float(extent.max()):g} is too small for a grid"
+                )
             origin = (bmin + bmax) / 2.0 - sides * h / 2.0
         else:
             h = check_voxel_size(voxel_size)
@@ -194,21 +208,27 @@ def _check_inside(mesh: Mesh, bmin: np.ndarray, bmax: np.ndarray) -> None:
                 f"the mesh reaches {max(below, above):g} {side} the bounds along {AXES[axis]} "
                 f"(mesh {AXES[axis]} from {low[axis]:g} to {high[axis]:g}, bounds from "
                 f"{bmin[axis]:g} to {bmax[axis]:g}); bounds must contain the whole mesh "
-                f"(cropping is not supported)")
+                f"(cropping is not supported)"
+            )
 
 
 def _shape_for(extent: np.ndarray, h: float) -> Shape:
     """Sides that cover `extent` with voxels of size h: multiples of 4, at least 8."""
     with np.errstate(over="ignore"):
         need = np.ceil(extent / h)
-    sides = [max(MIN_RESOLUTION, 4 * math.ceil(v / 4)) if math.isfinite(v) else v
-             for v in need.tolist()]
+    sides = [
+        max(MIN_RESOLUTION, 4 * math.ceil(v / 4)) if math.isfinite(v) else v for v in need.tolist()
+    ]
     if max(sides) > MAX_RESOLUTION:
         if not all(math.isfinite(v) for v in sides):
-            raise GridError(f"voxel size {h:g} is too small: each side of the grid can be at "
-                            f"most {MAX_RESOLUTION}")
-        raise GridError(f"voxel size {h:g} needs a {shape_text(sides)} grid; each side can be "
-                        f"at most {MAX_RESOLUTION}")
+            raise GridError(
+                f"voxel size {h:g} is too small: each side of the grid can be at "
+                f"most {MAX_RESOLUTION}"
+            )
+        raise GridError(
+            f"voxel size {h:g} needs a {shape_text(sides)} grid; each side can be "
+            f"at most {MAX_RESOLUTION}"
+        )
     return tuple(int(v) for v in sides)  # type: ignore[return-value]
 
 

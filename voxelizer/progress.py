@@ -6,7 +6,8 @@ import shutil
 import sys
 import threading
 import time
-from typing import Callable, TextIO
+from collections.abc import Callable
+from typing import TextIO
 
 
 class TerminalProgress:
@@ -19,9 +20,16 @@ class TerminalProgress:
     printed next starts on a clean line.
     """
 
-    def __init__(self, stream: TextIO | None = None, *, quiet: bool = False,
-                 delay: float = 1.0, interval: float = 0.1,
-                 clock: Callable[[], float] = time.monotonic, columns: int | None = None):
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        quiet: bool = False,
+        delay: float = 1.0,
+        interval: float = 0.1,
+        clock: Callable[[], float] = time.monotonic,
+        columns: int | None = None,
+    ):
         self._stream = sys.stderr if stream is None else stream
         self._enabled = not quiet and _is_terminal(self._stream)
         self._clock = clock
@@ -47,10 +55,14 @@ class TerminalProgress:
             now = self._clock()
             if self._closed or now - self._start < self._delay:
                 return
-            if (self._last is not None and self._last[0] == stage and done < total
-                    and now - self._last[1] < self._interval):
+            if (
+                self._last is not None
+                and self._last[0] == stage
+                and done < total
+                and now - self._last[1] < self._interval
+            ):
                 return
-            self._draw(_line(stage, done, total)[:self._columns])
+            self._draw(_line(stage, done, total)[: self._columns])
             self._last = (stage, now)
 
     def close(self) -> None:
@@ -62,7 +74,7 @@ class TerminalProgress:
             self._shown = 0
             self._closed = True
 
-    def __enter__(self) -> "TerminalProgress":
+    def __enter__(self) -> TerminalProgress:
         return self
 
     def __exit__(self, *exc) -> None:

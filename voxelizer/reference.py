@@ -29,8 +29,14 @@ import numpy as np
 
 from .grid import DenseGrid
 from .mesh import Mesh
-from .placement import (COLUMN_AXIS_ORDERS, FIXED_BITS, MAX_RESOLUTION, GridLike, GridPlacement,
-                        Shape)
+from .placement import (
+    COLUMN_AXIS_ORDERS,
+    FIXED_BITS,
+    MAX_RESOLUTION,
+    GridLike,
+    GridPlacement,
+    Shape,
+)
 
 ONE = 1 << FIXED_BITS  # one voxel in fixed point
 HALF = ONE >> 1
@@ -47,9 +53,14 @@ SLAB_CELLS = 1 << 24
 TIE_MARGIN = 2.0**-24
 
 
-def voxelize_reference(mesh: Mesh, grid: GridLike | None = None, fill_mode: str = "parity", *,
-                       voxel_size: float | None = None,
-                       bounds: np.typing.ArrayLike | None = None) -> DenseGrid:
+def voxelize_reference(
+    mesh: Mesh,
+    grid: GridLike | None = None,
+    fill_mode: str = "parity",
+    *,
+    voxel_size: float | None = None,
+    bounds: np.typing.ArrayLike | None = None,
+) -> DenseGrid:
     """Voxelize on the CPU with the exact contract: slow, simple, and the ground truth.
 
     The grid is placed as the GPU path places it (GridPlacement.fit)."""
@@ -64,8 +75,9 @@ def voxelize_reference(mesh: Mesh, grid: GridLike | None = None, fill_mode: str 
     return DenseGrid(voxels, placement)
 
 
-def vote_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray,
-                 shape: int | Shape) -> np.ndarray:
+def vote_columns(
+    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape
+) -> np.ndarray:
     """fill_mode="vote": solid where at least 4 of the 6 axis-direction parities say inside.
 
     Parity along axis d runs on the coordinates and the shape rotated so that d comes last.
@@ -84,8 +96,9 @@ def vote_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray,
     return votes >= 4
 
 
-def solid_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray,
-                  shape: int | Shape) -> np.ndarray:
+def solid_columns(
+    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape
+) -> np.ndarray:
     """bool[i, j, k] of shape (nx, ny, nz) (an int n: (n, n, n)) for float32 grid-space
     vertices (values in [0, n] on each axis). Columns run along z."""
     shape = _shape(shape)
@@ -104,8 +117,7 @@ def _shape(shape: int | Shape) -> Shape:
     return sides  # type: ignore[return-value]
 
 
-def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray,
-             shape: int | Shape) -> np.ndarray:
+def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape) -> np.ndarray:
     """int64 (V, 3) fixed-point coordinates: the single rounding from float32 to the integers."""
     shape = _shape(shape)
     g = np.asarray(grid_vertices_f32, dtype=np.float32).reshape(-1, 3)
@@ -184,8 +196,14 @@ def _crossings(tris: dict, batch: tuple, shape: Shape) -> np.ndarray:
         covered &= e[name] >= tris["t" + name][t]
     t, i, j = t[covered], i[covered], j[covered]
     k = _first_voxel(
-        e["BC"][covered], e["CA"][covered], e["AB"][covered],
-        tris["ZA"][t], tris["ZB"][t], tris["ZC"][t], tris["D"][t], nz,
+        e["BC"][covered],
+        e["CA"][covered],
+        e["AB"][covered],
+        tris["ZA"][t],
+        tris["ZB"][t],
+        tris["ZC"][t],
+        tris["D"][t],
+        nz,
     )
     inside = k < nz
     return ((i[inside] * ny + j[inside]) * nz) + k[inside]

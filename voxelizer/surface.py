@@ -52,8 +52,9 @@ def _cell_id(cells: np.ndarray, shape: np.ndarray) -> np.ndarray:
     return np.ravel_multi_index(tuple((cells + 1).T), tuple(shape + 2))
 
 
-def _split_vertices(corners: np.ndarray, solid_ids: np.ndarray, empty_ids: np.ndarray,
-                    shape: np.ndarray) -> np.ndarray:
+def _split_vertices(
+    corners: np.ndarray, solid_ids: np.ndarray, empty_ids: np.ndarray, shape: np.ndarray
+) -> np.ndarray:
     """(F * 4,) vertex label per quad corner: corners of one lattice point that the surface
     joins get one label.
 
@@ -84,8 +85,13 @@ def _split_vertices(corners: np.ndarray, solid_ids: np.ndarray, empty_ids: np.nd
         label = _join(pairs, start, end)
         h = pairs[:, 0]
         upward = lattice[start[h]] < lattice[end[h]]
-        ends = np.stack([np.where(upward, label[start[h]], label[end[h]]),
-                         np.where(upward, label[end[h]], label[start[h]])], axis=1)
+        ends = np.stack(
+            [
+                np.where(upward, label[start[h]], label[end[h]]),
+                np.where(upward, label[end[h]], label[start[h]]),
+            ],
+            axis=1,
+        )
         collide = pinch[(ends[pinch] == ends[pinch + 1]).all(axis=1)]
         if not len(collide):
             return label

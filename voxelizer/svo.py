@@ -16,7 +16,7 @@ import numpy as np
 import trimesh
 
 from .errors import GridError, SVOFormatError
-from .formats import open_output, write_binvox, write_vox
+from .io.writers import open_output, write_binvox, write_vox
 from .placement import GridPlacement, Placed, Shape, check_shape, shape_text
 from .surface import voxel_surface
 
@@ -108,25 +108,29 @@ def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """
     voxels = np.asarray(voxels)
     if voxels.dtype != bool or voxels.ndim != 3 or any(n < 8 or n % 4 for n in voxels.shape):
-        raise ValueError(f"expected a bool (nx, ny, nz) array with each side a multiple of 4 "
-                         f"from 8 up, got {voxels.dtype} {voxels.shape}")
+        raise ValueError(
+            f"expected a bool (nx, ny, nz) array with each side a multiple of 4 "
+            f"from 8 up, got {voxels.dtype} {voxels.shape}"
+        )
     shape = voxels.shape
     p = padded_resolution(max(shape))
     levels = _log2(p // 4)
     bricks_dense = np.zeros((p // 4) ** 3, np.uint64)  # every brick, Morton order
     for start, stop in _brick_slabs(shape):
         codes = _brick_codes(shape, levels, start, stop)
-        bricks_dense[codes.ravel()] = _pack_bricks(voxels[4 * start:4 * stop])
+        bricks_dense[codes.ravel()] = _pack_bricks(voxels[4 * start : 4 * stop])
 
     brick_mixed = (bricks_dense != 0) & (bricks_dense != FULL_BRICK)
-    words, level_offsets = node_levels(brick_mixed, bricks_dense == FULL_BRICK, levels,
-                                       children_are_nodes=False)
+    words, level_offsets = node_levels(
+        brick_mixed, bricks_dense == FULL_BRICK, levels, children_are_nodes=False
+    )
     nodes = np.concatenate(words)
     return nodes, bricks_dense[brick_mixed], np.array(level_offsets, np.uint32)
 
 
-def node_levels(child_mixed: np.ndarray, child_full: np.ndarray, levels: int,
-                children_are_nodes: bool) -> tuple[list[np.ndarray], list[int]]:
+def node_levels(
+    child_mixed: np.ndarray, child_full: np.ndarray, levels: int, children_are_nodes: bool
+) -> tuple[list[np.ndarray], list[int]]:
     """The `levels` node levels above dense child states (Morton order): their stored words
     per level, and the level offsets (the last one is where the children's level starts).
 
@@ -180,8 +184,9 @@ def _pack_bricks(slab: np.ndarray) -> np.ndarray:
 def _unpack_bricks(values: np.ndarray, out: np.ndarray) -> None:
     """uint64 (s, my, mz) bricks -> their voxels, written into bool out (4s, 4my, 4mz)."""
     s, my, mz = values.shape
-    bits = np.unpackbits(values.astype("<u8").view(np.uint8).reshape(s, my, mz, 8), axis=3,
-                         bitorder="little")  # bit x + 4y + 16z
+    bits = np.unpackbits(
+        values.astype("<u8").view(np.uint8).reshape(s, my, mz, 8), axis=3, bitorder="little"
+    )  # bit x + 4y + 16z
     # bx x by y bz z
     cells = bits.view(bool).reshape(s, my, mz, 4, 4, 4).transpose(0, 5, 1, 4, 2, 3)
     out.reshape(cells.shape)[...] = cells
@@ -196,8 +201,16 @@ class SVO(Placed):
     reference) defers the walk of the tree, and with it the check, to its first use.
     """
 
-    def __init__(self, nodes: np.ndarray, bricks: np.ndarray, level_offsets: np.ndarray,
-                 placement: GridPlacement, stats: dict | None = None, *, verify: bool = True):
+    def __init__(
+        self,
+        nodes: np.ndarray,
+        bricks: np.ndarray,
+        level_offsets: np.ndarray,
+        placement: GridPlacement,
+        stats: dict | None = None,
+        *,
+        verify: bool = True,
+    ):
         self.placement = placement
         self.stats = dict(stats or {})
         self._padded = padded_resolution(placement.resolution)
@@ -206,19 +219,21 @@ class SVO(Placed):
             raise SVOFormatError(f"nodes must have two words per node, not shape {nodes.shape}")
         self._nodes = _frozen(nodes.reshape(-1, 2), np.uint32, "nodes")
         self._bricks = _frozen(np.asarray(bricks).reshape(-1), np.uint64, "bricks")
-        self._level_offsets = _frozen(np.asarray(level_offsets).reshape(-1), np.uint32,
-                                      "level_offsets")
+        self._level_offsets = _frozen(
+            np.asarray(level_offsets).reshape(-1), np.uint32, "level_offsets"
+        )
         self._walked: _Tree | None = _check_structure(self) if verify else None
 
     @property
-    def _tree(self) -> "_Tree":
+    def _tree(self) -> _Tree:
         if self._walked is None:
             self._walked = _check_structure(self)
         return self._walked
 
     @classmethod
-    def from_dense(cls, voxels: np.ndarray, placement: GridPlacement,
-                   stats: dict | None = None) -> "SVO":
+    def from_dense(
+        cls, voxels: np.ndarray, placement: GridPlacement, stats: dict | None = None
+    ) -> SVO:
         """The octree of a dense bool[i, j, k] grid (DenseGrid.to_numpy()), built on the CPU."""
         return cls(*build_arrays(voxels), placement, stats)
 
@@ -295,18 +310,24 @@ class SVO(Placed):
         out = np.empty(shape, bool)
         for start, stop in _brick_slabs(shape):
             codes = _brick_codes(shape, levels, start, stop)
-            _unpack_bricks(values[codes], out[4 * start:4 * stop])
+            _unpack_bricks(values[codes], out[4 * start : 4 * stop])
         return out
 
     def __getitem__(self, index) -> bool:
         """Voxel (i, j, k), by descending the tree; IndexError outside the shape."""
-        if not isinstance(index, tuple) or len(index) != 3 or not all(
+        if (
+            not isinstance(index, tuple)
+            or len(index) != 3
+            or not all(
                 isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_))
-                for i in index):
+                for i in index
+            )
+        ):
             raise TypeError(f"index with three integers (i, j, k), not {index!r}")
         if not all(0 <= int(i) < n for i, n in zip(index, self.shape)):
-            raise IndexError(f"voxel {tuple(int(i) for i in index)} is outside the "
-                             f"{shape_text(self.shape)} grid")
+            raise IndexError(
+                f"voxel {tuple(int(i) for i in index)} is outside the {shape_text(self.shape)} grid"
+            )
         return bool(self._lookup(np.array([index], np.int64))[0])
 
     def contains(self, points: np.ndarray) -> np.ndarray:
@@ -324,8 +345,7 @@ class SVO(Placed):
             cell = np.floor((points - origin) / h)
             cell += origin + (cell + 1) * h <= points  # rounding put the point one cell low
             cell -= origin + cell * h > points  # or one cell high
-        inside = (np.isfinite(points) & (cell >= 0)
-                  & (cell < np.array(self.shape))).all(axis=1)
+        inside = (np.isfinite(points) & (cell >= 0) & (cell < np.array(self.shape))).all(axis=1)
         result = np.zeros(len(points), bool)
         result[inside] = self._lookup(cell[inside].astype(np.int64))
         return result
@@ -379,7 +399,7 @@ class SVO(Placed):
         low = origin + corners * h
         return np.stack([low, origin + (corners + sizes[:, None]) * h], axis=1)
 
-    def lod(self, level: int, rule: str = "any") -> "SVO":
+    def lod(self, level: int, rule: str = "any") -> SVO:
         """The same solid with voxels 2**level times larger (level 0 is this SVO).
 
         `rule="any"`: a coarse voxel is solid iff any of its fine voxels is. Conservative:
@@ -390,8 +410,11 @@ class SVO(Placed):
         least 8); fine voxels beyond the shape count as empty. level goes up to depth - 3
         (root of 8^3).
         """
-        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) \
-                or not 0 <= level <= self.depth - 3:
+        if (
+            isinstance(level, bool)
+            or not isinstance(level, (int, np.integer))
+            or not 0 <= level <= self.depth - 3
+        ):
             raise ValueError(f"level must be an integer from 0 to {self.depth - 3}, not {level!r}")
         if rule not in ("any", "majority"):
             raise ValueError(f"rule must be 'any' or 'majority', not {rule!r}")
@@ -434,11 +457,27 @@ class SVO(Placed):
         """Write the .svo file of docs/svo-format.md (refuses to replace a file unless asked)."""
         p, levels = self._padded, self.levels
         origin = np.asarray(self.placement.origin, np.float64)
-        header = HEADER.pack(MAGIC, VERSION, HEADER.size, *self.shape, p, levels, 0, *origin,
-                             self.voxel_size, self.node_count, self.brick_count, self.count())
-        parts = [header, self._level_offsets.astype("<u4").tobytes(),
-                 self._nodes.astype("<u4").tobytes(), bytes(_brick_padding(HEADER.size, levels)),
-                 self._bricks.astype("<u8").tobytes()]
+        header = HEADER.pack(
+            MAGIC,
+            VERSION,
+            HEADER.size,
+            *self.shape,
+            p,
+            levels,
+            0,
+            *origin,
+            self.voxel_size,
+            self.node_count,
+            self.brick_count,
+            self.count(),
+        )
+        parts = [
+            header,
+            self._level_offsets.astype("<u4").tobytes(),
+            self._nodes.astype("<u4").tobytes(),
+            bytes(_brick_padding(HEADER.size, levels)),
+            self._bricks.astype("<u8").tobytes(),
+        ]
         crc = 0
         with open_output(path, overwrite) as fh:
             for part in parts:
@@ -447,7 +486,7 @@ class SVO(Placed):
             fh.write(struct.pack("<I", crc))
 
     @classmethod
-    def load(cls, path: str | Path) -> "SVO":
+    def load(cls, path: str | Path) -> SVO:
         """Read an .svo file (version 2, or 1 for a cube): sizes first (before allocating), then
         checksum, then structure."""
         path = Path(path)
@@ -473,23 +512,28 @@ class SVO(Placed):
         nodes = np.frombuffer(data, "<u4", 2 * header.node_count, at).reshape(-1, 2)
         at += 8 * header.node_count
         padding = _brick_padding(header.size, levels)
-        if any(data[at:at + padding]):
+        if any(data[at : at + padding]):
             raise SVOFormatError(f"{path}: padding before the bricks is not zero")
         bricks = np.frombuffer(data, "<u8", header.brick_count, at + padding)
         try:
-            svo = cls(nodes, bricks, level_offsets,
-                      GridPlacement(header.shape, np.array(header.origin), header.voxel_size))
+            svo = cls(
+                nodes,
+                bricks,
+                level_offsets,
+                GridPlacement(header.shape, np.array(header.origin), header.voxel_size),
+            )
         except SVOFormatError as exc:
             raise SVOFormatError(f"{path}: {exc}") from None
         if svo.count() != header.solid:
-            raise SVOFormatError(f"{path}: the header says {header.solid} solid voxels, the tree "
-                                 f"holds {svo.count()}")
+            raise SVOFormatError(
+                f"{path}: the header says {header.solid} solid voxels, the tree holds {svo.count()}"
+            )
         return svo
 
     # --- helpers --------------------------------------------------------------------------
 
     def _level(self, level: int) -> np.ndarray:
-        return self._nodes[self._level_offsets[level]:self._level_offsets[level + 1]]
+        return self._nodes[self._level_offsets[level] : self._level_offsets[level + 1]]
 
     def _all_bricks(self) -> np.ndarray:
         """Every brick of the P^3 grid in Morton order (full ones all ones, empty ones 0)."""
@@ -506,25 +550,31 @@ class SVO(Placed):
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SVO):
             return NotImplemented
-        return (self.shape == other.shape and self.voxel_size == other.voxel_size
-                and np.array_equal(self.placement.origin, other.placement.origin)
-                and np.array_equal(self._level_offsets, other._level_offsets)
-                and np.array_equal(self._nodes, other._nodes)
-                and np.array_equal(self._bricks, other._bricks))
+        return (
+            self.shape == other.shape
+            and self.voxel_size == other.voxel_size
+            and np.array_equal(self.placement.origin, other.placement.origin)
+            and np.array_equal(self._level_offsets, other._level_offsets)
+            and np.array_equal(self._nodes, other._nodes)
+            and np.array_equal(self._bricks, other._bricks)
+        )
 
     __hash__ = None
 
     def __repr__(self) -> str:
-        return (f"SVO({shape_text(self.shape)}, {self.count():,} solid voxels, "
-                f"{self.node_count:,} nodes, "
-                f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
-                f"voxel_size={self.voxel_size:g})")
+        return (
+            f"SVO({shape_text(self.shape)}, {self.count():,} solid voxels, "
+            f"{self.node_count:,} nodes, "
+            f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
+            f"voxel_size={self.voxel_size:g})"
+        )
 
 
 def _frozen(array: np.ndarray, dtype, name: str) -> np.ndarray:
     """A private read-only copy in native byte order; only lossless integer conversions."""
-    if array.dtype.kind not in "ui" or (array.size and (array.min() < 0
-                                                        or array.max() > np.iinfo(dtype).max)):
+    if array.dtype.kind not in "ui" or (
+        array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
+    ):
         raise SVOFormatError(f"{name} must hold unsigned integers that fit {np.dtype(dtype).name}")
     out = np.array(array, dtype=dtype)
     out.flags.writeable = False
@@ -553,15 +603,17 @@ class _Header:
 
 def _read_header(head: bytes, size: int) -> _Header:
     """Check the header on its own (its version's layout) against the file's size."""
-    if head[:len(MAGIC)] != MAGIC[:len(head)]:
+    if head[: len(MAGIC)] != MAGIC[: len(head)]:
         raise SVOFormatError("not an SVO file (bad magic)")
     if len(head) < PREFIX.size:
         raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
     _, version, header_size = PREFIX.unpack_from(head)
     layouts = {1: HEADER_V1, VERSION: HEADER}
     if version not in layouts:
-        raise SVOFormatError(f"unsupported format version {version} (this reader knows "
-                             f"{' and '.join(map(str, sorted(layouts)))})")
+        raise SVOFormatError(
+            f"unsupported format version {version} (this reader knows "
+            f"{' and '.join(map(str, sorted(layouts)))})"
+        )
     layout = layouts[version]
     if len(head) < layout.size:
         raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
@@ -583,13 +635,21 @@ def _read_header(head: bytes, size: int) -> _Header:
         raise SVOFormatError("origin and voxel size must be finite, voxel size positive")
     if not 1 <= node_count <= sum(8**level for level in range(levels)) or brick_count > 8**levels:
         raise SVOFormatError(f"impossible counts: {node_count} nodes, {brick_count} bricks")
-    expected = (layout.size + 4 * (levels + 1) + 8 * node_count
-                + _brick_padding(layout.size, levels) + 8 * brick_count + 4)
+    expected = (
+        layout.size
+        + 4 * (levels + 1)
+        + 8 * node_count
+        + _brick_padding(layout.size, levels)
+        + 8 * brick_count
+        + 4
+    )
     if size != expected:
-        raise SVOFormatError(f"size {size} bytes, but the header's counts imply {expected} "
-                             f"(truncated or corrupted)")
-    return _Header(layout.size, shape, levels, tuple(origin), h, node_count, brick_count, solid,
-                   expected)
+        raise SVOFormatError(
+            f"size {size} bytes, but the header's counts imply {expected} (truncated or corrupted)"
+        )
+    return _Header(
+        layout.size, shape, levels, tuple(origin), h, node_count, brick_count, solid, expected
+    )
 
 
 class _Tree:
@@ -610,10 +670,16 @@ def _check_structure(svo: SVO) -> _Tree:
     levels, shape, p = svo.levels, np.array(svo.shape), svo.padded_resolution
     if len(offsets) != levels + 1:
         raise SVOFormatError(f"level_offsets has {len(offsets)} entries, not L + 1 = {levels + 1}")
-    if offsets[0] != 0 or offsets[-1] != len(nodes) or (np.diff(offsets) < 0).any() \
-            or (levels and offsets[1] != 1):
-        raise SVOFormatError(f"level_offsets {offsets.tolist()} do not describe {len(nodes)} nodes "
-                             "with the root alone at level 0")
+    if (
+        offsets[0] != 0
+        or offsets[-1] != len(nodes)
+        or (np.diff(offsets) < 0).any()
+        or (levels and offsets[1] != 1)
+    ):
+        raise SVOFormatError(
+            f"level_offsets {offsets.tolist()} do not describe {len(nodes)} nodes "
+            "with the root alone at level 0"
+        )
     word = nodes[:, 0]
     mixed_mask, full_mask = word & 0xFF, (word >> 8) & 0xFF
     if (word >> 16).any() or (mixed_mask & full_mask).any():
@@ -627,28 +693,36 @@ def _check_structure(svo: SVO) -> _Tree:
     for level in range(levels):
         start, stop = offsets[level], offsets[level + 1]
         if stop - start != len(codes):
-            raise SVOFormatError(f"level {level} holds {stop - start} nodes, its parents have "
-                                 f"{len(codes)} mixed children")
+            raise SVOFormatError(
+                f"level {level} holds {stop - start} nodes, its parents have "
+                f"{len(codes)} mixed children"
+            )
         children = POPCOUNT8[mixed_mask[start:stop]].astype(np.int64)
         next_start = stop if level + 1 < levels else 0
         if (nodes[start:stop, 1] != next_start + np.cumsum(children) - children).any():
-            raise SVOFormatError(f"a first_child at level {level} is not the scan of the stored "
-                                 "children")
+            raise SVOFormatError(
+                f"a first_child at level {level} is not the scan of the stored children"
+            )
         child = codes[:, None] * 8 + np.arange(8)
-        mixed = np.unpackbits(mixed_mask[start:stop].astype(np.uint8)[:, None], axis=1,
-                              bitorder="little").view(bool)
-        full = np.unpackbits(full_mask[start:stop].astype(np.uint8)[:, None], axis=1,
-                             bitorder="little").view(bool)
+        mixed = np.unpackbits(
+            mixed_mask[start:stop].astype(np.uint8)[:, None], axis=1, bitorder="little"
+        ).view(bool)
+        full = np.unpackbits(
+            full_mask[start:stop].astype(np.uint8)[:, None], axis=1, bitorder="little"
+        ).view(bool)
         full_codes.append(child[full])
         codes = child[mixed]
     if len(codes) != len(bricks):
-        raise SVOFormatError(f"{len(bricks)} bricks stored, the last level has {len(codes)} "
-                             "mixed children")
+        raise SVOFormatError(
+            f"{len(bricks)} bricks stored, the last level has {len(codes)} mixed children"
+        )
     # Padding (index >= the side on some axis) must be empty: every full cube and every brick
     # lies inside the shape.
     for level, found in [*enumerate(full_codes, start=1), (levels, codes)]:
         side = p >> level
         if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > shape).any():
-            raise SVOFormatError(f"solid voxels beyond the {shape_text(svo.shape)} grid (in the "
-                                 f"padding up to P = {p})")
+            raise SVOFormatError(
+                f"solid voxels beyond the {shape_text(svo.shape)} grid (in the "
+                f"padding up to P = {p})"
+            )
     return _Tree(codes, full_codes)

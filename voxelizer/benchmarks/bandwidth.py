@@ -28,8 +28,8 @@ from __future__ import annotations
 import re
 
 from voxelizer.grid import column_words
-from voxelizer.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES, TILE_SHIFT
-from voxelizer.svo_gpu import octree_shape
+from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES, TILE_SHIFT
+from voxelizer.pipeline.svo_build import octree_shape
 
 DEVICE_BANDWIDTH_GBPS = {"H200": 4800.0, "H100": 3350.0}  # HBM, from the data sheets
 TRANSFERS = ("upload", "download", "svo_download")  # host link, not device memory
@@ -43,9 +43,17 @@ def device_bandwidth(device_name: str) -> float | None:
     return None
 
 
-def pass_bytes(grid: int, triangles: int, vertices: int, pairs: int, tiles: int,
-               indexed: bool, sort: str, svo_nodes: int | None = None,
-               svo_bricks: int | None = None) -> dict[str, int]:
+def pass_bytes(
+    grid: int,
+    triangles: int,
+    vertices: int,
+    pairs: int,
+    tiles: int,
+    indexed: bool,
+    sort: str,
+    svo_nodes: int | None = None,
+    svo_bricks: int | None = None,
+) -> dict[str, int]:
     """Least bytes each pass reads plus writes in device memory (see the module docstring)."""
     t, p, k = triangles, pairs, tiles
     keys = (grid >> TILE_SHIFT) ** 2
@@ -64,15 +72,16 @@ def pass_bytes(grid: int, triangles: int, vertices: int, pairs: int, tiles: int,
     }
     if svo_nodes is not None and svo_bricks is not None:
         _, levels = octree_shape(grid)
-        cells = sum(8 ** level for level in range(levels + 1))
+        cells = sum(8**level for level in range(levels + 1))
         estimate["svo_classify"] = grid_bytes + 8 * cells
         estimate["svo_scan"] = 8 * (cells - 1)
         estimate["svo_write"] = 8 * cells + 8 * svo_bricks + 8 * svo_nodes + 8 * svo_bricks
     return estimate
 
 
-def bandwidth_fractions(estimate: dict[str, int], gpu_ms: dict[str, float],
-                        gbps: float) -> dict[str, float]:
+def bandwidth_fractions(
+    estimate: dict[str, int], gpu_ms: dict[str, float], gbps: float
+) -> dict[str, float]:
     """Fraction of `gbps` each timed pass reaches, and "total" over all of them together."""
     fractions, moved, spent = {}, 0, 0.0
     for name, nbytes in estimate.items():

@@ -32,13 +32,18 @@ def subdivide(vertices: np.ndarray, faces: np.ndarray) -> tuple[np.ndarray, np.n
     count = len(faces)
     edges = np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]])
     low, high = edges.min(axis=1), edges.max(axis=1)
-    _, first, inverse = np.unique(low * len(vertices) + high, return_index=True,
-                                  return_inverse=True)
+    _, first, inverse = np.unique(
+        low * len(vertices) + high, return_index=True, return_inverse=True
+    )
     midpoints = (vertices[low[first]] + vertices[high[first]]) * 0.5
-    ab, bc, ca = (len(vertices) + inverse.reshape(3, count))
+    ab, bc, ca = len(vertices) + inverse.reshape(3, count)
     a, b, c = faces.T
-    children = np.concatenate([np.stack(corners, axis=1) for corners in
-                               ((a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca))])
+    children = np.concatenate(
+        [
+            np.stack(corners, axis=1)
+            for corners in ((a, ab, ca), (ab, b, bc), (ca, bc, c), (ab, bc, ca))
+        ]
+    )
     return np.concatenate([vertices, midpoints]), children
 
 
@@ -61,7 +66,7 @@ def resolve_model(spec: str, models_dir: Path = SHARED_MODELS) -> tuple[str, Mes
     if match:
         factor = int(match["factor"])
         steps = factor.bit_length() // 2
-        if factor < 4 or 4 ** steps != factor:
+        if factor < 4 or 4**steps != factor:
             raise ValueError(f"{spec}: the factor after -x must be a power of four (4, 16, 64)")
         base = model_path(match["base"], models_dir)
         done = max((s for key, s in _cache if key == str(base) and s <= steps), default=0)
@@ -81,6 +86,8 @@ def model_path(name: str, models_dir: Path = SHARED_MODELS) -> Path:
     meshes = [p for p in candidates if p.suffix.lower() in (".ply", ".stl", ".obj", ".off", ".glb")]
     if not meshes:
         known = sorted({p.stem for p in Path(models_dir).glob("*.*") if p.suffix != ".md"})
-        raise ValueError(f"no model {name!r} in {models_dir} (known: {', '.join(known) or 'none'}; "
-                         "or give a file path)")
+        raise ValueError(
+            f"no model {name!r} in {models_dir} (known: {', '.join(known) or 'none'}; "
+            "or give a file path)"
+        )
     return meshes[0]

@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,8 +49,9 @@ def unavailable(peer: str) -> str | None:
     return None
 
 
-def prepare(peer: str, mesh: Mesh, n: int) -> tuple[Callable[[], object],
-                                                   Callable[[object], np.ndarray]]:
+def prepare(
+    peer: str, mesh: Mesh, n: int
+) -> tuple[Callable[[], object], Callable[[object], np.ndarray]]:
     """(run, to_ours): run() is the timed peer call; to_ours(result) is its voxels as
     bool[i, j, k] on our grid."""
     placement = GridPlacement.fit(mesh, n)
@@ -106,8 +107,9 @@ def wrong_voxels(peer_voxels: np.ndarray, ours: np.ndarray) -> tuple[int, int]:
     return extra, missing
 
 
-def _child(connection, peer: str, vertices: np.ndarray, faces: np.ndarray, n: int,
-           runs: int) -> None:
+def _child(
+    connection, peer: str, vertices: np.ndarray, faces: np.ndarray, n: int, runs: int
+) -> None:
     """In the child: warm up, time `runs` runs (reporting each), then send the voxels."""
     try:
         run, to_ours = prepare(peer, Mesh(vertices, faces), n)
@@ -129,8 +131,9 @@ def _child(connection, peer: str, vertices: np.ndarray, faces: np.ndarray, n: in
         connection.close()
 
 
-def measure_peer(peer: str, mesh: Mesh, n: int, ours: np.ndarray, runs: int = 3,
-                 timeout_s: float = 120.0) -> dict:
+def measure_peer(
+    peer: str, mesh: Mesh, n: int, ours: np.ndarray, runs: int = 3, timeout_s: float = 120.0
+) -> dict:
     """Time `peer` on `mesh` at grid n in a child process and count its wrong voxels.
 
     Returns status "ok", "skipped" (not installed), "failed" or "timeout" (one run took
@@ -140,8 +143,9 @@ def measure_peer(peer: str, mesh: Mesh, n: int, ours: np.ndarray, runs: int = 3,
         return {"status": "skipped", "reason": reason}
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    child = context.Process(target=_child, args=(sender, peer, mesh.vertices, mesh.faces, n, runs),
-                            daemon=True)
+    child = context.Process(
+        target=_child, args=(sender, peer, mesh.vertices, mesh.faces, n, runs), daemon=True
+    )
     child.start()
     sender.close()
     times: list[float] = []
@@ -152,8 +156,7 @@ def measure_peer(peer: str, mesh: Mesh, n: int, ours: np.ndarray, runs: int = 3,
             waited = receiver.poll(timeout_s + start_up)
             start_up = 0.0
             if not waited:
-                outcome = {"status": "timeout",
-                           "reason": f"a run took longer than {timeout_s:g} s"}
+                outcome = {"status": "timeout", "reason": f"a run took longer than {timeout_s:g} s"}
                 break
             message = receiver.recv()
             if message[0] == "run":

@@ -21,10 +21,12 @@ def write_plots(doc: dict, directory: str | Path) -> list[Path]:
     if not rows:
         return []
     title = f"{doc['device']['name']}, output {doc['settings']['output']}, {doc['date'][:10]}"
-    written = [_runtime(rows, doc.get("peers", []), title, directory / "runtime.png"),
-               _speedup(rows, title, directory / "speedup.png"),
-               _memory(rows, title, directory / "memory.png"),
-               _passes(rows, title, directory / "passes.png")]
+    written = [
+        _runtime(rows, doc.get("peers", []), title, directory / "runtime.png"),
+        _speedup(rows, title, directory / "speedup.png"),
+        _memory(rows, title, directory / "memory.png"),
+        _passes(rows, title, directory / "passes.png"),
+    ]
     return [path for path in written if path is not None]
 
 
@@ -45,8 +47,7 @@ def _figure(count: int, title: str):
 
     columns = min(count, 3)
     lines = -(-count // columns)
-    figure, axes = plt.subplots(lines, columns, figsize=(4.6 * columns, 3.8 * lines),
-                                squeeze=False)
+    figure, axes = plt.subplots(lines, columns, figsize=(4.6 * columns, 3.8 * lines), squeeze=False)
     for extra in axes.flat[count:]:
         extra.set_visible(False)
     figure.suptitle(title, fontsize=9)
@@ -81,8 +82,13 @@ def _legend(figure, axes: list) -> None:
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels()):
             entries.setdefault(label, handle)
-    figure.legend(list(entries.values()), list(entries), loc="upper left", fontsize=7,
-                  bbox_to_anchor=(1.0, 0.92))
+    figure.legend(
+        list(entries.values()),
+        list(entries),
+        loc="upper left",
+        fontsize=7,
+        bbox_to_anchor=(1.0, 0.92),
+    )
 
 
 def _save(figure, path: Path) -> Path:
@@ -100,11 +106,18 @@ def _runtime(rows: list[dict], peers: list[dict], title: str, path: Path) -> Pat
     figure, axes = _figure(len(models), "end-to-end API time\n" + title)
     for axis, model in zip(axes, models):
         for label, series in _series(rows, model).items():
-            axis.plot([r["grid"] for r in series], [r["wall_ms"]["median"] for r in series],
-                      marker="o", label=label)
+            axis.plot(
+                [r["grid"] for r in series],
+                [r["wall_ms"]["median"] for r in series],
+                marker="o",
+                label=label,
+            )
         for peer, colour in PEER_STYLE.items():
-            points = sorted((p["grid"], 1e3 * p["seconds"]) for p in peers
-                            if p["model"] == model and p["peer"] == peer and p["status"] == "ok")
+            points = sorted(
+                (p["grid"], 1e3 * p["seconds"])
+                for p in peers
+                if p["model"] == model and p["peer"] == peer and p["status"] == "ok"
+            )
             if points:
                 axis.plot(*zip(*points), linestyle="--", marker="s", color=colour, label=peer)
         _log_y(axis)
@@ -117,8 +130,11 @@ def _runtime(rows: list[dict], peers: list[dict], title: str, path: Path) -> Pat
 
 def _speedup(rows: list[dict], title: str, path: Path) -> Path | None:
     """GPU compute time of naive over that of each variant, with the same sort and grid."""
-    naive = {(r["model"], r["grid"], r["sort"]): r["gpu_ms_compute"] for r in rows
-             if r["variant"] == "naive"}
+    naive = {
+        (r["model"], r["grid"], r["sort"]): r["gpu_ms_compute"]
+        for r in rows
+        if r["variant"] == "naive"
+    }
     if not naive or all(r["variant"] == "naive" for r in rows):
         return None
     models = _models(rows)
@@ -127,8 +143,11 @@ def _speedup(rows: list[dict], title: str, path: Path) -> Path | None:
         for label, series in _series(rows, model).items():
             if label.startswith("naive/"):
                 continue
-            points = [(r["grid"], naive[model, r["grid"], r["sort"]] / r["gpu_ms_compute"])
-                      for r in series if (model, r["grid"], r["sort"]) in naive]
+            points = [
+                (r["grid"], naive[model, r["grid"], r["sort"]] / r["gpu_ms_compute"])
+                for r in series
+                if (model, r["grid"], r["sort"]) in naive
+            ]
             if points:
                 axis.plot(*zip(*points), marker="o", label=label)
         axis.axhline(1.0, color="black", linewidth=0.8)
@@ -145,9 +164,12 @@ def _memory(rows: list[dict], title: str, path: Path) -> Path:
     figure, axes = _figure(len(models), "peak device memory\n" + title)
     for axis, model in zip(axes, models):
         for label, series in _series(rows, model).items():
-            axis.plot([r["grid"] for r in series],
-                      [r["memory"]["device_peak_bytes"] / MIB for r in series],
-                      marker="o", label=label)
+            axis.plot(
+                [r["grid"] for r in series],
+                [r["memory"]["device_peak_bytes"] / MIB for r in series],
+                marker="o",
+                label=label,
+            )
         low, high = axis.get_ylim()
         if low > 0 and high / low > 20:  # a log axis only where it is needed to read it
             _log_y(axis)
@@ -173,12 +195,21 @@ def _passes(rows: list[dict], title: str, path: Path) -> Path:
         bottom = [0.0] * len(bars)
         for index, name in enumerate(names):
             heights = [r["gpu_ms"].get(name, 0.0) for r in bars]
-            axis.bar(range(len(bars)), heights, bottom=bottom, label=name,
-                     color=colours[index % len(colours)])
+            axis.bar(
+                range(len(bars)),
+                heights,
+                bottom=bottom,
+                label=name,
+                color=colours[index % len(colours)],
+            )
             bottom = [b + h for b, h in zip(bottom, heights)]
-        axis.set_xticks(range(len(bars)),
-                        [f"{r['grid']} {r['variant']}/{r['sort']}" for r in bars],
-                        rotation=60, ha="right", fontsize=7)
+        axis.set_xticks(
+            range(len(bars)),
+            [f"{r['grid']} {r['variant']}/{r['sort']}" for r in bars],
+            rotation=60,
+            ha="right",
+            fontsize=7,
+        )
         axis.set_ylabel("GPU ms")
         axis.set_title(model)
         axis.grid(True, axis="y", alpha=0.3)

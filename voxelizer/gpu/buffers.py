@@ -9,8 +9,11 @@ from ..errors import DeviceError
 from ..parallel import for_row_chunks
 from .device import Device
 
-STORAGE = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-           | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+STORAGE = (
+    vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
+    | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+    | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+)
 INDIRECT = STORAGE | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT
 STAGING = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
 
@@ -20,39 +23,54 @@ _HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHE
 class Buffer:
     """A VkBuffer with its own memory. Device-local unless `host_visible` (staging)."""
 
-    def __init__(self, device: Device, size: int, usage: int = STORAGE,
-                 host_visible: bool = False, name: str = ""):
+    def __init__(
+        self,
+        device: Device,
+        size: int,
+        usage: int = STORAGE,
+        host_visible: bool = False,
+        name: str = "",
+    ):
         self.device = device
         self.size = max(16, -(-int(size) // 16) * 16)  # whole 16-byte units: any dtype views it
         self.name = name
         self.host_visible = host_visible
-        info = vk.VkBufferCreateInfo(size=self.size, usage=usage,
-                                     sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE)
+        info = vk.VkBufferCreateInfo(
+            size=self.size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE
+        )
         try:
             self.handle = vk.vkCreateBuffer(device.handle, info, None)
         except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as exc:
-            raise DeviceError(f"{device.name}: cannot create {name or 'a buffer'} of "
-                              f"{self.size:,} bytes (out of memory)") from exc
+            raise DeviceError(
+                f"{device.name}: cannot create {name or 'a buffer'} of "
+                f"{self.size:,} bytes (out of memory)"
+            ) from exc
         needs = vk.vkGetBufferMemoryRequirements(device.handle, self.handle)
         heap = device.heap_size(needs.memoryTypeBits, host_visible)
         if needs.size > heap:
             vk.vkDestroyBuffer(device.handle, self.handle, None)
-            raise DeviceError(f"{device.name}: {name or 'a buffer'} needs {needs.size:,} bytes, "
-                              f"more than its memory heap holds ({heap:,})")
+            raise DeviceError(
+                f"{device.name}: {name or 'a buffer'} needs {needs.size:,} bytes, "
+                f"more than its memory heap holds ({heap:,})"
+            )
         if host_visible:
             # Cached memory makes downloads fast where the device offers it.
-            memory_type = device.memory_type(needs.memoryTypeBits, _HOST,
-                                             vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT)
+            memory_type = device.memory_type(
+                needs.memoryTypeBits, _HOST, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+            )
         else:
-            memory_type = device.memory_type(needs.memoryTypeBits,
-                                             vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+            memory_type = device.memory_type(
+                needs.memoryTypeBits, vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+            )
         alloc = vk.VkMemoryAllocateInfo(allocationSize=needs.size, memoryTypeIndex=memory_type)
         try:
             self.memory = vk.vkAllocateMemory(device.handle, alloc, None)
         except (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory) as exc:
             vk.vkDestroyBuffer(device.handle, self.handle, None)
-            raise DeviceError(f"{device.name}: out of memory allocating {self.size:,} bytes"
-                              f" for {name or 'a buffer'}") from exc
+            raise DeviceError(
+                f"{device.name}: out of memory allocating {self.size:,} bytes"
+                f" for {name or 'a buffer'}"
+            ) from exc
         vk.vkBindBufferMemory(device.handle, self.handle, self.memory, 0)
         self._mapped = None
 
@@ -113,8 +131,11 @@ class BufferPool:
 
     def sizes(self, host_visible: bool) -> dict[str, int]:
         """Bytes of every buffer held now (all of them are held at once: this is the peak)."""
-        return {name: buffer.size for name, buffer in self._buffers.items()
-                if buffer.host_visible == host_visible}
+        return {
+            name: buffer.size
+            for name, buffer in self._buffers.items()
+            if buffer.host_visible == host_visible
+        }
 
     def destroy(self) -> None:
         for buffer in self._buffers.values():

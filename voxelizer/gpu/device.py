@@ -55,11 +55,11 @@ def validation_requested() -> bool:
 class Instance:
     """The Vulkan instance, created once per process and shared by every Device."""
 
-    _shared: "Instance | None" = None
+    _shared: Instance | None = None
     _lock = threading.Lock()
 
     @classmethod
-    def shared(cls) -> "Instance":
+    def shared(cls) -> Instance:
         with cls._lock:
             if cls._shared is None:
                 cls._shared = cls(validation_requested())
@@ -81,19 +81,26 @@ class Instance:
             layers = [VALIDATION_LAYER]
             extensions = [vk.VK_EXT_DEBUG_UTILS_EXTENSION_NAME]
         app = vk.VkApplicationInfo(
-            pApplicationName="voxelizer", applicationVersion=1,
-            pEngineName="voxelizer", engineVersion=1, apiVersion=API_VERSION,
+            pApplicationName="voxelizer",
+            applicationVersion=1,
+            pEngineName="voxelizer",
+            engineVersion=1,
+            apiVersion=API_VERSION,
         )
         info = vk.VkInstanceCreateInfo(
             pApplicationInfo=app,
-            enabledLayerCount=len(layers), ppEnabledLayerNames=layers or None,
-            enabledExtensionCount=len(extensions), ppEnabledExtensionNames=extensions or None,
+            enabledLayerCount=len(layers),
+            ppEnabledLayerNames=layers or None,
+            enabledExtensionCount=len(extensions),
+            ppEnabledExtensionNames=extensions or None,
         )
         try:
             self.handle = vk.vkCreateInstance(info, None)
         except vk.VkError as exc:
-            raise DeviceError(f"cannot create a Vulkan instance ({type(exc).__name__}); "
-                              "is a Vulkan driver installed?") from exc
+            raise DeviceError(
+                f"cannot create a Vulkan instance ({type(exc).__name__}); "
+                "is a Vulkan driver installed?"
+            ) from exc
         self._messenger = None
         if validation:
             self._install_messenger()
@@ -150,10 +157,12 @@ def list_devices() -> list[DeviceInfo]:
     return [_describe(i, pd) for i, pd in enumerate(Instance.shared().physical_devices())]
 
 
-def _choose(physicals: list, selector: "str | int | None") -> int:
+def _choose(physicals: list, selector: str | int | None) -> int:
     if not physicals:
-        raise DeviceError("no Vulkan device found (on Debian without a GPU: "
-                          "apt-get install libvulkan1 mesa-vulkan-drivers)")
+        raise DeviceError(
+            "no Vulkan device found (on Debian without a GPU: "
+            "apt-get install libvulkan1 mesa-vulkan-drivers)"
+        )
     infos = [_describe(i, pd) for i, pd in enumerate(physicals)]
     if selector is None or selector == "":
         types = [vk.vkGetPhysicalDeviceProperties(pd).deviceType for pd in physicals]
@@ -163,8 +172,10 @@ def _choose(physicals: list, selector: "str | int | None") -> int:
         index = int(text)
         if index < len(physicals):
             return index
-        raise DeviceError(f"no Vulkan device with index {index} (there are {len(physicals)}; "
-                          "see voxelize --list-devices)")
+        raise DeviceError(
+            f"no Vulkan device with index {index} (there are {len(physicals)}; "
+            "see voxelize --list-devices)"
+        )
     matches = [info.index for info in infos if text.lower() in info.name.lower()]
     if not matches:
         names = ", ".join(info.name for info in infos)
@@ -183,7 +194,7 @@ def _subgroup_support(physical) -> tuple[int, int]:
 class Device:
     """One logical device with one compute queue; owns nothing else."""
 
-    def __init__(self, selector: "str | int | None" = None):
+    def __init__(self, selector: str | int | None = None):
         self.instance = Instance.shared()
         if selector is None:
             selector = os.environ.get("VOXELIZER_DEVICE") or None
@@ -196,7 +207,9 @@ class Device:
         self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         features = vk.vkGetPhysicalDeviceFeatures(self.physical)
         if not features.shaderInt64:
-            raise DeviceError(f"{self.info.name} lacks shaderInt64, which the exact predicates need")
+            raise DeviceError(
+                f"{self.info.name} lacks shaderInt64, which the exact predicates need"
+            )
 
         families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
         compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
@@ -207,10 +220,12 @@ class Device:
 
         priorities = vk.ffi.new("float[]", [1.0])
         queue_info = vk.VkDeviceQueueCreateInfo(
-            queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=priorities)
+            queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=priorities
+        )
         enabled = vk.VkPhysicalDeviceFeatures(shaderInt64=vk.VK_TRUE)
         info = vk.VkDeviceCreateInfo(
-            queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=enabled)
+            queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=enabled
+        )
         try:
             self.handle = vk.vkCreateDevice(self.physical, info, None)
         except vk.VkError as exc:
@@ -239,30 +254,41 @@ class Device:
     def memory_type(self, type_bits: int, required: int, preferred: int = 0) -> int:
         """Index of a memory type allowed by type_bits with the required flags (preferred first)."""
         props = self.memory_properties
-        candidates = [i for i in range(props.memoryTypeCount)
-                      if type_bits & (1 << i)
-                      and props.memoryTypes[i].propertyFlags & required == required]
+        candidates = [
+            i
+            for i in range(props.memoryTypeCount)
+            if type_bits & (1 << i) and props.memoryTypes[i].propertyFlags & required == required
+        ]
         if not candidates:
             raise DeviceError(f"{self.name}: no memory type with flags {required:#x}")
-        best = [i for i in candidates
-                if props.memoryTypes[i].propertyFlags & preferred == preferred]
+        best = [
+            i for i in candidates if props.memoryTypes[i].propertyFlags & preferred == preferred
+        ]
         return (best or candidates)[0]
 
     def heap_size(self, type_bits: int, host_visible: bool) -> int:
         """Bytes of the largest heap behind the memory types a buffer could use."""
-        flags = (vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT if host_visible
-                 else vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)
+        flags = (
+            vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+            if host_visible
+            else vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+        )
         props = self.memory_properties
-        sizes = [props.memoryHeaps[props.memoryTypes[i].heapIndex].size
-                 for i in range(props.memoryTypeCount)
-                 if type_bits & (1 << i) and props.memoryTypes[i].propertyFlags & flags]
+        sizes = [
+            props.memoryHeaps[props.memoryTypes[i].heapIndex].size
+            for i in range(props.memoryTypeCount)
+            if type_bits & (1 << i) and props.memoryTypes[i].propertyFlags & flags
+        ]
         return max(sizes, default=0)
 
     def largest_heap(self) -> int:
         """Bytes of the largest device-local memory heap (on a CPU device: host memory)."""
         props = self.memory_properties
-        sizes = [props.memoryHeaps[i].size for i in range(props.memoryHeapCount)
-                 if props.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT]
+        sizes = [
+            props.memoryHeaps[i].size
+            for i in range(props.memoryHeapCount)
+            if props.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT
+        ]
         return max(sizes, default=0)
 
     def wait_idle(self) -> None:

@@ -10,8 +10,14 @@ from .device import Device
 class ComputePipeline:
     """A compute pipeline whose descriptor set holds storage buffers at `bindings`."""
 
-    def __init__(self, device: Device, spirv: bytes, bindings: tuple[int, ...],
-                 push_constant_size: int, name: str = ""):
+    def __init__(
+        self,
+        device: Device,
+        spirv: bytes,
+        bindings: tuple[int, ...],
+        push_constant_size: int,
+        name: str = "",
+    ):
         self.device = device
         self.name = name
         self.bindings = tuple(bindings)
@@ -24,24 +30,32 @@ class ComputePipeline:
 
         layout_bindings = [
             vk.VkDescriptorSetLayoutBinding(
-                binding=b, descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                descriptorCount=1, stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT)
+                binding=b,
+                descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                descriptorCount=1,
+                stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT,
+            )
             for b in self.bindings
         ]
         set_info = vk.VkDescriptorSetLayoutCreateInfo(
-            bindingCount=len(layout_bindings), pBindings=layout_bindings)
+            bindingCount=len(layout_bindings), pBindings=layout_bindings
+        )
         self.set_layout = vk.vkCreateDescriptorSetLayout(handle, set_info, None)
 
         push_range = vk.VkPushConstantRange(
-            stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push_constant_size)
+            stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push_constant_size
+        )
         layout_info = vk.VkPipelineLayoutCreateInfo(
-            setLayoutCount=1, pSetLayouts=[self.set_layout],
+            setLayoutCount=1,
+            pSetLayouts=[self.set_layout],
             pushConstantRangeCount=1 if push_constant_size else 0,
-            pPushConstantRanges=[push_range] if push_constant_size else None)
+            pPushConstantRanges=[push_range] if push_constant_size else None,
+        )
         self.layout = vk.vkCreatePipelineLayout(handle, layout_info, None)
 
         stage = vk.VkPipelineShaderStageCreateInfo(
-            stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module, pName="main")
+            stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module, pName="main"
+        )
         pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout)
         self.handle = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .formats import open_output
+from .writers import open_output
 
 # Per view: the axis looked along (from its + side), then the image's right and up
 # directions as (axis, sign).
@@ -59,8 +59,9 @@ def _dense(voxels) -> np.ndarray:
         return voxels.to_numpy()
     voxels = np.asarray(voxels)
     if voxels.dtype != bool or voxels.ndim != 3:
-        raise ValueError(f"expected an SVO, a DenseGrid or a bool 3-D array, not {voxels.dtype} "
-                         f"{voxels.shape}")
+        raise ValueError(
+            f"expected an SVO, a DenseGrid or a bool 3-D array, not {voxels.dtype} {voxels.shape}"
+        )
     return voxels
 
 
@@ -116,8 +117,11 @@ def _resize(rgb: np.ndarray, longest: int) -> np.ndarray:
     elif longest > PANEL[1]:
         f = -(-longest // PANEL[1])
         rows, cols = (-(-side // f) * f for side in rgb.shape[:2])
-        padded = np.pad(rgb, ((0, rows - rgb.shape[0]), (0, cols - rgb.shape[1]), (0, 0)),
-                        constant_values=BACKGROUND)
+        padded = np.pad(
+            rgb,
+            ((0, rows - rgb.shape[0]), (0, cols - rgb.shape[1]), (0, 0)),
+            constant_values=BACKGROUND,
+        )
         rgb = padded.reshape(rows // f, f, cols // f, f, 3).mean(axis=(1, 3))
     return rgb.round().astype(np.uint8)
 
@@ -131,7 +135,9 @@ def encode_png(image: np.ndarray) -> bytes:
     def chunk(tag: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
 
-    return (b"\x89PNG\r\n\x1a\n"
-            + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(rows.tobytes(), 6))
+        + chunk(b"IEND", b"")
+    )

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from .svo import POPCOUNT8, morton_encode, node_levels, padded_resolution
-from .svo_gpu import SVOArrays
+from ..svo import POPCOUNT8, morton_encode, node_levels, padded_resolution
+from .svo_build import SVOArrays
 
 EMPTY, FULL, MIXED = 0, 1, 2  # node states (shaders/svo.glsl)
 
 
-def merge_forests(shape: tuple[int, int, int], cube_side: int,
-                  slabs: list[tuple[int, SVOArrays]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def merge_forests(
+    shape: tuple[int, int, int], cube_side: int, slabs: list[tuple[int, SVOArrays]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(nodes, bricks, level_offsets) of the octree from the forests of its slabs, given as
     (cube row, forest arrays) pairs; cube rows without a forest are empty."""
     per_side = padded_resolution(max(shape)) // cube_side
@@ -52,17 +53,23 @@ def merge_forests(shape: tuple[int, int, int], cube_side: int,
     length = counts[slab_of, :, cube_of]  # (mixed cubes, inner + 1)
     start = (np.cumsum(counts, axis=2) - counts)[slab_of, :, cube_of]  # in the slab's level
 
-    words, level_offsets = node_levels(states == MIXED, states == FULL, top,
-                                       children_are_nodes=True)
+    words, level_offsets = node_levels(
+        states == MIXED, states == FULL, top, children_are_nodes=True
+    )
     for level in range(inner):
         level_offsets.append(level_offsets[-1] + int(length[:, level].sum()))
     for level in range(inner):
-        nodes = _gather([a.nodes[a.level_offsets[level]:a.level_offsets[level + 1]]
-                         for _, a in slabs], slab_of, start[:, level], length[:, level])
+        nodes = _gather(
+            [a.nodes[a.level_offsets[level] : a.level_offsets[level + 1]] for _, a in slabs],
+            slab_of,
+            start[:, level],
+            length[:, level],
+        )
         child = level + 1  # the bricks when child == inner
         global_start = level_offsets[top + child] if child < inner else 0
-        slab_start = np.array([int(a.level_offsets[child]) if child < inner else 0
-                               for _, a in slabs], np.int64)
+        slab_start = np.array(
+            [int(a.level_offsets[child]) if child < inner else 0 for _, a in slabs], np.int64
+        )
         before = np.cumsum(length[:, child]) - length[:, child]
         shift = global_start + before - slab_start[slab_of] - start[:, child]
         nodes[:, 1] = nodes[:, 1] + np.repeat(shift, length[:, level])
@@ -80,19 +87,23 @@ def _counts_per_cube(arrays: SVOArrays, inner: int) -> np.ndarray:
     counts = np.zeros((inner + 1, cubes), np.int64)
     counts[0] = arrays.cube_states == MIXED
     for level in range(inner):
-        nodes = arrays.nodes[arrays.level_offsets[level]:arrays.level_offsets[level + 1]]
+        nodes = arrays.nodes[arrays.level_offsets[level] : arrays.level_offsets[level + 1]]
         children = POPCOUNT8[nodes[:, 0] & 0xFF]
         owner = np.repeat(np.arange(cubes), counts[level])
         counts[level + 1] = np.bincount(owner, weights=children, minlength=cubes)
     return counts
 
 
-def _gather(arrays: list[np.ndarray], slab_of: np.ndarray, starts: np.ndarray,
-            lengths: np.ndarray) -> np.ndarray:
+def _gather(
+    arrays: list[np.ndarray], slab_of: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+) -> np.ndarray:
     """The runs arrays[slab_of[r]][starts[r]:starts[r] + lengths[r]], concatenated (as int64)."""
     bases = np.cumsum([0] + [len(a) for a in arrays[:-1]])
     joined = np.concatenate(arrays).astype(np.int64)
     ends = np.cumsum(lengths)
-    index = (np.arange(int(ends[-1]) if len(ends) else 0) - np.repeat(ends - lengths, lengths)
-             + np.repeat(bases[slab_of] + starts, lengths))
+    index = (
+        np.arange(int(ends[-1]) if len(ends) else 0)
+        - np.repeat(ends - lengths, lengths)
+        + np.repeat(bases[slab_of] + starts, lengths)
+    )
     return joined[index]

@@ -19,15 +19,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import vulkan as vk
 
-from .errors import VariantError, VoxelizerError
-from .gpu.buffers import INDIRECT, BufferPool
-from .gpu.commands import Binding, Sequence, pack
-from .gpu.compiler import compile_shader
-from .gpu.device import Device
-from .gpu.pipelines import ComputePipeline
-from .grid import column_words
-from .parallel import for_row_chunks
-from .placement import FIXED_BITS
+from ..errors import VariantError, VoxelizerError
+from ..gpu.buffers import INDIRECT, BufferPool
+from ..gpu.commands import Binding, Sequence, pack
+from ..gpu.compiler import compile_shader
+from ..gpu.device import Device
+from ..gpu.pipelines import ComputePipeline
+from ..grid import column_words
+from ..parallel import for_row_chunks
+from ..placement import FIXED_BITS
 
 VARIANTS = {
     "naive": {"BRANCHLESS": 0, "INDEXED": 0},
@@ -70,8 +70,9 @@ def subgroup_defines(device: Device) -> dict[str, int]:
     """The subgroup paths a device can take (shaders/scan.comp, shaders/fill.comp)."""
     return {
         "SUBGROUP_SCAN": int(device.has_subgroup(vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)),
-        "SHARED_RECORDS": int(device.has_subgroup(vk.VK_SUBGROUP_FEATURE_BALLOT_BIT)
-                              and device.subgroup_size >= 8),
+        "SHARED_RECORDS": int(
+            device.has_subgroup(vk.VK_SUBGROUP_FEATURE_BALLOT_BIT) and device.subgroup_size >= 8
+        ),
     }
 
 
@@ -85,8 +86,14 @@ class PassPipelines:
     def __init__(self, device: Device, variant: str):
         self.variant = check_variant(variant)
         self.indexed = bool(VARIANTS[variant]["INDEXED"])
-        base = dict(VARIANTS[variant], WG_SIZE=WG_SIZE, TILE_SHIFT=TILE_SHIFT, FIXED_BITS=FIXED_BITS,
-                    SCAN_ITEMS=SCAN_ITEMS, **subgroup_defines(device))
+        base = dict(
+            VARIANTS[variant],
+            WG_SIZE=WG_SIZE,
+            TILE_SHIFT=TILE_SHIFT,
+            FIXED_BITS=FIXED_BITS,
+            SCAN_ITEMS=SCAN_ITEMS,
+            **subgroup_defines(device),
+        )
 
         def build(name: str, bindings: tuple, push_size: int, **extra: int) -> ComputePipeline:
             spirv = compile_shader(name, {**base, **extra})
@@ -106,16 +113,31 @@ class PassPipelines:
         self.scatter_pairs = build("count_sort", (0, 1, 2), 4, COUNT_MODE=1)
         self.mark_counts = build("mark", (0, 1), 4, FROM_HISTOGRAM=1)
         self.compact_counts = build("compact", (0, 1, 2, 3, 4), 8, FROM_HISTOGRAM=1)
-        self.fill_flips = build("fill", (0, 1, 2, 3, 4), 32, FILL_STAGE=0,
-                                PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND)
-        self.fill_parity = build("fill", (0, 1, 2, 3, 4), 32, FILL_STAGE=1,
-                                 PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND)
+        self.fill_flips = build(
+            "fill", (0, 1, 2, 3, 4), 32, FILL_STAGE=0, PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND
+        )
+        self.fill_parity = build(
+            "fill", (0, 1, 2, 3, 4), 32, FILL_STAGE=1, PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND
+        )
 
     def all(self) -> list[ComputePipeline]:
-        return [self.setup, self.scan_blocks, self.scan_add, self.emit, self.sort_blocks,
-                self.sort_step, self.sort_merge, self.mark, self.compact, self.count_pairs,
-                self.scatter_pairs, self.mark_counts, self.compact_counts, self.fill_flips,
-                self.fill_parity]
+        return [
+            self.setup,
+            self.scan_blocks,
+            self.scan_add,
+            self.emit,
+            self.sort_blocks,
+            self.sort_step,
+            self.sort_merge,
+            self.mark,
+            self.compact,
+            self.count_pairs,
+            self.scatter_pairs,
+            self.mark_counts,
+            self.compact_counts,
+            self.fill_flips,
+            self.fill_parity,
+        ]
 
     def destroy(self) -> None:
         for pipeline in self.all():
@@ -144,11 +166,13 @@ class Window:
     def push(self) -> bytes:
         return pack("5i", self.nx, self.nz, self.row_lo, self.row_hi, self.buffer_row)
 
-    def halves(self) -> tuple["Window", "Window"]:
+    def halves(self) -> tuple[Window, Window]:
         tile_rows = (self.row_hi - self.row_lo) >> TILE_SHIFT
         middle = self.row_lo + (tile_rows // 2 << TILE_SHIFT)
-        return (Window(self.nx, self.nz, self.row_lo, middle, self.buffer_row),
-                Window(self.nx, self.nz, middle, self.row_hi, self.buffer_row))
+        return (
+            Window(self.nx, self.nz, self.row_lo, middle, self.buffer_row),
+            Window(self.nx, self.nz, middle, self.row_hi, self.buffer_row),
+        )
 
 
 @dataclass
@@ -178,10 +202,18 @@ class PassRunner:
     XORs its crossings into the same grid, so the result does not depend on the split.
     """
 
-    def __init__(self, device: Device, pipelines: PassPipelines, pool: BufferPool,
-                 sequence: Sequence, vertices: np.ndarray, faces: np.ndarray,
-                 sort: str = DEFAULT_SORT, batch_triangles: int | None = None,
-                 pair_budget: int | None = None):
+    def __init__(
+        self,
+        device: Device,
+        pipelines: PassPipelines,
+        pool: BufferPool,
+        sequence: Sequence,
+        vertices: np.ndarray,
+        faces: np.ndarray,
+        sort: str = DEFAULT_SORT,
+        batch_triangles: int | None = None,
+        pair_budget: int | None = None,
+    ):
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
         self.vertices = np.ascontiguousarray(vertices, np.float32)
         self.faces = np.ascontiguousarray(faces, np.uint32)
@@ -203,8 +235,10 @@ class PassRunner:
 
     def voxelize(self, slab: Window, grid: Binding) -> None:
         """Leave the solid bits of the slab's rows in `grid` (cleared first)."""
-        batches = [(first, min(first + self.batch_triangles, self.triangles))
-                   for first in range(0, self.triangles, self.batch_triangles)]
+        batches = [
+            (first, min(first + self.batch_triangles, self.triangles))
+            for first in range(0, self.triangles, self.batch_triangles)
+        ]
         work = [(slab, batch) for batch in batches]
         fills, clear = 0, True
         while work:
@@ -226,8 +260,9 @@ class PassRunner:
 
     # -- one part: count, then emit, group, compact and fill ---------------------------------
 
-    def _count_pairs(self, window: Window, batch: tuple[int, int],
-                     clear_grid: Binding | None) -> tuple[int, bool]:
+    def _count_pairs(
+        self, window: Window, batch: tuple[int, int], clear_grid: Binding | None
+    ) -> tuple[int, bool]:
         """Submission 1: upload (if another batch is up), setup, scan; read back the total,
         and whether some triangle touches so many tiles that the 32-bit total may have wrapped
         (more than 2^32 / triangles each; the host then bounds the total itself)."""
@@ -246,15 +281,20 @@ class PassRunner:
         wrap_flag = Binding(self.pool.get("wrap_flag", 16), 16)
         sequence.fill(wrap_flag.buffer, 0, 16)
         sequence.barrier()
-        tile_limit = (COUNT_RANGE - 1) // count if count * window.tiles >= COUNT_RANGE else 2**32 - 1
-        sequence.dispatch(self.pipelines.setup,
-                          {**self._bindings, 2: records, 3: offsets, 4: wrap_flag},
-                          pack("I", count) + window.push() + pack("I", tile_limit),
-                          _groups(count, WG_SIZE))
+        tile_limit = (
+            (COUNT_RANGE - 1) // count if count * window.tiles >= COUNT_RANGE else 2**32 - 1
+        )
+        sequence.dispatch(
+            self.pipelines.setup,
+            {**self._bindings, 2: records, 3: offsets, 4: wrap_flag},
+            pack("I", count) + window.push() + pack("I", tile_limit),
+            _groups(count, WG_SIZE),
+        )
         sequence.barrier()
         sequence.mark("setup")
-        total = _record_scan(sequence, self.pipelines, self.pool, offsets.buffer, count,
-                             "tile_counts")
+        total = _record_scan(
+            sequence, self.pipelines, self.pool, offsets.buffer, count, "tile_counts"
+        )
         sequence.mark("scan")
         total_staging = sequence.download(total, 4)
         wrap_staging = sequence.download(wrap_flag.buffer, 4)
@@ -262,8 +302,9 @@ class PassRunner:
         pair_count = int(total_staging.read(np.uint32, 1)[0])
         may_wrap = bool(wrap_staging.read(np.uint32, 1)[0])
         self._records, self._offsets, self._count = records, offsets, count
-        self.stats.add_times(upload=upload_ms,
-                             setup_submission=(time.perf_counter() - started) * 1e3 - upload_ms)
+        self.stats.add_times(
+            upload=upload_ms, setup_submission=(time.perf_counter() - started) * 1e3 - upload_ms
+        )
         return pair_count, may_wrap
 
     def _upload(self, batch: tuple[int, int]) -> float:
@@ -290,8 +331,12 @@ class PassRunner:
         soup = np.empty((end - first, 3, 3), np.float32)
 
         def gather(start: int, stop: int) -> None:  # np.take: about twice faster than []
-            np.take(self.vertices, self.faces[first + start:first + stop], axis=0,
-                    out=soup[start:stop])
+            np.take(
+                self.vertices,
+                self.faces[first + start : first + stop],
+                axis=0,
+                out=soup[start:stop],
+            )
 
         for_row_chunks(end - first, gather)
         return soup
@@ -305,7 +350,10 @@ class PassRunner:
         slots = self._pair_slots(pair_count)
         if slots * PAIR_BYTES > self.device.max_storage_range:
             return False
-        return self.pair_budget is None or pair_bytes(pair_count, window.tiles, self.sort) <= self.pair_budget
+        return (
+            self.pair_budget is None
+            or pair_bytes(pair_count, window.tiles, self.sort) <= self.pair_budget
+        )
 
     def _split(self, window: Window, batch: tuple[int, int]) -> list:
         if window.row_hi - window.row_lo > TILE_SIDE:
@@ -314,8 +362,10 @@ class PassRunner:
         if end - first > 1:
             middle = (first + end) // 2
             return [(window, (first, middle)), (window, (middle, end))]
-        raise VoxelizerError("one triangle makes more tile-triangle pairs than the memory "
-                             "budget holds; raise max_memory")
+        raise VoxelizerError(
+            "one triangle makes more tile-triangle pairs than the memory "
+            "budget holds; raise max_memory"
+        )
 
     def _fill(self, window: Window, pair_count: int, grid: Binding, parity: bool) -> None:
         """Submission 2: emission, grouping by tile, marking, compaction, fill."""
@@ -328,38 +378,65 @@ class PassRunner:
         tiles = 0
         if pair_count:
             pairs = Binding(self.pool.get("pairs", slots * PAIR_BYTES), slots * PAIR_BYTES)
-            sequence.fill(pairs.buffer, 0xFFFFFFFF, (slots - pair_count) * PAIR_BYTES,
-                          offset=pair_count * PAIR_BYTES)  # bitonic padding sorts last
+            sequence.fill(
+                pairs.buffer,
+                0xFFFFFFFF,
+                (slots - pair_count) * PAIR_BYTES,
+                offset=pair_count * PAIR_BYTES,
+            )  # bitonic padding sorts last
             sequence.barrier()
-            sequence.dispatch(pipelines.emit, {0: self._records, 1: self._offsets, 2: pairs},
-                              pack("I", self._count) + window.push(), _groups(self._count, WG_SIZE))
+            sequence.dispatch(
+                pipelines.emit,
+                {0: self._records, 1: self._offsets, 2: pairs},
+                pack("I", self._count) + window.push(),
+                _groups(self._count, WG_SIZE),
+            )
             sequence.barrier()
             sequence.mark("emit")
-            record_tiles = _record_bitonic_tiles if self.sort == "bitonic" else _record_counting_tiles
-            grouped, tile_list = record_tiles(sequence, pipelines, self.pool, pairs, pair_count,
-                                              slots, window.tiles, fill_args,
-                                              self.device.max_groups_x)
+            record_tiles = (
+                _record_bitonic_tiles if self.sort == "bitonic" else _record_counting_tiles
+            )
+            grouped, tile_list = record_tiles(
+                sequence,
+                pipelines,
+                self.pool,
+                pairs,
+                pair_count,
+                slots,
+                window.tiles,
+                fill_args,
+                self.device.max_groups_x,
+            )
             fill_bindings = {0: self._records, 1: grouped, 2: tile_list, 3: fill_args, 4: grid}
             rounds = _groups(pair_count, FILL_PAIRS_PER_ROUND)
             finish = parity and rounds == 1  # the flips stage computes the parity itself
             for fill_round in range(rounds):
-                sequence.dispatch_indirect(pipelines.fill_flips, fill_bindings,
-                                           window.push() + pack("III", fill_round, 0, finish),
-                                           fill_args)
+                sequence.dispatch_indirect(
+                    pipelines.fill_flips,
+                    fill_bindings,
+                    window.push() + pack("III", fill_round, 0, finish),
+                    fill_args,
+                )
                 sequence.barrier()
             if parity and not finish:
-                sequence.dispatch_indirect(pipelines.fill_parity, fill_bindings,
-                                           window.push() + pack("III", 0, 0, 0), fill_args)
+                sequence.dispatch_indirect(
+                    pipelines.fill_parity,
+                    fill_bindings,
+                    window.push() + pack("III", 0, 0, 0),
+                    fill_args,
+                )
                 sequence.barrier()
             sequence.mark("fill")
             tile_staging = sequence.download(fill_args, 16)
-        self.stats.add_times(sequence.submit(),
-                             fill_submission=(time.perf_counter() - started) * 1e3)
+        self.stats.add_times(
+            sequence.submit(), fill_submission=(time.perf_counter() - started) * 1e3
+        )
         if pair_count:
             tiles = int(tile_staging.read(np.uint32, 4)[3])
         self.stats.count(pairs=pair_count, tiles=tiles)
-        self.stats.counts["sort_size"] = max(self.stats.counts.get("sort_size", 0),
-                                             slots if pair_count else 0)
+        self.stats.counts["sort_size"] = max(
+            self.stats.counts.get("sort_size", 0), slots if pair_count else 0
+        )
 
     def _parity_all(self, slab: Window, grid: Binding, clear: bool) -> None:
         """Parity over every tile of the slab, after several parts flipped bits."""
@@ -371,9 +448,12 @@ class PassRunner:
             sequence.barrier()
         unused = Binding(self.pool.get("unused", 16), 16)
         fill_args = self.pool.get("fill_args", 16, INDIRECT)
-        sequence.dispatch(self.pipelines.fill_parity,
-                          {0: unused, 1: unused, 2: unused, 3: fill_args, 4: grid},
-                          slab.push() + pack("III", 0, 1, 0), slab.tiles)
+        sequence.dispatch(
+            self.pipelines.fill_parity,
+            {0: unused, 1: unused, 2: unused, 3: fill_args, 4: grid},
+            slab.push() + pack("III", 0, 1, 0),
+            slab.tiles,
+        )
         sequence.barrier()
         sequence.mark("fill")
         self.stats.add_times(sequence.submit())
@@ -385,8 +465,11 @@ class PassRunner:
         if self._tile_boxes is None:
             self._tile_boxes = _tile_boxes(self.vertices, self.faces)
         x_tiles, ty_lo, ty_hi = self._tile_boxes[:, first:end]
-        rows = (np.minimum(ty_hi, (window.row_hi >> TILE_SHIFT) - 1)
-                - np.maximum(ty_lo, window.row_lo >> TILE_SHIFT) + 1)
+        rows = (
+            np.minimum(ty_hi, (window.row_hi >> TILE_SHIFT) - 1)
+            - np.maximum(ty_lo, window.row_lo >> TILE_SHIFT)
+            + 1
+        )
         return int((x_tiles * np.maximum(rows, 0)).sum())
 
 
@@ -406,36 +489,61 @@ def _tile_boxes(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
         a, b, c = (vertices[:, axis][faces[:, k]] for k in range(3))
         low = np.minimum(np.minimum(a, b), c)
         high = np.maximum(np.maximum(a, b), c)
-        boxes.append((np.floor(low / TILE_SIDE).astype(np.int64) - 1,
-                      np.floor(high / TILE_SIDE).astype(np.int64) + 1))
+        boxes.append(
+            (
+                np.floor(low / TILE_SIDE).astype(np.int64) - 1,
+                np.floor(high / TILE_SIDE).astype(np.int64) + 1,
+            )
+        )
     (x_lo, x_hi), (y_lo, y_hi) = boxes
     return np.stack([x_hi - x_lo + 1, y_lo, y_hi])
 
 
-def _record_bitonic_tiles(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
-                          pairs: Binding, pair_count: int, padded: int, keys: int, fill_args,
-                          max_groups_x: int) -> tuple[Binding, Binding]:
+def _record_bitonic_tiles(
+    sequence: Sequence,
+    pipelines: PassPipelines,
+    pool: BufferPool,
+    pairs: Binding,
+    pair_count: int,
+    padded: int,
+    keys: int,
+    fill_args,
+    max_groups_x: int,
+) -> tuple[Binding, Binding]:
     """Passes 4-6 as designed: bitonic sort, first-of-tile flags, compaction over the pairs."""
     _record_sort(sequence, pipelines, pairs, padded)
     sequence.mark("sort")
     flags = Binding(pool.get("flags", pair_count * 4), pair_count * 4)
-    sequence.dispatch(pipelines.mark, {0: pairs, 1: flags}, pack("I", pair_count),
-                      _groups(pair_count, WG_SIZE))
+    sequence.dispatch(
+        pipelines.mark, {0: pairs, 1: flags}, pack("I", pair_count), _groups(pair_count, WG_SIZE)
+    )
     sequence.barrier()
     sequence.mark("mark")
     _record_scan(sequence, pipelines, pool, flags.buffer, pair_count, "flags")
     tiles_bytes = min(pair_count, keys) * TILE_BYTES
     tiles = Binding(pool.get("tiles", tiles_bytes), tiles_bytes)
-    sequence.dispatch(pipelines.compact, {0: pairs, 1: flags, 2: tiles, 3: fill_args},
-                      pack("II", pair_count, max_groups_x), _groups(pair_count, WG_SIZE))
+    sequence.dispatch(
+        pipelines.compact,
+        {0: pairs, 1: flags, 2: tiles, 3: fill_args},
+        pack("II", pair_count, max_groups_x),
+        _groups(pair_count, WG_SIZE),
+    )
     sequence.barrier()
     sequence.mark("compact")
     return pairs, tiles
 
 
-def _record_counting_tiles(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool,
-                           pairs: Binding, pair_count: int, padded: int, keys: int, fill_args,
-                           max_groups_x: int) -> tuple[Binding, Binding]:
+def _record_counting_tiles(
+    sequence: Sequence,
+    pipelines: PassPipelines,
+    pool: BufferPool,
+    pairs: Binding,
+    pair_count: int,
+    padded: int,
+    keys: int,
+    fill_args,
+    max_groups_x: int,
+) -> tuple[Binding, Binding]:
     """Passes 4-6 by counting: a histogram of the pairs over all tile keys of the window,
     its scan, a scatter into tile order; then flags and compaction over the tile keys."""
     counts = Binding(pool.get("tile_pair_counts", keys * 4), keys * 4)
@@ -444,36 +552,55 @@ def _record_counting_tiles(sequence: Sequence, pipelines: PassPipelines, pool: B
     grouped = Binding(pool.get("grouped_pairs", pair_count * PAIR_BYTES), pair_count * PAIR_BYTES)
     sequence.fill(counts.buffer, 0, keys * 4)
     sequence.barrier()
-    sequence.dispatch(pipelines.count_pairs, {0: pairs, 1: counts, 2: grouped},
-                      pack("I", pair_count), _groups(pair_count, WG_SIZE))
+    sequence.dispatch(
+        pipelines.count_pairs,
+        {0: pairs, 1: counts, 2: grouped},
+        pack("I", pair_count),
+        _groups(pair_count, WG_SIZE),
+    )
     sequence.barrier()
     sequence.copy(counts.buffer, starts.buffer, keys * 4)
     sequence.barrier()
     _record_scan(sequence, pipelines, pool, starts.buffer, keys, "tile_starts")
     sequence.copy(starts.buffer, cursors.buffer, keys * 4)
     sequence.barrier()
-    sequence.dispatch(pipelines.scatter_pairs, {0: pairs, 1: cursors, 2: grouped},
-                      pack("I", pair_count), _groups(pair_count, WG_SIZE))
+    sequence.dispatch(
+        pipelines.scatter_pairs,
+        {0: pairs, 1: cursors, 2: grouped},
+        pack("I", pair_count),
+        _groups(pair_count, WG_SIZE),
+    )
     sequence.barrier()
     sequence.mark("sort")
     flags = Binding(pool.get("flags", keys * 4), keys * 4)
-    sequence.dispatch(pipelines.mark_counts, {0: counts, 1: flags}, pack("I", keys),
-                      _groups(keys, WG_SIZE))
+    sequence.dispatch(
+        pipelines.mark_counts, {0: counts, 1: flags}, pack("I", keys), _groups(keys, WG_SIZE)
+    )
     sequence.barrier()
     sequence.mark("mark")
     _record_scan(sequence, pipelines, pool, flags.buffer, keys, "flags")
     tiles_bytes = min(pair_count, keys) * TILE_BYTES
     tiles = Binding(pool.get("tiles", tiles_bytes), tiles_bytes)
-    sequence.dispatch(pipelines.compact_counts,
-                      {0: counts, 1: flags, 2: tiles, 3: fill_args, 4: starts},
-                      pack("II", keys, max_groups_x), _groups(keys, WG_SIZE))
+    sequence.dispatch(
+        pipelines.compact_counts,
+        {0: counts, 1: flags, 2: tiles, 3: fill_args, 4: starts},
+        pack("II", keys, max_groups_x),
+        _groups(keys, WG_SIZE),
+    )
     sequence.barrier()
     sequence.mark("compact")
     return grouped, tiles
 
 
-def _record_scan(sequence: Sequence, pipelines: PassPipelines, pool: BufferPool, values,
-                 count: int, name: str, level: int = 0):
+def _record_scan(
+    sequence: Sequence,
+    pipelines: PassPipelines,
+    pool: BufferPool,
+    values,
+    count: int,
+    name: str,
+    level: int = 0,
+):
     """Record an exclusive scan of `count` uints in place; returns the buffer whose first
     value will be their total."""
     blocks = _groups(count, SCAN_BLOCK)
@@ -498,8 +625,9 @@ def _record_sort(sequence: Sequence, pipelines: PassPipelines, pairs: Binding, p
     while stage <= padded:
         distance = stage // 2
         while distance >= SORT_BLOCK:
-            sequence.dispatch(pipelines.sort_step, {0: pairs}, pack("II", stage, distance),
-                              padded // 2 // WG_SIZE)
+            sequence.dispatch(
+                pipelines.sort_step, {0: pairs}, pack("II", stage, distance), padded // 2 // WG_SIZE
+            )
             sequence.barrier()
             distance //= 2
         sequence.dispatch(pipelines.sort_merge, {0: pairs}, pack("II", stage, 0), blocks)

@@ -7,18 +7,19 @@ Every writer refuses to replace an existing file unless asked (OutputError sayin
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Iterator
+from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
-from .errors import OutputError
-from .grid import DenseGrid
-from .placement import shape_text
+from ..errors import OutputError
+from ..grid import DenseGrid
+from ..placement import shape_text
 
 if TYPE_CHECKING:
-    from .svo import SVO
+    from ..svo import SVO
 
 VOX_MODEL_SIDE = 256  # MagicaVoxel stores at most 256 voxels per side in one model
 
@@ -36,26 +37,28 @@ def open_output(path: str | Path, overwrite: bool = False) -> Iterator[BinaryIO]
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
 
-def write(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
+def write(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
     """Write `svo` in the format its extension names (OUTPUT_FORMATS)."""
     suffix = Path(path).suffix.lower()
     if suffix not in WRITERS:
-        raise OutputError(f"cannot write {suffix or 'files without an extension'}: "
-                          f"use {', '.join(OUTPUT_FORMATS)}")
+        raise OutputError(
+            f"cannot write {suffix or 'files without an extension'}: "
+            f"use {', '.join(OUTPUT_FORMATS)}"
+        )
     WRITERS[suffix](svo, path, overwrite)
 
 
-def write_svo(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
+def write_svo(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
     """The .svo file of docs/svo-format.md (SVO.save)."""
     svo.save(path, overwrite)
 
 
-def write_npz(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
+def write_npz(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
     """The dense grid's .npz (DenseGrid.save_npz): packed bits, shape, origin, voxel size."""
     DenseGrid(svo.to_dense(), svo.placement).save_npz(path, overwrite)
 
 
-def write_binvox(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
+def write_binvox(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
     """binvox 1: voxel (i, j, k) is the binvox voxel (x, y, z) = (i, j, k).
 
     binvox puts voxel centres at translate + scale * (index + 1/2) / dim, so translate is the
@@ -65,14 +68,18 @@ def write_binvox(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
     """
     nx, ny, nz = svo.shape
     if not nx == ny == nz:
-        raise OutputError(f"{path}: .binvox holds cubic grids only, not {shape_text(svo.shape)} "
-                          "(use .svo, .npz or .vox)")
+        raise OutputError(
+            f"{path}: .binvox holds cubic grids only, not {shape_text(svo.shape)} "
+            "(use .svo, .npz or .vox)"
+        )
     n = nx
     flat = svo.to_dense().transpose(0, 2, 1).ravel()
     origin = np.asarray(svo.placement.origin, np.float64)
-    header = (f"#binvox 1\ndim {n} {n} {n}\n"
-              f"translate {float(origin[0])!r} {float(origin[1])!r} {float(origin[2])!r}\n"
-              f"scale {float(n * svo.voxel_size)!r}\ndata\n")
+    header = (
+        f"#binvox 1\ndim {n} {n} {n}\n"
+        f"translate {float(origin[0])!r} {float(origin[1])!r} {float(origin[2])!r}\n"
+        f"scale {float(n * svo.voxel_size)!r}\ndata\n"
+    )
     runs = _binvox_runs(flat)
     with open_output(path, overwrite) as fh:
         fh.write(header.encode("ascii"))
@@ -91,7 +98,7 @@ def _binvox_runs(flat: np.ndarray) -> np.ndarray:
     return np.stack([values.astype(np.uint8), counts.astype(np.uint8)], axis=1).ravel()
 
 
-def write_vox(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
+def write_vox(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
     """MagicaVoxel .vox (version 150): voxel (i, j, k) is MagicaVoxel voxel (x, y, z) = (i, j, k).
 
     A model holds at most 256 voxels per side, so the grid is cut into 256^3 tiles; each
@@ -101,17 +108,25 @@ def write_vox(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
     colour 1; the RGBA palette makes it light grey. World placement (origin, h) is not stored.
     """
     tiles = _vox_tiles(svo.to_dense())
-    models = [_chunk(b"SIZE", struct.pack("<3i", *size))
-              + _chunk(b"XYZI", struct.pack("<i", len(xyz))
-                       + np.concatenate([xyz, np.ones((len(xyz), 1), np.uint8)], axis=1).tobytes())
-              for size, xyz, _ in tiles]
+    models = [
+        _chunk(b"SIZE", struct.pack("<3i", *size))
+        + _chunk(
+            b"XYZI",
+            struct.pack("<i", len(xyz))
+            + np.concatenate([xyz, np.ones((len(xyz), 1), np.uint8)], axis=1).tobytes(),
+        )
+        for size, xyz, _ in tiles
+    ]
     # Scene graph: transform 0 -> group 1 -> transform 2+2m -> shape 3+2m -> model m.
     children = [2 + 2 * m for m in range(len(tiles))]
-    scene = [_chunk(b"nTRN", _node_transform(0, 1, layer=-1, translation=None)),
-             _chunk(b"nGRP", struct.pack(f"<3i{len(children)}i", 1, 0, len(children), *children))]
+    scene = [
+        _chunk(b"nTRN", _node_transform(0, 1, layer=-1, translation=None)),
+        _chunk(b"nGRP", struct.pack(f"<3i{len(children)}i", 1, 0, len(children), *children)),
+    ]
     for m, (_, _, centre) in enumerate(tiles):
-        scene.append(_chunk(b"nTRN", _node_transform(2 + 2 * m, 3 + 2 * m, layer=0,
-                                                     translation=centre)))
+        scene.append(
+            _chunk(b"nTRN", _node_transform(2 + 2 * m, 3 + 2 * m, layer=0, translation=centre))
+        )
         scene.append(_chunk(b"nSHP", struct.pack("<5i", 3 + 2 * m, 0, 1, m, 0)))
     palette = np.full((256, 4), 255, np.uint8)
     palette[:, :3] = np.arange(256, dtype=np.uint8)[:, None]  # entry c is colour index c + 1
@@ -130,8 +145,9 @@ def _vox_tiles(dense: np.ndarray) -> list:
         low = np.array(corner) * VOX_MODEL_SIDE
         tile = dense[tuple(slice(a, a + VOX_MODEL_SIDE) for a in low)]
         if tile.any() or (corner == (0, 0, 0) and not dense.any()):
-            tiles.append((tile.shape, np.argwhere(tile).astype(np.uint8),
-                          low + np.array(tile.shape) // 2))
+            tiles.append(
+                (tile.shape, np.argwhere(tile).astype(np.uint8), low + np.array(tile.shape) // 2)
+            )
     return tiles
 
 
@@ -151,17 +167,28 @@ def _vox_dict(items: dict) -> bytes:
 def _node_transform(node: int, child: int, layer: int, translation) -> bytes:
     """nTRN content: node id, no attributes, child, reserved -1, layer, one frame."""
     frame = {} if translation is None else {"_t": " ".join(str(int(t)) for t in translation)}
-    return (struct.pack("<i", node) + _vox_dict({}) + struct.pack("<iiii", child, -1, layer, 1)
-            + _vox_dict(frame))
+    return (
+        struct.pack("<i", node)
+        + _vox_dict({})
+        + struct.pack("<iiii", child, -1, layer, 1)
+        + _vox_dict(frame)
+    )
 
 
-def write_mesh(svo: "SVO", path: str | Path, overwrite: bool = False) -> None:
+def write_mesh(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
     """The outer faces of the voxels (SVO.to_mesh()) as PLY, OBJ or GLB, by extension."""
     data = svo.to_mesh().export(file_type=Path(path).suffix.lower()[1:])
     with open_output(path, overwrite) as fh:
         fh.write(data.encode() if isinstance(data, str) else data)
 
 
-WRITERS = {".svo": write_svo, ".binvox": write_binvox, ".vox": write_vox, ".npz": write_npz,
-           ".ply": write_mesh, ".obj": write_mesh, ".glb": write_mesh}
+WRITERS = {
+    ".svo": write_svo,
+    ".binvox": write_binvox,
+    ".vox": write_vox,
+    ".npz": write_npz,
+    ".ply": write_mesh,
+    ".obj": write_mesh,
+    ".glb": write_mesh,
+}
 OUTPUT_FORMATS = tuple(WRITERS)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .budget import parse_size
-from .errors import MemoryBudgetError
-from .gpu.device import Device
-from .grid import column_words
+from ..budget import parse_size
+from ..errors import MemoryBudgetError
+from ..gpu.device import Device
+from ..grid import column_words
 from .passes import RECORD_BYTES, TILE_SIDE, Window
-from .svo_gpu import Forest, octree_shape
+from .svo_build import Forest, octree_shape
 
 MIN_SLAB_ROWS = 8  # a forest cube has at least one internal level
 MIN_PAIR_BUDGET = 1 << 20
@@ -36,23 +36,38 @@ class Plan:
 
     def slabs(self) -> list[Window]:
         nx, ny, nz = self.shape
-        return [Window(nx, nz, lo, min(lo + self.slab_rows, ny), lo)
-                for lo in range(0, ny, self.slab_rows)]
+        return [
+            Window(nx, nz, lo, min(lo + self.slab_rows, ny), lo)
+            for lo in range(0, ny, self.slab_rows)
+        ]
 
     def forest(self, slab: Window) -> Forest:
         if self.whole:
             return Forest.whole_grid(self.shape)
-        return Forest(self.shape, self.slab_rows, slab.row_lo // self.slab_rows, slab.row_lo,
-                      slab.row_hi - slab.row_lo)
+        return Forest(
+            self.shape,
+            self.slab_rows,
+            slab.row_lo // self.slab_rows,
+            slab.row_lo,
+            slab.row_hi - slab.row_lo,
+        )
 
 
 def default_budget(device: Device) -> int:
     return device.largest_heap() // DEFAULT_BUDGET_SHARE
 
 
-def make_plan(device: Device, shape: tuple[int, int, int], triangles: int, vertices: int,
-              indexed: bool, budget: int | None, svo: bool, dense: bool,
-              whole_only: bool = False) -> Plan:
+def make_plan(
+    device: Device,
+    shape: tuple[int, int, int],
+    triangles: int,
+    vertices: int,
+    indexed: bool,
+    budget: int | None,
+    svo: bool,
+    dense: bool,
+    whole_only: bool = False,
+) -> Plan:
     budget = default_budget(device) if budget is None else int(budget)
     limit = device.max_storage_range
     nx, ny, nz = shape
@@ -73,7 +88,8 @@ def make_plan(device: Device, shape: tuple[int, int, int], triangles: int, verti
             raise MemoryBudgetError(
                 f"a {_shape_text(shape)} grid needs {largest:,} bytes in one buffer and "
                 f"{total:,} in all; this mode needs the whole grid at once (device "
-                f"{device.name}: at most {limit:,} per buffer, budget {budget:,})")
+                f"{device.name}: at most {limit:,} per buffer, budget {budget:,})"
+            )
         rows = padded // 2
         while rows >= MIN_SLAB_ROWS:
             total, largest = slab_bytes(rows, False)
@@ -85,7 +101,8 @@ def make_plan(device: Device, shape: tuple[int, int, int], triangles: int, verti
             raise MemoryBudgetError(
                 f"a {_shape_text(shape)} grid does not fit: even a slab of {MIN_SLAB_ROWS} rows "
                 f"needs {need[0]:,} bytes ({need[1]:,} in one buffer); the budget is {budget:,} "
-                f"and {device.name} binds at most {limit:,} per buffer")
+                f"and {device.name} binds at most {limit:,} per buffer"
+            )
 
     geometry = 12 if indexed else 36  # bytes per triangle uploaded (and staged)
     per_triangle = 2 * geometry + RECORD_BYTES + 4
@@ -95,8 +112,10 @@ def make_plan(device: Device, shape: tuple[int, int, int], triangles: int, verti
     batch = max(1, min(triangles, by_budget, by_buffer))
     pair_budget = budget - total - fixed - batch * per_triangle
     if pair_budget < MIN_PAIR_BUDGET:
-        raise MemoryBudgetError(f"a budget of {budget:,} bytes leaves too little room for the "
-                                f"tile-triangle pairs of a {_shape_text(shape)} grid")
+        raise MemoryBudgetError(
+            f"a budget of {budget:,} bytes leaves too little room for the "
+            f"tile-triangle pairs of a {_shape_text(shape)} grid"
+        )
     return Plan(tuple(shape), budget, rows, whole, batch, pair_budget)
 
 
@@ -107,6 +126,6 @@ def _shape_text(shape: tuple[int, int, int]) -> str:
 assert MIN_SLAB_ROWS % TILE_SIDE == 0
 
 
-def parse_budget(value: "int | str | None") -> int | None:
+def parse_budget(value: int | str | None) -> int | None:
     """max_memory as given to the API: None (the default), bytes, or a size like "512MiB"."""
     return None if value is None else parse_size(value)

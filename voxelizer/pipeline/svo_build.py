@@ -14,14 +14,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .gpu.buffers import BufferPool
-from .gpu.commands import Binding, Sequence, pack
-from .gpu.compiler import compile_shader
-from .gpu.device import Device
-from .gpu.pipelines import ComputePipeline
-from .grid import column_words
+from ..gpu.buffers import BufferPool
+from ..gpu.commands import Binding, Sequence, pack
+from ..gpu.compiler import compile_shader
+from ..gpu.device import Device
+from ..gpu.pipelines import ComputePipeline
+from ..grid import column_words
+from ..svo import padded_resolution
 from .passes import WG_SIZE, PassPipelines, _groups, _record_scan
-from .svo import padded_resolution
 
 
 def octree_shape(n: int) -> tuple[int, int]:
@@ -58,7 +58,7 @@ class Forest:
 
     @property
     def cubes(self) -> int:
-        return self.cubes_per_row ** 2
+        return self.cubes_per_row**2
 
     @property
     def levels(self) -> int:
@@ -67,11 +67,10 @@ class Forest:
 
     def push(self) -> bytes:
         nx, ny, nz = self.shape
-        return pack("7I", self.levels, self.cubes_per_row, self.cube_y,
-                    self.buffer_row, nx, ny, nz)
+        return pack("7I", self.levels, self.cubes_per_row, self.cube_y, self.buffer_row, nx, ny, nz)
 
     @staticmethod
-    def whole_grid(shape: tuple[int, int, int]) -> "Forest":
+    def whole_grid(shape: tuple[int, int, int]) -> Forest:
         return Forest(tuple(shape), octree_shape(max(shape))[0], 0, 0, shape[1])
 
 
@@ -89,8 +88,12 @@ class SVOPipelines:
         self.write_bricks = build("svo_write", (0, 1, 2, 3, 4, 5, 6), 44, WRITE_BRICKS=1)
 
     def destroy(self) -> None:
-        for pipeline in (self.classify_bricks, self.classify_nodes, self.write_nodes,
-                         self.write_bricks):
+        for pipeline in (
+            self.classify_bricks,
+            self.classify_nodes,
+            self.write_nodes,
+            self.write_bricks,
+        ):
             pipeline.destroy()
 
 
@@ -104,9 +107,15 @@ class SVOArrays:
     host_ms: dict[str, float]
 
 
-def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, pool: BufferPool,
-                     sequence: Sequence, forest: Forest,
-                     words: np.ndarray | None = None) -> SVOArrays:
+def build_svo_on_gpu(
+    device: Device,
+    passes: PassPipelines,
+    svo: SVOPipelines,
+    pool: BufferPool,
+    sequence: Sequence,
+    forest: Forest,
+    words: np.ndarray | None = None,
+) -> SVOArrays:
     """Convert the grid left in the pool's "grid" buffer by the passes into SVO arrays (or,
     when given, the grid `words`, in the GPU layout of grid.pack_columns, uploaded first).
 
@@ -117,7 +126,7 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
     grid_bytes = forest.shape[0] * forest.buffer_rows * column_words(forest.shape[2]) * 4
     grid = Binding(pool.get("grid", grid_bytes), grid_bytes)
     unused = Binding(pool.get("unused", 16), 16)
-    sizes = [cubes * 8 ** level for level in range(levels + 1)]  # internal levels, then bricks
+    sizes = [cubes * 8**level for level in range(levels + 1)]  # internal levels, then bricks
     states = [Binding(pool.get(f"svo_states{lv}", 4 * s), 4 * s) for lv, s in enumerate(sizes)]
     stored = [Binding(pool.get(f"svo_stored{lv}", 4 * s), 4 * s) for lv, s in enumerate(sizes)]
     source = forest.push()
@@ -132,22 +141,29 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
         sequence.barrier()
     runs = sizes[levels] // min(8, 1 << levels)  # runs of bricks along z (shaders/svo.glsl)
     run_mixed = Binding(pool.get("svo_run_mixed", 4 * runs), 4 * runs)
-    sequence.dispatch(svo.classify_bricks,
-                      {0: grid, 1: unused, 2: states[levels], 3: stored[levels], 4: run_mixed},
-                      source + pack("I", runs), _groups(runs, WG_SIZE))
+    sequence.dispatch(
+        svo.classify_bricks,
+        {0: grid, 1: unused, 2: states[levels], 3: stored[levels], 4: run_mixed},
+        source + pack("I", runs),
+        _groups(runs, WG_SIZE),
+    )
     sequence.barrier()
     for level in reversed(range(levels)):
-        sequence.dispatch(svo.classify_nodes,
-                          {0: unused, 1: states[level + 1], 2: states[level], 3: stored[level]},
-                          source + pack("I", sizes[level]), _groups(sizes[level], WG_SIZE))
+        sequence.dispatch(
+            svo.classify_nodes,
+            {0: unused, 1: states[level + 1], 2: states[level], 3: stored[level]},
+            source + pack("I", sizes[level]),
+            _groups(sizes[level], WG_SIZE),
+        )
         sequence.barrier()
     sequence.mark("svo_classify")
     totals = pool.get("svo_totals", 4 * (levels + 1))
     sequence.fill(totals, 0)
     cube_states = None if forest.whole else sequence.download(states[0].buffer, 4 * cubes)
     for level in range(1 if forest.whole else 0, levels + 1):
-        total = _record_scan(sequence, passes, pool, stored[level].buffer, sizes[level],
-                             f"svo_stored{level}")
+        total = _record_scan(
+            sequence, passes, pool, stored[level].buffer, sizes[level], f"svo_stored{level}"
+        )
         sequence.copy(total, totals, 4, target_offset=4 * level)
     sequence.barrier()
     sequence.mark("svo_scan")
@@ -172,18 +188,42 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
         nodes = Binding(pool.get("svo_nodes", 8 * node_count), 8 * node_count)
         for level in range(levels):
             child_start = int(level_offsets[level + 1]) if level + 1 < levels else 0
-            sequence.dispatch(svo.write_nodes,
-                              {0: unused, 1: states[level], 2: stored[level], 3: states[level + 1],
-                               4: stored[level + 1], 5: nodes},
-                              source + pack("IIII", sizes[level], int(level_offsets[level]),
-                                            child_start, int(forest.whole and level == 0)),
-                              _groups(sizes[level], WG_SIZE))
+            sequence.dispatch(
+                svo.write_nodes,
+                {
+                    0: unused,
+                    1: states[level],
+                    2: stored[level],
+                    3: states[level + 1],
+                    4: stored[level + 1],
+                    5: nodes,
+                },
+                source
+                + pack(
+                    "IIII",
+                    sizes[level],
+                    int(level_offsets[level]),
+                    child_start,
+                    int(forest.whole and level == 0),
+                ),
+                _groups(sizes[level], WG_SIZE),
+            )
     if brick_count:
         bricks = Binding(pool.get("svo_bricks", 8 * brick_count), 8 * brick_count)
-        sequence.dispatch(svo.write_bricks,
-                          {0: grid, 1: states[levels], 2: stored[levels], 3: unused, 4: unused,
-                           5: bricks, 6: run_mixed},
-                          source + pack("IIII", runs, 0, 0, 0), _groups(runs, WG_SIZE))
+        sequence.dispatch(
+            svo.write_bricks,
+            {
+                0: grid,
+                1: states[levels],
+                2: stored[levels],
+                3: unused,
+                4: unused,
+                5: bricks,
+                6: run_mixed,
+            },
+            source + pack("IIII", runs, 0, 0, 0),
+            _groups(runs, WG_SIZE),
+        )
     sequence.barrier()
     sequence.mark("svo_write")
     nodes_staging = sequence.download(nodes.buffer, 8 * node_count) if node_count else None
@@ -194,10 +234,15 @@ def build_svo_on_gpu(device: Device, passes: PassPipelines, svo: SVOPipelines, p
     host_ms["svo_write_submission"] = (time.perf_counter() - started) * 1e3
 
     started = time.perf_counter()
-    node_array = (nodes_staging.read(np.uint32, 2 * node_count).reshape(node_count, 2)
-                  if node_count else np.zeros((0, 2), np.uint32))
-    brick_array = (bricks_staging.read(np.uint64, brick_count) if brick_count
-                   else np.zeros(0, np.uint64))
+    node_array = (
+        nodes_staging.read(np.uint32, 2 * node_count).reshape(node_count, 2)
+        if node_count
+        else np.zeros((0, 2), np.uint32)
+    )
+    brick_array = (
+        bricks_staging.read(np.uint64, brick_count) if brick_count else np.zeros(0, np.uint64)
+    )
     host_ms["svo_download"] = (time.perf_counter() - started) * 1e3
-    return SVOArrays(node_array, brick_array, level_offsets.astype(np.uint32), cube_states,
-                     gpu_ms, host_ms)
+    return SVOArrays(
+        node_array, brick_array, level_offsets.astype(np.uint32), cube_states, gpu_ms, host_ms
+    )
