@@ -3,9 +3,10 @@
 // Every .comp declares its workgroup size before including this file: the helpers below
 // read gl_WorkGroupSize, which is (1, 1, 1) until the declaration.
 //
-// Host-provided defines (voxelizer/shaders.py): WG_SIZE (threads per 1-D workgroup),
-// TILE_SHIFT (log2 of the tile side in columns), FIXED_BITS (fractional bits of grid
-// coordinates), BRANCHLESS and INDEXED (the shader variant, 0 or 1).
+// Host-provided defines: WG_SIZE (threads per 1-D workgroup) and TILE_SHIFT (log2 of the
+// tile side in columns) for every kernel (voxelizer/gpu/kernels.py, COMMON_DEFINES); for the
+// passes also FIXED_BITS (fractional bits of grid coordinates), BRANCHLESS and INDEXED (the
+// shader variant, 0 or 1) (voxelizer/pipeline/passes.py, pass_defines).
 
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_control_flow_attributes : require

@@ -21,7 +21,7 @@
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
 #include "common.glsl"
 
-#define ITEMS_PER_THREAD SCAN_ITEMS  // from the host (passes.py), like WG_SIZE; a multiple of 4
+#define ITEMS_PER_THREAD SCAN_ITEMS  // from the host (gpu/scan.py), like WG_SIZE; a multiple of 4
 #define QUADS_PER_THREAD (ITEMS_PER_THREAD / 4)
 #define SCAN_BLOCK (WG_SIZE * ITEMS_PER_THREAD)
 

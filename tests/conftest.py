@@ -1,4 +1,6 @@
-"""Every test runs with the Vulkan validation layer, and any message it reports fails the test."""
+"""Every test runs with the Vulkan validation layer, and any message it reports fails the test.
+
+Only fixtures live here; what test modules import is in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -12,8 +14,7 @@ import pytest
 from voxelizer.api import Voxelizer, close_shared
 from voxelizer.gpu.device import Instance
 
-SHARED_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
-PROJECT_MODELS = Path(__file__).resolve().parents[1] / "models"
+from .helpers import SHARED_MODELS
 
 
 def _messages() -> list[str]:
@@ -41,10 +42,9 @@ def validation_clean():
         pytest.fail(f"validation layer reported {len(new)} message(s); first: {new[0]}")
 
 
-def shared_model(name: str) -> Path:
-    path = SHARED_MODELS / name
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} is missing: the tests need ../shared/models beside the project"
-        )
-    return path
+@pytest.fixture(scope="session")
+def models_dir() -> Path:
+    """The shared models, handed to code that takes a models directory (the benchmark)."""
+    if not SHARED_MODELS.is_dir():
+        raise FileNotFoundError(f"{SHARED_MODELS} is missing: the tests need ../shared/models")
+    return SHARED_MODELS

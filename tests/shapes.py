@@ -1,14 +1,17 @@
-"""Analytic test meshes as (vertices float64 (V, 3), faces int64 (T, 3)) pairs, outward-facing.
+"""Analytic test meshes as (vertices float64 (V, 3), faces int64 (T, 3)) pairs, outward-facing,
+and the voxels expected of them.
 
 Coordinates are taken as given, so grid-space shapes whose corners sit on multiples of 1/4
 survive the float32 and fixed-point roundings exactly and their expected voxels can be
-worked out by hand.
+worked out by hand. (Kept apart from tests/helpers.py: these are geometry, not plumbing.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 import trimesh
+
+from voxelizer.reference import solid_columns
 
 Shape = tuple[np.ndarray, np.ndarray]
 
@@ -82,3 +85,20 @@ def hollow_sphere(centre, outer: float, inner: float, subdivisions: int = 3) -> 
     return combine(
         sphere(centre, outer, subdivisions), inverted(sphere(centre, inner, subdivisions))
     )
+
+
+def box_expected(lo, hi, shape: int | tuple[int, int, int]) -> np.ndarray:
+    """Closed form of `box(lo, hi)` in grid space on an n³ or (nx, ny, nz) grid: by the tie
+    rule, centres c with lo <= c < hi along x and y, and lo < c <= hi along z."""
+    nx, ny, nz = (shape,) * 3 if isinstance(shape, int) else shape
+    x, y, z = (np.arange(n) + 0.5 for n in (nx, ny, nz))
+    x = (lo[0] <= x) & (x < hi[0])
+    y = (lo[1] <= y) & (y < hi[1])
+    z = (lo[2] < z) & (z <= hi[2])
+    return x[:, None, None] & y[None, :, None] & z[None, None, :]
+
+
+def reference_voxels(shape: Shape, n: int | tuple[int, int, int]) -> np.ndarray:
+    """The CPU reference's voxels of a grid-space shape (rounded to float32 like every input)."""
+    vertices, faces = shape
+    return solid_columns(vertices.astype(np.float32), faces, n)

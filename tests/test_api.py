@@ -13,20 +13,19 @@ from voxelizer import (
     MeshError,
     VariantError,
     VoxelizerError,
+    load_mesh,
     voxelize_dense,
 )
-from voxelizer.mesh import load_mesh
-from voxelizer.reference import voxelize_reference
 
-from .conftest import PROJECT_MODELS, shared_model
+from .helpers import PROJECT_MODELS, assert_same_voxels, load_model, reference_grid, shared_model
 
 
 def test_every_input_form_gives_the_same_voxels(gpu):
     path = shared_model("torus.stl")
     loaded = trimesh.load(path, process=False)
-    expected = voxelize_reference(load_mesh(path), 48).to_numpy()
+    expected = reference_grid("torus.stl", 48).to_numpy()
     for source in (path, str(path), loaded, (loaded.vertices, loaded.faces), load_mesh(path)):
-        assert np.array_equal(gpu.voxelize_dense(source, 48).to_numpy(), expected)
+        assert_same_voxels(gpu.voxelize_dense(source, 48).to_numpy(), expected)
 
 
 def test_dense_grid_describes_its_placement(gpu):
@@ -43,13 +42,13 @@ def test_dense_grid_describes_its_placement(gpu):
     centres = grid.placement.voxel_centres(np.argwhere(voxels))
     assert (centres.min(axis=0) > 0).all()
     assert (centres[:, 0] / 4 + centres[:, 1] / 2 + centres[:, 2] < 1).all()
-    assert set(grid.stats["gpu_ms"]) >= {"setup", "scan", "emit", "sort", "mark", "compact", "fill"}
+    assert set(grid.stats.gpu_ms) >= {"setup", "scan", "emit", "sort", "mark", "compact", "fill"}
 
 
 def test_module_function_uses_the_default_variant_and_device():
     grid = voxelize_dense(PROJECT_MODELS / "gear.ply", grid=32)
-    assert grid.stats["variant"] == voxelizer.DEFAULT_VARIANT == "branchless"
-    assert grid.count() == voxelize_reference(load_mesh(PROJECT_MODELS / "gear.ply"), 32).count()
+    assert grid.stats.variant == voxelizer.DEFAULT_VARIANT == "branchless"
+    assert grid.count() == reference_grid("gear.ply", 32).count()
 
 
 @pytest.mark.parametrize(
@@ -77,7 +76,7 @@ def test_bad_grids_raise_grid_error(gpu, grid):
 
 def test_unknown_variant(gpu):
     with pytest.raises(VariantError, match="unknown variant 'fast'"):
-        gpu.voxelize_dense(PROJECT_MODELS / "gear.ply", 16, "fast")
+        gpu.voxelize_dense(PROJECT_MODELS / "gear.ply", 16, variant="fast")
 
 
 @pytest.mark.parametrize(
@@ -131,9 +130,8 @@ def test_grid_space_entry_rejects_vertices_outside_the_grid(gpu):
 
 
 def test_degenerate_and_duplicate_triangles_change_nothing(gpu):
-    path = shared_model("torus.stl")
-    mesh = load_mesh(path)
-    expected = voxelize_reference(mesh, 40).to_numpy()
+    mesh = load_model("torus.stl")
+    expected = reference_grid("torus.stl", 40).to_numpy()
     # a zero-area triangle, a vertical triangle, and a triangle used twice with both windings
     extra_vertices = np.array([[0.1, 0.1, 0.1], [0.2, 0.2, 0.2], [0.3, 0.3, 0.3]])
     vertices = np.concatenate([mesh.vertices, extra_vertices])
@@ -141,6 +139,6 @@ def test_degenerate_and_duplicate_triangles_change_nothing(gpu):
     f = mesh.faces
     faces = np.concatenate([f, [[v0, v0 + 1, v0 + 2]], f[:1], f[:1, ::-1]])
     grid = gpu.voxelize_dense((vertices, faces), 40)
-    assert np.array_equal(grid.to_numpy(), expected)
-    counts = grid.stats["counts"]
+    assert_same_voxels(grid.to_numpy(), expected)
+    counts = grid.stats.counts
     assert counts["degenerate_triangles"] == 1 and counts["duplicate_triangles"] == 2

@@ -4,47 +4,43 @@ from __future__ import annotations
 
 import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
-import trimesh
 
-from voxelizer import bench
+from voxelizer import bench, load_mesh
 from voxelizer.benchmarks import meshes, peers
 from voxelizer.benchmarks.bandwidth import bandwidth_fractions, device_bandwidth, pass_bytes
 from voxelizer.benchmarks.report import markdown, write_json
-from voxelizer.mesh import Mesh, load_mesh
 from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
 from voxelizer.reference import voxelize_reference
 
-from .conftest import PROJECT_MODELS
+from .helpers import PROJECT_MODELS, edge_uses, load_model, signed_volume
+from .shapes import box
 
-
-def _volume(vertices: np.ndarray, faces: np.ndarray) -> float:
-    a, b, c = (vertices[faces[:, i]] for i in range(3))
-    return float(np.einsum("ij,ij->", a, np.cross(b, c))) / 6.0
-
-
-def _edge_uses(faces: np.ndarray) -> np.ndarray:
-    edges = np.sort(np.concatenate([faces[:, [0, 1]], faces[:, [1, 2]], faces[:, [2, 0]]]), axis=1)
-    return np.unique(edges, axis=0, return_counts=True)[1]
+# Faces on the voxel faces of a 16-voxel grid: 16 x 12 x 8 voxels inside, no ties to decide.
+BOX = load_mesh(box((-0.5, -0.375, -0.25), (0.5, 0.375, 0.25)))
 
 
 def test_subdivision_keeps_the_surface_and_stays_closed():
-    mesh = load_mesh(PROJECT_MODELS / "torus_knot.ply")
+    mesh = load_model("torus_knot.ply")
     once = meshes.subdivided(mesh, 1)
     twice = meshes.subdivided(mesh, 2)
     assert len(once.faces) == 4 * len(mesh.faces) and len(twice.faces) == 16 * len(mesh.faces)
-    assert _volume(twice.vertices, twice.faces) == pytest.approx(
-        _volume(mesh.vertices, mesh.faces), rel=1e-12
+    assert signed_volume(twice.vertices, twice.faces) == pytest.approx(
+        signed_volume(mesh.vertices, mesh.faces), rel=1e-12
     )
     # closed by index: every edge has exactly two faces, so midpoints were shared, not doubled
-    assert set(_edge_uses(twice.faces)) == {2}
+    assert set(edge_uses(twice.faces)) == {2}
     assert twice.topology.closed
     assert len(np.unique(twice.vertices, axis=0)) == len(twice.vertices)
     # winding kept: the same signed volume (checked above) and every child faces its parent's way
     parent = np.arange(len(twice.faces)) % len(mesh.faces)
-    normal = lambda v, f: np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
+
+    def normal(v: np.ndarray, f: np.ndarray) -> np.ndarray:
+        return np.cross(v[f[:, 1]] - v[f[:, 0]], v[f[:, 2]] - v[f[:, 0]])
+
     assert (
         np.einsum(
             "ij,ij->i",
@@ -67,23 +63,36 @@ def test_subdivision_keeps_the_surface_and_stays_closed():
         assert (weights > -1e-9).all() and (weights.sum(axis=1) < 1 + 1e-9).all()
 
 
-def test_models_resolve_by_name_suffix_and_path(tmp_path):
+def test_models_resolve_by_name_suffix_and_path(tmp_path, models_dir):
     name, mesh = meshes.resolve_model("torus_knot-x4", PROJECT_MODELS)
     assert name == "torus_knot-x4" and len(mesh.faces) == 4 * 6912
     assert (
         meshes.resolve_model("torus_knot-x16", PROJECT_MODELS)[1]
         is meshes.resolve_model("torus_knot-x16", PROJECT_MODELS)[1]
     )  # generated once per run
-    assert meshes.resolve_model(str(PROJECT_MODELS / "gear.ply"))[0] == "gear"
+    name, mesh = meshes.resolve_model("bunny", models_dir)
+    assert name == "bunny" and mesh.triangle_count == load_model("bunny.ply").triangle_count
+    assert meshes.resolve_model(str(PROJECT_MODELS / "gear.ply"))[0] == "gear"  # no directory
     with pytest.raises(ValueError, match="power of four"):
         meshes.resolve_model("torus_knot-x8", PROJECT_MODELS)
     with pytest.raises(ValueError, match="no model 'nothing'"):
         meshes.resolve_model("nothing", tmp_path)
+    with pytest.raises(ValueError, match="no models directory"):
+        meshes.resolve_model("bunny")
 
 
-def _box(extents=(1.0, 0.75, 0.5)) -> Mesh:
-    box = trimesh.creation.box(extents=extents)
-    return load_mesh((box.vertices, box.faces))
+def test_models_dir_comes_from_the_option_then_the_environment_then_cwd(
+    tmp_path, monkeypatch, models_dir
+):
+    """The library never guesses a checkout's models: the user's option, $VOXELIZER_MODELS,
+    else ./models."""
+    monkeypatch.delenv(bench.MODELS_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert bench.parser().parse_args([]).models_dir == Path("models")
+    monkeypatch.setenv(bench.MODELS_ENV, str(models_dir))
+    assert bench.parser().parse_args([]).models_dir == models_dir
+    args = bench.parser().parse_args(["--models-dir", str(tmp_path)])
+    assert args.models_dir == tmp_path
 
 
 @pytest.mark.parametrize("peer", [p for p in peers.PEERS if not peers.unavailable(p)])
@@ -91,7 +100,7 @@ def test_peers_answer_on_our_voxel_centres(peer):
     """A box whose faces lie on voxel faces: a peer placed half a voxel off would miss a
     layer. pyvista and the reference are exact here; trimesh adds a shell of surface voxels.
     (Peers of the optional `bench` extra are checked where it is installed.)"""
-    mesh, n = _box(), 16
+    mesh, n = BOX, 16
     ours = voxelize_reference(mesh, n).to_numpy()
     assert ours.sum() == 16 * 12 * 8
     run, to_ours = peers.prepare(peer, mesh, n)
@@ -107,7 +116,7 @@ def test_a_peer_that_is_not_installed_is_skipped_with_the_reason(monkeypatch):
         "find_spec",
         lambda name, *rest: None if name == "pyvista" else real(name, *rest),
     )
-    outcome = peers.measure_peer("pyvista", _box(), 16, np.zeros((16,) * 3, bool))
+    outcome = peers.measure_peer("pyvista", BOX, 16, np.zeros((16,) * 3, bool))
     assert outcome["status"] == "skipped" and "pyvista" in outcome["reason"]
 
 
@@ -218,7 +227,7 @@ def _doc(fractions: dict | None = None) -> dict:
     }
 
 
-def test_markdown_tables(tmp_path):
+def test_markdown_tables():
     text = markdown(_doc())
     assert "- device: Some GPU (driver: x 1.0)" in text
     assert (
@@ -250,8 +259,10 @@ def test_json_round_trip(tmp_path):
 
 def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
     args = [
+        "--models-dir",
+        str(PROJECT_MODELS),
         "--models",
-        str(PROJECT_MODELS / "gear.ply"),
+        "gear",  # by name, in --models-dir (also the CLI's model)
         "--grids",
         "16",
         "10",
@@ -290,8 +301,7 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
     assert printed == (tmp_path / "run.md").read_text() + "\n"
     assert "| gear | 1,920 | 16 | branchless | counting |" in printed
     if plots:
-        assert {p.name for p in (tmp_path / "plots").iterdir()} >= {
-            "runtime.png",
-            "passes.png",
-            "memory.png",
-        }
+        figures = {p.name: p.read_bytes() for p in (tmp_path / "plots").iterdir()}
+        assert set(figures) >= {"runtime.png", "passes.png", "memory.png"}
+        for name, data in figures.items():
+            assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, name

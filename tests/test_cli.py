@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import io
 import json
 import subprocess
 import sys
@@ -11,39 +10,43 @@ import sys
 import numpy as np
 import pytest
 
-from voxelizer import SVO, api, cli
-from voxelizer.cli import main
-from voxelizer.grid import DenseGrid
-from voxelizer.mesh import load_mesh
+from voxelizer import SVO, api, cli, load_mesh
 from voxelizer.progress import TerminalProgress
 from voxelizer.reference import voxelize_reference
+from voxelizer.stats import Stats
 
-from .conftest import PROJECT_MODELS, shared_model
+from .helpers import (
+    PROJECT_MODELS,
+    FakeTerminal,
+    assert_one_line_error,
+    assert_same_voxels,
+    cli_usage_error,
+    read_back,
+    reference_grid,
+    run_cli,
+    shared_model,
+)
 
-
-def run(capsys, *args):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
+GEAR = PROJECT_MODELS / "gear.ply"
 
 
 def test_summary_line_and_npz_round_trip(tmp_path, capsys):
     model = shared_model("torus.stl")
     out = tmp_path / "torus.npz"
-    code, stdout, stderr = run(capsys, model, "--grid", 64, "--variant", "naive", "-o", out)
+    code, stdout, stderr = run_cli(capsys, model, "--grid", 64, "--variant", "naive", "-o", out)
     assert code == 0, stderr
     lines = stdout.strip().splitlines()
     assert len(lines) == 1
-    expected = voxelize_reference(load_mesh(model), 64)
+    expected = reference_grid("torus.stl", 64)
     assert f"{expected.count():,} solid voxels" in lines[0]
     assert "8,700 triangles" in lines[0] and "64x64x64" in lines[0]
-    saved = DenseGrid.load_npz(out)
+    saved = read_back(out)
     assert np.array_equal(saved.to_numpy(), expected.to_numpy())
     assert np.allclose(saved.origin, expected.origin) and saved.voxel_size == expected.voxel_size
 
 
 def test_stats_table(capsys):
-    code, stdout, _ = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 32, "--stats")
+    code, stdout, _ = run_cli(capsys, GEAR, "--grid", 32, "--stats")
     assert code == 0
     for label in ("setup", "scan", "emit", "sort", "mark", "compact", "fill", "pairs", "tiles"):
         assert label in stdout
@@ -52,11 +55,12 @@ def test_stats_table(capsys):
 def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
     out = tmp_path / "keep.npz"
     out.write_bytes(b"precious")
-    code, _, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out)
+    code, _, stderr = run_cli(capsys, GEAR, "--grid", 16, "-o", out)
     assert code == 1 and "exists" in stderr and "--force" in stderr
     assert out.read_bytes() == b"precious"
-    code, _, _ = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out, "--force")
-    assert code == 0 and DenseGrid.load_npz(out).resolution == 16
+    code, _, _ = run_cli(capsys, GEAR, "--grid", 16, "-o", out, "--force")
+    assert code == 0
+    assert_same_voxels(read_back(out).to_numpy(), reference_grid("gear.ply", 16).to_numpy())
 
 
 @pytest.mark.parametrize(
@@ -72,10 +76,7 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
     ],
 )
 def test_usage_errors_exit_2(capsys, args, message):
-    with pytest.raises(SystemExit) as caught:
-        main([str(PROJECT_MODELS / "gear.ply"), *args])
-    stderr = capsys.readouterr().err
-    assert caught.value.code == 2 and message in stderr and "Traceback" not in stderr
+    assert message in cli_usage_error(capsys, GEAR, *args)
 
 
 @pytest.mark.parametrize(
@@ -86,10 +87,7 @@ def test_usage_errors_exit_2(capsys, args, message):
     ],
 )
 def test_input_errors_exit_1_with_one_line(capsys, args, message):
-    code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", *args)
-    assert code == 1 and stdout == ""
-    assert stderr.startswith("voxelize: error:") and message in stderr
-    assert len(stderr.strip().splitlines()) == 1
+    assert_one_line_error(*run_cli(capsys, GEAR, *args), message)
 
 
 @pytest.mark.parametrize(
@@ -104,14 +102,11 @@ def test_bad_input_files(tmp_path, capsys, content, message):
     path = tmp_path / "model.ply"
     if content is not None:
         path.write_bytes(content)
-    code, stdout, stderr = run(capsys, path, "--grid", 16)
-    assert code == 1 and stdout == ""
-    assert stderr.startswith("voxelize: error:") and message in stderr
-    assert len(stderr.strip().splitlines()) == 1
+    assert_one_line_error(*run_cli(capsys, path, "--grid", 16), message)
 
 
 def test_list_devices(capsys):
-    code, stdout, _ = run(capsys, "--list-devices")
+    code, stdout, _ = run_cli(capsys, "--list-devices")
     assert code == 0 and stdout.startswith("[0] ")
 
 
@@ -123,7 +118,7 @@ def test_installed_command_runs_as_a_process(tmp_path):
             sys.executable,
             "-m",
             "voxelizer.cli",
-            str(PROJECT_MODELS / "gear.ply"),
+            str(GEAR),
             "--grid",
             "32",
             "-o",
@@ -134,13 +129,15 @@ def test_installed_command_runs_as_a_process(tmp_path):
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
-    assert "solid voxels" in result.stdout and out.is_file()
     assert result.stderr == ""
+    expected = reference_grid("gear.ply", 32)
+    assert f"{expected.count():,} solid voxels" in result.stdout
+    assert_same_voxels(read_back(out).to_numpy(), expected.to_numpy())
 
 
 def test_stats_json(tmp_path, capsys):
     out = tmp_path / "stats.json"
-    code, stdout, _ = run(
+    code, stdout, _ = run_cli(
         capsys,
         PROJECT_MODELS / "torus_knot.ply",
         "--grid",
@@ -176,27 +173,26 @@ def test_stats_json(tmp_path, capsys):
     memory = stats["memory"]
     assert memory["device_peak_bytes"] == sum(memory["device_buffers"].values())
     assert memory["device_buffers"]["grid"] >= 64 * 64 * 64 // 8
-    code, _, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "--stats-json", out)
-    assert code == 1 and "exists" in stderr
+    written = out.read_bytes()
+    code, _, stderr = run_cli(capsys, GEAR, "--grid", 16, "--stats-json", out)
+    assert code == 1 and "exists" in stderr and out.read_bytes() == written
 
 
 def test_open_mesh_warning_is_one_line_and_vote_mode_runs(capsys):
     model = shared_model("suzanne.ply")
-    code, stdout, stderr = run(
+    code, stdout, stderr = run_cli(
         capsys, model, "--grid", 32, "--fill-mode", "vote", "--sort", "bitonic"
     )
     assert code == 0 and "solid voxels" in stdout
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("voxelize: warning: the mesh is not closed")
-    expected = voxelize_reference(load_mesh(model), 32, "vote").count()
+    expected = reference_grid("suzanne.ply", 32, "vote").count()
     assert f"{expected:,} solid voxels" in stdout
 
 
 @pytest.mark.parametrize("args", [["--fill-mode", "flood"], ["--sort", "quick"]])
 def test_unknown_fill_mode_or_sort_is_a_usage_error(capsys, args):
-    with pytest.raises(SystemExit) as caught:
-        main([str(PROJECT_MODELS / "gear.ply"), *args])
-    assert caught.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    assert "invalid choice" in cli_usage_error(capsys, GEAR, *args)
 
 
 # --- grid shapes, voxel size, bounds, memory budget, progress ------------------------------
@@ -228,10 +224,8 @@ def test_unknown_fill_mode_or_sort_is_a_usage_error(capsys, args):
     ],
 )
 def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
-    with pytest.raises(SystemExit) as caught:
-        main([str(PROJECT_MODELS / "gear.ply"), *args])
-    stderr = capsys.readouterr().err
-    assert caught.value.code == 2 and message in stderr and "Traceback" not in stderr
+    stderr = cli_usage_error(capsys, GEAR, *args)
+    assert message in stderr
     assert stderr.strip().splitlines()[-1].startswith("voxelize: error:")
 
 
@@ -243,17 +237,14 @@ def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
     ],
 )
 def test_placement_errors_exit_1_with_one_line(capsys, args, message):
-    code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", *args)
-    assert code == 1 and stdout == ""
-    assert stderr.startswith("voxelize: error:") and message in stderr
-    assert len(stderr.strip().splitlines()) == 1
+    assert_one_line_error(*run_cli(capsys, GEAR, *args), message)
 
 
 def test_bounds_and_voxel_size_on_a_cube(tmp_path, capsys):
-    model = PROJECT_MODELS / "gear.ply"
+    model = GEAR
     out = tmp_path / "gear.npz"
     bounds = [[-1, -1, -1], [1, 1, 1]]
-    code, stdout, stderr = run(
+    code, stdout, stderr = run_cli(
         capsys,
         model,
         "--voxel-size",
@@ -272,28 +263,23 @@ def test_bounds_and_voxel_size_on_a_cube(tmp_path, capsys):
     assert code == 0, stderr
     expected = voxelize_reference(load_mesh(model), voxel_size=0.0625, bounds=bounds)
     assert expected.shape == (32, 32, 32)
-    saved = DenseGrid.load_npz(out)
-    assert np.array_equal(saved.to_numpy(), expected.to_numpy())
+    saved = read_back(out)
+    assert_same_voxels(saved.to_numpy(), expected.to_numpy())
     assert np.array_equal(saved.origin, [-1, -1, -1]) and saved.voxel_size == 0.0625
     assert "grid 32x32x32," in stdout and "\ngrid 32x32x32\n" in stdout  # summary and --stats
-    code, stdout, _ = run(
+    code, stdout, _ = run_cli(
         capsys, model, "--grid", "16", "--bounds", -1, -1, -1, 1, 1, 1, "-o", out, "--force"
     )
     expected = voxelize_reference(load_mesh(model), 16, bounds=bounds)
-    assert code == 0 and np.array_equal(DenseGrid.load_npz(out).to_numpy(), expected.to_numpy())
+    assert code == 0
+    assert_same_voxels(read_back(out).to_numpy(), expected.to_numpy())
 
 
 def test_quiet_prints_nothing_but_writes(tmp_path, capsys):
     out = tmp_path / "gear.svo"
-    code, stdout, stderr = run(
-        capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "--quiet", "-o", out
-    )
-    assert code == 0 and stdout == "" and stderr == "" and out.is_file()
-
-
-class FakeTerminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+    code, stdout, stderr = run_cli(capsys, GEAR, "--grid", 16, "--quiet", "-o", out)
+    assert code == 0 and stdout == "" and stderr == ""
+    assert_same_voxels(read_back(out).to_numpy(), reference_grid("gear.ply", 16).to_numpy())
 
 
 @pytest.fixture
@@ -302,7 +288,7 @@ def reference_voxelize(monkeypatch):
     progress: the command's handling of any grid shape without the GPU path."""
     calls = []
 
-    def fake(model, grid, variant, device, fill_mode, sort, **options):
+    def fake(model, grid, *, device, variant, fill_mode, sort, **options):
         calls.append({"grid": grid, **options})
         for done in range(3):
             options["progress"]("fill", done, 2)
@@ -313,9 +299,8 @@ def reference_voxelize(monkeypatch):
             voxel_size=options["voxel_size"],
             bounds=options["bounds"],
         )
-        return SVO.from_dense(
-            grid.to_numpy(), grid.placement, {"counts": {"triangles": 1920}, "device": "reference"}
-        )
+        stats = Stats(device="reference", counts={"triangles": 1920})
+        return SVO.from_dense(grid.to_numpy(), grid.placement, stats)
 
     monkeypatch.setattr(api, "voxelize", fake)
     monkeypatch.setattr(cli, "TerminalProgress", functools.partial(TerminalProgress, delay=0.0))
@@ -323,20 +308,22 @@ def reference_voxelize(monkeypatch):
 
 
 def test_options_reach_the_api(tmp_path, capsys, monkeypatch, reference_voxelize):
-    model = PROJECT_MODELS / "gear.ply"
+    model = GEAR
     out = tmp_path / "gear.svo"
     terminal = FakeTerminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    code, stdout, _ = run(capsys, model, "--grid", "16x8X12", "--max-memory", "1.5GiB", "-o", out)
+    code, stdout, _ = run_cli(
+        capsys, model, "--grid", "16x8X12", "--max-memory", "1.5GiB", "-o", out
+    )
     assert code == 0
     (call,) = reference_voxelize
     assert call["grid"] == (16, 8, 12) and call["max_memory"] == 3 << 29
     assert call["voxel_size"] is None and call["bounds"] is None
     assert isinstance(call["progress"], TerminalProgress)
-    expected = voxelize_reference(load_mesh(model), (16, 8, 12))
+    expected = reference_grid("gear.ply", (16, 8, 12))
     assert "grid 16x8x12, " in stdout and f"{expected.count():,} solid voxels" in stdout
-    saved = SVO.load(out)
-    assert saved.shape == (16, 8, 12) and np.array_equal(saved.to_dense(), expected.to_numpy())
+    saved = read_back(out)
+    assert saved.shape == (16, 8, 12) and np.array_equal(saved.to_numpy(), expected.to_numpy())
     assert np.array_equal(saved.origin, expected.origin)
     # The progress line was drawn on the terminal and blanked before the summary.
     shown = terminal.getvalue()
@@ -345,7 +332,7 @@ def test_options_reach_the_api(tmp_path, capsys, monkeypatch, reference_voxelize
 
     terminal.seek(0)
     terminal.truncate()
-    code, stdout, _ = run(
+    code, stdout, _ = run_cli(
         capsys, model, "--voxel-size", "0.125", "--bounds", -1, -1, -0.5, 1, 1, 0.5, "--quiet"
     )
     assert code == 0 and stdout == "" and terminal.getvalue() == ""

@@ -11,19 +11,21 @@ import pytest
 import trimesh
 from trimesh.exchange.binvox import load_binvox, parse_binvox
 
+import voxelizer
 from voxelizer import SVO, DenseGrid, OutputError, SVOFormatError, write_preview
-from voxelizer.cli import main
-from voxelizer.io.writers import OUTPUT_FORMATS, write
-from voxelizer.mesh import load_mesh
-from voxelizer.placement import GridPlacement
+from voxelizer.io import OUTPUT_FORMATS, load_mesh, save
+from voxelizer.io.svo_file import HEADER
 from voxelizer.reference import voxelize_reference
-from voxelizer.svo import HEADER
 
-from .conftest import PROJECT_MODELS, shared_model
-
-
-def placed(voxels: np.ndarray, origin=(0.0, 0.0, 0.0), h: float = 1.0) -> SVO:
-    return SVO.from_dense(voxels, GridPlacement(voxels.shape[0], np.array(origin, float), h))
+from .helpers import (
+    PROJECT_MODELS,
+    cli_usage_error,
+    placed,
+    read_vox,
+    run_cli,
+    shared_model,
+    vox_voxels,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,17 +53,17 @@ def small_cases():
 def test_svo_files_round_trip(tmp_path, torus, bunny):
     for index, svo in enumerate([*small_cases(), torus, bunny]):
         path = tmp_path / f"{index}.svo"
-        svo.save(path)
-        loaded = SVO.load(path)
+        voxelizer.save(svo, path)
+        loaded = voxelizer.load(path)
         assert loaded == svo and loaded.count() == svo.count()
-        assert np.array_equal(loaded.to_dense(), svo.to_dense())
+        assert np.array_equal(loaded.to_numpy(), svo.to_numpy())
         padding = 4 if svo.levels % 2 == 0 else 0  # L + 1 odd
         assert path.stat().st_size == HEADER.size + svo.nbytes + padding + 4
 
 
 def test_svo_header_fields(tmp_path, torus):
     path = tmp_path / "t.svo"
-    torus.save(path)
+    voxelizer.save(torus, path)
     data = path.read_bytes()
     fields = HEADER.unpack_from(data)
     assert fields[:9] == (b"VOXSVO\r\n", 2, 96, 36, 36, 36, 64, 4, 0)
@@ -79,14 +81,14 @@ def test_svo_header_fields(tmp_path, torus):
 
 def small_file(tmp_path) -> bytes:
     path = tmp_path / "small.svo"
-    list(small_cases())[2].save(path)
+    voxelizer.save(list(small_cases())[2], path)
     return path.read_bytes()
 
 
 def load_bytes(tmp_path, data: bytes) -> SVO:
     path = tmp_path / "case.svo"
     path.write_bytes(data)
-    return SVO.load(path)
+    return voxelizer.load(path)
 
 
 def with_crc(data: bytes) -> bytes:
@@ -174,7 +176,7 @@ def test_foreign_and_missing_files_are_refused(tmp_path):
         with pytest.raises(SVOFormatError):
             load_bytes(tmp_path, data)
     with pytest.raises(SVOFormatError, match="cannot read"):
-        SVO.load(tmp_path / "missing.svo")
+        voxelizer.load(tmp_path / "missing.svo")
 
 
 # --- binvox, vox, npz, meshes ------------------------------------------------------------
@@ -189,106 +191,27 @@ def test_binvox_reads_back_with_trimesh(tmp_path, torus, case):
         "noise": list(small_cases())[2],
     }[case]
     path = tmp_path / "model.binvox"
-    svo.to_binvox(path)
+    save(svo, path)
     with open(path, "rb") as fh:
         grid = load_binvox(fh)
-    assert np.array_equal(grid.matrix, svo.to_dense())
+    assert np.array_equal(grid.matrix, svo.to_numpy())
     with open(path, "rb") as fh:
         header = parse_binvox(fh)
     assert np.array_equal(header.shape, [svo.resolution] * 3)
     assert np.array_equal(header.translate, svo.origin)  # the grid corner, exactly
     assert header.scale == svo.resolution * svo.voxel_size
     # binvox voxel centres: translate + scale * (index + 1/2) / dim
-    index = np.argwhere(svo.to_dense())
+    index = np.argwhere(svo.to_numpy())
     centres = header.translate + header.scale * (index + 0.5) / svo.resolution
     assert np.allclose(centres, svo.placement.voxel_centres(index), rtol=0, atol=1e-12)
 
 
-def read_vox(path) -> dict:
-    """The chunks of a .vox file, parsed back: models, scene nodes, palette."""
-    data = path.read_bytes()
-    assert data[:4] == b"VOX " and struct.unpack_from("<i", data, 4)[0] == 150
-    assert data[8:12] == b"MAIN" and struct.unpack_from("<ii", data, 12) == (0, len(data) - 20)
-    chunks, at = [], 20
-    while at < len(data):
-        size, children = struct.unpack_from("<ii", data, at + 4)
-        assert children == 0
-        chunks.append((data[at : at + 4], data[at + 12 : at + 12 + size]))
-        at += 12 + size
-    assert at == len(data)
-
-    def read_dict(content, at):
-        (count,), at, items = struct.unpack_from("<i", content, at), at + 4, {}
-        for _ in range(count):
-            pair = []
-            for _ in range(2):
-                (length,) = struct.unpack_from("<i", content, at)
-                pair.append(content[at + 4 : at + 4 + length].decode())
-                at += 4 + length
-            items[pair[0]] = pair[1]
-        return items, at
-
-    out = {"models": [], "nodes": {}, "palette": None}
-    for name, content in chunks:
-        if name == b"SIZE":
-            out["models"].append([struct.unpack("<3i", content), None])
-        elif name == b"XYZI":
-            (count,) = struct.unpack_from("<i", content)
-            assert len(content) == 4 + 4 * count
-            out["models"][-1][1] = np.frombuffer(content, np.uint8, 4 * count, 4).reshape(-1, 4)
-        elif name in (b"nTRN", b"nGRP", b"nSHP"):
-            (node,) = struct.unpack_from("<i", content)
-            attributes, at = read_dict(content, 4)
-            assert attributes == {}
-            if name == b"nTRN":
-                child, reserved, layer, frames = struct.unpack_from("<4i", content, at)
-                assert reserved == -1 and frames == 1
-                frame, at = read_dict(content, at + 16)
-                out["nodes"][node] = ("T", child, frame)
-            elif name == b"nGRP":
-                (count,) = struct.unpack_from("<i", content, at)
-                out["nodes"][node] = ("G", struct.unpack_from(f"<{count}i", content, at + 4))
-                at += 4 + 4 * count
-            else:
-                models, model = struct.unpack_from("<2i", content, at)
-                assert models == 1
-                _, at = read_dict(content, at + 8)
-                out["nodes"][node] = ("S", model)
-            assert at == len(content)
-        else:
-            assert name == b"RGBA" and len(content) == 1024
-            out["palette"] = np.frombuffer(content, np.uint8).reshape(256, 4)
-    return out
-
-
-def vox_voxels(parsed: dict, n: int) -> np.ndarray:
-    """Voxels placed as the scene graph says: root transform -> group -> transform -> shape."""
-    kind, group, frame = parsed["nodes"][0]
-    assert kind == "T" and frame == {}
-    kind, children = parsed["nodes"][group]
-    assert kind == "G"
-    voxels = np.zeros((n, n, n), bool)
-    for child in children:
-        kind, shape, frame = parsed["nodes"][child]
-        assert kind == "T"
-        kind, model = parsed["nodes"][shape]
-        assert kind == "S"
-        size, xyzi = parsed["models"][model]
-        assert max(size) <= 256 and all(s % 2 == 0 for s in size)
-        assert (xyzi[:, :3] < size).all() and (xyzi[:, 3] == 1).all()
-        low = np.array([int(t) for t in frame["_t"].split()]) - np.array(size) // 2
-        cells = low + xyzi[:, :3].astype(int)
-        assert not voxels[tuple(cells.T)].any()
-        voxels[tuple(cells.T)] = True
-    return voxels
-
-
 def test_vox_one_model(tmp_path, torus):
     path = tmp_path / "torus.vox"
-    torus.to_vox(path)
+    save(torus, path)
     parsed = read_vox(path)
     assert [size for size, _ in parsed["models"]] == [(36, 36, 36)]
-    assert np.array_equal(vox_voxels(parsed, 36), torus.to_dense())
+    assert np.array_equal(vox_voxels(parsed, 36), torus.to_numpy())
     assert tuple(parsed["palette"][0]) == (200, 200, 200, 255)  # colour index 1
 
 
@@ -301,28 +224,29 @@ def test_vox_splits_grids_larger_than_256(tmp_path):
     voxels[:, 10, 10] = True  # crosses the tile boundary at 256
     svo = placed(voxels)
     path = tmp_path / "big.vox"
-    svo.to_vox(path)
+    save(svo, path)
     parsed = read_vox(path)
     sizes = sorted(size for size, _ in parsed["models"])
     assert len(sizes) == 8 and sizes[0] == (44, 44, 44) and sizes[-1] == (256, 256, 256)
     assert np.array_equal(vox_voxels(parsed, n), voxels)
     empty = placed(np.zeros((260, 260, 260), bool))
-    empty.to_vox(tmp_path / "empty.vox")
+    save(empty, tmp_path / "empty.vox")
     parsed = read_vox(tmp_path / "empty.vox")
     assert len(parsed["models"]) == 1 and len(parsed["models"][0][1]) == 0
 
 
 def test_npz_matches_dense_grid_files(tmp_path, torus):
-    write(torus, tmp_path / "t.npz")
-    loaded = DenseGrid.load_npz(tmp_path / "t.npz")
-    assert np.array_equal(loaded.to_numpy(), torus.to_dense())
+    save(torus, tmp_path / "t.npz")
+    loaded = voxelizer.load(tmp_path / "t.npz")
+    assert isinstance(loaded, DenseGrid)
+    assert np.array_equal(loaded.to_numpy(), torus.to_numpy())
     assert np.array_equal(loaded.origin, torus.origin) and loaded.voxel_size == torus.voxel_size
 
 
 @pytest.mark.parametrize("suffix", [".ply", ".obj", ".glb"])
 def test_mesh_files(tmp_path, torus, suffix):
     path = tmp_path / f"torus{suffix}"
-    write(torus, path)
+    save(torus, path)
     mesh = trimesh.load(path, force="mesh", process=False)
     assert mesh.is_watertight and mesh.is_winding_consistent
     assert mesh.volume == pytest.approx(torus.volume(), rel=1e-6)
@@ -332,15 +256,15 @@ def test_writers_refuse_to_overwrite_and_wrap_os_errors(tmp_path, torus):
     for suffix in OUTPUT_FORMATS:
         path = tmp_path / f"keep{suffix}"
         path.write_bytes(b"precious")
-        with pytest.raises(OutputError, match="use --force"):
-            write(torus, path)
+        with pytest.raises(OutputError, match=r"file exists \(pass overwrite=True"):
+            save(torus, path)
         assert path.read_bytes() == b"precious"
-        write(torus, path, overwrite=True)
+        save(torus, path, overwrite=True)
         assert path.read_bytes() != b"precious"
         with pytest.raises(OutputError, match="cannot write"):
-            write(torus, tmp_path / "no-such-dir" / f"x{suffix}")
-    with pytest.raises(OutputError, match="cannot write .stl"):
-        write(torus, tmp_path / "x.stl")
+            save(torus, tmp_path / "no-such-dir" / f"x{suffix}")
+    with pytest.raises(OutputError, match=r"cannot write \.stl"):
+        save(torus, tmp_path / "x.stl")
 
 
 # --- the surface mesh ----------------------------------------------------------------------
@@ -398,8 +322,8 @@ def test_model_surface(bunny):
 
 def test_to_trimesh_voxel_grid(torus):
     grid = torus.to_trimesh()
-    assert np.array_equal(grid.matrix, torus.to_dense())
-    index = np.argwhere(torus.to_dense())
+    assert np.array_equal(grid.matrix, torus.to_numpy())
+    index = np.argwhere(torus.to_numpy())
     assert np.allclose(grid.points, torus.placement.voxel_centres(index))
     assert np.allclose(
         grid.bounds,
@@ -440,24 +364,19 @@ def test_preview_png(tmp_path, bunny):
     assert 0.2 < shaded.mean() < 0.8  # an object in every view, not a blank or a full frame
     thirds = np.array_split(shaded, 3, axis=1)
     assert all(part.any() for part in thirds)
-    dense = DenseGrid(bunny.to_dense(), bunny.placement)
+    dense = DenseGrid(bunny.to_numpy(), bunny.placement)
     for source in (dense, dense.to_numpy()):
         other = tmp_path / "other.png"
         write_preview(source, other, overwrite=True)
         assert other.read_bytes() == path.read_bytes()
-    with pytest.raises(OutputError, match="use --force"):
+    with pytest.raises(OutputError, match=r"file exists \(pass overwrite=True") as caught:
         write_preview(bunny, path)
+    assert caught.value.exists and caught.value.path == path
     with pytest.raises(ValueError):
         write_preview(np.zeros((4, 4)), tmp_path / "bad.png")
 
 
 # --- command line ------------------------------------------------------------------------
-
-
-def run(capsys, *args):
-    code = main([str(a) for a in args])
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.fixture(scope="module")
@@ -469,50 +388,51 @@ def gear16() -> SVO:
 @pytest.mark.parametrize("suffix", OUTPUT_FORMATS)
 def test_cli_writes_every_format_and_refuses_to_overwrite(tmp_path, capsys, gear16, suffix):
     out = tmp_path / f"gear{suffix}"
-    code, stdout, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out)
+    code, stdout, stderr = run_cli(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out)
     assert code == 0, stderr
     assert len(stdout.strip().splitlines()) == 1 and stdout.strip().endswith(f"-> {out}")
     assert f"{gear16.count():,} solid voxels" in stdout
     if suffix == ".svo":
-        assert SVO.load(out) == gear16
+        assert voxelizer.load(out) == gear16
     elif suffix == ".npz":
-        assert np.array_equal(DenseGrid.load_npz(out).to_numpy(), gear16.to_dense())
+        assert np.array_equal(voxelizer.load(out).to_numpy(), gear16.to_numpy())
     elif suffix == ".binvox":
         with open(out, "rb") as fh:
-            assert np.array_equal(load_binvox(fh).matrix, gear16.to_dense())
+            assert np.array_equal(load_binvox(fh).matrix, gear16.to_numpy())
     elif suffix == ".vox":
-        assert np.array_equal(vox_voxels(read_vox(out), 16), gear16.to_dense())
+        assert np.array_equal(vox_voxels(read_vox(out), 16), gear16.to_numpy())
     else:
         mesh = trimesh.load(out, force="mesh", process=False)
         assert mesh.is_watertight and mesh.volume == pytest.approx(gear16.volume(), rel=1e-6)
     written = out.read_bytes()
-    code, _, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out)
-    assert code == 1 and "exists" in stderr and "--force" in stderr
-    assert out.read_bytes() == written
-    code, _, _ = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out, "--force")
-    assert code == 0
+    code, _, stderr = run_cli(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out)
+    assert code == 1 and f"{out}: file exists (use --force to overwrite)" in stderr
+    assert "overwrite=True" not in stderr and out.read_bytes() == written
+    code, _, _ = run_cli(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out, "--force")
+    assert code == 0 and out.stat().st_size == len(written)  # the same voxels, written again
 
 
 def test_cli_preview(tmp_path, capsys):
     png, out = tmp_path / "gear.png", tmp_path / "gear.svo"
-    code, stdout, stderr = run(
+    code, stdout, stderr = run_cli(
         capsys, PROJECT_MODELS / "gear.ply", "--grid", 32, "--preview", png, "-o", out
     )
     assert code == 0, stderr
     assert stdout.strip().endswith(f"-> {out}, {png}")
     width, height, _ = read_png(png)
     assert width > height > 0
+    assert voxelizer.load(out).count() > 0
     before = png.read_bytes()
-    code, _, stderr = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 32, "--preview", png)
+    code, _, stderr = run_cli(capsys, PROJECT_MODELS / "gear.ply", "--grid", 32, "--preview", png)
     assert code == 1 and "exists" in stderr and "--force" in stderr and png.read_bytes() == before
-    code, _, _ = run(capsys, PROJECT_MODELS / "gear.ply", "--grid", 32, "--preview", png, "--force")
-    assert code == 0
+    code, _, _ = run_cli(
+        capsys, PROJECT_MODELS / "gear.ply", "--grid", 32, "--preview", png, "--force"
+    )
+    assert code == 0 and png.read_bytes() == before  # the same image, written again
 
 
 @pytest.mark.parametrize("name", ["out.xyz", "out", "out.SVO.txt"])
 def test_cli_unknown_extension_is_a_usage_error(tmp_path, capsys, name):
-    with pytest.raises(SystemExit) as caught:
-        main([str(PROJECT_MODELS / "gear.ply"), "-o", str(tmp_path / name)])
-    stderr = capsys.readouterr().err
-    assert caught.value.code == 2 and "cannot write" in stderr and ".svo" in stderr
+    stderr = cli_usage_error(capsys, PROJECT_MODELS / "gear.ply", "-o", tmp_path / name)
+    assert "cannot write" in stderr and ".svo" in stderr
     assert not (tmp_path / name).exists()

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
-
 import numpy as np
 import pytest
 
-from voxelizer import VARIANTS
-from voxelizer.mesh import load_mesh
-from voxelizer.reference import solid_columns, voxelize_reference
+from voxelizer import SVO, VARIANTS, Voxelizer
+from voxelizer.gpu.device import Device
+from voxelizer.reference import solid_columns
 
-from .conftest import PROJECT_MODELS, shared_model
+from .helpers import assert_same_svo, assert_same_voxels, load_model, random_soup, reference_grid
 
 SHARED = [
     "bunny.ply",
@@ -25,78 +23,59 @@ SHARED = [
 GENERATED = ["torus_knot.ply", "hollow_sphere.ply", "gear.ply"]
 
 
-def model_path(name: str):
-    return PROJECT_MODELS / name if name in GENERATED else shared_model(name)
-
-
-@cache
-def mesh(name: str):
-    return load_mesh(model_path(name))
-
-
-@lru_cache(maxsize=8)
 def reference(name: str, n: int) -> np.ndarray:
-    return voxelize_reference(mesh(name), n).to_numpy()
-
-
-def assert_same(gpu_voxels: np.ndarray, expected: np.ndarray) -> None:
-    extra = int(np.count_nonzero(gpu_voxels & ~expected))
-    missing = int(np.count_nonzero(expected & ~gpu_voxels))
-    assert extra == 0 and missing == 0, f"GPU has {extra} extra and {missing} missing voxels"
+    """The reference voxels, computed once per model and grid for all variants."""
+    return reference_grid(name, n).to_numpy()
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("n", [64, 128])
 @pytest.mark.parametrize("name", SHARED + GENERATED)
 def test_models_match_reference(gpu, name, n, variant):
-    grid = gpu.voxelize_dense(mesh(name), n, variant)
+    grid = gpu.voxelize_dense(load_model(name), n, variant=variant)
     assert grid.count() > 0
-    assert_same(grid.to_numpy(), reference(name, n))
+    assert_same_voxels(grid.to_numpy(), reference(name, n))
 
 
 @pytest.mark.parametrize("variant", ["naive", "combined"])
 @pytest.mark.parametrize("name", SHARED + GENERATED)
 def test_bitonic_sort_matches_reference(gpu, name, variant):
     """The thesis's sorting network, still available as sort="bitonic"."""
-    assert_same(
-        gpu.voxelize_dense(mesh(name), 64, variant, sort="bitonic").to_numpy(), reference(name, 64)
+    assert_same_voxels(
+        gpu.voxelize_dense(load_model(name), 64, variant=variant, sort="bitonic").to_numpy(),
+        reference(name, 64),
     )
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 @pytest.mark.parametrize("name", ["bunny.ply", "dragon.ply"])
 def test_large_grid_matches_reference(gpu, name, variant):
-    assert_same(gpu.voxelize_dense(mesh(name), 256, variant).to_numpy(), reference(name, 256))
+    assert_same_voxels(
+        gpu.voxelize_dense(load_model(name), 256, variant=variant).to_numpy(), reference(name, 256)
+    )
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_paths_for_devices_without_subgroup_operations(monkeypatch, variant):
     """The Hillis-Steele scan and the fill's per-lane record loads, which lavapipe (with
     subgroup arithmetic and ballot) never takes: same voxels, same octree as the reference."""
-    from voxelizer import passes
-    from voxelizer.api import Voxelizer
-    from voxelizer.svo import SVO
-
-    monkeypatch.setattr(
-        passes, "subgroup_defines", lambda device: {"SUBGROUP_SCAN": 0, "SHARED_RECORDS": 0}
-    )
+    # Both the scan and the fill take their paths from gpu.kernels.subgroup_defines(device).
+    monkeypatch.setattr(Device, "has_subgroup", lambda device, feature: False)
     with Voxelizer() as plain:
-        assert_same(
-            plain.voxelize_dense(mesh("bunny.ply"), 128, variant).to_numpy(),
+        assert_same_voxels(
+            plain.voxelize_dense(load_model("bunny.ply"), 128, variant=variant).to_numpy(),
             reference("bunny.ply", 128),
         )
-        svo = plain.voxelize(mesh("dragon.ply"), 64, variant)
-        expected = SVO.from_dense(reference("dragon.ply", 64), svo.placement)
-        assert np.array_equal(svo.nodes, expected.nodes)
-        assert np.array_equal(svo.bricks, expected.bricks)
+        svo = plain.voxelize(load_model("dragon.ply"), 64, variant=variant)
+        assert_same_svo(svo, SVO.from_dense(reference("dragon.ply", 64), svo.placement))
 
 
 @pytest.mark.parametrize("n", [8, 36, 100, 132])
 @pytest.mark.parametrize("variant", ["naive", "combined"])
 def test_grids_that_are_not_powers_of_two(gpu, n, variant):
-    grid = gpu.voxelize_dense(mesh("armadillo.ply"), n, variant)
+    grid = gpu.voxelize_dense(load_model("armadillo.ply"), n, variant=variant)
     assert grid.to_numpy().shape == (n, n, n)
-    assert_same(grid.to_numpy(), reference("armadillo.ply", n))
+    assert_same_voxels(grid.to_numpy(), reference("armadillo.ply", n))
 
 
 def test_one_voxelizer_serves_many_meshes_and_grids(gpu):
@@ -107,7 +86,7 @@ def test_one_voxelizer_serves_many_meshes_and_grids(gpu):
         ("dragon.ply", 64),
         ("bunny.ply", 128),
     ]:
-        assert_same(gpu.voxelize_dense(mesh(name), n).to_numpy(), reference(name, n))
+        assert_same_voxels(gpu.voxelize_dense(load_model(name), n).to_numpy(), reference(name, n))
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -117,18 +96,12 @@ def test_random_soups_with_ties_match_reference(gpu, variant):
     for trial in range(40):
         n = int(rng.choice([8, 12, 16]))
         step = (None, 2, 4)[trial % 3]  # vertices anywhere, or on the half/quarter lattice
-        count = int(rng.integers(3, 30))
-        g = (
-            rng.uniform(0, n, (count, 3))
-            if step is None
-            else rng.integers(0, step * n + 1, (count, 3)) / step
-        )
-        g = g.astype(np.float32)
-        faces = rng.integers(0, count, (int(rng.integers(1, 40)), 3))
+        count, triangles = int(rng.integers(3, 30)), int(rng.integers(1, 40))
+        g, faces = random_soup(rng, n, count, triangles, step)
         if np.all(g[faces].max(axis=(0, 1)) == g[faces].min(axis=(0, 1))):
             continue
         expected = solid_columns(g, faces, n)
-        assert_same(gpu.voxelize_grid(g, faces, n, variant), expected)
+        assert_same_voxels(gpu.voxelize_grid(g, faces, n, variant=variant), expected)
 
 
 def test_largest_single_buffer_grid_on_lavapipe(gpu):
@@ -148,8 +121,8 @@ def test_largest_single_buffer_grid_on_lavapipe(gpu):
     faces = np.array(
         [[0, 2, 1], [0, 3, 2], [0, 4, 3], [0, 1, 4], [5, 1, 2], [5, 2, 3], [5, 3, 4], [5, 4, 1]]
     )
-    voxels = gpu.voxelize_grid(vertices, faces, n, "branchless")
-    assert_same(voxels, solid_columns(vertices, faces, n))
+    voxels = gpu.voxelize_grid(vertices, faces, n, variant="branchless")
+    assert_same_voxels(voxels, solid_columns(vertices, faces, n))
     assert voxels[512, 512, :].all()  # apexes at z = 0.25 and 1023.75 enclose every centre
     assert not voxels[0, :, :].any() and not voxels[:, 1023, :].any()
 
@@ -166,6 +139,6 @@ def test_tile_with_more_pairs_than_one_fill_round(gpu, variant):
     one = np.array([[0, 2, 1], [0, 1, 3], [1, 2, 3], [2, 0, 3]])
     faces = (one[None] + 4 * np.arange(count)[:, None, None]).reshape(-1, 3)
     vertices = vertices.astype(np.float32)
-    voxels = gpu.voxelize_grid(vertices, faces, n, variant)
-    assert_same(voxels, solid_columns(vertices, faces, n))
+    voxels = gpu.voxelize_grid(vertices, faces, n, variant=variant)
+    assert_same_voxels(voxels, solid_columns(vertices, faces, n))
     assert voxels.any()

@@ -14,11 +14,17 @@ from hypothesis import strategies as st
 
 from voxelizer import VARIANTS, DeviceError, FillModeError, OpenMeshWarning, Voxelizer
 from voxelizer.gpu.buffers import Buffer
-from voxelizer.gpu.device import Instance
-from voxelizer.mesh import load_mesh
-from voxelizer.reference import solid_columns, voxelize_reference
+from voxelizer.reference import solid_columns
 
-from .conftest import PROJECT_MODELS, shared_model
+from .helpers import (
+    PROJECT_MODELS,
+    assert_same_voxels,
+    load_model,
+    model_path,
+    new_messages,
+    reference_grid,
+    shared_model,
+)
 
 # --- open meshes and vote mode ---------------------------------------------------------------
 
@@ -26,36 +32,36 @@ from .conftest import PROJECT_MODELS, shared_model
 def test_open_mesh_warns_with_its_edge_counts(gpu):
     with pytest.warns(OpenMeshWarning, match="223 boundary and 0 non-manifold edges"):
         grid = gpu.voxelize_dense(shared_model("bunny_scan.ply"), 32)
-    assert grid.stats["counts"]["boundary_edges"] == 223
+    assert grid.stats.counts["boundary_edges"] == 223
 
 
 def test_closed_meshes_do_not_warn(gpu):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         for name in ("bunny.ply", "torus.stl"):
-            assert gpu.voxelize_dense(shared_model(name), 16).stats["counts"]["boundary_edges"] == 0
+            assert gpu.voxelize_dense(shared_model(name), 16).stats.counts["boundary_edges"] == 0
         gpu.voxelize_dense(PROJECT_MODELS / "hollow_sphere.ply", 16)
 
 
 @pytest.mark.parametrize("variant", ["naive", "combined"])
 @pytest.mark.parametrize("name", ["bunny_scan.ply", "suzanne.ply"])
 def test_open_meshes_match_the_reference_in_both_fill_modes(gpu, name, variant):
-    mesh = load_mesh(shared_model(name))
+    mesh = load_model(name)
     for mode in ("parity", "vote"):
         with pytest.warns(OpenMeshWarning):
-            voxels = gpu.voxelize_dense(mesh, 48, variant, fill_mode=mode).to_numpy()
-        assert np.array_equal(voxels, voxelize_reference(mesh, 48, mode).to_numpy()), mode
+            voxels = gpu.voxelize_dense(mesh, 48, variant=variant, fill_mode=mode).to_numpy()
+        assert_same_voxels(voxels, reference_grid(name, 48, mode).to_numpy())
 
 
 def test_vote_equals_parity_on_a_closed_mesh(gpu):
-    mesh = load_mesh(shared_model("torus.stl"))
+    mesh = load_model("torus.stl")
     parity = gpu.voxelize_dense(mesh, 64).to_numpy()
-    assert np.array_equal(gpu.voxelize_dense(mesh, 64, fill_mode="vote").to_numpy(), parity)
+    assert_same_voxels(gpu.voxelize_dense(mesh, 64, fill_mode="vote").to_numpy(), parity)
 
 
 def test_vote_repairs_a_holed_mesh_better_than_parity(gpu):
     """Knock 1% of the triangles out of a closed mesh: vote recovers far more than parity."""
-    mesh = load_mesh(shared_model("bunny.ply"))
+    mesh = load_model("bunny.ply")
     closed = gpu.voxelize_dense(mesh, 96).to_numpy()
     keep = np.random.default_rng(1).random(mesh.triangle_count) > 0.01
     holed = (mesh.vertices, mesh.faces[keep])
@@ -117,26 +123,22 @@ def test_random_closed_meshes_match_reference_in_every_variant(gpu, case):
         return
     expected = solid_columns(vertices, faces, n)
     for variant in VARIANTS:
-        assert np.array_equal(gpu.voxelize_grid(vertices, faces, n, variant), expected), variant
+        assert_same_voxels(gpu.voxelize_grid(vertices, faces, n, variant=variant), expected)
 
 
 # --- resources: threads, leaks, long runs ----------------------------------------------------
 
 
 def test_four_threads_share_one_voxelizer(gpu):
-    jobs = [
-        (shared_model("torus.stl"), 40),
-        (PROJECT_MODELS / "gear.ply", 48),
-        (shared_model("featuretype.stl"), 36),
-        (PROJECT_MODELS / "torus_knot.ply", 44),
-    ]
-    expected = [voxelize_reference(load_mesh(path), n).to_numpy() for path, n in jobs]
+    jobs = [("torus.stl", 40), ("gear.ply", 48), ("featuretype.stl", 36), ("torus_knot.ply", 44)]
+    expected = [reference_grid(name, n).to_numpy() for name, n in jobs]
     results: dict[int, list] = {i: [] for i in range(4)}
 
     def work(index: int) -> None:
         for round_ in range(3):
-            path, n = jobs[(index + round_) % 4]
-            results[index].append(((index + round_) % 4, gpu.voxelize_dense(path, n).to_numpy()))
+            name, n = jobs[(index + round_) % 4]
+            voxels = gpu.voxelize_dense(model_path(name), n).to_numpy()  # loaded in the thread
+            results[index].append(((index + round_) % 4, voxels))
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
     for thread in threads:
@@ -146,53 +148,43 @@ def test_four_threads_share_one_voxelizer(gpu):
     assert sum(len(r) for r in results.values()) == 12
     for outcome in results.values():
         for job, voxels in outcome:
-            assert np.array_equal(voxels, expected[job])
+            assert_same_voxels(voxels, expected[job])
 
 
 def test_closing_a_voxelizer_leaves_the_validation_layer_nothing_to_report():
-    messages = Instance.shared().messages
-    before = len(messages)
-    with Voxelizer() as voxelizer:
+    with new_messages() as messages, Voxelizer() as voxelizer:
         voxelizer.voxelize_dense(PROJECT_MODELS / "gear.ply", 24)
-    assert messages[before:] == []
+    assert messages == []
 
 
 def test_the_leak_check_can_fail():
     """A buffer left alive when its device is destroyed is reported: the check above is real."""
-    messages = Instance.shared().messages
-    before = len(messages)
-    voxelizer = Voxelizer()
-    leaked = Buffer(voxelizer.device, 64, name="leaked on purpose")
-    voxelizer.close()
-    reported = messages[before:]
-    del messages[before:]  # expected here: keep them out of the per-test check
+    with new_messages(keep=False) as reported:  # expected here: kept out of the per-test check
+        voxelizer = Voxelizer()
+        leaked = Buffer(voxelizer.device, 64, name="leaked on purpose")
+        voxelizer.close()
     assert any("has not been destroyed" in m or "VkBuffer" in m for m in reported), reported
     assert leaked.handle is not None
 
 
 def test_long_run_keeps_memory_flat(gpu):
     """Mixed meshes and grids, repeatedly: device buffers stop growing and host memory stays flat."""
-    jobs = [
-        (shared_model("torus.stl"), 32),
-        (PROJECT_MODELS / "gear.ply", 64),
-        (shared_model("suzanne.ply"), 24),
-        (shared_model("featuretype.stl"), 48),
-    ]
-    meshes = [(load_mesh(path), n) for path, n in jobs]
+    jobs = [("torus.stl", 32), ("gear.ply", 64), ("suzanne.ply", 24), ("featuretype.stl", 48)]
+    meshes = [(load_model(name), n) for name, n in jobs]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OpenMeshWarning)
         for mesh, n in meshes * 2:  # warm-up: pipelines built, buffers grown
             gpu.voxelize_dense(mesh, n)
-        device_bytes = gpu.voxelize_dense(*meshes[0]).stats["memory"]["device_peak_bytes"]
+        device_bytes = gpu.voxelize_dense(*meshes[0]).stats.memory.device_peak_bytes
         rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        for round_ in range(25):
+        for _ in range(25):
             for mesh, n in meshes:
                 stats = gpu.voxelize_dense(mesh, n).stats
-                assert stats["memory"]["device_peak_bytes"] == device_bytes
+                assert stats.memory.device_peak_bytes == device_bytes
         rss_growth_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before
     assert rss_growth_kib < 20 * 1024, f"host memory grew by {rss_growth_kib} KiB"
 
 
 def test_a_buffer_larger_than_device_memory_is_a_device_error(gpu):
-    with pytest.raises(DeviceError, match="more than its memory heap holds|out of memory"):
+    with pytest.raises(DeviceError, match=r"more than its memory heap holds|out of memory"):
         Buffer(gpu.device, 1 << 50, name="too large")

@@ -9,63 +9,55 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxelizer import VARIANTS, MemoryBudgetError
-from voxelizer.mesh import load_mesh
+from voxelizer import VARIANTS, MemoryBudgetError, Voxelizer
+from voxelizer.pipeline import passes
 from voxelizer.pipeline.plan import make_plan
 from voxelizer.reference import solid_columns
 
-from .conftest import shared_model
-from .shapes import box, octahedron
-
-
-def assert_same_svo(split, whole) -> None:
-    assert split.level_offsets.tolist() == whole.level_offsets.tolist()
-    assert np.array_equal(split.nodes, whole.nodes)
-    assert np.array_equal(split.bricks, whole.bricks)
+from .helpers import assert_same_svo, assert_same_voxels, load_model
+from .shapes import box, octahedron, reference_voxels
 
 
 @pytest.fixture(scope="module")
 def bunny():
-    return load_mesh(shared_model("bunny.ply"))
+    return load_model("bunny.ply")
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_slabs_batches_and_parts_equal_the_whole_run_at_256(gpu, bunny, variant):
-    whole = gpu.voxelize(bunny, 256, variant)
-    assert whole.stats["counts"]["slabs"] == 1
-    split = gpu.voxelize(bunny, 256, variant, max_memory=4 << 20)
-    counts = split.stats["counts"]
+    whole = gpu.voxelize(bunny, 256, variant=variant)
+    assert whole.stats.counts["slabs"] == 1
+    split = gpu.voxelize(bunny, 256, variant=variant, max_memory=4 << 20)
+    counts = split.stats.counts
     assert counts["slabs"] >= 4 and counts["parts"] > counts["slabs"]
     assert counts["triangle_batch"] < counts["triangles"]
     assert_same_svo(split, whole)
-    dense = gpu.voxelize_dense(bunny, 256, variant, max_memory=4 << 20)
-    assert dense.stats["counts"]["slabs"] >= 2
-    assert np.array_equal(dense.to_numpy(), whole.to_dense())
+    dense = gpu.voxelize_dense(bunny, 256, variant=variant, max_memory=4 << 20)
+    assert dense.stats.counts["slabs"] >= 2
+    assert_same_voxels(dense.to_numpy(), whole.to_numpy())
 
 
 def test_bitonic_sort_in_parts_equals_the_whole_run(gpu, bunny):
     whole = gpu.voxelize(bunny, 128, sort="bitonic")
     split = gpu.voxelize(bunny, 128, sort="bitonic", max_memory=3 << 20)
-    assert split.stats["counts"]["parts"] > 1
+    assert split.stats.counts["parts"] > 1
     assert_same_svo(split, whole)
 
 
 def test_slabs_at_512_equal_the_whole_run(gpu):
-    dragon = load_mesh(shared_model("dragon.ply"))
+    dragon = load_model("dragon.ply")
     whole = gpu.voxelize(dragon, 512)
     split = gpu.voxelize(dragon, 512, max_memory=24 << 20)
-    assert split.stats["counts"]["slab_rows"] < 512
+    assert split.stats.counts["slab_rows"] < 512
     assert_same_svo(split, whole)
 
 
 def test_the_budget_bounds_what_the_passes_allocate(gpu, bunny):
     """Buffers of earlier, larger runs stay in the pool; a fresh Voxelizer shows the peak."""
-    from voxelizer import Voxelizer
-
     with Voxelizer() as fresh:
         svo = fresh.voxelize(bunny, 256, max_memory=6 << 20)
-        memory = svo.stats["memory"]
-        assert memory["device_peak_bytes"] + memory["staging_peak_bytes"] <= 6 << 20
+        memory = svo.stats.memory
+        assert memory.device_peak_bytes + memory.staging_peak_bytes <= 6 << 20
 
 
 def test_a_budget_too_small_for_one_slab_is_refused(gpu, bunny):
@@ -93,11 +85,9 @@ def test_a_part_whose_pair_count_could_wrap_32_bits_is_split(gpu, monkeypatch):
     """With the scan's range shrunk to 2^14 pairs, the octahedron's faces (about 2,800 tiles
     each) make the setup pass flag a possible wrap; the bounding-box bound confirms it, the
     window is split until each part's bound fits, and the result stays exact."""
-    from voxelizer import passes
-
     n = 1024
-    solid_vertices, solid_faces = octahedron((512.25, 500.5, 520.75), 300.0)
-    vertices = solid_vertices.astype(np.float32)
+    solid = octahedron((512.25, 500.5, 520.75), 300.0)
+    vertices, faces = solid[0].astype(np.float32), solid[1]
     monkeypatch.setattr(passes, "COUNT_RANGE", 1 << 14)
     windows = []
     count_pairs = passes.PassRunner._count_pairs
@@ -108,10 +98,9 @@ def test_a_part_whose_pair_count_could_wrap_32_bits_is_split(gpu, monkeypatch):
             windows.append(window) or count_pairs(self, window, batch, grid)
         ),
     )
-    voxels = gpu.voxelize_grid(vertices, solid_faces, n)
+    voxels = gpu.voxelize_grid(vertices, faces, n)
     assert len(windows) >= 3 and all(w.row_hi - w.row_lo < n for w in windows[1:])
-    expected = solid_columns(solid_vertices.astype(np.float32), solid_faces, n)
-    assert np.array_equal(voxels, expected)
+    assert_same_voxels(voxels, reference_voxels(solid, n))
 
 
 def test_2048_cubed_in_slabs_is_exact_for_a_box_and_an_octahedron(gpu):
@@ -128,7 +117,7 @@ def test_2048_cubed_in_slabs_is_exact_for_a_box_and_an_octahedron(gpu):
     vertices = np.vstack([box_vertices, oct_vertices, corners])
     faces = np.vstack([box_faces, oct_faces + 8, [[14, 15, 16]]])
     svo = gpu.voxelize((vertices, faces), n)
-    assert svo.stats["counts"]["slabs"] > 1
+    assert svo.stats.counts["slabs"] > 1
     assert svo.voxel_size == 1.0 and np.array_equal(svo.origin, [0, 0, 0])
 
     offset = (centre - margin).astype(np.int64)  # whole voxels: the shift is exact in float32

@@ -13,42 +13,27 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import trimesh
 
-from tests import shapes
-from tests.conftest import PROJECT_MODELS, SHARED_MODELS
-from voxelizer import VARIANTS
-from voxelizer.mesh import load_mesh
+from voxelizer import VARIANTS, load_mesh
 from voxelizer.reference import ONE, _first_voxel, solid_columns, voxelize_reference
 
-
-def reference_voxels(shape: shapes.Shape, n: int) -> np.ndarray:
-    """Reference voxels of a grid-space shape (rounded to float32 like every input)."""
-    vertices, faces = shape
-    return solid_columns(vertices.astype(np.float32), faces, n)
+from . import shapes
+from .helpers import load_model, random_soup, signed_volume
+from .shapes import box_expected
 
 
 @pytest.fixture(params=["reference", *VARIANTS])
 def voxelize(request):
     """The shape tests hold for the CPU reference and for every GPU variant alike."""
     if request.param == "reference":
-        return reference_voxels
+        return shapes.reference_voxels
     gpu = request.getfixturevalue("gpu")
 
     def on_gpu(shape: shapes.Shape, n: int) -> np.ndarray:
         vertices, faces = shape
-        return gpu.voxelize_grid(vertices.astype(np.float32), faces, n, request.param)
+        return gpu.voxelize_grid(vertices.astype(np.float32), faces, n, variant=request.param)
 
     return on_gpu
-
-
-def box_expected(lo, hi, n: int) -> np.ndarray:
-    """Closed form for a grid-space box: lo <= c < hi along x and y, lo < c <= hi along z."""
-    c = np.arange(n) + 0.5
-    x = (lo[0] <= c) & (c < hi[0])
-    y = (lo[1] <= c) & (c < hi[1])
-    z = (lo[2] < c) & (c <= hi[2])
-    return x[:, None, None] & y[None, :, None] & z[None, None, :]
 
 
 def convex_expected(shape: shapes.Shape, n: int, scale: int = 4) -> np.ndarray:
@@ -281,7 +266,7 @@ def test_hollow_sphere_is_only_the_shell(voxelize):
 
 def quantized_bunny(n: int, lo: float, hi: float, step: float) -> shapes.Shape:
     """The bunny scaled into [lo, hi] of an n-grid, coordinates snapped to multiples of step."""
-    mesh = load_mesh(SHARED_MODELS / "bunny.ply")
+    mesh = load_model("bunny.ply")
     v = mesh.vertices - mesh.vertices.min(axis=0)
     v = lo + v * ((hi - lo) / v.max())
     return np.round(v / step) * step, mesh.faces
@@ -316,18 +301,14 @@ def test_vertex_order_orientation_and_face_order_do_not_matter(voxelize):
 
 
 @pytest.mark.parametrize(
-    "path",
-    [
-        SHARED_MODELS / name
-        for name in ("bunny.ply", "dragon.ply", "armadillo.ply", "torus.stl", "featuretype.stl")
-    ]
-    + [PROJECT_MODELS / name for name in ("torus_knot.ply", "hollow_sphere.ply", "gear.ply")],
-    ids=lambda p: p.name,
+    "name",
+    ["bunny.ply", "dragon.ply", "armadillo.ply", "torus.stl", "featuretype.stl"]
+    + ["torus_knot.ply", "hollow_sphere.ply", "gear.ply"],
 )
-def test_volume_within_one_percent(path):
-    mesh = load_mesh(path)
+def test_volume_within_one_percent(name):
+    mesh = load_model(name)
     grid = voxelize_reference(mesh, 256)
-    volume = trimesh.Trimesh(mesh.vertices, mesh.faces, process=False).volume
+    volume = signed_volume(mesh.vertices, mesh.faces)
     assert abs(grid.count() * grid.voxel_size**3 / volume - 1) < 0.01
 
 
@@ -368,14 +349,7 @@ def test_random_soups_match_the_scalar_contract():
     for trial in range(90):
         n = int(rng.integers(1, 8))
         nv, nt = int(rng.integers(3, 8)), int(rng.integers(1, 8))
-        step = (None, 2, 4)[trial % 3]
-        g = (
-            rng.uniform(0, n, (nv, 3))
-            if step is None
-            else rng.integers(0, step * n + 1, (nv, 3)) / step
-        )
-        g = g.astype(np.float32)
-        faces = rng.integers(0, nv, (nt, 3))
+        g, faces = random_soup(rng, n, nv, nt, (None, 2, 4)[trial % 3])
         assert np.array_equal(solid_columns(g, faces, n), scalar_contract(g, faces, n)), trial
 
 

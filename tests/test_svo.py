@@ -5,21 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxelizer import SVO, SVOFormatError
+from voxelizer import SVO, DenseGrid, SVOFormatError
 from voxelizer.placement import GridPlacement
 from voxelizer.svo import build_arrays, morton_decode, morton_encode
 
-from .conftest import PROJECT_MODELS, SHARED_MODELS
+from .helpers import PROJECT_MODELS, SHARED_MODELS, noisy_blobs, placed, svo_cases
 
 MODELS = (
     sorted(SHARED_MODELS.glob("*.ply"))
     + sorted(SHARED_MODELS.glob("*.stl"))
     + sorted(PROJECT_MODELS.glob("*.ply"))
 )
-
-
-def placed(voxels: np.ndarray, origin=(0.0, 0.0, 0.0), h: float = 1.0) -> SVO:
-    return SVO.from_dense(voxels, GridPlacement(voxels.shape[0], np.array(origin, float), h))
 
 
 def spec_arrays(voxels: np.ndarray):
@@ -93,7 +89,7 @@ def test_build_arrays_matches_the_spec_built_the_slow_way(name, voxels):
     expected = spec_arrays(voxels)
     for got, want, what in zip(built, expected, ("nodes", "bricks", "level_offsets")):
         assert got.dtype == want.dtype and np.array_equal(got, want), what
-    assert np.array_equal(placed(voxels).to_dense(), voxels)
+    assert np.array_equal(placed(voxels).to_numpy(), voxels)
 
 
 def one(n: int, *cells) -> np.ndarray:
@@ -152,7 +148,7 @@ def test_small_cases_give_the_exact_arrays(voxels, nodes, bricks, offsets):
     assert got_bricks.tolist() == bricks
     assert got_offsets.tolist() == offsets
     svo = placed(voxels)
-    assert svo.count() == voxels.sum() and np.array_equal(svo.to_dense(), voxels)
+    assert svo.count() == voxels.sum() and np.array_equal(svo.to_numpy(), voxels)
 
 
 def test_morton_codes_interleave_bits():
@@ -180,7 +176,7 @@ def test_models_round_trip_exactly(model_svos):
     assert len(model_svos) == 2 * len(MODELS) >= 20  # 7 shared models, 3 generated
     for name, grid, svo in model_svos:
         voxels = grid.to_numpy()
-        assert np.array_equal(svo.to_dense(), voxels), name
+        assert np.array_equal(svo.to_numpy(), voxels), name
         assert svo.count() == grid.count() and svo.volume() == grid.count() * grid.voxel_size**3
         assert svo.padded_resolution == (64 if grid.resolution == 36 else 128)
 
@@ -272,8 +268,8 @@ def test_contains_on_faces_corners_and_outside():
 
 
 def test_solid_boxes_tile_the_solid_in_morton_order(model_svos):
-    for name, grid, svo in model_svos[::4] + [("blobs", None, placed(blobs(32, 4, count=3)))]:
-        voxels = svo.to_dense()
+    for name, _grid, svo in model_svos[::4] + [("blobs", None, placed(blobs(32, 4, count=3)))]:
+        voxels = svo.to_numpy()
         corners, sizes = svo.solid_boxes()
         assert corners.dtype == sizes.dtype == np.int64 and corners.shape == (len(sizes), 3)
         assert (sizes & (sizes - 1) == 0).all() and (corners % sizes[:, None] == 0).all()
@@ -308,7 +304,7 @@ def test_level_of_detail(rule):
         lod = svo.lod(level, rule)
         assert lod.resolution == n and lod.voxel_size == 0.5 * 2**level
         assert np.array_equal(lod.origin, svo.origin) and lod.padded_resolution == 64 >> level
-        assert np.array_equal(lod.to_dense(), coarse(voxels, 2**level, n, rule))
+        assert np.array_equal(lod.to_numpy(), coarse(voxels, 2**level, n, rule))
     if rule == "any":  # conservative: every fine solid voxel centre is inside the coarse solid
         centres = svo.placement.voxel_centres(np.argwhere(voxels))
         assert svo.lod(2).contains(centres).all()
@@ -363,8 +359,128 @@ def test_large_grid_is_quick():
     voxels = squares[None, None, :] < room[:, :, None]
     svo = placed(voxels, h=1.0 / n)
     assert svo.count() == int(voxels.sum())
-    dense = svo.to_dense()
+    dense = svo.to_numpy()
     assert all(np.array_equal(dense[i : i + 64], voxels[i : i + 64]) for i in range(0, n, 64))
     points = np.random.default_rng(0).random((100_000, 3))
     cells = np.minimum((points * n).astype(int), n - 1)
     assert np.array_equal(svo.contains(points), voxels[tuple(cells.T)])
+
+
+# --- non-cubic grids ------------------------------------------------------------------------
+
+
+def in_cube(voxels: np.ndarray) -> np.ndarray:
+    """The same voxels in the corner of a cube of the longest side (the rest empty)."""
+    n = max(voxels.shape)
+    cube = np.zeros((n, n, n), bool)
+    cube[: voxels.shape[0], : voxels.shape[1], : voxels.shape[2]] = voxels
+    return cube
+
+
+@pytest.mark.parametrize(
+    "name, voxels", list(svo_cases()), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_svo_arrays_and_dense_round_trip(name, voxels):
+    nodes, bricks, offsets = build_arrays(voxels)
+    # Padding is empty, so the tree is the one of the cube with the voxels in its corner,
+    # and that one is checked against the slow spec build.
+    for mine, spec in zip((nodes, bricks, offsets), spec_arrays(in_cube(voxels))):
+        assert np.array_equal(mine, spec), name
+    svo = placed(voxels)
+    assert svo.shape == voxels.shape and svo.resolution == max(voxels.shape)
+    assert svo.padded_resolution == max(8, 1 << (max(voxels.shape) - 1).bit_length())
+    assert svo.count() == int(voxels.sum())
+    assert np.array_equal(svo.to_numpy(), voxels)
+    assert np.array_equal(svo._lookup(np.argwhere(np.ones(voxels.shape, bool))), voxels.ravel())
+
+
+def test_build_arrays_rejects_bad_shapes():
+    for shape in [(16, 8, 10), (16, 4, 8), (8, 8), (8, 8, 8, 8)]:
+        with pytest.raises(ValueError, match="multiple of 4"):
+            build_arrays(np.zeros(shape, bool))
+
+
+def test_svo_queries_respect_the_shape():
+    voxels = noisy_blobs((16, 8, 12), 5)
+    voxels[15, 7, 11] = True
+    svo = placed(voxels, origin=(1.0, 2.0, 3.0), h=0.5)
+    assert repr(svo).startswith("SVO(16x8x12, ")
+    assert np.array_equal(svo.bounds, [[1, 2, 3], [9, 6, 9]])
+    assert svo[15, 7, 11] and svo[0, 0, 0] == voxels[0, 0, 0]
+    for index in [(16, 0, 0), (0, 8, 0), (0, 0, 12), (15, 15, 15), (-1, 0, 0)]:
+        with pytest.raises(IndexError, match="16x8x12"):
+            svo[index]
+    index = np.argwhere(np.ones((16, 8, 12), bool))
+    centres = svo.placement.voxel_centres(index)
+    assert np.array_equal(svo.contains(centres), voxels.ravel())
+    # Beyond the shape but inside the padded 16^3 cube: outside.
+    outside = svo.placement.voxel_centres(np.array([[0, 8, 0], [0, 0, 12], [15, 15, 15]]))
+    assert not svo.contains(outside).any()
+    assert not svo.contains(np.array([[8.999, 5.999, 9.0]]))[0]  # z face of the grid
+    assert svo.contains(np.array([[8.999, 5.999, 8.999]]))[0]
+
+
+def test_svo_solid_boxes_lod_and_meshes():
+    voxels = noisy_blobs((40, 12, 8), 2)
+    svo = placed(voxels, origin=(0.5, -1.0, 2.0), h=0.25)
+    corners, sizes = svo.solid_boxes()
+    painted = np.zeros((svo.padded_resolution,) * 3, bool)
+    for corner, side in zip(corners, sizes):
+        painted[tuple(slice(c, c + side) for c in corner)] = True
+    assert np.array_equal(painted, np.pad(voxels, [(0, 64 - 40), (0, 64 - 12), (0, 64 - 8)]))
+    for level, shape in [(1, (20, 8, 8)), (2, (12, 8, 8)), (3, (8, 8, 8))]:
+        f = 2**level
+        for rule in ("any", "majority"):
+            lod = svo.lod(level, rule)
+            assert lod.shape == shape and lod.voxel_size == 0.25 * f
+            assert np.array_equal(lod.origin, svo.origin)
+            fine = np.zeros(tuple(s * f for s in shape), bool)
+            fine[:40, :12, :8] = voxels
+            blocks = fine.reshape(shape[0], f, shape[1], f, shape[2], f)
+            coarse = (
+                blocks.any(axis=(1, 3, 5))
+                if rule == "any"
+                else blocks.sum(axis=(1, 3, 5)) * 2 > f**3
+            )
+            assert np.array_equal(lod.to_numpy(), coarse), (level, rule)
+    mesh = svo.to_mesh()
+    assert mesh.is_watertight and mesh.is_winding_consistent
+    assert mesh.volume == pytest.approx(svo.volume(), rel=1e-12)
+    grid = svo.to_trimesh()
+    assert np.array_equal(grid.matrix, voxels)
+    assert np.allclose(grid.points, svo.placement.voxel_centres(np.argwhere(voxels)))
+
+
+def test_svo_padding_beyond_a_side_must_stay_empty():
+    voxels = np.zeros((16, 16, 16), bool)
+    voxels[3, 9, 3] = True  # inside 16^3 and 16x12x16, beyond y = 8
+    nodes, bricks, offsets = build_arrays(voxels)
+    SVO(nodes, bricks, offsets, GridPlacement((16, 12, 16), np.zeros(3), 1.0))
+    with pytest.raises(SVOFormatError, match="padding"):
+        SVO(nodes, bricks, offsets, GridPlacement((16, 8, 16), np.zeros(3), 1.0))
+
+
+def test_svo_equality_compares_shapes():
+    voxels = np.zeros((16, 16, 16), bool)
+    voxels[1, 1, 1] = True
+    a = placed(voxels)
+    b = placed(voxels[:, :, :12])
+    assert a != b and a == placed(voxels.copy())
+
+
+def test_svo_protocol_matches_the_dense_grid():
+    """What SVO shares with DenseGrid (placement.Placed): to_numpy, np.asarray, count, shape,
+    origin, voxel size and placement give the same answers for the same voxels."""
+    voxels = noisy_blobs((16, 8, 12), 12)
+    placement = GridPlacement((16, 8, 12), np.array([1.0, 2.0, 3.0]), 0.5)
+    svo, grid = SVO.from_dense(voxels, placement), DenseGrid(voxels, placement)
+    for result in (svo, grid):
+        assert np.array_equal(result.to_numpy(), voxels) and result.to_numpy().dtype == bool
+        assert np.array_equal(np.asarray(result), voxels)
+        assert result.count() == int(voxels.sum()) and result.shape == (16, 8, 12)
+        assert np.array_equal(result.origin, [1, 2, 3]) and result.voxel_size == 0.5
+        assert result.placement is placement
+    assert np.array_equal(np.asarray(svo, dtype=np.int32), voxels.astype(np.int32))
+    first = svo.to_numpy()
+    first[...] = False  # a fresh array: the octree is not touched
+    assert np.array_equal(svo.to_numpy(), voxels)

@@ -1,9 +1,10 @@
 """voxelizer: exact solid voxelization of triangle meshes with Vulkan compute shaders."""
 
-from .api import FILL_MODES, Voxelizer, voxelize, voxelize_dense
+from .api import Voxelizer, voxelize, voxelize_dense
 from .errors import (
     DeviceError,
     FillModeError,
+    FormatError,
     GridError,
     MemoryBudgetError,
     MeshError,
@@ -16,9 +17,12 @@ from .errors import (
 )
 from .gpu.device import list_devices
 from .grid import DenseGrid
-from .io.preview import write_preview
-from .mesh import Mesh, load_mesh
+from .io import load, load_mesh, save, write_preview
+from .mesh import Mesh
+from .options import Options
 from .pipeline.passes import DEFAULT_VARIANT, VARIANTS
+from .pipeline.runner import FILL_MODES
+from .stats import Stats
 from .svo import SVO
 
 __version__ = "0.1.0"
@@ -31,19 +35,24 @@ __all__ = [
     "DenseGrid",
     "DeviceError",
     "FillModeError",
+    "FormatError",
     "GridError",
     "MemoryBudgetError",
     "Mesh",
     "MeshError",
     "OpenMeshWarning",
+    "Options",
     "OutputError",
     "SVOFormatError",
     "ShaderError",
+    "Stats",
     "VariantError",
     "Voxelizer",
     "VoxelizerError",
     "list_devices",
+    "load",
     "load_mesh",
+    "save",
     "voxelize",
     "voxelize_dense",
     "write_preview",

@@ -28,13 +28,20 @@ from pathlib import Path
 from .api import Voxelizer
 from .benchmarks import peers as peer_tools
 from .benchmarks.bandwidth import TRANSFERS, bandwidth_fractions, device_bandwidth, pass_bytes
-from .benchmarks.meshes import SHARED_MODELS, model_path, resolve_model
+from .benchmarks.meshes import model_path, resolve_model
 from .benchmarks.report import markdown, write_json
 from .errors import VoxelizerError
 from .mesh import Mesh
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
 
 PROJECT = Path(__file__).resolve().parents[1]
+MODELS_ENV = "VOXELIZER_MODELS"  # the default --models-dir
+
+
+def default_models_dir() -> Path:
+    """$VOXELIZER_MODELS, else ./models: a directory the user chooses, not one the library
+    guesses from where it is installed."""
+    return Path(os.environ.get(MODELS_ENV) or "models")
 
 
 # Warm-up calls repeat for at least this long: a GPU left idle while the host prepared the
@@ -66,17 +73,17 @@ def measure(
         with Voxelizer(device) as voxelizer:
             call = voxelizer.voxelize if output == "svo" else voxelizer.voxelize_dense
             warm_until = time.perf_counter() + WARMUP_SECONDS
-            call(mesh, grid, variant, sort=sort)  # warm-up: pipelines, buffers, caches
+            call(mesh, grid, variant=variant, sort=sort)  # warm-up: pipelines, buffers, caches
             while time.perf_counter() < warm_until:
-                call(mesh, grid, variant, sort=sort)  # and the device's clocks
+                call(mesh, grid, variant=variant, sort=sort)  # and the device's clocks
             for _ in range(repeat):
                 started = time.perf_counter()
-                result = call(mesh, grid, variant, sort=sort)
+                result = call(mesh, grid, variant=variant, sort=sort)
                 walls.append((time.perf_counter() - started) * 1e3)
                 runs.append(result.stats)
             if from_arrays:
                 started = time.perf_counter()
-                call((mesh.vertices, mesh.faces), grid, variant, sort=sort)
+                call((mesh.vertices, mesh.faces), grid, variant=variant, sort=sort)
                 arrays_ms = (time.perf_counter() - started) * 1e3
     except (VoxelizerError, MemoryError) as exc:
         return {"status": "skipped", "reason": f"{type(exc).__name__}: {exc}"}, None
@@ -90,16 +97,16 @@ def measure(
             "runs": walls,
         },
         "from_arrays_ms": arrays_ms,
-        "gpu_ms": _medians([s["gpu_ms"] for s in runs]),
-        "gpu_ms_total": statistics.median(sum(s["gpu_ms"].values()) for s in runs),
+        "gpu_ms": _medians([s.gpu_ms for s in runs]),
+        "gpu_ms_total": statistics.median(s.gpu_total_ms for s in runs),
         "gpu_ms_compute": statistics.median(
-            sum(ms for name, ms in s["gpu_ms"].items() if name not in TRANSFERS) for s in runs
+            sum(ms for name, ms in s.gpu_ms.items() if name not in TRANSFERS) for s in runs
         ),
-        "host_ms": _medians([s["host_ms"] for s in runs]),
-        "counts": dict(last["counts"]),
+        "host_ms": _medians([s.host_ms for s in runs]),
+        "counts": dict(last.counts),
         "memory": {
-            key: max(s["memory"][key] for s in runs)
-            for key in ("device_peak_bytes", "staging_peak_bytes")
+            "device_peak_bytes": max(s.memory.device_peak_bytes for s in runs),
+            "staging_peak_bytes": max(s.memory.staging_peak_bytes for s in runs),
         },
     }
     if output == "svo":
@@ -270,7 +277,7 @@ def run(args: argparse.Namespace) -> dict:
                     if row["status"] == "ok":
                         _add_bandwidth(row, gbps)
                         if ours is None and args.peers:
-                            ours = result.to_dense() if args.output == "svo" else result.to_numpy()
+                            ours = result.to_numpy()
                         _progress(
                             f"  {grid}³ {variant}/{sort}: {row['wall_ms']['median']:.1f} ms "
                             f"API, {row['gpu_ms_total']:.2f} ms GPU"
@@ -380,8 +387,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--models-dir",
         type=Path,
-        default=SHARED_MODELS,
-        help=f"where model names are looked up (default {SHARED_MODELS})",
+        default=default_models_dir(),
+        metavar="DIR",
+        help=f"directory where --models names are looked up (default: ${MODELS_ENV} if set, "
+        "else ./models; in a development checkout the Stanford models are in ../shared/models)",
     )
     p.add_argument("--grids", nargs="+", type=int, default=[128, 256, 512], metavar="N")
     p.add_argument("--variants", nargs="+", default=[DEFAULT_VARIANT], choices=list(VARIANTS))

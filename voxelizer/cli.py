@@ -11,14 +11,15 @@ import warnings
 from pathlib import Path
 
 from . import __version__
-from .api import FILL_MODES
 from .budget import parse_size
 from .errors import GridError, MemoryBudgetError, OpenMeshWarning, OutputError, VoxelizerError
 from .io.preview import write_preview
-from .io.writers import OUTPUT_FORMATS, write
+from .io.writers import OUTPUT_FORMATS, save
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
+from .pipeline.runner import FILL_MODES
 from .placement import DEFAULT_GRID, check_bounds, check_shape, check_voxel_size, shape_text
 from .progress import TerminalProgress
+from .stats import Stats
 from .svo import SVO
 
 
@@ -29,10 +30,10 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress) -> SV
     return voxelize(
         args.model,
         args.grid,
-        args.variant,
-        args.device,
-        args.fill_mode,
-        args.sort,
+        device=args.device,
+        variant=args.variant,
+        fill_mode=args.fill_mode,
+        sort=args.sort,
         voxel_size=args.voxel_size,
         bounds=args.bounds,
         max_memory=args.max_memory,
@@ -177,11 +178,18 @@ def main(argv: list[str] | None = None) -> int:
     except VoxelizerError as exc:
         if args.debug:
             raise
-        print(f"voxelize: error: {exc}", file=sys.stderr)
+        print(f"voxelize: error: {command_line_message(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("voxelize: interrupted", file=sys.stderr)
         return 130
+
+
+def command_line_message(error: VoxelizerError) -> str:
+    """The error in the command line's words: the library's overwrite=True is --force here."""
+    if isinstance(error, OutputError) and error.exists:
+        return f"{error.path}: file exists (use --force to overwrite)"
+    return str(error)
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
@@ -205,42 +213,41 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except GridError as exc:
             parser.error(str(exc))
     output = Path(args.output) if args.output else None
-    if output is not None:
-        if output.suffix.lower() not in OUTPUT_FORMATS:
-            parser.error(
-                f"cannot write {output.suffix or 'files without an extension'}: "
-                f"use {', '.join(OUTPUT_FORMATS)}"
-            )
+    if output is not None and output.suffix.lower() not in OUTPUT_FORMATS:
+        parser.error(
+            f"cannot write {output.suffix or 'files without an extension'}: "
+            f"use {', '.join(OUTPUT_FORMATS)}"
+        )
     preview = Path(args.preview) if args.preview else None
     for path in (output, preview, Path(args.stats_json) if args.stats_json else None):
         if path is not None and path.exists() and not args.force:
-            raise OutputError(f"{path}: file exists (use --force to overwrite)")
+            raise OutputError.file_exists(path)
 
     started = time.perf_counter()
     progress = TerminalProgress(quiet=args.quiet)
     try:
         svo = _voxelize_to_svo(args, progress)
         if output is not None:
-            write(svo, output, overwrite=args.force)
+            save(svo, output, overwrite=args.force)
         if preview is not None:
             write_preview(svo, preview, overwrite=args.force)
     finally:
         progress.close()
     seconds = time.perf_counter() - started
 
-    counts = svo.stats["counts"]
+    counts = svo.stats.counts
     written = [str(path) for path in (output, preview) if path is not None]
     if not args.quiet:
         print(
             f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
             f"{shape_text(svo.shape)}, {svo.count():,} solid voxels, {seconds:.2f} s "
-            f"({svo.stats['device']}, {args.variant})"
+            f"({svo.stats.device}, {args.variant})"
             + (f" -> {', '.join(written)}" if written else "")
         )
     if args.stats:
         print(format_stats(svo.stats))
     if args.stats_json:
-        _write_json(Path(args.stats_json), svo.stats)
+        _write_json(Path(args.stats_json), svo.stats.to_dict())
     return 0
 
 
@@ -251,21 +258,21 @@ def _write_json(path: Path, stats: dict) -> None:
         raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
 
-def format_stats(stats: dict) -> str:
+def format_stats(stats: Stats) -> str:
     """The statistics of one voxelization as an aligned plain-text table."""
-    gpu, host, memory = stats["gpu_ms"], stats["host_ms"], stats["memory"]
-    lines = [f"grid {shape_text(stats['shape'])}"] if "shape" in stats else []
-    lines.append(f"GPU time per pass, ms ({stats['device']}, timestamps):")
-    lines += [f"  {name:<18} {ms:12.3f}" for name, ms in gpu.items()]
-    lines.append(f"  {'total':<18} {sum(gpu.values()):12.3f}")
+    memory = stats.memory
+    lines = [f"grid {shape_text(stats.shape)}"]
+    lines.append(f"GPU time per pass, ms ({stats.device}, timestamps):")
+    lines += [f"  {name:<18} {ms:12.3f}" for name, ms in stats.gpu_ms.items()]
+    lines.append(f"  {'total':<18} {stats.gpu_total_ms:12.3f}")
     lines.append("host time, ms:")
-    lines += [f"  {name:<18} {ms:12.3f}" for name, ms in host.items()]
+    lines += [f"  {name:<18} {ms:12.3f}" for name, ms in stats.host_ms.items()]
     lines.append("device memory, bytes (all held at once):")
-    lines += [f"  {name:<18} {size:>12,}" for name, size in memory["device_buffers"].items()]
-    lines.append(f"  {'peak':<18} {memory['device_peak_bytes']:>12,}")
-    lines.append(f"  {'staging peak':<18} {memory['staging_peak_bytes']:>12,}")
+    lines += [f"  {name:<18} {size:>12,}" for name, size in memory.device_buffers.items()]
+    lines.append(f"  {'peak':<18} {memory.device_peak_bytes:>12,}")
+    lines.append(f"  {'staging peak':<18} {memory.staging_peak_bytes:>12,}")
     lines.append("workload:")
-    lines += [f"  {name:<18} {value:>12,}" for name, value in stats["counts"].items()]
+    lines += [f"  {name:<18} {value:>12,}" for name, value in stats.counts.items()]
     return "\n".join(lines)
 
 

@@ -1,5 +1,10 @@
 """Typed errors: every failure a user can cause or meet is one of these."""
 
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
 
 class VoxelizerError(Exception):
     """Base class of every error the voxelizer raises on purpose."""
@@ -30,7 +35,25 @@ class ShaderError(VoxelizerError):
 
 
 class OutputError(VoxelizerError):
-    """An output file exists (and overwriting was not asked for) or cannot be written."""
+    """An output file exists (and overwriting was not asked for) or cannot be written.
+
+    `path` is the file concerned (None when no file is named) and `exists` is true when the
+    file was refused because it exists, so that a front end (the command line) can say how
+    its own users ask for overwriting."""
+
+    def __init__(
+        self, message: str, *, path: str | os.PathLike | None = None, exists: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.path = None if path is None else Path(path)
+        self.exists = exists
+
+    @classmethod
+    def file_exists(cls, path: str | os.PathLike) -> OutputError:
+        """The refusal to replace `path`, worded for callers of the Python API."""
+        return cls(
+            f"{path}: file exists (pass overwrite=True to replace it)", path=path, exists=True
+        )
 
 
 class OpenMeshWarning(UserWarning):
@@ -38,7 +61,12 @@ class OpenMeshWarning(UserWarning):
     near the gaps may be wrong in any sense that matters (fill_mode="vote" repairs small holes)."""
 
 
-class SVOFormatError(VoxelizerError):
+class FormatError(VoxelizerError):
+    """A file cannot be read as a voxelization: its extension names no format that
+    voxelizer.load reads, it cannot be opened, or its contents break its format."""
+
+
+class SVOFormatError(FormatError):
     """An .svo file cannot be read or breaks docs/svo-format.md (not an SVO file, truncated,
     corrupted, an unknown version, an inconsistent tree), or SVO arrays do."""
 

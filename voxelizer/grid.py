@@ -1,13 +1,13 @@
-"""DenseGrid: the voxelization as a full (nx, ny, nz) bit grid, in the layout the GPU writes."""
+"""DenseGrid: the voxelization as a full (nx, ny, nz) bit grid, in the layout the GPU writes.
+
+Its .npz file is voxelizer.io's (voxelizer.save, voxelizer.load)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from .errors import OutputError
 from .placement import GridPlacement, Placed, shape_text
+from .stats import Stats
 
 
 def column_words(nz: int) -> int:
@@ -34,7 +34,7 @@ def pack_columns(voxels: np.ndarray) -> np.ndarray:
 class DenseGrid(Placed):
     """A solid voxelization: voxel (i, j, k) is set iff its centre is inside the mesh."""
 
-    def __init__(self, voxels: np.ndarray, placement: GridPlacement, stats: dict | None = None):
+    def __init__(self, voxels: np.ndarray, placement: GridPlacement, stats: Stats | None = None):
         if voxels.shape != placement.shape or voxels.dtype != bool:
             raise ValueError(
                 f"expected a bool array of shape {placement.shape}, got "
@@ -42,43 +42,15 @@ class DenseGrid(Placed):
             )
         self._voxels = voxels
         self.placement = placement
-        self.stats = dict(stats or {})
+        self.stats = stats if stats is not None else Stats()
 
     def to_numpy(self) -> np.ndarray:
         """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]."""
         return self._voxels
 
     def count(self) -> int:
+        """Solid voxels."""
         return int(np.count_nonzero(self._voxels))
-
-    def save_npz(self, path: str | Path, overwrite: bool = False) -> None:
-        """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size."""
-        path = Path(path)
-        if path.exists() and not overwrite:
-            raise OutputError(f"{path}: file exists (use --force to overwrite)")
-        try:
-            with open(path, "wb") as fh:
-                np.savez_compressed(
-                    fh,
-                    bits=np.packbits(self._voxels, axis=None),
-                    shape=np.array(self._voxels.shape, np.int64),
-                    origin=self.placement.origin,
-                    voxel_size=np.float64(self.voxel_size),
-                )
-        except OSError as exc:
-            raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-
-    @classmethod
-    def load_npz(cls, path: str | Path) -> DenseGrid:
-        with np.load(path) as data:
-            shape = tuple(int(s) for s in data["shape"])
-            voxels = (
-                np.unpackbits(data["bits"], count=int(np.prod(shape))).astype(bool).reshape(shape)
-            )
-            placement = GridPlacement(
-                shape, np.array(data["origin"], np.float64), float(data["voxel_size"])
-            )
-        return cls(voxels, placement)
 
     def __repr__(self) -> str:
         return (

@@ -1,14 +1,14 @@
-"""Mesh input: whatever the user hands us becomes float64 vertices and int64 triangles."""
+"""The input mesh: float64 vertices and int64 triangles, and the checks every mesh passes.
+
+Reading mesh files is voxelizer.io's (voxelizer.io.load_mesh)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
-from typing import Union
 
 import numpy as np
+import numpy.typing
 
 from .errors import MeshError
 
@@ -17,9 +17,9 @@ from .errors import MeshError
 class Mesh:
     """An indexed triangle mesh exactly as loaded: no merging, no repair, no reordering.
 
-    Build one with load_mesh, which checks it. What is derived from it (the used vertices,
-    the bounds, the topology) is computed once per Mesh, so voxelizing the same Mesh again
-    costs nothing on the host before the passes."""
+    Build one with checked_mesh or voxelizer.io.load_mesh, which check it. What is derived
+    from it (the used vertices, the bounds, the topology) is computed once per Mesh, so
+    voxelizing the same Mesh again costs nothing on the host before the passes."""
 
     vertices: np.ndarray  # (V, 3) float64
     faces: np.ndarray  # (T, 3) int64, each index < V
@@ -114,44 +114,8 @@ class Topology:
         return self.boundary_edges == 0 and self.nonmanifold_edges == 0
 
 
-MeshLike = Union["Mesh", str, os.PathLike, tuple, "trimesh.Trimesh"]  # noqa: F821
-
-
-def load_mesh(source: MeshLike) -> Mesh:
-    """Accept a path to anything trimesh reads, a trimesh.Trimesh, a Mesh, or (vertices, faces)."""
-    if isinstance(source, Mesh):
-        _check(source, "mesh")
-        return source
-    if isinstance(source, (str, os.PathLike)):
-        return _load_file(Path(source))
-    if isinstance(source, tuple) and len(source) == 2:
-        return _checked(source[0], source[1], "(vertices, faces)")
-    if hasattr(source, "vertices") and hasattr(source, "faces"):
-        return _checked(source.vertices, source.faces, type(source).__name__)
-    raise MeshError(
-        f"cannot voxelize a {type(source).__name__}: pass a file path, a trimesh.Trimesh "
-        "or a (vertices, faces) pair"
-    )
-
-
-def _load_file(path: Path) -> Mesh:
-    import trimesh
-
-    if not path.exists():
-        raise MeshError(f"{path}: no such file")
-    if not path.is_file():
-        raise MeshError(f"{path}: not a file")
-    try:
-        loaded = trimesh.load(str(path), process=False, force="mesh")
-    except Exception as exc:  # trimesh raises many types for bad files
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MeshError(f"{path}: cannot read mesh ({detail})") from exc
-    if not hasattr(loaded, "faces") or loaded.faces is None:
-        raise MeshError(f"{path}: the file holds no triangles")
-    return _checked(loaded.vertices, loaded.faces, str(path))
-
-
-def _checked(vertices, faces, what: str) -> Mesh:
+def checked_mesh(vertices: np.typing.ArrayLike, faces: np.typing.ArrayLike, what: str) -> Mesh:
+    """A Mesh of array-likes, or MeshError naming `what` (the source, as the user knows it)."""
     try:
         v = np.asarray(vertices, dtype=np.float64)
         f = np.asarray(faces)
@@ -168,11 +132,11 @@ def _checked(vertices, faces, what: str) -> Mesh:
     if f.min() < 0 or f.max() >= len(v):
         raise MeshError(f"{what}: a face refers to a vertex that does not exist")
     mesh = Mesh(np.ascontiguousarray(v), np.ascontiguousarray(f, dtype=np.int64))
-    _check(mesh, what)
-    return mesh
+    return check_mesh(mesh, what)
 
 
-def _check(mesh: Mesh, what: str) -> None:
-    """Raise MeshError if the mesh cannot be voxelized (its verdict is cached per Mesh)."""
+def check_mesh(mesh: Mesh, what: str) -> Mesh:
+    """The mesh itself, or MeshError if it cannot be voxelized (the verdict is cached per Mesh)."""
     if mesh.problem:
         raise MeshError(f"{what}: {mesh.problem}")
+    return mesh

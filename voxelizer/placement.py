@@ -19,6 +19,7 @@ Contract shared by the GPU passes and the CPU reference:
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -232,10 +233,31 @@ def _shape_for(extent: np.ndarray, h: float) -> Shape:
     return tuple(int(v) for v in sides)  # type: ignore[return-value]
 
 
-class Placed:
-    """What every voxel model says about where it sits: mixed into DenseGrid and SVO."""
+class Placed(ABC):
+    """The protocol DenseGrid and SVO share, so that writers and callers take either: where
+    the voxels sit, how many are solid, and the voxels as one bool (nx, ny, nz) array
+    (`to_numpy()`, also what `np.asarray(result)` gives)."""
 
     placement: GridPlacement
+
+    @abstractmethod
+    def to_numpy(self) -> np.ndarray:
+        """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]."""
+
+    @abstractmethod
+    def count(self) -> int:
+        """Solid voxels."""
+
+    def __array__(
+        self, dtype: np.typing.DTypeLike | None = None, copy: bool | None = None
+    ) -> np.ndarray:
+        """np.asarray(result): the voxels, as to_numpy() gives them (numpy's copy rules)."""
+        voxels = self.to_numpy()
+        if dtype is not None and np.dtype(dtype) != voxels.dtype:
+            if copy is False:
+                raise ValueError(f"the voxels are bool: {np.dtype(dtype)} needs a copy")
+            return voxels.astype(dtype)
+        return voxels.copy() if copy else voxels
 
     @property
     def shape(self) -> Shape:

@@ -7,35 +7,19 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 
 from __future__ import annotations
 
-import struct
-import zlib
-from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 import trimesh
 
-from .errors import GridError, SVOFormatError
-from .io.writers import open_output, write_binvox, write_vox
-from .placement import GridPlacement, Placed, Shape, check_shape, shape_text
+from .errors import SVOFormatError
+from .placement import GridPlacement, Placed, Shape, shape_text
+from .stats import Stats
 from .surface import voxel_surface
 
-MAGIC = b"VOXSVO\r\n"
-VERSION = 2  # the version this writer writes; the reader also knows 1 (cubic grids)
-# magic, version, header size, nx, ny, nz, P, L, reserved, origin, voxel size, nodes, bricks,
-# solid voxels
-HEADER = struct.Struct("<8s8I3ddQQQ")
-# Version 1: magic, version, header size, N, P, L, reserved, origin, voxel size, nodes, bricks,
-# solid voxels
-HEADER_V1 = struct.Struct("<8s6I3ddQQQ")
-PREFIX = struct.Struct("<8sII")  # magic, version, header size: the same in every version
 FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 SPREAD_NIBBLE = np.uint64(1 | 1 << 15 | 1 << 30 | 1 << 45)  # bit b of a nibble -> bit 16b
 NIBBLE_LANES = np.uint64(0x0001_0001_0001_0001)
 SLAB_VOXELS = 1 << 24  # voxels converted per step between the dense grid and bricks
-
-assert HEADER.size == 96 and HEADER_V1.size == 88
 
 
 def padded_resolution(n: int) -> int:
@@ -207,12 +191,12 @@ class SVO(Placed):
         bricks: np.ndarray,
         level_offsets: np.ndarray,
         placement: GridPlacement,
-        stats: dict | None = None,
+        stats: Stats | None = None,
         *,
         verify: bool = True,
     ):
         self.placement = placement
-        self.stats = dict(stats or {})
+        self.stats = stats if stats is not None else Stats()
         self._padded = padded_resolution(placement.resolution)
         nodes = np.asarray(nodes)
         if nodes.size % 2:
@@ -232,7 +216,7 @@ class SVO(Placed):
 
     @classmethod
     def from_dense(
-        cls, voxels: np.ndarray, placement: GridPlacement, stats: dict | None = None
+        cls, voxels: np.ndarray, placement: GridPlacement, stats: Stats | None = None
     ) -> SVO:
         """The octree of a dense bool[i, j, k] grid (DenseGrid.to_numpy()), built on the CPU."""
         return cls(*build_arrays(voxels), placement, stats)
@@ -303,8 +287,9 @@ class SVO(Placed):
         """Solid volume in world units: count * h^3."""
         return self.count() * self.voxel_size**3
 
-    def to_dense(self) -> np.ndarray:
-        """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy()."""
+    def to_numpy(self) -> np.ndarray:
+        """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy(), built
+        anew on every call (the octree is the stored form)."""
         shape, levels = self.shape, self.levels
         values = self._all_bricks()
         out = np.empty(shape, bool)
@@ -423,112 +408,27 @@ class SVO(Placed):
         f, (nx, ny, nz) = 1 << level, self.shape
         coarse = tuple(max(8, -(-n // (4 * f)) * 4) for n in self.shape)
         fine = np.zeros(tuple(c * f for c in coarse), bool)
-        fine[:nx, :ny, :nz] = self.to_dense()
+        fine[:nx, :ny, :nz] = self.to_numpy()
         blocks = fine.reshape(coarse[0], f, coarse[1], f, coarse[2], f)
         if rule == "any":
             voxels = blocks.any(axis=(1, 3, 5))
         else:
             voxels = blocks.sum(axis=(1, 3, 5), dtype=np.int64) * 2 > f**3
         placement = GridPlacement(coarse, self.origin, self.voxel_size * f)
-        return SVO.from_dense(voxels, placement, {"lod": level, "rule": rule})
+        return SVO.from_dense(voxels, placement)
 
-    # --- conversions and files ------------------------------------------------------------
+    # --- conversions (files are voxelizer.io's: voxelizer.save, voxelizer.load) ---------------
 
     def to_mesh(self) -> trimesh.Trimesh:
         """The voxels' outer faces, closed and outward (see voxelizer.surface)."""
-        return voxel_surface(self.to_dense(), self.placement.origin, self.voxel_size)
+        return voxel_surface(self.to_numpy(), self.placement.origin, self.voxel_size)
 
     def to_trimesh(self) -> trimesh.voxel.VoxelGrid:
         """The same voxels as a trimesh VoxelGrid; its transform maps index -> voxel centre."""
         transform = np.eye(4)
         transform[:3, :3] *= self.voxel_size
         transform[:3, 3] = np.asarray(self.placement.origin, np.float64) + self.voxel_size / 2
-        return trimesh.voxel.VoxelGrid(self.to_dense(), transform=transform)
-
-    def to_binvox(self, path: str | Path, overwrite: bool = False) -> None:
-        """binvox 1 file (see formats.write_binvox)."""
-        write_binvox(self, path, overwrite)
-
-    def to_vox(self, path: str | Path, overwrite: bool = False) -> None:
-        """MagicaVoxel .vox file (see formats.write_vox)."""
-        write_vox(self, path, overwrite)
-
-    def save(self, path: str | Path, overwrite: bool = False) -> None:
-        """Write the .svo file of docs/svo-format.md (refuses to replace a file unless asked)."""
-        p, levels = self._padded, self.levels
-        origin = np.asarray(self.placement.origin, np.float64)
-        header = HEADER.pack(
-            MAGIC,
-            VERSION,
-            HEADER.size,
-            *self.shape,
-            p,
-            levels,
-            0,
-            *origin,
-            self.voxel_size,
-            self.node_count,
-            self.brick_count,
-            self.count(),
-        )
-        parts = [
-            header,
-            self._level_offsets.astype("<u4").tobytes(),
-            self._nodes.astype("<u4").tobytes(),
-            bytes(_brick_padding(HEADER.size, levels)),
-            self._bricks.astype("<u8").tobytes(),
-        ]
-        crc = 0
-        with open_output(path, overwrite) as fh:
-            for part in parts:
-                crc = zlib.crc32(part, crc)
-                fh.write(part)
-            fh.write(struct.pack("<I", crc))
-
-    @classmethod
-    def load(cls, path: str | Path) -> SVO:
-        """Read an .svo file (version 2, or 1 for a cube): sizes first (before allocating), then
-        checksum, then structure."""
-        path = Path(path)
-        try:
-            with open(path, "rb") as fh:
-                size = fh.seek(0, 2)
-                fh.seek(0)
-                head = fh.read(HEADER.size)  # the longest header; shorter ones are a prefix
-                header = _read_header(head, size)
-                data = head + fh.read(header.file_size - len(head))
-            if len(data) != header.file_size:
-                raise SVOFormatError("truncated while reading")
-        except OSError as exc:
-            raise SVOFormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-        except SVOFormatError as exc:
-            raise SVOFormatError(f"{path}: {exc}") from None
-        (crc,) = struct.unpack_from("<I", data, len(data) - 4)
-        if zlib.crc32(memoryview(data)[:-4]) != crc:
-            raise SVOFormatError(f"{path}: checksum mismatch (the file is corrupted)")
-        levels, at = header.levels, header.size
-        level_offsets = np.frombuffer(data, "<u4", levels + 1, at)
-        at += 4 * (levels + 1)
-        nodes = np.frombuffer(data, "<u4", 2 * header.node_count, at).reshape(-1, 2)
-        at += 8 * header.node_count
-        padding = _brick_padding(header.size, levels)
-        if any(data[at : at + padding]):
-            raise SVOFormatError(f"{path}: padding before the bricks is not zero")
-        bricks = np.frombuffer(data, "<u8", header.brick_count, at + padding)
-        try:
-            svo = cls(
-                nodes,
-                bricks,
-                level_offsets,
-                GridPlacement(header.shape, np.array(header.origin), header.voxel_size),
-            )
-        except SVOFormatError as exc:
-            raise SVOFormatError(f"{path}: {exc}") from None
-        if svo.count() != header.solid:
-            raise SVOFormatError(
-                f"{path}: the header says {header.solid} solid voxels, the tree holds {svo.count()}"
-            )
-        return svo
+        return trimesh.voxel.VoxelGrid(self.to_numpy(), transform=transform)
 
     # --- helpers --------------------------------------------------------------------------
 
@@ -579,77 +479,6 @@ def _frozen(array: np.ndarray, dtype, name: str) -> np.ndarray:
     out = np.array(array, dtype=dtype)
     out.flags.writeable = False
     return out
-
-
-def _brick_padding(header_size: int, levels: int) -> int:
-    """Zero bytes before the bricks: they start 8-byte aligned (also when there are none)."""
-    return (header_size + 4 * (levels + 1)) % 8
-
-
-@dataclass(frozen=True)
-class _Header:
-    """A checked .svo header, either version, with the file size its counts imply."""
-
-    size: int
-    shape: Shape
-    levels: int
-    origin: tuple[float, float, float]
-    voxel_size: float
-    node_count: int
-    brick_count: int
-    solid: int
-    file_size: int
-
-
-def _read_header(head: bytes, size: int) -> _Header:
-    """Check the header on its own (its version's layout) against the file's size."""
-    if head[: len(MAGIC)] != MAGIC[: len(head)]:
-        raise SVOFormatError("not an SVO file (bad magic)")
-    if len(head) < PREFIX.size:
-        raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
-    _, version, header_size = PREFIX.unpack_from(head)
-    layouts = {1: HEADER_V1, VERSION: HEADER}
-    if version not in layouts:
-        raise SVOFormatError(
-            f"unsupported format version {version} (this reader knows "
-            f"{' and '.join(map(str, sorted(layouts)))})"
-        )
-    layout = layouts[version]
-    if len(head) < layout.size:
-        raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
-    fields = layout.unpack_from(head)
-    if version == 1:  # one side N: the cube N^3
-        sides, (p, levels, reserved), rest = (fields[3],) * 3, fields[4:7], fields[7:]
-    else:
-        sides, (p, levels, reserved), rest = fields[3:6], fields[6:9], fields[9:]
-    origin, h, node_count, brick_count, solid = rest[0:3], rest[3], rest[4], rest[5], rest[6]
-    if header_size != layout.size or reserved != 0:
-        raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
-    try:
-        shape = check_shape(sides)
-    except GridError as exc:
-        raise SVOFormatError(f"bad grid shape: {exc}") from None
-    if p != padded_resolution(max(shape)) or levels != _log2(p // 4):
-        raise SVOFormatError(f"shape {shape_text(shape)}, P = {p}, L = {levels} do not agree")
-    if not (np.isfinite(origin).all() and np.isfinite(h) and h > 0):
-        raise SVOFormatError("origin and voxel size must be finite, voxel size positive")
-    if not 1 <= node_count <= sum(8**level for level in range(levels)) or brick_count > 8**levels:
-        raise SVOFormatError(f"impossible counts: {node_count} nodes, {brick_count} bricks")
-    expected = (
-        layout.size
-        + 4 * (levels + 1)
-        + 8 * node_count
-        + _brick_padding(layout.size, levels)
-        + 8 * brick_count
-        + 4
-    )
-    if size != expected:
-        raise SVOFormatError(
-            f"size {size} bytes, but the header's counts imply {expected} (truncated or corrupted)"
-        )
-    return _Header(
-        layout.size, shape, levels, tuple(origin), h, node_count, brick_count, solid, expected
-    )
 
 
 class _Tree:

@@ -1,4 +1,8 @@
-"""Benchmark meshes: shared models by name, files by path, and subdivided models by suffix.
+"""Benchmark meshes: models by name from a models directory, files by path, and subdivided
+models by suffix.
+
+The directory is always the caller's (the benchmark's `--models-dir`): where a checkout keeps
+its models is no business of the library.
 
 `dragon-x16` is dragon.ply after two midpoint subdivisions (16 times the triangles). Each
 step splits every triangle into four on the same plane, so the solid is exactly the same
@@ -13,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
-import voxelizer
-from voxelizer.mesh import Mesh, load_mesh
+from voxelizer.io import load_mesh
+from voxelizer.mesh import Mesh
 
-SHARED_MODELS = Path(voxelizer.__file__).resolve().parents[1].parent / "shared" / "models"
+MESH_SUFFIXES = (".ply", ".stl", ".obj", ".off", ".glb")
 SUBDIVIDED = re.compile(r"^(?P<base>.+)-x(?P<factor>\d+)$")
 
 _cache: dict[tuple[str, int], Mesh] = {}  # (resolved base path, steps) -> mesh, for one run
@@ -55,10 +59,10 @@ def subdivided(mesh: Mesh, steps: int) -> Mesh:
     return Mesh(vertices, faces)
 
 
-def resolve_model(spec: str, models_dir: Path = SHARED_MODELS) -> tuple[str, Mesh]:
+def resolve_model(spec: str, models_dir: Path | None = None) -> tuple[str, Mesh]:
     """(name, mesh) for a file path, a model name in `models_dir`, or NAME-xF with F a power
-    of four. Subdivided meshes are kept for the rest of the run, each level built from the
-    one below it."""
+    of four (NAME a name or a file path). Subdivided meshes are kept for the rest of the run,
+    each level built from the one below it."""
     path = Path(spec)
     if path.suffix and path.is_file():
         return path.stem, load_mesh(path)
@@ -78,16 +82,18 @@ def resolve_model(spec: str, models_dir: Path = SHARED_MODELS) -> tuple[str, Mes
     return spec, load_mesh(model_path(spec, models_dir))
 
 
-def model_path(name: str, models_dir: Path = SHARED_MODELS) -> Path:
-    """The file of a model given by path or by name in `models_dir`."""
+def model_path(name: str, models_dir: Path | None = None) -> Path:
+    """The file of a model given by path or by name in `models_dir` (None: paths only)."""
     if Path(name).suffix and Path(name).is_file():
         return Path(name)
+    if models_dir is None:
+        raise ValueError(f"no file {name!r}, and no models directory to look the name up in")
     candidates = sorted(Path(models_dir).glob(f"{name}.*"))
-    meshes = [p for p in candidates if p.suffix.lower() in (".ply", ".stl", ".obj", ".off", ".glb")]
+    meshes = [p for p in candidates if p.suffix.lower() in MESH_SUFFIXES]
     if not meshes:
         known = sorted({p.stem for p in Path(models_dir).glob("*.*") if p.suffix != ".md"})
         raise ValueError(
             f"no model {name!r} in {models_dir} (known: {', '.join(known) or 'none'}; "
-            "or give a file path)"
+            "or give a file path, or another models directory)"
         )
     return meshes[0]

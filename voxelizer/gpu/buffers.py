@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import vulkan as vk
 
@@ -110,6 +112,14 @@ class Buffer:
             self.handle = None
 
 
+@dataclass
+class Binding:
+    """A buffer range bound at one binding of a pipeline's descriptor set."""
+
+    buffer: Buffer
+    size: int | None = None  # bytes from offset 0; None binds the whole buffer
+
+
 class BufferPool:
     """Grow-only named buffers reused across voxelizations, so repeated calls allocate nothing."""
 
@@ -128,6 +138,11 @@ class BufferPool:
         grown = size if buffer is None else max(size, min(buffer.size * 3 // 2, size * 2))
         self._buffers[name] = Buffer(self.device, grown, usage, host_visible, name)
         return self._buffers[name]
+
+    def binding(self, name: str, size: int, usage: int = STORAGE) -> Binding:
+        """The first `size` bytes of the named buffer (grown if needed), ready to bind: the
+        descriptor covers what the pass uses, not what the buffer grew to."""
+        return Binding(self.get(name, size, usage), size)
 
     def sizes(self, host_visible: bool) -> dict[str, int]:
         """Bytes of every buffer held now (all of them are held at once: this is the peak)."""

@@ -7,26 +7,24 @@ from the sequence's pool; the pool is reset at every `begin()`.
 
 from __future__ import annotations
 
-import struct
-from dataclasses import dataclass
+from collections.abc import Mapping
 
 import numpy as np
 import vulkan as vk
 
-from .buffers import STAGING, Buffer, BufferPool
+from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
 from .pipelines import ComputePipeline
+
+__all__ = ["Binding", "Sequence", "workgroups"]
 
 _SETS_PER_POOL = 64
 _MAX_TIMESTAMPS = 128
 
 
-@dataclass
-class Binding:
-    """A buffer range bound at one binding of a pipeline's descriptor set."""
-
-    buffer: Buffer
-    size: int | None = None  # bytes from offset 0; None binds the whole buffer
+def workgroups(items: int, per_group: int) -> int:
+    """Workgroups of `per_group` invocations (or items) that cover `items`."""
+    return -(-items // per_group)
 
 
 class Sequence:
@@ -128,14 +126,17 @@ class Sequence:
     def dispatch(
         self,
         pipeline: ComputePipeline,
-        bindings: dict[int, Binding | Buffer],
-        push: bytes,
+        bindings: Mapping[str, Binding | Buffer],
+        push: Mapping[str, object],
         groups: int,
     ) -> None:
-        """Run `groups` workgroups, folded into 2-D when past the per-dimension limit."""
+        """Run `groups` workgroups, folded into 2-D when past the per-dimension limit. The
+        buffers and push values are named as the pipeline's kernel declares them."""
+        push_bytes = pipeline.kernel.pack(push)
+        pipeline.kernel.check_bindings(bindings)
         if groups <= 0:
             return
-        self._bind(pipeline, bindings, push)
+        self._bind(pipeline, bindings, push_bytes)
         x = min(groups, self.device.max_groups_x)
         y = -(-groups // x)
         if y > self.device.max_groups_y:
@@ -145,21 +146,23 @@ class Sequence:
     def dispatch_indirect(
         self,
         pipeline: ComputePipeline,
-        bindings: dict[int, Binding | Buffer],
-        push: bytes,
+        bindings: Mapping[str, Binding | Buffer],
+        push: Mapping[str, object],
         arguments: Buffer,
     ) -> None:
         """Run as many workgroups as a VkDispatchIndirectCommand at offset 0 of `arguments` says."""
-        self._bind(pipeline, bindings, push)
+        push_bytes = pipeline.kernel.pack(push)
+        pipeline.kernel.check_bindings(bindings)
+        self._bind(pipeline, bindings, push_bytes)
         vk.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, 0)
 
-    def _bind(self, pipeline: ComputePipeline, bindings: dict, push: bytes) -> None:
-        if set(bindings) != set(pipeline.bindings):
-            raise ValueError(f"{pipeline.name}: bindings {sorted(bindings)} != {pipeline.bindings}")
+    def _bind(
+        self, pipeline: ComputePipeline, bindings: Mapping[str, Binding | Buffer], push: bytes
+    ) -> None:
         descriptor_set = self._allocate_set(pipeline)
         infos, writes = [], []
-        for slot in pipeline.bindings:
-            bound = bindings[slot]
+        for name, slot in pipeline.bindings.items():
+            bound = bindings[name]
             if isinstance(bound, Buffer):
                 bound = Binding(bound)
             size = bound.buffer.size if bound.size is None else max(4, (bound.size + 3) // 4 * 4)
@@ -180,11 +183,10 @@ class Sequence:
         vk.vkCmdBindDescriptorSets(
             cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, [descriptor_set], 0, None
         )
-        if pipeline.push_constant_size:
-            padded = push.ljust(pipeline.push_constant_size, b"\0")
-            data = vk.ffi.new("char[]", padded)
+        if push:
+            data = vk.ffi.new("char[]", push)
             vk.vkCmdPushConstants(
-                cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(padded), data
+                cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), data
             )
 
     def _allocate_set(self, pipeline: ComputePipeline):
@@ -251,8 +253,3 @@ class Sequence:
         vk.vkDestroyQueryPool(handle, self.query_pool, None)
         vk.vkDestroyFence(handle, self.fence, None)
         vk.vkDestroyCommandPool(handle, self.command_pool, None)
-
-
-def pack(fmt: str, *values) -> bytes:
-    """Push-constant bytes (std430 scalars: 'I' uint, 'i' int)."""
-    return struct.pack("<" + fmt, *values)

@@ -1,27 +1,28 @@
-"""Compute pipelines: one SPIR-V module, its storage-buffer bindings and push constants."""
+"""Compute pipelines: a declared kernel (gpu/kernels.py) compiled and built on a device."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import vulkan as vk
 
+from .compiler import compile_shader
 from .device import Device
+from .kernels import Kernel
 
 
 class ComputePipeline:
-    """A compute pipeline whose descriptor set holds storage buffers at `bindings`."""
+    """A kernel built on a device: its SPIR-V module, a descriptor-set layout with one storage
+    buffer per declared binding, and its push-constant range. `shared_defines` are those of
+    the kernel's family (work-group size, variant, device paths); the kernel adds its own."""
 
-    def __init__(
-        self,
-        device: Device,
-        spirv: bytes,
-        bindings: tuple[int, ...],
-        push_constant_size: int,
-        name: str = "",
-    ):
+    def __init__(self, device: Device, kernel: Kernel, shared_defines: Mapping[str, int]):
         self.device = device
-        self.name = name
-        self.bindings = tuple(bindings)
-        self.push_constant_size = push_constant_size
+        self.kernel = kernel
+        self.name = kernel.label
+        self.bindings = kernel.bindings  # buffer name -> binding slot
+        self.push_constant_size = push_constant_size = kernel.push_size
+        spirv = compile_shader(kernel.source, kernel.compile_defines(shared_defines))
         handle = device.handle
         # Every create-info below stays bound to a local until its call returns: cffi frees
         # nested temporaries early otherwise.
@@ -35,7 +36,7 @@ class ComputePipeline:
                 descriptorCount=1,
                 stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT,
             )
-            for b in self.bindings
+            for b in sorted(self.bindings.values())
         ]
         set_info = vk.VkDescriptorSetLayoutCreateInfo(
             bindingCount=len(layout_bindings), pBindings=layout_bindings

@@ -10,13 +10,14 @@ encoder (zlib + struct).
 
 from __future__ import annotations
 
+import os
 import struct
 import zlib
-from pathlib import Path
 
 import numpy as np
 
-from .writers import open_output
+from ..placement import Placed
+from .output import open_output
 
 # Per view: the axis looked along (from its + side), then the image's right and up
 # directions as (axis, sign).
@@ -29,7 +30,9 @@ GAP = 8  # pixels between views
 PANEL = (256, 512)
 
 
-def write_preview(voxels, path: str | Path, overwrite: bool = False) -> None:
+def write_preview(
+    voxels: Placed | np.ndarray, path: str | os.PathLike, overwrite: bool = False
+) -> None:
     """Write the three-view PNG of an SVO, a DenseGrid or a bool (nx, ny, nz) array."""
     image = render_views(_dense(voxels))
     png = encode_png(image)
@@ -52,10 +55,8 @@ def render_views(voxels: np.ndarray) -> np.ndarray:
     return np.concatenate([border, np.concatenate(row, axis=1), border])
 
 
-def _dense(voxels) -> np.ndarray:
-    if hasattr(voxels, "to_dense"):
-        return voxels.to_dense()
-    if hasattr(voxels, "to_numpy"):
+def _dense(voxels: Placed | np.ndarray) -> np.ndarray:
+    if isinstance(voxels, Placed):
         return voxels.to_numpy()
     voxels = np.asarray(voxels)
     if voxels.dtype != bool or voxels.ndim != 3:

@@ -1,64 +1,42 @@
-"""Output files for an SVO, chosen by extension: .svo, .binvox, .vox, .npz, .ply, .obj, .glb.
+"""Output files of a voxelization, chosen by extension: .svo, .binvox, .vox, .npz, .ply, .obj,
+.glb. Every writer takes a DenseGrid or an SVO (anything Placed).
 
-Every writer refuses to replace an existing file unless asked (OutputError saying to use
---force) and reports any OSError as an OutputError.
+Every writer refuses to replace an existing file unless asked (OutputError with `exists`
+set) and reports any OSError as an OutputError (see voxelizer.io.output).
 """
 
 from __future__ import annotations
 
+import os
 import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
 
 import numpy as np
 
 from ..errors import OutputError
-from ..grid import DenseGrid
-from ..placement import shape_text
-
-if TYPE_CHECKING:
-    from ..svo import SVO
+from ..placement import Placed, shape_text
+from ..surface import voxel_surface
+from .npz_file import write_npz
+from .output import open_output
+from .svo_file import write_svo
 
 VOX_MODEL_SIDE = 256  # MagicaVoxel stores at most 256 voxels per side in one model
 
 
-@contextmanager
-def open_output(path: str | Path, overwrite: bool = False) -> Iterator[BinaryIO]:
-    """A binary file opened for writing; an existing file only with overwrite (else OutputError)."""
-    path = Path(path)
-    try:
-        with open(path, "wb" if overwrite else "xb") as fh:
-            yield fh
-    except FileExistsError:
-        raise OutputError(f"{path}: file exists (use --force to overwrite)") from None
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
-
-
-def write(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
-    """Write `svo` in the format its extension names (OUTPUT_FORMATS)."""
+def save(result: Placed, path: str | os.PathLike, *, overwrite: bool = False) -> None:
+    """Write a DenseGrid or an SVO in the format its extension names (OUTPUT_FORMATS)."""
     suffix = Path(path).suffix.lower()
     if suffix not in WRITERS:
         raise OutputError(
             f"cannot write {suffix or 'files without an extension'}: "
-            f"use {', '.join(OUTPUT_FORMATS)}"
+            f"use {', '.join(OUTPUT_FORMATS)}",
+            path=path,
         )
-    WRITERS[suffix](svo, path, overwrite)
+    WRITERS[suffix](result, path, overwrite)
 
 
-def write_svo(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
-    """The .svo file of docs/svo-format.md (SVO.save)."""
-    svo.save(path, overwrite)
-
-
-def write_npz(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
-    """The dense grid's .npz (DenseGrid.save_npz): packed bits, shape, origin, voxel size."""
-    DenseGrid(svo.to_dense(), svo.placement).save_npz(path, overwrite)
-
-
-def write_binvox(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
+def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
     """binvox 1: voxel (i, j, k) is the binvox voxel (x, y, z) = (i, j, k).
 
     binvox puts voxel centres at translate + scale * (index + 1/2) / dim, so translate is the
@@ -66,19 +44,20 @@ def write_binvox(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
     pairs with runs of at most 255. Cubic grids only: binvox has one scale for the whole grid,
     which readers divide by each side (trimesh 4 cannot even load other shapes).
     """
-    nx, ny, nz = svo.shape
+    nx, ny, nz = result.shape
     if not nx == ny == nz:
         raise OutputError(
-            f"{path}: .binvox holds cubic grids only, not {shape_text(svo.shape)} "
-            "(use .svo, .npz or .vox)"
+            f"{path}: .binvox holds cubic grids only, not {shape_text(result.shape)} "
+            "(use .svo, .npz or .vox)",
+            path=path,
         )
     n = nx
-    flat = svo.to_dense().transpose(0, 2, 1).ravel()
-    origin = np.asarray(svo.placement.origin, np.float64)
+    flat = result.to_numpy().transpose(0, 2, 1).ravel()
+    origin = np.asarray(result.placement.origin, np.float64)
     header = (
         f"#binvox 1\ndim {n} {n} {n}\n"
         f"translate {float(origin[0])!r} {float(origin[1])!r} {float(origin[2])!r}\n"
-        f"scale {float(n * svo.voxel_size)!r}\ndata\n"
+        f"scale {float(n * result.voxel_size)!r}\ndata\n"
     )
     runs = _binvox_runs(flat)
     with open_output(path, overwrite) as fh:
@@ -98,7 +77,7 @@ def _binvox_runs(flat: np.ndarray) -> np.ndarray:
     return np.stack([values.astype(np.uint8), counts.astype(np.uint8)], axis=1).ravel()
 
 
-def write_vox(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
+def write_vox(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
     """MagicaVoxel .vox (version 150): voxel (i, j, k) is MagicaVoxel voxel (x, y, z) = (i, j, k).
 
     A model holds at most 256 voxels per side, so the grid is cut into 256^3 tiles; each
@@ -107,7 +86,7 @@ def write_vox(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
     even, so the centre is exact). An empty grid still has one empty model. Every voxel has
     colour 1; the RGBA palette makes it light grey. World placement (origin, h) is not stored.
     """
-    tiles = _vox_tiles(svo.to_dense())
+    tiles = _vox_tiles(result.to_numpy())
     models = [
         _chunk(b"SIZE", struct.pack("<3i", *size))
         + _chunk(
@@ -175,14 +154,15 @@ def _node_transform(node: int, child: int, layer: int, translation) -> bytes:
     )
 
 
-def write_mesh(svo: SVO, path: str | Path, overwrite: bool = False) -> None:
-    """The outer faces of the voxels (SVO.to_mesh()) as PLY, OBJ or GLB, by extension."""
-    data = svo.to_mesh().export(file_type=Path(path).suffix.lower()[1:])
+def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """The outer faces of the voxels (as SVO.to_mesh()) as PLY, OBJ or GLB, by extension."""
+    surface = voxel_surface(result.to_numpy(), result.placement.origin, result.voxel_size)
+    data = surface.export(file_type=Path(path).suffix.lower()[1:])
     with open_output(path, overwrite) as fh:
         fh.write(data.encode() if isinstance(data, str) else data)
 
 
-WRITERS = {
+WRITERS: dict[str, Callable[[Placed, str | os.PathLike, bool], None]] = {
     ".svo": write_svo,
     ".binvox": write_binvox,
     ".vox": write_vox,

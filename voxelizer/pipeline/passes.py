@@ -14,20 +14,24 @@ buffer instead of a triangle soup).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
-import vulkan as vk
 
-from ..errors import VariantError, VoxelizerError
-from ..gpu.buffers import INDIRECT, BufferPool
-from ..gpu.commands import Binding, Sequence, pack
-from ..gpu.compiler import compile_shader
+from ..errors import VoxelizerError
+from ..gpu.buffers import INDIRECT, Binding, Buffer, BufferPool
+from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
+from ..gpu.kernels import COMMON_DEFINES, TILE_SHIFT, WG_SIZE, Kernel, subgroup_defines
 from ..gpu.pipelines import ComputePipeline
+from ..gpu.scan import Scan
 from ..grid import column_words
 from ..parallel import for_row_chunks
 from ..placement import FIXED_BITS
+from ..stats import Stats
+from . import kernels
+from .kernels import FILL_PAIRS_PER_ROUND
 
 VARIANTS = {
     "naive": {"BRANCHLESS": 0, "INDEXED": 0},
@@ -41,90 +45,49 @@ DEFAULT_VARIANT = "branchless"
 SORTS = ("counting", "bitonic")
 DEFAULT_SORT = "counting"
 
-WG_SIZE = 256  # threads per 1-D workgroup
-TILE_SHIFT = 2  # tiles of 4 x 4 columns
 TILE_SIDE = 1 << TILE_SHIFT
-SCAN_ITEMS = 16  # values per thread in the scan (a multiple of 4): fewer workgroups
-SCAN_BLOCK = WG_SIZE * SCAN_ITEMS  # values one scan workgroup handles
 SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
 TILE_BYTES = 16  # Tile in compact.comp / fill.comp
 PAIR_BYTES = 8
-FILL_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fill dispatch (shaders/fill.comp)
 COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold
 
 
-def check_variant(variant: str) -> str:
-    if variant not in VARIANTS:
-        raise VariantError(f"unknown variant {variant!r} (choose from {', '.join(VARIANTS)})")
-    return variant
-
-
-def check_sort(sort: str) -> str:
-    if sort not in SORTS:
-        raise VariantError(f"unknown sort {sort!r} (choose from {', '.join(SORTS)})")
-    return sort
-
-
-def subgroup_defines(device: Device) -> dict[str, int]:
-    """The subgroup paths a device can take (shaders/scan.comp, shaders/fill.comp)."""
-    return {
-        "SUBGROUP_SCAN": int(device.has_subgroup(vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT)),
-        "SHARED_RECORDS": int(
-            device.has_subgroup(vk.VK_SUBGROUP_FEATURE_BALLOT_BIT) and device.subgroup_size >= 8
-        ),
-    }
-
-
-def _groups(items: int, per_group: int) -> int:
-    return -(-items // per_group)
+def pass_defines(variant: str, subgroups: Mapping[str, int]) -> dict[str, int]:
+    """What every pass kernel of `variant` is compiled with besides its own defines, given
+    the device's subgroup paths (gpu.kernels.subgroup_defines)."""
+    return {**VARIANTS[variant], **COMMON_DEFINES, "FIXED_BITS": FIXED_BITS, **subgroups}
 
 
 class PassPipelines:
-    """Every pipeline of one variant on one device, compiled once and reused for every mesh."""
+    """The pass kernels of one variant on one device, compiled once and reused for every mesh
+    (the scan they share with the SVO build is gpu.scan.Scan)."""
 
     def __init__(self, device: Device, variant: str):
-        self.variant = check_variant(variant)
+        self.variant = variant  # one of VARIANTS (checked by the caller's Options)
         self.indexed = bool(VARIANTS[variant]["INDEXED"])
-        base = dict(
-            VARIANTS[variant],
-            WG_SIZE=WG_SIZE,
-            TILE_SHIFT=TILE_SHIFT,
-            FIXED_BITS=FIXED_BITS,
-            SCAN_ITEMS=SCAN_ITEMS,
-            **subgroup_defines(device),
-        )
+        defines = pass_defines(variant, subgroup_defines(device))
 
-        def build(name: str, bindings: tuple, push_size: int, **extra: int) -> ComputePipeline:
-            spirv = compile_shader(name, {**base, **extra})
-            return ComputePipeline(device, spirv, bindings, push_size, f"{name}{extra or ''}")
+        def build(kernel: Kernel) -> ComputePipeline:
+            return ComputePipeline(device, kernel, defines)
 
-        geometry = (0, 1) if self.indexed else (0,)
-        self.setup = build("setup", geometry + (2, 3, 4), 28)
-        self.scan_blocks = build("scan", (0, 1), 4, SCAN_ADD=0)
-        self.scan_add = build("scan", (0, 1), 4, SCAN_ADD=1)
-        self.emit = build("emit", (0, 1, 2), 24)
-        self.sort_blocks = build("sort", (0,), 8, SORT_MODE=0)
-        self.sort_step = build("sort", (0,), 8, SORT_MODE=1)
-        self.sort_merge = build("sort", (0,), 8, SORT_MODE=2)
-        self.mark = build("mark", (0, 1), 4, FROM_HISTOGRAM=0)
-        self.compact = build("compact", (0, 1, 2, 3), 8, FROM_HISTOGRAM=0)
-        self.count_pairs = build("count_sort", (0, 1, 2), 4, COUNT_MODE=0)
-        self.scatter_pairs = build("count_sort", (0, 1, 2), 4, COUNT_MODE=1)
-        self.mark_counts = build("mark", (0, 1), 4, FROM_HISTOGRAM=1)
-        self.compact_counts = build("compact", (0, 1, 2, 3, 4), 8, FROM_HISTOGRAM=1)
-        self.fill_flips = build(
-            "fill", (0, 1, 2, 3, 4), 32, FILL_STAGE=0, PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND
-        )
-        self.fill_parity = build(
-            "fill", (0, 1, 2, 3, 4), 32, FILL_STAGE=1, PAIRS_PER_ROUND=FILL_PAIRS_PER_ROUND
-        )
+        self.setup = build(kernels.SETUP_INDEXED if self.indexed else kernels.SETUP_SOUP)
+        self.emit = build(kernels.EMIT)
+        self.sort_blocks = build(kernels.SORT_BLOCKS)
+        self.sort_step = build(kernels.SORT_STEP)
+        self.sort_merge = build(kernels.SORT_MERGE)
+        self.mark = build(kernels.MARK_PAIRS)
+        self.compact = build(kernels.COMPACT_PAIRS)
+        self.count_pairs = build(kernels.COUNT_PAIRS)
+        self.scatter_pairs = build(kernels.SCATTER_PAIRS)
+        self.mark_counts = build(kernels.MARK_COUNTS)
+        self.compact_counts = build(kernels.COMPACT_COUNTS)
+        self.fill_flips = build(kernels.FILL_FLIPS)
+        self.fill_parity = build(kernels.FILL_PARITY)
 
     def all(self) -> list[ComputePipeline]:
         return [
             self.setup,
-            self.scan_blocks,
-            self.scan_add,
             self.emit,
             self.sort_blocks,
             self.sort_step,
@@ -147,7 +110,8 @@ class PassPipelines:
 @dataclass(frozen=True)
 class Window:
     """Column rows [row_lo, row_hi) of an (nx, ny, nz) grid, whole tile rows, written into a
-    grid buffer that starts at row buffer_row (shaders/common.glsl, Window)."""
+    grid buffer that starts at row buffer_row (shaders/common.glsl, Window): the push
+    constant `window` takes it as it is."""
 
     nx: int
     nz: int
@@ -163,9 +127,6 @@ class Window:
     def grid_bytes(self) -> int:
         return self.nx * (self.row_hi - self.row_lo) * column_words(self.nz) * 4
 
-    def push(self) -> bytes:
-        return pack("5i", self.nx, self.nz, self.row_lo, self.row_hi, self.buffer_row)
-
     def halves(self) -> tuple[Window, Window]:
         tile_rows = (self.row_hi - self.row_lo) >> TILE_SHIFT
         middle = self.row_lo + (tile_rows // 2 << TILE_SHIFT)
@@ -173,24 +134,6 @@ class Window:
             Window(self.nx, self.nz, self.row_lo, middle, self.buffer_row),
             Window(self.nx, self.nz, middle, self.row_hi, self.buffer_row),
         )
-
-
-@dataclass
-class PassStats:
-    """Times and counts summed over every window and batch of one voxelization."""
-
-    gpu_ms: dict[str, float] = field(default_factory=dict)
-    host_ms: dict[str, float] = field(default_factory=dict)
-    counts: dict[str, int] = field(default_factory=dict)
-
-    def add_times(self, gpu_ms: dict[str, float] | None = None, **host_ms: float) -> None:
-        for total, times in ((self.gpu_ms, gpu_ms or {}), (self.host_ms, host_ms)):
-            for label, ms in times.items():
-                total[label] = total.get(label, 0.0) + ms
-
-    def count(self, **counts: int) -> None:
-        for label, value in counts.items():
-            self.counts[label] = self.counts.get(label, 0) + value
 
 
 class PassRunner:
@@ -206,6 +149,7 @@ class PassRunner:
         self,
         device: Device,
         pipelines: PassPipelines,
+        scan: Scan,
         pool: BufferPool,
         sequence: Sequence,
         vertices: np.ndarray,
@@ -213,24 +157,26 @@ class PassRunner:
         sort: str = DEFAULT_SORT,
         batch_triangles: int | None = None,
         pair_budget: int | None = None,
+        stats: Stats | None = None,
     ):
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
+        self.scan = scan
         self.vertices = np.ascontiguousarray(vertices, np.float32)
         self.faces = np.ascontiguousarray(faces, np.uint32)
-        self.sort = check_sort(sort)
+        self.sort = sort
         self.triangles = len(self.faces)
         self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
         self.pair_budget = pair_budget
-        self.stats = PassStats()
+        self.stats = stats if stats is not None else Stats()  # what every part adds to
         self._uploaded: tuple[int, int] | None = None
-        self._bindings: dict[int, Binding] = {}
+        self._geometry: dict[str, Binding] = {}  # "soup", or "vertices" and "indices"
         self._tile_boxes: np.ndarray | None = None
         started = time.perf_counter()
         # Soup variants gather once for a single batch, per batch otherwise; the indexed ones
         # upload the vertices once and the indices batch by batch.
         one_gather = not pipelines.indexed and self.batch_triangles == self.triangles
         self._soup = self._gather(0, self.triangles) if one_gather else None
-        self.stats.add_times(prepare=(time.perf_counter() - started) * 1e3)
+        self.stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
         self.stats.count(triangles=self.triangles)
 
     def voxelize(self, slab: Window, grid: Binding) -> None:
@@ -276,9 +222,9 @@ class PassRunner:
         sequence.barrier()
         sequence.mark("upload")
         count = batch[1] - batch[0]
-        records = Binding(self.pool.get("records", count * RECORD_BYTES), count * RECORD_BYTES)
-        offsets = Binding(self.pool.get("tile_counts", count * 4), count * 4)
-        wrap_flag = Binding(self.pool.get("wrap_flag", 16), 16)
+        records = self.pool.binding("records", count * RECORD_BYTES)
+        offsets = self.pool.binding("tile_counts", count * 4)
+        wrap_flag = self.pool.binding("wrap_flag", 16)
         sequence.fill(wrap_flag.buffer, 0, 16)
         sequence.barrier()
         tile_limit = (
@@ -286,23 +232,21 @@ class PassRunner:
         )
         sequence.dispatch(
             self.pipelines.setup,
-            {**self._bindings, 2: records, 3: offsets, 4: wrap_flag},
-            pack("I", count) + window.push() + pack("I", tile_limit),
-            _groups(count, WG_SIZE),
+            {**self._geometry, "records": records, "tile_counts": offsets, "wrap_flag": wrap_flag},
+            {"triangle_count": count, "window": window, "tile_limit": tile_limit},
+            workgroups(count, WG_SIZE),
         )
         sequence.barrier()
         sequence.mark("setup")
-        total = _record_scan(
-            sequence, self.pipelines, self.pool, offsets.buffer, count, "tile_counts"
-        )
+        total = self.scan.record(sequence, self.pool, offsets.buffer, count, "tile_counts")
         sequence.mark("scan")
         total_staging = sequence.download(total, 4)
         wrap_staging = sequence.download(wrap_flag.buffer, 4)
-        self.stats.add_times(sequence.submit())
+        self.stats.add_gpu(sequence.submit())
         pair_count = int(total_staging.read(np.uint32, 1)[0])
         may_wrap = bool(wrap_staging.read(np.uint32, 1)[0])
         self._records, self._offsets, self._count = records, offsets, count
-        self.stats.add_times(
+        self.stats.add_host(
             upload=upload_ms, setup_submission=(time.perf_counter() - started) * 1e3 - upload_ms
         )
         return pair_count, may_wrap
@@ -313,16 +257,15 @@ class PassRunner:
         started = time.perf_counter()
         first, end = batch
         if self.pipelines.indexed:
-            arrays = {1: self.faces[first:end]}
+            arrays = {"indices": self.faces[first:end]}
             if self._uploaded is None:
-                arrays[0] = self.vertices
+                arrays["vertices"] = self.vertices
         else:
             soup = self._soup[first:end] if self._soup is not None else self._gather(first, end)
-            arrays = {0: soup}
-        for slot, array in arrays.items():
-            name = ("vertices", "indices")[slot] if self.pipelines.indexed else "soup"
-            self._bindings[slot] = Binding(self.pool.get(name, array.nbytes), array.nbytes)
-            self.sequence.upload(self._bindings[slot].buffer, array)
+            arrays = {"soup": soup}
+        for name, array in arrays.items():
+            self._geometry[name] = self.pool.binding(name, array.nbytes)
+            self.sequence.upload(self._geometry[name].buffer, array)
         self._uploaded = batch
         return (time.perf_counter() - started) * 1e3  # into staging memory
 
@@ -377,7 +320,7 @@ class PassRunner:
         slots = self._pair_slots(pair_count)
         tiles = 0
         if pair_count:
-            pairs = Binding(self.pool.get("pairs", slots * PAIR_BYTES), slots * PAIR_BYTES)
+            pairs = self.pool.binding("pairs", slots * PAIR_BYTES)
             sequence.fill(
                 pairs.buffer,
                 0xFFFFFFFF,
@@ -387,9 +330,9 @@ class PassRunner:
             sequence.barrier()
             sequence.dispatch(
                 pipelines.emit,
-                {0: self._records, 1: self._offsets, 2: pairs},
-                pack("I", self._count) + window.push(),
-                _groups(self._count, WG_SIZE),
+                {"records": self._records, "offsets": self._offsets, "pairs": pairs},
+                {"triangle_count": self._count, "window": window},
+                workgroups(self._count, WG_SIZE),
             )
             sequence.barrier()
             sequence.mark("emit")
@@ -399,6 +342,7 @@ class PassRunner:
             grouped, tile_list = record_tiles(
                 sequence,
                 pipelines,
+                self.scan,
                 self.pool,
                 pairs,
                 pair_count,
@@ -407,14 +351,20 @@ class PassRunner:
                 fill_args,
                 self.device.max_groups_x,
             )
-            fill_bindings = {0: self._records, 1: grouped, 2: tile_list, 3: fill_args, 4: grid}
-            rounds = _groups(pair_count, FILL_PAIRS_PER_ROUND)
+            fill_bindings: dict[str, Binding | Buffer] = {
+                "records": self._records,
+                "pairs": grouped,
+                "tiles": tile_list,
+                "fill_dispatch": fill_args,
+                "grid": grid,
+            }
+            rounds = workgroups(pair_count, FILL_PAIRS_PER_ROUND)
             finish = parity and rounds == 1  # the flips stage computes the parity itself
             for fill_round in range(rounds):
                 sequence.dispatch_indirect(
                     pipelines.fill_flips,
                     fill_bindings,
-                    window.push() + pack("III", fill_round, 0, finish),
+                    {"window": window, "fill_round": fill_round, "all_tiles": 0, "finish": finish},
                     fill_args,
                 )
                 sequence.barrier()
@@ -422,21 +372,18 @@ class PassRunner:
                 sequence.dispatch_indirect(
                     pipelines.fill_parity,
                     fill_bindings,
-                    window.push() + pack("III", 0, 0, 0),
+                    {"window": window, "fill_round": 0, "all_tiles": 0, "finish": 0},
                     fill_args,
                 )
                 sequence.barrier()
             sequence.mark("fill")
             tile_staging = sequence.download(fill_args, 16)
-        self.stats.add_times(
-            sequence.submit(), fill_submission=(time.perf_counter() - started) * 1e3
-        )
+        self.stats.add_gpu(sequence.submit())
+        self.stats.add_host(fill_submission=(time.perf_counter() - started) * 1e3)
         if pair_count:
             tiles = int(tile_staging.read(np.uint32, 4)[3])
         self.stats.count(pairs=pair_count, tiles=tiles)
-        self.stats.counts["sort_size"] = max(
-            self.stats.counts.get("sort_size", 0), slots if pair_count else 0
-        )
+        self.stats.count_max(sort_size=slots if pair_count else 0)
 
     def _parity_all(self, slab: Window, grid: Binding, clear: bool) -> None:
         """Parity over every tile of the slab, after several parts flipped bits."""
@@ -446,17 +393,23 @@ class PassRunner:
         if clear:
             sequence.fill(grid.buffer, 0, grid.size)
             sequence.barrier()
-        unused = Binding(self.pool.get("unused", 16), 16)
+        unused = self.pool.binding("unused", 16)
         fill_args = self.pool.get("fill_args", 16, INDIRECT)
         sequence.dispatch(
             self.pipelines.fill_parity,
-            {0: unused, 1: unused, 2: unused, 3: fill_args, 4: grid},
-            slab.push() + pack("III", 0, 1, 0),
+            {
+                "records": unused,
+                "pairs": unused,
+                "tiles": unused,
+                "fill_dispatch": fill_args,
+                "grid": grid,
+            },
+            {"window": slab, "fill_round": 0, "all_tiles": 1, "finish": 0},
             slab.tiles,
         )
         sequence.barrier()
         sequence.mark("fill")
-        self.stats.add_times(sequence.submit())
+        self.stats.add_gpu(sequence.submit())
 
     def _pair_bound(self, window: Window, batch: tuple[int, int]) -> int:
         """An upper bound of the part's pair count, from the tiles of the triangles' bounding
@@ -471,6 +424,22 @@ class PassRunner:
             + 1
         )
         return int((x_tiles * np.maximum(rows, 0)).sum())
+
+
+def geometry_bytes(indexed: bool) -> int:
+    """Bytes uploaded per triangle: three float32 corners (soup) or three uint32 indices."""
+    return 12 if indexed else 36
+
+
+def triangle_bytes(indexed: bool) -> int:
+    """Bytes one triangle of a batch holds: its geometry on the device and in the staging
+    buffer, its record (setup) and its tile count (setup, scan)."""
+    return 2 * geometry_bytes(indexed) + RECORD_BYTES + 4
+
+
+def vertex_bytes(indexed: bool, vertices: int) -> int:
+    """Bytes the indexed variants hold for the whole vertex buffer, device and staging."""
+    return 2 * 12 * vertices if indexed else 0
 
 
 def pair_bytes(pair_count: int, window_tiles: int, sort: str) -> int:
@@ -502,6 +471,7 @@ def _tile_boxes(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
 def _record_bitonic_tiles(
     sequence: Sequence,
     pipelines: PassPipelines,
+    scan: Scan,
     pool: BufferPool,
     pairs: Binding,
     pair_count: int,
@@ -513,20 +483,22 @@ def _record_bitonic_tiles(
     """Passes 4-6 as designed: bitonic sort, first-of-tile flags, compaction over the pairs."""
     _record_sort(sequence, pipelines, pairs, padded)
     sequence.mark("sort")
-    flags = Binding(pool.get("flags", pair_count * 4), pair_count * 4)
+    flags = pool.binding("flags", pair_count * 4)
     sequence.dispatch(
-        pipelines.mark, {0: pairs, 1: flags}, pack("I", pair_count), _groups(pair_count, WG_SIZE)
+        pipelines.mark,
+        {"pairs": pairs, "flags": flags},
+        {"count": pair_count},
+        workgroups(pair_count, WG_SIZE),
     )
     sequence.barrier()
     sequence.mark("mark")
-    _record_scan(sequence, pipelines, pool, flags.buffer, pair_count, "flags")
-    tiles_bytes = min(pair_count, keys) * TILE_BYTES
-    tiles = Binding(pool.get("tiles", tiles_bytes), tiles_bytes)
+    scan.record(sequence, pool, flags.buffer, pair_count, "flags")
+    tiles = pool.binding("tiles", min(pair_count, keys) * TILE_BYTES)
     sequence.dispatch(
         pipelines.compact,
-        {0: pairs, 1: flags, 2: tiles, 3: fill_args},
-        pack("II", pair_count, max_groups_x),
-        _groups(pair_count, WG_SIZE),
+        {"pairs": pairs, "slots": flags, "tiles": tiles, "fill_dispatch": fill_args},
+        {"count": pair_count, "max_groups_x": max_groups_x},
+        workgroups(pair_count, WG_SIZE),
     )
     sequence.barrier()
     sequence.mark("compact")
@@ -536,6 +508,7 @@ def _record_bitonic_tiles(
 def _record_counting_tiles(
     sequence: Sequence,
     pipelines: PassPipelines,
+    scan: Scan,
     pool: BufferPool,
     pairs: Binding,
     pair_count: int,
@@ -546,90 +519,77 @@ def _record_counting_tiles(
 ) -> tuple[Binding, Binding]:
     """Passes 4-6 by counting: a histogram of the pairs over all tile keys of the window,
     its scan, a scatter into tile order; then flags and compaction over the tile keys."""
-    counts = Binding(pool.get("tile_pair_counts", keys * 4), keys * 4)
-    starts = Binding(pool.get("tile_starts", keys * 4), keys * 4)
-    cursors = Binding(pool.get("tile_cursors", keys * 4), keys * 4)
-    grouped = Binding(pool.get("grouped_pairs", pair_count * PAIR_BYTES), pair_count * PAIR_BYTES)
+    counts = pool.binding("tile_pair_counts", keys * 4)
+    starts = pool.binding("tile_starts", keys * 4)
+    cursors = pool.binding("tile_cursors", keys * 4)
+    grouped = pool.binding("grouped_pairs", pair_count * PAIR_BYTES)
     sequence.fill(counts.buffer, 0, keys * 4)
     sequence.barrier()
     sequence.dispatch(
         pipelines.count_pairs,
-        {0: pairs, 1: counts, 2: grouped},
-        pack("I", pair_count),
-        _groups(pair_count, WG_SIZE),
+        {"pairs": pairs, "counters": counts, "grouped": grouped},
+        {"pair_count": pair_count},
+        workgroups(pair_count, WG_SIZE),
     )
     sequence.barrier()
     sequence.copy(counts.buffer, starts.buffer, keys * 4)
     sequence.barrier()
-    _record_scan(sequence, pipelines, pool, starts.buffer, keys, "tile_starts")
+    scan.record(sequence, pool, starts.buffer, keys, "tile_starts")
     sequence.copy(starts.buffer, cursors.buffer, keys * 4)
     sequence.barrier()
     sequence.dispatch(
         pipelines.scatter_pairs,
-        {0: pairs, 1: cursors, 2: grouped},
-        pack("I", pair_count),
-        _groups(pair_count, WG_SIZE),
+        {"pairs": pairs, "counters": cursors, "grouped": grouped},
+        {"pair_count": pair_count},
+        workgroups(pair_count, WG_SIZE),
     )
     sequence.barrier()
     sequence.mark("sort")
-    flags = Binding(pool.get("flags", keys * 4), keys * 4)
+    flags = pool.binding("flags", keys * 4)
     sequence.dispatch(
-        pipelines.mark_counts, {0: counts, 1: flags}, pack("I", keys), _groups(keys, WG_SIZE)
+        pipelines.mark_counts,
+        {"counts": counts, "flags": flags},
+        {"count": keys},
+        workgroups(keys, WG_SIZE),
     )
     sequence.barrier()
     sequence.mark("mark")
-    _record_scan(sequence, pipelines, pool, flags.buffer, keys, "flags")
-    tiles_bytes = min(pair_count, keys) * TILE_BYTES
-    tiles = Binding(pool.get("tiles", tiles_bytes), tiles_bytes)
+    scan.record(sequence, pool, flags.buffer, keys, "flags")
+    tiles = pool.binding("tiles", min(pair_count, keys) * TILE_BYTES)
     sequence.dispatch(
         pipelines.compact_counts,
-        {0: counts, 1: flags, 2: tiles, 3: fill_args, 4: starts},
-        pack("II", keys, max_groups_x),
-        _groups(keys, WG_SIZE),
+        {
+            "counts": counts,
+            "slots": flags,
+            "tiles": tiles,
+            "fill_dispatch": fill_args,
+            "starts": starts,
+        },
+        {"count": keys, "max_groups_x": max_groups_x},
+        workgroups(keys, WG_SIZE),
     )
     sequence.barrier()
     sequence.mark("compact")
     return grouped, tiles
 
 
-def _record_scan(
-    sequence: Sequence,
-    pipelines: PassPipelines,
-    pool: BufferPool,
-    values,
-    count: int,
-    name: str,
-    level: int = 0,
-):
-    """Record an exclusive scan of `count` uints in place; returns the buffer whose first
-    value will be their total."""
-    blocks = _groups(count, SCAN_BLOCK)
-    sums = Binding(pool.get(f"{name}_sums{level}", blocks * 4), blocks * 4)
-    bound = {0: Binding(values, _groups(count, 4) * 16), 1: sums}  # whole quads (BufferPool)
-    sequence.dispatch(pipelines.scan_blocks, bound, pack("I", count), blocks)
-    sequence.barrier()
-    if blocks == 1:
-        return sums.buffer
-    top = _record_scan(sequence, pipelines, pool, sums.buffer, blocks, name, level + 1)
-    sequence.dispatch(pipelines.scan_add, bound, pack("I", count), blocks)
-    sequence.barrier()
-    return top
-
-
 def _record_sort(sequence: Sequence, pipelines: PassPipelines, pairs: Binding, padded: int) -> None:
     """Bitonic sort of `padded` (a power of two, >= SORT_BLOCK) pairs; see shaders/sort.comp."""
     blocks = padded // SORT_BLOCK
-    sequence.dispatch(pipelines.sort_blocks, {0: pairs}, pack("II", 0, 0), blocks)
+    sequence.dispatch(pipelines.sort_blocks, {"pairs": pairs}, {"k": 0, "j": 0}, blocks)
     sequence.barrier()
     stage = 2 * SORT_BLOCK
     while stage <= padded:
         distance = stage // 2
         while distance >= SORT_BLOCK:
             sequence.dispatch(
-                pipelines.sort_step, {0: pairs}, pack("II", stage, distance), padded // 2 // WG_SIZE
+                pipelines.sort_step,
+                {"pairs": pairs},
+                {"k": stage, "j": distance},
+                padded // 2 // WG_SIZE,
             )
             sequence.barrier()
             distance //= 2
-        sequence.dispatch(pipelines.sort_merge, {0: pairs}, pack("II", stage, 0), blocks)
+        sequence.dispatch(pipelines.sort_merge, {"pairs": pairs}, {"k": stage, "j": 0}, blocks)
         sequence.barrier()
         stage *= 2

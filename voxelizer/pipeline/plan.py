@@ -1,12 +1,14 @@
 """How much of a voxelization one step holds: slabs of the grid, batches of triangles, pairs.
 
 Everything the passes allocate is counted against one budget (device buffers and their
-staging copies; on a CPU device both are host memory). The grid is voxelized whole when it,
-its SVO classification and any download fit one storage buffer and half the budget;
-otherwise in slabs of S column rows, S the largest power of two that fits, so that each slab
-converts to a forest of S-cubes (svo_gpu.Forest, svo_merge). Triangles go up in batches that
-fit a quarter of the budget; what is left bounds the tile-triangle pairs of one part
-(passes.PassRunner splits parts that would hold more).
+staging copies; on a CPU device both are host memory). Each stage states what it allocates
+next to its allocations (passes: `Window.grid_bytes`, `triangle_bytes`, `vertex_bytes`,
+`pair_bytes`; the SVO build: `Forest.classify_bytes`); the plan only composes them. The grid
+is voxelized whole when it, its SVO classification and any download fit one storage buffer
+and half the budget; otherwise in slabs of S column rows, S the largest power of two that
+fits, so that each slab converts to a forest of S-cubes (svo_build.Forest, merge.py).
+Triangles go up in batches that fit a quarter of the budget; what is left bounds the
+tile-triangle pairs of one part (passes.PassRunner splits parts that would hold more).
 """
 
 from __future__ import annotations
@@ -16,8 +18,7 @@ from dataclasses import dataclass
 from ..budget import parse_size
 from ..errors import MemoryBudgetError
 from ..gpu.device import Device
-from ..grid import column_words
-from .passes import RECORD_BYTES, TILE_SIDE, Window
+from .passes import RECORD_BYTES, TILE_SIDE, Window, geometry_bytes, triangle_bytes, vertex_bytes
 from .svo_build import Forest, octree_shape
 
 MIN_SLAB_ROWS = 8  # a forest cube has at least one internal level
@@ -75,10 +76,13 @@ def make_plan(
 
     def slab_bytes(rows: int, whole: bool) -> tuple[int, int]:
         """(bytes of the slab's buffers, the largest single buffer)."""
-        grid = nx * rows * column_words(nz) * 4
-        bricks = (padded // 4) ** 3 if whole else (padded // 4) ** 2 * (rows // 4)
-        classify = 8 * bricks * 8 // 7 if svo else 0  # states + stored flags, every level
-        return grid + classify + (grid if dense else 0), max(grid, 4 * bricks if svo else 0)
+        window = Window(nx, nz, 0, rows, 0)
+        forest = Forest.whole_grid(shape) if whole else Forest(shape, rows, 0, 0, rows)
+        grid = window.grid_bytes
+        classify = forest.classify_bytes() if svo else 0
+        download = grid if dense else 0  # the staging copy the bits come back through
+        largest = max(grid, forest.largest_classify_buffer() if svo else 0)
+        return grid + classify + download, largest
 
     total, largest = slab_bytes(ny, True)
     whole = largest <= limit and total <= budget // 2
@@ -104,11 +108,10 @@ def make_plan(
                 f"and {device.name} binds at most {limit:,} per buffer"
             )
 
-    geometry = 12 if indexed else 36  # bytes per triangle uploaded (and staged)
-    per_triangle = 2 * geometry + RECORD_BYTES + 4
-    fixed = 2 * 12 * vertices if indexed else 0
+    per_triangle = triangle_bytes(indexed)
+    fixed = vertex_bytes(indexed, vertices)
     by_budget = (budget // 4 - fixed) // per_triangle
-    by_buffer = limit // max(RECORD_BYTES, geometry)
+    by_buffer = limit // max(RECORD_BYTES, geometry_bytes(indexed))
     batch = max(1, min(triangles, by_budget, by_buffer))
     pair_budget = budget - total - fixed - batch * per_triangle
     if pair_budget < MIN_PAIR_BUDGET:

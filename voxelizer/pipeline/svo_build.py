@@ -4,7 +4,7 @@ Bottom-up classification (bricks from the grid, then each level from its childre
 exclusive scan of the "stored" flags of every level, then compaction writes every stored node
 and brick at its place. The host reads back only the per-level totals (to size the outputs)
 and the finished arrays, never the dense grid. A grid too large for one buffer is converted
-slab by slab, each slab as a forest of cubes that voxelizer/svo_merge.py joins into one tree.
+slab by slab, each slab as a forest of cubes that merge.py joins into one tree.
 """
 
 from __future__ import annotations
@@ -14,14 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpu.buffers import BufferPool
-from ..gpu.commands import Binding, Sequence, pack
-from ..gpu.compiler import compile_shader
+from ..gpu.buffers import Binding, BufferPool
+from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
+from ..gpu.kernels import COMMON_DEFINES, WG_SIZE, Kernel
 from ..gpu.pipelines import ComputePipeline
+from ..gpu.scan import Scan
 from ..grid import column_words
 from ..svo import padded_resolution
-from .passes import WG_SIZE, PassPipelines, _groups, _record_scan
+from . import kernels
 
 
 def octree_shape(n: int) -> tuple[int, int]:
@@ -65,9 +66,43 @@ class Forest:
         """Internal levels inside a cube; the bricks are level `levels`."""
         return (self.cube_side // 4).bit_length() - 1
 
-    def push(self) -> bytes:
+    @property
+    def level_sizes(self) -> list[int]:
+        """Entries per level over all cubes: the internal levels, then the bricks."""
+        return [self.cubes * 8**level for level in range(self.levels + 1)]
+
+    @property
+    def brick_runs(self) -> int:
+        """Runs of bricks along z that one classification thread handles (shaders/svo.glsl)."""
+        return self.level_sizes[-1] // min(8, 1 << self.levels)
+
+    @property
+    def grid_bytes(self) -> int:
+        """The grid buffer the forest reads: its rows of columns."""
+        nx, _, nz = self.shape
+        return nx * self.buffer_rows * column_words(nz) * 4
+
+    def classify_bytes(self) -> int:
+        """Device bytes build_svo_on_gpu allocates before it knows the output's size: a state
+        and a stored flag per entry of every level, and a mask per run of bricks (the outputs,
+        nodes and bricks, are sized by the classification and not planned)."""
+        return 8 * sum(self.level_sizes) + 4 * self.brick_runs
+
+    def largest_classify_buffer(self) -> int:
+        return 4 * self.level_sizes[-1]
+
+    def source(self) -> dict[str, int]:
+        """The push constant `source` of the SVO kernels (shaders/svo.glsl, BrickSource)."""
         nx, ny, nz = self.shape
-        return pack("7I", self.levels, self.cubes_per_row, self.cube_y, self.buffer_row, nx, ny, nz)
+        return {
+            "cube_levels": self.levels,
+            "cubes_per_row": self.cubes_per_row,
+            "cube_y": self.cube_y,
+            "buffer_row": self.buffer_row,
+            "nx": nx,
+            "ny": ny,
+            "nz": nz,
+        }
 
     @staticmethod
     def whole_grid(shape: tuple[int, int, int]) -> Forest:
@@ -75,17 +110,17 @@ class Forest:
 
 
 class SVOPipelines:
-    """The classification and compaction pipelines, compiled once per device."""
+    """The classification and compaction pipelines, compiled once per device (the scan
+    between them is gpu.scan.Scan)."""
 
     def __init__(self, device: Device):
-        def build(name: str, bindings: tuple, push_size: int, **defines: int) -> ComputePipeline:
-            spirv = compile_shader(name, {"WG_SIZE": WG_SIZE, "TILE_SHIFT": 2, **defines})
-            return ComputePipeline(device, spirv, bindings, push_size, f"{name}{defines}")
+        def build(kernel: Kernel) -> ComputePipeline:
+            return ComputePipeline(device, kernel, COMMON_DEFINES)
 
-        self.classify_bricks = build("svo_classify", (0, 1, 2, 3, 4), 32, CLASSIFY_BRICKS=1)
-        self.classify_nodes = build("svo_classify", (0, 1, 2, 3), 32, CLASSIFY_BRICKS=0)
-        self.write_nodes = build("svo_write", (0, 1, 2, 3, 4, 5), 44, WRITE_BRICKS=0)
-        self.write_bricks = build("svo_write", (0, 1, 2, 3, 4, 5, 6), 44, WRITE_BRICKS=1)
+        self.classify_bricks = build(kernels.CLASSIFY_BRICKS)
+        self.classify_nodes = build(kernels.CLASSIFY_NODES)
+        self.write_nodes = build(kernels.WRITE_NODES)
+        self.write_bricks = build(kernels.WRITE_BRICKS)
 
     def destroy(self) -> None:
         for pipeline in (
@@ -97,8 +132,13 @@ class SVOPipelines:
             pipeline.destroy()
 
 
+OctreeArrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # nodes, bricks, level_offsets
+
+
 @dataclass
 class SVOArrays:
+    """One conversion's result: the format's arrays (or a forest's, for merge.py) and times."""
+
     nodes: np.ndarray  # uint32 (node_count, 2)
     bricks: np.ndarray  # uint64 (brick_count,)
     level_offsets: np.ndarray  # uint32 (levels + 1,)
@@ -106,30 +146,32 @@ class SVOArrays:
     gpu_ms: dict[str, float]
     host_ms: dict[str, float]
 
+    def octree(self) -> OctreeArrays:
+        return self.nodes, self.bricks, self.level_offsets
+
 
 def build_svo_on_gpu(
     device: Device,
-    passes: PassPipelines,
+    scan: Scan,
     svo: SVOPipelines,
     pool: BufferPool,
     sequence: Sequence,
     forest: Forest,
+    grid: Binding,
     words: np.ndarray | None = None,
 ) -> SVOArrays:
-    """Convert the grid left in the pool's "grid" buffer by the passes into SVO arrays (or,
-    when given, the grid `words`, in the GPU layout of grid.pack_columns, uploaded first).
+    """Convert the bit grid the passes left in `grid` into SVO arrays (or, when given, the
+    grid `words`, in the GPU layout of grid.pack_columns, uploaded into `grid` first).
 
     For the whole octree the arrays are the format's; for a forest of several cubes they are
     the cubes' subtrees, level by level (level 0: the mixed cube roots), in cube order, and
-    svo_merge puts them in their places."""
+    merge.merge_forests puts them in their places."""
     levels, cubes = forest.levels, forest.cubes
-    grid_bytes = forest.shape[0] * forest.buffer_rows * column_words(forest.shape[2]) * 4
-    grid = Binding(pool.get("grid", grid_bytes), grid_bytes)
-    unused = Binding(pool.get("unused", 16), 16)
-    sizes = [cubes * 8**level for level in range(levels + 1)]  # internal levels, then bricks
-    states = [Binding(pool.get(f"svo_states{lv}", 4 * s), 4 * s) for lv, s in enumerate(sizes)]
-    stored = [Binding(pool.get(f"svo_stored{lv}", 4 * s), 4 * s) for lv, s in enumerate(sizes)]
-    source = forest.push()
+    unused = pool.binding("unused", 16)
+    sizes = forest.level_sizes
+    states = [pool.binding(f"svo_states{lv}", 4 * s) for lv, s in enumerate(sizes)]
+    stored = [pool.binding(f"svo_stored{lv}", 4 * s) for lv, s in enumerate(sizes)]
+    source = forest.source()
     host_ms: dict[str, float] = {}
 
     # Submission 1: classify bottom-up, scan each level's stored flags; read back the totals.
@@ -139,21 +181,32 @@ def build_svo_on_gpu(
     if words is not None:
         sequence.upload(grid.buffer, words)
         sequence.barrier()
-    runs = sizes[levels] // min(8, 1 << levels)  # runs of bricks along z (shaders/svo.glsl)
-    run_mixed = Binding(pool.get("svo_run_mixed", 4 * runs), 4 * runs)
+    runs = forest.brick_runs
+    run_mixed = pool.binding("svo_run_mixed", 4 * runs)
     sequence.dispatch(
         svo.classify_bricks,
-        {0: grid, 1: unused, 2: states[levels], 3: stored[levels], 4: run_mixed},
-        source + pack("I", runs),
-        _groups(runs, WG_SIZE),
+        {
+            "grid": grid,
+            "child_states": unused,
+            "states": states[levels],
+            "stored": stored[levels],
+            "run_mixed": run_mixed,
+        },
+        {"source": source, "count": runs},
+        workgroups(runs, WG_SIZE),
     )
     sequence.barrier()
     for level in reversed(range(levels)):
         sequence.dispatch(
             svo.classify_nodes,
-            {0: unused, 1: states[level + 1], 2: states[level], 3: stored[level]},
-            source + pack("I", sizes[level]),
-            _groups(sizes[level], WG_SIZE),
+            {
+                "grid": unused,
+                "child_states": states[level + 1],
+                "states": states[level],
+                "stored": stored[level],
+            },
+            {"source": source, "count": sizes[level]},
+            workgroups(sizes[level], WG_SIZE),
         )
         sequence.barrier()
     sequence.mark("svo_classify")
@@ -161,8 +214,8 @@ def build_svo_on_gpu(
     sequence.fill(totals, 0)
     cube_states = None if forest.whole else sequence.download(states[0].buffer, 4 * cubes)
     for level in range(1 if forest.whole else 0, levels + 1):
-        total = _record_scan(
-            sequence, passes, pool, stored[level].buffer, sizes[level], f"svo_stored{level}"
+        total = scan.record(
+            sequence, pool, stored[level].buffer, sizes[level], f"svo_stored{level}"
         )
         sequence.copy(total, totals, 4, target_offset=4 * level)
     sequence.barrier()
@@ -185,44 +238,49 @@ def build_svo_on_gpu(
     sequence.begin()
     sequence.mark("start")
     if node_count:
-        nodes = Binding(pool.get("svo_nodes", 8 * node_count), 8 * node_count)
+        nodes = pool.binding("svo_nodes", 8 * node_count)
         for level in range(levels):
             child_start = int(level_offsets[level + 1]) if level + 1 < levels else 0
             sequence.dispatch(
                 svo.write_nodes,
                 {
-                    0: unused,
-                    1: states[level],
-                    2: stored[level],
-                    3: states[level + 1],
-                    4: stored[level + 1],
-                    5: nodes,
+                    "grid": unused,
+                    "states": states[level],
+                    "positions": stored[level],
+                    "child_states": states[level + 1],
+                    "child_positions": stored[level + 1],
+                    "output": nodes,
                 },
-                source
-                + pack(
-                    "IIII",
-                    sizes[level],
-                    int(level_offsets[level]),
-                    child_start,
-                    int(forest.whole and level == 0),
-                ),
-                _groups(sizes[level], WG_SIZE),
+                {
+                    "source": source,
+                    "count": sizes[level],
+                    "level_start": int(level_offsets[level]),
+                    "child_start": child_start,
+                    "is_root": int(forest.whole and level == 0),
+                },
+                workgroups(sizes[level], WG_SIZE),
             )
     if brick_count:
-        bricks = Binding(pool.get("svo_bricks", 8 * brick_count), 8 * brick_count)
+        bricks = pool.binding("svo_bricks", 8 * brick_count)
         sequence.dispatch(
             svo.write_bricks,
             {
-                0: grid,
-                1: states[levels],
-                2: stored[levels],
-                3: unused,
-                4: unused,
-                5: bricks,
-                6: run_mixed,
+                "grid": grid,
+                "states": states[levels],
+                "positions": stored[levels],
+                "child_states": unused,
+                "child_positions": unused,
+                "output": bricks,
+                "run_mixed": run_mixed,
             },
-            source + pack("IIII", runs, 0, 0, 0),
-            _groups(runs, WG_SIZE),
+            {
+                "source": source,
+                "count": runs,
+                "level_start": 0,
+                "child_start": 0,
+                "is_root": 0,
+            },
+            workgroups(runs, WG_SIZE),
         )
     sequence.barrier()
     sequence.mark("svo_write")

@@ -1,0 +1,175 @@
+"""Where a grid of any shape (nx, ny, nz) sits: shapes, the placement rules for a grid, a voxel
+size or bounds, and the one rounding step from world to grid space (voxelizer/placement.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests import shapes
+from voxelizer import GridError, MeshError
+from voxelizer.io import load_mesh
+from voxelizer.mesh import Mesh
+from voxelizer.placement import DEFAULT_GRID, GridPlacement, check_shape, shape_text
+
+
+def random_mesh(seed: int, scale=(1.0, 1.0, 1.0), shift=(0.0, 0.0, 0.0)) -> Mesh:
+    """Points in general position (a convex hull is not needed: placement sees only bounds)."""
+    rng = np.random.default_rng(seed)
+    vertices = rng.random((30, 3)) * np.array(scale) + np.array(shift)
+    return load_mesh((vertices, rng.integers(0, 30, (20, 3))))
+
+
+def test_check_shape():
+    assert check_shape(16) == (16, 16, 16)
+    assert check_shape((16, 8, 12)) == check_shape([16, 8, 12]) == (16, 8, 12)
+    assert check_shape(np.array([16, 8, 12])) == (16, 8, 12)
+    assert all(type(n) is int for n in check_shape(np.array([16, 8, 12])))
+    for bad, message in [
+        ((16, 8), "three sides"),
+        ((8, 8, 8, 8), "three sides"),
+        ((16, 10, 12), "side y must be a multiple of 4"),
+        ((16, 8, 4), "side z must be a multiple of 4"),
+        ((8192 + 4, 8, 8), "side x 8196 is larger"),
+        ((16, 8.0, 12), "integer"),
+        ("16x8x12", "integer N or three"),
+        (None, "integer N or three"),
+        (True, "integer N or three"),
+        (2.0, "integer N or three"),
+        (30, "multiple of 4"),
+        (np.zeros((3, 1), int), "integer N or three"),
+    ]:
+        with pytest.raises(GridError, match=message):
+            check_shape(bad)
+    assert shape_text((512, 256, 128)) == "512x256x128"
+
+
+def test_placement_holds_a_shape():
+    placement = GridPlacement((16, 8, 12), [1, 2, 3], 0.5)
+    assert placement.shape == (16, 8, 12) and placement.resolution == 16
+    assert placement.origin.dtype == np.float64 and placement.voxel_size == 0.5
+    assert GridPlacement(24, np.zeros(3), 1.0).shape == (24, 24, 24)
+    with pytest.raises(GridError):
+        GridPlacement((16, 8, 10), np.zeros(3), 1.0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_cube_placement_is_the_old_rule_bit_for_bit(seed):
+    """h = longest side / N, the grid centred on the box, exactly as before shapes existed."""
+    mesh = random_mesh(
+        seed,
+        scale=np.random.default_rng(seed + 100).random(3) * 7 + 0.1,
+        shift=(-3.3, 1e3 * seed, 0.7),
+    )
+    bmin, bmax = mesh.bounds
+    for n in (8, 36, 512, 8192):
+        h = float((bmax - bmin).max()) / n
+        origin = (bmin + bmax) / 2.0 - n * h / 2.0
+        for grid in (n, (n, n, n)):
+            placement = GridPlacement.fit(mesh, grid)
+            assert placement.voxel_size == h and np.array_equal(placement.origin, origin)
+            assert placement.shape == (n, n, n)
+    default = GridPlacement.fit(mesh)
+    assert default.shape == (DEFAULT_GRID,) * 3
+    assert default.voxel_size == GridPlacement.fit(mesh, 512).voxel_size
+
+
+def test_shape_placement():
+    mesh = load_mesh(shapes.box((0, 0, 0), (3, 1, 2)))
+    placement = GridPlacement.fit(mesh, (16, 8, 12))
+    # h = max(3/16, 1/8, 2/12) = 3/16: x fills the grid, y and z are centred with room to spare.
+    assert placement.voxel_size == 0.1875
+    assert np.array_equal(placement.origin, [0.0, 0.5 - 4 * 0.1875, 1.0 - 6 * 0.1875])
+    g = placement.grid_vertices(mesh.vertices)
+    assert g[:, 0].min() == 0 and g[:, 0].max() == 16
+    assert (g[:, 1] >= 0).all() and (g[:, 1] <= 8).all() and (g[:, 2] <= 12).all()
+    # The y axis binds when the grid is short along y.
+    placement = GridPlacement.fit(mesh, (64, 8, 64))
+    assert placement.voxel_size == 0.125
+    assert np.array_equal(placement.origin, [1.5 - 4.0, 0.0, 1.0 - 4.0])
+
+
+def test_voxel_size_placement():
+    mesh = load_mesh(shapes.box((0, 0, 0), (3, 1, 2)))
+    placement = GridPlacement.fit(mesh, voxel_size=0.25)
+    # sides 12, 4, 8 voxels of 0.25, rounded up to multiples of 4 (at least 8): 12, 8, 8.
+    assert placement.shape == (12, 8, 8) and placement.voxel_size == 0.25
+    assert np.array_equal(placement.origin, [0.0, -0.5, 0.0])
+    placement = GridPlacement.fit(mesh, voxel_size=0.1875)  # 16, 5.33.. -> 8, 10.67.. -> 12
+    assert placement.shape == (16, 8, 12)
+    assert np.array_equal(placement.origin, [0.0, -(8 * 0.1875 - 1) / 2, -(12 * 0.1875 - 2) / 2])
+    assert GridPlacement.fit(mesh, voxel_size=0.3).shape == (12, 8, 8)  # 10, 3.3, 6.7 voxels
+    assert GridPlacement.fit(mesh, voxel_size=100.0).shape == (8, 8, 8)
+    assert GridPlacement.fit(mesh, voxel_size=3 / 8192).shape == (8192, 2732, 5464)
+    with pytest.raises(GridError, match=r"voxel size .* needs a 8196x2732x5464 grid"):
+        GridPlacement.fit(mesh, voxel_size=3 / 8193)
+    with pytest.raises(GridError, match="too small"):
+        GridPlacement.fit(mesh, voxel_size=1e-320)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), "0.25", True):
+        with pytest.raises(GridError, match="voxel size"):
+            GridPlacement.fit(mesh, voxel_size=bad)
+    with pytest.raises(GridError, match="not both"):
+        GridPlacement.fit(mesh, 16, voxel_size=0.25)
+
+
+def test_flat_mesh_gets_the_minimum_side():
+    mesh = load_mesh(shapes.box((0, 0, 5), (4, 2, 5)))  # flat in z
+    placement = GridPlacement.fit(mesh, voxel_size=0.5)
+    assert placement.shape == (8, 8, 8) and placement.origin[2] == 5 - 2.0
+    placement = GridPlacement.fit(mesh, (16, 8, 8))
+    assert placement.voxel_size == 0.25 and placement.origin[2] == 5 - 1.0
+
+
+def test_zero_extent_stays_a_mesh_error():
+    mesh = Mesh(np.ones((3, 3)), np.array([[0, 1, 2]]))  # unchecked, as load_mesh refuses it
+    for kwargs in ({}, {"grid": (16, 8, 8)}, {"voxel_size": 0.5}):
+        with pytest.raises(MeshError, match="zero extent"):
+            GridPlacement.fit(mesh, **kwargs)
+
+
+def test_bounds():
+    mesh = load_mesh(shapes.box((-0.5, 0, 1), (0.5, 1, 2)))
+    box = [[-1, -2, -3], [1, 2, 3]]
+    placement = GridPlacement.fit(mesh, voxel_size=0.25, bounds=box)
+    # Extents 2, 4, 6 are multiples of 4h: the grid spans the bounds and starts at their min.
+    assert placement.shape == (8, 16, 24)
+    assert np.array_equal(placement.origin, [-1.0, -2.0, -3.0])
+    placement = GridPlacement.fit(mesh, voxel_size=0.125, bounds=np.array(box) + 0.1)
+    assert placement.shape == (16, 32, 48)
+    assert np.array_equal(placement.origin, np.array(box[0], float) + 0.1)
+    placement = GridPlacement.fit(mesh, 16, bounds=box)  # h = 6 / 16, centred on the bounds
+    assert placement.voxel_size == 0.375 and np.array_equal(placement.origin, [-3.0, -3.0, -3.0])
+    placement = GridPlacement.fit(mesh, (8, 16, 24), bounds=box)
+    assert placement.voxel_size == 0.25 and np.array_equal(placement.origin, [-1, -2, -3])
+    placement = GridPlacement.fit(mesh, bounds=box)  # the default cube of 512
+    assert placement.shape == (512,) * 3 and placement.voxel_size == 6 / 512
+    # The mesh may touch the bounds (the box is closed).
+    GridPlacement.fit(mesh, 16, bounds=[[-0.5, 0, 1], [0.5, 1, 2]])
+
+
+@pytest.mark.parametrize(
+    "bounds, message",
+    [
+        ([[-0.4, 0, 1], [0.5, 1, 2]], r"reaches 0.1 below the bounds along x"),
+        ([[-0.5, 0, 1], [0.5, 0.75, 2]], r"reaches 0.25 above the bounds along y"),
+        ([[-1, -1, 1.5], [1, 1, 3]], r"reaches 0.5 below the bounds along z .*cropping"),
+        ([[0, 0, 0], [1, 1]], "bounds must be"),
+        ([0, 0, 0, 1, 1, 1], "shape"),
+        ([[0, 0, 0], [1, 1, float("nan")]], "finite"),
+        ([[0, 0, 0], [1, float("inf"), 1]], "finite"),
+        ([[0, 0, 2], [1, 1, 2]], "zmin 2 must be less than zmax 2"),
+        ([[0, 1, 0], [1, 0, 1]], "ymin 1 must be less than ymax 0"),
+        ([["a", 0, 0], [1, 1, 1]], "numbers"),
+    ],
+)
+def test_bad_bounds(bounds, message):
+    mesh = load_mesh(shapes.box((-0.5, 0, 1), (0.5, 1, 2)))
+    with pytest.raises(GridError, match=message):
+        GridPlacement.fit(mesh, 16, bounds=bounds)
+
+
+def test_grid_vertices_clip_per_axis():
+    placement = GridPlacement((16, 8, 12), np.zeros(3), 1.0)
+    g = placement.grid_vertices(np.array([[-1.0, 9.0, 12.5], [17.0, -0.5, 3.0]]))
+    assert g.dtype == np.float32
+    assert g.tolist() == [[0, 8, 12], [16, 0, 3]]

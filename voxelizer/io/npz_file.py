@@ -1,0 +1,53 @@
+""".npz files of a dense grid: np.packbits of the [i, j, k] array with its shape, origin and
+voxel size, so that numpy alone can read them back."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import FormatError, GridError
+from ..grid import DenseGrid
+from ..placement import GridPlacement, Placed, check_shape
+from .output import open_output
+
+NPZ_KEYS = ("bits", "shape", "origin", "voxel_size")
+
+
+def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size."""
+    voxels = result.to_numpy()
+    with open_output(path, overwrite) as fh:
+        np.savez_compressed(
+            fh,
+            bits=np.packbits(voxels, axis=None),
+            shape=np.array(voxels.shape, np.int64),
+            origin=np.asarray(result.placement.origin, np.float64),
+            voxel_size=np.float64(result.voxel_size),
+        )
+
+
+def read_npz(path: str | os.PathLike) -> DenseGrid:
+    """The DenseGrid of an .npz file written by write_npz; FormatError if it is not one."""
+    path = Path(path)
+    try:
+        with np.load(path) as data:
+            missing = [key for key in NPZ_KEYS if key not in data.files]
+            if missing:
+                raise FormatError(f"{path}: not a voxel grid (.npz without {', '.join(missing)})")
+            shape = tuple(int(s) for s in data["shape"])
+            placement = GridPlacement(
+                check_shape(shape), np.array(data["origin"], np.float64), float(data["voxel_size"])
+            )
+            bits = data["bits"]
+            if bits.dtype != np.uint8 or bits.size != -(-int(np.prod(shape)) // 8):
+                raise FormatError(f"{path}: {bits.size} bytes of bits do not fit the shape {shape}")
+            voxels = np.unpackbits(bits, count=int(np.prod(shape))).astype(bool).reshape(shape)
+    except OSError as exc:
+        raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except (ValueError, TypeError, GridError, zipfile.BadZipFile, EOFError) as exc:
+        raise FormatError(f"{path}: not a voxel grid .npz file ({exc})") from exc
+    return DenseGrid(voxels, placement)

@@ -1,0 +1,34 @@
+"""Reading a voxelization back, chosen by extension: .svo gives an SVO, .npz a DenseGrid."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import FormatError
+from ..grid import DenseGrid
+from ..svo import SVO
+from .npz_file import read_npz
+from .svo_file import read_svo
+
+READERS: dict[str, Callable[[str | os.PathLike], SVO | DenseGrid]] = {
+    ".svo": read_svo,
+    ".npz": read_npz,
+}
+INPUT_FORMATS = tuple(READERS)
+
+
+def load(path: str | os.PathLike) -> SVO | DenseGrid:
+    """The voxelization in a file this package wrote: .svo -> SVO, .npz -> DenseGrid.
+
+    The other output formats are for other tools and are not read back: FormatError says
+    so, as it does for a file that cannot be read or breaks its format.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix not in READERS:
+        raise FormatError(
+            f"{path}: cannot load {suffix or 'files without an extension'}: "
+            f"voxelizer.load reads {' and '.join(INPUT_FORMATS)}"
+        )
+    return READERS[suffix](path)

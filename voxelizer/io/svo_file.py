@@ -1,0 +1,190 @@
+"""The .svo file of docs/svo-format.md: header, level offsets, nodes, bricks, CRC-32.
+
+The reader trusts nothing: it checks the file's size against its header before allocating
+anything, then the checksum, then (through the SVO constructor) the whole tree.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import GridError, SVOFormatError
+from ..placement import GridPlacement, Placed, Shape, check_shape, shape_text
+from ..svo import SVO, padded_resolution
+from .output import open_output
+
+MAGIC = b"VOXSVO\r\n"
+VERSION = 2  # the version this writer writes; the reader also knows 1 (cubic grids)
+# magic, version, header size, nx, ny, nz, P, L, reserved, origin, voxel size, nodes, bricks,
+# solid voxels
+HEADER = struct.Struct("<8s8I3ddQQQ")
+# Version 1: magic, version, header size, N, P, L, reserved, origin, voxel size, nodes, bricks,
+# solid voxels
+HEADER_V1 = struct.Struct("<8s6I3ddQQQ")
+PREFIX = struct.Struct("<8sII")  # magic, version, header size: the same in every version
+CHECKSUM = struct.Struct("<I")
+
+assert HEADER.size == 96 and HEADER_V1.size == 88
+
+
+def as_svo(result: Placed) -> SVO:
+    """The octree of a result: an SVO as it is, a dense grid converted on the CPU."""
+    if isinstance(result, SVO):
+        return result
+    return SVO.from_dense(result.to_numpy(), result.placement)
+
+
+def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """Write the .svo file of docs/svo-format.md (refuses to replace a file unless asked)."""
+    svo = as_svo(result)
+    levels = svo.levels
+    origin = np.asarray(svo.placement.origin, np.float64)
+    header = HEADER.pack(
+        MAGIC,
+        VERSION,
+        HEADER.size,
+        *svo.shape,
+        svo.padded_resolution,
+        levels,
+        0,
+        *origin,
+        svo.voxel_size,
+        svo.node_count,
+        svo.brick_count,
+        svo.count(),
+    )
+    parts = [
+        header,
+        svo.level_offsets.astype("<u4").tobytes(),
+        svo.nodes.astype("<u4").tobytes(),
+        bytes(brick_padding(HEADER.size, levels)),
+        svo.bricks.astype("<u8").tobytes(),
+    ]
+    crc = 0
+    with open_output(path, overwrite) as fh:
+        for part in parts:
+            crc = zlib.crc32(part, crc)
+            fh.write(part)
+        fh.write(CHECKSUM.pack(crc))
+
+
+def read_svo(path: str | os.PathLike) -> SVO:
+    """Read an .svo file (version 2, or 1 for a cube): sizes first (before allocating), then
+    checksum, then structure; SVOFormatError names the file and what is wrong."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, 2)
+            fh.seek(0)
+            head = fh.read(HEADER.size)  # the longest header; shorter ones are a prefix
+            header = read_header(head, size)
+            data = head + fh.read(header.file_size - len(head))
+        if len(data) != header.file_size:
+            raise SVOFormatError("truncated while reading")
+    except OSError as exc:
+        raise SVOFormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except SVOFormatError as exc:
+        raise SVOFormatError(f"{path}: {exc}") from None
+    (crc,) = CHECKSUM.unpack_from(data, len(data) - CHECKSUM.size)
+    if zlib.crc32(memoryview(data)[: -CHECKSUM.size]) != crc:
+        raise SVOFormatError(f"{path}: checksum mismatch (the file is corrupted)")
+    levels, at = header.levels, header.size
+    level_offsets = np.frombuffer(data, "<u4", levels + 1, at)
+    at += 4 * (levels + 1)
+    nodes = np.frombuffer(data, "<u4", 2 * header.node_count, at).reshape(-1, 2)
+    at += 8 * header.node_count
+    padding = brick_padding(header.size, levels)
+    if any(data[at : at + padding]):
+        raise SVOFormatError(f"{path}: padding before the bricks is not zero")
+    bricks = np.frombuffer(data, "<u8", header.brick_count, at + padding)
+    try:
+        svo = SVO(
+            nodes,
+            bricks,
+            level_offsets,
+            GridPlacement(header.shape, np.array(header.origin), header.voxel_size),
+        )
+    except SVOFormatError as exc:
+        raise SVOFormatError(f"{path}: {exc}") from None
+    if svo.count() != header.solid:
+        raise SVOFormatError(
+            f"{path}: the header says {header.solid} solid voxels, the tree holds {svo.count()}"
+        )
+    return svo
+
+
+def brick_padding(header_size: int, levels: int) -> int:
+    """Zero bytes before the bricks: they start 8-byte aligned (also when there are none)."""
+    return (header_size + 4 * (levels + 1)) % 8
+
+
+@dataclass(frozen=True)
+class SVOHeader:
+    """A checked .svo header, either version, with the file size its counts imply."""
+
+    size: int
+    shape: Shape
+    levels: int
+    origin: tuple[float, float, float]
+    voxel_size: float
+    node_count: int
+    brick_count: int
+    solid: int
+    file_size: int
+
+
+def read_header(head: bytes, size: int) -> SVOHeader:
+    """Check the header on its own (its version's layout) against the file's size."""
+    if head[: len(MAGIC)] != MAGIC[: len(head)]:
+        raise SVOFormatError("not an SVO file (bad magic)")
+    if len(head) < PREFIX.size:
+        raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
+    _, version, header_size = PREFIX.unpack_from(head)
+    layouts = {1: HEADER_V1, VERSION: HEADER}
+    if version not in layouts:
+        raise SVOFormatError(
+            f"unsupported format version {version} (this reader knows "
+            f"{' and '.join(map(str, sorted(layouts)))})"
+        )
+    layout = layouts[version]
+    if len(head) < layout.size:
+        raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
+    fields = layout.unpack_from(head)
+    if version == 1:  # one side N: the cube N^3
+        sides, (p, levels, reserved), rest = (fields[3],) * 3, fields[4:7], fields[7:]
+    else:
+        sides, (p, levels, reserved), rest = fields[3:6], fields[6:9], fields[9:]
+    origin, h, node_count, brick_count, solid = rest[0:3], rest[3], rest[4], rest[5], rest[6]
+    if header_size != layout.size or reserved != 0:
+        raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
+    try:
+        shape = check_shape(sides)
+    except GridError as exc:
+        raise SVOFormatError(f"bad grid shape: {exc}") from None
+    if p != padded_resolution(max(shape)) or levels != (p // 4).bit_length() - 1:
+        raise SVOFormatError(f"shape {shape_text(shape)}, P = {p}, L = {levels} do not agree")
+    if not (np.isfinite(origin).all() and np.isfinite(h) and h > 0):
+        raise SVOFormatError("origin and voxel size must be finite, voxel size positive")
+    if not 1 <= node_count <= sum(8**level for level in range(levels)) or brick_count > 8**levels:
+        raise SVOFormatError(f"impossible counts: {node_count} nodes, {brick_count} bricks")
+    expected = (
+        layout.size
+        + 4 * (levels + 1)
+        + 8 * node_count
+        + brick_padding(layout.size, levels)
+        + 8 * brick_count
+        + CHECKSUM.size
+    )
+    if size != expected:
+        raise SVOFormatError(
+            f"size {size} bytes, but the header's counts imply {expected} (truncated or corrupted)"
+        )
+    return SVOHeader(
+        layout.size, shape, levels, tuple(origin), h, node_count, brick_count, solid, expected
+    )

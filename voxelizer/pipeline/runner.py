@@ -1,0 +1,249 @@
+"""Pipeline: one voxelization's GPU work, from a mesh in grid space to voxels and stats.
+
+plan -> slabs -> passes -> download (dense) or SVO build (svo) -> merge of slab forests.
+The API hands a `Job` (a checked mesh already placed in grid space, checked options) to
+`Pipeline.dense` or `Pipeline.svo` and gets the voxels and a `Stats` back; nothing in here
+reads files, validates user input or knows the world placement.
+
+A Pipeline owns the device's buffers, its command sequence and the kernels built so far
+(per variant, on first use). It runs one job at a time: callers serialize (the Voxelizer
+holds a lock).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..gpu.buffers import BufferPool
+from ..gpu.commands import Binding, Sequence
+from ..gpu.device import Device
+from ..gpu.scan import Scan
+from ..grid import pack_columns, unpack_columns
+from ..mesh import Mesh
+from ..placement import COLUMN_AXIS_ORDERS, Shape
+from ..stats import Stats
+from .merge import merge_forests
+from .passes import PassPipelines, PassRunner, Window
+from .plan import Plan, make_plan
+from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
+
+FILL_MODES = ("parity", "vote")
+VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
+# Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True, eq=False)
+class Job:
+    """What the GPU work needs: a checked mesh, its vertices in grid space, the grid shape and
+    the checked options that shape the work."""
+
+    mesh: Mesh
+    vertices: np.ndarray  # float32 (V, 3), grid space: [0, shape] per axis
+    shape: Shape
+    variant: str
+    sort: str
+    fill_mode: str = "parity"
+    max_memory: int | None = None
+    progress: Progress | None = None
+
+
+class Pipeline:
+    """The GPU side of a Voxelizer: buffers, command sequence and kernels, reused per job."""
+
+    def __init__(self, device: Device):
+        self.device = device
+        self._pool = BufferPool(device)
+        self._sequence = Sequence(device, self._pool)
+        self._passes: dict[str, PassPipelines] = {}
+        self._scan: Scan | None = None
+        self._svo: SVOPipelines | None = None
+
+    # -- the two results ---------------------------------------------------------------------
+
+    def dense(self, job: Job) -> tuple[np.ndarray, Stats]:
+        """bool[i, j, k] of shape job.shape: voxel set iff its centre is inside the mesh."""
+        stats = self._stats(job)
+        if job.fill_mode == "vote":
+            voxels = self._vote(job, stats)
+        else:
+            voxels = self._parity(job, job.vertices, job.shape, stats, dense=True)
+        self._finish(stats)
+        return voxels, stats
+
+    def svo(self, job: Job) -> tuple[OctreeArrays, Stats]:
+        """The SVO arrays (nodes, bricks, level_offsets) of docs/svo-format.md, built on the
+        device from the bit grid (which never leaves it in parity mode)."""
+        stats = self._stats(job)
+        if job.fill_mode == "vote":
+            words = pack_columns(self._vote(job, stats))
+            grid = self._pool.binding("grid", len(words) * 4)
+            arrays = self._build_svo(Forest.whole_grid(job.shape), grid, stats, words)
+            octree = arrays.octree()
+        else:
+            octree = self._parity(job, job.vertices, job.shape, stats, dense=False)
+        self._finish(stats)
+        return octree, stats
+
+    # -- parity: slabs of the grid through the passes ----------------------------------------
+
+    def _parity(
+        self,
+        job: Job,
+        vertices: np.ndarray,
+        shape: Shape,
+        stats: Stats,
+        dense: bool,
+        whole_only: bool = False,
+    ):
+        """Voxelize grid-space `vertices` (the job's faces) on a grid of `shape`, slab by slab
+        as the plan says: the bool grid (`dense`) or the SVO arrays."""
+        passes = self._pass_kernels(job.variant)
+        plan = make_plan(
+            self.device,
+            shape,
+            job.mesh.triangle_count,
+            len(vertices),
+            passes.indexed,
+            job.max_memory,
+            svo=not dense,
+            dense=dense,
+            whole_only=whole_only,
+        )
+        stats.memory.budget_bytes = plan.budget
+        stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
+        runner = PassRunner(
+            self.device,
+            passes,
+            self._scan_kernels(),
+            self._pool,
+            self._sequence,
+            vertices,
+            job.mesh.indices,
+            job.sort,
+            plan.batch_triangles,
+            plan.pair_budget,
+            stats,
+        )
+        slabs = plan.slabs()
+        voxels = np.zeros(shape, bool) if dense else None
+        forests: list[tuple[int, SVOArrays]] = []
+        for index, slab in enumerate(slabs):
+            grid = self._pool.binding("grid", slab.grid_bytes)
+            runner.voxelize(slab, grid)
+            if voxels is not None:
+                voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
+            else:
+                forest = plan.forest(slab)
+                forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
+            if job.progress is not None and len(slabs) > 1:
+                job.progress("slabs", index + 1, len(slabs))
+        if voxels is not None:
+            return voxels
+        return self._merge(plan, shape, forests, stats)
+
+    def _merge(
+        self, plan: Plan, shape: Shape, forests: list[tuple[int, SVOArrays]], stats: Stats
+    ) -> OctreeArrays:
+        started = time.perf_counter()
+        if plan.whole:
+            octree = forests[0][1].octree()
+        else:
+            octree = merge_forests(shape, plan.slab_rows, forests)
+        stats.add_host(svo_merge=(time.perf_counter() - started) * 1e3)
+        return octree
+
+    def _download(self, slab: Window, grid: Binding, stats: Stats) -> np.ndarray:
+        """The slab's bits, unpacked to bool[i, j - row_lo, k]."""
+        started = time.perf_counter()
+        sequence = self._sequence
+        sequence.begin()
+        sequence.mark("start")
+        staging = sequence.download(grid.buffer, slab.grid_bytes)
+        sequence.mark("download")
+        stats.add_gpu(sequence.submit())
+        words = staging.read(np.uint32, slab.grid_bytes // 4)
+        voxels = unpack_columns(words, (slab.nx, slab.row_hi - slab.row_lo, slab.nz))
+        stats.add_host(download=(time.perf_counter() - started) * 1e3)
+        return voxels
+
+    def _build_svo(
+        self, forest: Forest, grid: Binding, stats: Stats, words: np.ndarray | None = None
+    ) -> SVOArrays:
+        if self._svo is None:
+            self._svo = SVOPipelines(self.device)
+        arrays = build_svo_on_gpu(
+            self.device, self._scan_kernels(), self._svo, self._pool, self._sequence,
+            forest, grid, words,
+        )  # fmt: skip
+        stats.add_gpu(arrays.gpu_ms)
+        stats.add_host(arrays.host_ms)
+        return arrays
+
+    # -- vote: parity along six directions ---------------------------------------------------
+
+    def _vote(self, job: Job, stats: Stats) -> np.ndarray:
+        """Parity along the six axis directions; a voxel is kept where at least four agree.
+
+        Counting crossings from the other end of a column (the mesh mirrored along it) gives a
+        different answer exactly where a ray passes through a hole, so the six rays out of a
+        voxel near a hole mostly outvote the few that leak. The counts are those of the first
+        direction; the times are summed over all six."""
+        votes = np.zeros(job.shape, np.uint8)
+        first = True
+        for order in COLUMN_AXIS_ORDERS:
+            for mirrored in (False, True):
+                vertices = job.vertices[:, order]  # a copy
+                shape: Shape = (job.shape[order[0]], job.shape[order[1]], job.shape[order[2]])
+                if mirrored:
+                    vertices[:, 2] = np.float32(shape[2]) - vertices[:, 2]
+                run = stats if first else self._stats(job)
+                solid = self._parity(job, vertices, shape, run, dense=True, whole_only=True)
+                votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
+                if not first:
+                    stats.add_times_of(run)
+                first = False
+        return votes >= VOTES_NEEDED
+
+    # -- kernels, stats, lifetime ------------------------------------------------------------
+
+    def _pass_kernels(self, variant: str) -> PassPipelines:
+        if variant not in self._passes:
+            self._passes[variant] = PassPipelines(self.device, variant)
+        return self._passes[variant]
+
+    def _scan_kernels(self) -> Scan:
+        if self._scan is None:
+            self._scan = Scan(self.device)
+        return self._scan
+
+    def _stats(self, job: Job) -> Stats:
+        return Stats(
+            device=self.device.name,
+            variant=job.variant,
+            sort=job.sort,
+            fill_mode=job.fill_mode,
+            shape=job.shape,
+        )
+
+    def _finish(self, stats: Stats) -> None:
+        stats.memory.device_buffers = self._pool.sizes(host_visible=False)
+        stats.memory.staging_buffers = self._pool.sizes(host_visible=True)
+
+    def close(self) -> None:
+        """Wait for the device, then free every kernel and buffer (the device stays open)."""
+        self.device.wait_idle()
+        for kernels in self._passes.values():
+            kernels.destroy()
+        self._passes.clear()
+        for primitive in (self._scan, self._svo):
+            if primitive is not None:
+                primitive.destroy()
+        self._scan = None
+        self._svo = None
+        self._sequence.destroy()
+        self._pool.destroy()
