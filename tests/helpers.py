@@ -1,5 +1,6 @@
 """What the tests share: where the models are, running the command, reference voxels and their
-comparison, random soups and mesh measures. One copy here, so that a fix reaches every test.
+comparison, random soups and mesh measures, small octrees, written files read back. One copy
+here, so that a fix reaches every test.
 
 Test modules import from here (never from conftest.py or from another test module); the
 analytic shape builders are in tests/shapes.py.
@@ -54,7 +55,9 @@ def load_model(name: str) -> Mesh:
 
 
 @lru_cache(maxsize=16)
-def reference_grid(name: str, grid: int | tuple[int, int, int], fill_mode: str = "parity"):
+def reference_grid(
+    name: str, grid: int | tuple[int, int, int], fill_mode: str = "parity"
+) -> DenseGrid:
     """The CPU reference of a model, kept for the tests that compare several variants to it.
 
     Callers must not modify the returned grid's array."""

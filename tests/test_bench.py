@@ -95,6 +95,16 @@ def test_models_dir_comes_from_the_option_then_the_environment_then_cwd(
     assert args.models_dir == tmp_path
 
 
+def test_a_model_not_in_the_directory_is_refused_before_measuring(tmp_path, capsys):
+    with pytest.raises(SystemExit) as caught:
+        bench.main(["--models-dir", str(tmp_path), "--models", "gear"])
+    stderr = capsys.readouterr().err
+    assert caught.value.code == 2 and "no model 'gear'" in stderr and "--models-dir" in stderr
+    with pytest.raises(SystemExit, match="2"):
+        bench.main(["--models-dir", str(PROJECT_MODELS), "--models", "gear-x8"])
+    assert "power of four" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("peer", [p for p in peers.PEERS if not peers.unavailable(p)])
 def test_peers_answer_on_our_voxel_centres(peer):
     """A box whose faces lie on voxel faces: a peer placed half a voxel off would miss a

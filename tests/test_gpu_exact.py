@@ -104,6 +104,7 @@ def test_random_soups_with_ties_match_reference(gpu, variant):
         assert_same_voxels(gpu.voxelize_grid(g, faces, n, variant=variant), expected)
 
 
+@pytest.mark.slow
 def test_largest_single_buffer_grid_on_lavapipe(gpu):
     """1024^3 is exactly 128 MiB of bits, lavapipe's largest storage buffer."""
     n = 1024

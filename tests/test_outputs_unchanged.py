@@ -15,7 +15,9 @@ import os
 import numpy as np
 import pytest
 
-from .helpers import PROJECT_MODELS, shared_model
+import voxelizer
+
+from .helpers import PROJECT_MODELS, model_path
 
 DIGESTS = PROJECT_MODELS.parent / "tests" / "data" / "digests.json"
 
@@ -36,11 +38,6 @@ CASES = [
 ]
 
 
-def _model(name: str):
-    local = PROJECT_MODELS / name
-    return local if local.is_file() else shared_model(name)
-
-
 def _digest(*arrays: np.ndarray | bytes) -> str:
     digest = hashlib.sha256()
     for array in arrays:
@@ -49,10 +46,8 @@ def _digest(*arrays: np.ndarray | bytes) -> str:
 
 
 def _outputs(gpu, model: str, grid, options: dict, tmp_path) -> dict[str, str]:
-    import voxelizer
-
-    svo = gpu.voxelize(_model(model), grid, **options)
-    dense = gpu.voxelize_dense(_model(model), grid, **options)
+    svo = gpu.voxelize(model_path(model), grid, **options)
+    dense = gpu.voxelize_dense(model_path(model), grid, **options)
     path = tmp_path / "out.svo"
     voxelizer.save(svo, path)
     return {

@@ -81,6 +81,7 @@ def test_plans_prefer_one_slab_and_halve_rows_to_fit(gpu):
     assert all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
 
 
+@pytest.mark.slow
 def test_a_part_whose_pair_count_could_wrap_32_bits_is_split(gpu, monkeypatch):
     """With the scan's range shrunk to 2^14 pairs, the octahedron's faces (about 2,800 tiles
     each) make the setup pass flag a possible wrap; the bounding-box bound confirms it, the
@@ -103,6 +104,7 @@ def test_a_part_whose_pair_count_could_wrap_32_bits_is_split(gpu, monkeypatch):
     assert_same_voxels(voxels, reference_voxels(solid, n))
 
 
+@pytest.mark.slow
 def test_2048_cubed_in_slabs_is_exact_for_a_box_and_an_octahedron(gpu):
     """A box with faces on voxel boundaries gives an exactly known solid; the octahedron's
     voxels equal the reference computed on a grid around it. The mesh spans [0, 2048]^3 (a

@@ -351,6 +351,7 @@ def test_padding_must_stay_empty():
         SVO(nodes, bricks, offsets, GridPlacement(12, np.zeros(3), 1.0))
 
 
+@pytest.mark.slow
 def test_large_grid_is_quick():
     """N = 1024: build, count and query without per-voxel Python."""
     n = 1024

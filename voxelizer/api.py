@@ -148,7 +148,7 @@ class Voxelizer:
                 OpenMeshWarning,
                 stacklevel=4,
             )
-        placement = GridPlacement.fit(loaded, options.shape, options.voxel_size, options.bounds)
+        placement = GridPlacement.around(loaded, options.shape, options.voxel_size, options.bounds)
         stats = Stats()
         stats.add_host(load=load_ms, check_topology=check_ms)
         stats.count(**asdict(topology))

@@ -24,15 +24,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from .api import Voxelizer
 from .benchmarks import peers as peer_tools
 from .benchmarks.bandwidth import TRANSFERS, bandwidth_fractions, device_bandwidth, pass_bytes
-from .benchmarks.meshes import model_path, resolve_model
+from .benchmarks.meshes import check_model, model_path, resolve_model
 from .benchmarks.report import markdown, write_json
 from .errors import VoxelizerError
+from .grid import DenseGrid
 from .mesh import Mesh
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
+from .stats import Stats
+from .svo import SVO
 
 PROJECT = Path(__file__).resolve().parents[1]
 MODELS_ENV = "VOXELIZER_MODELS"  # the default --models-dir
@@ -58,7 +64,7 @@ def measure(
     repeat: int = 5,
     device: str | int | None = None,
     from_arrays: bool = True,
-) -> tuple[dict, object]:
+) -> tuple[dict[str, Any], SVO | DenseGrid | None]:
     """(row, last result) for one configuration; row["status"] is "skipped" with the reason
     when the device cannot run it (a grid it cannot hold, memory it does not have).
 
@@ -68,7 +74,10 @@ def measure(
     first call does.
     A Voxelizer of its own per configuration, so that its buffers hold this configuration's
     peak and nothing left over from a larger one."""
-    walls, runs, result, arrays_ms = [], [], None, None
+    walls: list[float] = []
+    runs: list[Stats] = []
+    result: SVO | DenseGrid | None = None
+    arrays_ms: float | None = None
     try:
         with Voxelizer(device) as voxelizer:
             call = voxelizer.voxelize if output == "svo" else voxelizer.voxelize_dense
@@ -88,7 +97,7 @@ def measure(
     except (VoxelizerError, MemoryError) as exc:
         return {"status": "skipped", "reason": f"{type(exc).__name__}: {exc}"}, None
     last = runs[-1]
-    row = {
+    row: dict[str, Any] = {
         "status": "ok",
         "wall_ms": {
             "median": statistics.median(walls),
@@ -110,6 +119,7 @@ def measure(
         },
     }
     if output == "svo":
+        assert isinstance(result, SVO)  # Voxelizer.voxelize's result
         row["svo"] = {
             "nodes": result.node_count,
             "bricks": result.brick_count,
@@ -211,7 +221,8 @@ def reference_row(rows: list[dict], model: str, grid: int) -> dict | None:
     the fastest configuration of that model and grid."""
     ok = [r for r in rows if r["model"] == model and r["grid"] == grid and r["status"] == "ok"]
     default = [r for r in ok if r["variant"] == DEFAULT_VARIANT and r["sort"] == DEFAULT_SORT]
-    return (default or sorted(ok, key=lambda r: r["wall_ms"]["median"]) or [None])[0]
+    candidates = default or sorted(ok, key=lambda r: r["wall_ms"]["median"])
+    return candidates[0] if candidates else None
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -220,7 +231,7 @@ def run(args: argparse.Namespace) -> dict:
         device = describe_device(probe)
     gbps = args.bandwidth if args.bandwidth is not None else device_bandwidth(device["name"])
     commit, dirty = git_commit()
-    doc = {
+    doc: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "device": device,
         "host": describe_host(),
@@ -250,7 +261,7 @@ def run(args: argparse.Namespace) -> dict:
             f"({time.perf_counter() - started:.1f} s to load or generate)"
         )
         for grid in args.grids:
-            ours = None
+            ours: np.ndarray | None = None
             for variant in args.variants:
                 for sort in args.sorts:
                     first = variant == args.variants[0] and sort == args.sorts[0]
@@ -277,6 +288,7 @@ def run(args: argparse.Namespace) -> dict:
                     if row["status"] == "ok":
                         _add_bandwidth(row, gbps)
                         if ours is None and args.peers:
+                            assert result is not None  # a result for every "ok" row
                             ours = result.to_numpy()
                         _progress(
                             f"  {grid}³ {variant}/{sort}: {row['wall_ms']['median']:.1f} ms "
@@ -286,9 +298,9 @@ def run(args: argparse.Namespace) -> dict:
                         _progress(f"  {grid}³ {variant}/{sort}: skipped ({row['reason']})")
                     doc["rows"].append(row)
             if ours is not None:
-                doc["peers"] += run_peers(
-                    args, name, mesh, grid, ours, reference_row(doc["rows"], name, grid)
-                )
+                our_row = reference_row(doc["rows"], name, grid)
+                assert our_row is not None  # `ours` came from an "ok" row of this model and grid
+                doc["peers"] += run_peers(args, name, mesh, grid, ours, our_row)
     if not args.no_cli:
         doc["cli"] = run_cli(args)
     return doc
@@ -312,11 +324,17 @@ def _add_bandwidth(row: dict, gbps: float | None) -> None:
 
 
 def run_peers(
-    args: argparse.Namespace, name: str, mesh: Mesh, grid: int, ours, our_row: dict
+    args: argparse.Namespace,
+    name: str,
+    mesh: Mesh,
+    grid: int,
+    ours: np.ndarray,
+    our_row: dict[str, Any],
 ) -> list[dict]:
     """Every asked-for peer on one model and grid, with its ratio to our time."""
     results = []
     for peer in args.peers:
+        outcome: dict[str, Any]
         if peer == "trimesh" and grid > args.trimesh_max_grid:
             outcome = {
                 "status": "skipped",
@@ -454,8 +472,15 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parser().parse_args(argv)
+    options = parser()
+    args = options.parse_args(argv)
     args.argv = argv
+    if not args.from_json:
+        for spec in args.models:
+            try:
+                check_model(spec, args.models_dir)
+            except ValueError as exc:
+                options.error(f"{exc}; --models-dir DIR or ${MODELS_ENV} sets the directory")
     if args.peers is None:
         args.peers = []
     elif not args.peers:

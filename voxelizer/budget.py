@@ -39,6 +39,7 @@ def parse_size(size: int | str) -> int:
                 f"cannot read memory size {size!r}: write a number of bytes or a number with a "
                 "unit (KiB, MiB, GiB, TiB, kB, MB, GB, TB), e.g. 512MiB or 1.5GB"
             )
+        assert match is not None  # a unit in UNITS comes from a match
         value = Fraction(match.group(1)) * UNITS[unit]
         if UNITS[unit] == 1 and value.denominator != 1:
             raise MemoryBudgetError(f"memory size {size!r}: a number of bytes must be whole")

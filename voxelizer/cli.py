@@ -9,12 +9,14 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TextIO
 
 from . import __version__
 from .budget import parse_size
 from .errors import GridError, MemoryBudgetError, OpenMeshWarning, OutputError, VoxelizerError
 from .io.preview import write_preview
 from .io.writers import OUTPUT_FORMATS, save
+from .log import stderr_logging
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
 from .pipeline.runner import FILL_MODES
 from .placement import DEFAULT_GRID, check_bounds, check_shape, check_voxel_size, shape_text
@@ -49,7 +51,10 @@ def _grid_value(text: str) -> int | tuple[int, int, int]:
             f"invalid grid {text!r}: write N or NXxNYxNZ (e.g. 512 or 512x256x128)"
         )
     sides = [int(side) for side in match.groups() if side is not None]
-    grid = sides[0] if len(sides) == 1 else tuple(sides)
+    # the pattern matches one side or three
+    grid: int | tuple[int, int, int] = (
+        sides[0] if len(sides) == 1 else (sides[0], sides[1], sides[2])
+    )
     try:
         check_shape(grid)
     except GridError as exc:
@@ -73,11 +78,22 @@ def _memory_value(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+# The exit statuses of `voxelize`, as --help and README.md state them.
+EXIT_STATUS_HELP = """exit status:
+  0    success
+  1    bad input or environment (a missing or broken mesh, no such device, an
+       output that exists, a grid the device cannot hold)
+  2    usage error (an unknown option or option value)
+  130  interrupted (Ctrl-C)"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="voxelize",
-        description="Exact solid voxelization of a triangle mesh on a Vulkan device: "
+        description="Exact solid voxelization of a triangle mesh on a Vulkan device:\n"
         "a voxel is set iff its centre is inside the mesh.",
+        epilog=EXIT_STATUS_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's lines
     )
     parser.add_argument("model", nargs="?", help="mesh file (PLY, OBJ, STL, OFF, GLB, ...)")
     size = parser.add_mutually_exclusive_group()
@@ -162,6 +178,14 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no progress line and no summary line (errors and warnings still go to stderr)",
     )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log the device chosen, the memory plan and the shader cache to stderr; "
+        "-vv also the GPU time per pass",
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
     return parser
@@ -174,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
             warnings.showwarning = _one_line_warning
-            return _run(parser, args)
+            with stderr_logging(args.verbose, prefix="voxelize: "):
+                return _run(parser, args)
     except VoxelizerError as exc:
         if args.debug:
             raise
@@ -192,7 +217,14 @@ def command_line_message(error: VoxelizerError) -> str:
     return str(error)
 
 
-def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+def _one_line_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
     print(f"voxelize: warning: {message}", file=sys.stderr)
 
 
@@ -263,16 +295,16 @@ def format_stats(stats: Stats) -> str:
     memory = stats.memory
     lines = [f"grid {shape_text(stats.shape)}"]
     lines.append(f"GPU time per pass, ms ({stats.device}, timestamps):")
-    lines += [f"  {name:<18} {ms:12.3f}" for name, ms in stats.gpu_ms.items()]
-    lines.append(f"  {'total':<18} {stats.gpu_total_ms:12.3f}")
+    lines += [f"  {name:<24} {ms:12.3f}" for name, ms in stats.gpu_ms.items()]
+    lines.append(f"  {'total':<24} {stats.gpu_total_ms:12.3f}")
     lines.append("host time, ms:")
-    lines += [f"  {name:<18} {ms:12.3f}" for name, ms in stats.host_ms.items()]
+    lines += [f"  {name:<24} {ms:12.3f}" for name, ms in stats.host_ms.items()]
     lines.append("device memory, bytes (all held at once):")
-    lines += [f"  {name:<18} {size:>12,}" for name, size in memory.device_buffers.items()]
-    lines.append(f"  {'peak':<18} {memory.device_peak_bytes:>12,}")
-    lines.append(f"  {'staging peak':<18} {memory.staging_peak_bytes:>12,}")
+    lines += [f"  {name:<24} {size:>12,}" for name, size in memory.device_buffers.items()]
+    lines.append(f"  {'peak':<24} {memory.device_peak_bytes:>12,}")
+    lines.append(f"  {'staging peak':<24} {memory.staging_peak_bytes:>12,}")
     lines.append("workload:")
-    lines += [f"  {name:<18} {value:>12,}" for name, value in stats.counts.items()]
+    lines += [f"  {name:<24} {value:>12,}" for name, value in stats.counts.items()]
     return "\n".join(lines)
 
 

@@ -15,6 +15,11 @@ def column_words(nz: int) -> int:
     return (nz + 31) // 32
 
 
+def grid_bytes(nx: int, rows: int, nz: int) -> int:
+    """Bytes of the GPU bit grid of `rows` rows of nx columns, each nz voxels tall."""
+    return nx * rows * column_words(nz) * 4
+
+
 def unpack_columns(words: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
     """GPU layout -> bool[i, j, k]. The GPU stores column (i, j) at word (j*nx + i)*W, bit k."""
     nx, ny, nz = shape

@@ -6,6 +6,7 @@ Every face (the API functions, the Voxelizer methods, the CLI through them) buil
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +65,7 @@ class Options:
         )
 
 
-def _choice(value: object, allowed, what: str, error: type[Exception]) -> str:
+def _choice(value: object, allowed: Collection[str], what: str, error: type[Exception]) -> str:
     """`value` if it is one of `allowed` (names), else `error` listing them."""
     if not isinstance(value, str) or value not in allowed:
         raise error(f"unknown {what} {value!r} (choose from {', '.join(allowed)})")

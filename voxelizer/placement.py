@@ -22,10 +22,12 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing
 
+from . import convert
 from .errors import GridError, MeshError
 from .mesh import Mesh
 from .parallel import for_row_chunks
@@ -69,10 +71,8 @@ def check_shape(grid: object) -> Shape:
         raise GridError(f"grid must be an integer N or three integers (nx, ny, nz), not {grid!r}")
     if len(grid) != 3:
         raise GridError(f"grid must have three sides (nx, ny, nz), not {len(grid)}: {grid!r}")
-    return tuple(
-        check_resolution(side, f"grid side {axis}")  # type: ignore[return-value]
-        for axis, side in zip(AXES, grid)
-    )
+    nx, ny, nz = (check_resolution(side, f"grid side {axis}") for axis, side in zip(AXES, grid))
+    return nx, ny, nz
 
 
 def shape_text(shape: Sequence[int]) -> str:
@@ -148,19 +148,36 @@ class GridPlacement:
     ) -> GridPlacement:
         """Place a grid around `bounds` (default: the mesh's box) with the shape `grid` (an
         int N for N^3, or (nx, ny, nz)) or the cube side `voxel_size`; neither: DEFAULT_GRID^3.
-        """
+        Checks its arguments (GridError); `around` takes them checked."""
         if grid is not None and voxel_size is not None:
             raise GridError("give a grid or a voxel size, not both")
+        return cls.around(
+            mesh,
+            None if grid is None else check_shape(grid),
+            None if voxel_size is None else check_voxel_size(voxel_size),
+            None if bounds is None else check_bounds(bounds),
+        )
+
+    @classmethod
+    def around(
+        cls,
+        mesh: Mesh,
+        shape: Shape | None,
+        voxel_size: float | None,
+        bounds: np.ndarray | None,
+    ) -> GridPlacement:
+        """`fit` for arguments already checked (voxelizer.Options): a shape or a voxel size
+        (not both), and (2, 3) bounds or None."""
         if bounds is None:
             bmin, bmax = mesh.bounds
         else:
-            bmin, bmax = check_bounds(bounds)
+            bmin, bmax = bounds
             _check_inside(mesh, bmin, bmax)
         extent = bmax - bmin
         if not (extent > 0).any():
             raise MeshError("the mesh has zero extent (all vertices are equal)")
         if voxel_size is None:
-            shape = check_shape(DEFAULT_GRID if grid is None else grid)
+            shape = (DEFAULT_GRID,) * 3 if shape is None else shape
             sides = np.array(shape, np.float64)
             h = float((extent / sides).max())
             if not h > 0:  # an extent so small that h underflows
@@ -169,7 +186,7 @@ class GridPlacement:
                 )
             origin = (bmin + bmax) / 2.0 - sides * h / 2.0
         else:
-            h = check_voxel_size(voxel_size)
+            h = voxel_size
             shape = _shape_for(extent, h)
             sides = np.array(shape, np.float64)
             origin = bmin - (sides * h - extent) / 2.0
@@ -230,7 +247,8 @@ def _shape_for(extent: np.ndarray, h: float) -> Shape:
             f"voxel size {h:g} needs a {shape_text(sides)} grid; each side can be "
             f"at most {MAX_RESOLUTION}"
         )
-    return tuple(int(v) for v in sides)  # type: ignore[return-value]
+    nx, ny, nz = (int(v) for v in sides)
+    return nx, ny, nz
 
 
 class Placed(ABC):
@@ -277,3 +295,48 @@ class Placed(ABC):
     @property
     def voxel_size(self) -> float:
         return self.placement.voxel_size
+
+    # --- other libraries and notebooks (voxelizer.convert; files are voxelizer.io's) --------
+
+    def to_open3d(self) -> Any:
+        """open3d.geometry.VoxelGrid of the solid voxels, with our origin and voxel size: its
+        voxel (i, j, k) is ours and get_voxel_center_coordinate gives our centre."""
+        return convert.to_open3d(self.to_numpy(), self.placement.origin, self.voxel_size)
+
+    def to_pyvista(self) -> Any:
+        """pyvista.ImageData whose cell (i, j, k) is voxel (i, j, k): origin the grid corner,
+        spacing h, dimensions shape + 1, cell data "solid" (uint8 0/1)."""
+        return convert.to_pyvista(self.to_numpy(), self.placement.origin, self.voxel_size)
+
+    def to_torch(self, device: Any = None) -> Any:
+        """torch bool tensor (nx, ny, nz) of the voxels, on `device` (default the CPU, sharing
+        memory with to_numpy() as np.asarray does); needs torch (pip install torch)."""
+        return convert.to_torch(self.to_numpy(), device)
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """DLPack export of to_numpy() (torch.from_dlpack, jax, cupy...): bool, or uint8 0/1
+        on numpy releases whose DLPack has no bool (before 1.25)."""
+        return convert.dlpack_array(self.to_numpy()).__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """The CPU, where the voxels are (DLPack's (kDLCPU, 0))."""
+        device_type, device_id = self.to_numpy().__dlpack_device__()
+        return int(device_type), int(device_id)
+
+    def _repr_png_(self) -> bytes | None:
+        """The three-view preview as PNG bytes (voxelizer.write_preview's image), for
+        notebooks; None above 512^3 voxels, which would be densified on every display."""
+        if math.prod(self.shape) > convert.PREVIEW_MAX_VOXELS:
+            return None
+        return convert.preview_png(self.to_numpy())
+
+    def _repr_html_(self) -> str:
+        """Shape, voxel size, origin and solid voxels, with the preview inline."""
+        return convert.summary_html(
+            type(self).__name__,
+            self.shape,
+            self.placement.origin,
+            self.voxel_size,
+            self.count(),
+            self._repr_png_(),
+        )

@@ -18,6 +18,9 @@ class TerminalProgress:
     Redraws come at most every `interval` seconds (and whenever the stage changes or ends),
     each one a carriage return and the new text. close() blanks the line, so that whatever is
     printed next starts on a clean line.
+
+    Written here rather than with tqdm or rich: one line redrawn with a carriage return is a
+    few dozen lines, and the library should not pull a dependency in for the CLI's sake.
     """
 
     def __init__(
@@ -77,7 +80,7 @@ class TerminalProgress:
     def __enter__(self) -> TerminalProgress:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _draw(self, text: str) -> None:

@@ -25,6 +25,9 @@ estimated in float64 and settled with Python integers where the estimate is too 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import cast
+
 import numpy as np
 
 from .grid import DenseGrid
@@ -86,7 +89,7 @@ def vote_columns(
     shape = _shape(shape)
     votes = np.zeros(shape, np.uint8)
     for order in COLUMN_AXIS_ORDERS:
-        rotated = tuple(shape[axis] for axis in order)
+        rotated: Shape = (shape[order[0]], shape[order[1]], shape[order[2]])
         for mirrored in (False, True):
             h = g[:, order]
             if mirrored:
@@ -111,10 +114,13 @@ def solid_columns(
 
 def _shape(shape: int | Shape) -> Shape:
     """(nx, ny, nz) from an int (a cube) or three ints, each in [1, MAX_RESOLUTION]."""
-    sides = (int(shape),) * 3 if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+    if np.ndim(shape) == 0:
+        sides: tuple[int, ...] = (int(cast(int, shape)),) * 3
+    else:
+        sides = tuple(int(n) for n in cast(Shape, shape))
     if len(sides) != 3 or not all(1 <= n <= MAX_RESOLUTION for n in sides):
         raise ValueError(f"grid sides must be three values in [1, {MAX_RESOLUTION}], not {shape}")
-    return sides  # type: ignore[return-value]
+    return sides[0], sides[1], sides[2]
 
 
 def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape) -> np.ndarray:
@@ -127,7 +133,7 @@ def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shap
     return np.rint(g * np.float32(ONE)).astype(np.int64)
 
 
-def _oriented_triangles(fixed: np.ndarray, faces: np.ndarray) -> dict:
+def _oriented_triangles(fixed: np.ndarray, faces: np.ndarray) -> dict[str, np.ndarray]:
     """Per-triangle data with D > 0 (degenerate projections dropped), edges AB, BC, CA."""
     a, b, c = fixed[faces[:, 0]], fixed[faces[:, 1]], fixed[faces[:, 2]]
     d = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
@@ -163,7 +169,9 @@ def _centre_range(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return first, last
 
 
-def _candidate_batches(tris: dict, shape: Shape):
+def _candidate_batches(
+    tris: dict[str, np.ndarray], shape: Shape
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Yield (triangle, i, j) arrays covering every column centre in each triangle's box.
 
     Each triangle owns a contiguous run of candidate numbers; a batch is a range of those
@@ -183,7 +191,9 @@ def _candidate_batches(tris: dict, shape: Shape):
         yield t, i0[t] + local % w, j0[t] + local // w
 
 
-def _crossings(tris: dict, batch: tuple, shape: Shape) -> np.ndarray:
+def _crossings(
+    tris: dict[str, np.ndarray], batch: tuple[np.ndarray, np.ndarray, np.ndarray], shape: Shape
+) -> np.ndarray:
     """Flat voxel indices (i*ny + j)*nz + kfirst of the covered candidates with kfirst < nz."""
     _, ny, nz = shape
     t, i, j = batch
@@ -209,7 +219,16 @@ def _crossings(tris: dict, batch: tuple, shape: Shape) -> np.ndarray:
     return ((i[inside] * ny + j[inside]) * nz) + k[inside]
 
 
-def _first_voxel(wa, wb, wc, za, zb, zc, d, nz: int) -> np.ndarray:
+def _first_voxel(
+    wa: np.ndarray,
+    wb: np.ndarray,
+    wc: np.ndarray,
+    za: np.ndarray,
+    zb: np.ndarray,
+    zc: np.ndarray,
+    d: np.ndarray,
+    nz: int,
+) -> np.ndarray:
     """kfirst = smallest k >= 0 with wa*za + wb*zb + wc*zc < (2k+1) * 2**15 * d, else nz.
 
     The numerator reaches about 2**88, beyond int64, so it is estimated in float64 first.

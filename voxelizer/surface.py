@@ -10,6 +10,7 @@ consistently wound surface (trimesh's `is_watertight`) whose volume is exactly c
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing
 import trimesh
 
 # Corners of a face across axis a (axes b = a+1, c = a+2 mod 3), counter-clockwise seen
@@ -17,12 +18,16 @@ import trimesh
 _QUAD = np.array([[0, 0], [1, 0], [1, 1], [0, 1]])
 
 
-def voxel_surface(voxels: np.ndarray, origin, voxel_size: float) -> trimesh.Trimesh:
+def voxel_surface(
+    voxels: np.ndarray, origin: numpy.typing.ArrayLike, voxel_size: float
+) -> trimesh.Trimesh:
     """Outward-facing quads (2 triangles each) between every solid voxel and an empty one."""
     voxels = np.asarray(voxels, bool)
     shape = np.array(voxels.shape)
     padded = np.pad(voxels, 1)
-    corners, solid_ids, empty_ids = [], [], []
+    corner_parts: list[np.ndarray] = []
+    solid_parts: list[np.ndarray] = []
+    empty_parts: list[np.ndarray] = []
     for axis in range(3):
         b, c = (axis + 1) % 3, (axis + 2) % 3
         for sign in (1, -1):
@@ -34,11 +39,11 @@ def voxel_surface(voxels: np.ndarray, origin, voxel_size: float) -> trimesh.Trim
             offsets = np.zeros((4, 3), np.int64)
             offsets[:, axis] = sign > 0
             offsets[:, b], offsets[:, c] = quad[:, 0], quad[:, 1]
-            corners.append(cells[:, None, :] + offsets[None])
-            solid_ids.append(_cell_id(cells, shape))
-            empty_ids.append(_cell_id(cells + step, shape))
-    corners = np.concatenate(corners)  # (F, 4, 3) lattice points
-    solid_ids, empty_ids = np.concatenate(solid_ids), np.concatenate(empty_ids)
+            corner_parts.append(cells[:, None, :] + offsets[None])
+            solid_parts.append(_cell_id(cells, shape))
+            empty_parts.append(_cell_id(cells + step, shape))
+    corners = np.concatenate(corner_parts)  # (F, 4, 3) lattice points
+    solid_ids, empty_ids = np.concatenate(solid_parts), np.concatenate(empty_parts)
     vertex_of_corner = _split_vertices(corners, solid_ids, empty_ids, shape)
     ids, first = np.unique(vertex_of_corner, return_index=True)
     quads = np.searchsorted(ids, vertex_of_corner).reshape(-1, 4)

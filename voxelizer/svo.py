@@ -7,7 +7,11 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import cast
+
 import numpy as np
+import numpy.typing
 import trimesh
 
 from .errors import SVOFormatError
@@ -25,6 +29,12 @@ SLAB_VOXELS = 1 << 24  # voxels converted per step between the dense grid and br
 def padded_resolution(n: int) -> int:
     """P: n (the longest side of the grid) rounded up to a power of two, at least 8."""
     return max(8, 1 << (int(n) - 1).bit_length())
+
+
+def octree_levels(side: int) -> int:
+    """Internal node levels of a cube of `side` voxels (a power of two, at least 8) above its
+    4x4x4 bricks: log2(side / 4). For the whole octree, side is P and the result is L."""
+    return (int(side) // 4).bit_length() - 1
 
 
 def _log2(p: int) -> int:
@@ -66,7 +76,7 @@ def _mask(flags: np.ndarray) -> np.ndarray:
     return np.packbits(flags.reshape(-1, 8), axis=1, bitorder="little").ravel()
 
 
-def _brick_slabs(shape: Shape):
+def _brick_slabs(shape: Shape) -> Iterator[tuple[int, int]]:
     """Ranges of brick rows along x small enough to convert SLAB_VOXELS voxels at a time."""
     nx, ny, nz = shape
     rows = max(1, SLAB_VOXELS // (4 * ny * nz))
@@ -98,7 +108,7 @@ def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
         )
     shape = voxels.shape
     p = padded_resolution(max(shape))
-    levels = _log2(p // 4)
+    levels = octree_levels(p)
     bricks_dense = np.zeros((p // 4) ** 3, np.uint64)  # every brick, Morton order
     for start, stop in _brick_slabs(shape):
         codes = _brick_codes(shape, levels, start, stop)
@@ -121,7 +131,8 @@ def node_levels(
     Bottom-up, every node's masks and state; top-down, the root plus every mixed node. The
     last level's first_child points into the next node level, or, when the children are the
     bricks (`children_are_nodes` false), into the bricks array."""
-    masks = [None] * levels  # per level: (mixed_mask, full_mask, node is mixed)
+    # per level: (mixed_mask, full_mask, node is mixed)
+    masks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for level in reversed(range(levels)):
         mixed_mask, full_mask = _mask(child_mixed), _mask(child_full)
         full = full_mask == 0xFF
@@ -298,7 +309,7 @@ class SVO(Placed):
             _unpack_bricks(values[codes], out[4 * start : 4 * stop])
         return out
 
-    def __getitem__(self, index) -> bool:
+    def __getitem__(self, index: tuple[int, int, int]) -> bool:
         """Voxel (i, j, k), by descending the tree; IndexError outside the shape."""
         if (
             not isinstance(index, tuple)
@@ -406,12 +417,13 @@ class SVO(Placed):
         if level == 0:
             return self
         f, (nx, ny, nz) = 1 << level, self.shape
-        coarse = tuple(max(8, -(-n // (4 * f)) * 4) for n in self.shape)
+        cx, cy, cz = (max(8, -(-n // (4 * f)) * 4) for n in self.shape)
+        coarse = (cx, cy, cz)
         fine = np.zeros(tuple(c * f for c in coarse), bool)
         fine[:nx, :ny, :nz] = self.to_numpy()
         blocks = fine.reshape(coarse[0], f, coarse[1], f, coarse[2], f)
         if rule == "any":
-            voxels = blocks.any(axis=(1, 3, 5))
+            voxels = cast(np.ndarray, blocks.any(axis=(1, 3, 5)))
         else:
             voxels = blocks.sum(axis=(1, 3, 5), dtype=np.int64) * 2 > f**3
         placement = GridPlacement(coarse, self.origin, self.voxel_size * f)
@@ -459,7 +471,7 @@ class SVO(Placed):
             and np.array_equal(self._bricks, other._bricks)
         )
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares by value
 
     def __repr__(self) -> str:
         return (
@@ -470,7 +482,7 @@ class SVO(Placed):
         )
 
 
-def _frozen(array: np.ndarray, dtype, name: str) -> np.ndarray:
+def _frozen(array: np.ndarray, dtype: numpy.typing.DTypeLike, name: str) -> np.ndarray:
     """A private read-only copy in native byte order; only lossless integer conversions."""
     if array.dtype.kind not in "ui" or (
         array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max)

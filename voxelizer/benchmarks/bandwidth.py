@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from voxelizer.grid import column_words
+from voxelizer.grid import grid_bytes as grid_size_bytes
 from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES, TILE_SHIFT
 from voxelizer.pipeline.svo_build import octree_shape
 
@@ -57,7 +57,7 @@ def pass_bytes(
     """Least bytes each pass reads plus writes in device memory (see the module docstring)."""
     t, p, k = triangles, pairs, tiles
     keys = (grid >> TILE_SHIFT) ** 2
-    grid_bytes = grid * grid * column_words(grid) * 4
+    grid_bytes = grid_size_bytes(grid, grid, grid)
     geometry = 12 * t + 12 * vertices if indexed else 36 * t
     counting = sort == "counting"
     flags = keys if counting else p

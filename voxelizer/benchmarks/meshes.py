@@ -66,20 +66,29 @@ def resolve_model(spec: str, models_dir: Path | None = None) -> tuple[str, Mesh]
     path = Path(spec)
     if path.suffix and path.is_file():
         return path.stem, load_mesh(path)
-    match = SUBDIVIDED.match(spec)
-    if match:
-        factor = int(match["factor"])
-        steps = factor.bit_length() // 2
-        if factor < 4 or 4**steps != factor:
-            raise ValueError(f"{spec}: the factor after -x must be a power of four (4, 16, 64)")
-        base = model_path(match["base"], models_dir)
+    base, steps = check_model(spec, models_dir)
+    if steps:
         done = max((s for key, s in _cache if key == str(base) and s <= steps), default=0)
         mesh = _cache[str(base), done] if done else load_mesh(base)
         for level in range(done + 1, steps + 1):
             mesh = subdivided(mesh, 1)
             _cache[str(base), level] = mesh
         return spec, mesh
-    return spec, load_mesh(model_path(spec, models_dir))
+    return spec, load_mesh(base)
+
+
+def check_model(spec: str, models_dir: Path | None = None) -> tuple[Path, int]:
+    """(file, subdivision steps) that `resolve_model(spec)` would use, without loading
+    anything, so that a run can refuse a misspelt model before measuring; ValueError says
+    what is wrong."""
+    match = None if Path(spec).is_file() else SUBDIVIDED.match(spec)
+    if match is None:
+        return model_path(spec, models_dir), 0
+    factor = int(match["factor"])
+    steps = factor.bit_length() // 2
+    if factor < 4 or 4**steps != factor:
+        raise ValueError(f"{spec}: the factor after -x must be a power of four (4, 16, 64)")
+    return model_path(match["base"], models_dir), steps
 
 
 def model_path(name: str, models_dir: Path | None = None) -> Path:
@@ -94,6 +103,6 @@ def model_path(name: str, models_dir: Path | None = None) -> Path:
         known = sorted({p.stem for p in Path(models_dir).glob("*.*") if p.suffix != ".md"})
         raise ValueError(
             f"no model {name!r} in {models_dir} (known: {', '.join(known) or 'none'}; "
-            "or give a file path, or another models directory)"
+            "or give a file path)"
         )
     return meshes[0]

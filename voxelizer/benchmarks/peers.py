@@ -27,6 +27,8 @@ import importlib.util
 import multiprocessing
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
 
 import numpy as np
 
@@ -49,9 +51,7 @@ def unavailable(peer: str) -> str | None:
     return None
 
 
-def prepare(
-    peer: str, mesh: Mesh, n: int
-) -> tuple[Callable[[], object], Callable[[object], np.ndarray]]:
+def prepare(peer: str, mesh: Mesh, n: int) -> tuple[Callable[[], Any], Callable[[Any], np.ndarray]]:
     """(run, to_ours): run() is the timed peer call; to_ours(result) is its voxels as
     bool[i, j, k] on our grid."""
     placement = GridPlacement.fit(mesh, n)
@@ -67,7 +67,7 @@ def prepare(
         poly = pyvista.PolyData.from_regular_faces(mesh.vertices, mesh.faces)
         volume = pyvista.ImageData(dimensions=(n, n, n), spacing=(h, h, h), origin=tuple(centre0))
 
-        def mask_to_ours(image) -> np.ndarray:
+        def mask_to_ours(image: pyvista.ImageData) -> np.ndarray:
             return np.asarray(image.point_data["mask"]).reshape((n, n, n), order="F") != 0
 
         return lambda: poly.voxelize_binary_mask(reference_volume=volume), mask_to_ours
@@ -76,7 +76,7 @@ def prepare(
 
         moved = trimesh.Trimesh(mesh.vertices - centre0, mesh.faces, process=False)
 
-        def grid_to_ours(voxels) -> np.ndarray:
+        def grid_to_ours(voxels: trimesh.voxel.VoxelGrid) -> np.ndarray:
             start = np.rint(voxels.transform[:3, 3] / h).astype(np.int64)
             return place(np.argwhere(voxels.matrix) + start, n)
 
@@ -108,7 +108,7 @@ def wrong_voxels(peer_voxels: np.ndarray, ours: np.ndarray) -> tuple[int, int]:
 
 
 def _child(
-    connection, peer: str, vertices: np.ndarray, faces: np.ndarray, n: int, runs: int
+    connection: Connection, peer: str, vertices: np.ndarray, faces: np.ndarray, n: int, runs: int
 ) -> None:
     """In the child: warm up, time `runs` runs (reporting each), then send the voxels."""
     try:
@@ -133,7 +133,7 @@ def _child(
 
 def measure_peer(
     peer: str, mesh: Mesh, n: int, ours: np.ndarray, runs: int = 3, timeout_s: float = 120.0
-) -> dict:
+) -> dict[str, Any]:
     """Time `peer` on `mesh` at grid n in a child process and count its wrong voxels.
 
     Returns status "ok", "skipped" (not installed), "failed" or "timeout" (one run took
@@ -149,7 +149,10 @@ def measure_peer(
     child.start()
     sender.close()
     times: list[float] = []
-    outcome = {"status": "failed", "reason": "the peer's process ended without an answer"}
+    outcome: dict[str, Any] = {
+        "status": "failed",
+        "reason": "the peer's process ended without an answer",
+    }
     start_up = STARTUP_ALLOWANCE_S  # the first wait also covers the imports in the child
     try:
         while True:

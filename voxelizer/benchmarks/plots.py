@@ -3,7 +3,14 @@ per variant, speed-up over the naive variant, peak device memory, and GPU time p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 MIB = 1 << 20
 PEER_STYLE = {"reference": "tab:gray", "pyvista": "tab:olive", "trimesh": "tab:brown"}
@@ -42,7 +49,7 @@ def _series(rows: list[dict], model: str) -> dict[str, list[dict]]:
     return series
 
 
-def _figure(count: int, title: str):
+def _figure(count: int, title: str) -> tuple[Figure, list[Axes]]:
     import matplotlib.pyplot as plt
 
     columns = min(count, 3)
@@ -54,7 +61,7 @@ def _figure(count: int, title: str):
     return figure, list(axes.flat)
 
 
-def _log_y(axis) -> None:
+def _log_y(axis: Axes) -> None:
     """A log y axis labelled in plain numbers (1000, 2000), not 10^3 and 2x10^3."""
     from matplotlib.ticker import FuncFormatter, NullFormatter
 
@@ -69,16 +76,16 @@ def _log_y(axis) -> None:
         axis.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _grid_axis(axis, grids: list[int]) -> None:
+def _grid_axis(axis: Axes, grids: list[int]) -> None:
     axis.set_xscale("log", base=2)
     axis.set_xticks(grids, [str(g) for g in grids])
     axis.set_xlabel("grid N (N³ voxels)")
     axis.grid(True, which="both", alpha=0.3)
 
 
-def _legend(figure, axes: list) -> None:
+def _legend(figure: Figure, axes: list[Axes]) -> None:
     """One legend for all panels, right of them, so that it hides no data."""
-    entries: dict[str, object] = {}
+    entries: dict[str, Artist] = {}
     for axis in axes:
         for handle, label in zip(*axis.get_legend_handles_labels()):
             entries.setdefault(label, handle)
@@ -91,7 +98,7 @@ def _legend(figure, axes: list) -> None:
     )
 
 
-def _save(figure, path: Path) -> Path:
+def _save(figure: Figure, path: Path) -> Path:
     figure.tight_layout()
     figure.savefig(path, dpi=110, bbox_inches="tight")
     import matplotlib.pyplot as plt
@@ -187,7 +194,11 @@ def _passes(rows: list[dict], title: str, path: Path) -> Path:
     names: list[str] = []
     for r in rows:
         names += [name for name, ms in r["gpu_ms"].items() if ms and name not in names]
-    colours = plt.get_cmap("tab20").colors
+    from matplotlib.colors import ListedColormap
+
+    colormap = plt.get_cmap("tab20")
+    assert isinstance(colormap, ListedColormap)  # a qualitative map: a list of colours
+    colours = cast(Sequence[Any], colormap.colors)  # matplotlib types it as any array-like
     models = _models(rows)
     figure, axes = _figure(len(models), "GPU time per pass (median)\n" + title)
     for axis, model in zip(axes, models):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -15,7 +16,7 @@ def write_json(doc: dict, path: str | Path) -> None:
     Path(path).write_text(json.dumps(doc, indent=2, default=_plain) + "\n")
 
 
-def _plain(value):
+def _plain(value: object) -> int | float | list[Any] | str:
     if isinstance(value, np.integer):
         return int(value)
     if isinstance(value, np.floating):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing
 import vulkan as vk
 
 from ..errors import DeviceError
@@ -74,7 +75,7 @@ class Buffer:
                 f" for {name or 'a buffer'}"
             ) from exc
         vk.vkBindBufferMemory(device.handle, self.handle, self.memory, 0)
-        self._mapped = None
+        self._mapped: memoryview | None = None
 
     def mapped(self) -> memoryview:
         """The whole buffer as writable host memory (staging buffers only)."""
@@ -96,7 +97,7 @@ class Buffer:
 
         for_row_chunks(raw.size, copy, min_rows=1 << 22)  # 4 MiB or more per thread
 
-    def read(self, dtype, count: int | None = None) -> np.ndarray:
+    def read(self, dtype: numpy.typing.DTypeLike, count: int | None = None) -> np.ndarray:
         """A copy of the buffer's contents as a numpy array."""
         dtype = np.dtype(dtype)
         count = self.size // dtype.itemsize if count is None else count

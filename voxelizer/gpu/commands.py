@@ -8,6 +8,7 @@ from the sequence's pool; the pool is reset at every `begin()`.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import vulkan as vk
@@ -189,7 +190,7 @@ class Sequence:
                 cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), data
             )
 
-    def _allocate_set(self, pipeline: ComputePipeline):
+    def _allocate_set(self, pipeline: ComputePipeline) -> Any:
         handle = self.device.handle
         if self._sets_left == 0:
             if self._pool_index == len(self._descriptor_pools):

@@ -18,8 +18,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from ..errors import ShaderError
+from ..log import get_logger
 
 _lock = threading.Lock()
+_log = get_logger(__name__)
 
 
 def shader_dir() -> Path:
@@ -83,7 +85,9 @@ def compile_shader(name: str, defines: dict[str, int]) -> bytes:
     key = _source_digest(source, defines)
     cached = cache_dir() / f"{name}-{key}.spv"
     if cached.is_file():
+        _log.info("shader cache: hit %s", cached)
         return cached.read_bytes()
+    _log.info("shader cache: miss %s; compiling %s with %s", cached, source.name, defines)
     with _lock, tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "out.spv"
         command = [find_glslang(), "-V", "--target-env", "vulkan1.2", "-I" + str(source.parent)]
@@ -99,6 +103,7 @@ def compile_shader(name: str, defines: dict[str, int]) -> bytes:
         staging = cached.with_suffix(f".{os.getpid()}.tmp")
         staging.write_bytes(spirv)
         staging.replace(cached)  # atomic, so concurrent processes never read half a file
-    except OSError:
-        pass  # an unwritable cache only costs a recompile next time
+        _log.info("shader cache: compiled and stored %s", cached)
+    except OSError as exc:  # an unwritable cache only costs a recompile next time
+        _log.info("shader cache: cannot store %s (%s)", cached, exc.strerror or exc)
     return spirv

@@ -15,10 +15,12 @@ import os
 import sys
 import threading
 from dataclasses import dataclass
+from typing import Any
 
 import vulkan as vk
 
 from ..errors import DeviceError
+from ..log import get_logger
 
 _TYPE_PREFERENCE = {
     vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0,
@@ -32,6 +34,7 @@ _TYPE_NAMES = {
     vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual GPU",
     vk.VK_PHYSICAL_DEVICE_TYPE_CPU: "CPU",
 }
+_log = get_logger(__name__)
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 API_VERSION = vk.VK_MAKE_VERSION(1, 2, 0)
 
@@ -106,7 +109,7 @@ class Instance:
             self._install_messenger()
 
     def _install_messenger(self) -> None:
-        def on_message(severity, types, data, user_data):
+        def on_message(severity: int, types: int, data: Any, user_data: Any) -> int:
             text = vk.ffi.string(data.pMessage).decode(errors="replace")
             self.messages.append(text)
             print(f"vulkan validation: {text}", file=sys.stderr)
@@ -140,7 +143,7 @@ class Instance:
         return list(vk.vkEnumeratePhysicalDevices(self.handle))
 
 
-def _describe(index: int, physical) -> DeviceInfo:
+def _describe(index: int, physical: Any) -> DeviceInfo:
     props = vk.vkGetPhysicalDeviceProperties(physical)
     api = props.apiVersion
     return DeviceInfo(
@@ -183,7 +186,7 @@ def _choose(physicals: list, selector: str | int | None) -> int:
     return matches[0]
 
 
-def _subgroup_support(physical) -> tuple[int, int]:
+def _subgroup_support(physical: Any) -> tuple[int, int]:
     """(subgroup size, the VK_SUBGROUP_FEATURE_* bits compute shaders may use)."""
     subgroup = vk.VkPhysicalDeviceSubgroupProperties()
     vk.vkGetPhysicalDeviceProperties2(physical, vk.VkPhysicalDeviceProperties2(pNext=subgroup))
@@ -196,12 +199,17 @@ class Device:
 
     def __init__(self, selector: str | int | None = None):
         self.instance = Instance.shared()
+        why = f"device={selector!r}"
         if selector is None:
             selector = os.environ.get("VOXELIZER_DEVICE") or None
+            why = f"$VOXELIZER_DEVICE={selector!r}"
         physicals = self.instance.physical_devices()
         index = _choose(physicals, selector)
         self.physical = physicals[index]
         self.info = _describe(index, self.physical)
+        if selector is None or selector == "":
+            why = f"preference (discrete, integrated, virtual GPU, CPU) of {len(physicals)}"
+        _log.info("device: %s, chosen by %s", self.info, why)
         self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
         self.limits = self.properties.limits
         self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 import vulkan as vk
@@ -150,7 +150,7 @@ def _check_fields(owner: str, fields: tuple, allow_structs: bool) -> None:
             raise ValueError(f"{owner}: field {name!r} has unsupported type {kind!r}")
 
 
-def _mismatch(owner: str, what: str, given, declared) -> str:
+def _mismatch(owner: str, what: str, given: Iterable[str], declared: Iterable[str]) -> str:
     missing = [name for name in declared if name not in given]
     extra = sorted(name for name in given if name not in declared)
     return f"{owner}: {what} missing {missing}, unexpected {extra}"

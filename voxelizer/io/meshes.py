@@ -45,6 +45,7 @@ def read_mesh_file(path: Path) -> Mesh:
     except Exception as exc:  # trimesh raises many types for bad files
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MeshError(f"{path}: cannot read mesh ({detail})") from exc
-    if not hasattr(loaded, "faces") or loaded.faces is None:
+    # A point cloud or a path has no faces (every Geometry with faces has vertices too).
+    if not hasattr(loaded, "faces") or not hasattr(loaded, "vertices") or loaded.faces is None:
         raise MeshError(f"{path}: the file holds no triangles")
     return checked_mesh(loaded.vertices, loaded.faces, str(path))

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import GridError, SVOFormatError
 from ..placement import GridPlacement, Placed, Shape, check_shape, shape_text
-from ..svo import SVO, padded_resolution
+from ..svo import SVO, octree_levels, padded_resolution
 from .output import open_output
 
 MAGIC = b"VOXSVO\r\n"
@@ -167,7 +167,7 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         shape = check_shape(sides)
     except GridError as exc:
         raise SVOFormatError(f"bad grid shape: {exc}") from None
-    if p != padded_resolution(max(shape)) or levels != (p // 4).bit_length() - 1:
+    if p != padded_resolution(max(shape)) or levels != octree_levels(p):
         raise SVOFormatError(f"shape {shape_text(shape)}, P = {p}, L = {levels} do not agree")
     if not (np.isfinite(origin).all() and np.isfinite(h) and h > 0):
         raise SVOFormatError("origin and voxel size must be finite, voxel size positive")

@@ -116,7 +116,7 @@ def write_vox(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
         fh.write(b"MAIN" + struct.pack("<ii", 0, len(body)) + body)
 
 
-def _vox_tiles(dense: np.ndarray) -> list:
+def _vox_tiles(dense: np.ndarray) -> list[tuple[tuple[int, ...], np.ndarray, np.ndarray]]:
     """(size, uint8 (M, 3) voxels, centre) of every non-empty tile of up to 256^3 voxels; at
     least one tile."""
     tiles = []
@@ -135,7 +135,7 @@ def _chunk(name: bytes, content: bytes) -> bytes:
     return name + struct.pack("<ii", len(content), 0) + content
 
 
-def _vox_dict(items: dict) -> bytes:
+def _vox_dict(items: dict[str, str]) -> bytes:
     out = struct.pack("<i", len(items))
     for key, value in items.items():
         for text in (key.encode(), value.encode()):
@@ -143,7 +143,7 @@ def _vox_dict(items: dict) -> bytes:
     return out
 
 
-def _node_transform(node: int, child: int, layer: int, translation) -> bytes:
+def _node_transform(node: int, child: int, layer: int, translation: np.ndarray | None) -> bytes:
     """nTRN content: node id, no attributes, child, reserved -1, layer, one frame."""
     frame = {} if translation is None else {"_t": " ".join(str(int(t)) for t in translation)}
     return (
@@ -158,6 +158,7 @@ def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool = False)
     """The outer faces of the voxels (as SVO.to_mesh()) as PLY, OBJ or GLB, by extension."""
     surface = voxel_surface(result.to_numpy(), result.placement.origin, result.voxel_size)
     data = surface.export(file_type=Path(path).suffix.lower()[1:])
+    assert not isinstance(data, dict)  # PLY, OBJ and GLB export as text or bytes
     with open_output(path, overwrite) as fh:
         fh.write(data.encode() if isinstance(data, str) else data)
 

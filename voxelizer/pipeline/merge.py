@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..svo import POPCOUNT8, morton_encode, node_levels, padded_resolution
+from ..svo import POPCOUNT8, morton_encode, node_levels, octree_levels, padded_resolution
 from .svo_build import SVOArrays
 
 EMPTY, FULL, MIXED = 0, 1, 2  # node states (shaders/svo.glsl)
@@ -30,7 +30,7 @@ def merge_forests(
     (cube row, forest arrays) pairs; cube rows without a forest are empty."""
     per_side = padded_resolution(max(shape)) // cube_side
     top = per_side.bit_length() - 1  # levels above the cubes
-    inner = (cube_side // 4).bit_length() - 1  # levels inside a cube; the bricks are `inner`
+    inner = octree_levels(cube_side)  # levels inside a cube; the bricks are `inner`
     if top < 1 or inner < 1:
         raise ValueError(f"cubes of side {cube_side} do not split a {shape} grid's octree")
 
@@ -38,18 +38,22 @@ def merge_forests(
     # index c = cx + per_side * cz in the slab's forest, and its node counts per level.
     cube_x, cube_z = np.arange(per_side**2) % per_side, np.arange(per_side**2) // per_side
     states = np.zeros(per_side**3, np.uint8)
-    codes, slab_of, cube_of, counts = [], [], [], []
+    codes: list[np.ndarray] = []
+    slab_parts: list[np.ndarray] = []
+    cube_parts: list[np.ndarray] = []
+    count_parts: list[np.ndarray] = []
     for slab, (cube_y, arrays) in enumerate(slabs):
+        assert arrays.cube_states is not None  # a forest of several cubes
         code = morton_encode(cube_x, np.full_like(cube_x, cube_y), cube_z, top)
         states[code] = arrays.cube_states
         mixed = np.flatnonzero(arrays.cube_states == MIXED)
         codes.append(code[mixed])
-        slab_of.append(np.full_like(mixed, slab))
-        cube_of.append(mixed)
-        counts.append(_counts_per_cube(arrays, inner))
+        slab_parts.append(np.full_like(mixed, slab))
+        cube_parts.append(mixed)
+        count_parts.append(_counts_per_cube(arrays, inner))
     order = np.argsort(np.concatenate(codes), kind="stable")
-    slab_of, cube_of = np.concatenate(slab_of)[order], np.concatenate(cube_of)[order]
-    counts = np.stack(counts)  # (slabs, inner + 1, cubes)
+    slab_of, cube_of = np.concatenate(slab_parts)[order], np.concatenate(cube_parts)[order]
+    counts = np.stack(count_parts)  # (slabs, inner + 1, cubes)
     length = counts[slab_of, :, cube_of]  # (mixed cubes, inner + 1)
     start = (np.cumsum(counts, axis=2) - counts)[slab_of, :, cube_of]  # in the slab's level
 
@@ -83,6 +87,7 @@ def _counts_per_cube(arrays: SVOArrays, inner: int) -> np.ndarray:
 
     A cube's nodes at level l + 1 are the stored children of its nodes at level l, which the
     mixed masks count; level 0 holds the root of every mixed cube."""
+    assert arrays.cube_states is not None  # a forest of several cubes
     cubes = len(arrays.cube_states)
     counts = np.zeros((inner + 1, cubes), np.int64)
     counts[0] = arrays.cube_states == MIXED

@@ -26,7 +26,7 @@ from ..gpu.device import Device
 from ..gpu.kernels import COMMON_DEFINES, TILE_SHIFT, WG_SIZE, Kernel, subgroup_defines
 from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
-from ..grid import column_words
+from ..grid import grid_bytes
 from ..parallel import for_row_chunks
 from ..placement import FIXED_BITS
 from ..stats import Stats
@@ -125,7 +125,7 @@ class Window:
 
     @property
     def grid_bytes(self) -> int:
-        return self.nx * (self.row_hi - self.row_lo) * column_words(self.nz) * 4
+        return grid_bytes(self.nx, self.row_hi - self.row_lo, self.nz)
 
     def halves(self) -> tuple[Window, Window]:
         tile_rows = (self.row_hi - self.row_lo) >> TILE_SHIFT
@@ -257,7 +257,7 @@ class PassRunner:
         started = time.perf_counter()
         first, end = batch
         if self.pipelines.indexed:
-            arrays = {"indices": self.faces[first:end]}
+            arrays: dict[str, np.ndarray] = {"indices": self.faces[first:end]}
             if self._uploaded is None:
                 arrays["vertices"] = self.vertices
         else:
@@ -477,7 +477,7 @@ def _record_bitonic_tiles(
     pair_count: int,
     padded: int,
     keys: int,
-    fill_args,
+    fill_args: Buffer,
     max_groups_x: int,
 ) -> tuple[Binding, Binding]:
     """Passes 4-6 as designed: bitonic sort, first-of-tile flags, compaction over the pairs."""
@@ -514,7 +514,7 @@ def _record_counting_tiles(
     pair_count: int,
     padded: int,
     keys: int,
-    fill_args,
+    fill_args: Buffer,
     max_groups_x: int,
 ) -> tuple[Binding, Binding]:
     """Passes 4-6 by counting: a histogram of the pairs over all tile keys of the window,

@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from ..budget import parse_size
 from ..errors import MemoryBudgetError
 from ..gpu.device import Device
+from ..log import get_logger
 from .passes import RECORD_BYTES, TILE_SIDE, Window, geometry_bytes, triangle_bytes, vertex_bytes
 from .svo_build import Forest, octree_shape
 
+_log = get_logger(__name__)
 MIN_SLAB_ROWS = 8  # a forest cube has at least one internal level
 MIN_PAIR_BUDGET = 1 << 20
 DEFAULT_BUDGET_SHARE = 2  # default budget: the largest device-local heap / this
@@ -119,7 +121,15 @@ def make_plan(
             f"a budget of {budget:,} bytes leaves too little room for the "
             f"tile-triangle pairs of a {_shape_text(shape)} grid"
         )
-    return Plan(tuple(shape), budget, rows, whole, batch, pair_budget)
+    _log.info(
+        "plan: %s grid %s, triangles in batches of %s, budget %s bytes (%s for pairs)",
+        _shape_text(shape),
+        "whole" if whole else f"in {-(-ny // rows)} slabs of {rows} rows",
+        f"{batch:,}",
+        f"{budget:,}",
+        f"{pair_budget:,}",
+    )
+    return Plan((nx, ny, nz), budget, rows, whole, batch, pair_budget)
 
 
 def _shape_text(shape: tuple[int, int, int]) -> str:

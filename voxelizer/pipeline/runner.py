@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal, overload
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from ..gpu.commands import Binding, Sequence
 from ..gpu.device import Device
 from ..gpu.scan import Scan
 from ..grid import pack_columns, unpack_columns
+from ..log import get_logger
 from ..mesh import Mesh
 from ..placement import COLUMN_AXIS_ORDERS, Shape
 from ..stats import Stats
@@ -31,6 +33,7 @@ from .passes import PassPipelines, PassRunner, Window
 from .plan import Plan, make_plan
 from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
 
+_log = get_logger(__name__)
 FILL_MODES = ("parity", "vote")
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
 # Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
@@ -91,6 +94,28 @@ class Pipeline:
 
     # -- parity: slabs of the grid through the passes ----------------------------------------
 
+    @overload
+    def _parity(
+        self,
+        job: Job,
+        vertices: np.ndarray,
+        shape: Shape,
+        stats: Stats,
+        dense: Literal[True],
+        whole_only: bool = False,
+    ) -> np.ndarray: ...
+
+    @overload
+    def _parity(
+        self,
+        job: Job,
+        vertices: np.ndarray,
+        shape: Shape,
+        stats: Stats,
+        dense: Literal[False],
+        whole_only: bool = False,
+    ) -> OctreeArrays: ...
+
     def _parity(
         self,
         job: Job,
@@ -99,7 +124,7 @@ class Pipeline:
         stats: Stats,
         dense: bool,
         whole_only: bool = False,
-    ):
+    ) -> np.ndarray | OctreeArrays:
         """Voxelize grid-space `vertices` (the job's faces) on a grid of `shape`, slab by slab
         as the plan says: the bool grid (`dense`) or the SVO arrays."""
         passes = self._pass_kernels(job.variant)
@@ -176,13 +201,10 @@ class Pipeline:
     ) -> SVOArrays:
         if self._svo is None:
             self._svo = SVOPipelines(self.device)
-        arrays = build_svo_on_gpu(
+        return build_svo_on_gpu(
             self.device, self._scan_kernels(), self._svo, self._pool, self._sequence,
-            forest, grid, words,
+            forest, grid, stats, words,
         )  # fmt: skip
-        stats.add_gpu(arrays.gpu_ms)
-        stats.add_host(arrays.host_ms)
-        return arrays
 
     # -- vote: parity along six directions ---------------------------------------------------
 
@@ -233,6 +255,7 @@ class Pipeline:
     def _finish(self, stats: Stats) -> None:
         stats.memory.device_buffers = self._pool.sizes(host_visible=False)
         stats.memory.staging_buffers = self._pool.sizes(host_visible=True)
+        _log.debug("GPU ms: %s, total %.3f", _ms(stats.gpu_ms), stats.gpu_total_ms)
 
     def close(self) -> None:
         """Wait for the device, then free every kernel and buffer (the device stays open)."""
@@ -247,3 +270,8 @@ class Pipeline:
         self._svo = None
         self._sequence.destroy()
         self._pool.destroy()
+
+
+def _ms(times: dict[str, float]) -> str:
+    """Milliseconds by label on one line, for the log."""
+    return ", ".join(f"{label} {ms:.3f}" for label, ms in times.items())

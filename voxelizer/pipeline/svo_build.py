@@ -20,15 +20,16 @@ from ..gpu.device import Device
 from ..gpu.kernels import COMMON_DEFINES, WG_SIZE, Kernel
 from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
-from ..grid import column_words
-from ..svo import padded_resolution
+from ..grid import grid_bytes
+from ..stats import Stats
+from ..svo import octree_levels, padded_resolution
 from . import kernels
 
 
 def octree_shape(n: int) -> tuple[int, int]:
     """(P, L): the padded power-of-two size (at least 8) and the number of internal levels."""
     padded = padded_resolution(n)
-    return padded, (padded // 4).bit_length() - 1
+    return padded, octree_levels(padded)
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class Forest:
     @property
     def levels(self) -> int:
         """Internal levels inside a cube; the bricks are level `levels`."""
-        return (self.cube_side // 4).bit_length() - 1
+        return octree_levels(self.cube_side)
 
     @property
     def level_sizes(self) -> list[int]:
@@ -80,7 +81,7 @@ class Forest:
     def grid_bytes(self) -> int:
         """The grid buffer the forest reads: its rows of columns."""
         nx, _, nz = self.shape
-        return nx * self.buffer_rows * column_words(nz) * 4
+        return grid_bytes(nx, self.buffer_rows, nz)
 
     def classify_bytes(self) -> int:
         """Device bytes build_svo_on_gpu allocates before it knows the output's size: a state
@@ -106,7 +107,8 @@ class Forest:
 
     @staticmethod
     def whole_grid(shape: tuple[int, int, int]) -> Forest:
-        return Forest(tuple(shape), octree_shape(max(shape))[0], 0, 0, shape[1])
+        nx, ny, nz = shape
+        return Forest((nx, ny, nz), octree_shape(max(shape))[0], 0, 0, ny)
 
 
 class SVOPipelines:
@@ -137,14 +139,12 @@ OctreeArrays = tuple[np.ndarray, np.ndarray, np.ndarray]  # nodes, bricks, level
 
 @dataclass
 class SVOArrays:
-    """One conversion's result: the format's arrays (or a forest's, for merge.py) and times."""
+    """One conversion's result: the format's arrays, or a forest's for merge.py."""
 
     nodes: np.ndarray  # uint32 (node_count, 2)
     bricks: np.ndarray  # uint64 (brick_count,)
     level_offsets: np.ndarray  # uint32 (levels + 1,)
     cube_states: np.ndarray | None  # uint32 per cube (a forest of several cubes), else None
-    gpu_ms: dict[str, float]
-    host_ms: dict[str, float]
 
     def octree(self) -> OctreeArrays:
         return self.nodes, self.bricks, self.level_offsets
@@ -158,6 +158,7 @@ def build_svo_on_gpu(
     sequence: Sequence,
     forest: Forest,
     grid: Binding,
+    stats: Stats,
     words: np.ndarray | None = None,
 ) -> SVOArrays:
     """Convert the bit grid the passes left in `grid` into SVO arrays (or, when given, the
@@ -172,7 +173,6 @@ def build_svo_on_gpu(
     states = [pool.binding(f"svo_states{lv}", 4 * s) for lv, s in enumerate(sizes)]
     stored = [pool.binding(f"svo_stored{lv}", 4 * s) for lv, s in enumerate(sizes)]
     source = forest.source()
-    host_ms: dict[str, float] = {}
 
     # Submission 1: classify bottom-up, scan each level's stored flags; read back the totals.
     started = time.perf_counter()
@@ -212,7 +212,7 @@ def build_svo_on_gpu(
     sequence.mark("svo_classify")
     totals = pool.get("svo_totals", 4 * (levels + 1))
     sequence.fill(totals, 0)
-    cube_states = None if forest.whole else sequence.download(states[0].buffer, 4 * cubes)
+    cube_staging = None if forest.whole else sequence.download(states[0].buffer, 4 * cubes)
     for level in range(1 if forest.whole else 0, levels + 1):
         total = scan.record(
             sequence, pool, stored[level].buffer, sizes[level], f"svo_stored{level}"
@@ -221,13 +221,15 @@ def build_svo_on_gpu(
     sequence.barrier()
     sequence.mark("svo_scan")
     totals_staging = sequence.download(totals, 4 * (levels + 1))
-    gpu_ms = sequence.submit()
+    stats.add_gpu(sequence.submit())
     counts = totals_staging.read(np.uint32, levels + 1).astype(np.int64)
+    cube_states: np.ndarray | None = None
     if forest.whole:
         counts[0] = 1  # the root is always stored
     else:
-        cube_states = cube_states.read(np.uint32, cubes).copy()
-    host_ms["svo_classify_submission"] = (time.perf_counter() - started) * 1e3
+        assert cube_staging is not None
+        cube_states = cube_staging.read(np.uint32, cubes).copy()
+    stats.add_host(svo_classify_submission=(time.perf_counter() - started) * 1e3)
 
     level_offsets = np.zeros(levels + 1, np.int64)
     level_offsets[1:] = np.cumsum(counts[:levels])
@@ -287,20 +289,19 @@ def build_svo_on_gpu(
     nodes_staging = sequence.download(nodes.buffer, 8 * node_count) if node_count else None
     bricks_staging = sequence.download(bricks.buffer, 8 * brick_count) if brick_count else None
     sequence.mark("svo_download")
-    for label, ms in sequence.submit().items():
-        gpu_ms[label] = gpu_ms.get(label, 0.0) + ms
-    host_ms["svo_write_submission"] = (time.perf_counter() - started) * 1e3
+    stats.add_gpu(sequence.submit())
+    stats.add_host(svo_write_submission=(time.perf_counter() - started) * 1e3)
 
     started = time.perf_counter()
     node_array = (
         nodes_staging.read(np.uint32, 2 * node_count).reshape(node_count, 2)
-        if node_count
+        if nodes_staging is not None
         else np.zeros((0, 2), np.uint32)
     )
     brick_array = (
-        bricks_staging.read(np.uint64, brick_count) if brick_count else np.zeros(0, np.uint64)
+        bricks_staging.read(np.uint64, brick_count)
+        if bricks_staging is not None
+        else np.zeros(0, np.uint64)
     )
-    host_ms["svo_download"] = (time.perf_counter() - started) * 1e3
-    return SVOArrays(
-        node_array, brick_array, level_offsets.astype(np.uint32), cube_states, gpu_ms, host_ms
-    )
+    stats.add_host(svo_download=(time.perf_counter() - started) * 1e3)
+    return SVOArrays(node_array, brick_array, level_offsets.astype(np.uint32), cube_states)

@@ -1,0 +1,153 @@
+"""The `voxelizer` logger (device, plan, shader cache at INFO; GPU times at DEBUG), the
+command's --verbose, which prints them and nothing else, and the exit statuses of --help."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+import sys
+
+import pytest
+
+from voxelizer import Voxelizer, cli
+from voxelizer.gpu.compiler import cache_dir, compile_shader
+from voxelizer.gpu.scan import SCAN_BLOCKS, scan_defines
+from voxelizer.log import LOGGER_NAME
+
+from .helpers import PROJECT_MODELS, run_cli
+
+GEAR = PROJECT_MODELS / "gear.ply"
+
+
+def _messages(caplog: pytest.LogCaptureFixture, prefix: str) -> list[str]:
+    return [
+        record.getMessage()
+        for record in caplog.records
+        if record.name.startswith(LOGGER_NAME) and record.getMessage().startswith(prefix)
+    ]
+
+
+def test_the_library_adds_only_a_null_handler():
+    handlers = logging.getLogger(LOGGER_NAME).handlers
+    assert handlers and all(isinstance(h, logging.NullHandler) for h in handlers)
+
+
+def test_device_plan_and_cache_are_logged_at_info(caplog):
+    with caplog.at_level(logging.INFO, logger=LOGGER_NAME), Voxelizer() as vox:
+        vox.voxelize(GEAR, 16)
+    (device,) = _messages(caplog, "device: ")
+    assert vox.device.name in device and "chosen by " in device
+    (plan,) = _messages(caplog, "plan: ")
+    assert "16x16x16 grid whole" in plan and "batches of 1,920" in plan and "budget" in plan
+    cache = _messages(caplog, "shader cache: ")
+    assert cache and all(str(cache_dir()) in message for message in cache)
+    assert not _messages(caplog, "GPU ms: "), "GPU times are DEBUG"
+
+
+def test_the_device_record_says_why(caplog, monkeypatch):
+    monkeypatch.setenv("VOXELIZER_DEVICE", "0")
+    with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
+        with Voxelizer() as vox:
+            pass
+        with Voxelizer(device=0) as vox:
+            pass
+    by_env, by_argument = _messages(caplog, "device: ")
+    assert by_env.endswith("chosen by $VOXELIZER_DEVICE='0'")
+    assert by_argument.endswith("chosen by device=0")
+    assert vox.device.name in by_argument
+
+
+def test_slabs_are_logged(caplog, gpu):
+    with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
+        gpu.voxelize(GEAR, 64, max_memory="8MiB")
+    (plan,) = _messages(caplog, "plan: ")
+    assert re.search(r"64x64x64 grid in \d+ slabs of \d+ rows", plan), plan
+    assert "budget 8,388,608 bytes" in plan
+
+
+def test_gpu_times_are_logged_at_debug(caplog, gpu):
+    with caplog.at_level(logging.DEBUG, logger=LOGGER_NAME):
+        svo = gpu.voxelize(GEAR, 16)
+    (times,) = _messages(caplog, "GPU ms: ")
+    for name, ms in svo.stats.gpu_ms.items():
+        assert f"{name} {ms:.3f}" in times
+    assert times.endswith(f"total {svo.stats.gpu_total_ms:.3f}")
+
+
+def test_shader_cache_miss_compile_and_hit(caplog, monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    defines = SCAN_BLOCKS.compile_defines(scan_defines({"SUBGROUP_SCAN": 0, "SHARED_RECORDS": 0}))
+    with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
+        first = compile_shader("scan", defines)
+        second = compile_shader("scan", defines)
+    assert first == second
+    miss, stored, hit = _messages(caplog, "shader cache: ")
+    assert miss.startswith(f"shader cache: miss {tmp_path}") and "compiling scan.comp" in miss
+    assert stored.startswith(f"shader cache: compiled and stored {tmp_path}")
+    assert hit.startswith(f"shader cache: hit {tmp_path}")
+
+
+# --- the command line -------------------------------------------------------------------------
+
+
+def test_without_verbose_nothing_more_is_printed(capsys):
+    code, stdout, stderr = run_cli(capsys, GEAR, "--grid", 16)
+    assert code == 0 and stderr == ""
+    assert len(stdout.splitlines()) == 1
+    assert logging.getLogger(LOGGER_NAME).level == logging.NOTSET
+
+
+@pytest.mark.parametrize("flag", ["-v", "--verbose", "-vv"])
+def test_verbose_prints_the_records_on_stderr(capsys, flag):
+    code, stdout, stderr = run_cli(capsys, GEAR, "--grid", 16, flag)
+    assert code == 0 and len(stdout.splitlines()) == 1
+    lines = stderr.splitlines()
+    assert lines and all(line.startswith("voxelize: ") for line in lines), stderr
+    assert any(line.startswith("voxelize: plan: 16x16x16 grid whole") for line in lines)
+    assert any(line.startswith("voxelize: GPU ms: ") for line in lines) == (flag == "-vv")
+    logger = logging.getLogger(LOGGER_NAME)  # left as it was
+    assert logger.level == logging.NOTSET
+    assert all(isinstance(h, logging.NullHandler) for h in logger.handlers)
+
+
+def _voxelize_process(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "voxelizer", str(GEAR), "--grid", "16", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_python_m_voxelizer_with_and_without_verbose():
+    """In a fresh process every record comes: the device and the shader cache too."""
+    plain = _voxelize_process()
+    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
+    verbose = _voxelize_process("-v")
+    assert verbose.returncode == 0, verbose.stderr
+    seconds = re.compile(r"\d+\.\d\d s")
+    assert seconds.sub("", verbose.stdout) == seconds.sub("", plain.stdout)
+    lines = verbose.stderr.splitlines()
+    assert all(line.startswith("voxelize: ") for line in lines), verbose.stderr
+    for what in ("device: ", "plan: ", "shader cache: "):
+        assert any(line.startswith("voxelize: " + what) for line in lines), what
+
+
+def test_python_m_voxelizer_exit_status_of_a_usage_error():
+    result = _voxelize_process("--fill-mode", "nope")
+    assert result.returncode == 2 and "invalid choice" in result.stderr
+
+
+def test_help_lists_the_exit_statuses(capsys):
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--help"])
+    assert caught.value.code == 0
+    help_text = capsys.readouterr().out
+    epilog = help_text[help_text.index("exit status:") :]
+    statuses = dict(re.findall(r"^  (\d+) +(\S.*)$", epilog, re.MULTILINE))
+    assert list(statuses) == ["0", "1", "2", "130"]
+    assert statuses["0"] == "success"
+    assert statuses["1"].startswith("bad input or environment")
+    assert statuses["2"].startswith("usage error")
+    assert statuses["130"].startswith("interrupted")

@@ -1,0 +1,11 @@
+"""`python -m voxelizer`: the `voxelize` command, for when the script is not on PATH (an
+unactivated venv, a user install) or to be sure which interpreter runs it."""
+
+from __future__ import annotations
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())
