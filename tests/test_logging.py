@@ -7,6 +7,7 @@ import logging
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from voxelizer import Voxelizer, cli
 from voxelizer.gpu.compiler import cache_dir, compile_shader
 from voxelizer.gpu.scan import SCAN_BLOCKS, scan_defines
 from voxelizer.log import LOGGER_NAME
+from voxelizer.progress import TerminalProgress
 
 from .helpers import PROJECT_MODELS, run_cli
 
@@ -28,12 +30,12 @@ def _messages(caplog: pytest.LogCaptureFixture, prefix: str) -> list[str]:
     ]
 
 
-def test_the_library_adds_only_a_null_handler():
+def test_the_library_adds_only_a_null_handler() -> None:
     handlers = logging.getLogger(LOGGER_NAME).handlers
     assert handlers and all(isinstance(h, logging.NullHandler) for h in handlers)
 
 
-def test_device_plan_and_cache_are_logged_at_info(caplog):
+def test_device_plan_and_cache_are_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.INFO, logger=LOGGER_NAME), Voxelizer() as vox:
         vox.voxelize(GEAR, 16)
     (device,) = _messages(caplog, "device: ")
@@ -45,7 +47,9 @@ def test_device_plan_and_cache_are_logged_at_info(caplog):
     assert not _messages(caplog, "GPU ms: "), "GPU times are DEBUG"
 
 
-def test_the_device_record_says_why(caplog, monkeypatch):
+def test_the_device_record_says_why(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("VOXELIZER_DEVICE", "0")
     with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
         with Voxelizer() as vox:
@@ -58,15 +62,15 @@ def test_the_device_record_says_why(caplog, monkeypatch):
     assert vox.device.name in by_argument
 
 
-def test_slabs_are_logged(caplog, gpu):
+def test_slabs_are_logged(caplog: pytest.LogCaptureFixture, gpu: Voxelizer) -> None:
     with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
-        gpu.voxelize(GEAR, 64, max_memory="8MiB")
+        gpu.voxelize(GEAR, 256, max_memory="4MiB")
     (plan,) = _messages(caplog, "plan: ")
-    assert re.search(r"64x64x64 grid in \d+ slabs of \d+ rows", plan), plan
-    assert "budget 8,388,608 bytes" in plan
+    assert re.search(r"256x256x256 grid in \d+ slabs of \d+ rows", plan), plan
+    assert "budget 4,194,304 bytes" in plan
 
 
-def test_gpu_times_are_logged_at_debug(caplog, gpu):
+def test_gpu_times_are_logged_at_debug(caplog: pytest.LogCaptureFixture, gpu: Voxelizer) -> None:
     with caplog.at_level(logging.DEBUG, logger=LOGGER_NAME):
         svo = gpu.voxelize(GEAR, 16)
     (times,) = _messages(caplog, "GPU ms: ")
@@ -75,7 +79,9 @@ def test_gpu_times_are_logged_at_debug(caplog, gpu):
     assert times.endswith(f"total {svo.stats.gpu_total_ms:.3f}")
 
 
-def test_shader_cache_miss_compile_and_hit(caplog, monkeypatch, tmp_path):
+def test_shader_cache_miss_compile_and_hit(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     defines = SCAN_BLOCKS.compile_defines(scan_defines({"SUBGROUP_SCAN": 0, "SHARED_RECORDS": 0}))
     with caplog.at_level(logging.INFO, logger=LOGGER_NAME):
@@ -91,7 +97,7 @@ def test_shader_cache_miss_compile_and_hit(caplog, monkeypatch, tmp_path):
 # --- the command line -------------------------------------------------------------------------
 
 
-def test_without_verbose_nothing_more_is_printed(capsys):
+def test_without_verbose_nothing_more_is_printed(capsys: pytest.CaptureFixture[str]) -> None:
     code, stdout, stderr = run_cli(capsys, GEAR, "--grid", 16)
     assert code == 0 and stderr == ""
     assert len(stdout.splitlines()) == 1
@@ -99,7 +105,9 @@ def test_without_verbose_nothing_more_is_printed(capsys):
 
 
 @pytest.mark.parametrize("flag", ["-v", "--verbose", "-vv"])
-def test_verbose_prints_the_records_on_stderr(capsys, flag):
+def test_verbose_prints_the_records_on_stderr(
+    capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
     code, stdout, stderr = run_cli(capsys, GEAR, "--grid", 16, flag)
     assert code == 0 and len(stdout.splitlines()) == 1
     lines = stderr.splitlines()
@@ -111,6 +119,21 @@ def test_verbose_prints_the_records_on_stderr(capsys, flag):
     assert all(isinstance(h, logging.NullHandler) for h in logger.handlers)
 
 
+def test_verbose_draws_no_progress_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    made: list[dict[str, bool]] = []
+
+    def progress(**options: bool) -> TerminalProgress:
+        made.append(options)
+        return TerminalProgress(**options)
+
+    monkeypatch.setattr(cli, "TerminalProgress", progress)
+    for flags in ([], ["-v"]):
+        assert run_cli(capsys, GEAR, "--grid", 16, *flags)[0] == 0
+    assert made == [{"quiet": False}, {"quiet": True}]
+
+
 def _voxelize_process(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "voxelizer", str(GEAR), "--grid", "16", *args],
@@ -120,7 +143,7 @@ def _voxelize_process(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_python_m_voxelizer_with_and_without_verbose():
+def test_python_m_voxelizer_with_and_without_verbose() -> None:
     """In a fresh process every record comes: the device and the shader cache too."""
     plain = _voxelize_process()
     assert plain.returncode == 0 and plain.stderr == "", plain.stderr
@@ -134,12 +157,12 @@ def test_python_m_voxelizer_with_and_without_verbose():
         assert any(line.startswith("voxelize: " + what) for line in lines), what
 
 
-def test_python_m_voxelizer_exit_status_of_a_usage_error():
+def test_python_m_voxelizer_exit_status_of_a_usage_error() -> None:
     result = _voxelize_process("--fill-mode", "nope")
     assert result.returncode == 2 and "invalid choice" in result.stderr
 
 
-def test_help_lists_the_exit_statuses(capsys):
+def test_help_lists_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as caught:
         cli.main(["--help"])
     assert caught.value.code == 0

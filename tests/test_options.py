@@ -30,7 +30,11 @@ MISSING = PROJECT_MODELS / "no-such-mesh.ply"
 def test_defaults_are_checked_values():
     options = Options.create()
     assert (options.shape, options.voxel_size, options.bounds) == (None, None, None)
-    assert (options.variant, options.fill_mode, options.sort) == ("branchless", "parity", "counting")
+    assert (options.variant, options.fill_mode, options.sort) == (
+        "branchless",
+        "parity",
+        "counting",
+    )
     assert options.max_memory is None and options.progress is None
 
 

@@ -183,8 +183,8 @@ def _parser() -> argparse.ArgumentParser:
         "--verbose",
         action="count",
         default=0,
-        help="log the device chosen, the memory plan and the shader cache to stderr; "
-        "-vv also the GPU time per pass",
+        help="log the device chosen, the memory plan and the shader cache to stderr "
+        "(instead of the progress line); -vv also the GPU time per pass",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
@@ -256,7 +256,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             raise OutputError.file_exists(path)
 
     started = time.perf_counter()
-    progress = TerminalProgress(quiet=args.quiet)
+    # A redrawn line and the log's lines would garble each other: --verbose draws no progress.
+    progress = TerminalProgress(quiet=args.quiet or args.verbose > 0)
     try:
         svo = _voxelize_to_svo(args, progress)
         if output is not None:
