@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers python3 python3-venv"
+# libusb-1.0-0: open3d (a test dependency, for to_open3d) links to it
+packages="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers python3 python3-venv libusb-1.0-0"
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=$(for p in $packages; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
     if [ -n "$missing" ]; then

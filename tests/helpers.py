@@ -282,7 +282,14 @@ def read_vox(path) -> dict:
 
 
 def vox_voxels(parsed: dict, n: int) -> np.ndarray:
-    """Voxels placed as the scene graph says: root transform -> group -> transform -> shape."""
+    """Voxels placed as the scene graph says: root transform -> group -> transform -> shape;
+    a file of one model and no scene graph has the model at 0."""
+    if not parsed["nodes"]:
+        ((size, xyzi),) = parsed["models"]
+        assert (xyzi[:, :3] < size).all() and (xyzi[:, 3] == 1).all()
+        voxels = np.zeros((n, n, n), bool)
+        voxels[tuple(xyzi[:, :3].T.astype(int))] = True
+        return voxels
     kind, group, frame = parsed["nodes"][0]
     assert kind == "T" and frame == {}
     kind, children = parsed["nodes"][group]

@@ -227,7 +227,7 @@ def test_vox_splits_grids_larger_than_256(tmp_path):
     save(svo, path)
     parsed = read_vox(path)
     sizes = sorted(size for size, _ in parsed["models"])
-    assert len(sizes) == 8 and sizes[0] == (44, 44, 44) and sizes[-1] == (256, 256, 256)
+    assert sizes == [(150, 150, 150)] * 8  # each side cut into two equal tiles
     assert np.array_equal(vox_voxels(parsed, n), voxels)
     empty = placed(np.zeros((260, 260, 260), bool))
     save(empty, tmp_path / "empty.vox")
@@ -401,6 +401,10 @@ def test_cli_writes_every_format_and_refuses_to_overwrite(tmp_path, capsys, gear
             assert np.array_equal(load_binvox(fh).matrix, gear16.to_numpy())
     elif suffix == ".vox":
         assert np.array_equal(vox_voxels(read_vox(out), 16), gear16.to_numpy())
+    elif suffix == ".vti":
+        loaded = voxelizer.load(out)
+        assert np.array_equal(loaded.to_numpy(), gear16.to_numpy())
+        assert np.array_equal(loaded.origin, gear16.origin)
     else:
         mesh = trimesh.load(out, force="mesh", process=False)
         assert mesh.is_watertight and mesh.volume == pytest.approx(gear16.volume(), rel=1e-6)

@@ -31,7 +31,7 @@ from .helpers import PROJECT_MODELS, noisy_blobs, placed, run_cli
 def test_package_exports_save_load_and_the_preview():
     assert voxelizer.save is save and voxelizer.load is load
     assert voxelizer.load_mesh is load_mesh and callable(voxelizer.write_preview)
-    assert INPUT_FORMATS == (".svo", ".npz")
+    assert INPUT_FORMATS == (".svo", ".npz", ".vti", ".binvox", ".vox")
 
 
 def test_npz_round_trip_keeps_the_placement(tmp_path):
@@ -67,11 +67,13 @@ def test_extensions_are_read_case_blind(tmp_path):
     assert np.array_equal(load(tmp_path / "upper.NPZ").to_numpy(), svo.to_numpy())
 
 
-@pytest.mark.parametrize("name", ["model.binvox", "model.vox", "model.ply", "model", "m.npz.gz"])
+@pytest.mark.parametrize("name", ["model.ply", "model.obj", "model.glb", "model", "m.npz.gz"])
 def test_load_refuses_formats_it_does_not_read(tmp_path, name):
     path = tmp_path / name
     path.write_bytes(b"something")
-    with pytest.raises(FormatError, match=r"voxelizer\.load reads \.svo and \.npz"):
+    with pytest.raises(
+        FormatError, match=r"voxelizer\.load reads \.svo, \.npz, \.vti, \.binvox, \.vox"
+    ):
         load(path)
 
 
@@ -134,9 +136,9 @@ def test_command_line_translates_a_refusal_from_the_writer(tmp_path, capsys, mon
 
     out = tmp_path / "late.svo"
 
-    def save_after_someone_else(result, path, *, overwrite=False):
+    def save_after_someone_else(result, path, *, overwrite=False, **options):
         path.write_bytes(b"theirs")
-        save(result, path, overwrite=overwrite)
+        save(result, path, overwrite=overwrite, **options)
 
     monkeypatch.setattr(voxelizer.cli, "save", save_after_someone_else)
     code, stdout, stderr = run_cli(capsys, PROJECT_MODELS / "gear.ply", "--grid", 16, "-o", out)

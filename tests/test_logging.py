@@ -122,16 +122,16 @@ def test_verbose_prints_the_records_on_stderr(
 def test_verbose_draws_no_progress_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    made: list[dict[str, bool]] = []
+    made: list[bool] = []
 
-    def progress(**options: bool) -> TerminalProgress:
-        made.append(options)
-        return TerminalProgress(**options)
+    def progress(*, quiet: bool) -> TerminalProgress:
+        made.append(quiet)
+        return TerminalProgress(quiet=quiet)
 
     monkeypatch.setattr(cli, "TerminalProgress", progress)
     for flags in ([], ["-v"]):
         assert run_cli(capsys, GEAR, "--grid", 16, *flags)[0] == 0
-    assert made == [{"quiet": False}, {"quiet": True}]
+    assert made == [False, True]
 
 
 def _voxelize_process(*args: str) -> subprocess.CompletedProcess[str]:

@@ -4,21 +4,29 @@
 per device. A call checks its options once (`Options`), loads and checks the mesh, warns if
 it is open, places the grid, hands the pipeline a `Job`, and wraps what comes back as an
 `SVO` or a `DenseGrid` with its `Stats`.
+
+A Voxelizer belongs to the process that created it: Vulkan objects do not survive a fork, so
+in another process it raises a DeviceError instead of hanging, and a forked child forgets the
+shared Voxelizers (without a Vulkan call) and creates its own on first use.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import threading
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 import numpy.typing
 
-from .errors import MeshError, OpenMeshWarning, VoxelizerError
+from .budget import check_dense_fits
+from .errors import DeviceError, MeshError, OpenMeshWarning, VoxelizerError
 from .gpu.device import Device
 from .grid import DenseGrid
 from .io.meshes import MeshLike, load_mesh
@@ -51,10 +59,12 @@ class Voxelizer:
 
     Kernels are built on first use of a variant and reused; buffers grow as needed and are
     reused. One voxelization runs at a time per instance: calls from several threads are
-    serialized by a lock (use one Voxelizer per thread for parallel work).
+    serialized by a lock (use one Voxelizer per thread for parallel work). It works in the
+    process that created it only (after a fork, create one in the child).
     """
 
     def __init__(self, device: str | int | None = None):
+        self._pid = os.getpid()
         self.device = Device(device)
         self._pipeline = Pipeline(self.device)
         self._lock = threading.Lock()
@@ -71,7 +81,7 @@ class Voxelizer:
         Grids larger than one buffer or the memory budget are voxelized slab by slab.
 
         grid: N (the cube N^3) or (nx, ny, nz); or voxel_size= instead (world units); neither:
-        512^3. Keyword-only: variant, fill_mode ("parity" or "vote"), sort, voxel_size,
+        512^3. Keyword-only: variant, fill_mode ("parity", "vote" or "union"), sort, voxel_size,
         bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's box; it must
         contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total))."""
         checked = Options.create(grid, **options)
@@ -90,6 +100,7 @@ class Voxelizer:
         Arguments as for voxelize."""
         checked = Options.create(grid, **options)
         loaded, placement, stats = self._prepare(mesh, checked)
+        check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
         job = self._job(loaded, placement, checked)
         with self._locked():
             voxels, run = self._pipeline.dense(job)
@@ -136,11 +147,14 @@ class Voxelizer:
         topology = loaded.topology
         check_ms = (time.perf_counter() - started) * 1e3
         if not topology.closed:
-            advice = (
-                "voting between six ray directions decides the voxels near the gaps"
-                if options.fill_mode == "vote"
-                else "voxels near the gaps follow the parity rule but may not be what you "
-                "want; fill_mode='vote' repairs small holes"
+            advice = {
+                "vote": "voting between six ray directions decides the voxels near the gaps",
+                "union": "its open parts are filled together by the parity rule and added to "
+                "the union of its closed parts; fill_mode='vote' repairs small holes",
+            }.get(
+                options.fill_mode,
+                "voxels near the gaps follow the parity rule but may not be what you "
+                "want; fill_mode='vote' repairs small holes",
             )
             warnings.warn(
                 f"the mesh is not closed ({topology.boundary_edges:,} boundary and "
@@ -167,10 +181,28 @@ class Voxelizer:
             options.progress,
         )
 
-    def _locked(self) -> _OpenLock:
-        return _OpenLock(self)
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """Hold the lock for one voxelization; refuse a closed Voxelizer, or one inherited
+        from another process (checked first: the lock itself may have been held at the fork).
+        A context manager of the lock's own: released however the work ends (Ctrl-C too)."""
+        self._check_process()
+        with self._lock:
+            if self._closed:
+                raise VoxelizerError("this Voxelizer is closed")
+            yield
+
+    def _check_process(self) -> None:
+        if self._pid != os.getpid():
+            raise DeviceError(
+                f"this Voxelizer was created in process {self._pid}; create a new one in this "
+                "process (after fork, Vulkan objects cannot be shared)"
+            )
 
     def close(self) -> None:
+        if self._pid != os.getpid():
+            self._closed = True  # the parent's Vulkan objects: forget them, destroy nothing
+            return
         with self._lock:
             if self._closed:
                 return
@@ -183,22 +215,6 @@ class Voxelizer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-class _OpenLock:
-    """The Voxelizer's lock, refusing work once it is closed."""
-
-    def __init__(self, voxelizer: Voxelizer):
-        self._voxelizer = voxelizer
-
-    def __enter__(self) -> None:
-        self._voxelizer._lock.acquire()
-        if self._voxelizer._closed:
-            self._voxelizer._lock.release()
-            raise VoxelizerError("this Voxelizer is closed")
-
-    def __exit__(self, *exc: object) -> None:
-        self._voxelizer._lock.release()
 
 
 def _merged(before: Stats, run: Stats) -> Stats:
@@ -228,6 +244,18 @@ def close_shared() -> None:
         for voxelizer in _shared.values():
             voxelizer.close()
         _shared.clear()
+
+
+def _forget_shared_after_fork() -> None:
+    """In a forked child: drop the parent's shared Voxelizers without a Vulkan call (they
+    cannot work here), so the module functions create fresh ones; replace the lock, which
+    another thread may have held at the fork."""
+    global _shared_lock
+    _shared.clear()
+    _shared_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 
 def voxelize(

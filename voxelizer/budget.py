@@ -1,13 +1,18 @@
-"""Memory budgets as people write them: "512MiB", "2GiB", "1.5GB", or a plain number of bytes."""
+"""Memory budgets as people write them: "512MiB", "2GiB", "1.5GB", or a plain number of bytes;
+and the host memory a dense result needs, checked before the work."""
 
 from __future__ import annotations
 
+import math
+import os
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
 
 from .errors import MemoryBudgetError
+from .placement import shape_text
 
 # Binary units are powers of 1024, decimal ones powers of 1000; units are case-insensitive.
 UNITS = {
@@ -49,3 +54,49 @@ def parse_size(size: int | str) -> int:
     if count < 1:
         raise MemoryBudgetError(f"memory size must be at least one byte, not {size!r}")
     return count
+
+
+def available_host_memory() -> int | None:
+    """Bytes of host memory a new allocation can take now, or None where it cannot be told:
+    MemAvailable of /proc/meminfo (free plus reclaimable), else free pages, lowered to what
+    the process's cgroup (v2) still allows."""
+    available: int | None = None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    available = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    if available is None:
+        try:
+            available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, OSError, ValueError):
+            return None
+    try:
+        with (
+            open("/sys/fs/cgroup/memory.max") as limit,
+            open("/sys/fs/cgroup/memory.current") as current,
+        ):
+            text = limit.read().strip()
+            if text != "max":
+                available = min(available, int(text) - int(current.read()))
+    except (OSError, ValueError):
+        pass
+    return max(0, available)
+
+
+def check_dense_fits(shape: Sequence[int], where: str) -> None:
+    """MemoryBudgetError, before any work, unless host memory can hold the dense bool
+    (nx, ny, nz) result (nx*ny*nz bytes); `where` names the function that asked."""
+    need = math.prod(int(n) for n in shape)
+    available = available_host_memory()
+    if available is not None and need > available:
+        raise MemoryBudgetError(
+            f"{where}: the dense {shape_text(shape)} voxel array needs {_gib(need)} of host "
+            f"memory, only {_gib(available)} is available (.svo files and SVOs stay sparse)"
+        )
+
+
+def _gib(size: int) -> str:
+    return f"{size / (1 << 30):.2f} GiB" if size >= 1 << 30 else f"{size / (1 << 20):.1f} MiB"

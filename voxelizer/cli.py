@@ -12,25 +12,35 @@ from pathlib import Path
 from typing import TextIO
 
 from . import __version__
-from .budget import parse_size
+from .budget import check_dense_fits, parse_size
 from .errors import GridError, MemoryBudgetError, OpenMeshWarning, OutputError, VoxelizerError
-from .io.preview import write_preview
+from .io.meshes import MeshLike, load_mesh
+from .io.output import all_or_nothing, check_output_path, open_output
+from .io.preview import PREVIEW_SUFFIX, write_preview
 from .io.writers import OUTPUT_FORMATS, save
 from .log import stderr_logging
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
 from .pipeline.runner import FILL_MODES
-from .placement import DEFAULT_GRID, check_bounds, check_shape, check_voxel_size, shape_text
+from .placement import (
+    DEFAULT_GRID,
+    GridPlacement,
+    check_bounds,
+    check_shape,
+    check_voxel_size,
+    shape_text,
+)
 from .progress import TerminalProgress
 from .stats import Stats
 from .svo import SVO
 
 
-def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress) -> SVO:
-    """Mesh file -> SVO: the one place the command voxelizes."""
+def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh: MeshLike) -> SVO:
+    """Mesh file (or the mesh already read from it) -> SVO: the one place the command
+    voxelizes."""
     from .api import voxelize
 
     return voxelize(
-        args.model,
+        mesh,
         args.grid,
         device=args.device,
         variant=args.variant,
@@ -60,6 +70,50 @@ def _grid_value(text: str) -> int | tuple[int, int, int]:
     except GridError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return grid
+
+
+def _bounds_as_values(argv: list[str]) -> list[str]:
+    """argv with the numbers after --bounds marked as values, and --bounds=A,B,... split.
+
+    argparse takes a word that starts with '-' for an option unless it is a plain negative
+    integer or decimal, so `--bounds -1e3 ...` failed; a leading space makes such a number
+    a value (float() ignores the space)."""
+    words: list[str] = []
+    pending = 0  # values of --bounds still to come
+    for index, word in enumerate(argv):
+        if word == "--":  # the rest are positional
+            return words + argv[index:]
+        name, equals, joined = word.partition("=")
+        if len(name) > 2 and "--bounds".startswith(name):
+            pending = 6
+            if not equals:
+                words.append(word)
+                continue
+            words.append(name)
+            values = joined.split(",")
+            words.extend(_as_value(value) for value in values)
+            pending = max(0, 6 - len(values))
+            continue
+        if pending and _is_number(word):
+            words.append(_as_value(word))
+            pending -= 1
+            continue
+        pending = 0
+        words.append(word)
+    return words
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
+def _as_value(word: str) -> str:
+    """A number argparse must not read as an option, as a word it reads as a value."""
+    return f" {word}" if word.startswith("-") and _is_number(word) else word
 
 
 def _voxel_size_value(text: str) -> float:
@@ -135,8 +189,9 @@ def _parser() -> argparse.ArgumentParser:
         "--fill-mode",
         default="parity",
         choices=FILL_MODES,
-        help="parity (default: exact for closed meshes) or vote (parity along "
-        "six ray directions, four must agree: repairs small holes)",
+        help="parity (default: exact for closed meshes), vote (parity along "
+        "six ray directions, four must agree: repairs small holes) or union (closed parts "
+        "counted by their winding: overlapping parts give their union)",
     )
     parser.add_argument(
         "--sort",
@@ -151,6 +206,12 @@ def _parser() -> argparse.ArgumentParser:
         help="write the voxels, format by extension: .svo (sparse voxel octree), "
         ".binvox, .vox (MagicaVoxel), .npz (packed bits, origin, voxel "
         "size), .ply/.obj/.glb (the voxels' outer faces as a mesh)",
+    )
+    parser.add_argument(
+        "--up-axis",
+        choices=("y", "z"),
+        help="for -o FILE.vox: the model's up axis, which becomes MagicaVoxel's up (+z); "
+        "z (default) keeps the axes, y turns +y to +z and +z to -y",
     )
     parser.add_argument(
         "--preview", metavar="PNG", help="write a PNG with three shaded views of the voxels"
@@ -193,7 +254,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
@@ -204,6 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"voxelize: error: {command_line_message(exc)}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # what no check foresaw: still one line, not a traceback
+        if args.debug:
+            raise
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "MemoryError"
+        print(f"voxelize: error: out of host memory ({detail})", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("voxelize: interrupted", file=sys.stderr)
@@ -244,26 +311,25 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
         except GridError as exc:
             parser.error(str(exc))
-    output = Path(args.output) if args.output else None
-    if output is not None and output.suffix.lower() not in OUTPUT_FORMATS:
-        parser.error(
-            f"cannot write {output.suffix or 'files without an extension'}: "
-            f"use {', '.join(OUTPUT_FORMATS)}"
-        )
-    preview = Path(args.preview) if args.preview else None
-    for path in (output, preview, Path(args.stats_json) if args.stats_json else None):
-        if path is not None and path.exists() and not args.force:
-            raise OutputError.file_exists(path)
+    # Before the mesh is read: a bad output path must not cost the whole run.
+    output, preview, stats_json = _checked_outputs(parser, args)
+    if args.up_axis is not None and (output is None or output.suffix.lower() != ".vox"):
+        parser.error("--up-axis is for a .vox output (-o FILE.vox) only")
 
     started = time.perf_counter()
+    mesh, load_ms = _check_dense_output(args, output, preview)
     # A redrawn line and the log's lines would garble each other: --verbose draws no progress.
     progress = TerminalProgress(quiet=args.quiet or args.verbose > 0)
     try:
-        svo = _voxelize_to_svo(args, progress)
-        if output is not None:
-            save(svo, output, overwrite=args.force)
-        if preview is not None:
-            write_preview(svo, preview, overwrite=args.force)
+        svo = _voxelize_to_svo(args, progress, mesh)
+        svo.stats.add_host(load=load_ms)  # a mesh read for the check counts as loading
+        with all_or_nothing():  # a run writes all its files or none of them
+            if output is not None:
+                save(svo, output, overwrite=args.force, up_axis=args.up_axis)
+            if preview is not None:
+                write_preview(svo, preview, overwrite=args.force)
+            if stats_json is not None:
+                _write_json(stats_json, svo.stats.to_dict(), overwrite=args.force)
     finally:
         progress.close()
     seconds = time.perf_counter() - started
@@ -279,16 +345,69 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         )
     if args.stats:
         print(format_stats(svo.stats))
-    if args.stats_json:
-        _write_json(Path(args.stats_json), svo.stats.to_dict())
     return 0
 
 
-def _write_json(path: Path, stats: dict) -> None:
-    try:
-        path.write_text(json.dumps(stats, indent=2) + "\n")
-    except OSError as exc:
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})") from exc
+def _check_dense_output(
+    args: argparse.Namespace, output: Path | None, preview: Path | None
+) -> tuple[MeshLike, float]:
+    """Before the GPU work: MemoryBudgetError if an output needs the dense (nx, ny, nz) array
+    (every format but .svo, and --preview) and host memory cannot hold it. With --voxel-size
+    the shape follows the mesh's box, so the mesh is read here: (what to voxelize, ms spent
+    reading it)."""
+    dense = [path for path in (output, preview) if path and path.suffix.lower() != ".svo"]
+    if not dense:
+        return args.model, 0.0
+    if args.voxel_size is None:
+        check_dense_fits(check_shape(args.grid or DEFAULT_GRID), str(dense[0]))
+        return args.model, 0.0
+    started = time.perf_counter()
+    mesh = load_mesh(args.model)
+    load_ms = (time.perf_counter() - started) * 1e3
+    placement = GridPlacement.around(mesh, None, args.voxel_size, args.bounds)
+    check_dense_fits(placement.shape, str(dense[0]))
+    return mesh, load_ms
+
+
+def _checked_outputs(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[Path | None, Path | None, Path | None]:
+    """-o, --preview and --stats-json as paths, each checked (a known extension, a folder
+    that takes files, no existing file without --force, no path named twice): usage errors
+    exit 2, an unwritable or existing file is an OutputError."""
+    output = Path(args.output) if args.output else None
+    preview = Path(args.preview) if args.preview else None
+    stats_json = Path(args.stats_json) if args.stats_json else None
+    named = {
+        "MODEL": Path(args.model),
+        "-o": output,
+        "--preview": preview,
+        "--stats-json": stats_json,
+    }
+    seen: dict[Path, str] = {}
+    for option, path in named.items():
+        if path is None:
+            continue
+        resolved = path.resolve()
+        if resolved in seen:
+            parser.error(f"{seen[resolved]} and {option} name the same file {path}")
+        seen[resolved] = option
+    if output is not None and output.suffix.lower() not in OUTPUT_FORMATS:
+        parser.error(
+            f"cannot write {output.suffix or 'files without an extension'}: "
+            f"use {', '.join(OUTPUT_FORMATS)}"
+        )
+    if preview is not None and preview.suffix.lower() != PREVIEW_SUFFIX:
+        parser.error(f"--preview writes PNG images only: name it {PREVIEW_SUFFIX}, not {preview}")
+    for path in (output, preview, stats_json):
+        if path is not None:
+            check_output_path(path, overwrite=args.force)
+    return output, preview, stats_json
+
+
+def _write_json(path: Path, stats: dict, overwrite: bool) -> None:
+    with open_output(path, overwrite) as fh:
+        fh.write((json.dumps(stats, indent=2) + "\n").encode())
 
 
 def format_stats(stats: Stats) -> str:

@@ -78,8 +78,9 @@ class Mesh:
             boundary, nonmanifold = _edge_uses(corners, len(rows))
 
         a, b, c = (self.vertices[self.faces[:, i]] for i in range(3))
-        (ux, uy, uz), (vx, vy, vz) = (b - a).T, (c - a).T
-        area = (uy * vz - uz * vy != 0) | (uz * vx - ux * vz != 0) | (ux * vy - uy * vx != 0)
+        with np.errstate(over="ignore", invalid="ignore"):  # huge coordinates: inf or nan, not 0
+            (ux, uy, uz), (vx, vy, vz) = (b - a).T, (c - a).T
+            area = (uy * vz - uz * vy != 0) | (uz * vx - ux * vz != 0) | (ux * vy - uy * vx != 0)
         triples = np.sort(corners, axis=1)
         if len(self.vertices) < 1 << 21:  # three ids fit one int64 key
             keys = (triples[:, 0] << 42) | (triples[:, 1] << 21) | triples[:, 2]

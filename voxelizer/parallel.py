@@ -29,3 +29,13 @@ def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = 
     bounds = [rows * i // chunks for i in range(chunks + 1)]
     for future in [_pool.submit(work, a, b) for a, b in zip(bounds, bounds[1:])]:
         future.result()  # re-raises a chunk's exception here
+
+
+def _forget_pool_after_fork() -> None:
+    """A forked child has none of the pool's threads, and work queued for them would wait
+    forever: the child starts a pool of its own."""
+    global _pool
+    _pool = None
+
+
+os.register_at_fork(after_in_child=_forget_pool_after_fork)

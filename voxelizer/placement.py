@@ -170,26 +170,31 @@ class GridPlacement:
         (not both), and (2, 3) bounds or None."""
         if bounds is None:
             bmin, bmax = mesh.bounds
+            box = "the mesh's box"
         else:
             bmin, bmax = bounds
+            box = "the bounds"
             _check_inside(mesh, bmin, bmax)
-        extent = bmax - bmin
-        if not (extent > 0).any():
-            raise MeshError("the mesh has zero extent (all vertices are equal)")
-        if voxel_size is None:
-            shape = (DEFAULT_GRID,) * 3 if shape is None else shape
-            sides = np.array(shape, np.float64)
-            h = float((extent / sides).max())
-            if not h > 0:  # an extent so small that h underflows
-                raise MeshError(
-                    f"the mesh's extent {float(extent.max()):g} is too small for a grid"
-                )
-            origin = (bmin + bmax) / 2.0 - sides * h / 2.0
-        else:
-            h = voxel_size
-            shape = _shape_for(extent, h)
-            sides = np.array(shape, np.float64)
-            origin = bmin - (sides * h - extent) / 2.0
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused below
+            extent = bmax - bmin
+            _check_finite_box(box, bmin, bmax, extent)
+            if not (extent > 0).any():
+                raise MeshError("the mesh has zero extent (all vertices are equal)")
+            if voxel_size is None:
+                shape = (DEFAULT_GRID,) * 3 if shape is None else shape
+                sides = np.array(shape, np.float64)
+                h = float((extent / sides).max())
+                if not h > 0:  # an extent so small that h underflows
+                    raise MeshError(
+                        f"the mesh's extent {float(extent.max()):g} is too small for a grid"
+                    )
+                origin = (bmin + bmax) / 2.0 - sides * h / 2.0
+            else:
+                h = voxel_size
+                shape = _shape_for(extent, h)
+                sides = np.array(shape, np.float64)
+                origin = bmin - (sides * h - extent) / 2.0
+            _check_finite_grid(box, bmin, bmax, sides, origin, h)
         return cls(shape, origin, h)
 
     def grid_vertices(self, vertices: np.ndarray) -> np.ndarray:
@@ -199,10 +204,13 @@ class GridPlacement:
         top = np.array(self.shape, np.float32)
 
         def place(start: int, stop: int) -> None:
-            g = vertices[start:stop] - self.origin
-            g /= self.voxel_size
-            chunk = out[start:stop]
-            chunk[...] = g  # the one rounding to float32
+            # Referenced vertices stay in [0, n] (checked by `around`); only stray ones may
+            # overflow, and they are never read.
+            with np.errstate(over="ignore", invalid="ignore"):
+                g = vertices[start:stop] - self.origin
+                g /= self.voxel_size
+                chunk = out[start:stop]
+                chunk[...] = g  # the one rounding to float32
             np.maximum(chunk, np.float32(0), out=chunk)  # np.clip is several times slower
             np.minimum(chunk, top, out=chunk)
 
@@ -214,12 +222,50 @@ class GridPlacement:
         return self.origin + (np.asarray(indices, np.float64) + 0.5) * self.voxel_size
 
 
+def _check_finite_box(box: str, bmin: np.ndarray, bmax: np.ndarray, extent: np.ndarray) -> None:
+    """GridError unless the box's sides are finite (finite corners far apart overflow)."""
+    for axis in range(3):
+        if not math.isfinite(extent[axis]):
+            raise GridError(
+                f"{box} from {bmin[axis]:g} to {bmax[axis]:g} along {AXES[axis]} is too large: "
+                f"its side overflows to {extent[axis]:g}"
+            )
+
+
+def _check_finite_grid(
+    box: str, bmin: np.ndarray, bmax: np.ndarray, sides: np.ndarray, origin: np.ndarray, h: float
+) -> None:
+    """GridError naming the first value that overflowed: the voxel size, the grid's corners,
+    or the box in grid space (the GPU's input). A grid that passes has every referenced
+    vertex at a finite grid coordinate."""
+    if not (math.isfinite(h) and h > 0):
+        raise GridError(f"{box} gives a voxel size of {h:g}: it must be positive and finite")
+    far = origin + sides * h
+    low, high = (bmin - origin) / h, (bmax - origin) / h
+    for axis in range(3):
+        name = AXES[axis]
+        if not math.isfinite(origin[axis]):
+            raise GridError(
+                f"voxel size {h:g} puts the grid's corner at {origin[axis]:g} along {name}"
+            )
+        if not math.isfinite(far[axis]):
+            raise GridError(
+                f"voxel size {h:g} puts the grid's far corner at {far[axis]:g} along {name}"
+            )
+        if not (math.isfinite(low[axis]) and math.isfinite(high[axis])):
+            raise GridError(
+                f"voxel size {h:g}: {box} along {name} is {low[axis]:g} to {high[axis]:g} "
+                "in grid space, beyond floating point"
+            )
+
+
 def _check_inside(mesh: Mesh, bmin: np.ndarray, bmax: np.ndarray) -> None:
     """GridError unless every referenced vertex lies in the closed box: the exactness proof
     needs every grid coordinate in [0, n], so the mesh cannot be cropped."""
     low, high = mesh.bounds
     for axis in range(3):
-        below, above = bmin[axis] - low[axis], high[axis] - bmax[axis]
+        with np.errstate(over="ignore"):  # boxes far apart: the distance is inf
+            below, above = bmin[axis] - low[axis], high[axis] - bmax[axis]
         if below > 0 or above > 0:
             side = "below" if below > 0 else "above"
             raise GridError(

@@ -30,6 +30,7 @@ from typing import cast
 
 import numpy as np
 
+from .components import Components, mesh_components, split_components
 from .grid import DenseGrid
 from .mesh import Mesh
 from .placement import (
@@ -73,6 +74,9 @@ def voxelize_reference(
         voxels = solid_columns(grid_vertices, mesh.faces, placement.shape)
     elif fill_mode == "vote":
         voxels = vote_columns(grid_vertices, mesh.faces, placement.shape)
+    elif fill_mode == "union":
+        parts = mesh_components(mesh)
+        voxels = union_columns(grid_vertices, mesh.faces, placement.shape, parts)
     else:
         raise ValueError(f"unknown fill mode {fill_mode!r}")
     return DenseGrid(voxels, placement)
@@ -97,6 +101,30 @@ def vote_columns(
             solid = solid_columns(h, faces, rotated)
             votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
     return votes >= 4
+
+
+def union_columns(
+    grid_vertices_f32: np.ndarray,
+    faces: np.ndarray,
+    shape: int | Shape,
+    parts: Components | None = None,
+) -> np.ndarray:
+    """fill_mode="union": solid where the winding, summed over the closed components (each
+    by its own parity, +1 outward, -1 inward), plus the parity of all open components
+    together, is positive. One component at a time, unlike the pipeline's grouped runs,
+    so that the grouping is checked too. `parts` defaults to the split of these vertices."""
+    g = np.asarray(grid_vertices_f32, np.float32)
+    faces = np.asarray(faces, np.int64).reshape(-1, 3)
+    if parts is None:
+        parts = split_components(g, faces)
+    winding = np.zeros(_shape(shape), np.int64)
+    closed = parts.closed[parts.labels]
+    for part in np.flatnonzero(parts.closed):
+        solid = solid_columns(g, faces[parts.labels == part], shape)
+        winding += int(parts.signs[part]) * solid
+    if not closed.all():
+        winding += solid_columns(g, faces[~closed], shape)
+    return winding > 0
 
 
 def solid_columns(

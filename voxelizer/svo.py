@@ -8,12 +8,12 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import cast
 
 import numpy as np
 import numpy.typing
 import trimesh
 
+from .budget import check_dense_fits
 from .errors import SVOFormatError
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
@@ -24,6 +24,20 @@ POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
 SPREAD_NIBBLE = np.uint64(1 | 1 << 15 | 1 << 30 | 1 << 45)  # bit b of a nibble -> bit 16b
 NIBBLE_LANES = np.uint64(0x0001_0001_0001_0001)
 SLAB_VOXELS = 1 << 24  # voxels converted per step between the dense grid and bricks
+FILL_STEP = 1 << 16  # voxels set per step when full cubes are painted into a dense grid
+# OCTANT_BITS[o]: the bits x + 4y + 16z of a brick in its 2x2x2 octant o = x//2 + 2(y//2) + 4(z//2)
+OCTANT_BITS = [
+    np.uint64(
+        sum(
+            1 << (x + 4 * y + 16 * z)
+            for x in range(4)
+            for y in range(4)
+            for z in range(4)
+            if (x // 2) | (y // 2) << 1 | (z // 2) << 2 == octant
+        )
+    )
+    for octant in range(8)
+]
 
 
 def padded_resolution(n: int) -> int:
@@ -63,6 +77,26 @@ def morton_decode(codes: np.ndarray, bits: int) -> np.ndarray:
         for b in range(bits):
             out[..., axis] |= ((codes >> (3 * b + axis)) & 1) << b
     return out
+
+
+def _bit_counts(values: np.ndarray) -> np.ndarray:
+    """int64 set bits of each uint64."""
+    as_bytes = np.ascontiguousarray(values, np.uint64).view(np.uint8).reshape(-1, 8)
+    return POPCOUNT8[as_bytes].sum(axis=1, dtype=np.int64)
+
+
+def _fill_cubes(out: np.ndarray, corners: np.ndarray, side: int) -> None:
+    """Set the cubes of `side` voxels of out whose corners (M, 3) are given in units of side,
+    a bounded number of voxels at a time."""
+    if side**3 >= FILL_STEP:  # few cubes, each large: one slice each
+        for x, y, z in (corners * side).tolist():
+            out[x : x + side, y : y + side, z : z + side] = True
+        return
+    offsets = np.indices((side, side, side)).reshape(3, -1).T
+    step = FILL_STEP // side**3
+    for start in range(0, len(corners), step):
+        x, y, z = (corners[start : start + step, None, :] * side + offsets).reshape(-1, 3).T
+        out[x, y, z] = True
 
 
 def _popcount(values: np.ndarray) -> int:
@@ -107,19 +141,66 @@ def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
             f"from 8 up, got {voxels.dtype} {voxels.shape}"
         )
     shape = voxels.shape
-    p = padded_resolution(max(shape))
-    levels = octree_levels(p)
-    bricks_dense = np.zeros((p // 4) ** 3, np.uint64)  # every brick, Morton order
+    levels = octree_levels(padded_resolution(max(shape)))
+    # Only the non-empty bricks inside the shape are kept (never the (P/4)^3 of the cube).
+    code_parts, value_parts = [], []
     for start, stop in _brick_slabs(shape):
-        codes = _brick_codes(shape, levels, start, stop)
-        bricks_dense[codes.ravel()] = _pack_bricks(voxels[4 * start : 4 * stop])
-
-    brick_mixed = (bricks_dense != 0) & (bricks_dense != FULL_BRICK)
-    words, level_offsets = node_levels(
-        brick_mixed, bricks_dense == FULL_BRICK, levels, children_are_nodes=False
-    )
+        codes = _brick_codes(shape, levels, start, stop).ravel()
+        values = _pack_bricks(voxels[4 * start : 4 * stop])
+        solid = values != 0
+        code_parts.append(codes[solid])
+        value_parts.append(values[solid])
+    codes, values = np.concatenate(code_parts), np.concatenate(value_parts)
+    order = np.argsort(codes)
+    codes, values = codes[order], values[order]
+    full = values == FULL_BRICK
+    words, level_offsets = _sparse_node_levels(codes, full, levels)
     nodes = np.concatenate(words)
-    return nodes, bricks_dense[brick_mixed], np.array(level_offsets, np.uint32)
+    return nodes, values[~full], np.array(level_offsets, np.uint32)
+
+
+def _sparse_node_levels(
+    brick_codes: np.ndarray, brick_full: np.ndarray, levels: int
+) -> tuple[list[np.ndarray], list[int]]:
+    """node_levels (children the bricks) from the non-empty bricks alone: their sorted Morton
+    codes and which are full. Work and memory follow the non-empty bricks, not the cube.
+
+    Every non-empty node is full (8 full children) or mixed; empty nodes have no entry and
+    add nothing to a scan of stored children, so each level's words are those of node_levels.
+    """
+    # per level: (codes of the non-empty nodes, mixed_mask, full_mask, node is mixed)
+    masks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    codes, child_full = brick_codes, brick_full
+    for level in reversed(range(levels)):
+        bit = np.left_shift(1, codes & 7).astype(np.uint8)
+        first = np.flatnonzero(np.diff(codes >> 3, prepend=-1) != 0)  # each parent's first child
+        parents = codes[first] >> 3
+        if len(codes):
+            mixed_mask = np.bitwise_or.reduceat(np.where(child_full, 0, bit), first)
+            full_mask = np.bitwise_or.reduceat(np.where(child_full, bit, 0), first)
+        else:
+            mixed_mask = full_mask = np.zeros(0, np.uint8)
+        full = full_mask == 0xFF
+        masks[level] = (parents, mixed_mask.astype(np.uint8), full_mask.astype(np.uint8), ~full)
+        codes, child_full = parents, full
+    level_offsets = [0]
+    words = []
+    for level in range(levels):
+        codes, mixed_mask, full_mask, mixed = masks[level]
+        if level == 0:  # the root alone (code 0), stored even when empty or full
+            if not len(codes):
+                mixed_mask = full_mask = np.zeros(1, np.uint8)
+        else:
+            mixed_mask, full_mask = mixed_mask[mixed], full_mask[mixed]
+        start = level_offsets[-1] + len(mixed_mask)
+        next_start = start if level + 1 < levels else 0
+        children = POPCOUNT8[mixed_mask].astype(np.int64)
+        word = np.empty((len(mixed_mask), 2), np.uint32)
+        word[:, 0] = mixed_mask | (full_mask.astype(np.uint32) << 8)
+        word[:, 1] = next_start + np.cumsum(children) - children
+        words.append(word)
+        level_offsets.append(start)
+    return words, level_offsets
 
 
 def node_levels(
@@ -302,11 +383,14 @@ class SVO(Placed):
         """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy(), built
         anew on every call (the octree is the stored form)."""
         shape, levels = self.shape, self.levels
-        values = self._all_bricks()
+        check_dense_fits(shape, "SVO.to_numpy")
+        full_starts, full_stops = self._full_ranges()
         out = np.empty(shape, bool)
         for start, stop in _brick_slabs(shape):
             codes = _brick_codes(shape, levels, start, stop)
-            _unpack_bricks(values[codes], out[4 * start : 4 * stop])
+            _unpack_bricks(
+                self._brick_values(codes, full_starts, full_stops), out[4 * start : 4 * stop]
+            )
         return out
 
     def __getitem__(self, index: tuple[int, int, int]) -> bool:
@@ -416,18 +500,43 @@ class SVO(Placed):
             raise ValueError(f"rule must be 'any' or 'majority', not {rule!r}")
         if level == 0:
             return self
-        f, (nx, ny, nz) = 1 << level, self.shape
+        f = 1 << level
         cx, cy, cz = (max(8, -(-n // (4 * f)) * 4) for n in self.shape)
         coarse = (cx, cy, cz)
-        fine = np.zeros(tuple(c * f for c in coarse), bool)
-        fine[:nx, :ny, :nz] = self.to_numpy()
-        blocks = fine.reshape(coarse[0], f, coarse[1], f, coarse[2], f)
-        if rule == "any":
-            voxels = cast(np.ndarray, blocks.any(axis=(1, 3, 5)))
-        else:
-            voxels = blocks.sum(axis=(1, 3, 5), dtype=np.int64) * 2 > f**3
+        check_dense_fits(coarse, "SVO.lod")
+        # A coarse voxel is a cube of the tree at `cells`: solid through a full cube at or
+        # above it, else by the solid voxels of the full cubes and bricks below it.
+        cells = self.depth - level
+        voxels = np.zeros(coarse, bool)
+        for full_level, codes in enumerate(self._tree.full_codes[:cells], start=1):
+            _fill_cubes(voxels, morton_decode(codes, full_level), 1 << (cells - full_level))
+        codes, counts = self._solid_below(cells)
+        solid = codes[counts > 0] if rule == "any" else codes[counts * 2 > f**3]
+        x, y, z = morton_decode(solid, cells).T
+        voxels[x, y, z] = True
         placement = GridPlacement(coarse, self.origin, self.voxel_size * f)
         return SVO.from_dense(voxels, placement)
+
+    def _solid_below(self, cells: int) -> tuple[np.ndarray, np.ndarray]:
+        """(Morton codes, solid voxels) of the cubes at tree level `cells` (3 to L + 1) that
+        hold bricks or full cubes smaller than themselves; sizes follow the tree."""
+        codes: list[np.ndarray] = [np.zeros(0, np.int64)]
+        counts: list[np.ndarray] = [np.zeros(0, np.int64)]
+        for full_level, full in enumerate(self._tree.full_codes, start=1):
+            if full_level > cells:
+                codes.append(full >> 3 * (full_level - cells))
+                counts.append(np.full(len(full), (self._padded >> full_level) ** 3, np.int64))
+        bricks, brick_codes = self._bricks, self._tree.brick_codes
+        if cells <= self.levels:
+            codes.append(brick_codes >> 3 * (self.levels - cells))
+            counts.append(_bit_counts(bricks))
+        else:  # cubes of 2^3 voxels: the 8 octants of each brick
+            for octant in range(8):
+                codes.append(brick_codes << 3 | octant)
+                counts.append(_bit_counts(bricks & OCTANT_BITS[octant]))
+        unique, where = np.unique(np.concatenate(codes), return_inverse=True)
+        sums = np.bincount(where.ravel(), np.concatenate(counts), len(unique))
+        return unique, sums.astype(np.int64)  # exact: at most P^3 < 2^53
 
     # --- conversions (files are voxelizer.io's: voxelizer.save, voxelizer.load) ---------------
 
@@ -447,16 +556,31 @@ class SVO(Placed):
     def _level(self, level: int) -> np.ndarray:
         return self._nodes[self._level_offsets[level] : self._level_offsets[level + 1]]
 
-    def _all_bricks(self) -> np.ndarray:
-        """Every brick of the P^3 grid in Morton order (full ones all ones, empty ones 0)."""
-        count = (self._padded // 4) ** 3
-        edges = np.zeros(count + 1, np.int8)  # +1 where a full cube starts, -1 past its end
+    def _full_ranges(self) -> tuple[np.ndarray, np.ndarray]:
+        """The full cubes as sorted, disjoint ranges [start, stop) of brick Morton codes,
+        after a sentinel range that holds no code (so that every search lands on a range)."""
+        starts, stops = [np.array([-1])], [np.array([-1])]
         for level, codes in enumerate(self._tree.full_codes, start=1):
             shift = 3 * (self.levels - level)
-            edges[codes << shift] += 1
-            edges[(codes + 1) << shift] -= 1
-        values = np.where(np.cumsum(edges[:-1], dtype=np.int8) != 0, FULL_BRICK, np.uint64(0))
-        values[self._tree.brick_codes] = self._bricks
+            starts.append(codes << shift)
+            stops.append((codes + 1) << shift)
+        order = np.argsort(np.concatenate(starts))
+        return np.concatenate(starts)[order], np.concatenate(stops)[order]
+
+    def _brick_values(
+        self, codes: np.ndarray, full_starts: np.ndarray, full_stops: np.ndarray
+    ) -> np.ndarray:
+        """uint64 values of the bricks with these Morton codes: the stored brick, all ones in
+        a full cube (ranges of _full_ranges), else 0. Found by binary search, so the cost
+        follows the codes asked for and the tree, never the padded cube."""
+        values = np.zeros(codes.shape, np.uint64)
+        in_range = np.searchsorted(full_starts, codes, side="right") - 1
+        values[codes < full_stops[in_range]] = FULL_BRICK
+        stored = self._tree.brick_codes
+        if len(stored):
+            at = np.minimum(np.searchsorted(stored, codes), len(stored) - 1)
+            found = stored[at] == codes
+            values[found] = self._bricks[at[found]]
         return values
 
     def __eq__(self, other: object) -> bool:

@@ -2,25 +2,37 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing
-import vulkan as vk
 
 from ..errors import DeviceError
 from ..parallel import for_row_chunks
 from .device import Device
+from .loader import vk
 
-STORAGE = (
-    vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT
-    | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-    | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
-)
-INDIRECT = STORAGE | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT
-STAGING = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
 
-_HOST = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
+class Usage(enum.Enum):
+    """What a buffer is for; its VkBufferUsageFlags are read from the Vulkan module when the
+    buffer is created (importing that module needs the Vulkan loader)."""
+
+    STORAGE = "storage"  # read and written by shaders, copied from and to
+    INDIRECT = "indirect"  # storage that also holds the arguments of an indirect dispatch
+    STAGING = "staging"  # host-visible memory that transfers copy from and to
+
+    def flags(self) -> int:
+        transfer = vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT
+        if self is Usage.STAGING:
+            return transfer
+        storage = vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | transfer
+        if self is Usage.INDIRECT:
+            return storage | vk.VK_BUFFER_USAGE_INDIRECT_BUFFER_BIT
+        return storage
+
+
+STORAGE, INDIRECT, STAGING = Usage.STORAGE, Usage.INDIRECT, Usage.STAGING
 
 
 class Buffer:
@@ -30,7 +42,7 @@ class Buffer:
         self,
         device: Device,
         size: int,
-        usage: int = STORAGE,
+        usage: Usage = STORAGE,
         host_visible: bool = False,
         name: str = "",
     ):
@@ -39,7 +51,7 @@ class Buffer:
         self.name = name
         self.host_visible = host_visible
         info = vk.VkBufferCreateInfo(
-            size=self.size, usage=usage, sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE
+            size=self.size, usage=usage.flags(), sharingMode=vk.VK_SHARING_MODE_EXCLUSIVE
         )
         try:
             self.handle = vk.vkCreateBuffer(device.handle, info, None)
@@ -58,8 +70,9 @@ class Buffer:
             )
         if host_visible:
             # Cached memory makes downloads fast where the device offers it.
+            host = vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT
             memory_type = device.memory_type(
-                needs.memoryTypeBits, _HOST, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+                needs.memoryTypeBits, host, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
             )
         else:
             memory_type = device.memory_type(
@@ -104,13 +117,18 @@ class Buffer:
         return np.frombuffer(self.mapped(), dtype=dtype, count=count).copy()
 
     def destroy(self) -> None:
-        if self.handle is not None:
-            if self._mapped is not None:
-                vk.vkUnmapMemory(self.device.handle, self.memory)
-                self._mapped = None
-            vk.vkDestroyBuffer(self.device.handle, self.handle, None)
-            vk.vkFreeMemory(self.device.handle, self.memory, None)
-            self.handle = None
+        """Free the buffer once the GPU is done with it. Each step forgets its handle before
+        the call, so a destroy interrupted half way never frees anything twice."""
+        self.device.settle()
+        if self._mapped is not None:
+            self._mapped = None
+            vk.vkUnmapMemory(self.device.handle, self.memory)
+        handle, self.handle = self.handle, None
+        if handle is not None:
+            vk.vkDestroyBuffer(self.device.handle, handle, None)
+        memory, self.memory = self.memory, None
+        if memory is not None:
+            vk.vkFreeMemory(self.device.handle, memory, None)
 
 
 @dataclass
@@ -128,11 +146,13 @@ class BufferPool:
         self.device = device
         self._buffers: dict[str, Buffer] = {}
 
-    def get(self, name: str, size: int, usage: int = STORAGE, host_visible: bool = False) -> Buffer:
+    def get(
+        self, name: str, size: int, usage: Usage = STORAGE, host_visible: bool = False
+    ) -> Buffer:
         size = -(-size // 16) * 16  # whole uvec4s: shaders may read and write a last partial quad
         buffer = self._buffers.get(name)
-        if buffer is not None and buffer.size >= size:
-            return buffer
+        if buffer is not None and buffer.handle is not None and buffer.size >= size:
+            return buffer  # (no handle: a growth was interrupted after the destroy below)
         if buffer is not None:
             buffer.destroy()
         # Grow geometrically so a slowly growing workload does not reallocate every call.
@@ -140,7 +160,7 @@ class BufferPool:
         self._buffers[name] = Buffer(self.device, grown, usage, host_visible, name)
         return self._buffers[name]
 
-    def binding(self, name: str, size: int, usage: int = STORAGE) -> Binding:
+    def binding(self, name: str, size: int, usage: Usage = STORAGE) -> Binding:
         """The first `size` bytes of the named buffer (grown if needed), ready to bind: the
         descriptor covers what the pass uses, not what the buffer grew to."""
         return Binding(self.get(name, size, usage), size)

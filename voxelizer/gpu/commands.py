@@ -3,6 +3,10 @@
 A `Sequence` is reused for every voxelization a Voxelizer runs: `begin()`, record steps,
 `submit()` (waits), read results, and `begin()` again. Each dispatch gets a descriptor set
 from the sequence's pool; the pool is reset at every `begin()`.
+
+A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
+queue: the device's `queue_may_be_busy` says so, and `begin()` and every destroy wait for the
+queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
 """
 
 from __future__ import annotations
@@ -11,10 +15,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import vulkan as vk
 
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
+from .loader import vk
 from .pipelines import ComputePipeline
 
 __all__ = ["Binding", "Sequence", "workgroups"]
@@ -59,6 +63,7 @@ class Sequence:
 
     def begin(self) -> None:
         handle = self.device.handle
+        self.device.settle()  # an interrupted submit's work may still use the command buffer
         vk.vkResetCommandBuffer(self.command_buffer, 0)
         for pool in self._descriptor_pools:
             vk.vkResetDescriptorPool(handle, pool, 0)
@@ -219,8 +224,11 @@ class Sequence:
         buffers = [self.command_buffer]
         info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=buffers)
         vk.vkResetFences(self.device.handle, 1, [self.fence])
+        # Set before the submit: an interrupt just after it must still find the flag set.
+        self.device.queue_may_be_busy = True
         vk.vkQueueSubmit(self.device.queue, 1, [info], self.fence)
         vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
+        self.device.queue_may_be_busy = False
         return self._timings()
 
     def _timings(self) -> dict[str, float]:
@@ -248,6 +256,7 @@ class Sequence:
 
     def destroy(self) -> None:
         handle = self.device.handle
+        self.device.settle()
         for pool in self._descriptor_pools:
             vk.vkDestroyDescriptorPool(handle, pool, None)
         self._descriptor_pools.clear()

@@ -6,6 +6,11 @@ prints) or by a case-insensitive substring of its name.
 
 `VOXELIZER_VALIDATION=1` enables the Khronos validation layer; every message it reports is
 kept in `Device.validation_messages` (the test suite fails on any).
+
+Vulkan objects belong to the process that created them: a forked child cannot use the
+parent's (the driver's threads did not come along, so waits hang) and must not destroy them.
+After a fork the child forgets the shared instance, and objects of the parent refuse to close
+there; the child creates its own.
 """
 
 from __future__ import annotations
@@ -17,26 +22,23 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import vulkan as vk
-
 from ..errors import DeviceError
 from ..log import get_logger
+from .loader import vk
 
-_TYPE_PREFERENCE = {
-    vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: 0,
-    vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: 1,
-    vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: 2,
-    vk.VK_PHYSICAL_DEVICE_TYPE_CPU: 3,
-}
-_TYPE_NAMES = {
-    vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: "discrete GPU",
-    vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: "integrated GPU",
-    vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: "virtual GPU",
-    vk.VK_PHYSICAL_DEVICE_TYPE_CPU: "CPU",
-}
 _log = get_logger(__name__)
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
-API_VERSION = vk.VK_MAKE_VERSION(1, 2, 0)
+
+
+def _device_types() -> list[tuple[int, str]]:
+    """(VkPhysicalDeviceType, name) in order of preference; read from the module when needed,
+    since importing it needs the Vulkan loader."""
+    return [
+        (vk.VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, "discrete GPU"),
+        (vk.VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, "integrated GPU"),
+        (vk.VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU, "virtual GPU"),
+        (vk.VK_PHYSICAL_DEVICE_TYPE_CPU, "CPU"),
+    ]
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class Instance:
 
     def __init__(self, validation: bool):
         self.validation = validation
+        self.pid = os.getpid()
         self.messages: list[str] = []
         self.open_devices = 0
         layers, extensions = [], []
@@ -88,7 +91,7 @@ class Instance:
             applicationVersion=1,
             pEngineName="voxelizer",
             engineVersion=1,
-            apiVersion=API_VERSION,
+            apiVersion=vk.VK_MAKE_VERSION(1, 2, 0),
         )
         info = vk.VkInstanceCreateInfo(
             pApplicationInfo=app,
@@ -130,8 +133,8 @@ class Instance:
 
     def close(self) -> None:
         """Destroy the instance (after every Device); the layer reports leaks on the way."""
-        if self.handle is None or self.open_devices:
-            return  # a Device still open (not closed by its owner): leave both to process exit
+        if self.handle is None or self.open_devices or self.pid != os.getpid():
+            return  # a Device still open, or the parent's instance in a forked child: leave it
         if self._messenger is not None:
             destroy = vk.vkGetInstanceProcAddr(self.handle, "vkDestroyDebugUtilsMessengerEXT")
             destroy(self.handle, self._messenger, None)
@@ -149,7 +152,7 @@ def _describe(index: int, physical: Any) -> DeviceInfo:
     return DeviceInfo(
         index=index,
         name=props.deviceName,
-        kind=_TYPE_NAMES.get(props.deviceType, "other"),
+        kind=dict(_device_types()).get(props.deviceType, "other"),
         driver_version=props.driverVersion,
         api_version=f"{vk.VK_VERSION_MAJOR(api)}.{vk.VK_VERSION_MINOR(api)}.{vk.VK_VERSION_PATCH(api)}",
     )
@@ -169,7 +172,8 @@ def _choose(physicals: list, selector: str | int | None) -> int:
     infos = [_describe(i, pd) for i, pd in enumerate(physicals)]
     if selector is None or selector == "":
         types = [vk.vkGetPhysicalDeviceProperties(pd).deviceType for pd in physicals]
-        return min(range(len(physicals)), key=lambda i: (_TYPE_PREFERENCE.get(types[i], 9), i))
+        rank = {device_type: order for order, (device_type, _) in enumerate(_device_types())}
+        return min(range(len(physicals)), key=lambda i: (rank.get(types[i], 9), i))
     text = str(selector).strip()
     if text.isdigit():
         index = int(text)
@@ -199,6 +203,8 @@ class Device:
 
     def __init__(self, selector: str | int | None = None):
         self.instance = Instance.shared()
+        self.pid = os.getpid()
+        self.queue_may_be_busy = False  # set by a submit until its wait returns (see settle)
         why = f"device={selector!r}"
         if selector is None:
             selector = os.environ.get("VOXELIZER_DEVICE") or None
@@ -302,9 +308,29 @@ class Device:
     def wait_idle(self) -> None:
         vk.vkDeviceWaitIdle(self.handle)
 
+    def settle(self) -> None:
+        """Wait for work that an interrupted submit may have left on the queue (Ctrl-C between
+        submit and wait), so that nothing the GPU still uses is reset, rewritten or destroyed.
+        A flag check when nothing was interrupted."""
+        if self.queue_may_be_busy:
+            vk.vkQueueWaitIdle(self.queue)
+            self.queue_may_be_busy = False
+
     def close(self) -> None:
+        if self.pid != os.getpid():
+            self._closed = True  # the parent's device, inherited by fork: not ours to destroy
         if not self._closed:
             self._closed = True
             vk.vkDeviceWaitIdle(self.handle)
             vk.vkDestroyDevice(self.handle, None)
             self.instance.open_devices -= 1
+
+
+def _forget_after_fork() -> None:
+    """In a forked child: drop the parent's instance without a Vulkan call (it cannot be used
+    here), and replace the lock another thread may have held at the fork."""
+    Instance._shared = None
+    Instance._lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)

@@ -18,9 +18,8 @@ import struct
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
-import vulkan as vk
-
 from .device import Device
+from .loader import vk
 
 # Every shader includes shaders/common.glsl, which reads these two defines.
 WG_SIZE = 256  # threads per 1-D workgroup

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-import vulkan as vk
-
 from .compiler import compile_shader
 from .device import Device
 from .kernels import Kernel
+from .loader import vk
 
 
 class ComputePipeline:
@@ -62,6 +61,7 @@ class ComputePipeline:
 
     def destroy(self) -> None:
         if self.handle is not None:
+            self.device.settle()
             device = self.device.handle
             vk.vkDestroyPipeline(device, self.handle, None)
             vk.vkDestroyPipelineLayout(device, self.layout, None)

@@ -1,29 +1,201 @@
-"""The one way this package opens a file for writing, so that every writer refuses and fails
-alike: an existing file only when overwriting is asked for, every OSError as an OutputError."""
+"""The one way this package writes a file, so that every writer refuses and fails alike, and
+no failure leaves half a file behind.
+
+A writer's bytes go to a temporary file beside the target (the same folder, so the same
+filesystem), which is flushed and synced, then renamed onto the target in one step: a full
+disk, an error or a Ctrl-C part way leaves the target as it was (absent, or the old file)
+and no temporary. An existing file is refused unless overwriting is asked for, and every
+OSError becomes an OutputError.
+"""
 
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import OutputError
 
+# Errors of os.link that mean "this filesystem has no hard links", not "cannot write".
+_NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP}
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A complete, synced temporary file waiting to become `target`."""
+
+    temp: Path
+    target: Path
+    overwrite: bool
+
+
+# The outputs of the innermost all_or_nothing() block of this thread or task, if any.
+_batch: ContextVar[list[_Staged] | None] = ContextVar("voxelizer_output_batch", default=None)
+
 
 @contextmanager
 def open_output(path: str | os.PathLike, overwrite: bool = False) -> Iterator[BinaryIO]:
-    """A binary file opened for writing; an existing file only with overwrite (else OutputError).
+    """A binary file to write `path` through; the target appears only when the block ends
+    without an exception (OutputError for an existing file unless overwrite, or any OSError).
 
-    Without overwrite the file is created exclusively ("xb"), so a file that appears between
-    a check and the write is refused as well.
+    Without overwrite the target is created exclusively when the temporary is committed, so a
+    file that appears meanwhile is refused as well, never replaced.
     """
     path = Path(path)
+    if not overwrite and os.path.lexists(path):  # refuse before writing anything
+        raise OutputError.file_exists(path)
+    temp = _create_temp(path)
+    handed_off = False
     try:
-        with open(path, "wb" if overwrite else "xb") as fh:
-            yield fh
-    except FileExistsError:
-        raise OutputError.file_exists(path) from None
+        with open(temp, "wb") as fh:
+            try:
+                yield fh
+            except BaseException:
+                # Drop the unwritten buffer quietly: a flush failing on a full disk must not
+                # replace the error (or Ctrl-C) that stopped the writer.
+                with suppress(OSError):
+                    fh.close()
+                raise
+            fh.flush()
+            os.fsync(fh.fileno())
+        staged = _Staged(temp, path, overwrite)
+        batch = _batch.get()
+        if batch is None:
+            _commit(staged)
+        else:
+            batch.append(staged)
+        handed_off = True
     except OSError as exc:
-        raise OutputError(f"{path}: cannot write ({exc.strerror or exc})", path=path) from exc
+        raise _cannot_write(path, exc) from exc
+    finally:
+        if not handed_off:
+            _remove_quietly(temp)
+
+
+@contextmanager
+def all_or_nothing() -> Iterator[None]:
+    """The files open_output writes inside the block appear together when it ends, or none
+    of them does: a failure (or Ctrl-C) while writing a later one leaves the earlier ones'
+    targets untouched, and a refusal while committing removes those already committed."""
+    staged: list[_Staged] = []
+    token = _batch.set(staged)
+    try:
+        yield
+    except BaseException:
+        for item in staged:
+            _remove_quietly(item.temp)
+        raise
+    finally:
+        _batch.reset(token)
+    # Exclusive creations first: they are the commits a file appearing meanwhile can refuse.
+    ordered = sorted(staged, key=lambda item: item.overwrite)
+    committed: list[Path] = []
+    try:
+        for item in ordered:
+            _commit(item)
+            committed.append(item.target)
+    except BaseException:
+        for target in committed:
+            _remove_quietly(target)
+        for item in ordered[len(committed) :]:
+            _remove_quietly(item.temp)
+        raise
+
+
+def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> None:
+    """OutputError unless `path` can be written: its folder exists and takes new files, and
+    it is no folder itself nor (without overwrite) an existing file. Nothing is left behind;
+    for callers that check their outputs before long work."""
+    path = Path(path)
+    folder = path.parent
+    if not folder.is_dir():
+        raise OutputError(f"{path}: cannot write (no such folder: {folder})", path=path)
+    if path.is_dir():
+        raise OutputError(f"{path}: cannot write (it is a folder)", path=path)
+    if not overwrite and os.path.lexists(path):
+        raise OutputError.file_exists(path)
+    _remove_quietly(_create_temp(path))
+
+
+def _create_temp(target: Path) -> Path:
+    """A new, empty file beside `target` with a name no one else uses (the umask applies);
+    OutputError if the folder takes no new file."""
+    for _ in range(100):
+        temp = target.with_name(f".{target.name[:64]}.{secrets.token_hex(4)}.tmp")
+        try:
+            os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise _cannot_write(target, exc) from exc
+        return temp
+    raise OutputError(f"{target}: cannot write (no free temporary name)", path=target)
+
+
+def _commit(staged: _Staged) -> None:
+    """Put the complete temporary in place of the target: a replacement with overwrite, else
+    an exclusive creation that refuses a target which exists by now."""
+    temp, target = staged.temp, staged.target
+    try:
+        if staged.overwrite:
+            _keep_permissions(target, temp)
+            os.replace(temp, target)
+        else:
+            _create_exclusively(temp, target)
+    except FileExistsError:
+        raise OutputError.file_exists(target) from None
+    except OSError as exc:
+        raise _cannot_write(target, exc) from exc
+    _sync_folder(target.parent)
+
+
+def _create_exclusively(temp: Path, target: Path) -> None:
+    """Link the temporary to the target (which fails if the target exists), then drop the
+    temporary's name. Without hard links: claim the name with an exclusive empty file, then
+    rename the temporary over that claim."""
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        os.replace(temp, target)
+        return
+    os.unlink(temp)
+
+
+def _keep_permissions(target: Path, temp: Path) -> None:
+    """A replaced file keeps its mode, as it did when writers truncated it in place."""
+    with suppress(OSError):  # no target yet, or one we may not read: the temp's mode stays
+        os.chmod(temp, os.stat(target).st_mode & 0o7777)
+
+
+def _sync_folder(folder: Path) -> None:
+    """Make the rename durable where the platform allows syncing a folder."""
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass  # some filesystems and platforms cannot sync a folder; the rename stands
+    finally:
+        os.close(descriptor)
+
+
+def _remove_quietly(path: Path) -> None:
+    with suppress(OSError):  # already gone: nothing more to clean up
+        os.unlink(path)
+
+
+def _cannot_write(path: Path, exc: OSError) -> OutputError:
+    return OutputError(f"{path}: cannot write ({exc.strerror or exc})", path=path)

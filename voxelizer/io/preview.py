@@ -5,20 +5,29 @@ a voxelization can be judged at a glance.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
+from ..errors import OutputError
 from ..placement import Placed
 from ..render import encode_png, render_views
 from .output import open_output
 
-__all__ = ["encode_png", "render_views", "write_preview"]
+__all__ = ["PREVIEW_SUFFIX", "encode_png", "render_views", "write_preview"]
+
+PREVIEW_SUFFIX = ".png"  # the one image format written: a .jpg name would hide a PNG
 
 
 def write_preview(
     voxels: Placed | np.ndarray, path: str | os.PathLike, overwrite: bool = False
 ) -> None:
-    """Write the three-view PNG of an SVO, a DenseGrid or a bool (nx, ny, nz) array."""
+    """Write the three-view PNG of an SVO, a DenseGrid or a bool (nx, ny, nz) array to a
+    .png path (OutputError for any other extension), atomically (see open_output)."""
+    if Path(path).suffix.lower() != PREVIEW_SUFFIX:
+        raise OutputError(
+            f"{path}: the preview is a PNG image: name it {PREVIEW_SUFFIX}", path=path
+        )
     image = render_views(_dense(voxels))
     png = encode_png(image)
     with open_output(path, overwrite) as fh:

@@ -1,15 +1,18 @@
-"""Reading MagicaVoxel .vox files back (the writer is voxelizer.io.writers.write_vox).
+"""Reading MagicaVoxel .vox files back (the writer is voxelizer.io.vox_writer).
 
-Two layouts: a single model (SIZE and XYZI chunks, no scene graph), whose voxel (x, y, z) is
-voxel (i, j, k); and a scene graph (nTRN -> nGRP -> nTRN -> nSHP -> model, as this project
-writes a grid cut into 256^3 tiles), where each model's voxels are moved by the translations
-above it, a model's centre (its corner + size // 2) landing on the translation. Every
-stored voxel is solid, whatever its colour.
+Two layouts: a single model (SIZE and XYZI chunks, no scene graph, as the writer makes for a
+grid of at most 256 per side), whose voxel (x, y, z) is voxel (i, j, k); and a scene graph
+(nTRN -> nGRP -> nTRN -> nSHP -> model, as the writer places the tiles of a larger grid),
+where each model's voxels are moved by the translations above it, a model's centre (its
+corner + size // 2) landing on the translation. Every stored voxel is solid, whatever its
+colour. Rotated models are refused.
 
-.vox keeps no world placement: the grid comes back with origin (0, 0, 0) and voxel size 1.
-Its shape is the models' extent rounded up to a multiple of 4 (at least 8); scene positions
-below 0 are shifted up to 0. A grid whose last tiles were empty (not written) comes back
-smaller than it was, with the same voxels.
+.vox keeps no world placement: the grid comes back with origin (0, 0, 0) and voxel size 1,
+in MagicaVoxel's axes (a file written with up_axis="y" needs
+voxelizer.io.vox_writer.from_vox_axes). Its shape is the models' extent rounded up to a
+multiple of 4 (at least 8); scene positions below 0 are shifted up to 0. A tiled grid can
+come back with another shape and the same voxels: smaller where its outer tiles held no
+voxels (and were not written), a few voxels larger where its equal tiles overhang it.
 """
 
 from __future__ import annotations

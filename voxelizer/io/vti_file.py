@@ -21,7 +21,7 @@ from xml.etree import ElementTree
 
 import numpy as np
 
-from ..convert import vtk_cell_order
+from ..convert import reversed_axes, vtk_cell_order
 from ..errors import FormatError, GridError
 from ..grid import DenseGrid
 from ..placement import GridPlacement, Placed, check_shape
@@ -161,8 +161,8 @@ def _parse(raw: bytes) -> DenseGrid:
         values = _binary(binary[offset:], encoded, order + header_type, compressor, dtype, cells)
     else:
         raise FormatError(f"unknown DataArray format {form!r}")
-    voxels = values.reshape(placement.shape[::-1]).transpose(2, 1, 0) != 0
-    return DenseGrid(np.ascontiguousarray(voxels), placement)
+    voxels = reversed_axes(values.reshape(placement.shape[::-1]) != 0)  # [k, j, i] -> [i, j, k]
+    return DenseGrid(voxels, placement)
 
 
 def _placement(image: ElementTree.Element, piece: ElementTree.Element) -> GridPlacement:
@@ -265,8 +265,8 @@ def _binary(
             f"the compressed array holds {total} bytes in {blocks} blocks ({compressed} "
             f"compressed, file has {len(body)}); {cells} cells need {expected}"
         )
-    out = bytearray()
-    at = 0
+    out = np.empty(expected, np.uint8)
+    at = start = 0
     for index, size in enumerate(sizes):
         want = last if index == blocks - 1 and last else block_size
         inflater = zlib.decompressobj()
@@ -276,9 +276,9 @@ def _binary(
             raise FormatError(f"block {index} does not decompress ({exc})") from None
         if len(piece) != want or inflater.unconsumed_tail:
             raise FormatError(f"block {index} holds other than {want} bytes")
-        out += piece
-        at += size
-    return np.frombuffer(out, dtype, cells)
+        out[start : start + want] = np.frombuffer(piece, np.uint8)
+        at, start = at + size, start + want
+    return out.view(dtype)
 
 
 def _encoded_length(size: int) -> int:
