@@ -4,6 +4,8 @@
 // see (each crossing flips a bit; XOR does not care about order).
 //   COUNT_MODE 0: histogram, counts[key] += 1 for every pair;
 //   COUNT_MODE 1: scatter, every pair to cursor[key]++ (cursor starts as the scanned counts).
+// The pair count is read from the device (the tile-count scan's total): the host may record
+// these passes before it knows the count (pair_dispatch.comp sizes their dispatch then).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
 #include "common.glsl"
@@ -12,9 +14,7 @@ layout(std430, binding = 0) readonly buffer Pairs { uvec2 pairs[]; };
 layout(std430, binding = 1) buffer Counters { uint counters[]; };  // counts, or cursors
 layout(std430, binding = 2) writeonly buffer Grouped { uvec2 grouped[]; };
 
-layout(push_constant) uniform Params {
-    uint pair_count;
-};
+layout(std430, binding = 3) readonly buffer PairTotal { uint pair_count; };  // the scan's total
 
 void main() {
     uint i = flat_invocation_id();

@@ -6,20 +6,39 @@
 // column's words: no atomics. Columns of up to REGISTER_WORDS words (512 voxels) collect
 // their flips in registers and touch memory once at the end; deeper ones flip in memory. A
 // dispatch handles at most PAIRS_PER_ROUND pairs of every tile (pairs [first + round *
-// PAIRS_PER_ROUND, ...)); the host runs as many rounds as the largest tile can need, so no
-// invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl). With `finish` (one
-// round, and no other part of the slab flips bits) the thread also turns its column into
-// parity, so stage 1 is not needed.
+// PAIRS_PER_ROUND, ...)); the host records fill_rounds rounds, enough for the largest tile it
+// expects, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl). A tile
+// with more pairs than the recorded rounds take flips nothing and is counted in
+// unfinished_tiles (the host then runs the part again with enough rounds). With `finish` (no
+// other part of the slab flips bits) the round that takes a tile's last pairs also turns its
+// columns into parity and counts them (below), so stage 1 is not needed.
 //
 // SHARED_RECORDS 1 (subgroups of at least 8 lanes with ballot): pairs go in batches of 8;
 // lane j of each subgroup loads the record of pair j and broadcasts it to the others. Every
 // lane needs every record of its tile, and this loads each once per subgroup instead of once
 // per lane (on lavapipe each memory instruction is a loop over the SIMD lanes).
 //
-// FILL_STAGE 1, parity: the same workgroups (or, with all_tiles, one per tile of the window,
-// when several batches of triangles flipped bits in different tiles); each thread turns its
-// column's flips into parity with a prefix XOR, so voxel k is set iff an odd number of
-// crossings lie below its centre.
+// FILL_STAGE 1, parity: one workgroup per tile of the window, after several parts (batches
+// of triangles, halves of the window) flipped bits in it; each thread turns its column's
+// flips into parity with a prefix XOR, so voxel k is set iff an odd number of crossings lie
+// below its centre, and counts the column.
+//
+// Column counts, a by-product for the mesh check (the API warns from them). Along a column,
+// each crossing changes the winding number by its step, +1 where the surface faces down (the
+// column enters it) and -1 where it faces up (TriangleRecord, c.w); w(k), the winding number
+// at voxel centre k, is the sum of the steps of the crossings below it. Per column the fill
+// sums, over every crossing of a covering triangle (those above the top voxel centre too),
+//   balance = sum of step                 (the winding number above the mesh),
+//   moment  = sum of step * (nz - kfirst) (= the sum of w(k) over the column's voxels).
+// A column is open where balance != 0: the surface does not close around it, and parity
+// cannot be trusted there. A balanced column counts as an overlap where moment differs from
+// its number of solid (odd parity) voxels. Where w is 0 or 1 at every centre the two are
+// equal (w(k) is then its own parity), so a closed, consistently oriented surface never
+// counts; where w reaches 2 or more (nested or overlapping parts) or -1 or less (a part
+// inside out) somewhere, moment - solid = sum of (w(k) - (w(k) mod 2)) is not 0 unless both
+// happen in the same column and cancel exactly. Columns that span several dispatches keep
+// their two sums in column_sums (32-bit, wrapping: equal sums stay equal) until the
+// dispatch that finishes them. Each verdict is one atomic add, only for a column that counts.
 //
 // Grid layout: common.glsl, column_base.
 #extension GL_GOOGLE_include_directive : require
@@ -39,12 +58,20 @@ layout(std430, binding = 3) readonly buffer FillDispatch {
     uint tile_count;
 };
 layout(std430, binding = 4) buffer Grid { uint grid[]; };
+layout(std430, binding = 5) buffer ColumnCounts {  // cleared by the host per slab
+    uint open_columns;
+    uint overlap_columns;
+    uint unfinished_tiles;
+    uint unused;
+};
+// (balance, moment) of every column of the grid buffer, for columns that span dispatches.
+layout(std430, binding = 6) buffer ColumnSums { uvec2 column_sums[]; };
 
 layout(push_constant) uniform Params {
     Window window;
     uint fill_round;
-    uint all_tiles;  // parity: the workgroup index is the tile key, not an index into tiles
-    uint finish;     // flips: also compute the parity (see above)
+    uint fill_rounds;  // rounds the host recorded (flips)
+    uint finish;       // flips: also compute the parity and the counts (see above)
 };
 
 // Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
@@ -55,6 +82,11 @@ layout(push_constant) uniform Params {
 ivec2 tile_column(uint key) {
     uint lane = gl_LocalInvocationID.x;
     return key_tile(window, key) * TILE_SIDE + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
+}
+
+// Index of column (i, j) in the grid buffer's column order (column_base without the words).
+uint column_index(ivec2 column) {
+    return uint(column.y - window.buffer_row) * uint(window.nx) + uint(column.x);
 }
 
 // Word q of a column's flips turned into parity: voxel k is set iff an odd number of flips
@@ -69,6 +101,15 @@ uint parity_word(uint bits, inout uint carry, uint q) {
     carry = 0u - (bits >> 31);
     uint valid = uint(window.nz) - 32u * q;  // bits of this word inside the grid
     return valid >= 32u ? bits : bits & ((1u << valid) - 1u);
+}
+
+// The verdict on one finished column (see above): at most one atomic, where it counts.
+void count_column(uint balance, uint moment, uint solid) {
+    if (balance != 0u) {
+        atomicAdd(open_columns, 1u);
+    } else if (moment != solid) {
+        atomicAdd(overlap_columns, 1u);
+    }
 }
 
 // The record of pair j of the batch that starts at `start` (pairs past the end repeat the
@@ -90,14 +131,21 @@ TriangleRecord lane_record(uint start, uint end) {
 #endif
 }
 
-// Voxel index of the crossing of the triangle with the column, or n when it flips nothing.
-int crossing(TriangleRecord r, ivec2 column, int n) {
+// A triangle's crossing with the column: k, the first voxel whose centre lies above it (n:
+// none), and step, the change of the winding number across it (0: no crossing).
+struct Crossing {
+    int k;
+    int step;
+};
+
+Crossing crossing(TriangleRecord r, ivec2 column, int n) {
     Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
 #if BRANCHLESS
     int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
-    return select_int(n, k, w.covered);
+    return Crossing(select_int(n, k, w.covered), select_int(0, r.c.w, w.covered));
 #else
-    return w.covered ? first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n) : n;
+    return w.covered ? Crossing(first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n), r.c.w)
+                     : Crossing(n, 0);
 #endif
 }
 
@@ -106,9 +154,15 @@ void main() {
     uint tile_index = flat_group_id();
     if (tile_index >= tile_count) return;
     Tile tile = tiles[tile_index];
+    if ((tile.end - tile.first - 1u) / PAIRS_PER_ROUND >= fill_rounds) {  // too many pairs
+        if (fill_round == 0u && gl_LocalInvocationID.x == 0u) atomicAdd(unfinished_tiles, 1u);
+        return;
+    }
     uint first = tile.first + fill_round * PAIRS_PER_ROUND;
     if (first >= tile.end) return;
     uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    bool finishing = finish != 0u && end == tile.end;  // this round takes the tile's last pairs
+    bool continued = first != tile.first;              // earlier rounds flipped bits too
     ivec2 column = tile_column(tile.key);
     uint base = column_base(window, column);
     int n = window.nz;
@@ -117,11 +171,16 @@ void main() {
     bool in_registers = words <= REGISTER_WORDS;
     uint flips[REGISTER_WORDS];
     [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) flips[q] = 0u;
+    int balance = 0, moment = 0;
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
-            int k = crossing(batch_record(mine, start, j, end), column, n);
-            k = select_int(n, k, start + j < end);
+            Crossing x = crossing(batch_record(mine, start, j, end), column, n);
+            bool real = start + j < end;
+            int k = select_int(n, x.k, real);
+            int step = select_int(0, x.step, real);
+            balance += step;
+            moment += step * (n - k);
 #if BRANCHLESS
             uint bit = uint(k < n) << (k & 31);
             if (in_registers) {
@@ -142,32 +201,53 @@ void main() {
 #endif
         }
     }
-    if (in_registers) {
-        uint carry = 0u;
-        [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
-            if (q < words) {
-                if (finish != 0u) {
-                    grid[base + q] = parity_word(flips[q], carry, q);
-                } else {
-                    grid[base + q] ^= flips[q];
-                }
+    uvec2 sums = uvec2(balance, moment);
+    uint index = column_index(column);
+    if (!finishing) {
+        if (in_registers) {
+            [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
+                if (q < words) grid[base + q] ^= flips[q];
             }
         }
-    } else if (finish != 0u) {
-        uint carry = 0u;
-        for (uint q = 0u; q < words; ++q) grid[base + q] = parity_word(grid[base + q], carry, q);
+        // Without finish the host cleared column_sums for the slab, and other parts add to
+        // them; with it, a tile's first round starts them.
+        bool earlier = continued || finish == 0u;
+        if (finish != 0u || any(notEqual(sums, uvec2(0u)))) {
+            column_sums[index] = earlier ? column_sums[index] + sums : sums;
+        }
+        return;
     }
+    if (continued) sums += column_sums[index];
+    uint carry = 0u, solid = 0u;
+    if (in_registers) {
+        [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
+            if (q < words) {
+                uint word = parity_word(continued ? grid[base + q] ^ flips[q] : flips[q], carry, q);
+                grid[base + q] = word;
+                solid += uint(bitCount(word));
+            }
+        }
+    } else {
+        for (uint q = 0u; q < words; ++q) {
+            uint word = parity_word(grid[base + q], carry, q);
+            grid[base + q] = word;
+            solid += uint(bitCount(word));
+        }
+    }
+    count_column(sums.x, sums.y, solid);
 }
 #else
 void main() {
-    uint tile_index = flat_group_id();
-    if (all_tiles == 0u && tile_index >= tile_count) return;
-    ivec2 column = tile_column(all_tiles != 0u ? tile_index : tiles[tile_index].key);
+    ivec2 column = tile_column(flat_group_id());
     if (column.y >= window.row_hi) return;  // past the window in a folded dispatch
     uint base = column_base(window, column);
-    uint carry = 0u;
+    uint carry = 0u, solid = 0u;
     for (uint q = 0u; q < column_words(window.nz); ++q) {
-        grid[base + q] = parity_word(grid[base + q], carry, q);
+        uint word = parity_word(grid[base + q], carry, q);
+        grid[base + q] = word;
+        solid += uint(bitCount(word));
     }
+    uvec2 sums = column_sums[column_index(column)];
+    count_column(sums.x, sums.y, solid);
 }
 #endif

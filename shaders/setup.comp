@@ -1,6 +1,7 @@
 #version 460
 // Pass 1, triangle setup: one thread per triangle. Converts the corners to fixed point,
-// orients them counter-clockwise in xy, and counts the tiles holding at least one column
+// orients them counter-clockwise in xy (keeping the given orientation as the record's winding
+// step), and counts the tiles holding at least one column
 // centre the triangle covers (exactly the tiles pair emission will write).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
@@ -78,7 +79,9 @@ void main() {
     }
     records[t].a = ivec4(a, int(pack_column(lo)));
     records[t].b = ivec4(b, int(pack_column(hi)));
-    records[t].c = ivec4(c, int(covers_columns));
+    // Crossing it upwards enters the surface where it faces down (as given, clockwise in xy).
+    int step = select_int(-1, 1, twice_area < 0);
+    records[t].c = ivec4(c, select_int(0, step, covers_columns));
     tile_counts[t] = tiles;
     if (tiles > tile_limit) atomicOr(may_wrap, 1u);
 }

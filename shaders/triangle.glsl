@@ -9,8 +9,10 @@
 //
 // Layout (std430, 48 bytes): the three vertices ordered so that the xy-projection is
 // counter-clockwise (twice its area D > 0); w of a and b packs the inclusive bounding box of
-// the covered column centres (i | j << 16); c.w is 1 for a triangle that
-// may cover a column (D != 0 and a non-empty rectangle), else 0.
+// the covered column centres (i | j << 16); c.w is 0 for a triangle that cannot cover a
+// column (D == 0 or an empty rectangle), else the change of the winding number across it
+// going up the column: +1 where the triangle as given faces down (clockwise in xy, the column
+// enters the surface), -1 where it faces up.
 
 struct TriangleRecord {
     ivec4 a;

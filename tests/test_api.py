@@ -140,5 +140,5 @@ def test_degenerate_and_duplicate_triangles_change_nothing(gpu):
     faces = np.concatenate([f, [[v0, v0 + 1, v0 + 2]], f[:1], f[:1, ::-1]])
     grid = gpu.voxelize_dense((vertices, faces), 40)
     assert_same_voxels(grid.to_numpy(), expected)
-    counts = grid.stats.counts
-    assert counts["degenerate_triangles"] == 1 and counts["duplicate_triangles"] == 2
+    report = voxelizer.check_mesh((vertices, faces))
+    assert report.degenerate_triangles == 1 and report.duplicate_triangles == 2

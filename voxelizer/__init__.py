@@ -1,6 +1,6 @@
 """voxelizer: exact solid voxelization of triangle meshes with Vulkan compute shaders."""
 
-from .api import Voxelizer, voxelize, voxelize_dense
+from .api import Voxelizer, check_mesh, voxelize, voxelize_dense
 from .errors import (
     DeviceError,
     FillModeError,
@@ -10,6 +10,7 @@ from .errors import (
     MeshError,
     OpenMeshWarning,
     OutputError,
+    OverlapWarning,
     ShaderError,
     SVOFormatError,
     VariantError,
@@ -18,7 +19,7 @@ from .errors import (
 from .gpu.device import list_devices
 from .grid import DenseGrid
 from .io import load, load_mesh, save, write_preview
-from .mesh import Mesh
+from .mesh import Mesh, Topology
 from .options import Options
 from .pipeline.passes import DEFAULT_VARIANT, VARIANTS
 from .pipeline.runner import FILL_MODES
@@ -43,12 +44,15 @@ __all__ = [
     "OpenMeshWarning",
     "Options",
     "OutputError",
+    "OverlapWarning",
     "SVOFormatError",
     "ShaderError",
     "Stats",
+    "Topology",
     "VariantError",
     "Voxelizer",
     "VoxelizerError",
+    "check_mesh",
     "list_devices",
     "load",
     "load_mesh",

@@ -8,17 +8,26 @@ import re
 import sys
 import time
 import warnings
+from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
 from . import __version__
 from .budget import check_dense_fits, parse_size
-from .errors import GridError, MemoryBudgetError, OpenMeshWarning, OutputError, VoxelizerError
+from .errors import (
+    GridError,
+    MemoryBudgetError,
+    OpenMeshWarning,
+    OutputError,
+    OverlapWarning,
+    VoxelizerError,
+)
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
 from .io.preview import PREVIEW_SUFFIX, write_preview
 from .io.writers import OUTPUT_FORMATS, save
 from .log import stderr_logging
+from .mesh import Mesh
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
 from .pipeline.runner import FILL_MODES
 from .placement import (
@@ -225,6 +234,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--list-devices", action="store_true", help="list Vulkan devices and exit")
     parser.add_argument(
+        "--check",
+        action="store_true",
+        help="print the mesh's edge-level report (boundary and non-manifold edges, degenerate "
+        "and duplicate triangles) and exit without voxelizing",
+    )
+    parser.add_argument(
         "--stats",
         action="store_true",
         help="print per-pass GPU times, host times, memory and counts",
@@ -258,6 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
+            warnings.simplefilter("always", OverlapWarning)
             warnings.showwarning = _one_line_warning
             with stderr_logging(args.verbose, prefix="voxelize: "):
                 return _run(parser, args)
@@ -304,6 +320,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         return 0
     if not args.model:
         parser.error("a model file is required (or --list-devices)")
+    if args.check:
+        return _check(parser, args)
     if args.variant not in VARIANTS:
         parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANTS)})")
     if args.bounds is not None:
@@ -318,11 +336,15 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     started = time.perf_counter()
     mesh, load_ms = _check_dense_output(args, output, preview)
+    if (args.stats or stats_json is not None) and not isinstance(mesh, Mesh):
+        mesh, load_ms = _loaded(args.model)  # the statistics report the mesh's edges too
     # A redrawn line and the log's lines would garble each other: --verbose draws no progress.
     progress = TerminalProgress(quiet=args.quiet or args.verbose > 0)
     try:
         svo = _voxelize_to_svo(args, progress, mesh)
         svo.stats.add_host(load=load_ms)  # a mesh read for the check counts as loading
+        if isinstance(mesh, Mesh) and (args.stats or stats_json is not None):
+            _add_topology(svo.stats, mesh)
         with all_or_nothing():  # a run writes all its files or none of them
             if output is not None:
                 save(svo, output, overwrite=args.force, up_axis=args.up_axis)
@@ -348,6 +370,44 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """--check: the mesh's edge-level report on stdout; no device, no voxels, no files."""
+    asked = [
+        option
+        for option, value in (
+            ("-o", args.output),
+            ("--preview", args.preview),
+            ("--stats", args.stats),
+            ("--stats-json", args.stats_json),
+        )
+        if value
+    ]
+    if asked:
+        parser.error(f"--check only reports on the mesh: leave out {', '.join(asked)}")
+    mesh, _ = _loaded(args.model)
+    topology = mesh.topology
+    verdict = "closed" if topology.closed else "not closed"
+    print(f"{Path(args.model).name}: {mesh.triangle_count:,} triangles, {verdict}")
+    for name, value in asdict(topology).items():
+        print(f"  {name:<24} {value:>12,}")
+    return 0
+
+
+def _loaded(model: str) -> tuple[Mesh, float]:
+    """The mesh of a file and the milliseconds reading it took."""
+    started = time.perf_counter()
+    mesh = load_mesh(model)
+    return mesh, (time.perf_counter() - started) * 1e3
+
+
+def _add_topology(stats: Stats, mesh: Mesh) -> None:
+    """The edge-level report in the statistics (--stats, --stats-json), with its host time."""
+    started = time.perf_counter()
+    topology = mesh.topology
+    stats.add_host(check_topology=(time.perf_counter() - started) * 1e3)
+    stats.count(**asdict(topology))
+
+
 def _check_dense_output(
     args: argparse.Namespace, output: Path | None, preview: Path | None
 ) -> tuple[MeshLike, float]:
@@ -361,9 +421,7 @@ def _check_dense_output(
     if args.voxel_size is None:
         check_dense_fits(check_shape(args.grid or DEFAULT_GRID), str(dense[0]))
         return args.model, 0.0
-    started = time.perf_counter()
-    mesh = load_mesh(args.model)
-    load_ms = (time.perf_counter() - started) * 1e3
+    mesh, load_ms = _loaded(args.model)
     placement = GridPlacement.around(mesh, None, args.voxel_size, args.bounds)
     check_dense_fits(placement.shape, str(dense[0]))
     return mesh, load_ms

@@ -57,8 +57,16 @@ class OutputError(VoxelizerError):
 
 
 class OpenMeshWarning(UserWarning):
-    """The mesh has boundary or non-manifold edges: parity is still deterministic, but voxels
-    near the gaps may be wrong in any sense that matters (fill_mode="vote" repairs small holes)."""
+    """Columns of the grid cross the mesh's surface unbalanced (an odd number of times, or
+    more often inwards than outwards): the surface is open there. Parity is still
+    deterministic, but voxels near the gaps may be wrong in any sense that matters
+    (fill_mode="vote" repairs small holes)."""
+
+
+class OverlapWarning(UserWarning):
+    """In parity mode: columns of the grid pass through overlapping or nested parts of the
+    mesh, or parts facing inwards (the surface winds around a voxel centre other than 0 or 1
+    times). Parity fills them by their exclusive or; fill_mode="union" fills their union."""
 
 
 class FormatError(VoxelizerError):

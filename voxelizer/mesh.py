@@ -133,10 +133,10 @@ def checked_mesh(vertices: np.typing.ArrayLike, faces: np.typing.ArrayLike, what
     if f.min() < 0 or f.max() >= len(v):
         raise MeshError(f"{what}: a face refers to a vertex that does not exist")
     mesh = Mesh(np.ascontiguousarray(v), np.ascontiguousarray(f, dtype=np.int64))
-    return check_mesh(mesh, what)
+    return usable_mesh(mesh, what)
 
 
-def check_mesh(mesh: Mesh, what: str) -> Mesh:
+def usable_mesh(mesh: Mesh, what: str) -> Mesh:
     """The mesh itself, or MeshError if it cannot be voxelized (the verdict is cached per Mesh)."""
     if mesh.problem:
         raise MeshError(f"{what}: {mesh.problem}")

@@ -140,6 +140,46 @@ def solid_columns(
     return _parity_fill(np.concatenate(keys) if keys else np.zeros(0, np.int64), shape)
 
 
+def column_counts(
+    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape, fill_mode: str = "parity"
+) -> tuple[int, int]:
+    """(open_columns, overlap_columns): the mesh check the fill pass makes (shaders/fill.comp),
+    from each column's winding numbers at its voxel centres, written out here.
+
+    Along column (i, j), a covering triangle changes the winding number by +1 where it faces
+    down (the column enters) and -1 where it faces up, at its crossing height; w(k) at voxel
+    centre k sums the changes below it, and the voxel is solid iff w(k) is odd (the parity
+    rule). A column is open where the changes do not sum to 0 (crossings above the top voxel
+    centre included); a balanced column is an overlap where the sum of w(k) over its voxels
+    differs from its number of solid voxels. In "vote" mode the counts are summed over the
+    columns along x, y and z; in "parity" (and "union" with one run) they are along z."""
+    if fill_mode == "vote":
+        g = np.asarray(grid_vertices_f32, np.float32)
+        shape = _shape(shape)
+        totals = np.zeros(2, np.int64)
+        for order in COLUMN_AXIS_ORDERS:
+            rotated: Shape = (shape[order[0]], shape[order[1]], shape[order[2]])
+            totals += column_counts(g[:, order], faces, rotated)
+        return int(totals[0]), int(totals[1])
+    shape = _shape(shape)
+    _, ny, nz = shape
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    tris = _oriented_triangles(to_fixed(grid_vertices_f32, faces, shape), faces)
+    found = [_covered(tris, batch, nz) for batch in _candidate_batches(tris, shape)]
+    if not found:
+        return 0, 0
+    t, i, j, k = (np.concatenate(parts) for parts in zip(*found))
+    columns, column = np.unique(i * ny + j, return_inverse=True)
+    # Winding changes at each voxel index (index nz: above every centre), then w(k).
+    changes = np.zeros((len(columns), nz + 1), np.int64)
+    np.add.at(changes, (column, k), tris["step"][t])
+    balance = changes.sum(axis=1)
+    winding = np.cumsum(changes[:, :nz], axis=1)
+    solid = np.count_nonzero(winding % 2, axis=1)
+    overlap = (balance == 0) & (winding.sum(axis=1) != solid)
+    return int(np.count_nonzero(balance)), int(np.count_nonzero(overlap))
+
+
 def _shape(shape: int | Shape) -> Shape:
     """(nx, ny, nz) from an int (a cube) or three ints, each in [1, MAX_RESOLUTION]."""
     if np.ndim(shape) == 0:
@@ -171,7 +211,10 @@ def _oriented_triangles(fixed: np.ndarray, faces: np.ndarray) -> dict[str, np.nd
     b, c = np.where(flip[:, None], c, b), np.where(flip[:, None], b, c)
     d = np.abs(d)
 
-    tris = {"D": d, "ZA": a[:, 2], "ZB": b[:, 2], "ZC": c[:, 2]}
+    # The winding number's change going up across it: +1 where the triangle as given faces
+    # down (clockwise in xy: the column enters), -1 where it faces up.
+    step = np.where(flip, 1, -1).astype(np.int64)
+    tris = {"D": d, "ZA": a[:, 2], "ZB": b[:, 2], "ZC": c[:, 2], "step": step}
     for name, p, q in (("AB", a, b), ("BC", b, c), ("CA", c, a)):
         dx, dy = q[:, 0] - p[:, 0], q[:, 1] - p[:, 1]
         tris["dx" + name] = dx
@@ -224,6 +267,16 @@ def _crossings(
 ) -> np.ndarray:
     """Flat voxel indices (i*ny + j)*nz + kfirst of the covered candidates with kfirst < nz."""
     _, ny, nz = shape
+    _, i, j, k = _covered(tris, batch, nz)
+    inside = k < nz
+    return ((i[inside] * ny + j[inside]) * nz) + k[inside]
+
+
+def _covered(
+    tris: dict[str, np.ndarray], batch: tuple[np.ndarray, np.ndarray, np.ndarray], nz: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(triangle, i, j, kfirst) of the candidates whose column centre the triangle covers;
+    kfirst in [0, nz] (nz: the crossing lies above every voxel centre)."""
     t, i, j = batch
     px = i * ONE + HALF
     py = j * ONE + HALF
@@ -243,8 +296,7 @@ def _crossings(
         tris["D"][t],
         nz,
     )
-    inside = k < nz
-    return ((i[inside] * ny + j[inside]) * nz) + k[inside]
+    return t, i, j, k
 
 
 def _first_voxel(

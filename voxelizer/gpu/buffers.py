@@ -160,6 +160,12 @@ class BufferPool:
         self._buffers[name] = Buffer(self.device, grown, usage, host_visible, name)
         return self._buffers[name]
 
+    def capacity(self, name: str) -> int:
+        """Bytes the named buffer holds now (0 if there is none): what a caller can use
+        without the pool allocating."""
+        buffer = self._buffers.get(name)
+        return buffer.size if buffer is not None and buffer.handle is not None else 0
+
     def binding(self, name: str, size: int, usage: Usage = STORAGE) -> Binding:
         """The first `size` bytes of the named buffer (grown if needed), ready to bind: the
         descriptor covers what the pass uses, not what the buffer grew to."""

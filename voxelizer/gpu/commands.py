@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing
 
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
@@ -123,6 +124,18 @@ class Sequence:
         staging.write(data)
         self.copy(staging, target, data.nbytes)
 
+    def upload_view(
+        self, target: Buffer, shape: tuple[int, ...], dtype: numpy.typing.DTypeLike = np.float32
+    ) -> np.ndarray:
+        """Record a copy into `target` from a staging buffer, and return that staging memory
+        as an array for the caller to fill before submit(): data computed on the host goes
+        there directly, with no array of its own in between."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape)) * dtype.itemsize
+        staging = self.pool.get(f"upload:{target.name}", nbytes, STAGING, host_visible=True)
+        self.copy(staging, target, nbytes)
+        return np.frombuffer(staging.mapped(), dtype, count=nbytes // dtype.itemsize).reshape(shape)
+
     def download(self, source: Buffer, size: int) -> Buffer:
         """Record a copy of `size` bytes into a staging buffer; read it after submit()."""
         staging = self.pool.get(f"download:{source.name}", size, STAGING, host_visible=True)
@@ -155,12 +168,14 @@ class Sequence:
         bindings: Mapping[str, Binding | Buffer],
         push: Mapping[str, object],
         arguments: Buffer,
+        offset: int = 0,
     ) -> None:
-        """Run as many workgroups as a VkDispatchIndirectCommand at offset 0 of `arguments` says."""
+        """Run as many workgroups as the VkDispatchIndirectCommand at `offset` of `arguments`
+        says (written by an earlier dispatch: the host need not know the size)."""
         push_bytes = pipeline.kernel.pack(push)
         pipeline.kernel.check_bindings(bindings)
         self._bind(pipeline, bindings, push_bytes)
-        vk.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, 0)
+        vk.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, offset)
 
     def _bind(
         self, pipeline: ComputePipeline, bindings: Mapping[str, Binding | Buffer], push: bytes

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Union
 
 from ..errors import MeshError
-from ..mesh import Mesh, check_mesh, checked_mesh
+from ..mesh import Mesh, checked_mesh, usable_mesh
 
 if TYPE_CHECKING:
     import trimesh
@@ -23,7 +23,7 @@ MeshLike = Union[Mesh, str, os.PathLike, tuple, "trimesh.Trimesh"]
 def load_mesh(source: MeshLike) -> Mesh:
     """Accept a path to anything trimesh reads, a trimesh.Trimesh, a Mesh, or (vertices, faces)."""
     if isinstance(source, Mesh):
-        return check_mesh(source, "mesh")
+        return usable_mesh(source, "mesh")
     if isinstance(source, (str, os.PathLike)):
         return read_mesh_file(Path(source))
     if isinstance(source, tuple) and len(source) == 2:

@@ -56,12 +56,16 @@ SORT_BLOCKS = Kernel("sort", {"pairs": 0}, _SORT_PUSH, {"SORT_MODE": 0})
 SORT_STEP = Kernel("sort", {"pairs": 0}, _SORT_PUSH, {"SORT_MODE": 1})
 SORT_MERGE = Kernel("sort", {"pairs": 0}, _SORT_PUSH, {"SORT_MODE": 2})
 
-_COUNT_SORT_BINDINGS = {"pairs": 0, "counters": 1, "grouped": 2}
-COUNT_PAIRS = Kernel(
-    "count_sort", _COUNT_SORT_BINDINGS, (("pair_count", "uint"),), {"COUNT_MODE": 0}
-)
-SCATTER_PAIRS = Kernel(
-    "count_sort", _COUNT_SORT_BINDINGS, (("pair_count", "uint"),), {"COUNT_MODE": 1}
+_COUNT_SORT_BINDINGS = {"pairs": 0, "counters": 1, "grouped": 2, "pair_total": 3}
+COUNT_PAIRS = Kernel("count_sort", _COUNT_SORT_BINDINGS, (), {"COUNT_MODE": 0})
+SCATTER_PAIRS = Kernel("count_sort", _COUNT_SORT_BINDINGS, (), {"COUNT_MODE": 1})
+
+# -- between the scan and emission, when one submission runs a part: the dispatch sizes -------
+
+PAIR_DISPATCH = Kernel(
+    "pair_dispatch",
+    {"pair_total": 0, "wrap_flag": 1, "pair_dispatch": 2},
+    (("triangle_count", "uint"), ("capacity", "uint"), ("max_groups_x", "uint")),
 )
 
 # -- passes 5 and 6, unique-marking and compaction: over sorted pairs, or the histogram -------
@@ -81,13 +85,22 @@ COMPACT_COUNTS = Kernel(
     {"FROM_HISTOGRAM": 1},
 )
 
-# -- pass 7, the bit-flip fill: flips (with the parity when one round finishes it), parity ----
+# -- pass 7, the bit-flip fill: flips (with the parity and the column counts when the slab has
+# one part), parity and counts after several parts -------------------------------------------
 
-_FILL_BINDINGS = {"records": 0, "pairs": 1, "tiles": 2, "fill_dispatch": 3, "grid": 4}
+_FILL_BINDINGS = {
+    "records": 0,
+    "pairs": 1,
+    "tiles": 2,
+    "fill_dispatch": 3,
+    "grid": 4,
+    "column_counts": 5,
+    "column_sums": 6,
+}
 _FILL_PUSH = (
     ("window", WINDOW),
     ("fill_round", "uint"),
-    ("all_tiles", "uint"),
+    ("fill_rounds", "uint"),
     ("finish", "uint"),
 )
 FILL_FLIPS = Kernel(
@@ -118,6 +131,7 @@ PASS_KERNELS = (
     COMPACT_COUNTS,
     FILL_FLIPS,
     FILL_PARITY,
+    PAIR_DISPATCH,
 )
 
 # -- the SVO build: classification bottom-up, then compaction ---------------------------------

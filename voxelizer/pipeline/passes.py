@@ -50,7 +50,11 @@ SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
 TILE_BYTES = 16  # Tile in compact.comp / fill.comp
 PAIR_BYTES = 8
+COLUMN_SUM_BYTES = 8  # (balance, moment) per column (shaders/fill.comp)
 COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold
+# Pairs the one-submission path records room for at least (PassRunner._speculative_capacity):
+# 2 MiB in each of the two pair buffers; more where the pool's buffers have grown.
+SPECULATIVE_PAIRS = 1 << 18
 
 
 def pass_defines(variant: str, subgroups: Mapping[str, int]) -> dict[str, int]:
@@ -84,6 +88,7 @@ class PassPipelines:
         self.compact_counts = build(kernels.COMPACT_COUNTS)
         self.fill_flips = build(kernels.FILL_FLIPS)
         self.fill_parity = build(kernels.FILL_PARITY)
+        self.pair_dispatch = build(kernels.PAIR_DISPATCH)
 
     def all(self) -> list[ComputePipeline]:
         return [
@@ -100,6 +105,7 @@ class PassPipelines:
             self.compact_counts,
             self.fill_flips,
             self.fill_parity,
+            self.pair_dispatch,
         ]
 
     def destroy(self) -> None:
@@ -136,6 +142,15 @@ class Window:
         )
 
 
+@dataclass
+class _SlabState:
+    """What the submissions of one slab have done to its buffers so far."""
+
+    window: Window
+    clear: bool = True  # the next submission clears the grid and the column counts first
+    sums_cleared: bool = False  # column_sums zeroed for parts that add to them
+
+
 class PassRunner:
     """Runs the passes over one window of rows at a time, for one mesh in grid space.
 
@@ -143,6 +158,15 @@ class PassRunner:
     buffer and the budget); a window whose pairs would not fit `pair_budget` bytes is split
     into halves of tile rows, and a single tile row into halves of its batch. Every part
     XORs its crossings into the same grid, so the result does not depend on the split.
+
+    A slab that is one part (the usual case) goes to the GPU in one submission with the
+    counting sort: the pair buffers are recorded at a capacity chosen before the pair count
+    is known (what the pool holds, at least SPECULATIVE_PAIRS, within the budget), the GPU
+    sizes the dispatches from the count (shaders/pair_dispatch.comp), and only a part whose
+    pairs do not fit (or whose tiles need more fill rounds) is run again, as the general path
+    does it: a submission that counts, then one that groups and fills with exact sizes.
+    The fill's column counts (shaders/fill.comp) come back with the last submission of each
+    slab and are added to the stats (`open_columns`, `overlap_columns`).
     """
 
     def __init__(
@@ -159,6 +183,7 @@ class PassRunner:
         pair_budget: int | None = None,
         stats: Stats | None = None,
     ):
+        started = time.perf_counter()
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
         self.scan = scan
         self.vertices = np.ascontiguousarray(vertices, np.float32)
@@ -171,43 +196,52 @@ class PassRunner:
         self._uploaded: tuple[int, int] | None = None
         self._geometry: dict[str, Binding] = {}  # "soup", or "vertices" and "indices"
         self._tile_boxes: np.ndarray | None = None
-        started = time.perf_counter()
-        # Soup variants gather once for a single batch, per batch otherwise; the indexed ones
-        # upload the vertices once and the indices batch by batch.
-        one_gather = not pipelines.indexed and self.batch_triangles == self.triangles
-        self._soup = self._gather(0, self.triangles) if one_gather else None
+        self._slab = _SlabState(Window(0, 0, 0, 0, 0))
+        # The host arrays the passes read; the soup is gathered straight into staging memory
+        # as each batch goes up (`upload`).
         self.stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
         self.stats.count(triangles=self.triangles)
 
-    def voxelize(self, slab: Window, grid: Binding) -> None:
-        """Leave the solid bits of the slab's rows in `grid` (cleared first)."""
+    def voxelize(self, slab: Window, grid: Binding, download: bool = False) -> Buffer | None:
+        """Leave the solid bits of the slab's rows in `grid` (cleared first). With `download`,
+        the last submission also copies them into a staging buffer, which is returned."""
         batches = [
             (first, min(first + self.batch_triangles, self.triangles))
             for first in range(0, self.triangles, self.batch_triangles)
         ]
         work = [(slab, batch) for batch in batches]
-        fills, clear = 0, True
+        self._slab = _SlabState(slab)
+        fills = 0
+        staging: Buffer | None = None
         while work:
             window, batch = work.pop(0)
-            pair_count, may_wrap = self._count_pairs(window, batch, grid if clear else None)
-            clear = False
+            alone = fills == 0 and not work  # no other part flips bits in this slab
+            if alone and self.sort == "counting":
+                done, staging, pair_count, may_wrap = self._count_and_fill(
+                    window, batch, grid, download
+                )
+                if done:
+                    fills = 1
+                    break
+            else:
+                pair_count, may_wrap = self._count_pairs(window, batch, grid)
             if may_wrap and self._pair_bound(window, batch) >= COUNT_RANGE:
                 work[:0] = self._split(window, batch)  # the 32-bit total may have wrapped
                 continue
             if not self._pairs_fit(window, pair_count):
                 work[:0] = self._split(window, batch)
                 continue
-            alone = fills == 0 and not work  # no other part flips bits in this slab
-            self._fill(window, pair_count, grid, parity=alone)
+            staging = self._fill(window, pair_count, grid, finish=alone, download=download)
             fills += 1
         if fills != 1:  # several parts (or none: the grid is still cleared below)
-            self._parity_all(slab, grid, clear)
+            staging = self._parity_all(grid, download)
         self.stats.count(slabs=1, parts=fills)
+        return staging
 
     # -- one part: count, then emit, group, compact and fill ---------------------------------
 
     def _count_pairs(
-        self, window: Window, batch: tuple[int, int], clear_grid: Binding | None
+        self, window: Window, batch: tuple[int, int], grid: Binding
     ) -> tuple[int, bool]:
         """Submission 1: upload (if another batch is up), setup, scan; read back the total,
         and whether some triangle touches so many tiles that the 32-bit total may have wrapped
@@ -216,8 +250,125 @@ class PassRunner:
         sequence = self.sequence
         sequence.begin()
         sequence.mark("start")
-        if clear_grid is not None:
-            sequence.fill(clear_grid.buffer, 0, clear_grid.size)
+        self._record_clear(grid)
+        upload_ms = self._record_count(window, batch)
+        total_staging = sequence.download(self._total, 4)
+        wrap_staging = sequence.download(self._wrap_flag.buffer, 4)
+        self.stats.add_gpu(sequence.submit())
+        pair_count = int(total_staging.read(np.uint32, 1)[0])
+        may_wrap = bool(wrap_staging.read(np.uint32, 1)[0])
+        self.stats.add_host(
+            upload=upload_ms, setup_submission=(time.perf_counter() - started) * 1e3 - upload_ms
+        )
+        return pair_count, may_wrap
+
+    def _count_and_fill(
+        self, window: Window, batch: tuple[int, int], grid: Binding, download: bool
+    ) -> tuple[bool, Buffer | None, int, bool]:
+        """The slab's only part in one submission, its pair buffers sized before the count is
+        known: (done, the grid's staging copy if done and `download`, pair count, may wrap).
+        A part not done keeps its records on the device for _fill (and its grid is cleared
+        again if the fill ran)."""
+        started = time.perf_counter()
+        capacity = self._speculative_capacity(window)
+        if capacity == 0:
+            return (False, None, *self._count_pairs(window, batch, grid))
+        sequence = self.sequence
+        sequence.begin()
+        sequence.mark("start")
+        self._record_clear(grid)
+        upload_ms = self._record_count(window, batch)
+        dispatch = self.pool.get("pair_dispatch", 32, INDIRECT)
+        sequence.dispatch(
+            self.pipelines.pair_dispatch,
+            {"pair_total": self._total, "wrap_flag": self._wrap_flag, "pair_dispatch": dispatch},
+            {
+                "triangle_count": self._count,
+                "capacity": capacity,
+                "max_groups_x": self.device.max_groups_x,
+            },
+            1,
+        )
+        sequence.barrier()
+        fill_args = self._record_fill(window, capacity, grid, finish=True, dispatch=dispatch)
+        total_staging = sequence.download(self._total, 4)
+        wrap_staging = sequence.download(self._wrap_flag.buffer, 4)
+        tile_staging = sequence.download(fill_args, 16)
+        counts_staging, grid_staging = self._record_results(grid, download)
+        self.stats.add_gpu(sequence.submit())
+        pair_count = int(total_staging.read(np.uint32, 1)[0])
+        may_wrap = bool(wrap_staging.read(np.uint32, 1)[0])
+        counts = counts_staging.read(np.uint32, 4)
+        self.stats.add_host(
+            upload=upload_ms, passes_submission=(time.perf_counter() - started) * 1e3 - upload_ms
+        )
+        if may_wrap or pair_count > capacity:
+            return False, None, pair_count, may_wrap  # nothing emitted: the grid is still clear
+        if counts[2]:  # a tile needs more fill rounds: the part runs again
+            self._slab.clear = True
+            return False, None, pair_count, may_wrap
+        self._count_columns(counts)
+        self.stats.count(pairs=pair_count, tiles=int(tile_staging.read(np.uint32, 4)[3]))
+        self.stats.count_max(sort_size=pair_count)
+        return True, grid_staging, pair_count, may_wrap
+
+    def _speculative_capacity(self, window: Window) -> int:
+        """Pairs the one-submission path records room for: what the pool's pair buffers hold
+        already, at least SPECULATIVE_PAIRS, within the budget and a buffer (0: do not try)."""
+        held = min(self.pool.capacity("pairs"), self.pool.capacity("grouped_pairs"))
+        capacity = max(held // PAIR_BYTES, SPECULATIVE_PAIRS)
+        capacity = min(capacity, self.device.max_storage_range // PAIR_BYTES)
+        if self.pair_budget is not None:
+            room = self.pair_budget - pair_bytes(0, window.tiles, "counting")
+            capacity = min(capacity, room // (2 * PAIR_BYTES))
+        return max(capacity, 0)
+
+    def _record_clear(self, grid: Binding) -> None:
+        """At the start of a slab's submission: clear its grid and column counts, if due."""
+        if not self._slab.clear:
+            return
+        sequence = self.sequence
+        sequence.fill(grid.buffer, 0, grid.size)
+        sequence.fill(self._column_counts(), 0)
+        sequence.barrier()
+        self._slab.clear = False
+
+    def _column_counts(self) -> Buffer:
+        return self.pool.get("column_counts", 16)
+
+    def _column_sums(self, needed: bool) -> Binding:
+        """The per-column sums of the fill (zeroed once per slab), or a stand-in when the
+        dispatch never touches them."""
+        if not needed:
+            return self.pool.binding("unused", 16)
+        window = self._slab.window
+        sums = self.pool.binding(
+            "column_sums", column_sums_bytes(window.nx, window.row_hi - window.row_lo)
+        )
+        if not self._slab.sums_cleared:
+            self.sequence.fill(sums.buffer, 0, sums.size)
+            self.sequence.barrier()
+            self._slab.sums_cleared = True
+        return sums
+
+    def _record_results(self, grid: Binding, download: bool) -> tuple[Buffer, Buffer | None]:
+        """At the end of a slab's last submission: copy back its column counts, and its grid
+        with `download`."""
+        counts = self.sequence.download(self._column_counts(), 16)
+        if not download:
+            return counts, None
+        bits = self.sequence.download(grid.buffer, self._slab.window.grid_bytes)
+        self.sequence.mark("download")
+        return counts, bits
+
+    def _count_columns(self, counts: np.ndarray) -> None:
+        self.stats.count(open_columns=int(counts[0]), overlap_columns=int(counts[1]))
+
+    def _record_count(self, window: Window, batch: tuple[int, int]) -> float:
+        """Record upload (if another batch is up), setup and the scan of the tile counts; the
+        records, the scanned offsets and the total stay on the device for the next passes.
+        Returns the host milliseconds of the upload."""
+        sequence = self.sequence
         upload_ms = self._upload(batch)
         sequence.barrier()
         sequence.mark("upload")
@@ -238,18 +389,11 @@ class PassRunner:
         )
         sequence.barrier()
         sequence.mark("setup")
-        total = self.scan.record(sequence, self.pool, offsets.buffer, count, "tile_counts")
+        self._total = self.scan.record(sequence, self.pool, offsets.buffer, count, "tile_counts")
         sequence.mark("scan")
-        total_staging = sequence.download(total, 4)
-        wrap_staging = sequence.download(wrap_flag.buffer, 4)
-        self.stats.add_gpu(sequence.submit())
-        pair_count = int(total_staging.read(np.uint32, 1)[0])
-        may_wrap = bool(wrap_staging.read(np.uint32, 1)[0])
         self._records, self._offsets, self._count = records, offsets, count
-        self.stats.add_host(
-            upload=upload_ms, setup_submission=(time.perf_counter() - started) * 1e3 - upload_ms
-        )
-        return pair_count, may_wrap
+        self._wrap_flag = wrap_flag
+        return upload_ms
 
     def _upload(self, batch: tuple[int, int]) -> float:
         if self._uploaded == batch:
@@ -260,18 +404,19 @@ class PassRunner:
             arrays: dict[str, np.ndarray] = {"indices": self.faces[first:end]}
             if self._uploaded is None:
                 arrays["vertices"] = self.vertices
+            for name, array in arrays.items():
+                self._geometry[name] = self.pool.binding(name, array.nbytes)
+                self.sequence.upload(self._geometry[name].buffer, array)
         else:
-            soup = self._soup[first:end] if self._soup is not None else self._gather(first, end)
-            arrays = {"soup": soup}
-        for name, array in arrays.items():
-            self._geometry[name] = self.pool.binding(name, array.nbytes)
-            self.sequence.upload(self._geometry[name].buffer, array)
+            soup = self.pool.binding("soup", (end - first) * 36)
+            self._geometry["soup"] = soup
+            self._gather(first, end, self.sequence.upload_view(soup.buffer, (end - first, 3, 3)))
         self._uploaded = batch
         return (time.perf_counter() - started) * 1e3  # into staging memory
 
-    def _gather(self, first: int, end: int) -> np.ndarray:
-        """The triangle soup of faces [first, end): (count, 3, 3) float32."""
-        soup = np.empty((end - first, 3, 3), np.float32)
+    def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
+        """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32 (the
+        staging memory itself: no copy of it in between)."""
 
         def gather(start: int, stop: int) -> None:  # np.take: about twice faster than []
             np.take(
@@ -282,7 +427,6 @@ class PassRunner:
             )
 
         for_row_chunks(end - first, gather)
-        return soup
 
     def _pair_slots(self, pair_count: int) -> int:
         if self.sort == "bitonic":
@@ -310,106 +454,133 @@ class PassRunner:
             "budget holds; raise max_memory"
         )
 
-    def _fill(self, window: Window, pair_count: int, grid: Binding, parity: bool) -> None:
-        """Submission 2: emission, grouping by tile, marking, compaction, fill."""
+    def _fill(
+        self, window: Window, pair_count: int, grid: Binding, finish: bool, download: bool
+    ) -> Buffer | None:
+        """Submission 2: emission, grouping by tile, marking, compaction, fill, of the part
+        counted last. With `finish` (the slab's only part) also the parity, and the column
+        counts (and the grid, with `download`) come back: their staging buffer is returned."""
         started = time.perf_counter()
-        sequence, pipelines = self.sequence, self.pipelines
-        sequence.begin()
-        sequence.mark("start")
-        fill_args = self.pool.get("fill_args", 16, INDIRECT)
-        slots = self._pair_slots(pair_count)
-        tiles = 0
-        if pair_count:
-            pairs = self.pool.binding("pairs", slots * PAIR_BYTES)
-            sequence.fill(
-                pairs.buffer,
-                0xFFFFFFFF,
-                (slots - pair_count) * PAIR_BYTES,
-                offset=pair_count * PAIR_BYTES,
-            )  # bitonic padding sorts last
-            sequence.barrier()
-            sequence.dispatch(
-                pipelines.emit,
-                {"records": self._records, "offsets": self._offsets, "pairs": pairs},
-                {"triangle_count": self._count, "window": window},
-                workgroups(self._count, WG_SIZE),
-            )
-            sequence.barrier()
-            sequence.mark("emit")
-            record_tiles = (
-                _record_bitonic_tiles if self.sort == "bitonic" else _record_counting_tiles
-            )
-            grouped, tile_list = record_tiles(
-                sequence,
-                pipelines,
-                self.scan,
-                self.pool,
-                pairs,
-                pair_count,
-                slots,
-                window.tiles,
-                fill_args,
-                self.device.max_groups_x,
-            )
-            fill_bindings: dict[str, Binding | Buffer] = {
-                "records": self._records,
-                "pairs": grouped,
-                "tiles": tile_list,
-                "fill_dispatch": fill_args,
-                "grid": grid,
-            }
-            rounds = workgroups(pair_count, FILL_PAIRS_PER_ROUND)
-            finish = parity and rounds == 1  # the flips stage computes the parity itself
-            for fill_round in range(rounds):
-                sequence.dispatch_indirect(
-                    pipelines.fill_flips,
-                    fill_bindings,
-                    {"window": window, "fill_round": fill_round, "all_tiles": 0, "finish": finish},
-                    fill_args,
-                )
-                sequence.barrier()
-            if parity and not finish:
-                sequence.dispatch_indirect(
-                    pipelines.fill_parity,
-                    fill_bindings,
-                    {"window": window, "fill_round": 0, "all_tiles": 0, "finish": 0},
-                    fill_args,
-                )
-                sequence.barrier()
-            sequence.mark("fill")
-            tile_staging = sequence.download(fill_args, 16)
-        self.stats.add_gpu(sequence.submit())
-        self.stats.add_host(fill_submission=(time.perf_counter() - started) * 1e3)
-        if pair_count:
-            tiles = int(tile_staging.read(np.uint32, 4)[3])
-        self.stats.count(pairs=pair_count, tiles=tiles)
-        self.stats.count_max(sort_size=slots if pair_count else 0)
-
-    def _parity_all(self, slab: Window, grid: Binding, clear: bool) -> None:
-        """Parity over every tile of the slab, after several parts flipped bits."""
         sequence = self.sequence
         sequence.begin()
         sequence.mark("start")
-        if clear:
-            sequence.fill(grid.buffer, 0, grid.size)
-            sequence.barrier()
-        unused = self.pool.binding("unused", 16)
+        self._record_clear(grid)
+        fill_args = self._record_fill(window, pair_count, grid, finish)
+        tile_staging = sequence.download(fill_args, 16) if pair_count else None
+        counts_staging, grid_staging = (
+            self._record_results(grid, download) if finish else (None, None)
+        )
+        self.stats.add_gpu(sequence.submit())
+        self.stats.add_host(fill_submission=(time.perf_counter() - started) * 1e3)
+        tiles = int(tile_staging.read(np.uint32, 4)[3]) if tile_staging is not None else 0
+        self.stats.count(pairs=pair_count, tiles=tiles)
+        self.stats.count_max(sort_size=self._pair_slots(pair_count) if pair_count else 0)
+        if counts_staging is not None:
+            counts = counts_staging.read(np.uint32, 4)
+            if counts[2]:  # exact rounds: the fill takes every tile whole
+                raise VoxelizerError("internal error: fill rounds recorded for too few pairs")
+            self._count_columns(counts)
+        return grid_staging
+
+    def _record_fill(
+        self,
+        window: Window,
+        pairs: int,
+        grid: Binding,
+        finish: bool,
+        dispatch: Buffer | None = None,
+    ) -> Buffer:
+        """Record emission, grouping, marking, compaction and the fill of the part counted
+        last: for exactly `pairs` pairs, or, with `dispatch` (shaders/pair_dispatch.comp's
+        output), for however many the GPU counted, up to `pairs` (then one fill round: a tile
+        with more pairs is reported as unfinished). Returns the fill's dispatch arguments."""
+        sequence, pipelines = self.sequence, self.pipelines
         fill_args = self.pool.get("fill_args", 16, INDIRECT)
+        if not pairs:
+            return fill_args
+        slots = self._pair_slots(pairs)
+        pair_buffer = self.pool.binding("pairs", slots * PAIR_BYTES)
+        if self.sort == "bitonic":  # (never with `dispatch`: the network needs the count)
+            sequence.fill(
+                pair_buffer.buffer,
+                0xFFFFFFFF,
+                (slots - pairs) * PAIR_BYTES,
+                offset=pairs * PAIR_BYTES,
+            )  # padding sorts last
+            sequence.barrier()
+        emit = (
+            {"records": self._records, "offsets": self._offsets, "pairs": pair_buffer},
+            {"triangle_count": self._count, "window": window},
+        )
+        if dispatch is None:
+            sequence.dispatch(pipelines.emit, *emit, workgroups(self._count, WG_SIZE))
+        else:
+            sequence.dispatch_indirect(pipelines.emit, *emit, dispatch, offset=0)
+        sequence.barrier()
+        sequence.mark("emit")
+        if self.sort == "bitonic":
+            grouped, tile_list = _record_bitonic_tiles(
+                sequence, pipelines, self.scan, self.pool, pair_buffer, pairs, slots,
+                window.tiles, fill_args, self.device.max_groups_x,
+            )  # fmt: skip
+        else:
+            grouped, tile_list = _record_counting_tiles(
+                sequence, pipelines, self.scan, self.pool, pair_buffer, pairs, self._total,
+                dispatch, window.tiles, fill_args, self.device.max_groups_x,
+            )  # fmt: skip
+        rounds = 1 if dispatch is not None else workgroups(pairs, FILL_PAIRS_PER_ROUND)
+        bindings: dict[str, Binding | Buffer] = {
+            "records": self._records,
+            "pairs": grouped,
+            "tiles": tile_list,
+            "fill_dispatch": fill_args,
+            "grid": grid,
+            "column_counts": self._column_counts(),
+            "column_sums": self._column_sums(needed=not finish or rounds > 1),
+        }
+        for fill_round in range(rounds):
+            sequence.dispatch_indirect(
+                pipelines.fill_flips,
+                bindings,
+                {"window": window, "fill_round": fill_round, "fill_rounds": rounds,
+                 "finish": int(finish)},
+                fill_args,
+            )  # fmt: skip
+            sequence.barrier()
+        sequence.mark("fill")
+        return fill_args
+
+    def _parity_all(self, grid: Binding, download: bool) -> Buffer | None:
+        """Parity and column counts over every tile of the slab, after several parts flipped
+        bits. Returns the grid's staging copy with `download`."""
+        started = time.perf_counter()
+        sequence = self.sequence
+        slab = self._slab.window
+        sequence.begin()
+        sequence.mark("start")
+        self._record_clear(grid)
+        unused = self.pool.binding("unused", 16)
         sequence.dispatch(
             self.pipelines.fill_parity,
             {
                 "records": unused,
                 "pairs": unused,
                 "tiles": unused,
-                "fill_dispatch": fill_args,
+                "fill_dispatch": unused,
                 "grid": grid,
+                "column_counts": self._column_counts(),
+                "column_sums": self._column_sums(needed=True),
             },
-            {"window": slab, "fill_round": 0, "all_tiles": 1, "finish": 0},
+            {"window": slab, "fill_round": 0, "fill_rounds": 1, "finish": 0},
             slab.tiles,
         )
         sequence.barrier()
         sequence.mark("fill")
+        counts_staging, grid_staging = self._record_results(grid, download)
         self.stats.add_gpu(sequence.submit())
+        self.stats.add_host(fill_submission=(time.perf_counter() - started) * 1e3)
+        self._count_columns(counts_staging.read(np.uint32, 4))
+        return grid_staging
 
     def _pair_bound(self, window: Window, batch: tuple[int, int]) -> int:
         """An upper bound of the part's pair count, from the tiles of the triangles' bounding
@@ -440,6 +611,11 @@ def triangle_bytes(indexed: bool) -> int:
 def vertex_bytes(indexed: bool, vertices: int) -> int:
     """Bytes the indexed variants hold for the whole vertex buffer, device and staging."""
     return 2 * 12 * vertices if indexed else 0
+
+
+def column_sums_bytes(nx: int, rows: int) -> int:
+    """Device bytes of the fill's per-column sums over a slab of `rows` column rows."""
+    return nx * rows * COLUMN_SUM_BYTES
 
 
 def pair_bytes(pair_count: int, window_tiles: int, sort: str) -> int:
@@ -512,38 +688,43 @@ def _record_counting_tiles(
     pool: BufferPool,
     pairs: Binding,
     pair_count: int,
-    padded: int,
+    total: Buffer,
+    dispatch: Buffer | None,
     keys: int,
     fill_args: Buffer,
     max_groups_x: int,
 ) -> tuple[Binding, Binding]:
     """Passes 4-6 by counting: a histogram of the pairs over all tile keys of the window,
-    its scan, a scatter into tile order; then flags and compaction over the tile keys."""
+    its scan, a scatter into tile order; then flags and compaction over the tile keys. The
+    pair kernels read the count from `total` (the tile-count scan's); they run over
+    `pair_count` pairs, or, with `dispatch`, as many as pair_dispatch.comp sized them for."""
     counts = pool.binding("tile_pair_counts", keys * 4)
     starts = pool.binding("tile_starts", keys * 4)
     cursors = pool.binding("tile_cursors", keys * 4)
     grouped = pool.binding("grouped_pairs", pair_count * PAIR_BYTES)
+
+    def over_pairs(pipeline: ComputePipeline, counters: Binding) -> None:
+        bindings: dict[str, Binding | Buffer] = {
+            "pairs": pairs,
+            "counters": counters,
+            "grouped": grouped,
+            "pair_total": total,
+        }
+        if dispatch is None:
+            sequence.dispatch(pipeline, bindings, {}, workgroups(pair_count, WG_SIZE))
+        else:
+            sequence.dispatch_indirect(pipeline, bindings, {}, dispatch, offset=16)
+        sequence.barrier()
+
     sequence.fill(counts.buffer, 0, keys * 4)
     sequence.barrier()
-    sequence.dispatch(
-        pipelines.count_pairs,
-        {"pairs": pairs, "counters": counts, "grouped": grouped},
-        {"pair_count": pair_count},
-        workgroups(pair_count, WG_SIZE),
-    )
-    sequence.barrier()
+    over_pairs(pipelines.count_pairs, counts)
     sequence.copy(counts.buffer, starts.buffer, keys * 4)
     sequence.barrier()
     scan.record(sequence, pool, starts.buffer, keys, "tile_starts")
     sequence.copy(starts.buffer, cursors.buffer, keys * 4)
     sequence.barrier()
-    sequence.dispatch(
-        pipelines.scatter_pairs,
-        {"pairs": pairs, "counters": cursors, "grouped": grouped},
-        {"pair_count": pair_count},
-        workgroups(pair_count, WG_SIZE),
-    )
-    sequence.barrier()
+    over_pairs(pipelines.scatter_pairs, cursors)
     sequence.mark("sort")
     flags = pool.binding("flags", keys * 4)
     sequence.dispatch(

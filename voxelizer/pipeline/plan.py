@@ -2,8 +2,9 @@
 
 Everything the passes allocate is counted against one budget (device buffers and their
 staging copies; on a CPU device both are host memory). Each stage states what it allocates
-next to its allocations (passes: `Window.grid_bytes`, `triangle_bytes`, `vertex_bytes`,
-`pair_bytes`; the SVO build: `Forest.classify_bytes`); the plan only composes them. The grid
+next to its allocations (passes: `Window.grid_bytes`, `column_sums_bytes`, `triangle_bytes`,
+`vertex_bytes`, `pair_bytes`; the SVO build: `Forest.classify_bytes`); the plan only composes
+them. The grid
 is voxelized whole when it, its SVO classification and any download fit one storage buffer
 and half the budget; otherwise in slabs of S column rows, S the largest power of two that
 fits, so that each slab converts to a forest of S-cubes (svo_build.Forest, merge.py).
@@ -19,7 +20,15 @@ from ..budget import parse_size
 from ..errors import MemoryBudgetError
 from ..gpu.device import Device
 from ..log import get_logger
-from .passes import RECORD_BYTES, TILE_SIDE, Window, geometry_bytes, triangle_bytes, vertex_bytes
+from .passes import (
+    RECORD_BYTES,
+    TILE_SIDE,
+    Window,
+    column_sums_bytes,
+    geometry_bytes,
+    triangle_bytes,
+    vertex_bytes,
+)
 from .svo_build import Forest, octree_shape
 
 _log = get_logger(__name__)
@@ -81,10 +90,11 @@ def make_plan(
         window = Window(nx, nz, 0, rows, 0)
         forest = Forest.whole_grid(shape) if whole else Forest(shape, rows, 0, 0, rows)
         grid = window.grid_bytes
+        sums = column_sums_bytes(nx, rows)  # the fill's, for a slab of several parts
         classify = forest.classify_bytes() if svo else 0
         download = grid if dense else 0  # the staging copy the bits come back through
-        largest = max(grid, forest.largest_classify_buffer() if svo else 0)
-        return grid + classify + download, largest
+        largest = max(grid, sums, forest.largest_classify_buffer() if svo else 0)
+        return grid + sums + classify + download, largest
 
     total, largest = slab_bytes(ny, True)
     whole = largest <= limit and total <= budget // 2

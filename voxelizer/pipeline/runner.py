@@ -20,7 +20,7 @@ from typing import Literal, overload
 import numpy as np
 
 from ..components import Run, mesh_components, union_runs
-from ..gpu.buffers import BufferPool
+from ..gpu.buffers import Buffer, BufferPool
 from ..gpu.commands import Binding, Sequence
 from ..gpu.device import Device
 from ..gpu.scan import Scan
@@ -37,6 +37,7 @@ from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_
 _log = get_logger(__name__)
 FILL_MODES = ("parity", "vote", "union")
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
+COLUMN_COUNTS = ("open_columns", "overlap_columns")  # the fill's mesh check (shaders/fill.comp)
 # Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
 Progress = Callable[[str, int, int], None]
 
@@ -164,9 +165,9 @@ class Pipeline:
         forests: list[tuple[int, SVOArrays]] = []
         for index, slab in enumerate(slabs):
             grid = self._pool.binding("grid", slab.grid_bytes)
-            runner.voxelize(slab, grid)
-            if voxels is not None:
-                voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
+            staging = runner.voxelize(slab, grid, download=voxels is not None)
+            if voxels is not None and staging is not None:
+                voxels[:, slab.row_lo : slab.row_hi] = self._unpack(slab, staging, stats)
             else:
                 forest = plan.forest(slab)
                 forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
@@ -187,15 +188,10 @@ class Pipeline:
         stats.add_host(svo_merge=(time.perf_counter() - started) * 1e3)
         return octree
 
-    def _download(self, slab: Window, grid: Binding, stats: Stats) -> np.ndarray:
-        """The slab's bits, unpacked to bool[i, j - row_lo, k]."""
+    def _unpack(self, slab: Window, staging: Buffer, stats: Stats) -> np.ndarray:
+        """The slab's bits, copied back with the passes' last submission, unpacked to
+        bool[i, j - row_lo, k]."""
         started = time.perf_counter()
-        sequence = self._sequence
-        sequence.begin()
-        sequence.mark("start")
-        staging = sequence.download(grid.buffer, slab.grid_bytes)
-        sequence.mark("download")
-        stats.add_gpu(sequence.submit())
         words = staging.read(np.uint32, slab.grid_bytes // 4)
         voxels = unpack_columns(words, (slab.nx, slab.row_hi - slab.row_lo, slab.nz))
         stats.add_host(download=(time.perf_counter() - started) * 1e3)
@@ -219,7 +215,8 @@ class Pipeline:
         Counting crossings from the other end of a column (the mesh mirrored along it) gives a
         different answer exactly where a ray passes through a hole, so the six rays out of a
         voxel near a hole mostly outvote the few that leak. The counts are those of the first
-        direction; the times are summed over all six."""
+        direction, except the column counts, summed over the three axes (a mirrored run
+        crosses the same columns); the times are summed over all six."""
         votes = np.zeros(job.shape, np.uint8)
         first = True
         for order in COLUMN_AXIS_ORDERS:
@@ -233,6 +230,8 @@ class Pipeline:
                 votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
                 if not first:
                     stats.add_times_of(run)
+                    if not mirrored:
+                        stats.count(**{name: run.counts.get(name, 0) for name in COLUMN_COUNTS})
                 first = False
         return votes >= VOTES_NEEDED
 
@@ -273,7 +272,10 @@ class Pipeline:
         """Sum over the runs of sign * parity, each run through the dense parity path (slabs
         as the plan says). One run adds at most one per voxel (its components' interiors are
         disjoint), so |winding| <= runs: a byte per voxel on the host up to 127 runs. Counts
-        and times of the runs are summed (`triangles`: each triangle once)."""
+        and times of the runs are summed (`triangles`: each triangle once; `open_columns`
+        too, as closed parts balance every column), but `overlap_columns` is the mesh's own:
+        the columns where the summed winding leaves {0, 1} (where parity would differ from
+        the union), counted here exactly."""
         dtype = np.int8 if len(runs) < 1 << 7 else np.int16 if len(runs) < 1 << 15 else np.int32
         winding = np.zeros(job.shape, dtype)
         for index, run in enumerate(runs):
@@ -289,6 +291,7 @@ class Pipeline:
             add(winding, solid, out=winding, casting="unsafe")
             if job.progress is not None:
                 job.progress("runs", index + 1, len(runs))
+        stats.counts["overlap_columns"] = _overlap_columns(winding)
         return winding
 
     # -- kernels, stats, lifetime ------------------------------------------------------------
@@ -330,6 +333,14 @@ class Pipeline:
         self._svo = None
         self._sequence.destroy()
         self._pool.destroy()
+
+
+def _overlap_columns(winding: np.ndarray) -> int:
+    """Columns (i, j) where the winding leaves {0, 1} at some voxel, an i-plane at a time."""
+    columns = 0
+    for plane in winding:
+        columns += int(np.count_nonzero(((plane < 0) | (plane > 1)).any(axis=1)))
+    return columns
 
 
 def _ms(times: dict[str, float]) -> str:
