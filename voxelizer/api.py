@@ -85,6 +85,7 @@ class Voxelizer:
         bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's box; it must
         contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total))."""
         checked = Options.create(grid, **options)
+        self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         job = self._job(loaded, placement, checked)
         with self._locked():
@@ -99,6 +100,7 @@ class Voxelizer:
         """Solid voxelization on a dense grid: voxel set iff its centre is inside the mesh.
         Arguments as for voxelize."""
         checked = Options.create(grid, **options)
+        self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
         job = self._job(loaded, placement, checked)
@@ -137,6 +139,18 @@ class Voxelizer:
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels
+
+    def _start_kernels(self, options: Options, svo: bool) -> None:
+        """Have the kernels of this call built in the background while the mesh is read and
+        checked (the first call of a process gains most). Skipped while another thread
+        voxelizes: a closed or foreign Voxelizer is refused later, by _locked."""
+        if self._pid != os.getpid() or not self._lock.acquire(blocking=False):
+            return
+        try:
+            if not self._closed:
+                self._pipeline.prepare(options.variant, options.sort, svo)
+        finally:
+            self._lock.release()
 
     def _prepare(self, mesh: MeshLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
         """Load and check the mesh, warn if it is open, place the grid."""

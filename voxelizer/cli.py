@@ -244,7 +244,7 @@ def _parser() -> argparse.ArgumentParser:
         "--verbose",
         action="count",
         default=0,
-        help="log the device chosen, the memory plan and the shader cache to stderr "
+        help="log the device chosen, the memory plan and the shader modules to stderr "
         "(instead of the progress line); -vv also the GPU time per pass",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")

@@ -9,9 +9,13 @@ consistently wound surface (trimesh's `is_watertight`) whose volume is exactly c
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import numpy.typing
-import trimesh
+
+if TYPE_CHECKING:
+    import trimesh  # imported where a mesh is made: `import voxelizer` stays light
 
 # Corners of a face across axis a (axes b = a+1, c = a+2 mod 3), counter-clockwise seen
 # from +a, as (db, dc) offsets; reversed for a face looking towards -a.
@@ -22,6 +26,8 @@ def voxel_surface(
     voxels: np.ndarray, origin: numpy.typing.ArrayLike, voxel_size: float
 ) -> trimesh.Trimesh:
     """Outward-facing quads (2 triangles each) between every solid voxel and an empty one."""
+    import trimesh
+
     voxels = np.asarray(voxels, bool)
     shape = np.array(voxels.shape)
     padded = np.pad(voxels, 1)

@@ -23,6 +23,7 @@ from ..components import Run, mesh_components, union_runs
 from ..gpu.buffers import BufferPool
 from ..gpu.commands import Binding, Sequence
 from ..gpu.device import Device
+from ..gpu.pipelines import build_in_background
 from ..gpu.scan import Scan
 from ..grid import pack_columns, unpack_columns
 from ..log import get_logger
@@ -204,10 +205,8 @@ class Pipeline:
     def _build_svo(
         self, forest: Forest, grid: Binding, stats: Stats, words: np.ndarray | None = None
     ) -> SVOArrays:
-        if self._svo is None:
-            self._svo = SVOPipelines(self.device)
         return build_svo_on_gpu(
-            self.device, self._scan_kernels(), self._svo, self._pool, self._sequence,
+            self.device, self._scan_kernels(), self._svo_kernels(), self._pool, self._sequence,
             forest, grid, stats, words,
         )  # fmt: skip
 
@@ -302,6 +301,31 @@ class Pipeline:
         if self._scan is None:
             self._scan = Scan(self.device)
         return self._scan
+
+    def _svo_kernels(self) -> SVOPipelines:
+        if self._svo is None:
+            self._svo = SVOPipelines(self.device)
+        return self._svo
+
+    def prepare(self, variant: str, sort: str, svo: bool) -> None:
+        """Start building the kernels a parity job of this kind dispatches, in the order it
+        dispatches them, on a background thread: the caller reads and checks the mesh
+        meanwhile. Those built already cost nothing; a job needing others builds them."""
+        passes = self._pass_kernels(variant)
+        scan = self._scan_kernels()
+        if sort == "counting":
+            grouping = [passes.count_pairs, passes.scatter_pairs, passes.mark_counts]
+            grouping.append(passes.compact_counts)
+        else:
+            grouping = [passes.sort_blocks, passes.sort_step, passes.sort_merge, passes.mark]
+            grouping.append(passes.compact)
+        wanted = [passes.setup, scan.scan_blocks, scan.add_offsets, passes.emit, *grouping]
+        wanted.append(passes.fill_flips)
+        if svo:
+            tree = self._svo_kernels()
+            wanted += [tree.classify_bricks, tree.classify_nodes]
+            wanted += [tree.write_nodes, tree.write_bricks]
+        build_in_background(wanted)
 
     def _stats(self, job: Job) -> Stats:
         return Stats(
