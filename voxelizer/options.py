@@ -98,12 +98,12 @@ def _surface_kind(mode: str, surface: object, fill_mode: object) -> str | None:
         _choice(surface, SURFACES, "surface", ModeError)
     if mode == "solid":
         if surface is not None:
-            raise ModeError(f"surface={surface!r} needs mode='surface' (or 'both')")
+            raise ModeError(f"surface={surface!r} needs mode='surface' or mode='both'")
         return None
     if mode == "both":
         if surface == "thin":
             raise ModeError(
-                "mode='both' adds the conservative surface; 'thin' is for mode='surface'"
+                "mode='both' adds the conservative surface; surface='thin' is for mode='surface'"
             )
         return "conservative"
     if fill_mode != "parity":
@@ -119,5 +119,5 @@ def _attributes(mode: str, attributes: object) -> tuple[str, ...]:
         sorted({_choice(name, ATTRIBUTES, "attribute", ModeError) for name in attributes})
     )
     if names and mode == "solid":
-        raise ModeError("face ids belong to surface voxels: use mode='surface' or 'both'")
+        raise ModeError("face ids belong to surface voxels: use mode='surface' or mode='both'")
     return names
