@@ -74,7 +74,8 @@ class Pipeline:
     # -- the two results ---------------------------------------------------------------------
 
     def dense(self, job: Job) -> tuple[np.ndarray, Stats]:
-        """bool[i, j, k] of shape job.shape: voxel set iff its centre is inside the mesh."""
+        """bool[i, j, k] of shape job.shape: the voxels of the job's mode (solid: set iff
+        the centre is inside the mesh)."""
         stats = self._stats(job)
         if job.mode != "solid":
             voxels, _ = self._surface_dense(job, stats, face_ids=False)
