@@ -219,7 +219,7 @@ def test_every_variant_sort_and_split_counts_the_same(gpu):
         found = set()
         for variant in VARIANTS:
             for sort in passes.SORTS:
-                for max_memory in (None, 4 << 20):
+                for max_memory in (None, 8 << 20):  # 8 MiB: 2 slabs, batches of thousands
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         svo = gpu.voxelize(

@@ -79,7 +79,10 @@ def make_plan(
     svo: bool,
     dense: bool,
     whole_only: bool = False,
+    voxel_bytes: int = 0,
 ) -> Plan:
+    """`voxel_bytes`: bytes per voxel of a per-voxel attribute the slab also holds on the
+    device (face ids), downloaded through a staging copy of the same size."""
     budget = default_budget(device) if budget is None else int(budget)
     limit = device.max_storage_range
     nx, ny, nz = shape
@@ -93,8 +96,9 @@ def make_plan(
         sums = column_sums_bytes(nx, rows)  # the fill's, for a slab of several parts
         classify = forest.classify_bytes() if svo else 0
         download = grid if dense else 0  # the staging copy the bits come back through
-        largest = max(grid, sums, forest.largest_classify_buffer() if svo else 0)
-        return grid + sums + classify + download, largest
+        attribute = nx * rows * nz * voxel_bytes
+        largest = max(grid, sums, forest.largest_classify_buffer() if svo else 0, attribute)
+        return grid + sums + classify + download + 2 * attribute, largest
 
     total, largest = slab_bytes(ny, True)
     whole = largest <= limit and total <= budget // 2
