@@ -134,6 +134,18 @@ def test_two_overlapping_boxes_count_the_columns_through_the_overlap(gpu):
     assert union.stats.counts["union_runs"] == 2 and union.stats.counts["overlap_columns"] == 12
 
 
+def test_vote_warns_of_overlaps_counted_along_three_axes(gpu):
+    """Vote takes parity along each axis, so overlapping parts come out as their exclusive or
+    there too: it warns, with the columns along x, y and z summed as the reference sums them."""
+    mesh = combine(box([1.5, 2.5, 1], [8.5, 9.5, 9]), box([4.5, 6.5, 5], [12, 12, 14]))
+    expected = _reference(mesh, fill_mode="vote")
+    assert expected[0] == 0 and expected[1] > 12
+    with pytest.warns(OverlapWarning, match=f"{expected[1]} columns pass \\(along x, y and z\\)"):
+        grid = gpu.voxelize_dense(mesh, N, bounds=CUBE, fill_mode="vote")
+    counts = grid.stats.counts
+    assert (counts["open_columns"], counts["overlap_columns"]) == expected
+
+
 def test_boxes_overlapping_between_voxel_centres_do_not_count(gpu):
     """z overlap [5.75, 6.25] holds no voxel centre: the winding is 2 nowhere it is sampled."""
     mesh = combine(box([1, 1, 1], [8, 8, 6.25]), box([5, 5, 5.75], [12, 12, 14]))
@@ -247,12 +259,17 @@ def test_random_meshes_match_the_reference(gpu, variant):
     seen = set()
     for trial in range(24):
         n = int(rng.choice([8, 12, 16, 20]))
-        shapes = [_tetrahedron(rng.integers(0, 4 * n + 1, (4, 3)) / 4) for _ in range(6)]
+        alone = trial % 4 == 0  # one tetrahedron, turned outward: nothing overlaps
+        shapes = [
+            _tetrahedron(rng.integers(0, 4 * n + 1, (4, 3)) / 4) for _ in range(1 if alone else 6)
+        ]
         if trial % 3:
             g, faces = random_soup(rng, n, 12, 2 * (trial % 3), 4)
             shapes.append((g.astype(np.float64), faces))
         vertices, faces = combine(*shapes)
         vertices[0], vertices[1] = 0, n  # a tetrahedron spans the grid: bounds fit the mesh
+        if alone and np.linalg.det(vertices[1:4] - vertices[0]) > 0:
+            faces[:4] = faces[:4, ::-1]  # (its faces as _tetrahedron lists them face inward)
         expected = _reference((vertices, faces), n)
         got = _counts(gpu, (vertices, faces), n, variant=variant)
         assert got == expected, trial

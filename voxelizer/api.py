@@ -245,8 +245,8 @@ class Voxelizer:
 
 def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
     """Warn where the fill's column counts say that parity may not mean "inside": columns
-    whose crossings do not balance (an open surface), and in parity mode columns through
-    overlapping, nested or inside-out parts. (The grid contains the whole mesh, `bounds`
+    whose crossings do not balance (an open surface), or else, in parity and vote modes,
+    columns through overlapping, nested or inside-out parts. (The grid contains the whole mesh, `bounds`
     too, so no column is open because the grid cuts the surface.) Called by the Voxelizer
     methods, so the warning points at their caller's caller (the module functions' user)."""
     open_columns = counts.get("open_columns", 0)
@@ -268,13 +268,17 @@ def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
             OpenMeshWarning,
             stacklevel=4,
         )
-    overlap_columns = counts.get("overlap_columns", 0)
-    if overlap_columns and fill_mode == "parity":
+    # Where the surface is open, windings near the holes say little about overlaps: one
+    # warning, the open one. Union fills overlapping parts as meant.
+    overlap_columns = 0 if open_columns else counts.get("overlap_columns", 0)
+    if overlap_columns and fill_mode in ("parity", "vote"):
+        along = " (along x, y and z)" if fill_mode == "vote" else ""
         warnings.warn(
             f"the mesh has overlapping, nested or inside-out parts: {overlap_columns:,} "
-            f"{'column passes' if overlap_columns == 1 else 'columns pass'} where it winds "
-            "around a voxel centre other than 0 or 1 times; parity fills such parts by their "
-            "exclusive or (an overlap comes out empty); fill_mode='union' fills their union",
+            f"{'column passes' if overlap_columns == 1 else 'columns pass'}{along} where it "
+            "winds around a voxel centre other than 0 or 1 times; parity fills such parts by "
+            "their exclusive or (an overlap comes out empty); fill_mode='union' fills their "
+            "union",
             OverlapWarning,
             stacklevel=4,
         )

@@ -69,7 +69,7 @@ class OpenMeshWarning(UserWarning):
 
 
 class OverlapWarning(UserWarning):
-    """In parity mode: columns of the grid pass through overlapping or nested parts of the
+    """In parity (and vote) mode: columns of the grid pass through overlapping or nested parts of the
     mesh, or parts facing inwards (the surface winds around a voxel centre other than 0 or 1
     times). Parity fills them by their exclusive or; fill_mode="union" fills their union."""
 
