@@ -2,7 +2,9 @@
 trimesh, the reader they replace: on every shared and bundled model and on generated files of
 each variant (binary and ASCII, big-endian, other types, extra properties and elements,
 polygons, negative OBJ indices) they give the same vertices and faces; for OBJ files that
-trimesh regroups or re-indexes, the same triangles and the same voxels. Broken files get one
+trimesh regroups or re-indexes, the same triangles and the same voxels; for STL, trimesh's
+triangles in its order on corners merged by position (each position once, checked against
+merging by sorting), with the same voxels. Broken files get one
 line naming the file, the format and the fault, quickly; reading PLY, STL and OBJ (from the
 command line too) never needs trimesh."""
 
@@ -21,6 +23,8 @@ import trimesh
 
 from voxelizer import load_mesh
 from voxelizer.errors import MeshError
+from voxelizer.io.mesh_parsing import merged_corners
+from voxelizer.io.stl_file import HEADER_BYTES, TRIANGLE
 from voxelizer.mesh import Mesh
 
 from .helpers import (
@@ -66,10 +70,78 @@ def assert_same_triangles(path: Path) -> Mesh:
     return mesh
 
 
+def merged_reference(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct corner positions in the order they first appear and each corner's row,
+    by sorting (np.unique): what merged_corners computes with a hash table."""
+    values = np.ascontiguousarray(corners, dtype=corners.dtype) + 0.0  # -0.0 as 0.0
+    rows = values.view(np.dtype((np.void, values.itemsize * 3))).ravel()
+    _, first, inverse = np.unique(rows, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return values[first[order]], rank[inverse.ravel()]
+
+
+def assert_same_soup(path: Path) -> Mesh:
+    """An STL file: trimesh's triangles in trimesh's order, value for value, on each distinct
+    position once, in the order the file first names it."""
+    mesh = load_mesh(path)
+    vertices, faces = trimesh_arrays(path)
+    assert mesh.vertices.dtype == np.float64 and mesh.faces.dtype == np.int64
+    assert mesh.vertices.flags.c_contiguous and mesh.faces.flags.c_contiguous
+    soup = vertices[faces]
+    assert np.array_equal(mesh.vertices[mesh.faces], soup), path.name
+    merged, rows = merged_reference(soup.reshape(-1, 3))
+    assert np.array_equal(mesh.vertices, merged), path.name
+    assert np.array_equal(mesh.faces.reshape(-1), rows), path.name
+    return mesh
+
+
 @pytest.mark.parametrize("path", MODELS, ids=lambda path: path.name)
 def test_every_model_reads_as_trimesh_reads_it(path):
-    mesh = assert_same_arrays(path)
+    if path.suffix == ".stl":
+        mesh = assert_same_soup(path)
+        assert len(mesh.vertices) < 3 * mesh.triangle_count  # corners shared by position
+    else:
+        mesh = assert_same_arrays(path)
     assert mesh.triangle_count > 0
+
+
+def test_an_stl_closed_by_position_is_closed_by_index(gpu):
+    """Merged corners make a closed STL closed in its indices (the topology check needs no
+    comparison by position), and its voxels are those of trimesh's triangle soup."""
+    path = shared_model("torus.stl")
+    mesh = load_mesh(path)
+    soup = trimesh_arrays(path)
+    edges = np.sort(mesh.faces[:, [0, 1, 1, 2, 2, 0]].reshape(-1, 2), axis=1)
+    _, uses = np.unique(edges, axis=0, return_counts=True)
+    assert (uses == 2).all()  # every edge of two faces, by index
+    assert mesh.topology.closed and mesh.topology == Mesh(*soup).topology
+    for grid in (40, 64):
+        assert_same_voxels(
+            gpu.voxelize_dense(mesh, grid).to_numpy(), gpu.voxelize_dense(soup, grid).to_numpy()
+        )
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_merged_corners_are_those_of_sorting(dtype):
+    """Many repeats, -0.0 beside 0.0, rows equal in two coordinates, NaN and infinity, and
+    enough rows that the hash table's probing runs several rounds."""
+    rng = np.random.default_rng(7)
+    base = rng.integers(-3, 4, (4000, 3)).astype(dtype) / 2
+    base[:5] = [[np.nan, 0, 0], [np.inf, 0, 0], [-np.inf, 1, 1], [-0.0, 0, 0], [0, -0.0, 0]]
+    corners = base[rng.integers(0, len(base), 120_000)]
+    strided = np.zeros((len(corners), 5), dtype)[:, 1:4]  # a view of rows of another record
+    strided[:] = corners
+    merged, rows = merged_corners(strided)
+    expected, expected_rows = merged_reference(corners)
+    assert merged.dtype == dtype
+    assert np.array_equal(merged, expected, equal_nan=True)
+    assert np.array_equal(rows, expected_rows)
+    assert np.array_equal(merged[rows], corners + 0.0, equal_nan=True)
+    assert not np.signbit(merged[merged == 0]).any()
+    empty, none = merged_corners(np.empty((0, 3), dtype))
+    assert empty.shape == (0, 3) and none.shape == (0,)
 
 
 # --- PLY files of every layout ---------------------------------------------------------------
@@ -281,9 +353,28 @@ def test_stl_variants_read_as_trimesh_reads_them(tmp_path, variant):
     if "two solids" in variant:
         mesh = assert_same_triangles(path)
     else:
-        mesh = assert_same_arrays(path)
+        mesh = assert_same_soup(path)
     assert mesh.triangle_count == 968
-    assert np.array_equal(mesh.faces.reshape(-1), np.arange(3 * 968))  # no merging
+    assert len(np.unique(mesh.vertices, axis=0)) == len(mesh.vertices)  # each position once
+
+
+def test_stl_with_zero_normals_and_degenerate_facets(tmp_path):
+    """Normals are never read: zero normals (common from exporters) change nothing; a facet
+    with two equal corners keeps its place and merges its corners."""
+    vertices, faces = suzanne()
+    faces = np.concatenate([faces, [[0, 0, 1]]])
+    binary = bytearray(
+        trimesh.exchange.stl.export_stl(trimesh.Trimesh(vertices, faces, process=False))
+    )
+    records = np.frombuffer(binary, TRIANGLE, offset=HEADER_BYTES)
+    assert np.abs(records["normal"]).max() > 0
+    zeroed = records.copy()
+    zeroed["normal"] = 0
+    path = tmp_path / "zero-normals.stl"
+    path.write_bytes(bytes(binary[:HEADER_BYTES]) + zeroed.tobytes())
+    mesh = assert_same_soup(path)
+    assert mesh.faces[-1, 0] == mesh.faces[-1, 1] != mesh.faces[-1, 2]
+    assert np.array_equal(mesh.vertices[mesh.faces], vertices[faces].astype(np.float32))
 
 
 # --- OBJ -------------------------------------------------------------------------------------

@@ -300,3 +300,49 @@ def float64_copy(values: np.ndarray) -> np.ndarray:
 
     for_row_chunks(len(values), convert)
     return copy
+
+
+# --- corners shared by position ---------------------------------------------------------------
+
+_HASH_FACTORS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
+"""Odd 64-bit constants: a corner's hash is the xor of its three coordinates' bits times these."""
+
+
+def merged_corners(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of (..., 3) float `corners` (a view of any stride) in the order they
+    first appear, and for each corner the index of its row: a soup's corners become an indexed
+    mesh. Rows are equal when their values are (-0.0 and 0.0 are one; the pipeline sees no
+    difference), found with a hash table built in whole-array rounds, in time linear in N."""
+    values = (corners + corners.dtype.type(0)).reshape(-1, 3)  # a copy; -0.0 becomes 0.0
+    count = len(values)
+    if count == 0:
+        return values.reshape(0, 3), np.empty(0, np.int64)
+    bits = values.view(np.dtype(f"u{values.itemsize}"))
+    columns = [np.ascontiguousarray(bits[:, axis]) for axis in range(3)]
+    hashes = np.zeros(count, np.uint64)
+    with np.errstate(over="ignore"):
+        for column, factor in zip(columns, _HASH_FACTORS):
+            hashes ^= column.astype(np.uint64) * np.uint64(factor)
+    slot_bits = max(4, (2 * count - 1).bit_length())  # at most half of the slots used
+    slots = (hashes >> np.uint64(64 - slot_bits)).astype(np.int64)
+    del hashes
+    mask = (1 << slot_bits) - 1
+    table = np.full(1 << slot_bits, -1, np.int64 if count >= 1 << 31 else np.int32)
+    owners = np.empty(count, np.int64)
+    pending = np.arange(count)
+    at = slots
+    while len(pending):
+        free = table[at] < 0
+        # rows with one key wait at the same slots in lockstep: the first of them claims one
+        table[at[free][::-1]] = pending[free][::-1]
+        owner = table[at]
+        found = columns[0][owner] == columns[0][pending]
+        for column in columns[1:]:
+            found &= column[owner] == column[pending]
+        owners[pending[found]] = owner[found]
+        missed = ~found
+        pending = pending[missed]
+        at = (at[missed] + 1) & mask  # linear probing
+    first = owners == np.arange(count)
+    row_of_first = np.cumsum(first) - 1
+    return values[first], row_of_first[owners]

@@ -1,5 +1,6 @@
 """Mesh input: whatever the user hands us (a file, a trimesh.Trimesh, a Mesh, arrays) becomes
-a checked Mesh. Files are read exactly as stored: no merging, no repair.
+a checked Mesh. Files are read as stored, with no repair; only an STL's corners, which the
+format repeats for every triangle, are merged where their positions are equal.
 
 PLY, STL and OBJ are read natively (ply_file, stl_file, obj_file: numpy on the mapped file);
 every other format goes through trimesh, imported only then."""

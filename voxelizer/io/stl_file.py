@@ -1,5 +1,8 @@
-"""STL meshes, binary and ASCII: every triangle's three corners in file order, as trimesh
-loads them (no merging: the faces are 0, 1, 2, 3, 4, 5, ...).
+"""STL meshes, binary and ASCII: the triangles in file order, their corners merged where
+their positions are equal (an STL stores each triangle's three corners; the mesh gets each
+position once, in the order it first appears, and faces indexing them). The triangles are
+exactly trimesh's (`vertices[faces]` equal, value for value); only fewer vertices carry them,
+which the indexed variants upload and the topology check compares.
 
 A file is binary when its size is exactly what its triangle count says (84 + 50·n bytes),
 as trimesh decides; otherwise it must be an ASCII STL (`solid` ... `endsolid`), whose
@@ -14,6 +17,7 @@ from .mesh_parsing import (
     MeshBytes,
     TextLines,
     float64_copy,
+    merged_corners,
     parse_numbers,
     parse_table,
     text_bytes,
@@ -25,7 +29,7 @@ TRIANGLE = np.dtype([("normal", "<f4", (3,)), ("corners", "<f4", (3, 3)), ("attr
 
 
 def read_stl(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices (3T, 3) float64, faces (T, 3) int64) of an STL file, or MalformedMesh."""
+    """(vertices (V, 3) float64, faces (T, 3) int64) of an STL file, or MalformedMesh."""
     size = len(data)
     if size >= HEADER_BYTES:
         count = int.from_bytes(data[80:HEADER_BYTES], "little")
@@ -51,15 +55,15 @@ def read_stl(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
 
 def _binary(data: MeshBytes, count: int) -> tuple[np.ndarray, np.ndarray]:
     corners = np.frombuffer(data, TRIANGLE, count=count, offset=HEADER_BYTES)["corners"]
-    vertices = float64_copy(corners).reshape(-1, 3)
-    return vertices, _corner_faces(count)
+    positions, rows = merged_corners(corners)
+    return float64_copy(positions), rows.reshape(-1, 3)
 
 
 def _ascii(text: bytes) -> tuple[np.ndarray, np.ndarray]:
     lines = TextLines(text)
     vertex_lines = lines.with_keyword(b"vertex", ignore_case=True)
     if len(vertex_lines) == 0:
-        return np.empty((0, 3)), _corner_faces(0)
+        return np.empty((0, 3)), np.empty((0, 3), np.int64)
     payload = lines.payload(vertex_lines, len(b"vertex"))
     vertices = parse_table(payload, np.float64)
     if vertices is None or vertices.shape != (len(vertex_lines), 3):
@@ -74,9 +78,5 @@ def _ascii(text: bytes) -> tuple[np.ndarray, np.ndarray]:
         raise MalformedMesh("a vertex line that is not three numbers")
     if len(vertices) % 3:
         raise MalformedMesh(f"{len(vertices):,} vertex lines, not three per facet")
-    return np.ascontiguousarray(vertices), _corner_faces(len(vertices) // 3)
-
-
-def _corner_faces(count: int) -> np.ndarray:
-    """Faces (0, 1, 2), (3, 4, 5), ...: each triangle its own three corners."""
-    return np.arange(3 * count, dtype=np.int64).reshape(count, 3)
+    positions, rows = merged_corners(vertices)
+    return positions, rows.reshape(-1, 3)
