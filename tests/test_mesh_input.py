@@ -77,6 +77,13 @@ def test_text_in_any_encoding_loads_the_same_triangles(
         path = tmp_path / f"{encoding}.{extension}"
         path.write_bytes(named)
         loaded[encoding] = load_mesh(path)
+    if kind != "binary ply":  # a whole text file in UTF-16 or UTF-32 with its byte order mark
+        for encoding in ("utf-16", "utf-16-be", "utf-32"):
+            named = data.replace(where, where + text.encode() + end, 1).decode()
+            mark = "\ufeff" if encoding == "utf-16-be" else ""  # "utf-16" and "utf-32" add it
+            path = tmp_path / f"whole-{encoding}.{extension}"
+            path.write_bytes((mark + named).encode(encoding))
+            loaded[f"whole {encoding}"] = load_mesh(path)
     utf8 = loaded.pop("utf-8")
     assert utf8.triangle_count == 12
     for mesh in loaded.values():

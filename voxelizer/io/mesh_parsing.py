@@ -54,6 +54,12 @@ def text_bytes(data: MeshBytes) -> bytes:
     return bytes(data)
 
 
+def starts_with_byte_order_mark(data: MeshBytes) -> bool:
+    """Whether the file starts with a UTF-8, UTF-16 or UTF-32 byte order mark."""
+    head = bytes(data[:4])
+    return any(head.startswith(mark) for mark, _ in _BYTE_ORDER_MARKS)
+
+
 def _blank(chars: np.ndarray) -> np.ndarray:
     """Spaces and tabs: what may indent a line."""
     return (chars == ord(" ")) | (chars == ord("\t"))

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import MeshError
 from ..mesh import Mesh, check_mesh, checked_mesh
-from .mesh_parsing import MalformedMesh, MeshBytes
+from .mesh_parsing import MalformedMesh, MeshBytes, text_bytes
 from .obj_file import read_obj
 from .ply_file import read_ply
 from .stl_file import read_stl
@@ -191,7 +191,9 @@ def _quiet_trimesh_log() -> Iterator[None]:
 
 def _as_utf8(data: bytes) -> bytes:
     """Text whose names and comments may be in any encoding, as UTF-8 that trimesh decodes
-    without guessing: a byte that is not UTF-8 becomes U+FFFD (it never is a number)."""
+    without guessing: a byte that is not UTF-8 becomes U+FFFD (it never is a number). A
+    UTF-16 or UTF-32 file (with its byte order mark) is converted first."""
+    data = text_bytes(data)
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:

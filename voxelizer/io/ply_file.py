@@ -24,6 +24,8 @@ from .mesh_parsing import (
     float64_vertices,
     int64_faces,
     parse_numbers,
+    starts_with_byte_order_mark,
+    text_bytes,
     triangles_of_polygons,
 )
 
@@ -80,6 +82,8 @@ class Header:
 
 def read_ply(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
     """(vertices (V, 3) float64, faces (T, 3) int64) of a PLY file, or MalformedMesh."""
+    if starts_with_byte_order_mark(data):  # an ASCII PLY saved as UTF-16, UTF-32 or UTF-8
+        data = text_bytes(data)
     header = parse_header(data)
     body: Body
     if header.byte_order:
