@@ -107,6 +107,25 @@ def test_every_model_reads_as_trimesh_reads_it(path):
     assert mesh.triangle_count > 0
 
 
+@pytest.mark.parametrize("path", MODELS, ids=lambda path: path.name)
+def test_every_model_as_obj_and_ascii_stl_reads_as_trimesh_reads_it(tmp_path, path):
+    """Each model written by trimesh's exporters as OBJ (with normals) and as ASCII STL."""
+    model = trimesh.Trimesh(*trimesh_arrays(path), process=False)
+    obj = tmp_path / "model.obj"
+    obj.write_bytes(trimesh.exchange.obj.export_obj(model, include_normals=True).encode())
+    mesh = load_mesh(obj)
+    vertices, faces = trimesh_arrays(obj)
+    assert np.array_equal(mesh.vertices[mesh.faces], vertices[faces])  # in the same order
+    if len(vertices) == len(mesh.vertices):
+        assert np.array_equal(mesh.vertices, vertices) and np.array_equal(mesh.faces, faces)
+    else:  # trimesh drops the vertices no face uses; the mesh has every v line
+        assert np.array_equal(mesh.vertices[mesh.used], vertices)
+    assert mesh.triangle_count == len(model.faces)
+    stl = tmp_path / "model.stl"
+    stl.write_bytes(trimesh.exchange.stl.export_stl_ascii(model).encode())
+    assert assert_same_soup(stl).triangle_count == len(model.faces)
+
+
 def test_an_stl_closed_by_position_is_closed_by_index(gpu):
     """Merged corners make a closed STL closed in its indices (the topology check needs no
     comparison by position), and its voxels are those of trimesh's triangle soup."""

@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from voxelizer.io import load_mesh
@@ -54,10 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     total_native = total_trimesh = 0.0
     for path in mesh_files(args.sources):
         mesh = load_mesh(path)
-        native = best_seconds(lambda path=path: load_mesh(path), args.runs)
-        other = best_seconds(
-            lambda path=path: trimesh.load(path, process=False, force="mesh"), args.runs
-        )
+        native = best_seconds(partial(load_mesh, path), args.runs)
+        other = best_seconds(partial(trimesh.load, path, process=False, force="mesh"), args.runs)
         total_native += native
         total_trimesh += other
         row = {
