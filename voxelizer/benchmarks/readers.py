@@ -1,6 +1,6 @@
 """Mesh file reading: voxelizer's native readers against trimesh, file by file, in one run.
 
-    python voxelizer/benchmarks/readers.py FILE_OR_DIR [...] [--runs N] [--json FILE]
+    PYTHONPATH=TREE python voxelizer/benchmarks/readers.py FILE_OR_DIR [...] [--runs N] [--json FILE]
 
 For each PLY, STL or OBJ file (directories are searched for them), the best of N runs of
 `voxelizer.load_mesh(path)` (read, checked, an STL's corners merged) and of
@@ -18,6 +18,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+import voxelizer
 from voxelizer.io import load_mesh
 
 FORMATS = (".ply", ".stl", ".obj")
@@ -51,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    print(json.dumps({"voxelizer": str(Path(voxelizer.__file__).parent)}), flush=True)
     rows = []
     total_native = total_trimesh = 0.0
     for path in mesh_files(args.sources):
