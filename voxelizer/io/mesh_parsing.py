@@ -322,33 +322,54 @@ def merged_corners(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     values = (corners + corners.dtype.type(0)).reshape(-1, 3)  # a copy; -0.0 becomes 0.0
     count = len(values)
     if count == 0:
-        return values.reshape(0, 3), np.empty(0, np.int64)
-    bits = values.view(np.dtype(f"u{values.itemsize}"))
-    columns = [np.ascontiguousarray(bits[:, axis]) for axis in range(3)]
+        return values, np.empty(0, np.int64)
+    keys = _row_keys(values)
     hashes = np.zeros(count, np.uint64)
     with np.errstate(over="ignore"):
-        for column, factor in zip(columns, _HASH_FACTORS):
-            hashes ^= column.astype(np.uint64) * np.uint64(factor)
+        for key, factor in zip(keys, _HASH_FACTORS):
+            hashes ^= key.astype(np.uint64, copy=False) * np.uint64(factor)
     slot_bits = max(4, (2 * count - 1).bit_length())  # at most half of the slots used
-    slots = (hashes >> np.uint64(64 - slot_bits)).astype(np.int64)
+    at = (hashes >> np.uint64(64 - slot_bits)).astype(np.int64)
     del hashes
     mask = (1 << slot_bits) - 1
     table = np.full(1 << slot_bits, -1, np.int64 if count >= 1 << 31 else np.int32)
-    owners = np.empty(count, np.int64)
-    pending = np.arange(count)
-    at = slots
+    # the first round, for every row: the first row of each slot claims it (numpy writes
+    # repeated indices in order, so of rows written in reverse the first one stays)
+    table[at[::-1]] = np.arange(count - 1, -1, -1, dtype=table.dtype)
+    owners = table[at].astype(np.int64)
+    found = _same_rows(keys, owners, None)
+    pending = np.flatnonzero(~found)
+    at = (at[pending] + 1) & mask  # linear probing
     while len(pending):
         free = table[at] < 0
         # rows with one key wait at the same slots in lockstep: the first of them claims one
         table[at[free][::-1]] = pending[free][::-1]
         owner = table[at]
-        found = columns[0][owner] == columns[0][pending]
-        for column in columns[1:]:
-            found &= column[owner] == column[pending]
+        found = _same_rows(keys, owner, pending)
         owners[pending[found]] = owner[found]
         missed = ~found
         pending = pending[missed]
-        at = (at[missed] + 1) & mask  # linear probing
+        at = (at[missed] + 1) & mask
     first = owners == np.arange(count)
     row_of_first = np.cumsum(first) - 1
     return values[first], row_of_first[owners]
+
+
+def _row_keys(values: np.ndarray) -> list[np.ndarray]:
+    """Contiguous unsigned columns that together are a row's bits: float32 x and y in one
+    uint64 and z, or the three float64 coordinates' bits."""
+    if values.itemsize == 4:
+        pairs = np.ascontiguousarray(values[:, :2]).view(np.uint64).reshape(-1)
+        return [pairs, np.ascontiguousarray(values[:, 2]).view(np.uint32)]
+    bits = values.view(np.dtype(f"u{values.itemsize}"))
+    return [np.ascontiguousarray(bits[:, axis]) for axis in range(3)]
+
+
+def _same_rows(keys: list[np.ndarray], rows: np.ndarray, others: np.ndarray | None) -> np.ndarray:
+    """Whether row rows[i] equals row others[i] (row i where others is None), key by key."""
+    same: np.ndarray | None = None
+    for key in keys:
+        equal = key[rows] == (key if others is None else key[others])
+        same = equal if same is None else same & equal
+    assert same is not None
+    return same
