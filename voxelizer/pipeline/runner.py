@@ -43,6 +43,34 @@ VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
 Progress = Callable[[str, int, int], None]
 
 
+@dataclass(frozen=True)
+class MarkedVoxels:
+    """The surface voxels that carry a face id, sparse: int64 (M, 3) [i, j, k] and int32 (M,)
+    ids, the smallest index of the triangles that mark each."""
+
+    voxels: np.ndarray
+    ids: np.ndarray
+
+    @staticmethod
+    def of_grid(faces: np.ndarray, row_lo: int = 0, rows_first: bool = False) -> MarkedVoxels:
+        """The marked voxels of int32 face ids [i, j, k] (or [j, i, k] with `rows_first`,
+        the device's layout), rows counted from row_lo."""
+        flat = np.flatnonzero(faces.reshape(-1) >= 0)
+        first, second, k = np.unravel_index(flat, faces.shape)
+        i, j = (second, first) if rows_first else (first, second)
+        voxels = np.stack([i, j + row_lo, k], axis=1).astype(np.int64)
+        return MarkedVoxels(voxels, faces.reshape(-1)[flat].astype(np.int32))
+
+    @staticmethod
+    def joined(parts: list[MarkedVoxels]) -> MarkedVoxels:
+        if not parts:
+            return MarkedVoxels(np.zeros((0, 3), np.int64), np.zeros(0, np.int32))
+        return MarkedVoxels(
+            np.concatenate([part.voxels for part in parts]),
+            np.concatenate([part.ids for part in parts]),
+        )
+
+
 @dataclass(frozen=True, eq=False)
 class Job:
     """What the GPU work needs: a checked mesh, its vertices in grid space, the grid shape and
@@ -116,6 +144,21 @@ class Pipeline:
         self._finish(stats)
         assert faces is not None  # asked for
         return voxels, faces, stats
+
+    def svo_faces(self, job: Job) -> tuple[OctreeArrays, MarkedVoxels, Stats]:
+        """Modes "surface" and "both": the SVO arrays as `svo`, and the voxels that carry a
+        face id with their ids, gathered slab by slab from the device's face-id grid."""
+        stats = self._stats(job)
+        if job.mode == "both" and job.fill_mode != "parity":
+            voxels, faces = self._surface_dense(job, stats, face_ids=True)
+            assert faces is not None  # asked for
+            octree = self._svo_of_voxels(job, voxels, stats)
+            marked = MarkedVoxels.of_grid(faces)
+        else:
+            octree, parts = self._surface_slabs(job, stats, dense=False, face_ids=True)
+            marked = MarkedVoxels.joined(parts)
+        self._finish(stats)
+        return octree, marked, stats
 
     # -- parity: slabs of the grid through the passes ----------------------------------------
 
@@ -327,10 +370,10 @@ class Pipeline:
             else:
                 solid = self._union_dense(solid_job, stats)
             surface = replace(job, mode="surface", surface="conservative")
-            voxels, faces = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
-            return voxels | solid, faces
-        voxels, faces = self._surface_slabs(job, stats, dense=True, face_ids=face_ids)
-        return voxels, faces
+            voxels, parts = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
+            return voxels | solid, _dense_faces(job, parts) if face_ids else None
+        voxels, parts = self._surface_slabs(job, stats, dense=True, face_ids=face_ids)
+        return voxels, _dense_faces(job, parts) if face_ids else None
 
     def _surface_svo(self, job: Job, stats: Stats) -> OctreeArrays:
         if job.mode == "both" and job.fill_mode != "parity":
@@ -342,18 +385,19 @@ class Pipeline:
     @overload
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: Literal[True], face_ids: bool
-    ) -> tuple[np.ndarray, np.ndarray | None]: ...
+    ) -> tuple[np.ndarray, list[MarkedVoxels]]: ...
 
     @overload
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: Literal[False], face_ids: bool
-    ) -> tuple[OctreeArrays, np.ndarray | None]: ...
+    ) -> tuple[OctreeArrays, list[MarkedVoxels]]: ...
 
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: bool, face_ids: bool
-    ) -> tuple[np.ndarray | OctreeArrays, np.ndarray | None]:
+    ) -> tuple[np.ndarray | OctreeArrays, list[MarkedVoxels]]:
         """The job's mode ("surface", or "both" with parity) slab by slab as the plan says:
-        the bool grid (`dense`) or the SVO arrays, and the face ids (dense only)."""
+        the bool grid (`dense`) or the SVO arrays, and with `face_ids` each slab's voxels
+        that carry one (sparse, so an SVO's never need the dense grid on the host)."""
         passes = self._pass_kernels(job.variant)
         kind = "conservative" if job.mode == "both" else job.surface
         plan = make_plan(
@@ -385,13 +429,13 @@ class Pipeline:
         )
         slabs = plan.slabs()
         voxels = np.zeros(job.shape, bool) if dense else None
-        faces = np.full(job.shape, -1, np.int32) if face_ids else None
+        marked: list[MarkedVoxels] = []
         forests: list[tuple[int, SVOArrays]] = []
         for index, slab in enumerate(slabs):
             grid = self._pool.binding("grid", slab.grid_bytes)
             rows = slab.row_hi - slab.row_lo
             ids = None
-            if faces is not None:
+            if face_ids:
                 ids = self._pool.binding("face_ids", slab.nx * rows * slab.nz * FACE_ID_BYTES)
             if job.mode == "both":
                 runner.voxelize(slab, grid)
@@ -403,16 +447,16 @@ class Pipeline:
             else:
                 forest = plan.forest(slab)
                 forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
-            if faces is not None and ids is not None:
-                faces[:, slab.row_lo : slab.row_hi] = self._download_faces(slab, ids, stats)
+            if ids is not None:
+                marked.append(self._download_faces(slab, ids, stats))
             if job.progress is not None and len(slabs) > 1:
                 job.progress("slabs", index + 1, len(slabs))
         if voxels is not None:
-            return voxels, faces
-        return self._merge(plan, job.shape, forests, stats), None
+            return voxels, marked
+        return self._merge(plan, job.shape, forests, stats), marked
 
-    def _download_faces(self, slab: Window, ids: Binding, stats: Stats) -> np.ndarray:
-        """The slab's face ids as int32[i, j - row_lo, k] (-1: none)."""
+    def _download_faces(self, slab: Window, ids: Binding, stats: Stats) -> MarkedVoxels:
+        """The slab's voxels that carry a face id, with their ids."""
         started = time.perf_counter()
         sequence = self._sequence
         sequence.begin()
@@ -423,9 +467,11 @@ class Pipeline:
         stats.add_gpu(sequence.submit())
         rows = slab.row_hi - slab.row_lo
         words = staging.read(np.int32, slab.nx * rows * slab.nz)
-        faces = words.reshape(rows, slab.nx, slab.nz).transpose(1, 0, 2)
+        marked = MarkedVoxels.of_grid(
+            words.reshape(rows, slab.nx, slab.nz), slab.row_lo, rows_first=True
+        )
         stats.add_host(download=(time.perf_counter() - started) * 1e3)
-        return faces
+        return marked
 
     # -- kernels, stats, lifetime ------------------------------------------------------------
 
@@ -501,6 +547,14 @@ class Pipeline:
         self._svo = None
         self._sequence.destroy()
         self._pool.destroy()
+
+
+def _dense_faces(job: Job, parts: list[MarkedVoxels]) -> np.ndarray:
+    """int32[i, j, k] face ids of the marked voxels, -1 elsewhere."""
+    faces = np.full(job.shape, -1, np.int32)
+    for part in parts:
+        faces[tuple(part.voxels.T)] = part.ids
+    return faces
 
 
 def _ms(times: dict[str, float]) -> str:
