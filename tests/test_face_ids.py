@@ -66,6 +66,20 @@ def test_svo_face_ids_match_reference_on_every_variant(gpu, variant, surface):
         faces = reference_faces(name, n, surface)
         assert_same_faces(svo, reference_voxels(name, n, "surface", surface), faces)
         assert svo.attributes == ("face",) and "face_ids" in svo.stats.host_ms
+        # Few marked voxels: only they come back, gathered on the device.
+        assert "face_gather" in svo.stats.gpu_ms
+        assert svo.stats.counts["face_ids"] == np.count_nonzero(faces >= 0)
+
+
+def test_svo_face_ids_of_a_mostly_marked_grid(gpu):
+    """Most voxels marked: the gathered pairs would outgrow the plan's staging copy, so the
+    whole face-id grid comes back instead, with the same result."""
+    name, n = "dragon.ply", 8
+    svo = gpu.voxelize(load_model(name), n, mode="surface", attributes=["face"])
+    faces = reference_faces(name, n)
+    assert np.count_nonzero(faces >= 0) * 4 > faces.size
+    assert "face_gather" not in svo.stats.gpu_ms
+    assert_same_faces(svo, reference_voxels(name, n, "surface", "conservative"), faces)
 
 
 @pytest.mark.parametrize("name", ["dragon.ply", "armadillo.ply", "torus.stl", "featuretype.stl"])

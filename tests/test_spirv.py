@@ -185,6 +185,9 @@ def test_every_module_a_job_requests_is_shipped(
         assert_same_voxels(vox.voxelize_dense(gear(), GRID).to_numpy(), expected)
         for fill_mode in ("vote", "union"):
             vox.voxelize(gear(), GRID, fill_mode=fill_mode)
+        for mode, surface in (("surface", "thin"), ("both", None)):
+            vox.voxelize(gear(), GRID, mode=mode, surface=surface, attributes=["face"])
+            vox.voxelize_dense(gear(), GRID, mode=mode, surface=surface)
     shipped = {(s, compiler.define_key(d)) for s, d in build_spirv.requested_modules()}
     assert set(requests) <= shipped
     sources = {source for source, _ in requests}

@@ -737,16 +737,18 @@ def _mask_voxels(codes: np.ndarray, masks: np.ndarray, levels: int) -> np.ndarra
 def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
     """FaceIds of the marked voxels (M, 3) with their ids (M,): those in stored bricks at
     their brick's offset (the popcount of the bricks before it and of the bits below), the
-    rest, each in a full cube, grouped by brick."""
+    rest, each in a full cube, grouped by brick. One sort by Morton order does the grouping."""
     levels, bricks, stored = svo.levels, svo.bricks, svo._tree.brick_codes
     inside = ((voxels >= 0) & (voxels < np.array(svo.shape))).all(axis=1)
     if not inside.all():
         raise ValueError("a marked voxel lies outside the grid")
     codes = morton_encode(voxels[:, 0] >> 2, voxels[:, 1] >> 2, voxels[:, 2] >> 2, levels)
-    bits = ((voxels & 3) @ np.array([1, 4, 16])).astype(np.uint64)
-    keys = codes << 6 | bits.astype(np.int64)
-    if len(np.unique(keys)) != len(keys):
+    keys = codes << 6 | ((voxels & 3) @ np.array([1, 4, 16]))
+    order = np.argsort(keys)
+    keys, ids = keys[order], ids[order]
+    if (np.diff(keys) == 0).any():
         raise ValueError("a voxel is marked twice")
+    codes, bits = keys >> 6, (keys & 63).astype(np.uint64)
     at = np.minimum(np.searchsorted(stored, codes), max(len(stored) - 1, 0))
     in_brick = stored[at] == codes if len(stored) else np.zeros(len(codes), bool)
     counts = _bit_counts(bricks)
@@ -757,15 +759,17 @@ def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
     below = _bit_counts(bricks[brick] & ((np.uint64(1) << bit) - np.uint64(1)))
     brick_ids[np.cumsum(counts)[brick] - counts[brick] + below] = ids[in_brick]
     rest = ~in_brick
+    codes, bits = codes[rest], bits[rest]
     full_starts, full_stops = svo._full_ranges()
-    in_range = np.searchsorted(full_starts, codes[rest], side="right") - 1
-    if (codes[rest] >= full_stops[in_range]).any():
+    in_range = np.searchsorted(full_starts, codes, side="right") - 1
+    if (codes >= full_stops[in_range]).any():
         raise ValueError("a marked voxel is not set")
-    order = np.argsort(keys[rest])
-    full_codes, where = np.unique(codes[rest][order], return_inverse=True)
-    full_masks = np.zeros(len(full_codes), np.uint64)
-    np.bitwise_or.at(full_masks, where.ravel(), np.uint64(1) << bits[rest][order])
-    return FaceIds.frozen(brick_ids, full_codes, full_masks, ids[rest][order])
+    first = np.flatnonzero(np.diff(codes, prepend=-1) != 0)  # each brick's first voxel
+    if len(codes):
+        full_masks = np.bitwise_or.reduceat(np.uint64(1) << bits, first)
+    else:
+        full_masks = np.zeros(0, np.uint64)
+    return FaceIds.frozen(brick_ids, codes[first], full_masks, ids[rest])
 
 
 def _full_ranges(tree: _Tree, levels: int) -> tuple[np.ndarray, np.ndarray]:

@@ -152,6 +152,15 @@ SURFACE_KERNELS = (
     SURFACE_THIN_FACES,
 )
 
+# -- face ids for the SVO: the voxels of a slab's face-id grid that hold one, gathered ----------
+
+_GATHER_PUSH = (("columns", "uint"), ("nz", "uint"))
+COUNT_FACES = Kernel("face_gather", {"face_ids": 0, "counts": 1}, _GATHER_PUSH, {"GATHER_STAGE": 0})
+GATHER_FACES = Kernel(
+    "face_gather", {"face_ids": 0, "counts": 1, "marked": 2}, _GATHER_PUSH, {"GATHER_STAGE": 1}
+)
+FACE_GATHER_KERNELS = (COUNT_FACES, GATHER_FACES)
+
 PASS_KERNELS = (
     SETUP_SOUP,
     SETUP_INDEXED,

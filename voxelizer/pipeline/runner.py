@@ -30,6 +30,7 @@ from ..log import get_logger
 from ..mesh import Mesh
 from ..placement import COLUMN_AXIS_ORDERS, Shape
 from ..stats import Stats
+from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
 from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
 from .plan import Plan, make_plan
@@ -41,34 +42,6 @@ MODES = ("solid", "surface", "both")  # "both": the solid united with the conser
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
 # Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
 Progress = Callable[[str, int, int], None]
-
-
-@dataclass(frozen=True)
-class MarkedVoxels:
-    """The surface voxels that carry a face id, sparse: int64 (M, 3) [i, j, k] and int32 (M,)
-    ids, the smallest index of the triangles that mark each."""
-
-    voxels: np.ndarray
-    ids: np.ndarray
-
-    @staticmethod
-    def of_grid(faces: np.ndarray, row_lo: int = 0, rows_first: bool = False) -> MarkedVoxels:
-        """The marked voxels of int32 face ids [i, j, k] (or [j, i, k] with `rows_first`,
-        the device's layout), rows counted from row_lo."""
-        flat = np.flatnonzero(faces.reshape(-1) >= 0)
-        first, second, k = np.unravel_index(flat, faces.shape)
-        i, j = (second, first) if rows_first else (first, second)
-        voxels = np.stack([i, j + row_lo, k], axis=1).astype(np.int64)
-        return MarkedVoxels(voxels, faces.reshape(-1)[flat].astype(np.int32))
-
-    @staticmethod
-    def joined(parts: list[MarkedVoxels]) -> MarkedVoxels:
-        if not parts:
-            return MarkedVoxels(np.zeros((0, 3), np.int64), np.zeros(0, np.int32))
-        return MarkedVoxels(
-            np.concatenate([part.voxels for part in parts]),
-            np.concatenate([part.ids for part in parts]),
-        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,6 +72,7 @@ class Pipeline:
         self._surfaces: dict[tuple[str, str], SurfacePipelines] = {}
         self._scan: Scan | None = None
         self._svo: SVOPipelines | None = None
+        self._face_gather: FaceGather | None = None
 
     # -- the two results ---------------------------------------------------------------------
 
@@ -447,31 +421,15 @@ class Pipeline:
             else:
                 forest = plan.forest(slab)
                 forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
-            if ids is not None:
-                marked.append(self._download_faces(slab, ids, stats))
+            if ids is not None and voxels is not None:
+                marked.append(download_marked(self._sequence, slab, ids, stats))
+            elif ids is not None:
+                marked.append(self._gather_faces(slab, ids, stats))
             if job.progress is not None and len(slabs) > 1:
                 job.progress("slabs", index + 1, len(slabs))
         if voxels is not None:
             return voxels, marked
         return self._merge(plan, job.shape, forests, stats), marked
-
-    def _download_faces(self, slab: Window, ids: Binding, stats: Stats) -> MarkedVoxels:
-        """The slab's voxels that carry a face id, with their ids."""
-        started = time.perf_counter()
-        sequence = self._sequence
-        sequence.begin()
-        sequence.mark("start")
-        size = ids.size if ids.size is not None else ids.buffer.size
-        staging = sequence.download(ids.buffer, size)
-        sequence.mark("download")
-        stats.add_gpu(sequence.submit())
-        rows = slab.row_hi - slab.row_lo
-        words = staging.read(np.int32, slab.nx * rows * slab.nz)
-        marked = MarkedVoxels.of_grid(
-            words.reshape(rows, slab.nx, slab.nz), slab.row_lo, rows_first=True
-        )
-        stats.add_host(download=(time.perf_counter() - started) * 1e3)
-        return marked
 
     # -- kernels, stats, lifetime ------------------------------------------------------------
 
@@ -489,6 +447,12 @@ class Pipeline:
         if self._scan is None:
             self._scan = Scan(self.device)
         return self._scan
+
+    def _gather_faces(self, slab: Window, ids: Binding, stats: Stats) -> MarkedVoxels:
+        if self._face_gather is None:
+            self._face_gather = FaceGather(self.device)
+        scan = self._scan_kernels()
+        return gather_marked(self._sequence, self._pool, scan, self._face_gather, slab, ids, stats)
 
     def _svo_kernels(self) -> SVOPipelines:
         if self._svo is None:
@@ -540,11 +504,12 @@ class Pipeline:
         for surface in self._surfaces.values():
             surface.destroy()
         self._surfaces.clear()
-        for primitive in (self._scan, self._svo):
+        for primitive in (self._scan, self._svo, self._face_gather):
             if primitive is not None:
                 primitive.destroy()
         self._scan = None
         self._svo = None
+        self._face_gather = None
         self._sequence.destroy()
         self._pool.destroy()
 
@@ -553,7 +518,7 @@ def _dense_faces(job: Job, parts: list[MarkedVoxels]) -> np.ndarray:
     """int32[i, j, k] face ids of the marked voxels, -1 elsewhere."""
     faces = np.full(job.shape, -1, np.int32)
     for part in parts:
-        faces[tuple(part.voxels.T)] = part.ids
+        part.scatter(faces)
     return faces
 
 
