@@ -1,9 +1,9 @@
 """Face ids back from the device: each slab's face-id grid (shaders/surface.comp, FACE_IDS)
 as the sparse list of the voxels that hold an id.
 
-For the SVO, shaders/face_gather.comp counts the marked voxels per column, the scan places
-each column's, and only those (voxel, id) pairs come back: 8 bytes per marked voxel instead of
-4 per voxel of the slab. When more than about a quarter of the slab is marked (tiny grids of
+For the SVO, shaders/face_gather.comp counts the marked voxels of every run of GATHER_ITEMS
+ids, the scan places each run's, and only those (voxel, id) pairs come back: 8 bytes per
+marked voxel instead of 4 per voxel of the slab. When more than about a quarter of the slab is marked (tiny grids of
 dense meshes), the pairs would need more memory than the plan gave the ids' staging copy,
 and the whole grid comes back instead (`download_marked`); the result is the same.
 """
@@ -89,22 +89,23 @@ def gather_marked(
 ) -> MarkedVoxels:
     """The slab's marked voxels, gathered on the device (two submissions: count and scan,
     whose total sizes the pairs; then the pairs)."""
-    rows = slab.row_hi - slab.row_lo
-    columns = slab.nx * rows
-    grid_bytes = columns * slab.nz * FACE_ID_BYTES
-    push = {"columns": columns, "nz": slab.nz}
-    groups = workgroups(columns, WG_SIZE)
-    counts = pool.binding("face_counts", columns * 4)
+    voxel_count = slab.nx * (slab.row_hi - slab.row_lo) * slab.nz
+    grid_bytes = voxel_count * FACE_ID_BYTES
+    threads = voxel_count // kernels.GATHER_ITEMS  # nx and nz are multiples of 4
+    push = {"threads": threads}
+    groups = workgroups(threads, WG_SIZE)
+    counts_bytes = workgroups(threads, 4) * 16  # whole quads: the scan moves quads
+    counts = pool.binding("face_counts", counts_bytes)
     sequence.begin()
     sequence.mark("start")
     sequence.dispatch(gather.count, {"face_ids": ids, "counts": counts}, push, groups)
     sequence.barrier()
-    total = scan.record(sequence, pool, counts.buffer, columns, "face_counts")
+    total = scan.record(sequence, pool, counts.buffer, threads, "face_counts")
     sequence.mark("face_count")
     total_staging = sequence.download(total, 4)
     stats.add_gpu(sequence.submit())
     marked_count = int(total_staging.read(np.uint32, 1)[0])
-    if 2 * MARKED_BYTES * marked_count + 4 * columns > grid_bytes:
+    if 2 * MARKED_BYTES * marked_count + counts_bytes > grid_bytes:
         return download_marked(sequence, slab, ids, stats)  # within the plan's staging copy
     stats.count(face_ids=marked_count)
     if marked_count == 0:
