@@ -391,8 +391,9 @@ class SVO(Placed):
         ids = np.asarray(ids)
         if ids.shape != (len(voxels),) or ids.dtype.kind not in "ui" or (ids < 0).any():
             raise ValueError("expected one non-negative integer id per voxel")
+        faces = _face_arrays(self, voxels, ids.astype(np.int32))  # walks this tree first
         out = copy.copy(self)
-        out._faces = _face_arrays(self, voxels, ids.astype(np.int32))
+        out._faces = faces
         return out
 
     @property
@@ -601,7 +602,7 @@ class SVO(Placed):
         half of its 8**level fine voxels are (closer in volume; thin parts may vanish).
         Same origin; each side n becomes ceil(n / 2**level) rounded up to a multiple of 4 (at
         least 8); fine voxels beyond the shape count as empty. level goes up to depth - 3
-        (root of 8^3).
+        (root of 8^3). Face ids do not carry over to a coarser level.
         """
         if (
             isinstance(level, bool)
