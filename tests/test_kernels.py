@@ -40,6 +40,7 @@ def families() -> list[tuple[tuple[Kernel, ...], list[dict[str, int]]]]:
             [pass_defines(variant, groups) for variant in VARIANTS for groups in SUBGROUP_CHOICES],
         ),
         (kernels.SVO_KERNELS, [dict(COMMON_DEFINES)]),  # as SVOPipelines builds them
+        (kernels.FACE_GATHER_KERNELS, [dict(COMMON_DEFINES)]),  # as FaceGather builds them
         (
             (scan.SCAN_BLOCKS, scan.ADD_BLOCK_OFFSETS),
             [scan.scan_defines(groups) for groups in SUBGROUP_CHOICES],

@@ -193,6 +193,10 @@ def test_every_module_a_job_requests_is_shipped(
             )
             want = voxelize_surface_reference(load_model(MODEL), GRID, "surface", surface)
             assert_same_voxels(marked.to_numpy(), want.to_numpy())
+            with_ids = vox.voxelize(
+                gear(), GRID, mode="surface", surface=surface, attributes=["face"]
+            )
+            assert_same_voxels(with_ids.to_numpy(), want.to_numpy())
         both = vox.voxelize(gear(), GRID, mode="both")
         assert_same_voxels(
             both.to_numpy(), voxelize_surface_reference(load_model(MODEL), GRID, "both").to_numpy()

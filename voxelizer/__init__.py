@@ -24,7 +24,7 @@ from .options import Options
 from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANTS
 from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
-from .svo import SVO
+from .svo import SVO, FaceIds
 
 __version__ = "0.1.0"
 
@@ -37,6 +37,7 @@ __all__ = [
     "VARIANTS",
     "DenseGrid",
     "DeviceError",
+    "FaceIds",
     "FillModeError",
     "FormatError",
     "GridError",

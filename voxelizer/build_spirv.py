@@ -59,6 +59,8 @@ def families() -> tuple[Family, ...]:
             tuple(pass_defines(variant, groups) for variant in VARIANTS for groups in subgroups),
         ),
         Family("svo", kernels.SVO_KERNELS, (dict(COMMON_DEFINES),)),  # svo_build.SVOPipelines
+        # face_ids.FaceGather
+        Family("faces", kernels.FACE_GATHER_KERNELS, (dict(COMMON_DEFINES),)),
         Family(
             "scan",  # gpu.scan.Scan
             (scan.SCAN_BLOCKS, scan.ADD_BLOCK_OFFSETS),

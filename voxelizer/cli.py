@@ -60,6 +60,7 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
         progress=progress,
         mode=args.mode,
         surface=args.surface,
+        attributes=["face"] if args.face_ids else [],
     )
 
 
@@ -218,6 +219,12 @@ def _parser() -> argparse.ArgumentParser:
         "triangle touches) or thin (one voxel per column along each triangle's dominant axis)",
     )
     parser.add_argument(
+        "--face-ids",
+        action="store_true",
+        help="with --mode surface or both, and -o FILE.svo or FILE.npz: also store each "
+        "surface voxel's face id (the smallest index of the triangles that mark it)",
+    )
+    parser.add_argument(
         "--sort",
         default=DEFAULT_SORT,
         choices=SORTS,
@@ -340,6 +347,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     output, preview, stats_json = _checked_outputs(parser, args)
     if args.up_axis is not None and (output is None or output.suffix.lower() != ".vox"):
         parser.error("--up-axis is for a .vox output (-o FILE.vox) only")
+    if args.face_ids and (output is None or output.suffix.lower() not in FACE_ID_FORMATS):
+        parser.error(
+            "--face-ids stores the ids in an .svo or .npz output (-o FILE.svo or FILE.npz)"
+        )
 
     started = time.perf_counter()
     mesh, load_ms = _check_dense_output(args, output, preview)
@@ -373,13 +384,19 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0
 
 
+FACE_ID_FORMATS = (".svo", ".npz")  # the outputs that store face ids
 VOXEL_NOUNS = {"solid": "solid voxels", "surface": "surface voxels", "both": "voxels"}
 
 
 def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--mode, --surface and --fill-mode that do not go together are usage errors."""
     try:
-        Options.create(mode=args.mode, surface=args.surface, fill_mode=args.fill_mode)
+        Options.create(
+            mode=args.mode,
+            surface=args.surface,
+            fill_mode=args.fill_mode,
+            attributes=["face"] if args.face_ids else [],
+        )
     except ModeError as exc:
         # The API's words (mode='both') as the command's (--mode both).
         message = re.sub(

@@ -152,6 +152,24 @@ SURFACE_KERNELS = (
     SURFACE_THIN_FACES,
 )
 
+# -- face ids for the SVO: the voxels of a slab's face-id grid that hold one, gathered ----------
+
+_GATHER_PUSH = (("threads", "uint"),)
+GATHER_ITEMS = 16  # ids per thread: a multiple of 4 that divides every grid's size
+COUNT_FACES = Kernel(
+    "face_gather",
+    {"face_ids": 0, "counts": 1},
+    _GATHER_PUSH,
+    {"GATHER_STAGE": 0, "GATHER_ITEMS": GATHER_ITEMS},
+)
+GATHER_FACES = Kernel(
+    "face_gather",
+    {"face_ids": 0, "counts": 1, "marked": 2},
+    _GATHER_PUSH,
+    {"GATHER_STAGE": 1, "GATHER_ITEMS": GATHER_ITEMS},
+)
+FACE_GATHER_KERNELS = (COUNT_FACES, GATHER_FACES)
+
 PASS_KERNELS = (
     SETUP_SOUP,
     SETUP_INDEXED,

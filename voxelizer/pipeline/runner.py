@@ -30,6 +30,7 @@ from ..log import get_logger
 from ..mesh import Mesh
 from ..placement import COLUMN_AXIS_ORDERS, Shape
 from ..stats import Stats
+from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
 from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
 from .plan import Plan, make_plan
@@ -71,6 +72,7 @@ class Pipeline:
         self._surfaces: dict[tuple[str, str], SurfacePipelines] = {}
         self._scan: Scan | None = None
         self._svo: SVOPipelines | None = None
+        self._face_gather: FaceGather | None = None
 
     # -- the two results ---------------------------------------------------------------------
 
@@ -116,6 +118,21 @@ class Pipeline:
         self._finish(stats)
         assert faces is not None  # asked for
         return voxels, faces, stats
+
+    def svo_faces(self, job: Job) -> tuple[OctreeArrays, MarkedVoxels, Stats]:
+        """Modes "surface" and "both": the SVO arrays as `svo`, and the voxels that carry a
+        face id with their ids, gathered slab by slab from the device's face-id grid."""
+        stats = self._stats(job)
+        if job.mode == "both" and job.fill_mode != "parity":
+            voxels, faces = self._surface_dense(job, stats, face_ids=True)
+            assert faces is not None  # asked for
+            octree = self._svo_of_voxels(job, voxels, stats)
+            marked = MarkedVoxels.of_grid(faces)
+        else:
+            octree, parts = self._surface_slabs(job, stats, dense=False, face_ids=True)
+            marked = MarkedVoxels.joined(parts)
+        self._finish(stats)
+        return octree, marked, stats
 
     # -- parity: slabs of the grid through the passes ----------------------------------------
 
@@ -327,10 +344,10 @@ class Pipeline:
             else:
                 solid = self._union_dense(solid_job, stats)
             surface = replace(job, mode="surface", surface="conservative")
-            voxels, faces = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
-            return voxels | solid, faces
-        voxels, faces = self._surface_slabs(job, stats, dense=True, face_ids=face_ids)
-        return voxels, faces
+            voxels, parts = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
+            return voxels | solid, _dense_faces(job, parts) if face_ids else None
+        voxels, parts = self._surface_slabs(job, stats, dense=True, face_ids=face_ids)
+        return voxels, _dense_faces(job, parts) if face_ids else None
 
     def _surface_svo(self, job: Job, stats: Stats) -> OctreeArrays:
         if job.mode == "both" and job.fill_mode != "parity":
@@ -342,18 +359,19 @@ class Pipeline:
     @overload
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: Literal[True], face_ids: bool
-    ) -> tuple[np.ndarray, np.ndarray | None]: ...
+    ) -> tuple[np.ndarray, list[MarkedVoxels]]: ...
 
     @overload
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: Literal[False], face_ids: bool
-    ) -> tuple[OctreeArrays, np.ndarray | None]: ...
+    ) -> tuple[OctreeArrays, list[MarkedVoxels]]: ...
 
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: bool, face_ids: bool
-    ) -> tuple[np.ndarray | OctreeArrays, np.ndarray | None]:
+    ) -> tuple[np.ndarray | OctreeArrays, list[MarkedVoxels]]:
         """The job's mode ("surface", or "both" with parity) slab by slab as the plan says:
-        the bool grid (`dense`) or the SVO arrays, and the face ids (dense only)."""
+        the bool grid (`dense`) or the SVO arrays, and with `face_ids` each slab's voxels
+        that carry one (sparse, so an SVO's never need the dense grid on the host)."""
         passes = self._pass_kernels(job.variant)
         kind = "conservative" if job.mode == "both" else job.surface
         plan = make_plan(
@@ -385,13 +403,13 @@ class Pipeline:
         )
         slabs = plan.slabs()
         voxels = np.zeros(job.shape, bool) if dense else None
-        faces = np.full(job.shape, -1, np.int32) if face_ids else None
+        marked: list[MarkedVoxels] = []
         forests: list[tuple[int, SVOArrays]] = []
         for index, slab in enumerate(slabs):
             grid = self._pool.binding("grid", slab.grid_bytes)
             rows = slab.row_hi - slab.row_lo
             ids = None
-            if faces is not None:
+            if face_ids:
                 ids = self._pool.binding("face_ids", slab.nx * rows * slab.nz * FACE_ID_BYTES)
             if job.mode == "both":
                 runner.voxelize(slab, grid)
@@ -403,29 +421,15 @@ class Pipeline:
             else:
                 forest = plan.forest(slab)
                 forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
-            if faces is not None and ids is not None:
-                faces[:, slab.row_lo : slab.row_hi] = self._download_faces(slab, ids, stats)
+            if ids is not None and voxels is not None:
+                marked.append(download_marked(self._sequence, slab, ids, stats))
+            elif ids is not None:
+                marked.append(self._gather_faces(slab, ids, stats))
             if job.progress is not None and len(slabs) > 1:
                 job.progress("slabs", index + 1, len(slabs))
         if voxels is not None:
-            return voxels, faces
-        return self._merge(plan, job.shape, forests, stats), None
-
-    def _download_faces(self, slab: Window, ids: Binding, stats: Stats) -> np.ndarray:
-        """The slab's face ids as int32[i, j - row_lo, k] (-1: none)."""
-        started = time.perf_counter()
-        sequence = self._sequence
-        sequence.begin()
-        sequence.mark("start")
-        size = ids.size if ids.size is not None else ids.buffer.size
-        staging = sequence.download(ids.buffer, size)
-        sequence.mark("download")
-        stats.add_gpu(sequence.submit())
-        rows = slab.row_hi - slab.row_lo
-        words = staging.read(np.int32, slab.nx * rows * slab.nz)
-        faces = words.reshape(rows, slab.nx, slab.nz).transpose(1, 0, 2)
-        stats.add_host(download=(time.perf_counter() - started) * 1e3)
-        return faces
+            return voxels, marked
+        return self._merge(plan, job.shape, forests, stats), marked
 
     # -- kernels, stats, lifetime ------------------------------------------------------------
 
@@ -443,6 +447,12 @@ class Pipeline:
         if self._scan is None:
             self._scan = Scan(self.device)
         return self._scan
+
+    def _gather_faces(self, slab: Window, ids: Binding, stats: Stats) -> MarkedVoxels:
+        if self._face_gather is None:
+            self._face_gather = FaceGather(self.device)
+        scan = self._scan_kernels()
+        return gather_marked(self._sequence, self._pool, scan, self._face_gather, slab, ids, stats)
 
     def _svo_kernels(self) -> SVOPipelines:
         if self._svo is None:
@@ -494,13 +504,22 @@ class Pipeline:
         for surface in self._surfaces.values():
             surface.destroy()
         self._surfaces.clear()
-        for primitive in (self._scan, self._svo):
+        for primitive in (self._scan, self._svo, self._face_gather):
             if primitive is not None:
                 primitive.destroy()
         self._scan = None
         self._svo = None
+        self._face_gather = None
         self._sequence.destroy()
         self._pool.destroy()
+
+
+def _dense_faces(job: Job, parts: list[MarkedVoxels]) -> np.ndarray:
+    """int32[i, j, k] face ids of the marked voxels, -1 elsewhere."""
+    faces = np.full(job.shape, -1, np.int32)
+    for part in parts:
+        part.scatter(faces)
+    return faces
 
 
 def _ms(times: dict[str, float]) -> str:
