@@ -16,6 +16,10 @@
 // lane needs every record of its tile, and this loads each once per subgroup instead of once
 // per lane (on lavapipe each memory instruction is a loop over the SIMD lanes).
 //
+// MARK_CROSSINGS 1 (fill_mode="winding", flips stage only): bits are set (OR) instead of
+// flipped, so bit k marks that some crossing lies between the centres of voxels k - 1 and k,
+// even where two crossings cancel out (winding_columns.comp cuts columns there).
+//
 // FILL_STAGE 1, parity: the same workgroups (or, with all_tiles, one per tile of the window,
 // when several batches of triangles flipped bits in different tiles); each thread turns its
 // column's flips into parity with a prefix XOR, so voxel k is set iff an odd number of
@@ -102,6 +106,12 @@ int crossing(TriangleRecord r, ivec2 column, int n) {
 }
 
 #if FILL_STAGE == 0
+#if MARK_CROSSINGS
+#define FLIP |=
+#else
+#define FLIP ^=
+#endif
+
 void main() {
     uint tile_index = flat_group_id();
     if (tile_index >= tile_count) return;
@@ -126,17 +136,17 @@ void main() {
             uint bit = uint(k < n) << (k & 31);
             if (in_registers) {
                 [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
-                    flips[q] ^= uint(q == uint(k) >> 5) * bit;
+                    flips[q] FLIP uint(q == uint(k) >> 5) * bit;
                 }
             } else {
-                grid[base + uint(min(k, n - 1) >> 5)] ^= bit;
+                grid[base + uint(min(k, n - 1) >> 5)] FLIP bit;
             }
 #else
             if (k < n) {
                 if (in_registers) {
-                    flips[k >> 5] ^= 1u << (k & 31);
+                    flips[k >> 5] FLIP 1u << (k & 31);
                 } else {
-                    grid[base + uint(k >> 5)] ^= 1u << (k & 31);
+                    grid[base + uint(k >> 5)] FLIP 1u << (k & 31);
                 }
             }
 #endif
@@ -149,7 +159,7 @@ void main() {
                 if (finish != 0u) {
                     grid[base + q] = parity_word(flips[q], carry, q);
                 } else {
-                    grid[base + q] ^= flips[q];
+                    grid[base + q] FLIP flips[q];
                 }
             }
         }

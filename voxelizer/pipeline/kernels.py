@@ -94,7 +94,14 @@ FILL_FLIPS = Kernel(
     "fill",
     _FILL_BINDINGS,
     _FILL_PUSH,
-    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND},
+    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "MARK_CROSSINGS": 0},
+)
+# fill_mode="winding": the flips stage with OR, marking every crossing (built on first use).
+FILL_MARKS = Kernel(
+    "fill",
+    _FILL_BINDINGS,
+    _FILL_PUSH,
+    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "MARK_CROSSINGS": 1},
 )
 FILL_PARITY = Kernel(
     "fill",
@@ -118,6 +125,7 @@ PASS_KERNELS = (
     COMPACT_COUNTS,
     FILL_FLIPS,
     FILL_PARITY,
+    FILL_MARKS,
 )
 
 # -- the SVO build: classification bottom-up, then compaction ---------------------------------
@@ -153,3 +161,86 @@ WRITE_BRICKS = Kernel(
 )
 
 SVO_KERNELS = (CLASSIFY_BRICKS, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS)
+
+# -- fill_mode="winding": segments between crossing marks, w at their points, the bits -------
+
+# shaders/winding_columns.comp: the voxels whose centres lie inside the mesh's bounding box.
+COLUMN_BOX = Struct(
+    "ColumnBox",
+    (
+        ("i_lo", "int"),
+        ("i_hi", "int"),
+        ("j_lo", "int"),
+        ("j_hi", "int"),
+        ("k_lo", "int"),
+        ("k_hi", "int"),
+    ),
+)
+_COLUMNS_PUSH = (("window", WINDOW), ("box", COLUMN_BOX), ("refined", "uint"))
+WINDING_COUNT = Kernel(
+    "winding_columns", {"grid": 0, "offsets": 1}, _COLUMNS_PUSH, {"COLUMNS_STAGE": 0}
+)
+WINDING_EMIT = Kernel(
+    "winding_columns",
+    {"grid": 0, "offsets": 1, "segments": 2, "points": 3},
+    _COLUMNS_PUSH,
+    {"COLUMNS_STAGE": 1},
+)
+WINDING_WRITE = Kernel(
+    "winding_columns",
+    {
+        "grid": 0,
+        "offsets": 1,
+        "segments": 2,
+        "values": 3,
+        "refine_offsets": 4,
+        "refine_values": 5,
+    },
+    _COLUMNS_PUSH,
+    {"COLUMNS_STAGE": 2},
+)
+WINDING_EVALUATE = Kernel(
+    "winding_evaluate",
+    {
+        "nodes": 0,
+        "corners": 1,
+        "edges": 2,
+        "points": 3,
+        "segments": 4,
+        "values": 5,
+        "changes": 6,
+        "walks": 7,
+        "walk_count": 8,
+    },
+    (
+        ("point_count", "uint"),
+        ("depth", "uint"),
+        ("triangle_count", "uint"),
+        ("edge_first", "uint"),
+        ("edge_end", "uint"),
+        ("walk", "uint"),
+        ("with_change", "uint"),
+    ),
+)
+_REFINE_PUSH = (("slot_count", "uint"),)
+WINDING_REFINE_COUNT = Kernel(
+    "winding_refine",
+    {"segments": 0, "values": 1, "changes": 2, "offsets": 3},
+    _REFINE_PUSH,
+    {"REFINE_STAGE": 0},
+)
+WINDING_REFINE_EMIT = Kernel(
+    "winding_refine",
+    {"segments": 0, "offsets": 1, "points": 2},
+    _REFINE_PUSH,
+    {"REFINE_STAGE": 1},
+)
+
+WINDING_KERNELS = (
+    WINDING_COUNT,
+    WINDING_EMIT,
+    WINDING_WRITE,
+    WINDING_EVALUATE,
+    WINDING_REFINE_COUNT,
+    WINDING_REFINE_EMIT,
+)

@@ -67,6 +67,8 @@ class PassPipelines:
         self.variant = variant  # one of VARIANTS (checked by the caller's Options)
         self.indexed = bool(VARIANTS[variant]["INDEXED"])
         defines = pass_defines(variant, subgroup_defines(device))
+        self._device, self._defines = device, defines
+        self._fill_marks: ComputePipeline | None = None
 
         def build(kernel: Kernel) -> ComputePipeline:
             return ComputePipeline(device, kernel, defines)
@@ -84,6 +86,13 @@ class PassPipelines:
         self.compact_counts = build(kernels.COMPACT_COUNTS)
         self.fill_flips = build(kernels.FILL_FLIPS)
         self.fill_parity = build(kernels.FILL_PARITY)
+
+    @property
+    def fill_marks(self) -> ComputePipeline:
+        """The flips stage marking every crossing (fill_mode="winding"), built on first use."""
+        if self._fill_marks is None:
+            self._fill_marks = ComputePipeline(self._device, kernels.FILL_MARKS, self._defines)
+        return self._fill_marks
 
     def all(self) -> list[ComputePipeline]:
         return [
@@ -105,6 +114,8 @@ class PassPipelines:
     def destroy(self) -> None:
         for pipeline in self.all():
             pipeline.destroy()
+        if self._fill_marks is not None:
+            self._fill_marks.destroy()
 
 
 @dataclass(frozen=True)
@@ -179,8 +190,9 @@ class PassRunner:
         self.stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
         self.stats.count(triangles=self.triangles)
 
-    def voxelize(self, slab: Window, grid: Binding) -> None:
-        """Leave the solid bits of the slab's rows in `grid` (cleared first)."""
+    def voxelize(self, slab: Window, grid: Binding, marks: bool = False) -> None:
+        """Leave the solid bits of the slab's rows in `grid` (cleared first); with `marks`,
+        instead a bit at the first voxel above every crossing (fill_mode="winding")."""
         batches = [
             (first, min(first + self.batch_triangles, self.triangles))
             for first in range(0, self.triangles, self.batch_triangles)
@@ -198,9 +210,9 @@ class PassRunner:
                 work[:0] = self._split(window, batch)
                 continue
             alone = fills == 0 and not work  # no other part flips bits in this slab
-            self._fill(window, pair_count, grid, parity=alone)
+            self._fill(window, pair_count, grid, parity=alone and not marks, marks=marks)
             fills += 1
-        if fills != 1:  # several parts (or none: the grid is still cleared below)
+        if fills != 1 and not marks:  # several parts (or none: the grid is still cleared below)
             self._parity_all(slab, grid, clear)
         self.stats.count(slabs=1, parts=fills)
 
@@ -310,7 +322,9 @@ class PassRunner:
             "budget holds; raise max_memory"
         )
 
-    def _fill(self, window: Window, pair_count: int, grid: Binding, parity: bool) -> None:
+    def _fill(
+        self, window: Window, pair_count: int, grid: Binding, parity: bool, marks: bool = False
+    ) -> None:
         """Submission 2: emission, grouping by tile, marking, compaction, fill."""
         started = time.perf_counter()
         sequence, pipelines = self.sequence, self.pipelines
@@ -360,9 +374,10 @@ class PassRunner:
             }
             rounds = workgroups(pair_count, FILL_PAIRS_PER_ROUND)
             finish = parity and rounds == 1  # the flips stage computes the parity itself
+            flips = pipelines.fill_marks if marks else pipelines.fill_flips
             for fill_round in range(rounds):
                 sequence.dispatch_indirect(
-                    pipelines.fill_flips,
+                    flips,
                     fill_bindings,
                     {"window": window, "fill_round": fill_round, "all_tiles": 0, "finish": finish},
                     fill_args,

@@ -31,11 +31,13 @@ from ..placement import COLUMN_AXIS_ORDERS, Shape
 from ..stats import Stats
 from .merge import merge_forests
 from .passes import PassPipelines, PassRunner, Window
-from .plan import Plan, make_plan
+from .plan import Plan, default_budget, make_plan
 from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
+from .winding import WindingFill, WindingPipelines, winding_tree
 
 _log = get_logger(__name__)
-FILL_MODES = ("parity", "vote", "union")
+FILL_MODES = ("parity", "vote", "union", "winding")
+WINDING_COLUMN_RESERVE = 40  # bytes per grid column kept out of the plan for winding's lists
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
 # Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
 Progress = Callable[[str, int, int], None]
@@ -66,6 +68,7 @@ class Pipeline:
         self._passes: dict[str, PassPipelines] = {}
         self._scan: Scan | None = None
         self._svo: SVOPipelines | None = None
+        self._winding_pipelines: WindingPipelines | None = None
 
     # -- the two results ---------------------------------------------------------------------
 
@@ -76,6 +79,8 @@ class Pipeline:
             voxels = self._vote(job, stats)
         elif job.fill_mode == "union":
             voxels = self._union_dense(job, stats)
+        elif job.fill_mode == "winding":
+            voxels = self._winding(job, stats, dense=True)
         else:
             voxels = self._parity(job, job.vertices, job.shape, stats, dense=True)
         self._finish(stats)
@@ -92,6 +97,8 @@ class Pipeline:
             octree = arrays.octree()
         elif job.fill_mode == "union":
             octree = self._union_svo(job, stats)
+        elif job.fill_mode == "winding":
+            octree = self._winding(job, stats, dense=False)
         else:
             octree = self._parity(job, job.vertices, job.shape, stats, dense=False)
         self._finish(stats)
@@ -291,6 +298,67 @@ class Pipeline:
                 job.progress("runs", index + 1, len(runs))
         return winding
 
+    # -- winding: crossing marks, then the winding number per segment -----------------------
+
+    @overload
+    def _winding(self, job: Job, stats: Stats, dense: Literal[True]) -> np.ndarray: ...
+
+    @overload
+    def _winding(self, job: Job, stats: Stats, dense: Literal[False]) -> OctreeArrays: ...
+
+    def _winding(self, job: Job, stats: Stats, dense: bool) -> np.ndarray | OctreeArrays:
+        """fill_mode="winding" (pipeline/winding.py): slab by slab, the passes mark every
+        crossing and WindingFill replaces the marks by the winding bits, which then go the
+        way parity bits go (download, or the SVO build on the device). The hierarchy and the
+        segment lists are kept out of the plan's budget."""
+        started = time.perf_counter()
+        tree = winding_tree(job.mesh, job.vertices)
+        stats.add_host(winding_tree=(time.perf_counter() - started) * 1e3)
+        budget = default_budget(self.device) if job.max_memory is None else job.max_memory
+        nx, ny, _ = job.shape
+        reserve = 2 * (tree.nbytes if tree is not None else 0) + WINDING_COLUMN_RESERVE * nx * ny
+        passes = self._pass_kernels(job.variant)
+        plan = make_plan(
+            self.device,
+            job.shape,
+            job.mesh.triangle_count,
+            len(job.vertices),
+            passes.indexed,
+            max(budget - reserve, 0),
+            svo=not dense,
+            dense=dense,
+        )
+        stats.memory.budget_bytes = budget
+        stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
+        runner = PassRunner(
+            self.device, passes, self._scan_kernels(), self._pool, self._sequence,
+            job.vertices, job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget,
+            stats,
+        )  # fmt: skip
+        if self._winding_pipelines is None:
+            self._winding_pipelines = WindingPipelines(self.device)
+        fill = WindingFill(
+            self._winding_pipelines, self._scan_kernels(), self._pool, self._sequence, tree,
+            job.shape, stats,
+        )  # fmt: skip
+        slabs = plan.slabs()
+        voxels = np.zeros(job.shape, bool) if dense else None
+        forests: list[tuple[int, SVOArrays]] = []
+        for index, slab in enumerate(slabs):
+            grid = self._pool.binding("grid", slab.grid_bytes)
+            runner.voxelize(slab, grid, marks=True)
+            fill.fill(slab, grid)
+            if voxels is not None:
+                voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
+            else:
+                forest = plan.forest(slab)
+                forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
+            if job.progress is not None and len(slabs) > 1:
+                job.progress("slabs", index + 1, len(slabs))
+        if voxels is not None:
+            return voxels
+        return self._merge(plan, job.shape, forests, stats)
+
     # -- kernels, stats, lifetime ------------------------------------------------------------
 
     def _pass_kernels(self, variant: str) -> PassPipelines:
@@ -323,11 +391,12 @@ class Pipeline:
         for kernels in self._passes.values():
             kernels.destroy()
         self._passes.clear()
-        for primitive in (self._scan, self._svo):
+        for primitive in (self._scan, self._svo, self._winding_pipelines):
             if primitive is not None:
                 primitive.destroy()
         self._scan = None
         self._svo = None
+        self._winding_pipelines = None
         self._sequence.destroy()
         self._pool.destroy()
 
