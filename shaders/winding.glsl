@@ -1,8 +1,8 @@
 // The generalized winding number w(p) of the mesh at a voxel centre (fill_mode="winding"):
 // the sum over the triangles of their signed solid angles seen from p, divided by 4 pi. A
-// voxel is solid iff w > 1/2 (voxelizer/reference_winding.py states the rule and sums it).
+// voxel is solid iff w > 1/2 (voxelizer/reference_winding.py states the rule and computes it).
 //
-// The GPU never sums over the triangles. Close the surface S with the curtain C that hangs
+// The GPU never sums solid angles over the triangles. Close the surface S with the curtain C that hangs
 // from its boundary up to z = +infinity (each boundary edge x0 -> x1 sweeps a vertical strip)
 // and a lid at infinity, whose solid angle tends to 0: S + C is closed, so its winding
 // number at p is the signed count of its crossings with any ray from p. The ray straight
@@ -15,9 +15,9 @@
 // where m_e is the edge's net count in the boundary (uses a -> b minus uses b -> a, edges
 // compared by position) and Omega(A, B, C) is the solid angle of the spherical triangle of
 // directions A, B, C (Van Oosterom & Strackee: tan(Omega / 2) = det / den with det = A.(B x C),
-// den = |A||B||C| + (A.B)|C| + (B.C)|A| + (C.A)|B|). s is decided with the parity passes'
-// exact predicates (exact.glsl: the top-left rule, a crossing at a centre's height is not
-// below it), so a mesh whose boundary cancels (closed, or closed parts in any orientation,
+// den = |A||B||C| + (A.B)|C| + (B.C)|A| + (C.A)|B|). s is counted by the parity passes'
+// fill with their exact predicates (fill.comp, SIGNED_CROSSINGS: the top-left rule, a
+// crossing at a centre's height is not below it), so a mesh whose boundary cancels (closed, or closed parts in any orientation,
 // overlapping or not) has w = s exactly: for one closed, outward, non-self-intersecting mesh
 // that is the parity answer bit for bit. Only w_C is rounded (float32, bounded below).
 //
@@ -55,19 +55,6 @@ float atan2_accurate(float y, float x) {
     return y < 0.0 ? -a : a;
 }
 
-// -sign(N_z) if the downward ray from the centre of voxel k of `column` crosses triangle
-// (a, b, c), else 0: the parity passes' coverage and depth tests (exact.glsl) on the same
-// integers, so it crosses exactly where they count a crossing below that centre.
-int downward_crossing(ivec3 a, ivec3 b, ivec3 c, ivec2 column, int k) {
-    int64_t twice_area = edge_function(a.xy, b.xy, c.xy);  // N_z
-    bool clockwise = twice_area < 0;
-    ivec3 second = clockwise ? c : b, third = clockwise ? b : c;
-    Coverage w = cover(a, second, third, column);
-    bool below = twice_area != 0 && w.covered
-              && centre_above_crossing(w, a.z, second.z, third.z, k);
-    return below ? (clockwise ? 1 : -1) : 0;
-}
-
 // Whether P, nudged by (+e, +e^2, -E), lies inside the strip above edge x0 -> x1, given that
 // P's column lies in the strip's vertical plane (and the edge is not vertical): within the
 // edge's span along it, and strictly above it. Products of differences: |.| < 2^60.
@@ -86,26 +73,24 @@ bool in_strip(ivec3 x0, ivec3 x1, ivec3 p) {
 }
 
 // The strip above boundary edge x0 -> x1 seen from P: x = its signed solid angle, y = a bound
-// on x's rounding error, z = a bound on how much it changes while P moves along its column
-// between the heights (in grid units) low and high (-1: no bound; 0 when low == high).
+// on x's rounding error.
 //
 // Rounding: det is an exact integer rounded once; den is a sum of products of rounded
 // inputs, within 2^-18 |A||B| of its value; 2 atan2(det, den) moves by at most
 // 2 (|d det| + |d den|) / |(det, den)|, plus twice atan2_accurate's 2^-20.
-// Change along the column: d omega / dz is the solid angle rate of the strip's bottom band,
-// at most rho_perp |e_xy| / |x - P|^3 integrated over the edge (rho_perp: distance of the
-// column from the strip's plane), and over z in [low, high] the integral of
-// 1 / (rho^2 + dz^2)^(3/2) is at most min(2 / rho^2, (high - low) / (rho^2 + gap^2)^(3/2)),
-// with rho >= rho_min (distance of the column from the edge in xy) and gap the distance
-// between the edge's heights and [low, high].
-vec3 strip_solid_angle(ivec3 x0, ivec3 x1, ivec3 p, float low, float high) {
+//
+// Along P's column, |x| never decreases as P rises (the strip seen from P, shifted down by
+// P's height, only grows: a larger piece of one plane, seen from one side) and its sign
+// (the side of the plane, or the nudge's side) does not change: each m_e x is monotonic in
+// the height, increasing where m_e x > 0 (winding_decide.comp bounds w on a run with this).
+vec2 strip_solid_angle(ivec3 x0, ivec3 x1, ivec3 p) {
     int64_t det = edge_function(x1.xy, x0.xy, p.xy);  // A.(B x z) = (A x B)_z, A = x1 - P
     if (det == 0) {
-        if (x0.xy == x1.xy) return vec3(0.0);  // a vertical edge sweeps no area
+        if (x0.xy == x1.xy) return vec2(0.0);  // a vertical edge sweeps no area
         int64_t nx = int64_t(x1.y - x0.y), ny = int64_t(x0.x - x1.x);  // det's gradient in P
         bool positive = nx != 0 ? nx > 0 : ny > 0;  // det's sign at (+e, +e^2)
         float omega = in_strip(x0, x1, p) ? (positive ? 2.0 * PI : -2.0 * PI) : 0.0;
-        return vec3(omega, 0.0, high > low ? -1.0 : 0.0);  // the column lies in the plane
+        return vec2(omega, 0.0);  // exact
     }
     const float scale = 1.0 / float(1 << FIXED_BITS);
     vec3 a = vec3(x1 - p) * scale, b = vec3(x0 - p) * scale;
@@ -116,19 +101,5 @@ vec3 strip_solid_angle(ivec3 x0, ivec3 x1, ivec3 p, float low, float high) {
     float spread = max(length(vec2(det_value, den)), 1e-30);
     float error = 2.0 * (abs(det_value) / 8388608.0 + la * lb / 262144.0) / spread
                 + 2.0 / 1048576.0 + abs(omega) / 8388608.0;
-    float change = 0.0;
-    if (high > low) {
-        vec2 d = a.xy - b.xy, to_start = -b.xy;  // edge x0 -> x1 and P - x0, in xy
-        float length_xy = length(d);
-        float along = clamp(dot(to_start, d) / (length_xy * length_xy), 0.0, 1.0);
-        float rho_perp = abs(det_value) / length_xy;
-        float rho = max(length(to_start - along * d), rho_perp) * (1.0 - 1.0 / 262144.0);
-        float z_low = min(a.z, b.z) + float(p.z) * scale, z_high = max(a.z, b.z) + float(p.z) * scale;
-        float gap = max(max(z_low - high, low - z_high), 0.0);
-        float rho2 = rho * rho;
-        float spread2 = rho2 + gap * gap;
-        float along_column = min(2.0 / rho2, (high - low) / (spread2 * sqrt(spread2)));
-        change = length_xy * rho_perp * along_column * (1.0 + 1.0 / 65536.0);
-    }
-    return vec3(omega, error, change);
+    return vec2(omega, error);
 }

@@ -34,7 +34,7 @@ from .merge import merge_forests
 from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
 from .plan import Plan, default_budget, make_plan
 from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
-from .winding import WindingFill, WindingPipelines, winding_tree
+from .winding import WindingFill, WindingPipelines, mesh_boundary
 
 _log = get_logger(__name__)
 FILL_MODES = ("parity", "vote", "union", "winding")
@@ -446,15 +446,17 @@ class Pipeline:
 
     def _winding_fill(self, job: Job, stats: Stats, dense: bool) -> np.ndarray | OctreeArrays:
         """fill_mode="winding" (pipeline/winding.py): slab by slab, the passes mark every
-        crossing and WindingFill replaces the marks by the winding bits, which then go the
-        way parity bits go (download, or the SVO build on the device). The hierarchy and the
-        segment lists are kept out of the plan's budget."""
+        crossing, WindingFill cuts the columns into segments there, the passes run again to
+        add each crossing's sign to its segment, and WindingFill replaces the marks by the
+        winding bits, which then go the way parity bits go (download, or the SVO build on
+        the device). The boundary and the segment lists are kept out of the plan's budget."""
         started = time.perf_counter()
-        tree = winding_tree(job.mesh, job.vertices)
-        stats.add_host(winding_tree=(time.perf_counter() - started) * 1e3)
+        boundary = mesh_boundary(job.mesh, job.vertices)
+        stats.add_host(winding_boundary=(time.perf_counter() - started) * 1e3)
         budget = default_budget(self.device) if job.max_memory is None else job.max_memory
         nx, ny, _ = job.shape
-        reserve = 2 * (tree.nbytes if tree is not None else 0) + WINDING_COLUMN_RESERVE * nx * ny
+        edges = boundary.nbytes if boundary is not None else 0
+        reserve = 2 * edges + WINDING_COLUMN_RESERVE * nx * ny
         passes = self._pass_kernels(job.variant)
         plan = make_plan(
             self.device,
@@ -476,7 +478,7 @@ class Pipeline:
         if self._winding_pipelines is None:
             self._winding_pipelines = WindingPipelines(self.device)
         fill = WindingFill(
-            self._winding_pipelines, self._scan_kernels(), self._pool, self._sequence, tree,
+            self._winding_pipelines, self._scan_kernels(), self._pool, self._sequence, boundary,
             job.shape, stats,
         )  # fmt: skip
         slabs = plan.slabs()
@@ -485,7 +487,10 @@ class Pipeline:
         for index, slab in enumerate(slabs):
             grid = self._pool.binding("grid", slab.grid_bytes)
             runner.voxelize(slab, grid, marks=True)
-            fill.fill(slab, grid)
+            signed = fill.segments(slab, grid)
+            if signed is not None:
+                runner.voxelize(slab, grid, signed=signed)
+                fill.finish(slab, grid, signed)
             if voxels is not None:
                 voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
             else:

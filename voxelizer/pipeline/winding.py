@@ -1,23 +1,20 @@
 """fill_mode="winding": solid where the generalized winding number w of the mesh exceeds 1/2,
 on the GPU, with work in proportion to the surface rather than the volume.
 
-w is never summed over the triangles (shaders/winding.glsl): it is s - w_C, where s counts
+w is never summed over the triangles (shaders/winding.glsl): it is s - c, where s counts
 the surface's crossings below the point with their signs (the parity passes' exact integer
-predicates) and w_C is the solid angle of the vertical curtain hanging up from the mesh's
+predicates) and c is the solid angle of the vertical curtain hanging up from the mesh's
 boundary, a sum over the boundary edges only. A mesh whose boundary cancels (closed, or
 closed parts in any orientation, overlapping or not) has no boundary edge: w = s exactly.
 
-Along a voxel column w jumps by an integer only where the column crosses the surface and is
-continuous in between. The fill pass, with MARK_CROSSINGS, marks the first voxel above every
-crossing (shaders/fill.comp); the runs of voxels between marks, inside the mesh's bounding
-box, are the segments (shaders/winding_columns.comp). Each segment is evaluated once, at its
-middle voxel, with a bound on how much w_C can change along it; where that bound does not
-keep w on one side of 1/2 the segment is evaluated voxel by voxel (winding_refine.comp). So
-every voxel gets the rule's answer; only w_C is rounded (float32, its error is in the bound).
-
-s is found by walking a hierarchy of boxes over the triangles (a complete binary tree over
-leaves of WINDING_LEAF triangles in Morton order), built on the host with numpy, once per Mesh
-and grid placement (kept with the Mesh while it lives), and uploaded once per voxelization.
+Per slab: the passes mark the first voxel above every crossing (fill.comp, MARK_CROSSINGS);
+the runs of voxels between marks inside the surface's bounding box are the segments, on
+which s is one integer (winding_columns.comp); the passes run again and add each crossing's
+sign to its segment (fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment
+is a run: c at the two ends of its column's range, then at the run's own ends, bounds c on
+all of it (each edge's term is monotonic along the column), which decides the whole run or
+splits it in halves for the next round (winding_evaluate.comp, winding_decide.comp). A closed mesh needs no round beyond the first
+and evaluates no solid angle.
 """
 
 from __future__ import annotations
@@ -38,45 +35,29 @@ from ..mesh import Mesh
 from ..placement import FIXED_BITS
 from ..stats import Stats
 from . import kernels
-from .passes import TILE_SIDE, Window
+from .passes import TILE_SIDE, SignedCrossings, Window
 
-WINDING_LEAF = 8  # triangles per leaf of the hierarchy
-EDGE_CHUNK = 1 << 14  # boundary edges per evaluation dispatch (llvmpipe's loop budget)
+EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
 TILE_COLUMNS = TILE_SIDE * TILE_SIDE  # points a workgroup evaluates together
-NODE_FLOATS = 8  # WindingNode in shaders/winding_evaluate.comp: low, high
 _ONE = 1 << FIXED_BITS
 _HALF = _ONE >> 1
-_EMPTY = np.float32(3.0e38)
 
 
 def winding_defines() -> dict[str, int]:
     """What the winding kernels are compiled with besides their own defines."""
-    return {
-        **COMMON_DEFINES,
-        "FIXED_BITS": FIXED_BITS,
-        "BRANCHLESS": 0,  # exact.glsl's coverage test, plain branches
-        "WINDING_LEAF": WINDING_LEAF,
-    }
+    return {**COMMON_DEFINES, "FIXED_BITS": FIXED_BITS}
 
 
-# -- the hierarchy and the boundary -------------------------------------------------------------
+# -- the boundary ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, eq=False)
-class WindingTree:
-    """What the evaluation reads: the triangles a vertical ray can cross, in Morton order,
-    with a complete binary tree of boxes over leaves of WINDING_LEAF of them (node n at row n,
-    row 0 unused), and the boundary edges with their net counts."""
+class Boundary:
+    """What the winding kernels read of the mesh: its boundary edges with their net counts,
+    and the box of the surface (the triangles with area)."""
 
-    nodes: np.ndarray  # float32 (2^(depth + 1), NODE_FLOATS): box low xyz, 0, high xyz, 0
-    corners: np.ndarray  # int32 (T, 9): fixed-point corners as given (the orientation counts)
     edges: np.ndarray  # int32 (B, 8): x0 xyz, m, x1 xyz, 0 (fixed point)
-    depth: int
     box: np.ndarray  # int64 (2, 3): fixed-point bounding box of the surface
-
-    @property
-    def triangle_count(self) -> int:
-        return len(self.corners)
 
     @property
     def edge_count(self) -> int:
@@ -84,23 +65,23 @@ class WindingTree:
 
     @property
     def nbytes(self) -> int:
-        return self.nodes.nbytes + self.corners.nbytes + self.edges.nbytes
+        return self.edges.nbytes
 
 
-_trees: weakref.WeakKeyDictionary[Mesh, tuple[np.ndarray, WindingTree | None]] = (
+_boundaries: weakref.WeakKeyDictionary[Mesh, tuple[np.ndarray, Boundary | None]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def winding_tree(mesh: Mesh, grid_vertices: np.ndarray) -> WindingTree | None:
-    """The hierarchy of `mesh` at these grid-space vertices (None: no triangle has area),
-    built once and kept with the Mesh for the next call with the same vertices."""
-    cached = _trees.get(mesh)
+def mesh_boundary(mesh: Mesh, grid_vertices: np.ndarray) -> Boundary | None:
+    """The boundary of `mesh` at these grid-space vertices (None: no triangle has area),
+    found once and kept with the Mesh for the next call with the same vertices."""
+    cached = _boundaries.get(mesh)
     if cached is not None and np.array_equal(cached[0], grid_vertices):
         return cached[1]
-    tree = build_tree(grid_vertices, mesh.faces)
-    _trees[mesh] = (np.array(grid_vertices, np.float32), tree)
-    return tree
+    boundary = find_boundary(grid_vertices, mesh.faces)
+    _boundaries[mesh] = (np.array(grid_vertices, np.float32), boundary)
+    return boundary
 
 
 def fixed_corners(grid_vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
@@ -111,7 +92,7 @@ def fixed_corners(grid_vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
 
 
 def triangle_normals(corners: np.ndarray) -> np.ndarray:
-    """(T, 3) int64: (b - a) x (c - a) of fixed-point corners, exact (|.| < 2^60)."""
+    """(T, 3) int64: (b - a) x (c - a) of fixed-point corners, exact (|.| < 2^62)."""
     u = corners[:, 1] - corners[:, 0]
     v = corners[:, 2] - corners[:, 0]
     return np.stack(
@@ -144,61 +125,17 @@ def boundary_edges(corners: np.ndarray) -> np.ndarray:
     ).astype(np.int64)
 
 
-def _morton_order(centroids: np.ndarray) -> np.ndarray:
-    """Triangle order along a Morton curve of their centroids (16 bits per axis)."""
-    low, high = centroids.min(axis=0), centroids.max(axis=0)
-    scaled = (centroids - low) / np.maximum(high - low, 1e-300) * 65535
-    q = np.clip(scaled, 0, 65535).astype(np.int64)
-    code = np.zeros(len(q), np.int64)
-    for bit in range(16):
-        for axis in range(3):
-            code |= ((q[:, axis] >> bit) & 1) << (3 * bit + axis)
-    return np.argsort(code, kind="stable")
-
-
-def _outwards(values: np.ndarray, direction: float) -> np.ndarray:
-    """float64 -> float32, rounded towards `direction` (-inf or +inf) where inexact."""
-    rounded = values.astype(np.float32)
-    inexact = rounded.astype(np.float64) != values
-    rounded[inexact] = np.nextafter(rounded[inexact], np.float32(direction))
-    return rounded
-
-
-def build_tree(grid_vertices: np.ndarray, faces: np.ndarray) -> WindingTree | None:
-    """The hierarchy and boundary of a mesh whose vertices are in grid space (numpy)."""
+def find_boundary(grid_vertices: np.ndarray, faces: np.ndarray) -> Boundary | None:
+    """The boundary and box of a mesh whose vertices are in grid space (numpy)."""
     corners = fixed_corners(grid_vertices, faces)
-    normals = triangle_normals(corners)
-    surface = corners[np.any(normals != 0, axis=1)]  # zero area: no solid angle anywhere
+    surface = corners[np.any(triangle_normals(corners) != 0, axis=1)]  # no area: no angle
     if not len(surface):
         return None
     edges = boundary_edges(surface)
-    crossable = surface[triangle_normals(surface)[:, 2] != 0]  # vertical: no ray crosses it
     box = np.array([surface.min(axis=(0, 1)), surface.max(axis=(0, 1))])
-    order = _morton_order(crossable.mean(axis=1).astype(np.float64))
-    crossable = crossable[order]
-    count = len(crossable)
-    leaves = max(1, -(-count // WINDING_LEAF))
-    depth = max(0, (leaves - 1).bit_length())
-    low = np.full((2 << depth, 3), np.inf)
-    high = np.full((2 << depth, 3), -np.inf)
-    if count:
-        starts = np.arange(0, count, WINDING_LEAF)
-        leaf = slice(1 << depth, (1 << depth) + len(starts))
-        low[leaf] = np.minimum.reduceat(crossable.min(axis=1), starts, axis=0) / _ONE
-        high[leaf] = np.maximum.reduceat(crossable.max(axis=1), starts, axis=0) / _ONE
-    for d in range(depth - 1, -1, -1):
-        nodes = slice(1 << d, 2 << d)
-        low[nodes] = np.minimum(low[2 << d : 4 << d : 2], low[(2 << d) + 1 : 4 << d : 2])
-        high[nodes] = np.maximum(high[2 << d : 4 << d : 2], high[(2 << d) + 1 : 4 << d : 2])
-    nodes_array = np.zeros((2 << depth, NODE_FLOATS), np.float32)
-    empty = ~np.isfinite(low[:, 0])
-    nodes_array[:, 0:3] = np.where(empty[:, None], _EMPTY, _outwards(np.where(empty[:, None], 0, low), -np.inf))
-    nodes_array[:, 4:7] = np.where(empty[:, None], -_EMPTY, _outwards(np.where(empty[:, None], 0, high), np.inf))
-    edge_rows = np.zeros((len(edges), 8), np.int32)
-    edge_rows[:, 0:3], edge_rows[:, 3] = edges[:, 0:3], edges[:, 6]
-    edge_rows[:, 4:7] = edges[:, 3:6]
-    flat = np.ascontiguousarray(crossable.reshape(count, 9), np.int32)
-    return WindingTree(nodes_array, flat, edge_rows, depth, box)
+    rows = np.zeros((len(edges), 8), np.int32)
+    rows[:, 0:3], rows[:, 3], rows[:, 4:7] = edges[:, 0:3], edges[:, 6], edges[:, 3:6]
+    return Boundary(rows, box)
 
 
 def column_box(box: np.ndarray, shape: tuple[int, int, int]) -> dict[str, int]:
@@ -231,26 +168,19 @@ class WindingPipelines:
         defines = winding_defines()
         self.count = ComputePipeline(device, kernels.WINDING_COUNT, defines)
         self.emit = ComputePipeline(device, kernels.WINDING_EMIT, defines)
-        self.write = ComputePipeline(device, kernels.WINDING_WRITE, defines)
-        self.evaluate = ComputePipeline(device, kernels.WINDING_EVALUATE, defines)
-        self.refine_count = ComputePipeline(device, kernels.WINDING_REFINE_COUNT, defines)
-        self.refine_emit = ComputePipeline(device, kernels.WINDING_REFINE_EMIT, defines)
+        self.sum = ComputePipeline(device, kernels.WINDING_SUM, defines)
+        self.curtain = ComputePipeline(device, kernels.WINDING_CURTAIN, defines)
+        self.decide = ComputePipeline(device, kernels.WINDING_DECIDE, defines)
 
     def destroy(self) -> None:
-        for pipeline in (
-            self.count,
-            self.emit,
-            self.write,
-            self.evaluate,
-            self.refine_count,
-            self.refine_emit,
-        ):
+        for pipeline in (self.count, self.emit, self.sum, self.curtain, self.decide):
             pipeline.destroy()
 
 
 class WindingFill:
-    """Turns the crossing marks of one slab at a time into winding bits, in place. One per
-    voxelization: it uploads the hierarchy with the first slab."""
+    """Turns the crossing marks of one slab at a time into winding bits, in place: `segments`
+    after the marking passes, `finish` after the signed ones. One per voxelization: it
+    uploads the boundary with the first slab."""
 
     def __init__(
         self,
@@ -258,27 +188,27 @@ class WindingFill:
         scan: Scan,
         pool: BufferPool,
         sequence: Sequence,
-        tree: WindingTree | None,
+        boundary: Boundary | None,
         shape: tuple[int, int, int],
         stats: Stats,
     ):
         self.pipelines, self.scan, self.pool, self.sequence = pipelines, scan, pool, sequence
-        self.tree, self.stats = tree, stats
+        self.boundary, self.stats = boundary, stats
         names = ("i_lo", "i_hi", "j_lo", "j_hi", "k_lo", "k_hi")
-        self.box = column_box(tree.box, shape) if tree is not None else dict.fromkeys(names, 0)
-        self._tree_buffers: dict[str, Binding] = {}
+        self.box = column_box(boundary.box, shape) if boundary else dict.fromkeys(names, 0)
+        self._edges: Binding | None = None
         self._started = 0.0
-        if tree is not None:
-            stats.count(winding_boundary_edges=tree.edge_count)
+        self._slots = 0
+        if boundary is not None:
+            stats.count(winding_boundary_edges=boundary.edge_count)
 
-    def fill(self, slab: Window, grid: Binding) -> None:
-        """Replace the marks in `grid` (the slab's rows) by the winding bits."""
+    def segments(self, slab: Window, grid: Binding) -> SignedCrossings | None:
+        """Cut the slab's columns into segments at the marks in `grid`: what the signed
+        passes need (None: no voxel can be solid, and the grid is cleared)."""
         tiles = slab.tiles
         offsets = self.pool.binding("winding_offsets", (tiles + 1) * 4)
-        push = {"window": slab, "box": self.box, "refined": 0}
-        # 1: groups of slots per tile, their scan, the total.
+        push = {"window": slab, "box": self.box}
         sequence = self._begin()
-        self._upload_tree()
         sequence.fill(offsets.buffer, 0, offsets.size)
         sequence.barrier()
         sequence.dispatch(self.pipelines.count, {"grid": grid, "offsets": offsets}, push, tiles)
@@ -287,80 +217,42 @@ class WindingFill:
         sequence.mark("winding_segments")
         staging = sequence.download(total, 4)
         self._submit("winding_count_submission")
-        slots = int(staging.read(np.uint32, 1)[0]) * TILE_COLUMNS if self.tree else 0
-
-        empty = self.pool.binding("winding_unused", 16)
-        segments, values, refine_offsets, refine_values = empty, empty, empty, empty
+        slots = int(staging.read(np.uint32, 1)[0]) * TILE_COLUMNS if self.boundary else 0
+        self._slots = slots
         sequence = self._begin()
-        if slots:
-            # 2: every segment's point, and w there (with the bound of its change).
-            segments = self.pool.binding("winding_segments", slots * 8)
-            points = self.pool.binding("winding_points", slots * 8)
-            sequence.dispatch(
-                self.pipelines.emit,
-                {"grid": grid, "offsets": offsets, "segments": segments, "points": points},
-                push,
-                tiles,
-            )
+        if not slots:
+            sequence.fill(grid.buffer, 0, grid.size)
             sequence.barrier()
-            sequence.mark("winding_segments")
-            values, changes = self._evaluate(points, segments, slots, "winding", True)
-            self.stats.count(winding_points=slots)
-            if self.tree is not None and self.tree.edge_count:
-                # 3: segments that one point cannot decide, voxel by voxel.
-                push["refined"] = 1
-                refine_offsets = self.pool.binding("winding_refine_offsets", (slots + 1) * 4)
-                sequence.dispatch(
-                    self.pipelines.refine_count,
-                    {
-                        "segments": segments,
-                        "values": values,
-                        "changes": changes,
-                        "offsets": refine_offsets,
-                    },
-                    {"slot_count": slots},
-                    workgroups(slots + 1, WG_SIZE),
-                )
-                sequence.barrier()
-                total = self.scan.record(
-                    sequence, self.pool, refine_offsets.buffer, slots + 1, "winding_refine"
-                )
-                sequence.mark("winding_refine")
-                staging = sequence.download(total, 4)
-                self._submit("winding_refine_submission")
-                voxels = int(staging.read(np.uint32, 1)[0])
-                sequence = self._begin()
-                if voxels:
-                    refine_points = self.pool.binding("winding_refine_points", voxels * 8)
-                    sequence.dispatch(
-                        self.pipelines.refine_emit,
-                        {"segments": segments, "offsets": refine_offsets, "points": refine_points},
-                        {"slot_count": slots},
-                        workgroups(slots, WG_SIZE),
-                    )
-                    sequence.barrier()
-                    sequence.mark("winding_refine")
-                    refine_values, _ = self._evaluate(
-                        refine_points, empty, voxels, "winding_refine", False
-                    )
-                    self.stats.count(winding_refined_voxels=voxels)
-        # 4: the bits.
+            sequence.mark("winding_decide")
+            self._submit("winding_decide_submission")
+            return None
+        runs = self.pool.binding("winding_runs", slots * 16)
+        crossings = self.pool.binding("winding_crossings", slots * 4)
+        sequence.fill(crossings.buffer, 0, crossings.size)
         sequence.dispatch(
-            self.pipelines.write,
-            {
-                "grid": grid,
-                "offsets": offsets,
-                "segments": segments,
-                "values": values,
-                "refine_offsets": refine_offsets,
-                "refine_values": refine_values,
-            },
-            push,
-            tiles,
+            self.pipelines.emit, {"grid": grid, "offsets": offsets, "runs": runs}, push, tiles
         )
         sequence.barrier()
-        sequence.mark("winding_write")
-        self._submit("winding_write_submission")
+        sequence.mark("winding_segments")
+        self._submit("winding_segments_submission")
+        self.stats.count(winding_segments=slots)
+        return SignedCrossings(offsets, crossings, self.box)
+
+    def finish(self, slab: Window, grid: Binding, signed: SignedCrossings) -> None:
+        """After the signed passes: s per segment, the grid cleared, the runs decided."""
+        sequence = self._begin()
+        self._upload_edges()
+        sequence.dispatch(
+            self.pipelines.sum,
+            {"grid": grid, "offsets": signed.offsets, "crossings": signed.crossings},
+            {"window": slab, "box": self.box},
+            slab.tiles,
+        )
+        sequence.fill(grid.buffer, 0, grid.size)
+        sequence.barrier()
+        sequence.mark("winding_segments")
+        runs = self.pool.binding("winding_runs", self._slots * 16)
+        self._decide(slab, grid, runs, self._slots, signed.crossings)
 
     def _begin(self) -> Sequence:
         self._started = time.perf_counter()
@@ -372,68 +264,69 @@ class WindingFill:
         self.stats.add_gpu(self.sequence.submit())
         self.stats.add_host({label: (time.perf_counter() - self._started) * 1e3})
 
-    def _upload_tree(self) -> None:
-        if self._tree_buffers or self.tree is None:
+    def _upload_edges(self) -> None:
+        if self._edges is not None or self.boundary is None:
             return
-        tree = self.tree
-        for name, array in (("nodes", tree.nodes), ("corners", tree.corners), ("edges", tree.edges)):
-            self._tree_buffers[name] = self.pool.binding(f"winding_{name}", max(array.nbytes, 16))
-            if array.nbytes:
-                self.sequence.upload(self._tree_buffers[name].buffer, array)
+        edges = self.boundary.edges
+        self._edges = self.pool.binding("winding_edges", max(edges.nbytes, 16))
+        if edges.nbytes:
+            self.sequence.upload(self._edges.buffer, edges)
         self.sequence.barrier()
         self.sequence.mark("upload")
 
-    def _evaluate(
-        self, points: Binding, segments: Binding, count: int, name: str, with_change: bool
-    ) -> tuple[Binding, Binding]:
-        """w at `count` points (and the bound of its change along each point's segment):
-        records the walks and the boundary edges' share, submits, and resumes the walks that
-        stopped at the loop budget. Ends with a new sequence begun."""
-        assert self.tree is not None
-        tree, sequence = self.tree, self.sequence
-        values = self.pool.binding(f"{name}_values", count * 4)
-        changes = self.pool.binding(f"{name}_changes", count * 4)
-        walks = self.pool.binding(f"{name}_walks", count * 8)
-        walk_count = self.pool.binding("winding_walk_count", 16)
-        bindings = {
-            **self._tree_buffers,
-            "points": points,
-            "segments": segments,
-            "values": values,
-            "changes": changes,
-            "walks": walks,
-            "walk_count": walk_count,
-        }
-        push = {
-            "point_count": count,
-            "depth": tree.depth,
-            "triangle_count": tree.triangle_count,
-            "edge_first": 0,
-            "edge_end": 0,
-            "walk": 1,
-            "with_change": int(with_change),
-        }
-        groups = workgroups(count, TILE_COLUMNS)
-        for buffer in (values, changes, walk_count):
-            sequence.fill(buffer.buffer, 0, buffer.size)
-        sequence.barrier()
-        for first in range(0, max(tree.edge_count, 1), EDGE_CHUNK):
-            push.update(edge_first=first, edge_end=min(first + EDGE_CHUNK, tree.edge_count))
-            sequence.dispatch(self.pipelines.evaluate, bindings, push, groups)
+    def _decide(
+        self, slab: Window, grid: Binding, runs: Binding, count: int, crossings: Binding
+    ) -> None:
+        """Rounds of winding_evaluate and winding_decide until no run is left. Continues the
+        sequence begun and submits it."""
+        assert self.boundary is not None and self._edges is not None
+        edge_count, sequence = self.boundary.edge_count, self.sequence
+        names = ("winding_runs", "winding_runs_next")
+        next_count = self.pool.binding("winding_next_count", 16)
+        rounds = 0
+        while count:
+            curtain = self.pool.binding("winding_curtain", count * 32)
+            following = self.pool.binding(names[(rounds + 1) % 2], count * 32)
+            sequence.fill(curtain.buffer, 0, curtain.size)
+            sequence.fill(next_count.buffer, 0, next_count.size)
             sequence.barrier()
-            push["walk"] = 0
-        sequence.mark("winding_evaluate")
-        self.stats.count(winding_evaluations=count)
-        push.update(edge_first=0, edge_end=0, walk=2)
-        while True:
-            staging = sequence.download(walk_count.buffer, 4)
-            self._submit("winding_evaluate_submission")
-            sequence = self._begin()
-            if not int(staging.read(np.uint32, 1)[0]):
-                return values, changes
-            self.stats.count(winding_walk_resumes=1)
-            sequence.fill(walk_count.buffer, 0, walk_count.size)
+            for first in range(0, edge_count, EDGE_CHUNK):
+                sequence.dispatch(
+                    self.pipelines.curtain,
+                    {"edges": self._edges, "runs": runs, "curtain": curtain},
+                    {
+                        "point_count": 2 * count,
+                        "edge_first": first,
+                        "edge_end": min(first + EDGE_CHUNK, edge_count),
+                        "whole_columns": int(rounds == 0),
+                        "column_lo": self.box["k_lo"],
+                        "column_hi": self.box["k_hi"],
+                    },
+                    workgroups(2 * count, TILE_COLUMNS),
+                )
+                sequence.barrier()
+            sequence.mark("winding_curtain")
+            sequence.dispatch(
+                self.pipelines.decide,
+                {
+                    "grid": grid,
+                    "runs": runs,
+                    "curtain": curtain,
+                    "crossings": crossings,
+                    "next": following,
+                    "next_count": next_count,
+                },
+                {"window": slab, "run_count": count, "whole_columns": int(rounds == 0)},
+                workgroups(count, WG_SIZE),
+            )
             sequence.barrier()
-            sequence.dispatch(self.pipelines.evaluate, bindings, push, groups)
-            sequence.barrier()
-            sequence.mark("winding_evaluate")
+            sequence.mark("winding_decide")
+            self.stats.count(winding_runs=count)
+            staging = sequence.download(next_count.buffer, 4)
+            self._submit("winding_decide_submission")
+            count = int(staging.read(np.uint32, 1)[0])
+            runs = following
+            rounds += 1
+            if count:
+                sequence = self._begin()
+        self.stats.count_max(winding_rounds=rounds)
