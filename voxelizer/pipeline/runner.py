@@ -325,12 +325,14 @@ class Pipeline:
         self, job: Job, stats: Stats, face_ids: bool
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Modes "surface" and "both" as a bool grid, with face ids if asked. "both" with
-        parity runs the fill and then the surface pass on each slab's grid; with vote or
-        union the solid comes back whole and the surface is united with it here."""
+        parity runs the fill and then the surface pass on each slab's grid; with vote, union
+        or winding the solid comes back whole and the surface is united with it here."""
         if job.mode == "both" and job.fill_mode != "parity":
             solid_job = replace(job, mode="solid")
             if job.fill_mode == "vote":
                 solid = self._vote(solid_job, stats)
+            elif job.fill_mode == "winding":
+                solid = self._winding_fill(solid_job, stats, dense=True)
             else:
                 solid = self._union_dense(solid_job, stats)
             surface = replace(job, mode="surface", surface="conservative")
@@ -456,7 +458,8 @@ class Pipeline:
         budget = default_budget(self.device) if job.max_memory is None else job.max_memory
         nx, ny, _ = job.shape
         edges = boundary.nbytes if boundary is not None else 0
-        reserve = 2 * edges + WINDING_COLUMN_RESERVE * nx * ny
+        # the segment lists grow with a slab's columns: a share of the budget, at most a quarter
+        reserve = 2 * edges + min(WINDING_COLUMN_RESERVE * nx * ny, budget // 4)
         passes = self._pass_kernels(job.variant)
         plan = make_plan(
             self.device,
