@@ -21,8 +21,8 @@ import voxelizer.pipeline
 from voxelizer import ShaderError, Voxelizer, build_spirv
 from voxelizer.gpu import compiler, pipelines
 from voxelizer.gpu.kernels import SUBGROUP_FLAGS, Kernel, subgroup_defines
-from voxelizer.log import LOGGER_NAME
 from voxelizer.io import load_mesh
+from voxelizer.log import LOGGER_NAME
 from voxelizer.mesh import Mesh
 from voxelizer.pipeline.passes import SORTS, VARIANTS
 

@@ -12,7 +12,6 @@ import trimesh
 
 from voxelizer import VARIANTS
 from voxelizer.mesh import Mesh
-from voxelizer.reference import solid_columns
 from voxelizer.reference_winding import (
     ONE,
     direct_winding_numbers,
@@ -97,7 +96,9 @@ def test_reference_of_closed_meshes_is_parity():
     g = vertices.astype(np.float32)
     w = winding_numbers(g, faces, (N, N, N))
     assert np.array_equal(w, np.round(w))  # no boundary: integers
-    assert_same_voxels(w > 0.5, box_expected([2, 3, 4], [20, 21, 22], N) | box_expected([9, 9, 9], [29, 28, 30], N))
+    assert_same_voxels(
+        w > 0.5, box_expected([2, 3, 4], [20, 21, 22], N) | box_expected([9, 9, 9], [29, 28, 30], N)
+    )
 
 
 # --- the GPU against the reference ------------------------------------------------------------

@@ -60,7 +60,9 @@ def families() -> tuple[Family, ...]:
             tuple(pass_defines(variant, groups) for variant in VARIANTS for groups in subgroups),
         ),
         Family("svo", kernels.SVO_KERNELS, (dict(COMMON_DEFINES),)),  # svo_build.SVOPipelines
-        Family("winding", kernels.WINDING_KERNELS, (winding_defines(),)),  # winding.WindingPipelines
+        Family(
+            "winding", kernels.WINDING_KERNELS, (winding_defines(),)
+        ),  # winding.WindingPipelines
         Family(
             "scan",  # gpu.scan.Scan
             (scan.SCAN_BLOCKS, scan.ADD_BLOCK_OFFSETS),

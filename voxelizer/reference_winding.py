@@ -64,9 +64,7 @@ def winding_numbers(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: Sha
     if not len(corners):
         return w
     low, high = corners.min(axis=(0, 1)), corners.max(axis=(0, 1))
-    ranges = [
-        _centres_in(low[axis], high[axis], shape[axis], upper=axis == 2) for axis in range(3)
-    ]
+    ranges = [_centres_in(low[axis], high[axis], shape[axis], upper=axis == 2) for axis in range(3)]
     if any(len(r) == 0 for r in ranges):
         return w
     i, j, k = np.meshgrid(*ranges, indexing="ij")

@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from voxelizer import Voxelizer
 from voxelizer.benchmarks import peers
 from voxelizer.benchmarks.meshes import model_path

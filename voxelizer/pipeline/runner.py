@@ -442,9 +442,7 @@ class Pipeline:
     def _winding_fill(self, job: Job, stats: Stats, dense: Literal[True]) -> np.ndarray: ...
 
     @overload
-    def _winding_fill(
-        self, job: Job, stats: Stats, dense: Literal[False]
-    ) -> OctreeArrays: ...
+    def _winding_fill(self, job: Job, stats: Stats, dense: Literal[False]) -> OctreeArrays: ...
 
     def _winding_fill(self, job: Job, stats: Stats, dense: bool) -> np.ndarray | OctreeArrays:
         """fill_mode="winding" (pipeline/winding.py): slab by slab, the passes mark every
