@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import trimesh
 
+import voxelizer
 from voxelizer import VARIANTS
 from voxelizer.mesh import Mesh
 from voxelizer.reference_winding import (
@@ -21,7 +22,7 @@ from voxelizer.reference_winding import (
     winding_numbers,
 )
 
-from .helpers import assert_same_voxels, load_model
+from .helpers import assert_same_voxels, load_model, run_cli
 from .shapes import box, box_expected, combine, inverted
 
 N = 32
@@ -226,22 +227,22 @@ def test_every_variant(gpu, variant):
     assert_same_voxels(got, _reference(OPEN_SPHERE))
 
 
-def test_slabs_budget_and_svo(gpu):
-    """A budget small enough for slabs of rows and triangle batches changes nothing."""
+def test_slabs_batches_budget_and_svo(gpu):
+    """A budget small enough for slabs of rows and batches of triangles (each marking and
+    each signed fill in several parts) changes nothing, dense or SVO."""
+    ball = trimesh.creation.icosphere(subdivisions=5)
+    keep = ball.triangles_center[:, 2] < 0.7
+    mesh = Mesh(ball.vertices * [120, 120, 60] + [128.3, 127.8, 64.1], ball.faces[keep])
     shape = (256, 256, 128)
-    vertices, faces = OPEN_SPHERE
-    big = (vertices * [8, 8, 4], faces)
     bounds = [[0, 0, 0], list(shape)]
-    mesh = Mesh(*big)
     whole = gpu.voxelize_dense(mesh, shape, fill_mode="winding", bounds=bounds)
-    small = gpu.voxelize_dense(
-        mesh, shape, fill_mode="winding", bounds=bounds, max_memory=3584 << 10
-    )
-    svo = gpu.voxelize(mesh, shape, fill_mode="winding", bounds=bounds, max_memory=3584 << 10)
-    assert small.stats.counts["slabs"] > 1 and whole.stats.counts["slabs"] == 1
+    small = gpu.voxelize_dense(mesh, shape, fill_mode="winding", bounds=bounds, max_memory=4 << 20)
+    svo = gpu.voxelize(mesh, shape, fill_mode="winding", bounds=bounds, max_memory=4 << 20)
+    assert whole.stats.counts["slabs"] == 1 and small.stats.counts["slabs"] > 1
+    assert small.stats.counts["parts"] > 2 * small.stats.counts["slabs"]  # batches
     assert_same_voxels(small.to_numpy(), whole.to_numpy())
     assert_same_voxels(svo.to_numpy(), whole.to_numpy())
-    assert whole.count() > 100_000
+    assert whole.count() > 1_000_000
 
 
 def test_scan_is_filled_where_parity_streaks(gpu):
@@ -255,3 +256,20 @@ def test_scan_is_filled_where_parity_streaks(gpu):
     parity = gpu.voxelize_dense(scan, 64, bounds=[lo, hi]).to_numpy()
     winding = gpu.voxelize_dense(scan, 64, bounds=[lo, hi], fill_mode="winding").to_numpy()
     assert np.count_nonzero(winding != truth) * 10 < np.count_nonzero(parity != truth)
+
+
+def test_command_line(tmp_path, capsys):
+    """--fill-mode winding on an open mesh: no open-mesh warning, the counts in --stats, and
+    the analytic voxels of the open cube in the written file."""
+    path = tmp_path / "open_cube.stl"
+    trimesh.Trimesh(*OPEN_CUBE, process=False).export(path)
+    out_path = tmp_path / "cube.npz"
+    code, out, err = run_cli(
+        capsys, path, "--grid", N, "--bounds", 0, 0, 0, N, N, N, "--fill-mode", "winding",
+        "--stats", "-o", out_path,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "not closed" not in err and "winding_boundary_edges" in out
+    expected = box_expected([4, 5, 6], [27, 26, 25], N)
+    assert f"{expected.sum():,} solid voxels" in out
+    assert_same_voxels(voxelizer.load(out_path).to_numpy(), expected)
