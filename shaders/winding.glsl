@@ -2,24 +2,25 @@
 // the sum over the triangles of their signed solid angles seen from p, divided by 4 pi. A
 // voxel is solid iff w > 1/2 (voxelizer/reference_winding.py states the rule and computes it).
 //
-// The GPU never sums solid angles over the triangles. Close the surface S with the curtain C that hangs
-// from its boundary up to z = +infinity (each boundary edge x0 -> x1 sweeps a vertical strip)
-// and a lid at infinity, whose solid angle tends to 0: S + C is closed, so its winding
-// number at p is the signed count of its crossings with any ray from p. The ray straight
-// down never meets the vertical strips above the edges, so
+// The GPU never sums solid angles over the triangles. Close the surface S with the curtain
+// C that hangs from its boundary up to z = +infinity (each boundary edge x0 -> x1 sweeps a
+// vertical strip) and a lid at infinity, whose solid angle tends to 0: S + C is closed, so
+// its winding number at p is the signed count of its crossings with any ray from p. The ray
+// straight down never meets the vertical strips above the edges, so
 //
-//     w(p) = s(p) - w_C(p),
+//     w(p) = s(p) - c(p),
 //     s(p) = sum over the triangles the downward ray crosses of -sign(N_z) (integers),
-//     w_C(p) = sum over the boundary edges of m_e Omega(x1 - p, x0 - p, +z) / 4 pi,
+//     c(p) = sum over the boundary edges of m_e Omega(x1 - p, x0 - p, +z) / 4 pi,
 //
 // where m_e is the edge's net count in the boundary (uses a -> b minus uses b -> a, edges
 // compared by position) and Omega(A, B, C) is the solid angle of the spherical triangle of
-// directions A, B, C (Van Oosterom & Strackee: tan(Omega / 2) = det / den with det = A.(B x C),
-// den = |A||B||C| + (A.B)|C| + (B.C)|A| + (C.A)|B|). s is counted by the parity passes'
-// fill with their exact predicates (fill.comp, SIGNED_CROSSINGS: the top-left rule, a
-// crossing at a centre's height is not below it), so a mesh whose boundary cancels (closed, or closed parts in any orientation,
-// overlapping or not) has w = s exactly: for one closed, outward, non-self-intersecting mesh
-// that is the parity answer bit for bit. Only w_C is rounded (float32, bounded below).
+// directions A, B, C (Van Oosterom & Strackee: tan(Omega / 2) = det / den with
+// det = A.(B x C), den = |A||B||C| + (A.B)|C| + (B.C)|A| + (C.A)|B|). s is counted by the
+// parity passes' fill with their exact predicates (fill.comp, SIGNED_CROSSINGS: the top-left
+// rule, a crossing at a centre's height is not below it), so a mesh whose boundary cancels
+// (closed, or closed parts in any orientation, overlapping or not) has w = s exactly: for
+// one closed, outward, non-self-intersecting mesh that is the parity answer bit for bit.
+// Only c is rounded (float32, with the bound below).
 //
 // Geometry: the fixed-point corners (triangle.glsl), the same integers the parity passes
 // use, and the centre P = (2 (i, j, k) + 1) 2^(FIXED_BITS - 1). Ties are those of the
@@ -36,7 +37,7 @@ ivec3 voxel_centre(uvec3 voxel) {
 }
 
 // atan(t) for t in [0, 1]: Cephes' single-precision reduction and polynomial, within
-// 1.6 2^-24 of atan(t) for exactly represented t (checked in tests/test_winding.py).
+// 1.6 2^-24 of atan(t) for exactly represented t (tests/test_winding.py emulates it).
 float atan_unit(float t) {
     bool big = t > 0.41421356;  // tan(pi / 8)
     float x = big ? (t - 1.0) / (t + 1.0) : t;

@@ -25,10 +25,12 @@ from voxelizer.io import load_mesh
 from voxelizer.log import LOGGER_NAME
 from voxelizer.mesh import Mesh
 from voxelizer.pipeline.passes import SORTS, VARIANTS
+from voxelizer.reference_surface import voxelize_surface_reference
 
 from .helpers import (
     assert_one_line_error,
     assert_same_voxels,
+    load_model,
     model_path,
     reference_grid,
     run_cli,
@@ -191,7 +193,15 @@ def test_every_module_a_job_requests_is_shipped(
         opened = Mesh(opened.vertices, opened.faces[1:])  # boundary edges: the curtain kernel
         vox.voxelize(opened, GRID, fill_mode="winding")
         for surface in ("conservative", "thin"):
-            vox.voxelize(gear(), GRID, mode="surface", surface=surface)
+            marked = vox.voxelize_dense(
+                gear(), GRID, mode="surface", surface=surface, attributes=["face"]
+            )
+            want = voxelize_surface_reference(load_model(MODEL), GRID, "surface", surface)
+            assert_same_voxels(marked.to_numpy(), want.to_numpy())
+        both = vox.voxelize(gear(), GRID, mode="both")
+        assert_same_voxels(
+            both.to_numpy(), voxelize_surface_reference(load_model(MODEL), GRID, "both").to_numpy()
+        )
     shipped = {(s, compiler.define_key(d)) for s, d in build_spirv.requested_modules()}
     assert set(requests) <= shipped
     sources = {source for source, _ in requests}
