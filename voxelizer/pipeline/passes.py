@@ -275,8 +275,8 @@ class PassRunner:
             parity = alone and not marks and signed is None
             self._fill(window, pair_count, grid, parity, marks, signed)
             fills += 1
-        if fills != 1 and not marks and signed is None:  # several parts (or none: cleared below)
-            self._parity_all(slab, grid, clear)
+        if (fills != 1 and not marks and signed is None) or (marks and fills == 0):
+            self._parity_all(slab, grid, clear)  # several parts, or none (cleared there)
         self.stats.count(slabs=int(signed is None), parts=fills)
 
     # -- one part: count, then emit, group, compact and fill ---------------------------------
