@@ -16,6 +16,17 @@
 // lane needs every record of its tile, and this loads each once per subgroup instead of once
 // per lane (on lavapipe each memory instruction is a loop over the SIMD lanes).
 //
+// MARK_CROSSINGS 1 (fill_mode="winding", flips stage only): bits are set (OR) instead of
+// flipped, so bit k marks that some crossing lies between the centres of voxels k - 1 and k,
+// even where two crossings cancel out (winding_columns.comp cuts columns there).
+//
+// SIGNED_CROSSINGS 1 (fill_mode="winding", flips stage only, after winding_columns.comp has
+// cut the columns into segments at the marks, which the grid still holds): each crossing
+// adds its sign (-1 for a triangle facing up, +1 facing down: triangle.glsl's c.w) to
+// crossings[] of the segment that starts at it (the first segment for crossings at or below
+// the box's lowest voxel; none above the box); winding_columns.comp then sums them up each
+// column, so that every segment gets s, the signed count of the crossings below it.
+//
 // FILL_STAGE 1, parity: the same workgroups (or, with all_tiles, one per tile of the window,
 // when several batches of triangles flipped bits in different tiles); each thread turns its
 // column's flips into parity with a prefix XOR, so voxel k is set iff an odd number of
@@ -39,12 +50,22 @@ layout(std430, binding = 3) readonly buffer FillDispatch {
     uint tile_count;
 };
 layout(std430, binding = 4) buffer Grid { uint grid[]; };
+#ifndef SIGNED_CROSSINGS
+#define SIGNED_CROSSINGS 0
+#endif
+#if SIGNED_CROSSINGS
+layout(std430, binding = 5) readonly buffer Offsets { uint offsets[]; };  // winding_columns
+layout(std430, binding = 6) buffer Crossings { int crossings[]; };  // per slot
+#endif
 
 layout(push_constant) uniform Params {
     Window window;
     uint fill_round;
     uint all_tiles;  // parity: the workgroup index is the tile key, not an index into tiles
     uint finish;     // flips: also compute the parity (see above)
+#if SIGNED_CROSSINGS
+    ColumnBox box;
+#endif
 };
 
 // Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
@@ -101,7 +122,50 @@ int crossing(TriangleRecord r, ivec2 column, int n) {
 #endif
 }
 
-#if FILL_STAGE == 0
+#if FILL_STAGE == 0 && SIGNED_CROSSINGS
+// The segment of the column whose slots start at `group` that starts at voxel k.
+uint segment_slot(uint group, uint base, int k) {
+    uint rank = 0u;
+    for (int q = (box.k_lo + 1) >> 5; q <= k >> 5 && k > box.k_lo; ++q) {
+        rank += bitCount(grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, k + 1));
+    }
+    return (group + rank) * uint(TILE_COLUMNS) + gl_LocalInvocationID.x;
+}
+
+void main() {
+    uint tile_index = flat_group_id();
+    if (tile_index >= tile_count) return;
+    Tile tile = tiles[tile_index];
+    uint first = tile.first + fill_round * PAIRS_PER_ROUND;
+    if (first >= tile.end) return;
+    uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    ivec2 column = tile_column(tile.key);
+    uint base = column_base(window, column);
+    // the tile's index among the slab's tiles (a part's window may start at a later row)
+    uint tiles_per_row = uint(window.nx) >> TILE_SHIFT;
+    uint slab_tile = uint(column.x >> TILE_SHIFT)
+                   + uint((column.y - window.buffer_row) >> TILE_SHIFT) * tiles_per_row;
+    uint group = offsets[slab_tile];
+    bool inside = column_in_box(box, column);
+    int n = window.nz;
+    for (uint start = first; start < end; start += PAIR_BATCH) {
+        TriangleRecord mine = lane_record(start, end);
+        [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
+            TriangleRecord r = batch_record(mine, start, j, end);
+            int k = crossing(r, column, n);
+            if (inside && start + j < end && k < box.k_hi) {
+                crossings[segment_slot(group, base, k)] += r.c.w == 2 ? 1 : -1;
+            }
+        }
+    }
+}
+#elif FILL_STAGE == 0
+#if MARK_CROSSINGS
+#define FLIP |=
+#else
+#define FLIP ^=
+#endif
+
 void main() {
     uint tile_index = flat_group_id();
     if (tile_index >= tile_count) return;
@@ -126,17 +190,17 @@ void main() {
             uint bit = uint(k < n) << (k & 31);
             if (in_registers) {
                 [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
-                    flips[q] ^= uint(q == uint(k) >> 5) * bit;
+                    flips[q] FLIP uint(q == uint(k) >> 5) * bit;
                 }
             } else {
-                grid[base + uint(min(k, n - 1) >> 5)] ^= bit;
+                grid[base + uint(min(k, n - 1) >> 5)] FLIP bit;
             }
 #else
             if (k < n) {
                 if (in_registers) {
-                    flips[k >> 5] ^= 1u << (k & 31);
+                    flips[k >> 5] FLIP 1u << (k & 31);
                 } else {
-                    grid[base + uint(k >> 5)] ^= 1u << (k & 31);
+                    grid[base + uint(k >> 5)] FLIP 1u << (k & 31);
                 }
             }
 #endif
@@ -149,7 +213,7 @@ void main() {
                 if (finish != 0u) {
                     grid[base + q] = parity_word(flips[q], carry, q);
                 } else {
-                    grid[base + q] ^= flips[q];
+                    grid[base + q] FLIP flips[q];
                 }
             }
         }

@@ -98,7 +98,7 @@ void main() {
     }
     records[t].a = ivec4(a, int(pack_column(lo)));
     records[t].b = ivec4(b, int(pack_column(hi)));
-    records[t].c = ivec4(c, int(covers_columns));
+    records[t].c = ivec4(c, int(covers_columns) * (1 + int(twice_area < 0)));
     tile_counts[t] = tiles;
     if (tiles > tile_limit) atomicOr(may_wrap, 1u);
 }

@@ -9,8 +9,10 @@
 //
 // Layout (std430, 48 bytes): the three vertices ordered so that the xy-projection is
 // counter-clockwise (twice its area D > 0); w of a and b packs the inclusive bounding box of
-// the covered column centres (i | j << 16); c.w is 1 for a triangle that
-// may cover a column (D != 0 and a non-empty rectangle), else 0.
+// the covered column centres (i | j << 16); c.w is non-zero for a triangle that
+// may cover a column (D != 0 and a non-empty rectangle): 1 if its corners as given were
+// already counter-clockwise, 2 if b and c were swapped (fill_mode="winding" counts the
+// crossings with these orientations), else 0.
 
 struct TriangleRecord {
     ivec4 a;

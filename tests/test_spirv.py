@@ -21,7 +21,9 @@ import voxelizer.pipeline
 from voxelizer import ShaderError, Voxelizer, build_spirv
 from voxelizer.gpu import compiler, pipelines
 from voxelizer.gpu.kernels import SUBGROUP_FLAGS, Kernel, subgroup_defines
+from voxelizer.io import load_mesh
 from voxelizer.log import LOGGER_NAME
+from voxelizer.mesh import Mesh
 from voxelizer.pipeline.passes import SORTS, VARIANTS
 from voxelizer.reference_surface import voxelize_surface_reference
 
@@ -185,8 +187,11 @@ def test_every_module_a_job_requests_is_shipped(
                 svo = vox.voxelize(gear(), GRID, variant=variant, sort=sort)
                 assert_same_voxels(svo.to_numpy(), expected)
         assert_same_voxels(vox.voxelize_dense(gear(), GRID).to_numpy(), expected)
-        for fill_mode in ("vote", "union"):
+        for fill_mode in ("vote", "union", "winding"):
             vox.voxelize(gear(), GRID, fill_mode=fill_mode)
+        opened = load_mesh(gear())
+        opened = Mesh(opened.vertices, opened.faces[1:])  # boundary edges: the curtain kernel
+        vox.voxelize(opened, GRID, fill_mode="winding")
         for surface in ("conservative", "thin"):
             marked = vox.voxelize_dense(
                 gear(), GRID, mode="surface", surface=surface, attributes=["face"]

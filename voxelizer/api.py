@@ -184,7 +184,8 @@ class Voxelizer:
         started = time.perf_counter()
         topology = loaded.topology
         check_ms = (time.perf_counter() - started) * 1e3
-        if not topology.closed and options.mode != "surface":  # a surface needs no inside
+        # a surface needs no inside; the winding fill is meant for open meshes
+        if not topology.closed and options.mode != "surface" and options.fill_mode != "winding":
             advice = {
                 "vote": "voting between six ray directions decides the voxels near the gaps",
                 "union": "its open parts are filled together by the parity rule and added to "

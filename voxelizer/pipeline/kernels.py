@@ -94,7 +94,33 @@ FILL_FLIPS = Kernel(
     "fill",
     _FILL_BINDINGS,
     _FILL_PUSH,
-    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND},
+    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "MARK_CROSSINGS": 0},
+)
+# shaders/common.glsl: the voxels whose centres lie inside the surface's bounding box.
+COLUMN_BOX = Struct(
+    "ColumnBox",
+    (
+        ("i_lo", "int"),
+        ("i_hi", "int"),
+        ("j_lo", "int"),
+        ("j_hi", "int"),
+        ("k_lo", "int"),
+        ("k_hi", "int"),
+    ),
+)
+# fill_mode="winding": the flips stage with OR, marking every crossing; then, once the
+# columns are cut into segments at the marks, adding each crossing's sign to its segment.
+FILL_MARKS = Kernel(
+    "fill",
+    _FILL_BINDINGS,
+    _FILL_PUSH,
+    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "MARK_CROSSINGS": 1},
+)
+FILL_SIGNED = Kernel(
+    "fill",
+    {**_FILL_BINDINGS, "offsets": 5, "crossings": 6},
+    (*_FILL_PUSH, ("box", COLUMN_BOX)),
+    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "SIGNED_CROSSINGS": 1},
 )
 FILL_PARITY = Kernel(
     "fill",
@@ -185,6 +211,8 @@ PASS_KERNELS = (
     COMPACT_COUNTS,
     FILL_FLIPS,
     FILL_PARITY,
+    FILL_MARKS,
+    FILL_SIGNED,
     *SURFACE_KERNELS,
 )
 
@@ -221,3 +249,38 @@ WRITE_BRICKS = Kernel(
 )
 
 SVO_KERNELS = (CLASSIFY_BRICKS, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS)
+
+# -- fill_mode="winding": segments between crossing marks, s per segment, runs decided ------
+
+_COLUMNS_PUSH = (("window", WINDOW), ("box", COLUMN_BOX))
+WINDING_COUNT = Kernel(
+    "winding_columns", {"grid": 0, "offsets": 1}, _COLUMNS_PUSH, {"COLUMNS_STAGE": 0}
+)
+WINDING_EMIT = Kernel(
+    "winding_columns", {"grid": 0, "offsets": 1, "runs": 2}, _COLUMNS_PUSH, {"COLUMNS_STAGE": 1}
+)
+WINDING_SUM = Kernel(
+    "winding_columns",
+    {"grid": 0, "offsets": 1, "crossings": 2},
+    _COLUMNS_PUSH,
+    {"COLUMNS_STAGE": 2},
+)
+WINDING_CURTAIN = Kernel(
+    "winding_evaluate",
+    {"edges": 0, "runs": 1, "curtain": 2},
+    (
+        ("point_count", "uint"),
+        ("edge_first", "uint"),
+        ("edge_end", "uint"),
+        ("whole_columns", "uint"),
+        ("column_lo", "int"),
+        ("column_hi", "int"),
+    ),
+)
+WINDING_DECIDE = Kernel(
+    "winding_decide",
+    {"grid": 0, "runs": 1, "curtain": 2, "crossings": 3, "next": 4, "next_count": 5},
+    (("window", WINDOW), ("run_count", "uint"), ("whole_columns", "uint")),
+)
+
+WINDING_KERNELS = (WINDING_COUNT, WINDING_EMIT, WINDING_SUM, WINDING_CURTAIN, WINDING_DECIDE)

@@ -90,6 +90,8 @@ class PassPipelines:
         self.compact_counts = build(kernels.COMPACT_COUNTS)
         self.fill_flips = build(kernels.FILL_FLIPS)
         self.fill_parity = build(kernels.FILL_PARITY)
+        self.fill_marks = build(kernels.FILL_MARKS)  # fill_mode="winding"
+        self.fill_signed = build(kernels.FILL_SIGNED)
 
     def all(self) -> list[ComputePipeline]:
         return [
@@ -106,6 +108,8 @@ class PassPipelines:
             self.compact_counts,
             self.fill_flips,
             self.fill_parity,
+            self.fill_marks,
+            self.fill_signed,
         ]
 
     def destroy(self) -> None:
@@ -153,6 +157,17 @@ class SurfacePipelines:
             if pipeline is not None:
                 pipeline.destroy()
         self._faces = None
+
+
+@dataclass(frozen=True)
+class SignedCrossings:
+    """What the signed fill of fill_mode="winding" adds to the flips stage: the slab's
+    segments (winding_columns.comp's group offsets per tile), the sums it adds to, and the
+    box of columns and voxels that can be solid."""
+
+    offsets: Binding
+    crossings: Binding
+    box: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -229,14 +244,23 @@ class PassRunner:
         self.stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
         self.stats.count(triangles=self.triangles)
 
-    def voxelize(self, slab: Window, grid: Binding) -> None:
-        """Leave the solid bits of the slab's rows in `grid` (cleared first)."""
+    def voxelize(
+        self,
+        slab: Window,
+        grid: Binding,
+        marks: bool = False,
+        signed: SignedCrossings | None = None,
+    ) -> None:
+        """Leave the solid bits of the slab's rows in `grid` (cleared first). For
+        fill_mode="winding": with `marks`, instead a bit at the first voxel above every
+        crossing; with `signed`, the grid (those marks) is left as it is and each crossing's
+        sign is added to its segment (shaders/fill.comp, SIGNED_CROSSINGS)."""
         batches = [
             (first, min(first + self.batch_triangles, self.triangles))
             for first in range(0, self.triangles, self.batch_triangles)
         ]
         work = [(slab, batch) for batch in batches]
-        fills, clear = 0, True
+        fills, clear = 0, signed is None
         while work:
             window, batch = work.pop(0)
             pair_count, may_wrap = self._count_pairs(window, batch, grid if clear else None)
@@ -248,11 +272,12 @@ class PassRunner:
                 work[:0] = self._split(window, batch)
                 continue
             alone = fills == 0 and not work  # no other part flips bits in this slab
-            self._fill(window, pair_count, grid, parity=alone)
+            parity = alone and not marks and signed is None
+            self._fill(window, pair_count, grid, parity, marks, signed)
             fills += 1
-        if fills != 1:  # several parts (or none: the grid is still cleared below)
-            self._parity_all(slab, grid, clear)
-        self.stats.count(slabs=1, parts=fills)
+        if (fills != 1 and not marks and signed is None) or (marks and fills == 0):
+            self._parity_all(slab, grid, clear)  # several parts, or none (cleared there)
+        self.stats.count(slabs=int(signed is None), parts=fills)
 
     # -- one part: count, then emit, group, compact and fill ---------------------------------
 
@@ -365,7 +390,15 @@ class PassRunner:
             "budget holds; raise max_memory"
         )
 
-    def _fill(self, window: Window, pair_count: int, grid: Binding, parity: bool) -> None:
+    def _fill(
+        self,
+        window: Window,
+        pair_count: int,
+        grid: Binding,
+        parity: bool,
+        marks: bool = False,
+        signed: SignedCrossings | None = None,
+    ) -> None:
         """Submission 2: emission, grouping by tile, marking, compaction, fill."""
         started = time.perf_counter()
         sequence, pipelines = self.sequence, self.pipelines
@@ -415,12 +448,16 @@ class PassRunner:
             }
             rounds = workgroups(pair_count, FILL_PAIRS_PER_ROUND)
             finish = parity and rounds == 1  # the flips stage computes the parity itself
+            flips = pipelines.fill_marks if marks else pipelines.fill_flips
+            extra: dict[str, object] = {}
+            if signed is not None:
+                flips = pipelines.fill_signed
+                fill_bindings.update(offsets=signed.offsets, crossings=signed.crossings)
+                extra = {"box": signed.box}
             for fill_round in range(rounds):
+                push = {"window": window, "fill_round": fill_round, "all_tiles": 0}
                 sequence.dispatch_indirect(
-                    pipelines.fill_flips,
-                    fill_bindings,
-                    {"window": window, "fill_round": fill_round, "all_tiles": 0, "finish": finish},
-                    fill_args,
+                    flips, fill_bindings, {**push, "finish": finish, **extra}, fill_args
                 )
                 sequence.barrier()
             if parity and not finish:

@@ -33,12 +33,14 @@ from ..stats import Stats
 from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
 from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
-from .plan import Plan, make_plan
+from .plan import Plan, default_budget, make_plan
 from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
+from .winding import WindingFill, WindingPipelines, mesh_boundary
 
 _log = get_logger(__name__)
-FILL_MODES = ("parity", "vote", "union")
+FILL_MODES = ("parity", "vote", "union", "winding")
 MODES = ("solid", "surface", "both")  # "both": the solid united with the conservative surface
+WINDING_COLUMN_RESERVE = 40  # bytes per grid column kept out of the plan for winding's lists
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
 # Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
 Progress = Callable[[str, int, int], None]
@@ -73,6 +75,7 @@ class Pipeline:
         self._scan: Scan | None = None
         self._svo: SVOPipelines | None = None
         self._face_gather: FaceGather | None = None
+        self._winding_pipelines: WindingPipelines | None = None
 
     # -- the two results ---------------------------------------------------------------------
 
@@ -86,6 +89,8 @@ class Pipeline:
             voxels = self._vote(job, stats)
         elif job.fill_mode == "union":
             voxels = self._union_dense(job, stats)
+        elif job.fill_mode == "winding":
+            voxels = self._winding_fill(job, stats, dense=True)
         else:
             voxels = self._parity(job, job.vertices, job.shape, stats, dense=True)
         self._finish(stats)
@@ -104,6 +109,8 @@ class Pipeline:
             octree = arrays.octree()
         elif job.fill_mode == "union":
             octree = self._union_svo(job, stats)
+        elif job.fill_mode == "winding":
+            octree = self._winding_fill(job, stats, dense=False)
         else:
             octree = self._parity(job, job.vertices, job.shape, stats, dense=False)
         self._finish(stats)
@@ -335,12 +342,14 @@ class Pipeline:
         self, job: Job, stats: Stats, face_ids: bool
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Modes "surface" and "both" as a bool grid, with face ids if asked. "both" with
-        parity runs the fill and then the surface pass on each slab's grid; with vote or
-        union the solid comes back whole and the surface is united with it here."""
+        parity runs the fill and then the surface pass on each slab's grid; with vote, union
+        or winding the solid comes back whole and the surface is united with it here."""
         if job.mode == "both" and job.fill_mode != "parity":
             solid_job = replace(job, mode="solid")
             if job.fill_mode == "vote":
                 solid = self._vote(solid_job, stats)
+            elif job.fill_mode == "winding":
+                solid = self._winding_fill(solid_job, stats, dense=True)
             else:
                 solid = self._union_dense(solid_job, stats)
             surface = replace(job, mode="surface", surface="conservative")
@@ -431,6 +440,73 @@ class Pipeline:
             return voxels, marked
         return self._merge(plan, job.shape, forests, stats), marked
 
+    # -- winding: crossing marks, then the winding number per segment -----------------------
+
+    @overload
+    def _winding_fill(self, job: Job, stats: Stats, dense: Literal[True]) -> np.ndarray: ...
+
+    @overload
+    def _winding_fill(self, job: Job, stats: Stats, dense: Literal[False]) -> OctreeArrays: ...
+
+    def _winding_fill(self, job: Job, stats: Stats, dense: bool) -> np.ndarray | OctreeArrays:
+        """fill_mode="winding" (pipeline/winding.py): slab by slab, the passes mark every
+        crossing, WindingFill cuts the columns into segments there, the passes run again to
+        add each crossing's sign to its segment, and WindingFill replaces the marks by the
+        winding bits, which then go the way parity bits go (download, or the SVO build on
+        the device). The boundary and the segment lists are kept out of the plan's budget."""
+        started = time.perf_counter()
+        boundary = mesh_boundary(job.mesh, job.vertices)
+        stats.add_host(winding_boundary=(time.perf_counter() - started) * 1e3)
+        budget = default_budget(self.device) if job.max_memory is None else job.max_memory
+        nx, ny, _ = job.shape
+        edges = boundary.nbytes if boundary is not None else 0
+        # the segment lists grow with a slab's columns: a share of the budget, at most a quarter
+        reserve = 2 * edges + min(WINDING_COLUMN_RESERVE * nx * ny, budget // 4)
+        passes = self._pass_kernels(job.variant)
+        plan = make_plan(
+            self.device,
+            job.shape,
+            job.mesh.triangle_count,
+            len(job.vertices),
+            passes.indexed,
+            max(budget - reserve, 0),
+            svo=not dense,
+            dense=dense,
+        )
+        stats.memory.budget_bytes = budget
+        stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
+        runner = PassRunner(
+            self.device, passes, self._scan_kernels(), self._pool, self._sequence,
+            job.vertices, job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget,
+            stats,
+        )  # fmt: skip
+        if self._winding_pipelines is None:
+            self._winding_pipelines = WindingPipelines(self.device)
+        fill = WindingFill(
+            self._winding_pipelines, self._scan_kernels(), self._pool, self._sequence, boundary,
+            job.shape, stats,
+        )  # fmt: skip
+        slabs = plan.slabs()
+        voxels = np.zeros(job.shape, bool) if dense else None
+        forests: list[tuple[int, SVOArrays]] = []
+        for index, slab in enumerate(slabs):
+            grid = self._pool.binding("grid", slab.grid_bytes)
+            runner.voxelize(slab, grid, marks=True)
+            signed = fill.segments(slab, grid)
+            if signed is not None:
+                runner.voxelize(slab, grid, signed=signed)
+                fill.finish(slab, grid, signed)
+            if voxels is not None:
+                voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
+            else:
+                forest = plan.forest(slab)
+                forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
+            if job.progress is not None and len(slabs) > 1:
+                job.progress("slabs", index + 1, len(slabs))
+        if voxels is not None:
+            return voxels
+        return self._merge(plan, job.shape, forests, stats)
+
     # -- kernels, stats, lifetime ------------------------------------------------------------
 
     def _pass_kernels(self, variant: str) -> PassPipelines:
@@ -504,12 +580,13 @@ class Pipeline:
         for surface in self._surfaces.values():
             surface.destroy()
         self._surfaces.clear()
-        for primitive in (self._scan, self._svo, self._face_gather):
+        for primitive in (self._scan, self._svo, self._face_gather, self._winding_pipelines):
             if primitive is not None:
                 primitive.destroy()
         self._scan = None
         self._svo = None
         self._face_gather = None
+        self._winding_pipelines = None
         self._sequence.destroy()
         self._pool.destroy()
 
