@@ -29,7 +29,7 @@ def test_slabs_batches_and_parts_equal_the_whole_run_at_256(gpu, bunny, variant)
     assert whole.stats.counts["slabs"] == 1
     split = gpu.voxelize(bunny, 256, variant=variant, max_memory=4 << 20)
     counts = split.stats.counts
-    assert counts["slabs"] >= 4 and counts["parts"] > counts["slabs"]
+    assert counts["slabs"] >= 2 and counts["parts"] > counts["slabs"]
     assert counts["triangle_batch"] < counts["triangles"]
     assert_same_svo(split, whole)
     dense = gpu.voxelize_dense(bunny, 256, variant=variant, max_memory=4 << 20)
