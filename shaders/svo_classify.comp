@@ -3,16 +3,16 @@
 // the counts whose scan places every stored node and brick (svo.glsl, count_start).
 //
 // CLASSIFY_STAGE 0, from the grid: one workgroup per block of 16 x 16 columns and one chunk
-// of CHUNK words (32 * CHUNK voxels) of each: 2 x 2 leaf nodes across, the group nodes above
-// them. The grid is the one large thing the SVO build reads, so it is read once and
+// of chunk_words words (32 per word: up to 1024 voxels) of each: 2 x 2 leaf nodes across, the
+// group nodes above them. The grid is the one large thing the SVO build reads, so it is read once and
 // coalesced: consecutive threads load consecutive uvec4s of a column's chunk (each column's
 // words are contiguous), and a thread ORs and ANDs the 4 rows of a brick row in registers.
 // Shared memory then combines the 4 columns of each brick (any voxel set, all set), the 8
 // bricks of each leaf (its masks) and the 8 leaves of each group node (its masks and its
 // mixed bricks). Bricks themselves are not stored: each is 2 bits here, and svo_write.comp
-// reads the grid again only under the leaves that hold a mixed brick. The block covers the
-// whole forest (padding past the grid reads as empty), so every leaf and group node gets
-// its masks without a separate clear.
+// reads the grid again only under the leaves that hold a mixed brick. The blocks cover every
+// column and word of the grid, and the padding they reach reads as empty; where the forest
+// extends further, the host has cleared the masks and counts first.
 //
 // CLASSIFY_STAGE 1, the levels above: one thread per node, from its 8 children's masks (one
 // 32-byte run). A dispatch does one level, or (one workgroup) every level from level_high
@@ -33,7 +33,9 @@ layout(std430, binding = 2) writeonly buffer Counts { uint counts[]; };
 layout(push_constant) uniform Params {
     BrickSource source;
 #if CLASSIFY_STAGE == 0
-    uint chunk_words;  // words of each column per workgroup: a multiple of 4, or 1 or 2 (small grids)
+    uint chunk_words;    // words of each column per workgroup: a multiple of 4, or 1 or 2 (small grids)
+    uint blocks_across;  // blocks along x, and chunks along z, that hold grid voxels (the host
+    uint chunks;         // clears the masks and counts of the rest of the forest)
 #else
     uint level_high;
     uint level_low;
@@ -86,11 +88,9 @@ uvec4 read_quad(bool wanted, uint x, uint y, uint word, uint chunk_end) {
 void main() {
     uint tid = gl_LocalInvocationID.x;
     uint side = 1u << source.cube_levels;  // bricks per cube side
-    uint blocks_x = max(1u, (side * source.cubes_per_row) >> 2);
-    uint chunks = max(1u, (side * source.cubes_per_row) / (8u * chunk_words));
     uint group = flat_group_id();
     uint chunk = group % chunks;
-    uvec2 block = uvec2((group / chunks) % blocks_x, group / (chunks * blocks_x));
+    uvec2 block = uvec2((group / chunks) % blocks_across, group / (chunks * blocks_across));
     uint x0 = block.x * BLOCK, y0 = block.y * BLOCK, word0 = chunk * chunk_words;
     uint chunk_end = word0 + chunk_words;
     uint quads = (chunk_words + 3u) >> 2;

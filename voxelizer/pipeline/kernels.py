@@ -125,7 +125,12 @@ PASS_KERNELS = (
 CLASSIFY_GRID = Kernel(
     "svo_classify",
     {"grid": 0, "masks": 1, "counts": 2},
-    (("source", BRICK_SOURCE), ("chunk_words", "uint")),
+    (
+        ("source", BRICK_SOURCE),
+        ("chunk_words", "uint"),
+        ("blocks_across", "uint"),
+        ("chunks", "uint"),
+    ),
     {"CLASSIFY_STAGE": 0},
 )
 CLASSIFY_NODES = Kernel(

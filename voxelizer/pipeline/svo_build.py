@@ -134,14 +134,24 @@ class Forest:
         words, at most MAX_CHUNK_WORDS (a multiple of 4 from P = 128 on)."""
         return min(MAX_CHUNK_WORDS, max(1, self.padded // 32))
 
+    def classify_blocks(self) -> tuple[int, int, int]:
+        """The classification's workgroups from the grid: (blocks of 16 x 16 columns along x,
+        block rows, chunks of each column) over the part of the forest that holds grid voxels."""
+        nx, ny, nz = self.shape
+        rows = min(self.cube_side, ny - self.cube_y * self.cube_side)  # > 0: the slab's rows
+        chunks = workgroups(workgroups(nz, 32), self.chunk_words)
+        return workgroups(nx, BLOCK_COLUMNS), workgroups(rows, BLOCK_COLUMNS), chunks
+
     @property
-    def classify_groups(self) -> int:
-        """Workgroups of the classification from the grid: blocks of 16 x 16 columns over the
-        forest (padding included), times chunks of each column."""
-        across = max(1, self.padded // BLOCK_COLUMNS)
-        rows = max(1, self.cube_side // BLOCK_COLUMNS)
-        chunks = max(1, self.padded // (32 * self.chunk_words))
-        return across * rows * chunks
+    def covered(self) -> bool:
+        """Whether the classification's blocks reach every leaf of the forest (a cubic grid
+        of a power-of-two side, or a slab inside one); otherwise the rest is cleared."""
+        whole = (
+            max(1, self.padded // BLOCK_COLUMNS),
+            max(1, self.cube_side // BLOCK_COLUMNS),
+            max(1, self.padded // (32 * self.chunk_words)),
+        )
+        return self.classify_blocks() == whole
 
     @property
     def grid_bytes(self) -> int:
@@ -297,16 +307,26 @@ def build_svo_on_gpu(
         sequence.upload(grid.buffer, words)
         sequence.barrier()
     # The level-0 gaps of the counts (R and C_0 start on whole uvec4s) and the final 0 are
-    # part of the scan; nothing else writes them.
-    if forest.cubes % 4:
-        sequence.fill(counts.buffer, 0, 4 * 2 * _quad(forest.cubes))
-    sequence.fill(counts.buffer, 0, 4, offset=4 * forest.count_end)
+    # part of the scan; nothing else writes them. Nor the leaves and groups past the grid.
+    if not forest.covered:
+        sequence.fill(masks.buffer, 0, masks.size)
+        sequence.fill(counts.buffer, 0, counts.size)
+    else:
+        if forest.cubes % 4:
+            sequence.fill(counts.buffer, 0, 4 * 2 * _quad(forest.cubes))
+        sequence.fill(counts.buffer, 0, 4, offset=4 * forest.count_end)
     sequence.barrier()
+    across, rows, chunks = forest.classify_blocks()
     sequence.dispatch(
         svo.classify_grid,
         {"grid": grid, "masks": masks, "counts": counts},
-        {"source": source, "chunk_words": forest.chunk_words},
-        forest.classify_groups,
+        {
+            "source": source,
+            "chunk_words": forest.chunk_words,
+            "blocks_across": across,
+            "chunks": chunks,
+        },
+        across * rows * chunks,
     )
     sequence.barrier()
     level = levels - 3  # the group level (L - 2) came from the grid
