@@ -1,4 +1,4 @@
-"""voxelizer: exact solid voxelization of triangle meshes with Vulkan compute shaders."""
+"""voxelizer: exact solid and surface voxelization of triangle meshes with Vulkan compute shaders."""
 
 from .api import Voxelizer, voxelize, voxelize_dense
 from .errors import (
@@ -8,6 +8,7 @@ from .errors import (
     GridError,
     MemoryBudgetError,
     MeshError,
+    ModeError,
     OpenMeshWarning,
     OutputError,
     ShaderError,
@@ -20,8 +21,8 @@ from .grid import DenseGrid
 from .io import load, load_mesh, save, write_preview
 from .mesh import Mesh
 from .options import Options
-from .pipeline.passes import DEFAULT_VARIANT, VARIANTS
-from .pipeline.runner import FILL_MODES
+from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANTS
+from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
 from .svo import SVO
 
@@ -30,6 +31,8 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_VARIANT",
     "FILL_MODES",
+    "MODES",
+    "SURFACES",
     "SVO",
     "VARIANTS",
     "DenseGrid",
@@ -40,6 +43,7 @@ __all__ = [
     "MemoryBudgetError",
     "Mesh",
     "MeshError",
+    "ModeError",
     "OpenMeshWarning",
     "Options",
     "OutputError",
