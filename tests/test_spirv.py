@@ -165,7 +165,7 @@ def test_one_build_per_distinct_source_text_gives_what_every_define_set_gives() 
 def test_every_module_a_job_requests_is_shipped(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """Every variant, sort, result kind and fill mode on a Voxelizer of its own, with no
+    """Every variant, sort, result kind, fill mode and mode on a Voxelizer of its own, with no
     compiler: each module comes from the package, and each is one build_spirv lists."""
     no_glslang(monkeypatch, tmp_path)
     requests: list[tuple[str, str]] = []
@@ -185,6 +185,8 @@ def test_every_module_a_job_requests_is_shipped(
         assert_same_voxels(vox.voxelize_dense(gear(), GRID).to_numpy(), expected)
         for fill_mode in ("vote", "union"):
             vox.voxelize(gear(), GRID, fill_mode=fill_mode)
+        for mode in ("surface", "both"):
+            vox.voxelize(gear(), GRID, mode=mode)
     shipped = {(s, compiler.define_key(d)) for s, d in build_spirv.requested_modules()}
     assert set(requests) <= shipped
     sources = {source for source, _ in requests}
