@@ -174,3 +174,14 @@ def test_a_smaller_grid_after_a_larger_one_reads_nothing_stale(builder):
     builder.whole(large)
     for voxels in (ball((64, 64, 64), (30, 31, 33), 20.0), np.zeros((64, 64, 64), bool)):
         assert_same_svo(builder.whole(voxels), expected(voxels))
+
+
+def test_forests_past_the_grid_read_no_stale_masks(builder):
+    """Where a forest's cubes extend past the grid (x and z padded to P, a last slab of fewer
+    rows) the classification reads only the grid's blocks and the rest of the masks and
+    counts must be cleared: a full grid built first leaves every entry set."""
+    builder.whole(np.ones((128, 128, 128), bool))
+    voxels = grids((40, 100, 24))["ball"]
+    forest = Forest(voxels.shape, 32, 3, 96, 4)
+    assert not forest.covered
+    assert_same_svo(builder.slabs(voxels, 32), expected(voxels))
