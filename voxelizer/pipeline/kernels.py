@@ -1,10 +1,11 @@
 """The kernels of the seven passes, of the surface pass and of the SVO build, declared once
 (gpu/kernels.py says how; tests/test_kernels.py checks each against its GLSL).
 
-Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_BRICKS,
-WRITE_BRICKS, FACE_IDS) or its binning (CONSERVATIVE) are declarations of their own; the pass kernels get the variant's other
-defines (BRANCHLESS) and the device's subgroup paths from passes.pass_defines, the SVO
-kernels gpu.kernels.COMMON_DEFINES. The scan is gpu/scan.py's.
+Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_STAGE,
+WRITE_STAGE, FACE_IDS) or its binning (CONSERVATIVE) are declarations of their own; the
+pass kernels get the variant's other defines (BRANCHLESS) and the device's subgroup paths
+from passes.pass_defines, the SVO kernels gpu.kernels.COMMON_DEFINES. The scan is
+gpu/scan.py's.
 """
 
 from __future__ import annotations
@@ -216,39 +217,60 @@ PASS_KERNELS = (
     *SURFACE_KERNELS,
 )
 
-# -- the SVO build: classification bottom-up, then compaction ---------------------------------
+# -- the SVO build: classification bottom-up, a scan, then compaction (svo_build.py) ---------
 
-_CLASSIFY_BINDINGS = {"grid": 0, "child_states": 1, "states": 2, "stored": 3}
-_CLASSIFY_PUSH = (("source", BRICK_SOURCE), ("count", "uint"))
-CLASSIFY_BRICKS = Kernel(
+CLASSIFY_GRID = Kernel(
     "svo_classify",
-    {**_CLASSIFY_BINDINGS, "run_mixed": 4},
-    _CLASSIFY_PUSH,
-    {"CLASSIFY_BRICKS": 1},
+    {"grid": 0, "masks": 1, "counts": 2},
+    (
+        ("source", BRICK_SOURCE),
+        ("chunk_words", "uint"),
+        ("blocks_across", "uint"),
+        ("chunks", "uint"),
+    ),
+    {"CLASSIFY_STAGE": 0},
 )
-CLASSIFY_NODES = Kernel("svo_classify", _CLASSIFY_BINDINGS, _CLASSIFY_PUSH, {"CLASSIFY_BRICKS": 0})
+CLASSIFY_NODES = Kernel(
+    "svo_classify",
+    {"masks": 1, "counts": 2},
+    (("source", BRICK_SOURCE), ("level_high", "uint"), ("level_low", "uint")),
+    {"CLASSIFY_STAGE": 1},
+)
 
-_WRITE_BINDINGS = {
-    "grid": 0,
-    "states": 1,
-    "positions": 2,
-    "child_states": 3,
-    "child_positions": 4,
-    "output": 5,
-}
 _WRITE_PUSH = (
     ("source", BRICK_SOURCE),
-    ("count", "uint"),
-    ("level_start", "uint"),
-    ("child_start", "uint"),
-    ("is_root", "uint"),
+    ("node_capacity", "uint"),
+    ("brick_capacity", "uint"),
+    ("max_groups_x", "uint"),
 )
-WRITE_NODES = Kernel("svo_write", _WRITE_BINDINGS, _WRITE_PUSH, {"WRITE_BRICKS": 0})
+WRITE_NODES = Kernel(
+    "svo_write",
+    {
+        "counts": 0,
+        "masks": 1,
+        "nodes": 2,
+        "leaves": 3,
+        "totals": 4,
+        "brick_dispatch": 5,
+        "download_dispatch": 6,
+    },
+    _WRITE_PUSH,
+    {"WRITE_STAGE": 0},
+)
 WRITE_BRICKS = Kernel(
-    "svo_write", {**_WRITE_BINDINGS, "run_mixed": 6}, _WRITE_PUSH, {"WRITE_BRICKS": 1}
+    "svo_write",
+    {"counts": 0, "grid": 1, "nodes": 2, "leaves": 3, "bricks": 4},
+    _WRITE_PUSH,
+    {"WRITE_STAGE": 1},
+)
+DOWNLOAD_ARRAYS = Kernel(
+    "svo_write",
+    {"counts": 0, "nodes": 2, "bricks": 4, "host_nodes": 5, "host_bricks": 6},
+    _WRITE_PUSH,
+    {"WRITE_STAGE": 2},
 )
 
-SVO_KERNELS = (CLASSIFY_BRICKS, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS)
+SVO_KERNELS = (CLASSIFY_GRID, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS, DOWNLOAD_ARRAYS)
 
 # -- fill_mode="winding": segments between crossing marks, s per segment, runs decided ------
 

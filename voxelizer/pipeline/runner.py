@@ -551,8 +551,8 @@ class Pipeline:
         wanted.append(passes.fill_flips)
         if svo:
             tree = self._svo_kernels()
-            wanted += [tree.classify_bricks, tree.classify_nodes]
-            wanted += [tree.write_nodes, tree.write_bricks]
+            wanted += [tree.classify_grid, tree.classify_nodes]
+            wanted += [tree.write_nodes, tree.write_bricks, tree.download]
         build_in_background(wanted)
 
     def _stats(self, job: Job) -> Stats:
