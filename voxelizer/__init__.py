@@ -1,6 +1,7 @@
 """voxelizer: exact solid voxelization of triangle meshes with Vulkan compute shaders."""
 
 from .api import Voxelizer, voxelize, voxelize_dense
+from .batch import BatchResult, find_meshes, voxelize_many
 from .errors import (
     DeviceError,
     FillModeError,
@@ -32,6 +33,7 @@ __all__ = [
     "FILL_MODES",
     "SVO",
     "VARIANTS",
+    "BatchResult",
     "DenseGrid",
     "DeviceError",
     "FillModeError",
@@ -49,11 +51,13 @@ __all__ = [
     "VariantError",
     "Voxelizer",
     "VoxelizerError",
+    "find_meshes",
     "list_devices",
     "load",
     "load_mesh",
     "save",
     "voxelize",
     "voxelize_dense",
+    "voxelize_many",
     "write_preview",
 ]
