@@ -1,13 +1,19 @@
 #version 460
 // Pass 1, triangle setup: one thread per triangle. Converts the corners to fixed point,
 // orients them counter-clockwise in xy, and counts the tiles holding at least one column
-// centre the triangle covers (exactly the tiles pair emission will write).
+// centre the triangle covers (exactly the tiles pair emission will write). With CONSERVATIVE 1
+// (surface voxelization) it counts instead every tile whose closed square the triangle's
+// projection touches, degenerate projections included (shaders/touch.glsl).
 #extension GL_GOOGLE_include_directive : require
+#ifndef CONSERVATIVE
+#define CONSERVATIVE 0
+#endif
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
 #include "common.glsl"
 #include "triangle.glsl"
 #include "exact.glsl"
 #include "tiles.glsl"
+#include "touch.glsl"
 
 #if INDEXED
 layout(std430, binding = 0) readonly buffer Vertices { float vertices[]; };   // 3 per vertex
@@ -56,24 +62,38 @@ void main() {
     }
 #endif
 
+    ivec2 first_column = ivec2(0, window.row_lo), last_column = ivec2(window.nx, window.row_hi) - 1;
+#if CONSERVATIVE
+    // Columns whose closed squares the triangle's xy bounding box touches, in the window.
+    ivec2 lo, hi;
+    touched_rectangle(a, b, c, first_column, last_column, lo, hi);
+    bool covers_columns = all(lessThanEqual(lo, hi));
+#else
     // Columns whose centres i + 1/2 lie inside the triangle's xy bounding box, clamped to the window.
     const int half_voxel = 1 << (FIXED_BITS - 1);
     ivec2 lo_fixed = min(min(a.xy, b.xy), c.xy) - half_voxel;
     ivec2 hi_fixed = max(max(a.xy, b.xy), c.xy) - half_voxel;
-    ivec2 first_column = ivec2(0, window.row_lo), last_column = ivec2(window.nx, window.row_hi) - 1;
     ivec2 lo = max((lo_fixed + ((1 << FIXED_BITS) - 1)) >> FIXED_BITS, first_column);
     ivec2 hi = min(hi_fixed >> FIXED_BITS, last_column);
 
     bool covers_columns = twice_area != 0 && all(lessThanEqual(lo, hi));
+#endif
     lo = min(lo, last_column);
     hi = max(hi, first_column);  // keep an inactive triangle's rectangle packable
     uint tiles = 0u;
     if (covers_columns) {
         for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {
+#if CONSERVATIVE
+            ivec2 span = touched_tile_span(a, b, c, ty, lo, hi);
+            for (int tx = span.x; tx <= span.y; ++tx) {
+                tiles += uint(tile_touched(a, b, c, ivec2(tx, ty)));
+            }
+#else
             ivec2 span = candidate_tiles(a, b, c, ty, lo, hi);
             for (int tx = span.x; tx <= span.y; ++tx) {
                 tiles += uint(tile_coverage(a, b, c, ivec2(tx, ty), lo, hi) != 0u);
             }
+#endif
         }
     }
     records[t].a = ivec4(a, int(pack_column(lo)));

@@ -98,6 +98,33 @@ def box_expected(lo, hi, shape: int | tuple[int, int, int]) -> np.ndarray:
     return x[:, None, None] & y[None, :, None] & z[None, None, :]
 
 
+def box_surface(lo, hi, shape: tuple[int, int, int]) -> np.ndarray:
+    """Conservative voxels of the surface of the box [lo, hi] (any corners inside the grid):
+    cubes that meet the closed box but do not lie in its open interior."""
+    axes = [np.arange(n) for n in shape]
+    meets = [(i + 1 >= lo[d]) & (i <= hi[d]) for d, i in enumerate(axes)]
+    interior = [(i > lo[d]) & (i + 1 < hi[d]) for d, i in enumerate(axes)]
+    meets_all = meets[0][:, None, None] & meets[1][None, :, None] & meets[2][None, None, :]
+    inside = interior[0][:, None, None] & interior[1][None, :, None] & interior[2][None, None, :]
+    return meets_all & ~inside
+
+
+def box_thin(lo, hi, shape: tuple[int, int, int]) -> np.ndarray:
+    """Thin voxels of a box with integer corners: each face marks the layer at its own
+    coordinate (the grid's last layer for a face on its far side), over the columns whose
+    centres it covers."""
+    voxels = np.zeros(shape, bool)
+    for axis in range(3):
+        u, v = [other for other in range(3) if other != axis]
+        for level in (lo[axis], hi[axis]):
+            index = [slice(None)] * 3
+            index[axis] = min(int(level), shape[axis] - 1)
+            index[u] = slice(int(lo[u]), int(hi[u]))
+            index[v] = slice(int(lo[v]), int(hi[v]))
+            voxels[tuple(index)] = True
+    return voxels
+
+
 def reference_voxels(shape: Shape, n: int | tuple[int, int, int]) -> np.ndarray:
     """The CPU reference's voxels of a grid-space shape (rounded to float32 like every input)."""
     vertices, faces = shape

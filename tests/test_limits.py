@@ -23,7 +23,7 @@ from voxelizer.placement import GridPlacement
 from .helpers import PROJECT_MODELS, assert_one_line_error, placed, run_cli
 
 HUGE = 1.5e308  # finite, but twice it is not
-MESH_BYTES_PER_QUAD = 1024  # voxelizer.surface's peak per outer face, measured (about 770)
+MESH_BYTES_PER_QUAD = 1024  # voxelizer.surface's peak per pair of triangles, measured (350-440)
 LONG_SHAPES = [(8192, 8, 8), (2048, 8, 8)]  # padded cubes of 8192^3 and 2048^3 voxels
 
 

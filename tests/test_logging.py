@@ -1,4 +1,4 @@
-"""The `voxelizer` logger (device, plan, shader cache at INFO; GPU times at DEBUG), the
+"""The `voxelizer` logger (device, plan, shader modules at INFO; GPU times at DEBUG), the
 command's --verbose, which prints them and nothing else, and the exit statuses of --help."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from voxelizer import Voxelizer, cli
-from voxelizer.gpu.compiler import cache_dir, compile_shader
+from voxelizer.gpu.compiler import compile_shader, shipped_dir
 from voxelizer.gpu.scan import SCAN_BLOCKS, scan_defines
 from voxelizer.log import LOGGER_NAME
 from voxelizer.progress import TerminalProgress
@@ -42,8 +42,11 @@ def test_device_plan_and_cache_are_logged_at_info(caplog: pytest.LogCaptureFixtu
     assert vox.device.name in device and "chosen by " in device
     (plan,) = _messages(caplog, "plan: ")
     assert "16x16x16 grid whole" in plan and "batches of 1,920" in plan and "budget" in plan
-    cache = _messages(caplog, "shader cache: ")
-    assert cache and all(str(cache_dir()) in message for message in cache)
+    shaders = _messages(caplog, "shader")  # the modules shipped in the package
+    assert shaders and all(
+        message.startswith("shader: shipped ") and str(shipped_dir()) in message
+        for message in shaders
+    )
     assert not _messages(caplog, "GPU ms: "), "GPU times are DEBUG"
 
 
@@ -153,7 +156,7 @@ def test_python_m_voxelizer_with_and_without_verbose() -> None:
     assert seconds.sub("", verbose.stdout) == seconds.sub("", plain.stdout)
     lines = verbose.stderr.splitlines()
     assert all(line.startswith("voxelize: ") for line in lines), verbose.stderr
-    for what in ("device: ", "plan: ", "shader cache: "):
+    for what in ("device: ", "plan: ", "shader: shipped "):
         assert any(line.startswith("voxelize: " + what) for line in lines), what
 
 

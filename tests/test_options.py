@@ -92,8 +92,9 @@ def test_stats_are_typed_and_keep_their_json_form(gpu):
     assert stats.gpu_total_ms == pytest.approx(sum(stats.gpu_ms.values()))
     assert stats.memory.device_peak_bytes == sum(stats.memory.device_buffers.values()) > 0
     as_json = json.loads(json.dumps(stats.to_dict()))
-    assert set(as_json) == {"device", "variant", "sort", "fill_mode", "shape", "gpu_ms",
-                            "host_ms", "counts", "memory"}  # fmt: skip
+    assert set(as_json) == {"device", "variant", "sort", "fill_mode", "mode", "surface",
+                            "shape", "gpu_ms", "host_ms", "counts", "memory"}  # fmt: skip
+    assert (as_json["mode"], as_json["surface"]) == ("solid", "")
     assert as_json["shape"] == [16, 16, 16] and as_json["counts"] == stats.counts
     assert as_json["memory"]["device_peak_bytes"] == stats.memory.device_peak_bytes
 

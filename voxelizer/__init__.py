@@ -1,4 +1,4 @@
-"""voxelizer: exact solid voxelization of triangle meshes with Vulkan compute shaders."""
+"""voxelizer: exact solid and surface voxelization of triangle meshes with Vulkan compute shaders."""
 
 from .api import Voxelizer, voxelize, voxelize_dense
 from .batch import BatchResult, find_meshes, voxelize_many
@@ -9,6 +9,7 @@ from .errors import (
     GridError,
     MemoryBudgetError,
     MeshError,
+    ModeError,
     OpenMeshWarning,
     OutputError,
     ShaderError,
@@ -21,8 +22,8 @@ from .grid import DenseGrid
 from .io import load, load_mesh, save, write_preview
 from .mesh import Mesh
 from .options import Options
-from .pipeline.passes import DEFAULT_VARIANT, VARIANTS
-from .pipeline.runner import FILL_MODES
+from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANTS
+from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
 from .svo import SVO
 
@@ -31,6 +32,8 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_VARIANT",
     "FILL_MODES",
+    "MODES",
+    "SURFACES",
     "SVO",
     "VARIANTS",
     "BatchResult",
@@ -42,6 +45,7 @@ __all__ = [
     "MemoryBudgetError",
     "Mesh",
     "MeshError",
+    "ModeError",
     "OpenMeshWarning",
     "Options",
     "OutputError",

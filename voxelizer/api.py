@@ -17,7 +17,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from typing import TYPE_CHECKING, TypedDict
@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing
 
 from .budget import check_dense_fits
-from .errors import DeviceError, MeshError, OpenMeshWarning, VoxelizerError
+from .errors import DeviceError, MeshError, ModeError, OpenMeshWarning, VoxelizerError
 from .gpu.device import Device
 from .grid import DenseGrid
 from .io.meshes import MeshLike, load_mesh
@@ -52,6 +52,9 @@ class VoxelizeOptions(TypedDict, total=False):
     bounds: numpy.typing.ArrayLike | None
     max_memory: int | str | None
     progress: Progress | None
+    mode: str
+    surface: str | None
+    attributes: Collection[str]
 
 
 class Voxelizer:
@@ -83,29 +86,43 @@ class Voxelizer:
         grid: N (the cube N^3) or (nx, ny, nz); or voxel_size= instead (world units); neither:
         512^3. Keyword-only: variant, fill_mode ("parity", "vote" or "union"), sort, voxel_size,
         bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's box; it must
-        contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total))."""
+        contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total)),
+        mode ("solid", "surface" or "both"), surface ("conservative" or "thin", for mode
+        "surface"); attributes (["face"]) is for voxelize_dense only."""
         checked = Options.create(grid, **options)
+        if checked.attributes:
+            raise ModeError(
+                "face ids come with voxelize_dense (DenseGrid.face_ids); the SVO does not "
+                "store attributes"
+            )
+        self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         job = self._job(loaded, placement, checked)
         with self._locked():
             (nodes, bricks, level_offsets), run = self._pipeline.svo(job)
         svo = SVO(nodes, bricks, level_offsets, placement, _merged(stats, run), verify=False)
-        svo.stats.counts["solid_voxels"] = svo.count()
+        svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
         return svo
 
     def voxelize_dense(
         self, mesh: MeshLike, grid: GridLike | None = None, **options: Unpack[VoxelizeOptions]
     ) -> DenseGrid:
-        """Solid voxelization on a dense grid: voxel set iff its centre is inside the mesh.
-        Arguments as for voxelize."""
+        """Voxelization on a dense grid (mode "solid": voxel set iff its centre is inside
+        the mesh). Arguments as for voxelize; attributes=["face"] (modes "surface" and
+        "both") also fills DenseGrid.face_ids."""
         checked = Options.create(grid, **options)
+        self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
         job = self._job(loaded, placement, checked)
+        faces = None
         with self._locked():
-            voxels, run = self._pipeline.dense(job)
-        result = DenseGrid(voxels, placement, _merged(stats, run))
-        result.stats.counts["solid_voxels"] = int(np.count_nonzero(voxels))
+            if "face" in checked.attributes:
+                voxels, faces, run = self._pipeline.dense_faces(job)
+            else:
+                voxels, run = self._pipeline.dense(job)
+        result = DenseGrid(voxels, placement, _merged(stats, run), face_ids=faces)
+        result.stats.counts[voxel_count_label(checked.mode)] = int(np.count_nonzero(voxels))
         return result
 
     def voxelize_grid(
@@ -117,11 +134,15 @@ class Voxelizer:
         variant: str = DEFAULT_VARIANT,
         sort: str = DEFAULT_SORT,
         max_memory: int | str | None = None,
+        mode: str = "solid",
+        surface: str | None = None,
     ) -> np.ndarray:
         """The same voxelization for vertices already in grid space (float32 in [0, N]):
         bool[i, j, k]. This is where the placement rule ends and the exact contract begins."""
         n = check_resolution(grid)
-        checked = Options.create(variant=variant, sort=sort, max_memory=max_memory)
+        checked = Options.create(
+            variant=variant, sort=sort, max_memory=max_memory, mode=mode, surface=surface
+        )
         vertices = np.asarray(grid_vertices, np.float32)
         if (
             vertices.ndim != 2
@@ -133,10 +154,23 @@ class Voxelizer:
             raise MeshError(f"grid-space vertices must be a finite (V, 3) array inside [0, {n}]")
         mesh = load_mesh((vertices.astype(np.float64), faces))  # checks the faces
         job = Job(mesh, vertices, (n, n, n), checked.variant, checked.sort,
-                  max_memory=checked.max_memory)  # fmt: skip
+                  max_memory=checked.max_memory, mode=checked.mode,
+                  surface=checked.surface or "conservative")  # fmt: skip
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels
+
+    def _start_kernels(self, options: Options, svo: bool) -> None:
+        """Have the kernels of this call built in the background while the mesh is read and
+        checked (the first call of a process gains most). Skipped while another thread
+        voxelizes: a closed or foreign Voxelizer is refused later, by _locked."""
+        if self._pid != os.getpid() or not self._lock.acquire(blocking=False):
+            return
+        try:
+            if not self._closed:
+                self._pipeline.prepare(options.variant, options.sort, svo)
+        finally:
+            self._lock.release()
 
     def _prepare(self, mesh: MeshLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
         """Load and check the mesh, warn if it is open, place the grid."""
@@ -146,7 +180,7 @@ class Voxelizer:
         started = time.perf_counter()
         topology = loaded.topology
         check_ms = (time.perf_counter() - started) * 1e3
-        if not topology.closed:
+        if not topology.closed and options.mode != "surface":  # a surface needs no inside
             advice = {
                 "vote": "voting between six ray directions decides the voxels near the gaps",
                 "union": "its open parts are filled together by the parity rule and added to "
@@ -179,6 +213,8 @@ class Voxelizer:
             options.fill_mode,
             options.max_memory,
             options.progress,
+            options.mode,
+            options.surface or "conservative",
         )
 
     @contextmanager
@@ -215,6 +251,11 @@ class Voxelizer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def voxel_count_label(mode: str) -> str:
+    """The workload count of set voxels: solid_voxels, surface_voxels, or voxels (both)."""
+    return {"solid": "solid_voxels", "surface": "surface_voxels"}.get(mode, "voxels")
 
 
 def _merged(before: Stats, run: Stats) -> Stats:

@@ -15,14 +15,22 @@ from typing import TextIO
 from . import __version__
 from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
-from .errors import GridError, MemoryBudgetError, OpenMeshWarning, OutputError, VoxelizerError
+from .errors import (
+    GridError,
+    MemoryBudgetError,
+    ModeError,
+    OpenMeshWarning,
+    OutputError,
+    VoxelizerError,
+)
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
 from .io.preview import PREVIEW_SUFFIX, write_preview
 from .io.writers import OUTPUT_FORMATS, save
 from .log import stderr_logging
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
-from .pipeline.runner import FILL_MODES
+from .options import Options
+from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANTS
+from .pipeline.runner import FILL_MODES, MODES
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,
@@ -52,6 +60,8 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
         bounds=args.bounds,
         max_memory=args.max_memory,
         progress=progress,
+        mode=args.mode,
+        surface=args.surface,
     )
 
 
@@ -202,6 +212,20 @@ def _parser() -> argparse.ArgumentParser:
         "counted by their winding: overlapping parts give their union)",
     )
     parser.add_argument(
+        "--mode",
+        default="solid",
+        choices=MODES,
+        help="solid (default: voxels whose centres are inside), surface (voxels the "
+        "triangles touch, see --surface) or both (the solid and the conservative surface: "
+        "parts thinner than a voxel survive)",
+    )
+    parser.add_argument(
+        "--surface",
+        choices=SURFACES,
+        help="with --mode surface: conservative (default: every voxel whose closed cube a "
+        "triangle touches) or thin (one voxel per column along each triangle's dominant axis)",
+    )
+    parser.add_argument(
         "--sort",
         default=DEFAULT_SORT,
         choices=SORTS,
@@ -252,7 +276,7 @@ def _parser() -> argparse.ArgumentParser:
         "--verbose",
         action="count",
         default=0,
-        help="log the device chosen, the memory plan and the shader cache to stderr "
+        help="log the device chosen, the memory plan and the shader modules to stderr "
         "(instead of the progress line); -vv also the GPU time per pass",
     )
     add_batch_arguments(parser)
@@ -315,6 +339,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("a model file is required (or --list-devices)")
     if args.variant not in VARIANTS:
         parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANTS)})")
+    _check_mode(parser, args)
     if args.bounds is not None:
         try:
             args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
@@ -352,13 +377,30 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not args.quiet:
         print(
             f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
-            f"{shape_text(svo.shape)}, {svo.count():,} solid voxels, {seconds:.2f} s "
+            f"{shape_text(svo.shape)}, {svo.count():,} {VOXEL_NOUNS[args.mode]}, {seconds:.2f} s "
             f"({svo.stats.device}, {args.variant})"
             + (f" -> {', '.join(written)}" if written else "")
         )
     if args.stats:
         print(format_stats(svo.stats))
     return 0
+
+
+VOXEL_NOUNS = {"solid": "solid voxels", "surface": "surface voxels", "both": "voxels"}
+
+
+def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--mode, --surface and --fill-mode that do not go together are usage errors."""
+    try:
+        Options.create(mode=args.mode, surface=args.surface, fill_mode=args.fill_mode)
+    except ModeError as exc:
+        # The API's words (mode='both') as the command's (--mode both).
+        message = re.sub(
+            r"\b(fill_mode|mode|surface)='(\w+)'",
+            lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
+            str(exc),
+        )
+        parser.error(message)
 
 
 def _check_dense_output(

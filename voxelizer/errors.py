@@ -26,6 +26,11 @@ class FillModeError(VoxelizerError):
     """An unknown fill mode was asked for."""
 
 
+class ModeError(VoxelizerError):
+    """An unknown voxelization mode, surface kind or attribute, or options that do not go
+    together (a surface kind or face ids without a surface, a fill mode without a solid)."""
+
+
 class DeviceError(VoxelizerError):
     """No usable Vulkan device, an unknown device was named, or the device failed."""
 

@@ -37,15 +37,30 @@ def pack_columns(voxels: np.ndarray) -> np.ndarray:
 
 
 class DenseGrid(Placed):
-    """A solid voxelization: voxel (i, j, k) is set iff its centre is inside the mesh."""
+    """A voxelization on a dense grid: in mode "solid", voxel (i, j, k) is set iff its
+    centre is inside the mesh (README.md states the surface modes).
 
-    def __init__(self, voxels: np.ndarray, placement: GridPlacement, stats: Stats | None = None):
+    `face_ids` (voxelize_dense(..., attributes=["face"])): int32 (nx, ny, nz), for every
+    surface voxel the smallest index (row of the mesh's faces) of the triangles that mark
+    it, -1 elsewhere; None when not asked for."""
+
+    def __init__(
+        self,
+        voxels: np.ndarray,
+        placement: GridPlacement,
+        stats: Stats | None = None,
+        *,
+        face_ids: np.ndarray | None = None,
+    ):
         if voxels.shape != placement.shape or voxels.dtype != bool:
             raise ValueError(
                 f"expected a bool array of shape {placement.shape}, got "
                 f"{voxels.dtype} {voxels.shape}"
             )
+        if face_ids is not None and (face_ids.shape != voxels.shape or face_ids.dtype != np.int32):
+            raise ValueError(f"expected int32 face ids of shape {voxels.shape}")
         self._voxels = voxels
+        self.face_ids = face_ids
         self.placement = placement
         self.stats = stats if stats is not None else Stats()
 

@@ -4,7 +4,8 @@ Modules log to children of it (`get_logger(__name__)`), so one level or handler 
 `logging.getLogger("voxelizer")` covers them all. As a library should, it has only a
 NullHandler: nothing is printed unless the application configures logging (or runs
 `voxelize --verbose`, which uses `stderr_logging`). INFO: the device chosen, the memory plan,
-the shader cache; DEBUG: the GPU time per pass of each call.
+each shader module (shipped, or compiled from edited GLSL through the cache); DEBUG: the GPU
+time per pass of each call.
 """
 
 from __future__ import annotations

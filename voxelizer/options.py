@@ -13,16 +13,17 @@ import numpy as np
 import numpy.typing
 
 from .budget import parse_size
-from .errors import FillModeError, GridError, VariantError
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
-from .pipeline.runner import FILL_MODES, Progress
+from .errors import FillModeError, GridError, ModeError, VariantError
+from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANTS
+from .pipeline.runner import FILL_MODES, MODES, Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
 
 
 @dataclass(frozen=True, eq=False)
 class Options:
     """A checked request: grid shape or voxel size, bounds, variant, fill mode, sort, memory
-    budget and progress callback. Build it with `Options.create`."""
+    budget, progress callback, mode, surface kind and attributes. Build it with
+    `Options.create`."""
 
     shape: Shape | None  # None with voxel_size, or for the default grid
     voxel_size: float | None
@@ -32,6 +33,9 @@ class Options:
     sort: str
     max_memory: int | None  # bytes; None: the device's default budget
     progress: Progress | None
+    mode: str = "solid"
+    surface: str | None = None  # the surface's kind for modes "surface" and "both", else None
+    attributes: tuple[str, ...] = ()  # per-voxel attributes asked for: "face"
 
     @classmethod
     def create(
@@ -45,15 +49,28 @@ class Options:
         bounds: numpy.typing.ArrayLike | None = None,
         max_memory: int | str | None = None,
         progress: Progress | None = None,
+        mode: str = "solid",
+        surface: str | None = None,
+        attributes: Collection[str] = (),
     ) -> Options:
-        """Check every option (GridError, VariantError, FillModeError, MemoryBudgetError)."""
+        """Check every option (GridError, VariantError, FillModeError, MemoryBudgetError,
+        ModeError).
+
+        mode: "solid" (voxels whose centres are inside), "surface" (voxels the triangles
+        touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
+        solid united with the conservative surface). attributes: ["face"] also gives each
+        surface voxel the smallest index of the triangles that mark it (voxelize_dense)."""
         if grid is not None and voxel_size is not None:
             raise GridError("give a grid or a voxel size, not both")
         box = None
         if bounds is not None:
             box = check_bounds(bounds)
             box.flags.writeable = False
+        mode = _choice(mode, MODES, "mode", ModeError)
         return cls(
+            mode=mode,
+            surface=_surface_kind(mode, surface, fill_mode),
+            attributes=_attributes(mode, attributes),
             shape=None if grid is None else check_shape(grid),
             voxel_size=None if voxel_size is None else check_voxel_size(voxel_size),
             bounds=box,
@@ -70,3 +87,37 @@ def _choice(value: object, allowed: Collection[str], what: str, error: type[Exce
     if not isinstance(value, str) or value not in allowed:
         raise error(f"unknown {what} {value!r} (choose from {', '.join(allowed)})")
     return value
+
+
+ATTRIBUTES = ("face",)
+
+
+def _surface_kind(mode: str, surface: object, fill_mode: object) -> str | None:
+    """The surface kind a mode voxelizes, or ModeError for options that do not go together."""
+    if surface is not None:
+        _choice(surface, SURFACES, "surface", ModeError)
+    if mode == "solid":
+        if surface is not None:
+            raise ModeError(f"surface={surface!r} needs mode='surface' or mode='both'")
+        return None
+    if mode == "both":
+        if surface == "thin":
+            raise ModeError(
+                "mode='both' adds the conservative surface; surface='thin' is for mode='surface'"
+            )
+        return "conservative"
+    if fill_mode != "parity":
+        raise ModeError(f"fill_mode={fill_mode!r} fills a solid; mode='surface' has none")
+    return "conservative" if surface is None else str(surface)
+
+
+def _attributes(mode: str, attributes: object) -> tuple[str, ...]:
+    """The attribute names, checked: each one known, and a surface to attach them to."""
+    if isinstance(attributes, str) or not isinstance(attributes, Collection):
+        raise ModeError(f"attributes must be a list of names such as ['face'], not {attributes!r}")
+    names = tuple(
+        sorted({_choice(name, ATTRIBUTES, "attribute", ModeError) for name in attributes})
+    )
+    if names and mode == "solid":
+        raise ModeError("face ids belong to surface voxels: use mode='surface' or mode='both'")
+    return names

@@ -47,6 +47,8 @@ class Stats:
     sort: str = ""
     fill_mode: str = ""
     shape: tuple[int, int, int] = (0, 0, 0)
+    mode: str = ""  # "solid", "surface" or "both"
+    surface: str = ""  # "conservative" or "thin" with mode "surface", else ""
     gpu_ms: dict[str, float] = field(default_factory=dict)
     host_ms: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
@@ -85,6 +87,8 @@ class Stats:
             "variant": self.variant,
             "sort": self.sort,
             "fill_mode": self.fill_mode,
+            "mode": self.mode,
+            "surface": self.surface,
             "shape": list(self.shape),
             "gpu_ms": dict(self.gpu_ms),
             "host_ms": dict(self.host_ms),

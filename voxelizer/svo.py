@@ -8,16 +8,19 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing
-import trimesh
 
 from .budget import check_dense_fits
 from .errors import SVOFormatError
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 from .surface import voxel_surface
+
+if TYPE_CHECKING:
+    import trimesh  # imported by to_trimesh: `import voxelizer` stays light
 
 FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
@@ -546,6 +549,8 @@ class SVO(Placed):
 
     def to_trimesh(self) -> trimesh.voxel.VoxelGrid:
         """The same voxels as a trimesh VoxelGrid; its transform maps index -> voxel centre."""
+        import trimesh
+
         transform = np.eye(4)
         transform[:3, :3] *= self.voxel_size
         transform[:3, 3] = np.asarray(self.placement.origin, np.float64) + self.voxel_size / 2

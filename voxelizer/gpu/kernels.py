@@ -14,6 +14,7 @@ Names mirror the GLSL: a binding is the buffer block's name in snake_case (`buff
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import struct
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
@@ -29,6 +30,18 @@ COMMON_DEFINES: Mapping[str, int] = MappingProxyType({"WG_SIZE": WG_SIZE, "TILE_
 # GLSL scalar types a push constant may hold -> their struct format (all 4 bytes, std430
 # alignment 4, so the fields of a push block follow each other without padding).
 SCALAR_FORMATS: Mapping[str, str] = MappingProxyType({"uint": "I", "int": "i", "float": "f"})
+
+
+# The keys of subgroup_defines: each a device path that is on (1) or off (0).
+SUBGROUP_FLAGS = ("SUBGROUP_SCAN", "SHARED_RECORDS")
+
+
+def subgroup_choices() -> list[dict[str, int]]:
+    """Every value subgroup_defines can return, for builds that must serve any device."""
+    return [
+        dict(zip(SUBGROUP_FLAGS, bits))
+        for bits in itertools.product((0, 1), repeat=len(SUBGROUP_FLAGS))
+    ]
 
 
 def subgroup_defines(device: Device) -> dict[str, int]:

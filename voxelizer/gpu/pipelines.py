@@ -1,70 +1,166 @@
-"""Compute pipelines: a declared kernel (gpu/kernels.py) compiled and built on a device."""
+"""Compute pipelines: a declared kernel (gpu/kernels.py) built on a device when first used.
+
+A driver does its heavy work in vkCreateComputePipelines (lavapipe translates the SPIR-V
+there, a GPU driver compiles it), and a job uses only some of a family's kernels (one of the
+two sorts, the soup or the indexed setup), so the Vulkan objects are made when first needed,
+not with the family: at the first dispatch, or before it on a background thread
+(`build_in_background`) while the host reads and checks the mesh.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from .compiler import compile_shader
+from ..errors import ShaderError, VoxelizerError
+from .compiler import spirv_module
 from .device import Device
 from .kernels import Kernel
 from .loader import vk
 
 
+@dataclass(frozen=True)
+class _Objects:
+    module: Any
+    set_layout: Any
+    layout: Any
+    pipeline: Any
+
+
 class ComputePipeline:
-    """A kernel built on a device: its SPIR-V module, a descriptor-set layout with one storage
-    buffer per declared binding, and its push-constant range. `shared_defines` are those of
-    the kernel's family (work-group size, variant, device paths); the kernel adds its own."""
+    """A kernel on a device: its SPIR-V module, a descriptor-set layout with one storage
+    buffer per declared binding, its push-constant range and the pipeline, made on first use
+    (`handle`, `layout`, `set_layout`). `shared_defines` are those of the kernel's family
+    (work-group size, variant, device paths); the kernel adds its own."""
 
     def __init__(self, device: Device, kernel: Kernel, shared_defines: Mapping[str, int]):
         self.device = device
         self.kernel = kernel
         self.name = kernel.label
         self.bindings = kernel.bindings  # buffer name -> binding slot
-        self.push_constant_size = push_constant_size = kernel.push_size
-        spirv = compile_shader(kernel.source, kernel.compile_defines(shared_defines))
-        handle = device.handle
-        # Every create-info below stays bound to a local until its call returns: cffi frees
-        # nested temporaries early otherwise.
-        module_info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
-        self.module = vk.vkCreateShaderModule(handle, module_info, None)
+        self.push_constant_size = kernel.push_size
+        self.defines = kernel.compile_defines(shared_defines)  # a clash is an error now
+        self._objects: _Objects | None = None
+        self._destroyed = False
+        self._lock = threading.Lock()
 
-        layout_bindings = [
-            vk.VkDescriptorSetLayoutBinding(
-                binding=b,
-                descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                descriptorCount=1,
-                stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT,
+    @property
+    def built(self) -> bool:
+        """Whether the Vulkan objects exist (the kernel has been dispatched)."""
+        return self._objects is not None
+
+    @property
+    def handle(self) -> Any:
+        return self._built().pipeline
+
+    @property
+    def layout(self) -> Any:
+        return self._built().layout
+
+    @property
+    def set_layout(self) -> Any:
+        return self._built().set_layout
+
+    def build(self) -> None:
+        """Make the Vulkan objects now, if not yet (a ShaderError if the module is bad)."""
+        self._built()
+
+    def _built(self) -> _Objects:
+        objects = self._objects
+        if objects is None:
+            with self._lock:
+                if self._destroyed:
+                    raise VoxelizerError(f"pipeline {self.name} used after it was destroyed")
+                if self._objects is None:
+                    self._objects = self._create()
+                objects = self._objects
+        return objects
+
+    def _create(self) -> _Objects:
+        spirv = spirv_module(self.kernel.source, self.defines)
+        handle = self.device.handle
+        made: list[tuple[Any, Any]] = []  # (destroy function, object), undone on failure
+        try:
+            # Every create-info below stays bound to a local until its call returns: cffi
+            # frees nested temporaries early otherwise.
+            module_info = vk.VkShaderModuleCreateInfo(codeSize=len(spirv), pCode=spirv)
+            module = vk.vkCreateShaderModule(handle, module_info, None)
+            made.append((vk.vkDestroyShaderModule, module))
+
+            layout_bindings = [
+                vk.VkDescriptorSetLayoutBinding(
+                    binding=b,
+                    descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+                    descriptorCount=1,
+                    stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT,
+                )
+                for b in sorted(self.bindings.values())
+            ]
+            set_info = vk.VkDescriptorSetLayoutCreateInfo(
+                bindingCount=len(layout_bindings), pBindings=layout_bindings
             )
-            for b in sorted(self.bindings.values())
-        ]
-        set_info = vk.VkDescriptorSetLayoutCreateInfo(
-            bindingCount=len(layout_bindings), pBindings=layout_bindings
-        )
-        self.set_layout = vk.vkCreateDescriptorSetLayout(handle, set_info, None)
+            set_layout = vk.vkCreateDescriptorSetLayout(handle, set_info, None)
+            made.append((vk.vkDestroyDescriptorSetLayout, set_layout))
 
-        push_range = vk.VkPushConstantRange(
-            stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=push_constant_size
-        )
-        layout_info = vk.VkPipelineLayoutCreateInfo(
-            setLayoutCount=1,
-            pSetLayouts=[self.set_layout],
-            pushConstantRangeCount=1 if push_constant_size else 0,
-            pPushConstantRanges=[push_range] if push_constant_size else None,
-        )
-        self.layout = vk.vkCreatePipelineLayout(handle, layout_info, None)
+            size = self.push_constant_size
+            push_range = vk.VkPushConstantRange(
+                stageFlags=vk.VK_SHADER_STAGE_COMPUTE_BIT, offset=0, size=size
+            )
+            layout_info = vk.VkPipelineLayoutCreateInfo(
+                setLayoutCount=1,
+                pSetLayouts=[set_layout],
+                pushConstantRangeCount=1 if size else 0,
+                pPushConstantRanges=[push_range] if size else None,
+            )
+            layout = vk.vkCreatePipelineLayout(handle, layout_info, None)
+            made.append((vk.vkDestroyPipelineLayout, layout))
 
-        stage = vk.VkPipelineShaderStageCreateInfo(
-            stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=self.module, pName="main"
-        )
-        pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=self.layout)
-        self.handle = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
+            stage = vk.VkPipelineShaderStageCreateInfo(
+                stage=vk.VK_SHADER_STAGE_COMPUTE_BIT, module=module, pName="main"
+            )
+            pipeline_info = vk.VkComputePipelineCreateInfo(stage=stage, layout=layout)
+            pipeline = vk.vkCreateComputePipelines(handle, None, 1, [pipeline_info], None)[0]
+        except BaseException as exc:  # an error or an interrupt: leave nothing behind
+            for destroy, thing in reversed(made):
+                destroy(handle, thing, None)
+            if isinstance(exc, vk.VkError):
+                raise ShaderError(
+                    f"{self.device.name} cannot build {self.name} ({type(exc).__name__})"
+                ) from exc
+            raise
+        return _Objects(module, set_layout, layout, pipeline)
 
     def destroy(self) -> None:
-        if self.handle is not None:
+        with self._lock:
+            self._destroyed = True
+            objects, self._objects = self._objects, None
+        if objects is not None:
             self.device.settle()
             device = self.device.handle
-            vk.vkDestroyPipeline(device, self.handle, None)
-            vk.vkDestroyPipelineLayout(device, self.layout, None)
-            vk.vkDestroyDescriptorSetLayout(device, self.set_layout, None)
-            vk.vkDestroyShaderModule(device, self.module, None)
-            self.handle = None
+            vk.vkDestroyPipeline(device, objects.pipeline, None)
+            vk.vkDestroyPipelineLayout(device, objects.layout, None)
+            vk.vkDestroyDescriptorSetLayout(device, objects.set_layout, None)
+            vk.vkDestroyShaderModule(device, objects.module, None)
+
+
+def build_in_background(pipelines: Iterable[ComputePipeline]) -> threading.Thread | None:
+    """Build those of `pipelines` not built yet, in order, on a thread of their own (the
+    driver works outside the GIL). A dispatch that needs one waits for it; an error stops the
+    thread and is raised again by the dispatch that needs that pipeline."""
+    waiting = [pipeline for pipeline in pipelines if not pipeline.built]
+    if not waiting:
+        return None
+    # Not a daemon: the interpreter waits for it before the exit handlers destroy the device.
+    thread = threading.Thread(target=_build_all, args=(waiting,), name="voxelizer-pipelines")
+    thread.start()
+    return thread
+
+
+def _build_all(pipelines: list[ComputePipeline]) -> None:
+    for pipeline in pipelines:
+        try:
+            pipeline.build()
+        except Exception:  # ShaderError, or destroyed meanwhile: the dispatch reports it
+            return

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import OutputError
 from ..placement import Placed, shape_text
-from ..surface import voxel_surface
+from .mesh_writer import write_mesh
 from .npz_file import write_npz
 from .output import open_output
 from .svo_file import write_svo
@@ -89,15 +89,6 @@ def _binvox_runs(flat: np.ndarray) -> np.ndarray:
     last = np.cumsum(pieces) - 1
     counts[last] = lengths - 255 * (pieces - 1)
     return np.stack([values.astype(np.uint8), counts.astype(np.uint8)], axis=1).ravel()
-
-
-def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
-    """The outer faces of the voxels (as SVO.to_mesh()) as PLY, OBJ or GLB, by extension."""
-    surface = voxel_surface(result.to_numpy(), result.placement.origin, result.voxel_size)
-    data = surface.export(file_type=Path(path).suffix.lower()[1:])
-    assert not isinstance(data, dict)  # PLY, OBJ and GLB export as text or bytes
-    with open_output(path, overwrite) as fh:
-        fh.write(data.encode() if isinstance(data, str) else data)
 
 
 WRITERS: dict[str, Callable[[Placed, str | os.PathLike, bool], None]] = {

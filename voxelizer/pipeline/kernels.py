@@ -1,8 +1,8 @@
-"""The kernels of the seven passes and of the SVO build, declared once (gpu/kernels.py says
-how; tests/test_kernels.py checks each against its GLSL).
+"""The kernels of the seven passes, of the surface pass and of the SVO build, declared once
+(gpu/kernels.py says how; tests/test_kernels.py checks each against its GLSL).
 
 Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_BRICKS,
-WRITE_BRICKS) are declarations of their own; the pass kernels get the variant's other
+WRITE_BRICKS, FACE_IDS) or its binning (CONSERVATIVE) are declarations of their own; the pass kernels get the variant's other
 defines (BRANCHLESS) and the device's subgroup paths from passes.pass_defines, the SVO
 kernels gpu.kernels.COMMON_DEFINES. The scan is gpu/scan.py's.
 """
@@ -103,6 +103,55 @@ FILL_PARITY = Kernel(
     {"FILL_STAGE": 1, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND},
 )
 
+# -- surface voxelization: conservative binning (passes 1 and 3), then the surface pass ---------
+
+SETUP_SOUP_CONSERVATIVE = Kernel(
+    "setup", {"soup": 0, **_SETUP_OUTPUTS}, _SETUP_PUSH, {"INDEXED": 0, "CONSERVATIVE": 1}
+)
+SETUP_INDEXED_CONSERVATIVE = Kernel(
+    "setup",
+    {"vertices": 0, "indices": 1, **_SETUP_OUTPUTS},
+    _SETUP_PUSH,
+    {"INDEXED": 1, "CONSERVATIVE": 1},
+)
+EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1})
+
+SURFACE_PAIRS_PER_ROUND = FILL_PAIRS_PER_ROUND  # pairs of one tile per surface dispatch
+SURFACE_CHUNK_VOXELS = 512  # voxels of a column one surface dispatch marks (shaders/surface.comp)
+FACE_ID_CHUNK_VOXELS = 32  # the same with FACE_IDS 1
+_SURFACE_PUSH = (
+    ("window", WINDOW),
+    ("ny", "int"),
+    ("fill_round", "uint"),
+    ("chunk", "uint"),
+    ("triangle_offset", "uint"),
+)
+
+
+def _surface_kernel(thin: bool, face_ids: bool) -> Kernel:
+    bindings = {**_FILL_BINDINGS, **({"face_ids": 5} if face_ids else {})}
+    defines = {
+        "THIN": int(thin),
+        "FACE_IDS": int(face_ids),
+        "PAIRS_PER_ROUND": SURFACE_PAIRS_PER_ROUND,
+    }
+    return Kernel("surface", bindings, _SURFACE_PUSH, defines)
+
+
+SURFACE_CONSERVATIVE = _surface_kernel(thin=False, face_ids=False)
+SURFACE_THIN = _surface_kernel(thin=True, face_ids=False)
+SURFACE_CONSERVATIVE_FACES = _surface_kernel(thin=False, face_ids=True)
+SURFACE_THIN_FACES = _surface_kernel(thin=True, face_ids=True)
+SURFACE_KERNELS = (
+    SETUP_SOUP_CONSERVATIVE,
+    SETUP_INDEXED_CONSERVATIVE,
+    EMIT_CONSERVATIVE,
+    SURFACE_CONSERVATIVE,
+    SURFACE_THIN,
+    SURFACE_CONSERVATIVE_FACES,
+    SURFACE_THIN_FACES,
+)
+
 PASS_KERNELS = (
     SETUP_SOUP,
     SETUP_INDEXED,
@@ -118,6 +167,7 @@ PASS_KERNELS = (
     COMPACT_COUNTS,
     FILL_FLIPS,
     FILL_PARITY,
+    *SURFACE_KERNELS,
 )
 
 # -- the SVO build: classification bottom-up, then compaction ---------------------------------

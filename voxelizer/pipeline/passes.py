@@ -1,4 +1,5 @@
-"""The seven GPU passes of tile-based solid voxelization, recorded on the thin Vulkan layer.
+"""The seven GPU passes of tile-based solid voxelization, recorded on the thin Vulkan layer,
+and the surface pass that reuses them (PassRunner.voxelize_surface).
 
 Data flow (all device-resident; the host reads back only the pair count):
 
@@ -31,7 +32,12 @@ from ..parallel import for_row_chunks
 from ..placement import FIXED_BITS
 from ..stats import Stats
 from . import kernels
-from .kernels import FILL_PAIRS_PER_ROUND
+from .kernels import (
+    FACE_ID_CHUNK_VOXELS,
+    FILL_PAIRS_PER_ROUND,
+    SURFACE_CHUNK_VOXELS,
+    SURFACE_PAIRS_PER_ROUND,
+)
 
 VARIANTS = {
     "naive": {"BRANCHLESS": 0, "INDEXED": 0},
@@ -107,6 +113,48 @@ class PassPipelines:
             pipeline.destroy()
 
 
+SURFACES = ("conservative", "thin")  # the surface kinds of mode "surface" (shaders/surface.comp)
+FACE_ID_BYTES = 4  # per voxel of a slab, for the face ids of a surface (uint32, none = -1)
+NO_FACE = 0xFFFFFFFF
+
+
+class SurfacePipelines:
+    """What surface voxelization adds to a variant's passes (its grouping and compaction are
+    the variant's own): the conservative binning (setup and emission with CONSERVATIVE 1) and
+    the surface pass of one kind, built once; the pass with face ids on first use."""
+
+    def __init__(self, device: Device, variant: str, surface: str):
+        self.variant, self.surface = variant, surface  # checked by the caller's Options
+        self._device = device
+        self._defines = pass_defines(variant, subgroup_defines(device))
+        indexed = bool(VARIANTS[variant]["INDEXED"])
+        thin = surface == "thin"
+        self.setup = self._build(
+            kernels.SETUP_INDEXED_CONSERVATIVE if indexed else kernels.SETUP_SOUP_CONSERVATIVE
+        )
+        self.emit = self._build(kernels.EMIT_CONSERVATIVE)
+        self.mark = self._build(kernels.SURFACE_THIN if thin else kernels.SURFACE_CONSERVATIVE)
+        self._face_kernel = (
+            kernels.SURFACE_THIN_FACES if thin else kernels.SURFACE_CONSERVATIVE_FACES
+        )
+        self._faces: ComputePipeline | None = None
+
+    def _build(self, kernel: Kernel) -> ComputePipeline:
+        return ComputePipeline(self._device, kernel, self._defines)
+
+    @property
+    def mark_with_faces(self) -> ComputePipeline:
+        if self._faces is None:
+            self._faces = self._build(self._face_kernel)
+        return self._faces
+
+    def destroy(self) -> None:
+        for pipeline in (self.setup, self.emit, self.mark, self._faces):
+            if pipeline is not None:
+                pipeline.destroy()
+        self._faces = None
+
+
 @dataclass(frozen=True)
 class Window:
     """Column rows [row_lo, row_hi) of an (nx, ny, nz) grid, whole tile rows, written into a
@@ -158,6 +206,7 @@ class PassRunner:
         batch_triangles: int | None = None,
         pair_budget: int | None = None,
         stats: Stats | None = None,
+        surface: SurfacePipelines | None = None,
     ):
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
         self.scan = scan
@@ -168,6 +217,7 @@ class PassRunner:
         self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
         self.pair_budget = pair_budget
         self.stats = stats if stats is not None else Stats()  # what every part adds to
+        self.surface = surface  # the surface kernels (voxelize_surface), if asked for
         self._uploaded: tuple[int, int] | None = None
         self._geometry: dict[str, Binding] = {}  # "soup", or "vertices" and "indices"
         self._tile_boxes: np.ndarray | None = None
@@ -207,11 +257,16 @@ class PassRunner:
     # -- one part: count, then emit, group, compact and fill ---------------------------------
 
     def _count_pairs(
-        self, window: Window, batch: tuple[int, int], clear_grid: Binding | None
+        self,
+        window: Window,
+        batch: tuple[int, int],
+        clear_grid: Binding | None,
+        setup: ComputePipeline | None = None,
     ) -> tuple[int, bool]:
         """Submission 1: upload (if another batch is up), setup, scan; read back the total,
         and whether some triangle touches so many tiles that the 32-bit total may have wrapped
-        (more than 2^32 / triangles each; the host then bounds the total itself)."""
+        (more than 2^32 / triangles each; the host then bounds the total itself). `setup`
+        replaces the variant's setup kernel (the conservative binning of surfaces)."""
         started = time.perf_counter()
         sequence = self.sequence
         sequence.begin()
@@ -231,7 +286,7 @@ class PassRunner:
             (COUNT_RANGE - 1) // count if count * window.tiles >= COUNT_RANGE else 2**32 - 1
         )
         sequence.dispatch(
-            self.pipelines.setup,
+            setup or self.pipelines.setup,
             {**self._geometry, "records": records, "tile_counts": offsets, "wrap_flag": wrap_flag},
             {"triangle_count": count, "window": window, "tile_limit": tile_limit},
             workgroups(count, WG_SIZE),
@@ -410,6 +465,135 @@ class PassRunner:
         sequence.barrier()
         sequence.mark("fill")
         self.stats.add_gpu(sequence.submit())
+
+    # -- surface voxelization: conservative binning, then the surface pass ---------------------
+
+    def voxelize_surface(
+        self,
+        slab: Window,
+        grid: Binding,
+        grid_rows: int,
+        clear: bool,
+        face_ids: Binding | None = None,
+    ) -> None:
+        """OR the surface voxels of the slab's rows into `grid`: cleared first with `clear`
+        (mode "surface"), else holding what the fill left there (mode "both"). With
+        `face_ids` (FACE_ID_BYTES per voxel of the slab, column by column as the bits), also
+        set each voxel's smallest marking triangle index there (NO_FACE where none). Parts
+        split as in voxelize; each ORs its marks and lowers the ids, so the split does not
+        show. `grid_rows`: the grid's ny (the thin surface's last row takes its far face)."""
+        if self.surface is None:
+            raise VoxelizerError("this PassRunner was built without surface kernels")
+        work = [
+            (slab, (first, min(first + self.batch_triangles, self.triangles)))
+            for first in range(0, self.triangles, self.batch_triangles)
+        ]
+        parts = 0
+        while work:
+            window, batch = work.pop(0)
+            pair_count, may_wrap = self._count_pairs(
+                window, batch, grid if clear else None, self.surface.setup
+            )
+            clear = False
+            if may_wrap and self._pair_bound(window, batch) >= COUNT_RANGE:
+                work[:0] = self._split(window, batch)
+                continue
+            if not self._pairs_fit(window, pair_count):
+                work[:0] = self._split(window, batch)
+                continue
+            clear_ids = face_ids if parts == 0 else None
+            self._surface_part(window, batch[0], pair_count, grid, grid_rows, face_ids, clear_ids)
+            parts += 1
+        self.stats.count(surface_parts=parts)
+
+    def _surface_part(
+        self,
+        window: Window,
+        first_triangle: int,
+        pair_count: int,
+        grid: Binding,
+        grid_rows: int,
+        face_ids: Binding | None,
+        clear_ids: Binding | None,
+    ) -> None:
+        """Submission 2 of a surface part: conservative emission, grouping by tile,
+        compaction (the variant's own kernels), then the surface pass over every chunk of the
+        columns, in rounds of at most SURFACE_PAIRS_PER_ROUND pairs per tile."""
+        surface = self.surface
+        assert surface is not None  # voxelize_surface checked it
+        started = time.perf_counter()
+        sequence = self.sequence
+        sequence.begin()
+        sequence.mark("start")
+        if clear_ids is not None:
+            sequence.fill(clear_ids.buffer, NO_FACE, clear_ids.size)
+        slots = self._pair_slots(pair_count)
+        tiles = 0
+        if pair_count:
+            fill_args = self.pool.get("fill_args", 16, INDIRECT)
+            pairs = self.pool.binding("pairs", slots * PAIR_BYTES)
+            sequence.fill(
+                pairs.buffer,
+                0xFFFFFFFF,
+                (slots - pair_count) * PAIR_BYTES,
+                offset=pair_count * PAIR_BYTES,
+            )  # bitonic padding sorts last
+            sequence.barrier()
+            sequence.dispatch(
+                surface.emit,
+                {"records": self._records, "offsets": self._offsets, "pairs": pairs},
+                {"triangle_count": self._count, "window": window},
+                workgroups(self._count, WG_SIZE),
+            )
+            sequence.barrier()
+            sequence.mark("emit")
+            record_tiles = (
+                _record_bitonic_tiles if self.sort == "bitonic" else _record_counting_tiles
+            )
+            grouped, tile_list = record_tiles(
+                sequence,
+                self.pipelines,
+                self.scan,
+                self.pool,
+                pairs,
+                pair_count,
+                slots,
+                window.tiles,
+                fill_args,
+                self.device.max_groups_x,
+            )
+            bindings: dict[str, Binding | Buffer] = {
+                "records": self._records,
+                "pairs": grouped,
+                "tiles": tile_list,
+                "fill_dispatch": fill_args,
+                "grid": grid,
+            }
+            kernel, chunk_voxels = surface.mark, SURFACE_CHUNK_VOXELS
+            if face_ids is not None:
+                bindings["face_ids"] = face_ids
+                kernel, chunk_voxels = surface.mark_with_faces, FACE_ID_CHUNK_VOXELS
+            for fill_round in range(workgroups(pair_count, SURFACE_PAIRS_PER_ROUND)):
+                for chunk in range(workgroups(window.nz, chunk_voxels)):  # disjoint words
+                    push = {
+                        "window": window,
+                        "ny": grid_rows,
+                        "fill_round": fill_round,
+                        "chunk": chunk,
+                        "triangle_offset": first_triangle,
+                    }
+                    sequence.dispatch_indirect(kernel, bindings, push, fill_args)
+                sequence.barrier()  # the next round ORs into the same words
+            sequence.mark("surface")
+            tile_staging = sequence.download(fill_args, 16)
+        elif clear_ids is not None:
+            sequence.barrier()
+        self.stats.add_gpu(sequence.submit())
+        self.stats.add_host(surface_submission=(time.perf_counter() - started) * 1e3)
+        if pair_count:
+            tiles = int(tile_staging.read(np.uint32, 4)[3])
+        self.stats.count(surface_pairs=pair_count, surface_tiles=tiles)
+        self.stats.count_max(sort_size=slots if pair_count else 0)
 
     def _pair_bound(self, window: Window, batch: tuple[int, int]) -> int:
         """An upper bound of the part's pair count, from the tiles of the triangles' bounding

@@ -70,7 +70,10 @@ def make_plan(
     svo: bool,
     dense: bool,
     whole_only: bool = False,
+    voxel_bytes: int = 0,
 ) -> Plan:
+    """`voxel_bytes`: bytes per voxel of a per-voxel attribute the slab also holds on the
+    device (face ids), downloaded through a staging copy of the same size."""
     budget = default_budget(device) if budget is None else int(budget)
     limit = device.max_storage_range
     nx, ny, nz = shape
@@ -83,8 +86,9 @@ def make_plan(
         grid = window.grid_bytes
         classify = forest.classify_bytes() if svo else 0
         download = grid if dense else 0  # the staging copy the bits come back through
-        largest = max(grid, forest.largest_classify_buffer() if svo else 0)
-        return grid + classify + download, largest
+        attribute = nx * rows * nz * voxel_bytes
+        largest = max(grid, forest.largest_classify_buffer() if svo else 0, attribute)
+        return grid + classify + download + 2 * attribute, largest
 
     total, largest = slab_bytes(ny, True)
     whole = largest <= limit and total <= budget // 2

@@ -23,6 +23,7 @@ from ..components import Run, mesh_components, union_runs
 from ..gpu.buffers import BufferPool
 from ..gpu.commands import Binding, Sequence
 from ..gpu.device import Device
+from ..gpu.pipelines import build_in_background
 from ..gpu.scan import Scan
 from ..grid import pack_columns, unpack_columns
 from ..log import get_logger
@@ -30,12 +31,13 @@ from ..mesh import Mesh
 from ..placement import COLUMN_AXIS_ORDERS, Shape
 from ..stats import Stats
 from .merge import merge_forests
-from .passes import PassPipelines, PassRunner, Window
+from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
 from .plan import Plan, make_plan
 from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
 
 _log = get_logger(__name__)
 FILL_MODES = ("parity", "vote", "union")
+MODES = ("solid", "surface", "both")  # "both": the solid united with the conservative surface
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
 # Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
 Progress = Callable[[str, int, int], None]
@@ -54,6 +56,8 @@ class Job:
     fill_mode: str = "parity"
     max_memory: int | None = None
     progress: Progress | None = None
+    mode: str = "solid"
+    surface: str = "conservative"  # with mode "surface" ("both" always adds the conservative)
 
 
 class Pipeline:
@@ -64,15 +68,19 @@ class Pipeline:
         self._pool = BufferPool(device)
         self._sequence = Sequence(device, self._pool)
         self._passes: dict[str, PassPipelines] = {}
+        self._surfaces: dict[tuple[str, str], SurfacePipelines] = {}
         self._scan: Scan | None = None
         self._svo: SVOPipelines | None = None
 
     # -- the two results ---------------------------------------------------------------------
 
     def dense(self, job: Job) -> tuple[np.ndarray, Stats]:
-        """bool[i, j, k] of shape job.shape: voxel set iff its centre is inside the mesh."""
+        """bool[i, j, k] of shape job.shape: the voxels of the job's mode (solid: set iff
+        the centre is inside the mesh)."""
         stats = self._stats(job)
-        if job.fill_mode == "vote":
+        if job.mode != "solid":
+            voxels, _ = self._surface_dense(job, stats, face_ids=False)
+        elif job.fill_mode == "vote":
             voxels = self._vote(job, stats)
         elif job.fill_mode == "union":
             voxels = self._union_dense(job, stats)
@@ -85,7 +93,9 @@ class Pipeline:
         """The SVO arrays (nodes, bricks, level_offsets) of docs/svo-format.md, built on the
         device from the bit grid (which never leaves it in parity mode)."""
         stats = self._stats(job)
-        if job.fill_mode == "vote":
+        if job.mode != "solid":
+            octree = self._surface_svo(job, stats)
+        elif job.fill_mode == "vote":
             words = pack_columns(self._vote(job, stats))
             grid = self._pool.binding("grid", len(words) * 4)
             arrays = self._build_svo(Forest.whole_grid(job.shape), grid, stats, words)
@@ -96,6 +106,16 @@ class Pipeline:
             octree = self._parity(job, job.vertices, job.shape, stats, dense=False)
         self._finish(stats)
         return octree, stats
+
+    def dense_faces(self, job: Job) -> tuple[np.ndarray, np.ndarray, Stats]:
+        """Modes "surface" and "both": the bool grid as `dense`, and int32[i, j, k] face
+        ids: the smallest index of the triangles whose surface marks the voxel, -1 where
+        none does (solid voxels of "both" inside the surface too)."""
+        stats = self._stats(job)
+        voxels, faces = self._surface_dense(job, stats, face_ids=True)
+        self._finish(stats)
+        assert faces is not None  # asked for
+        return voxels, faces, stats
 
     # -- parity: slabs of the grid through the passes ----------------------------------------
 
@@ -204,10 +224,8 @@ class Pipeline:
     def _build_svo(
         self, forest: Forest, grid: Binding, stats: Stats, words: np.ndarray | None = None
     ) -> SVOArrays:
-        if self._svo is None:
-            self._svo = SVOPipelines(self.device)
         return build_svo_on_gpu(
-            self.device, self._scan_kernels(), self._svo, self._pool, self._sequence,
+            self.device, self._scan_kernels(), self._svo_kernels(), self._pool, self._sequence,
             forest, grid, stats, words,
         )  # fmt: skip
 
@@ -252,7 +270,10 @@ class Pipeline:
         runs = self._union_runs(job, stats)
         if len(runs) == 1 and runs[0].sign == 1:
             return self._parity(job, job.vertices, job.shape, stats, dense=False)
-        voxels = self._winding(job, runs, stats) > 0
+        return self._svo_of_voxels(job, self._winding(job, runs, stats) > 0, stats)
+
+    def _svo_of_voxels(self, job: Job, voxels: np.ndarray, stats: Stats) -> OctreeArrays:
+        """SVO arrays of a bool grid on the host: uploaded slab by slab, converted there."""
         plan = make_plan(self.device, job.shape, 1, 0, False, job.max_memory, True, False)
         forests: list[tuple[int, SVOArrays]] = []
         for slab in plan.slabs():
@@ -291,6 +312,121 @@ class Pipeline:
                 job.progress("runs", index + 1, len(runs))
         return winding
 
+    # -- surface and both: the surface pass after (or instead of) the fill, slab by slab -----
+
+    def _surface_dense(
+        self, job: Job, stats: Stats, face_ids: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """Modes "surface" and "both" as a bool grid, with face ids if asked. "both" with
+        parity runs the fill and then the surface pass on each slab's grid; with vote or
+        union the solid comes back whole and the surface is united with it here."""
+        if job.mode == "both" and job.fill_mode != "parity":
+            solid_job = replace(job, mode="solid")
+            if job.fill_mode == "vote":
+                solid = self._vote(solid_job, stats)
+            else:
+                solid = self._union_dense(solid_job, stats)
+            surface = replace(job, mode="surface", surface="conservative")
+            voxels, faces = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
+            return voxels | solid, faces
+        voxels, faces = self._surface_slabs(job, stats, dense=True, face_ids=face_ids)
+        return voxels, faces
+
+    def _surface_svo(self, job: Job, stats: Stats) -> OctreeArrays:
+        if job.mode == "both" and job.fill_mode != "parity":
+            voxels, _ = self._surface_dense(job, stats, face_ids=False)
+            return self._svo_of_voxels(job, voxels, stats)
+        octree, _ = self._surface_slabs(job, stats, dense=False, face_ids=False)
+        return octree
+
+    @overload
+    def _surface_slabs(
+        self, job: Job, stats: Stats, dense: Literal[True], face_ids: bool
+    ) -> tuple[np.ndarray, np.ndarray | None]: ...
+
+    @overload
+    def _surface_slabs(
+        self, job: Job, stats: Stats, dense: Literal[False], face_ids: bool
+    ) -> tuple[OctreeArrays, np.ndarray | None]: ...
+
+    def _surface_slabs(
+        self, job: Job, stats: Stats, dense: bool, face_ids: bool
+    ) -> tuple[np.ndarray | OctreeArrays, np.ndarray | None]:
+        """The job's mode ("surface", or "both" with parity) slab by slab as the plan says:
+        the bool grid (`dense`) or the SVO arrays, and the face ids (dense only)."""
+        passes = self._pass_kernels(job.variant)
+        kind = "conservative" if job.mode == "both" else job.surface
+        plan = make_plan(
+            self.device,
+            job.shape,
+            job.mesh.triangle_count,
+            len(job.vertices),
+            passes.indexed,
+            job.max_memory,
+            svo=not dense,
+            dense=dense,
+            voxel_bytes=FACE_ID_BYTES if face_ids else 0,
+        )
+        stats.memory.budget_bytes = plan.budget
+        stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
+        runner = PassRunner(
+            self.device,
+            passes,
+            self._scan_kernels(),
+            self._pool,
+            self._sequence,
+            job.vertices,
+            job.mesh.indices,
+            job.sort,
+            plan.batch_triangles,
+            plan.pair_budget,
+            stats,
+            surface=self._surface_kernels(job.variant, kind),
+        )
+        slabs = plan.slabs()
+        voxels = np.zeros(job.shape, bool) if dense else None
+        faces = np.full(job.shape, -1, np.int32) if face_ids else None
+        forests: list[tuple[int, SVOArrays]] = []
+        for index, slab in enumerate(slabs):
+            grid = self._pool.binding("grid", slab.grid_bytes)
+            rows = slab.row_hi - slab.row_lo
+            ids = None
+            if faces is not None:
+                ids = self._pool.binding("face_ids", slab.nx * rows * slab.nz * FACE_ID_BYTES)
+            if job.mode == "both":
+                runner.voxelize(slab, grid)
+            else:
+                stats.count(slabs=1)
+            runner.voxelize_surface(slab, grid, job.shape[1], job.mode != "both", ids)
+            if voxels is not None:
+                voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
+            else:
+                forest = plan.forest(slab)
+                forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
+            if faces is not None and ids is not None:
+                faces[:, slab.row_lo : slab.row_hi] = self._download_faces(slab, ids, stats)
+            if job.progress is not None and len(slabs) > 1:
+                job.progress("slabs", index + 1, len(slabs))
+        if voxels is not None:
+            return voxels, faces
+        return self._merge(plan, job.shape, forests, stats), None
+
+    def _download_faces(self, slab: Window, ids: Binding, stats: Stats) -> np.ndarray:
+        """The slab's face ids as int32[i, j - row_lo, k] (-1: none)."""
+        started = time.perf_counter()
+        sequence = self._sequence
+        sequence.begin()
+        sequence.mark("start")
+        size = ids.size if ids.size is not None else ids.buffer.size
+        staging = sequence.download(ids.buffer, size)
+        sequence.mark("download")
+        stats.add_gpu(sequence.submit())
+        rows = slab.row_hi - slab.row_lo
+        words = staging.read(np.int32, slab.nx * rows * slab.nz)
+        faces = words.reshape(rows, slab.nx, slab.nz).transpose(1, 0, 2)
+        stats.add_host(download=(time.perf_counter() - started) * 1e3)
+        return faces
+
     # -- kernels, stats, lifetime ------------------------------------------------------------
 
     def _pass_kernels(self, variant: str) -> PassPipelines:
@@ -298,10 +434,40 @@ class Pipeline:
             self._passes[variant] = PassPipelines(self.device, variant)
         return self._passes[variant]
 
+    def _surface_kernels(self, variant: str, surface: str) -> SurfacePipelines:
+        if (variant, surface) not in self._surfaces:
+            self._surfaces[variant, surface] = SurfacePipelines(self.device, variant, surface)
+        return self._surfaces[variant, surface]
+
     def _scan_kernels(self) -> Scan:
         if self._scan is None:
             self._scan = Scan(self.device)
         return self._scan
+
+    def _svo_kernels(self) -> SVOPipelines:
+        if self._svo is None:
+            self._svo = SVOPipelines(self.device)
+        return self._svo
+
+    def prepare(self, variant: str, sort: str, svo: bool) -> None:
+        """Start building the kernels a parity job of this kind dispatches, in the order it
+        dispatches them, on a background thread: the caller reads and checks the mesh
+        meanwhile. Those built already cost nothing; a job needing others builds them."""
+        passes = self._pass_kernels(variant)
+        scan = self._scan_kernels()
+        if sort == "counting":
+            grouping = [passes.count_pairs, passes.scatter_pairs, passes.mark_counts]
+            grouping.append(passes.compact_counts)
+        else:
+            grouping = [passes.sort_blocks, passes.sort_step, passes.sort_merge, passes.mark]
+            grouping.append(passes.compact)
+        wanted = [passes.setup, scan.scan_blocks, scan.add_offsets, passes.emit, *grouping]
+        wanted.append(passes.fill_flips)
+        if svo:
+            tree = self._svo_kernels()
+            wanted += [tree.classify_bricks, tree.classify_nodes]
+            wanted += [tree.write_nodes, tree.write_bricks]
+        build_in_background(wanted)
 
     def _stats(self, job: Job) -> Stats:
         return Stats(
@@ -310,6 +476,8 @@ class Pipeline:
             sort=job.sort,
             fill_mode=job.fill_mode,
             shape=job.shape,
+            mode=job.mode,
+            surface=job.surface if job.mode == "surface" else "",
         )
 
     def _finish(self, stats: Stats) -> None:
@@ -323,6 +491,9 @@ class Pipeline:
         for kernels in self._passes.values():
             kernels.destroy()
         self._passes.clear()
+        for surface in self._surfaces.values():
+            surface.destroy()
+        self._surfaces.clear()
         for primitive in (self._scan, self._svo):
             if primitive is not None:
                 primitive.destroy()

@@ -1,0 +1,162 @@
+#version 460
+// Surface pass (mode "surface", and "both" after the fill): one workgroup per tile of the
+// conservative binning (setup.comp and emit.comp with CONSERVATIVE 1), one thread per voxel
+// column. For every pair of its tile the thread computes, exactly, the contiguous range of
+// voxels [k0, k1] of its column that the triangle marks, and ORs it into the column word by
+// word: a thread owns its column (no atomics), and no loop runs over voxels.
+//
+// THIN 0, conservative: voxel k is marked iff the closed triangle (a segment or a point when
+// degenerate) meets the closed cube [i, i+1] x [j, j+1] x [k, k+1]. Separating axes: the
+// column's square in xy decides whether the column is touched at all (touch.glsl); the cube's
+// z-extent, the three edges crossed with the x and y axes (the yz- and xz-projections) and
+// the triangle's normal each bound k from one side or both, and the range is what all bounds
+// leave. The axes e_z x d and the normal of a vertical triangle lie in the xy-plane: the
+// square's test covers them.
+//
+// THIN 1, thin (6-separating): for a triangle with normal N != 0 and dominant axis c (the
+// largest |N_c|; ties to z, then y), the voxel whose centre line along c the closed triangle's
+// projection along c covers, at floor(crossing) along c (the last voxel for a crossing on the
+// grid's far face). A degenerate triangle (N = 0) marks its conservative voxels.
+//
+// The ranges are exact integer decisions (shaders/surface.glsl).
+//
+// CHUNK: a dispatch marks CHUNK_VOXELS voxels of every column (push constant `chunk`), held
+// in registers; the host dispatches every chunk of the column (and, like the fill, rounds of
+// at most PAIRS_PER_ROUND pairs of a tile, so no invocation loops past llvmpipe's guard,
+// tiles.glsl). A pair whose z-extent misses the chunk costs two comparisons.
+//
+// FACE_IDS 1: chunks of 32 voxels; the thread also keeps, per voxel, the smallest index
+// (triangle_offset + batch index) of the triangles that mark it, and lowers face_ids to it
+// (0xFFFFFFFF, i.e. -1 as int32: none). Several parts of a slab lower the same ids.
+//
+// SHARED_RECORDS 1: pairs in batches of 8, each lane loads one record and broadcasts it, as
+// in fill.comp.
+#extension GL_GOOGLE_include_directive : require
+#if SHARED_RECORDS
+#extension GL_KHR_shader_subgroup_ballot : require
+#endif
+layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // a tile's columns, x fastest
+#include "common.glsl"
+#include "triangle.glsl"
+#include "exact.glsl"
+#include "touch.glsl"
+#include "surface.glsl"
+
+layout(std430, binding = 0) readonly buffer Records { TriangleRecord records[]; };
+layout(std430, binding = 1) readonly buffer Pairs { uvec2 pairs[]; };
+layout(std430, binding = 2) readonly buffer Tiles { Tile tiles[]; };
+layout(std430, binding = 3) readonly buffer FillDispatch {
+    uvec3 group_count;
+    uint tile_count;
+};
+layout(std430, binding = 4) buffer Grid { uint grid[]; };
+#if FACE_IDS
+layout(std430, binding = 5) buffer FaceIds { uint face_ids[]; };  // nz per column, as Grid's bits
+#endif
+
+layout(push_constant) uniform Params {
+    Window window;
+    int ny;                // rows of the whole grid (thin: crossings on y = ny mark row ny - 1)
+    uint fill_round;
+    uint chunk;            // voxels [chunk * CHUNK_VOXELS, (chunk + 1) * CHUNK_VOXELS) of each column
+    uint triangle_offset;  // mesh index of the batch's triangle 0 (FACE_IDS)
+};
+
+#define PAIR_BATCH (SHARED_RECORDS != 0 ? 8u : 4u)
+#if FACE_IDS
+#define CHUNK_WORDS 1
+#else
+#define CHUNK_WORDS 16
+#endif
+#define CHUNK_VOXELS (32 * CHUNK_WORDS)
+#define NO_FACE 0xFFFFFFFFu
+
+// -- the pass ---------------------------------------------------------------------------------
+
+// Bits base - 31 ... of the range [range.x, range.y] that fall in the word of voxels [base, base + 32).
+uint range_mask(ivec2 range, int base) {
+    int low = clamp(range.x - base, 0, 32), high = clamp(range.y + 1 - base, 0, 32);
+    uint through = high >= 32 ? 0xFFFFFFFFu : (1u << high) - 1u;
+    uint before = low >= 32 ? 0xFFFFFFFFu : (1u << low) - 1u;
+    return through & ~before;
+}
+
+ivec2 tile_column(uint key) {
+    uint lane = gl_LocalInvocationID.x;
+    return key_tile(window, key) * TILE_SIDE + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
+}
+
+// The voxels of the column that the pair's triangle marks within the chunk [low, high].
+ivec2 marked_range(TriangleRecord r, ivec2 column, int low, int high) {
+    int z_low = min(min(r.a.z, r.b.z), r.c.z), z_high = max(max(r.a.z, r.b.z), r.c.z);
+    if ((z_high >> FIXED_BITS) < low || ((z_low + (ONE - 1)) >> FIXED_BITS) - 1 > high) {
+        return EMPTY;  // the triangle's z-extent misses the chunk: no cube of it is touched
+    }
+#if THIN
+    ivec2 range = thin_range(r.a.xyz, r.b.xyz, r.c.xyz, column, ivec3(window.nx, ny, window.nz));
+#else
+    ivec2 range = conservative_range(r.a.xyz, r.b.xyz, r.c.xyz, column, window.nz);
+#endif
+    return ivec2(max(range.x, low), min(range.y, high));
+}
+
+void main() {
+    uint tile_index = flat_group_id();
+    if (tile_index >= tile_count) return;
+    Tile tile = tiles[tile_index];
+    uint first = tile.first + fill_round * PAIRS_PER_ROUND;
+    if (first >= tile.end) return;
+    uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    ivec2 column = tile_column(tile.key);
+    int low = int(chunk) * CHUNK_VOXELS;
+    int high = min(low + CHUNK_VOXELS, window.nz) - 1;
+
+    uint words[CHUNK_WORDS];
+    [[unroll]] for (int q = 0; q < CHUNK_WORDS; ++q) words[q] = 0u;
+#if FACE_IDS
+    uint ids[CHUNK_VOXELS];
+    [[unroll]] for (int v = 0; v < CHUNK_VOXELS; ++v) ids[v] = NO_FACE;
+#endif
+    for (uint start = first; start < end; start += PAIR_BATCH) {
+#if SHARED_RECORDS
+        uint lane = min(start + min(gl_SubgroupInvocationID, PAIR_BATCH - 1u), end - 1u);
+        uint mine = pairs[lane].y;
+        TriangleRecord mine_record = records[mine];
+#endif
+        [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
+#if SHARED_RECORDS
+            uint triangle = subgroupBroadcast(mine, j);
+            TriangleRecord r = TriangleRecord(subgroupBroadcast(mine_record.a, j),
+                                              subgroupBroadcast(mine_record.b, j),
+                                              subgroupBroadcast(mine_record.c, j));
+#else
+            uint triangle = pairs[min(start + j, end - 1u)].y;
+            TriangleRecord r = records[triangle];
+#endif
+            ivec2 range = start + j < end ? marked_range(r, column, low, high) : EMPTY;
+            [[unroll]] for (int q = 0; q < CHUNK_WORDS; ++q) {
+                words[q] |= range_mask(range, low + 32 * q);
+            }
+#if FACE_IDS
+            uint face = triangle_offset + triangle;
+            [[unroll]] for (int v = 0; v < CHUNK_VOXELS; ++v) {
+                bool marked = low + v >= range.x && low + v <= range.y;
+                ids[v] = marked ? min(ids[v], face) : ids[v];
+            }
+#endif
+        }
+    }
+
+    uint base = column_base(window, column);
+    uint column_word = uint(low) >> 5;
+    [[unroll]] for (int q = 0; q < CHUNK_WORDS; ++q) {
+        if (words[q] != 0u) grid[base + column_word + uint(q)] |= words[q];
+    }
+#if FACE_IDS
+    uint id_base = (uint(column.y - window.buffer_row) * uint(window.nx) + uint(column.x))
+                   * uint(window.nz) + uint(low);
+    [[unroll]] for (int v = 0; v < CHUNK_VOXELS; ++v) {
+        if (ids[v] != NO_FACE) face_ids[id_base + v] = min(face_ids[id_base + v], ids[v]);
+    }
+#endif
+}
