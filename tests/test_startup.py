@@ -16,7 +16,7 @@ import pytest
 from .helpers import PROJECT_MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("trimesh", "scipy", "vulkan")
+HEAVY = ("trimesh", "scipy", "vulkan", "ray")
 REPORT_HEAVY = f"""
 import json, sys
 print(json.dumps(sorted({{m.split(".")[0] for m in sys.modules}} & {set(HEAVY)!r})))
