@@ -1,5 +1,5 @@
 """What a process pays before it voxelizes: `import voxelizer`, `voxelize --help` and
-`--version` import neither trimesh nor scipy nor vulkan, and a voxelization starts no
+`--version` import neither trimesh, scipy, vulkan nor ray, and a voxelization starts no
 subprocess (no compiler run, no version query) and writes no cache of voxelizer's own.
 Each case runs in a fresh interpreter, since this one has imported everything already."""
 
