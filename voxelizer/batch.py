@@ -735,7 +735,9 @@ def voxelize_many(
     threads: loader and writer threads per worker; prefetch: meshes read ahead per worker.
     """
     if "progress" in options:
-        raise TypeError("voxelize_many takes no progress callback: its results come as they complete")
+        raise TypeError(
+            "voxelize_many takes no progress callback: its results come as they complete"
+        )
     checked = Options.create(grid, **options)  # every option, before any work
     if overwrite and skip_existing:
         raise OutputError("overwrite and skip_existing exclude each other")
