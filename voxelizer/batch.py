@@ -494,7 +494,7 @@ class _QueueSource:
         self._inbox = inbox
 
     def next(self, wait: bool) -> MeshTask | None:
-        return self._inbox.get(block=wait)  # type: ignore[no-any-return]
+        return self._inbox.get(block=wait)
 
 
 def worker_process_main(
@@ -668,7 +668,7 @@ def device_list(devices: Sequence[str | int] | str | int | None) -> list[str | i
         if not all(items):
             raise DeviceError(f"devices {devices!r}: write indices or names separated by commas")
         return [int(item) if item.isdigit() else item for item in items]
-    chosen = list(devices)
+    chosen: list[str | int | None] = list(devices)
     if not chosen:
         raise DeviceError("devices: an empty list")
     return chosen
