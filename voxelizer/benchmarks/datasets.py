@@ -6,7 +6,8 @@
 The dataset is make_dataset's (voxelizer/benchmarks/meshes.py: 8 bases x PLY/STL/OBJ, 24
 files of 5k-100k triangles, turned, stretched and moved at random), written once to --work.
 For each grid, each way runs once per round, the ways interleaved so that a busy machine
-slows them alike; the best round of each is reported (meshes/s over the whole dataset):
+slows them alike; the best and the median round of each are reported (meshes/s over the
+whole dataset), and the ratios of both (`--ways` picks some ways only):
 
 - `loop`: one warm Voxelizer in this process, `voxelize(load_mesh(path), grid)` per file,
   results kept in memory (an SVO each): the Python loop a user writes today.
@@ -27,6 +28,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -123,6 +125,15 @@ def ways(
     return found
 
 
+# The ratios reported: (numerator way, denominator way), each of the best and the median rounds.
+RATIOS = (
+    ("cli_batch", "cli_per_file"),
+    ("many", "loop"),
+    ("many_npz", "loop_npz"),
+    ("cli_batch", "many_npz"),
+)
+
+
 def measure(
     files: list[Path],
     dataset: Path,
@@ -131,9 +142,12 @@ def measure(
     rounds: int,
     jobs: int,
     device: str | None,
+    only: set[str] | None = None,
 ) -> dict[str, Any]:
     """The best meshes/s of each way over `rounds` interleaved rounds, and the ratios."""
     chosen = ways(files, dataset, work, grid, jobs, device)
+    if only is not None:
+        chosen = {name: way for name, way in chosen.items() if name in only}
     rates: dict[str, list[float]] = {name: [] for name in chosen}
     for _ in range(rounds):
         for name, way in chosen.items():
@@ -144,15 +158,21 @@ def measure(
                 raise RuntimeError(f"{name}: {done} of {len(files)} meshes done")
             rates[name].append(len(files) / seconds)
     best = {name: max(values) for name, values in rates.items()}
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    ratios = {}
+    for faster, slower in RATIOS:
+        if faster in best and slower in best:
+            ratios[f"{faster}_over_{slower}"] = {
+                "best": round(best[faster] / best[slower], 2),
+                "median": round(median[faster] / median[slower], 2),
+            }
     return {
         "grid": grid,
         "meshes": len(files),
         "meshes_per_s": {name: round(rate, 2) for name, rate in best.items()},
+        "median_meshes_per_s": {name: round(rate, 2) for name, rate in median.items()},
         "rounds": {name: [round(r, 2) for r in values] for name, values in rates.items()},
-        "cli_batch_over_cli_per_file": round(best["cli_batch"] / best["cli_per_file"], 2),
-        "many_over_loop": round(best["many"] / best["loop"], 2),
-        "many_npz_over_loop_npz": round(best["many_npz"] / best["loop_npz"], 2),
-        "cli_batch_over_many_npz": round(best["cli_batch"] / best["many_npz"], 2),
+        "ratios": ratios,
     }
 
 
@@ -167,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="also time the CLI with --jobs N")
     parser.add_argument("--limit", type=int, default=None, help="the first N files only")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--ways", default=None, help="comma-separated: time only these ways")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # open meshes of the dataset warn on every call
@@ -187,7 +208,16 @@ def main(argv: list[str] | None = None) -> int:
     }
     for grid in args.grids:
         result["grids"].append(
-            measure(files, dataset, args.work, grid, args.rounds, args.jobs, args.device)
+            measure(
+                files,
+                dataset,
+                args.work,
+                grid,
+                args.rounds,
+                args.jobs,
+                args.device,
+                None if args.ways is None else set(args.ways.split(",")),
+            )
         )
         print(json.dumps(result["grids"][-1]), flush=True)
         if args.json:
