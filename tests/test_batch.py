@@ -18,10 +18,12 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
 import pytest
+import trimesh
 
 import voxelizer
 from voxelizer import BatchResult, GridError, OutputError, voxelize_many
@@ -37,6 +39,7 @@ from .helpers import (
     run_cli,
     shared_model,
 )
+from .shapes import box
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 GRID = 16
@@ -183,6 +186,18 @@ def load_mesh_triangles(path: Path) -> int:
     return voxelizer.load_mesh(path).triangle_count
 
 
+@pytest.mark.parametrize("mode", ["surface", "both"])
+def test_voxelize_many_modes_equal_single_calls(tree, mode):
+    """The mode reaches every mesh; each result's count is that of its mode's voxels."""
+    paths = sorted(tree.rglob("*.ply"))
+    for result in voxelize_many(paths, grid=GRID, mode=mode, dense=True):
+        expected = voxelizer.voxelize_dense(paths[result.index], grid=GRID, mode=mode)
+        assert result.status == "done", result.error
+        assert_same_grid(result.result, expected)
+        assert result.solid_voxels == expected.count()
+        assert not np.array_equal(expected.to_numpy(), single_dense(paths[result.index]).to_numpy())
+
+
 def test_voxelize_many_dense_and_files(tree, tmp_path):
     paths = sorted(tree.rglob("*.ply"))
     dense = list(voxelize_many(paths, grid=GRID, dense=True))
@@ -319,23 +334,31 @@ def test_cli_bad_file_is_one_line_and_the_batch_goes_on(tree, tmp_path, capsys):
 def test_cli_log_records(tree, tmp_path, capsys):
     bad = tree / "bad.ply"
     bad.write_bytes(BAD_PLY)
+    vertices, faces = box((-1, -1, -1), (1, 1, 1))
+    open_box = tree / "open_box.ply"  # one side missing: 4 boundary edges
+    trimesh.Trimesh(vertices, np.delete(faces, [0, 6], axis=0), process=False).export(open_box)
+    sources = {**TREE, "open_box.ply": open_box}
     log = tmp_path / "log.jsonl"
     out = tmp_path / "out"
     code, _, _ = run_cli(capsys, tree, "--out-dir", out, "--grid", GRID, "--log", log)
     assert code == 1
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(records) == 5
+    assert len(records) == 6
     by_input = {Path(r["input"]).relative_to(tree).as_posix(): r for r in records}
-    for relative, source in TREE.items():
+    assert by_input["open_box.ply"]["boundary_edges"] == 4
+    for relative, source in sources.items():
         record = by_input[relative]
-        expected = voxelizer.voxelize(source, grid=GRID)
+        with (
+            pytest.warns(voxelizer.OpenMeshWarning) if relative == "open_box.ply" else nullcontext()
+        ):
+            expected = voxelizer.voxelize(source, grid=GRID)
         assert set(record) == {
             "input",
             "output",
             "status",
             "triangles",
             "solid_voxels",
-            "open_columns",
+            "boundary_edges",
             "seconds",
             "error",
             "device",
@@ -344,7 +367,7 @@ def test_cli_log_records(tree, tmp_path, capsys):
         assert record["status"] == "done" and record["error"] is None
         assert record["triangles"] == expected.stats.counts["triangles"]
         assert record["solid_voxels"] == expected.count()
-        assert record["open_columns"] == expected.stats.counts.get("open_columns")
+        assert record["boundary_edges"] == expected.stats.counts["boundary_edges"]
         assert isinstance(record["seconds"], float) and 0 < record["seconds"] < 60
         assert record["device"] == expected.stats.device
     failed = by_input["bad.ply"]
@@ -356,8 +379,8 @@ def test_cli_log_records(tree, tmp_path, capsys):
         capsys, tree, "--out-dir", out, "--grid", GRID, "--log", log, "--skip-existing"
     )
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    assert len(records) == 10
-    assert sorted(r["status"] for r in records[5:]) == ["failed"] + ["skipped"] * 4
+    assert len(records) == 12
+    assert sorted(r["status"] for r in records[6:]) == ["failed"] + ["skipped"] * 5
 
 
 def test_cli_jobs_2_equals_jobs_1(tree, tmp_path, capfd):

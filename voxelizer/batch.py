@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 import numpy.typing
 
-from .api import Voxelizer, shared_voxelizer
+from .api import Voxelizer, shared_voxelizer, voxel_count_label
 from .budget import check_dense_fits
 from .errors import DeviceError, OutputError, VoxelizerError
 from .grid import DenseGrid
@@ -69,6 +69,8 @@ class BatchOptions(TypedDict, total=False):
     voxel_size: float | None
     bounds: numpy.typing.ArrayLike | None
     max_memory: int | str | None
+    mode: str
+    surface: str | None
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,9 @@ class BatchResult:
     `status` is "done", "skipped" (its output existed and skip_existing was asked for) or
     "failed" (`error` says why, naming the input). `result` is the SVO (or DenseGrid with
     dense=True) when it is kept in memory; None when it went to `output`, or failed. The
-    counts are None where the mesh was not voxelized; `open_columns` where the pipeline
-    counts it. `seconds` is the time spent on this mesh: reading, voxelizing, writing."""
+    counts are None where the mesh was not voxelized: `solid_voxels` counts the voxels set
+    (solid, surface or both, as `mode` asks), `boundary_edges` the mesh's edges with one
+    face (0 for a closed mesh). `seconds` is the time spent on this mesh: reading, voxelizing, writing."""
 
     index: int  # position in the inputs
     input: str  # the path as given, or a label for an in-memory mesh
@@ -88,7 +91,7 @@ class BatchResult:
     result: SVO | DenseGrid | None = None
     triangles: int | None = None
     solid_voxels: int | None = None
-    open_columns: int | None = None
+    boundary_edges: int | None = None
     seconds: float = 0.0
     error: str | None = None
     device: str = ""
@@ -106,7 +109,7 @@ class BatchResult:
             "status": self.status,
             "triangles": self.triangles,
             "solid_voxels": self.solid_voxels,
-            "open_columns": self.open_columns,
+            "boundary_edges": self.boundary_edges,
             "seconds": round(self.seconds, 6),
             "error": self.error,
             "device": self.device,
@@ -447,8 +450,8 @@ class MeshWorker:
             status="done",
             result=kept,
             triangles=counts.get("triangles"),
-            solid_voxels=counts.get("solid_voxels"),
-            open_columns=counts.get("open_columns"),
+            solid_voxels=counts.get(voxel_count_label(self.settings.options["mode"])),
+            boundary_edges=counts.get("boundary_edges"),
             seconds=seconds,
             device=self.voxelizer.device_name,
             warnings=found,
@@ -738,6 +741,8 @@ def voxelize_many(
         raise TypeError(
             "voxelize_many takes no progress callback: its results come as they complete"
         )
+    if "attributes" in options:
+        raise TypeError("voxelize_many keeps no attributes: call voxelize_dense for face ids")
     checked = Options.create(grid, **options)  # every option, before any work
     if overwrite and skip_existing:
         raise OutputError("overwrite and skip_existing exclude each other")
@@ -780,6 +785,8 @@ def options_of(options: Options) -> dict[str, Any]:
         "voxel_size": options.voxel_size,
         "bounds": None if options.bounds is None else options.bounds.tolist(),
         "max_memory": options.max_memory,
+        "mode": options.mode,
+        "surface": options.surface,
     }
 
 

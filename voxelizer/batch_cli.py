@@ -92,7 +92,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         "--log",
         metavar="FILE",
         help="append one JSON line per mesh: input, output, status, triangles, solid_voxels, "
-        "open_columns, seconds, error, device",
+        "boundary_edges, seconds, error, device",
     )
     group.add_argument(
         "--ray",
@@ -245,6 +245,8 @@ def _results(args: argparse.Namespace, paths: list[Path], root: Path, suffix: st
         "voxel_size": args.voxel_size,
         "bounds": args.bounds,
         "max_memory": args.max_memory,
+        "mode": args.mode,
+        "surface": args.surface,
     }
     if args.ray is not None:
         try:
