@@ -525,3 +525,38 @@ def test_interrupted_batch_leaves_whole_files_and_resumes(tmp_path, jobs):
     assert files_under(out) == sorted(name.replace(".stl", ".npz") for name in sources)
     for name in files_under(out):
         assert_same_grid(voxelizer.load(out / name), expected)
+
+
+# --- the DataLoader recipe: a fork pool whose workers each create a Voxelizer ------------------
+
+_worker_voxelizer: voxelizer.Voxelizer | None = None
+POOL_TIMEOUT_S = 300  # a hang fails the test instead of stalling the run
+
+
+def init_worker() -> None:
+    """README's worker_init_fn: this worker's own device and pipelines."""
+    global _worker_voxelizer
+    _worker_voxelizer = voxelizer.Voxelizer()
+
+
+def worker_item(path: str) -> tuple[int, bytes, list[str]]:
+    """A Dataset's __getitem__: (pid, packed voxels, validation messages of this worker)."""
+    assert _worker_voxelizer is not None
+    voxels = np.asarray(_worker_voxelizer.voxelize_dense(path, grid=GRID))
+    messages = list(_worker_voxelizer.device.validation_messages)
+    return os.getpid(), np.packbits(voxels).tobytes(), messages
+
+
+def test_dataloader_recipe_in_a_fork_pool_after_voxelize_many():
+    """After the parent ran voxelize_many (its shared Voxelizer and threads live), a fork pool
+    whose initializer creates a Voxelizer per worker (DataLoader's worker_init_fn) gives the
+    single call's voxels in every worker, without a hang or a validation message."""
+    paths = [str(p) for p in TREE.values()]
+    assert all(r.ok for r in voxelize_many(paths, grid=GRID))
+    with multiprocessing.get_context("fork").Pool(2, initializer=init_worker) as pool:
+        items = pool.map_async(worker_item, paths * 2).get(timeout=POOL_TIMEOUT_S)
+    for (pid, bits, messages), path in zip(items, paths * 2):
+        assert pid != os.getpid()
+        assert bits == np.packbits(single_dense(Path(path)).to_numpy()).tobytes()
+        assert messages == []
+    assert all(r.ok for r in voxelize_many(paths, grid=GRID))  # the parent's still works
