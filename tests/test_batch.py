@@ -29,6 +29,7 @@ import voxelizer
 from voxelizer import BatchResult, GridError, OutputError, voxelize_many
 from voxelizer.batch import find_meshes, output_paths
 from voxelizer.grid import DenseGrid
+from voxelizer.io.output import remove_temporaries
 from voxelizer.svo import SVO
 
 from .helpers import (
@@ -560,3 +561,21 @@ def test_dataloader_recipe_in_a_fork_pool_after_voxelize_many():
         assert bits == np.packbits(single_dense(Path(path)).to_numpy()).tobytes()
         assert messages == []
     assert all(r.ok for r in voxelize_many(paths, grid=GRID))  # the parent's still works
+
+
+def test_remove_temporaries_takes_only_the_targets_own(tmp_path):
+    """What a killed writer of `a.npz` leaves is removed; nothing else is."""
+    target = tmp_path / "a.npz"
+    left = [tmp_path / ".a.npz.0123abcd.tmp", tmp_path / ".a.npz.ffffffff.tmp"]
+    kept = [
+        target,
+        tmp_path / ".b.npz.0123abcd.tmp",  # another output's
+        tmp_path / ".a.npz.0123abcd.tmp.keep",
+        tmp_path / ".a.npz.xyz.tmp",  # not a name the writer makes
+        tmp_path / "a.npz.0123abcd.tmp",
+    ]
+    for path in left + kept:
+        path.write_bytes(b"x")
+    assert remove_temporaries(target) == 2
+    assert files_under(tmp_path) == sorted(p.name for p in kept)
+    assert remove_temporaries(tmp_path / "missing" / "a.npz") == 0

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import wait as wait_for
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
@@ -37,7 +38,7 @@ from .budget import check_dense_fits
 from .errors import DeviceError, OutputError, VoxelizerError
 from .grid import DenseGrid
 from .io.meshes import MeshLike, load_mesh
-from .io.output import check_output_path
+from .io.output import check_output_path, remove_temporaries
 from .io.writers import OUTPUT_FORMATS, save
 from .log import get_logger
 from .mesh import Mesh
@@ -46,6 +47,7 @@ from .placement import GridLike
 from .svo import SVO
 
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
     from multiprocessing.queues import Queue
 
@@ -501,32 +503,41 @@ class _QueueSource:
 
 
 def worker_process_main(
-    slot: int, device: str | int | None, settings: BatchSettings, inbox: Queue, outbox: Queue
+    slot: int,
+    device: str | int | None,
+    settings: BatchSettings,
+    inbox: Queue,
+    outbox: Connection,
 ) -> None:
     """A worker process: open the device, then voxelize what the parent sends, telling it
-    when each mesh reaches the device (so that a crash is blamed on that mesh only)."""
+    when each mesh reaches the device (so that a crash is blamed on that mesh only). Its
+    messages go through a pipe of its own: a worker killed part way through one damages
+    no other worker's channel."""
     try:
         try:
             voxelizer = Voxelizer(device)
         except VoxelizerError as exc:
-            outbox.put(("failed_start", slot, str(exc)))
+            outbox.send(("failed_start", str(exc)))
             return
-        outbox.put(("ready", slot, voxelizer.device_name))
+        outbox.send(("ready", voxelizer.device_name))
         with voxelizer:
             worker = MeshWorker(
-                voxelizer, settings, on_start=lambda task: outbox.put(("start", slot, task.index))
+                voxelizer, settings, on_start=lambda task: outbox.send(("start", task.index))
             )
             for result in worker.run(_QueueSource(inbox)):
-                outbox.put(("result", slot, result))
-        outbox.put(("exit", slot, None))
+                outbox.send(("result", result))
+        outbox.send(("exit", None))
     except KeyboardInterrupt:
         pass  # the parent says what happened; a traceback per worker would bury it
+    except (BrokenPipeError, EOFError):
+        pass  # the parent is gone: nothing to tell
 
 
 @dataclass
 class _Handle:
     process: BaseProcess
     inbox: Queue
+    messages: Connection  # the worker's pipe, read end
     device: str | int | None
     assigned: dict[int, MeshTask] = field(default_factory=dict)
     started: int | None = None  # the mesh on the device now
@@ -545,26 +556,27 @@ def _process_results(
 ) -> Iterator[BatchResult]:
     """Run `tasks` on one spawned process per entry of `worker_devices`."""
     context = multiprocessing.get_context("spawn")
-    outbox: Queue = context.Queue()
     handles: dict[int, _Handle] = {}
     todo = deque(tasks)
     remaining = len(tasks)
     attempts: Counter[int] = Counter()
     requeues: Counter[int] = Counter()
     backlog = settings.prefetch + 2  # tasks held by one worker: loading, on the device, next
-    slots = iter(range(1 << 30))  # a replacement worker gets a new slot: no stale messages
+    slots = iter(range(1 << 30))  # a replacement worker gets a slot of its own
 
     def start(device: str | int | None) -> None:
         slot = next(slots)
         inbox: Queue = context.Queue()
+        reader, writer = context.Pipe(duplex=False)
         process = context.Process(
             target=worker_process_main,
-            args=(slot, device, settings, inbox, outbox),
+            args=(slot, device, settings, inbox, writer),
             name=f"voxelizer-worker-{slot}",
             daemon=True,
         )
         process.start()
-        handles[slot] = _Handle(process, inbox, device)
+        writer.close()  # the worker holds the only write end: its death ends the pipe
+        handles[slot] = _Handle(process, inbox, reader, device)
 
     def top_up() -> None:
         for handle in handles.values():
@@ -573,12 +585,42 @@ def _process_results(
                 handle.assigned[task.index] = task
                 handle.inbox.put(task)
 
+    def receive(slot: int) -> Iterator[BatchResult]:
+        """Every whole message waiting in the worker's pipe; at its end (the worker died, or
+        was killed part way through a message), the worker's meshes are given back."""
+        handle = handles[slot]
+        while True:
+            try:
+                if not handle.messages.poll():
+                    return
+                kind, payload = handle.messages.recv()
+            except (EOFError, OSError):
+                handle.process.join(5.0)
+                yield from lost(slot)
+                return
+            if kind == "failed_start":
+                raise DeviceError(str(payload))
+            if kind == "ready":
+                handle.ready = True
+            elif kind == "start":
+                handle.started = payload
+            elif kind == "result" and handle.assigned.pop(payload.index, None) is not None:
+                yield payload
+
     def lost(slot: int) -> Iterator[BatchResult]:
         """The meshes of a worker that died: retried, or failed when tried enough."""
         handle = handles.pop(slot)
+        handle.messages.close()
+        handle.inbox.cancel_join_thread()  # tasks no one will read: exiting must not wait
         code = handle.process.exitcode
+        if not handle.ready:
+            raise DeviceError(
+                f"the worker for device {handle.device} exited with code {code} before it was ready"
+            )
         _log.warning("worker %d (device %s) died with exit code %s", slot, handle.device, code)
         for index, task in handle.assigned.items():
+            if task.output is not None:  # a write the kill cut short: no one else writes it
+                remove_temporaries(task.output)
             requeues[index] += 1
             if index == handle.started:
                 attempts[index] += 1
@@ -598,32 +640,19 @@ def _process_results(
             start(device)
         while remaining:
             top_up()
-            try:
-                kind, slot, payload = outbox.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                for slot in [s for s, h in handles.items() if not h.process.is_alive()]:
-                    if not handles[slot].ready:
-                        code = handles[slot].process.exitcode
-                        raise DeviceError(
-                            f"the worker for device {handles[slot].device} exited with code "
-                            f"{code} before it was ready"
-                        ) from None
-                    for result in lost(slot):
+            ready = wait_for(
+                [h.messages for h in handles.values()]
+                + [h.process.sentinel for h in handles.values()],
+                timeout=_POLL_SECONDS,
+            )
+            # A worker that ended: its pipe says so (after its last whole messages).
+            ended = {h.process.sentinel for h in handles.values()} & set(ready)
+            for slot in list(handles):
+                handle = handles[slot]
+                if handle.messages in ready or handle.process.sentinel in ended:
+                    for result in receive(slot):
                         remaining -= 1
                         yield result
-                continue
-            handle = handles.get(slot)
-            if handle is None:  # a worker already given up for dead
-                continue
-            if kind == "failed_start":
-                raise DeviceError(str(payload))
-            if kind == "ready":
-                handle.ready = True
-            elif kind == "start":
-                handle.started = payload
-            elif kind == "result" and handle.assigned.pop(payload.index, None) is not None:
-                remaining -= 1
-                yield payload
         interrupted = False
     finally:
         _stop(list(handles.values()), interrupted)
@@ -649,6 +678,7 @@ def _stop(handles: list[_Handle], interrupted: bool) -> None:
         if handle.process.is_alive():
             handle.process.terminate()
             handle.process.join(5.0)
+        handle.messages.close()
 
 
 # --- voxelize_many ------------------------------------------------------------------------------

@@ -49,6 +49,7 @@ from .batch import (
 )
 from .errors import DeviceError, OpenMeshWarning, OutputError
 from .grid import DenseGrid
+from .io.output import remove_temporaries
 from .options import Options
 from .placement import GridLike, GridPlacement, check_shape
 
@@ -125,6 +126,12 @@ class VoxelizeBatch:
         rows = len(next(iter(batch.values()))) if batch else 0
         with tempfile.TemporaryDirectory(prefix="voxelizer-") as scratch:
             tasks = [self._task(batch, row, Path(scratch)) for row in range(rows)]
+            if "output" in batch:
+                # Outputs the driver planned, one row each: a temporary beside one is what
+                # an earlier attempt of this row left when its actor was killed.
+                for task in tasks:
+                    if task.output is not None:
+                        remove_temporaries(task.output)
             skipped = {
                 task.index
                 for task in tasks
