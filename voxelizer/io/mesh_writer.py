@@ -70,7 +70,7 @@ def _write_obj(fh: BinaryIO, vertices: np.ndarray, triangles: np.ndarray) -> Non
 
 
 def _glb(fine: np.ndarray, triangles: np.ndarray, origin: np.ndarray, h: float) -> bytes:
-    import trimesh  # here, not at the top: `import voxelizer` must not import trimesh
+    import trimesh  # only for .glb: `import voxelizer` stays light
 
     grid = trimesh.Trimesh(fine / FINE, triangles, process=False)
     placement = np.eye(4)
