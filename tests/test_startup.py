@@ -1,5 +1,5 @@
 """What a process pays before it voxelizes: `import voxelizer`, `voxelize --help` and
-`--version` import neither trimesh nor scipy nor vulkan, and a voxelization starts no
+`--version` import neither trimesh, scipy, vulkan nor ray, and a voxelization starts no
 subprocess (no compiler run, no version query) and writes no cache of voxelizer's own.
 Each case runs in a fresh interpreter, since this one has imported everything already."""
 
@@ -16,7 +16,7 @@ import pytest
 from .helpers import PROJECT_MODELS
 
 ROOT = Path(__file__).resolve().parents[1]
-HEAVY = ("trimesh", "scipy", "vulkan")
+HEAVY = ("trimesh", "scipy", "vulkan", "ray")
 _BOX_VERTICES = "0 0 0\n1 0 0\n1 1 0\n0 1 0\n0 0 1\n1 0 1\n1 1 1\n0 1 1\n"
 _BOX_FACES = [(0, 2, 1), (0, 3, 2), (4, 5, 6), (4, 6, 7), (0, 1, 5), (0, 5, 4)]
 _BOX_FACES += [(1, 2, 6), (1, 6, 5), (2, 3, 7), (2, 7, 6), (3, 0, 4), (3, 4, 7)]

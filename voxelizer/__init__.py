@@ -1,6 +1,7 @@
 """voxelizer: exact solid and surface voxelization of triangle meshes with Vulkan compute shaders."""
 
 from .api import Voxelizer, voxelize, voxelize_dense
+from .batch import BatchResult, find_meshes, voxelize_many
 from .errors import (
     DeviceError,
     FillModeError,
@@ -35,6 +36,7 @@ __all__ = [
     "SURFACES",
     "SVO",
     "VARIANTS",
+    "BatchResult",
     "DenseGrid",
     "DeviceError",
     "FaceIds",
@@ -54,11 +56,13 @@ __all__ = [
     "VariantError",
     "Voxelizer",
     "VoxelizerError",
+    "find_meshes",
     "list_devices",
     "load",
     "load_mesh",
     "save",
     "voxelize",
     "voxelize_dense",
+    "voxelize_many",
     "write_preview",
 ]

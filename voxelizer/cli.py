@@ -1,4 +1,5 @@
-"""The `voxelize` command: one mesh in, one solid voxelization out, one summary line."""
+"""The `voxelize` command: one mesh in, one solid voxelization out, one summary line; several
+meshes go to the batch mode of voxelizer.batch_cli."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import __version__
+from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
 from .errors import (
     GridError,
@@ -160,7 +162,13 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's lines
     )
-    parser.add_argument("model", nargs="?", help="mesh file (PLY, OBJ, STL, OFF, GLB, ...)")
+    parser.add_argument(
+        "model",
+        nargs="*",
+        metavar="MODEL",
+        help="mesh file (PLY, OBJ, STL, OFF, GLB, ...); several, a directory, a glob or "
+        "@list.txt make a batch (see --out-dir)",
+    )
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
         "--grid",
@@ -278,6 +286,7 @@ def _parser() -> argparse.ArgumentParser:
         help="log the device chosen, the memory plan and the shader modules to stderr "
         "(instead of the progress line); -vv also the GPU time per pass",
     )
+    add_batch_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
     return parser
@@ -343,6 +352,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
         except GridError as exc:
             parser.error(str(exc))
+    if batch_requested(args):
+        return run_batch(parser, args)
+    refuse_batch_options(parser, args)
+    args.model = args.model[0]
     # Before the mesh is read: a bad output path must not cost the whole run.
     output, preview, stats_json = _checked_outputs(parser, args)
     if args.up_axis is not None and (output is None or output.suffix.lower() != ".vox"):

@@ -42,7 +42,7 @@ def mesh_files(sources: list[Path]) -> list[Path]:
     files: list[Path] = []
     for source in sources:
         if source.is_dir():
-            files += sorted(p for p in source.iterdir() if p.suffix.lower() in FORMATS)
+            files += sorted(p for p in source.rglob("*") if p.suffix.lower() in FORMATS)
         else:
             files.append(source)
     return files
