@@ -24,6 +24,7 @@ Measured (docs/benchmarks.md, "End to end", explains each line):
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -34,11 +35,31 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import voxelizer
 from voxelizer import Voxelizer
-from voxelizer.benchmarks.meshes import make_dataset, model_arrays, write_binary_ply
 from voxelizer.io import load_mesh
+
+
+def _this_trees_meshes() -> ModuleType:
+    """meshes.py beside this file, loaded by path: the dataset is this tree's even when the
+    `voxelizer` timed is an older one that has no such helpers."""
+    spec = importlib.util.spec_from_file_location(
+        "end_to_end_meshes", Path(__file__).with_name("meshes.py")
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_meshes = _this_trees_meshes()
+make_dataset, model_arrays, write_binary_ply = (
+    _meshes.make_dataset,
+    _meshes.model_arrays,
+    _meshes.write_binary_ply,
+)
 
 
 def gpu_ms(result: object) -> float:
@@ -105,11 +126,12 @@ def large(v: Voxelizer, models_dir: Path, work: Path, grid: int) -> dict:
     }
 
 
-def process_seconds(args: list[str], env: dict[str, str], runs: int) -> float:
+def process_seconds(args: list[str], env: dict[str, str], runs: int, cwd: Path) -> float:
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(args, env=env, check=True, capture_output=True, timeout=600)
+        # cwd: a folder without a `voxelizer`, so `-m` imports the tree the path names
+        subprocess.run(args, env=env, cwd=cwd, check=True, capture_output=True, timeout=600)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -119,10 +141,10 @@ def process(v: Voxelizer, model: Path, grid: int, work: Path) -> dict:
     out = work / "process.svo"
     command = [sys.executable, "-m", "voxelizer", str(model), "--grid", str(grid)]
     command += ["-o", str(out), "--force", "--quiet"]
-    process_seconds(command, env, 2)  # caches warm
-    cli = process_seconds(command, env, 5)
-    empty = process_seconds([sys.executable, "-c", "pass"], env, 5)
-    imported = process_seconds([sys.executable, "-c", "import voxelizer"], env, 5)
+    process_seconds(command, env, 2, work)  # caches warm
+    cli = process_seconds(command, env, 5, work)
+    empty = process_seconds([sys.executable, "-c", "pass"], env, 5, work)
+    imported = process_seconds([sys.executable, "-c", "import voxelizer"], env, 5, work)
     v.voxelize(load_mesh(model), grid)
     calls = []
     for _ in range(5):
@@ -132,8 +154,8 @@ def process(v: Voxelizer, model: Path, grid: int, work: Path) -> dict:
     in_process = statistics.median(calls)
     with tempfile.TemporaryDirectory(dir=work) as cache:
         cold_env = dict(env, XDG_CACHE_HOME=cache)
-        first = process_seconds(command, cold_env, 1)
-        second = process_seconds(command, cold_env, 1)
+        first = process_seconds(command, cold_env, 1, work)
+        second = process_seconds(command, cold_env, 1, work)
     return {
         "model": model.name,
         "grid": grid,
@@ -183,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    args.models_dir, args.work = args.models_dir.resolve(), args.work.resolve()
     parts = set(args.parts.split(","))
     args.work.mkdir(parents=True, exist_ok=True)
     warnings.simplefilter("ignore")  # the open scan warns on every call

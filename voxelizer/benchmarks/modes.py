@@ -23,12 +23,12 @@ from voxelizer.errors import VoxelizerError
 # (label, options of the call)
 MODES: tuple[tuple[str, dict[str, str]], ...] = (
     ("solid parity", {}),
-    ("solid vote", {"fill_mode": "vote"}),
-    ("solid union", {"fill_mode": "union"}),
     ("solid winding", {"fill_mode": "winding"}),
     ("surface conservative", {"mode": "surface", "surface": "conservative"}),
     ("surface thin", {"mode": "surface", "surface": "thin"}),
     ("both", {"mode": "both"}),
+    ("solid union", {"fill_mode": "union"}),
+    ("solid vote", {"fill_mode": "vote"}),  # six fills and a host vote: slow at large grids
 )
 NOT_PASSES = ("upload",)  # GPU labels that are not voxelization passes (and svo_*)
 
