@@ -185,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grids", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=1, help="also time the CLI with --jobs N")
+    parser.add_argument("--copies", type=int, default=1, help="24 files per copy (default 24)")
     parser.add_argument("--limit", type=int, default=None, help="the first N files only")
     parser.add_argument("--device", default=None)
     parser.add_argument("--ways", default=None, help="comma-separated: time only these ways")
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")  # open meshes of the dataset warn on every call
     dataset = args.work / "dataset"
-    files = make_dataset(args.models_dir, dataset)[: args.limit]
+    files = make_dataset(args.models_dir, dataset, copies=args.copies)[: args.limit]
     if args.limit is not None:  # the CLI's batch reads the folder: only these files in it
         dataset = _fresh(args.work / "subset")
         for path in files:

@@ -149,26 +149,31 @@ def write_binary_ply(path: Path, vertices: np.ndarray, faces: np.ndarray) -> Non
         file.write(rows.tobytes())
 
 
-def make_dataset(models_dir: Path, folder: Path, seed: int = 0) -> list[Path]:
-    """Each base in each format, every copy turned, stretched and moved at random."""
+def make_dataset(models_dir: Path, folder: Path, seed: int = 0, copies: int = 1) -> list[Path]:
+    """Each base in each format, `copies` times, every copy turned, stretched and moved at
+    random (8 bases x 3 formats x copies files; the first copy is the same for any copies)."""
     import trimesh  # writing STL and OBJ: a benchmark-only use
 
     folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
+    draws = [np.random.default_rng(seed)]
+    draws += [np.random.default_rng([seed, copy]) for copy in range(1, copies)]
     files = []
-    for index, (name, steps) in enumerate(BASES):
-        vertices, faces = model_arrays(models_dir, name, steps)
-        for fmt in FORMATS:
-            # One folder per format: a batch's outputs (name.npz) do not collide.
-            path = folder / fmt / f"{index:02d}-{name}-x{4**steps}.{fmt}"
-            path.parent.mkdir(exist_ok=True)
-            files.append(path)
-            if path.is_file():
-                continue
-            turn, _ = np.linalg.qr(rng.normal(size=(3, 3)))
-            moved = (vertices @ turn) * rng.uniform(0.5, 2.0, 3) + rng.uniform(-5, 5, 3)
-            if fmt == "ply":
-                write_binary_ply(path, moved, faces)
-            else:
-                trimesh.Trimesh(moved, faces, process=False).export(path)
+    for copy, rng in enumerate(draws):
+        suffix = "" if copy == 0 else f"-{copy}"
+        for index, (name, steps) in enumerate(BASES):
+            vertices, faces = model_arrays(models_dir, name, steps)
+            for fmt in FORMATS:
+                # One folder per format: a batch's outputs (name.npz) do not collide.
+                path = folder / fmt / f"{index:02d}-{name}-x{4**steps}{suffix}.{fmt}"
+                path.parent.mkdir(exist_ok=True)
+                files.append(path)
+                turn, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+                stretch, shift = rng.uniform(0.5, 2.0, 3), rng.uniform(-5, 5, 3)
+                if path.is_file():
+                    continue
+                moved = (vertices @ turn) * stretch + shift
+                if fmt == "ply":
+                    write_binary_ply(path, moved, faces)
+                else:
+                    trimesh.Trimesh(moved, faces, process=False).export(path)
     return files
