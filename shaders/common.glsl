@@ -42,6 +42,30 @@ struct Window {
     int buffer_row;
 };
 
+// fill_mode="winding": the voxels whose centres lie inside the surface's bounding box,
+// columns i_lo <= i < i_hi, j_lo <= j < j_hi, voxels k_lo <= k < k_hi (pipeline/winding.py).
+struct ColumnBox {
+    int i_lo;
+    int i_hi;
+    int j_lo;
+    int j_hi;
+    int k_lo;
+    int k_hi;
+};
+
+bool column_in_box(ColumnBox box, ivec2 column) {
+    return column.x >= box.i_lo && column.x < box.i_hi && column.y >= box.j_lo
+        && column.y < box.j_hi && box.k_lo < box.k_hi;
+}
+
+// Bits of word q of a column for voxels [lo, hi).
+uint word_range_mask(int q, int lo, int hi) {
+    int a = clamp(lo - 32 * q, 0, 32), b = clamp(hi - 32 * q, 0, 32);
+    uint below_b = b >= 32 ? 0xFFFFFFFFu : (1u << b) - 1u;
+    uint below_a = a >= 32 ? 0xFFFFFFFFu : (1u << a) - 1u;
+    return below_b & ~below_a;
+}
+
 uint tile_key(Window w, ivec2 tile) {
     return uint(tile.x + (tile.y - (w.row_lo >> TILE_SHIFT)) * (w.nx >> TILE_SHIFT));
 }

@@ -18,6 +18,18 @@
 // lane needs every record of its tile, and this loads each once per subgroup instead of once
 // per lane (on lavapipe each memory instruction is a loop over the SIMD lanes).
 //
+// MARK_CROSSINGS 1 (fill_mode="winding", flips stage only, never finishing): bits are set
+// (OR) instead of flipped, so bit k marks that some crossing lies between the centres of
+// voxels k - 1 and k, even where two crossings cancel out (winding_columns.comp cuts columns
+// there); no column sums are kept.
+//
+// SIGNED_CROSSINGS 1 (fill_mode="winding", flips stage only, after winding_columns.comp has
+// cut the columns into segments at the marks, which the grid still holds): each crossing
+// adds its step (triangle.glsl's c.w: -1 for a triangle facing up, +1 facing down) to
+// crossings[] of the segment that starts at it (the first segment for crossings at or below
+// the box's lowest voxel; none above the box); winding_columns.comp then sums them up each
+// column, so that every segment gets s, the signed count of the crossings below it.
+//
 // FILL_STAGE 1, parity: one workgroup per tile of the window, after several parts (batches
 // of triangles, halves of the window) flipped bits in it; each thread turns its column's
 // flips into parity with a prefix XOR, so voxel k is set iff an odd number of crossings lie
@@ -58,6 +70,13 @@ layout(std430, binding = 3) readonly buffer FillDispatch {
     uint tile_count;
 };
 layout(std430, binding = 4) buffer Grid { uint grid[]; };
+#ifndef SIGNED_CROSSINGS
+#define SIGNED_CROSSINGS 0
+#endif
+#if SIGNED_CROSSINGS
+layout(std430, binding = 5) readonly buffer Offsets { uint offsets[]; };  // winding_columns
+layout(std430, binding = 6) buffer Crossings { int crossings[]; };  // per slot
+#else
 layout(std430, binding = 5) buffer ColumnCounts {  // cleared by the host per slab
     uint open_columns;
     uint overlap_columns;
@@ -66,12 +85,16 @@ layout(std430, binding = 5) buffer ColumnCounts {  // cleared by the host per sl
 };
 // (balance, moment) of every column of the grid buffer, for columns that span dispatches.
 layout(std430, binding = 6) buffer ColumnSums { uvec2 column_sums[]; };
+#endif
 
 layout(push_constant) uniform Params {
     Window window;
     uint fill_round;
     uint fill_rounds;  // rounds the host recorded (flips)
     uint finish;       // flips: also compute the parity and the counts (see above)
+#if SIGNED_CROSSINGS
+    ColumnBox box;
+#endif
 };
 
 // Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
@@ -103,6 +126,7 @@ uint parity_word(uint bits, inout uint carry, uint q) {
     return valid >= 32u ? bits : bits & ((1u << valid) - 1u);
 }
 
+#if !SIGNED_CROSSINGS
 // The verdict on one finished column (see above): at most one atomic, where it counts.
 void count_column(uint balance, uint moment, uint solid) {
     if (balance != 0u) {
@@ -111,6 +135,7 @@ void count_column(uint balance, uint moment, uint solid) {
         atomicAdd(overlap_columns, 1u);
     }
 }
+#endif
 
 // The record of pair j of the batch that starts at `start` (pairs past the end repeat the
 // last one). `mine` is what this lane loaded for the batch (SHARED_RECORDS).
@@ -149,7 +174,49 @@ Crossing crossing(TriangleRecord r, ivec2 column, int n) {
 #endif
 }
 
-#if FILL_STAGE == 0
+#if FILL_STAGE == 0 && SIGNED_CROSSINGS
+// The segment of the column whose slots start at `group` that starts at voxel k.
+uint segment_slot(uint group, uint base, int k) {
+    uint rank = 0u;
+    for (int q = (box.k_lo + 1) >> 5; q <= k >> 5 && k > box.k_lo; ++q) {
+        rank += bitCount(grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, k + 1));
+    }
+    return (group + rank) * uint(TILE_COLUMNS) + gl_LocalInvocationID.x;
+}
+
+void main() {
+    uint tile_index = flat_group_id();
+    if (tile_index >= tile_count) return;
+    Tile tile = tiles[tile_index];
+    uint first = tile.first + fill_round * PAIRS_PER_ROUND;
+    if (first >= tile.end) return;
+    uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    ivec2 column = tile_column(tile.key);
+    uint base = column_base(window, column);
+    // the tile's index among the slab's tiles (a part's window may start at a later row)
+    uint tiles_per_row = uint(window.nx) >> TILE_SHIFT;
+    uint slab_tile = uint(column.x >> TILE_SHIFT)
+                   + uint((column.y - window.buffer_row) >> TILE_SHIFT) * tiles_per_row;
+    uint group = offsets[slab_tile];
+    bool inside = column_in_box(box, column);
+    int n = window.nz;
+    for (uint start = first; start < end; start += PAIR_BATCH) {
+        TriangleRecord mine = lane_record(start, end);
+        [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
+            Crossing x = crossing(batch_record(mine, start, j, end), column, n);
+            if (inside && start + j < end && x.k < box.k_hi) {
+                crossings[segment_slot(group, base, x.k)] += x.step;
+            }
+        }
+    }
+}
+#elif FILL_STAGE == 0
+#if MARK_CROSSINGS
+#define FLIP |=
+#else
+#define FLIP ^=
+#endif
+
 void main() {
     uint tile_index = flat_group_id();
     if (tile_index >= tile_count) return;
@@ -185,17 +252,17 @@ void main() {
             uint bit = uint(k < n) << (k & 31);
             if (in_registers) {
                 [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
-                    flips[q] ^= uint(q == uint(k) >> 5) * bit;
+                    flips[q] FLIP uint(q == uint(k) >> 5) * bit;
                 }
             } else {
-                grid[base + uint(min(k, n - 1) >> 5)] ^= bit;
+                grid[base + uint(min(k, n - 1) >> 5)] FLIP bit;
             }
 #else
             if (k < n) {
                 if (in_registers) {
-                    flips[k >> 5] ^= 1u << (k & 31);
+                    flips[k >> 5] FLIP 1u << (k & 31);
                 } else {
-                    grid[base + uint(k >> 5)] ^= 1u << (k & 31);
+                    grid[base + uint(k >> 5)] FLIP 1u << (k & 31);
                 }
             }
 #endif
@@ -206,15 +273,17 @@ void main() {
     if (!finishing) {
         if (in_registers) {
             [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
-                if (q < words) grid[base + q] ^= flips[q];
+                if (q < words) grid[base + q] FLIP flips[q];
             }
         }
+#if !MARK_CROSSINGS
         // Without finish the host cleared column_sums for the slab, and other parts add to
         // them; with it, a tile's first round starts them.
         bool earlier = continued || finish == 0u;
         if (finish != 0u || any(notEqual(sums, uvec2(0u)))) {
             column_sums[index] = earlier ? column_sums[index] + sums : sums;
         }
+#endif
         return;
     }
     if (continued) sums += column_sums[index];

@@ -1,11 +1,29 @@
-// Shared by the SVO passes: Morton codes, node states, and bricks read from the dense grid.
-// The layout they build is docs/svo-format.md.
+// Shared by the SVO passes: node masks, Morton codes, the forest's layout in the buffers, and
+// bricks read from the dense grid. The layout they build is docs/svo-format.md.
+//
+// Every node (and the classification's view of a brick) is summed up by one uint, the same
+// as word 0 of a stored node: bits 0-7 its mixed children, bits 8-15 its full children. A
+// node is empty when the uint is 0, full when its full mask is 0xFF, mixed otherwise.
 
-#define STATE_EMPTY 0u
-#define STATE_FULL 1u
-#define STATE_MIXED 2u
+bool mask_full(uint mask) {
+    return (mask >> 8) == 0xFFu;
+}
 
-// Bit b of x moved to bit 3b: one axis of a Morton code (x < 1024).
+bool mask_mixed(uint mask) {
+    return mask != 0u && !mask_full(mask);
+}
+
+// Child c's contribution to its parent's masks.
+uint child_bits(uint child_mask, uint c) {
+    return (uint(mask_mixed(child_mask)) | (uint(mask_full(child_mask)) << 8)) << c;
+}
+
+// How many of the stored children come before child c.
+uint child_rank(uint mask, uint c) {
+    return bitCount(mask & ((1u << c) - 1u));
+}
+
+// Bit b of x moved to bit 3b: one axis of a Morton code (x < 1024), and back.
 uint morton_spread(uint x) {
     x &= 0x000003FFu;
     x = (x | (x << 16)) & 0xFF0000FFu;
@@ -15,76 +33,138 @@ uint morton_spread(uint x) {
     return x;
 }
 
+uint morton_compact(uint x) {
+    x &= 0x09249249u;
+    x = (x | (x >> 2)) & 0x030C30C3u;
+    x = (x | (x >> 4)) & 0x0300F00Fu;
+    x = (x | (x >> 8)) & 0xFF0000FFu;
+    x = (x | (x >> 16)) & 0x000003FFu;
+    return x;
+}
+
 uint morton_encode(uvec3 position) {
     return morton_spread(position.x) | (morton_spread(position.y) << 1)
          | (morton_spread(position.z) << 2);
 }
 
-// Where bricks come from: the grid buffer of one slab of column rows, and the forest of cubes
-// the slab is cut into. A cube is 2^cube_levels bricks per side; the slab's cubes have index
-// c = cx + cubes_per_row * cz (all at cube row cube_y), and a brick's code in the forest is
-// c * 8^cube_levels + its Morton code inside the cube. One cube spanning the grid is the
-// whole octree; several are merged on the host (voxelizer/svo_merge.py).
+uvec3 morton_decode(uint code) {
+    return uvec3(morton_compact(code), morton_compact(code >> 1), morton_compact(code >> 2));
+}
+
+// Where the voxels come from and which octree they make: the grid buffer of one slab of
+// column rows, and the forest of cubes the slab is cut into. A cube is 2^cube_levels bricks
+// per side, all at cube row cube_y; cube c = cx + cubes_per_row * cz. One cube spanning the
+// grid (cubes_per_row 1) is the whole octree; several are merged on the host
+// (voxelizer/pipeline/merge.py).
 struct BrickSource {
-    uint cube_levels;
+    uint cube_levels;    // L: internal levels inside a cube; level L - 1 holds the leaf nodes
     uint cubes_per_row;
     uint cube_y;
-    uint buffer_row;  // first column row held by the grid buffer
+    uint buffer_row;     // first column row held by the grid buffer
     uint nx;
     uint ny;
     uint nz;
 };
 
-// Bricks are read in runs: up to 8 bricks along z that share one 32-bit word of each of
-// their 16 columns, so one pass over 16 words classifies (or writes) all of them. Runs are
-// numbered cube by cube, then x fastest, then y, then z.
-struct BrickRun {
-    uint first_code;  // forest code of the run's cube's first brick
-    uvec3 local;      // the run's first brick inside its cube
-    uvec3 brick;      // the same in the grid
-    uint bricks;      // bricks in the run
-};
-
-BrickRun brick_run(BrickSource source, uint run) {
-    uint side = 1u << source.cube_levels;  // bricks per cube side
-    BrickRun r;
-    r.bricks = min(8u, side);
-    uint runs_per_cube = side * side * side / r.bricks;
-    uint cube = run / runs_per_cube;
-    uint in_cube = run % runs_per_cube;
-    r.local = uvec3(in_cube % side, (in_cube / side) % side, in_cube / (side * side) * r.bricks);
-    uvec3 cube_position = uvec3(cube % source.cubes_per_row, source.cube_y,
-                                cube / source.cubes_per_row);
-    r.brick = (cube_position << source.cube_levels) + r.local;
-    r.first_code = cube << (3u * source.cube_levels);
-    return r;
+// Levels and codes. Level l of the forest has cubes * 8^l nodes; node (x, y, z) of level l
+// (x, z across the whole forest, y inside its cube row) has the code
+// cube * 8^l + its Morton code inside the cube, so each node's children are codes 8m..8m+7.
+// The leaf nodes (level L - 1) have bricks as children; their parents (level L - 2) are the
+// "group" nodes, 8 leaves each. With L = 1 the leaves are the cube roots and each is its own
+// group.
+uint cube_count(BrickSource s) {
+    return s.cubes_per_row * s.cubes_per_row;
 }
 
-// The run's word of each of its 16 columns (x + 4y), all zero past the grid.
-void read_run_words(BrickSource source, BrickRun r, out uint words[16]) {
-    bool inside = all(lessThan(r.brick * 4u, uvec3(source.nx, source.ny, source.nz)));
-    uint column_words = (source.nz + 31u) >> 5;
-    uint word = (r.brick.z * 4u) >> 5;
-    [[unroll]] for (uint c = 0u; c < 16u; ++c) {
-        uint column = (r.brick.y * 4u + (c >> 2) - source.buffer_row) * source.nx
-                    + r.brick.x * 4u + (c & 3u);
-        words[c] = inside ? grid[column * column_words + word] : 0u;
-    }
+bool whole_octree(BrickSource s) {
+    return s.cubes_per_row == 1u;
 }
 
-// Brick q of the run: its state and its 64 voxels as (bits 0-31, bits 32-63), where bit
-// x + 4y + 16z of the brick is voxel (4 brick.x + x, 4 brick.y + y, 4 brick.z + z).
-uint run_brick_state(uint words[16], uint shift) {
-    uint any_bits = 0u, all_bits = 0xFu;
-    [[unroll]] for (uint c = 0u; c < 16u; ++c) {
-        uint nibble = (words[c] >> shift) & 0xFu;
-        any_bits |= nibble;
-        all_bits &= nibble;
-    }
-    return any_bits == 0u ? STATE_EMPTY : (all_bits == 0xFu ? STATE_FULL : STATE_MIXED);
+uint leaf_level(BrickSource s) {
+    return s.cube_levels - 1u;
 }
 
-uvec2 run_brick_bits(uint words[16], uint shift) {
+uint group_level(BrickSource s) {
+    return s.cube_levels >= 2u ? s.cube_levels - 2u : 0u;
+}
+
+uint level_size(BrickSource s, uint level) {
+    return cube_count(s) << (3u * level);
+}
+
+uint round_to_quad(uint count) {
+    return (count + 3u) & ~3u;
+}
+
+// The masks buffer holds every level, root first, each starting on a whole uvec4.
+uint mask_start(BrickSource s, uint level) {
+    uint start = 0u;
+    for (uint l = 0u; l < level; ++l) start += round_to_quad(level_size(s, l));
+    return start;
+}
+
+// The counts buffer, scanned in place as one array (the host reads its totals, svo_build.py):
+//   R    at 0: 1 per level-0 node that is stored (the root of the whole octree always; a
+//        forest's mixed cube roots);
+//   C_l  at count_start(l), l = 0 .. L - 2: per node of level l, its mixed children;
+//   B    at group_start: per group node, the mixed bricks of its 8 leaves (per leaf if L = 1);
+//   one 0 at count_end.
+// The exclusive scan E of that array is every index the output needs: a node of level
+// l <= L - 2 has its first child at nodes[E(C_l)], a stored level-0 node sits at nodes[E(R)],
+// E at the start of C_l is the first node of level l + 1 and E at group_start is the node
+// count, so E(B) - node count is where a group's first brick goes.
+uint count_start(BrickSource s, uint level) {
+    return round_to_quad(cube_count(s)) + mask_start(s, level);
+}
+
+uint group_start(BrickSource s) {
+    return count_start(s, leaf_level(s));
+}
+
+uint count_end(BrickSource s) {
+    return group_start(s) + level_size(s, group_level(s));
+}
+
+uint forest_code(BrickSource s, uint level, uvec3 node) {
+    uint cube = (node.x >> level) + s.cubes_per_row * (node.z >> level);
+    uint inside = (1u << level) - 1u;
+    return (cube << (3u * level)) | morton_encode(uvec3(node.x & inside, node.y, node.z & inside));
+}
+
+uvec3 forest_node(BrickSource s, uint level, uint code) {
+    uint cube = code >> (3u * level);
+    uvec3 inside = morton_decode(code & ((1u << (3u * level)) - 1u));
+    return uvec3(((cube % s.cubes_per_row) << level) + inside.x, inside.y,
+                 ((cube / s.cubes_per_row) << level) + inside.z);
+}
+
+// A leaf node's position in 10 bits per axis (a leaf is 8 voxels: at most 1024 per side).
+uint pack_leaf(uvec3 leaf) {
+    return leaf.x | (leaf.y << 10) | (leaf.z << 20);
+}
+
+uvec3 unpack_leaf(uint packed) {
+    return uvec3(packed & 0x3FFu, (packed >> 10) & 0x3FFu, packed >> 20);
+}
+
+// The grid: column (x, y) holds column_words(nz) consecutive uints, voxel z in bit z % 32 of
+// word z / 32; columns of one row follow each other (common.glsl, column_base).
+uint grid_column_words(BrickSource s) {
+    return (s.nz + 31u) >> 5;
+}
+
+// First voxel row of the forest's cube row; the forest's rows in voxels.
+uint forest_row(BrickSource s) {
+    return s.cube_y << (s.cube_levels + 2u);
+}
+
+uint forest_rows(BrickSource s) {
+    return 4u << s.cube_levels;
+}
+
+// The 64 voxels of one brick from the words of its 16 columns (x + 4y): bits (0-31, 32-63),
+// bit x + 4y + 16z of the brick is voxel z of column (x, y) at bit `shift` + z of its word.
+uvec2 brick_bits(uint words[16], uint shift) {
     uvec2 bits = uvec2(0u);
     [[unroll]] for (uint c = 0u; c < 16u; ++c) {
         uint nibble = (words[c] >> shift) & 0xFu;  // z = 0..3 of column c
@@ -92,12 +172,4 @@ uvec2 run_brick_bits(uint words[16], uint shift) {
         bits.y |= (((nibble >> 2) & 1u) << c) | (((nibble >> 3) & 1u) << (c + 16u));
     }
     return bits;
-}
-
-uint run_brick_shift(BrickRun r, uint q) {
-    return ((r.brick.z + q) * 4u) & 31u;
-}
-
-uint run_brick_code(BrickRun r, uint q) {
-    return r.first_code + morton_encode(r.local + uvec3(0u, 0u, q));
 }

@@ -12,7 +12,8 @@
 // the covered column centres (i | j << 16); c.w is 0 for a triangle that cannot cover a
 // column (D == 0 or an empty rectangle), else the change of the winding number across it
 // going up the column: +1 where the triangle as given faces down (clockwise in xy, the column
-// enters the surface), -1 where it faces up.
+// enters the surface), -1 where it faces up (the fill's column counts and fill_mode="winding"
+// sum these steps).
 
 struct TriangleRecord {
     ivec4 a;

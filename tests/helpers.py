@@ -9,6 +9,7 @@ analytic shape builders are in tests/shapes.py.
 from __future__ import annotations
 
 import io
+import signal
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -308,3 +309,22 @@ def vox_voxels(parsed: dict, n: int) -> np.ndarray:
         assert not voxels[tuple(cells.T)].any()
         voxels[tuple(cells.T)] = True
     return voxels
+
+
+# --- time ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """Raise TimeoutError in the test if the body runs longer (a reader that hangs)."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"longer than {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

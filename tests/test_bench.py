@@ -155,10 +155,11 @@ def test_byte_estimates_follow_the_counts():
     assert indexed["sort"] == 2 * PAIR_BYTES * p
     assert indexed["mark"] == PAIR_BYTES * p + 4 * p
     assert indexed["compact"] == 4 * p + TILE_BYTES * k
-    cells = 1 + 8 + 64  # a 16^3 grid: root, 8 nodes, 64 bricks
-    assert indexed["svo_classify"] == grid_bytes + 8 * cells
-    assert indexed["svo_scan"] == 8 * (cells - 1)
-    assert indexed["svo_write"] == 8 * cells + 8 * 4 + 8 * 9 + 8 * 4
+    # A 16^3 grid: the root and its 8 leaves; counts: the root's stored flag, its mixed
+    # children, and the mixed bricks of its leaves.
+    assert indexed["svo_classify"] == grid_bytes + 4 * (1 + 8) + 4 * 3
+    assert indexed["svo_scan"] == 8 * 3
+    assert indexed["svo_write"] == 8 * 1 + 8 * 4 + 8 * 9 + 8 * 4
 
 
 def test_bandwidth_fractions_and_known_devices():

@@ -24,6 +24,7 @@ from voxelizer.gpu.compiler import find_glslang, shader_dir
 from voxelizer.gpu.kernels import COMMON_DEFINES, Kernel, Struct
 from voxelizer.pipeline import kernels
 from voxelizer.pipeline.passes import VARIANTS, pass_defines
+from voxelizer.pipeline.winding import winding_defines
 
 # Every value subgroup_defines can give: the kernels must match whatever the device has.
 SUBGROUP_CHOICES = [
@@ -40,6 +41,8 @@ def families() -> list[tuple[tuple[Kernel, ...], list[dict[str, int]]]]:
             [pass_defines(variant, groups) for variant in VARIANTS for groups in SUBGROUP_CHOICES],
         ),
         (kernels.SVO_KERNELS, [dict(COMMON_DEFINES)]),  # as SVOPipelines builds them
+        (kernels.FACE_GATHER_KERNELS, [dict(COMMON_DEFINES)]),  # as FaceGather builds them
+        (kernels.WINDING_KERNELS, [winding_defines()]),  # as WindingPipelines builds them
         (
             (scan.SCAN_BLOCKS, scan.ADD_BLOCK_OFFSETS),
             [scan.scan_defines(groups) for groups in SUBGROUP_CHOICES],

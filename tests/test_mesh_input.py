@@ -5,10 +5,8 @@ message, never a traceback or a hang); and --bounds with negative numbers in any
 from __future__ import annotations
 
 import re
-import signal
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ from voxelizer.mesh import Mesh
 from voxelizer.reference import voxelize_reference
 from voxelizer.stats import Stats
 
-from .helpers import assert_one_line_error, cli_usage_error, run_cli
+from .helpers import assert_one_line_error, cli_usage_error, run_cli, time_limit
 
 BOX = trimesh.creation.box()  # 8 vertices, 12 triangles: small files, every part of them
 
@@ -79,6 +77,13 @@ def test_text_in_any_encoding_loads_the_same_triangles(
         path = tmp_path / f"{encoding}.{extension}"
         path.write_bytes(named)
         loaded[encoding] = load_mesh(path)
+    if kind != "binary ply":  # a whole text file in UTF-16 or UTF-32 with its byte order mark
+        for encoding in ("utf-16", "utf-16-be", "utf-32"):
+            named = data.replace(where, where + text.encode() + end, 1).decode()
+            mark = "\ufeff" if encoding == "utf-16-be" else ""  # "utf-16" and "utf-32" add it
+            path = tmp_path / f"whole-{encoding}.{extension}"
+            path.write_bytes((mark + named).encode(encoding))
+            loaded[f"whole {encoding}"] = load_mesh(path)
     utf8 = loaded.pop("utf-8")
     assert utf8.triangle_count == 12
     for mesh in loaded.values():
@@ -162,22 +167,6 @@ def test_the_command_line_says_it_in_one_line(tmp_path, capsys):
 
 
 # --- fuzzing: a Mesh or a MeshError, nothing else, quickly --------------------------------
-
-
-@contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Raise TimeoutError in the test if the body runs longer (a reader that hangs)."""
-
-    def expire(signum: int, frame: object) -> None:
-        raise TimeoutError(f"longer than {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def broken_versions(kind: str, data: bytes, rng: np.random.Generator) -> Iterator[bytes]:

@@ -11,7 +11,7 @@ import pytest
 
 from voxelizer import VARIANTS, MemoryBudgetError, Voxelizer
 from voxelizer.pipeline import passes
-from voxelizer.pipeline.plan import make_plan
+from voxelizer.pipeline.plan import MIN_PAIR_BUDGET, make_plan
 from voxelizer.reference import solid_columns
 
 from .helpers import assert_same_svo, assert_same_voxels, load_model
@@ -29,7 +29,7 @@ def test_slabs_batches_and_parts_equal_the_whole_run_at_256(gpu, bunny, variant)
     assert whole.stats.counts["slabs"] == 1
     split = gpu.voxelize(bunny, 256, variant=variant, max_memory=4 << 20)
     counts = split.stats.counts
-    assert counts["slabs"] >= 4 and counts["parts"] > counts["slabs"]
+    assert counts["slabs"] >= 2 and counts["parts"] > counts["slabs"]
     assert counts["triangle_batch"] < counts["triangles"]
     assert_same_svo(split, whole)
     dense = gpu.voxelize_dense(bunny, 256, variant=variant, max_memory=4 << 20)
@@ -79,6 +79,18 @@ def test_plans_prefer_one_slab_and_halve_rows_to_fit(gpu):
     rows = [(s.row_lo, s.row_hi) for s in small.slabs()]
     assert rows[0][0] == 0 and rows[-1][1] == 256
     assert all(a[1] == b[0] for a, b in zip(rows, rows[1:]))
+
+
+def test_a_slab_that_would_leave_the_pairs_short_is_halved(gpu, bunny):
+    """At 3 MiB a slab of 128 rows of a 256x128x256 SVO fits half the budget, but with a
+    quarter for the triangles less than MIN_PAIR_BUDGET would be left for the pairs: the
+    plan halves the slab instead of refusing, and the voxels stay exact."""
+    shape, budget = (256, 128, 256), 3 << 20
+    triangles, vertices = len(bunny.faces), len(bunny.vertices)
+    plan = make_plan(gpu.device, shape, triangles, vertices, False, budget, svo=True, dense=False)
+    assert plan.slab_rows < 128 and plan.pair_budget >= MIN_PAIR_BUDGET
+    whole = gpu.voxelize(bunny, shape)
+    assert_same_svo(gpu.voxelize(bunny, shape, max_memory=budget), whole)
 
 
 @pytest.mark.slow

@@ -21,12 +21,16 @@ import voxelizer.pipeline
 from voxelizer import ShaderError, Voxelizer, build_spirv
 from voxelizer.gpu import compiler, pipelines
 from voxelizer.gpu.kernels import SUBGROUP_FLAGS, Kernel, subgroup_defines
+from voxelizer.io import load_mesh
 from voxelizer.log import LOGGER_NAME
+from voxelizer.mesh import Mesh
 from voxelizer.pipeline.passes import SORTS, VARIANTS
+from voxelizer.reference_surface import voxelize_surface_reference
 
 from .helpers import (
     assert_one_line_error,
     assert_same_voxels,
+    load_model,
     model_path,
     reference_grid,
     run_cli,
@@ -183,11 +187,25 @@ def test_every_module_a_job_requests_is_shipped(
                 svo = vox.voxelize(gear(), GRID, variant=variant, sort=sort)
                 assert_same_voxels(svo.to_numpy(), expected)
         assert_same_voxels(vox.voxelize_dense(gear(), GRID).to_numpy(), expected)
-        for fill_mode in ("vote", "union"):
+        for fill_mode in ("vote", "union", "winding"):
             vox.voxelize(gear(), GRID, fill_mode=fill_mode)
+        opened = load_mesh(gear())
+        opened = Mesh(opened.vertices, opened.faces[1:])  # boundary edges: the curtain kernel
+        vox.voxelize(opened, GRID, fill_mode="winding")
         for surface in ("conservative", "thin"):
-            vox.voxelize_dense(gear(), GRID, mode="surface", surface=surface, attributes=["face"])
-        vox.voxelize(gear(), GRID, mode="both")
+            marked = vox.voxelize_dense(
+                gear(), GRID, mode="surface", surface=surface, attributes=["face"]
+            )
+            want = voxelize_surface_reference(load_model(MODEL), GRID, "surface", surface)
+            assert_same_voxels(marked.to_numpy(), want.to_numpy())
+            with_ids = vox.voxelize(
+                gear(), GRID, mode="surface", surface=surface, attributes=["face"]
+            )
+            assert_same_voxels(with_ids.to_numpy(), want.to_numpy())
+        both = vox.voxelize(gear(), GRID, mode="both")
+        assert_same_voxels(
+            both.to_numpy(), voxelize_surface_reference(load_model(MODEL), GRID, "both").to_numpy()
+        )
     shipped = {(s, compiler.define_key(d)) for s, d in build_spirv.requested_modules()}
     assert set(requests) <= shipped
     sources = {source for source, _ in requests}

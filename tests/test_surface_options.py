@@ -55,11 +55,6 @@ def test_bad_modes_fail_before_the_mesh_is_read(keywords, message):
         voxelizer.voxelize_dense(MISSING, 16, **keywords)
 
 
-def test_face_ids_are_refused_for_the_svo(gpu):
-    with pytest.raises(ModeError, match="voxelize_dense"):
-        gpu.voxelize(GEAR, 16, mode="surface", attributes=["face"])
-
-
 def test_an_open_mesh_warns_only_where_a_solid_is_filled(gpu):
     suzanne = load_model("suzanne.ply")  # open
     with warnings.catch_warnings():

@@ -1,6 +1,7 @@
 """voxelizer: exact solid and surface voxelization of triangle meshes with Vulkan compute shaders."""
 
 from .api import Voxelizer, check_mesh, voxelize, voxelize_dense
+from .batch import BatchResult, find_meshes, voxelize_many
 from .errors import (
     DeviceError,
     FillModeError,
@@ -25,7 +26,7 @@ from .options import Options
 from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANTS
 from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
-from .svo import SVO
+from .svo import SVO, FaceIds
 
 __version__ = "0.1.0"
 
@@ -36,8 +37,10 @@ __all__ = [
     "SURFACES",
     "SVO",
     "VARIANTS",
+    "BatchResult",
     "DenseGrid",
     "DeviceError",
+    "FaceIds",
     "FillModeError",
     "FormatError",
     "GridError",
@@ -57,11 +60,13 @@ __all__ = [
     "Voxelizer",
     "VoxelizerError",
     "check_mesh",
+    "find_meshes",
     "list_devices",
     "load",
     "load_mesh",
     "save",
     "voxelize",
     "voxelize_dense",
+    "voxelize_many",
     "write_preview",
 ]

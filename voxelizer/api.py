@@ -30,7 +30,6 @@ from .budget import check_dense_fits
 from .errors import (
     DeviceError,
     MeshError,
-    ModeError,
     OpenMeshWarning,
     OverlapWarning,
     VoxelizerError,
@@ -96,19 +95,23 @@ class Voxelizer:
         bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's box; it must
         contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total)),
         mode ("solid", "surface" or "both"), surface ("conservative" or "thin", for mode
-        "surface"); attributes (["face"]) is for voxelize_dense only."""
+        "surface"), attributes (["face"], modes "surface" and "both": the SVO also stores
+        each surface voxel's face id, SVO.to_numpy(attribute="face"))."""
         checked = Options.create(grid, **options)
-        if checked.attributes:
-            raise ModeError(
-                "face ids come with voxelize_dense (DenseGrid.face_ids); the SVO does not "
-                "store attributes"
-            )
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         job = self._job(loaded, placement, checked)
+        marked = None
         with self._locked():
-            (nodes, bricks, level_offsets), run = self._pipeline.svo(job)
+            if "face" in checked.attributes:
+                (nodes, bricks, level_offsets), marked, run = self._pipeline.svo_faces(job)
+            else:
+                (nodes, bricks, level_offsets), run = self._pipeline.svo(job)
         svo = SVO(nodes, bricks, level_offsets, placement, _merged(stats, run), verify=False)
+        if marked is not None:
+            started = time.perf_counter()
+            svo = svo.with_face_ids(marked.voxels, marked.ids)
+            svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
         svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
         _warn_from_counts(svo.stats.counts, checked.fill_mode)
         return svo
@@ -246,9 +249,12 @@ class Voxelizer:
 def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
     """Warn where the fill's column counts say that parity may not mean "inside": columns
     whose crossings do not balance (an open surface), or else, in parity and vote modes,
-    columns through overlapping, nested or inside-out parts. (The grid contains the whole mesh, `bounds`
-    too, so no column is open because the grid cuts the surface.) Called by the Voxelizer
+    columns through overlapping, nested or inside-out parts. (The grid contains the whole
+    mesh, `bounds` too, so no column is open because the grid cuts the surface.) The winding
+    fill is meant for open meshes and counts no columns: no warning. Called by the Voxelizer
     methods, so the warning points at their caller's caller (the module functions' user)."""
+    if fill_mode == "winding":
+        return
     open_columns = counts.get("open_columns", 0)
     if open_columns:
         advice = {

@@ -86,10 +86,11 @@ def available_host_memory() -> int | None:
     return max(0, available)
 
 
-def check_dense_fits(shape: Sequence[int], where: str) -> None:
+def check_dense_fits(shape: Sequence[int], where: str, voxel_bytes: int = 1) -> None:
     """MemoryBudgetError, before any work, unless host memory can hold the dense bool
-    (nx, ny, nz) result (nx*ny*nz bytes); `where` names the function that asked."""
-    need = math.prod(int(n) for n in shape)
+    (nx, ny, nz) result (nx*ny*nz bytes, or voxel_bytes per voxel); `where` names the
+    function that asked."""
+    need = math.prod(int(n) for n in shape) * voxel_bytes
     available = available_host_memory()
     if available is not None and need > available:
         raise MemoryBudgetError(

@@ -39,6 +39,7 @@ from .gpu.compiler import (
 from .gpu.kernels import COMMON_DEFINES, Kernel, subgroup_choices
 from .pipeline import kernels
 from .pipeline.passes import VARIANTS, pass_defines
+from .pipeline.winding import winding_defines
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ def families() -> tuple[Family, ...]:
             tuple(pass_defines(variant, groups) for variant in VARIANTS for groups in subgroups),
         ),
         Family("svo", kernels.SVO_KERNELS, (dict(COMMON_DEFINES),)),  # svo_build.SVOPipelines
+        # face_ids.FaceGather
+        Family("faces", kernels.FACE_GATHER_KERNELS, (dict(COMMON_DEFINES),)),
+        Family(
+            "winding", kernels.WINDING_KERNELS, (winding_defines(),)
+        ),  # winding.WindingPipelines
         Family(
             "scan",  # gpu.scan.Scan
             (scan.SCAN_BLOCKS, scan.ADD_BLOCK_OFFSETS),

@@ -1,4 +1,5 @@
-"""The `voxelize` command: one mesh in, one solid voxelization out, one summary line."""
+"""The `voxelize` command: one mesh in, one solid voxelization out, one summary line; several
+meshes go to the batch mode of voxelizer.batch_cli."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import __version__
+from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
 from .errors import (
     GridError,
@@ -63,6 +65,7 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
         progress=progress,
         mode=args.mode,
         surface=args.surface,
+        attributes=["face"] if args.face_ids else [],
     )
 
 
@@ -162,7 +165,13 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's lines
     )
-    parser.add_argument("model", nargs="?", help="mesh file (PLY, OBJ, STL, OFF, GLB, ...)")
+    parser.add_argument(
+        "model",
+        nargs="*",
+        metavar="MODEL",
+        help="mesh file (PLY, OBJ, STL, OFF, GLB, ...); several, a directory, a glob or "
+        "@list.txt make a batch (see --out-dir)",
+    )
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
         "--grid",
@@ -219,6 +228,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=SURFACES,
         help="with --mode surface: conservative (default: every voxel whose closed cube a "
         "triangle touches) or thin (one voxel per column along each triangle's dominant axis)",
+    )
+    parser.add_argument(
+        "--face-ids",
+        action="store_true",
+        help="with --mode surface or both, and -o FILE.svo or FILE.npz: also store each "
+        "surface voxel's face id (the smallest index of the triangles that mark it)",
     )
     parser.add_argument(
         "--sort",
@@ -280,6 +295,7 @@ def _parser() -> argparse.ArgumentParser:
         help="log the device chosen, the memory plan and the shader modules to stderr "
         "(instead of the progress line); -vv also the GPU time per pass",
     )
+    add_batch_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
     return parser
@@ -348,10 +364,18 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
         except GridError as exc:
             parser.error(str(exc))
+    if batch_requested(args):
+        return run_batch(parser, args)
+    refuse_batch_options(parser, args)
+    args.model = args.model[0]
     # Before the mesh is read: a bad output path must not cost the whole run.
     output, preview, stats_json = _checked_outputs(parser, args)
     if args.up_axis is not None and (output is None or output.suffix.lower() != ".vox"):
         parser.error("--up-axis is for a .vox output (-o FILE.vox) only")
+    if args.face_ids and (output is None or output.suffix.lower() not in FACE_ID_FORMATS):
+        parser.error(
+            "--face-ids stores the ids in an .svo or .npz output (-o FILE.svo or FILE.npz)"
+        )
 
     started = time.perf_counter()
     mesh, load_ms = _check_dense_output(args, output, preview)
@@ -427,13 +451,19 @@ def _add_topology(stats: Stats, mesh: Mesh) -> None:
     stats.count(**asdict(topology))
 
 
+FACE_ID_FORMATS = (".svo", ".npz")  # the outputs that store face ids
 VOXEL_NOUNS = {"solid": "solid voxels", "surface": "surface voxels", "both": "voxels"}
 
 
 def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--mode, --surface and --fill-mode that do not go together are usage errors."""
     try:
-        Options.create(mode=args.mode, surface=args.surface, fill_mode=args.fill_mode)
+        Options.create(
+            mode=args.mode,
+            surface=args.surface,
+            fill_mode=args.fill_mode,
+            attributes=["face"] if args.face_ids else [],
+        )
     except ModeError as exc:
         # The API's words (mode='both') as the command's (--mode both).
         message = re.sub(

@@ -64,9 +64,20 @@ class DenseGrid(Placed):
         self.placement = placement
         self.stats = stats if stats is not None else Stats()
 
-    def to_numpy(self) -> np.ndarray:
-        """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]."""
-        return self._voxels
+    def to_numpy(self, attribute: str | None = None) -> np.ndarray:
+        """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]; attribute="face":
+        face_ids (ValueError when the grid has none)."""
+        if attribute is None:
+            return self._voxels
+        if attribute != "face":
+            raise ValueError(f"attribute must be 'face', not {attribute!r}")
+        if self.face_ids is None:
+            raise ValueError("this grid has no face ids (voxelize with attributes=['face'])")
+        return self.face_ids
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return () if self.face_ids is None else ("face",)
 
     def count(self) -> int:
         """Solid voxels."""

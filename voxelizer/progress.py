@@ -68,6 +68,17 @@ class TerminalProgress:
             self._draw(_line(stage, done, total)[: self._columns])
             self._last = (stage, now)
 
+    def write_above(self, text: str) -> None:
+        """Print `text` as a line of its own on the stream, above the progress line: the
+        line is blanked first and redrawn by the next update (a batch's errors, warnings)."""
+        with self._lock:
+            if self._shown:
+                self._stream.write("\r" + " " * self._shown + "\r")
+                self._shown = 0
+                self._last = None
+            self._stream.write(text + "\n")
+            self._stream.flush()
+
     def close(self) -> None:
         """Blank the line if one was drawn; later calls draw nothing."""
         with self._lock:

@@ -180,6 +180,24 @@ def column_counts(
     return int(np.count_nonzero(balance)), int(np.count_nonzero(overlap))
 
 
+def signed_crossings(
+    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape
+) -> np.ndarray:
+    """int32[i, j, k]: the crossings of the downward ray from each voxel centre, each counted
+    -1 for a triangle facing up (projected area > 0, counter-clockwise) and +1 for one facing
+    down: the integer part of fill_mode="winding" (reference_winding.py). Its parity is
+    solid_columns: the same crossings, decided by the same exact rules."""
+    shape = _shape(shape)
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    fixed = to_fixed(grid_vertices_f32, faces, shape)
+    tris = _oriented_triangles(fixed, faces)
+    counts = np.zeros(shape[0] * shape[1] * shape[2], np.int64)
+    for batch in _candidate_batches(tris, shape):
+        keys, t = _crossing_keys(tris, batch, shape)
+        counts += np.bincount(keys, tris["step"][t], minlength=len(counts)).astype(np.int64)
+    return np.cumsum(counts.reshape(shape), axis=2).astype(np.int32)
+
+
 def _shape(shape: int | Shape) -> Shape:
     """(nx, ny, nz) from an int (a cube) or three ints, each in [1, MAX_RESOLUTION]."""
     if np.ndim(shape) == 0:
@@ -212,7 +230,8 @@ def _oriented_triangles(fixed: np.ndarray, faces: np.ndarray) -> dict[str, np.nd
     d = np.abs(d)
 
     # The winding number's change going up across it: +1 where the triangle as given faces
-    # down (clockwise in xy: the column enters), -1 where it faces up.
+    # down (clockwise in xy: the column enters), -1 where it faces up (column_counts, and
+    # signed_crossings: the triangle's share of the winding number below its crossing).
     step = np.where(flip, 1, -1).astype(np.int64)
     tris = {"D": d, "ZA": a[:, 2], "ZB": b[:, 2], "ZC": c[:, 2], "step": step}
     for name, p, q in (("AB", a, b), ("BC", b, c), ("CA", c, a)):
@@ -266,10 +285,17 @@ def _crossings(
     tris: dict[str, np.ndarray], batch: tuple[np.ndarray, np.ndarray, np.ndarray], shape: Shape
 ) -> np.ndarray:
     """Flat voxel indices (i*ny + j)*nz + kfirst of the covered candidates with kfirst < nz."""
+    return _crossing_keys(tris, batch, shape)[0]
+
+
+def _crossing_keys(
+    tris: dict[str, np.ndarray], batch: tuple[np.ndarray, np.ndarray, np.ndarray], shape: Shape
+) -> tuple[np.ndarray, np.ndarray]:
+    """_crossings' flat voxel indices and the triangle of each."""
     _, ny, nz = shape
-    _, i, j, k = _covered(tris, batch, nz)
+    t, i, j, k = _covered(tris, batch, nz)
     inside = k < nz
-    return ((i[inside] * ny + j[inside]) * nz) + k[inside]
+    return ((i[inside] * ny + j[inside]) * nz) + k[inside], t[inside]
 
 
 def _covered(

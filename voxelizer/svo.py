@@ -7,7 +7,9 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -271,6 +273,55 @@ def _unpack_bricks(values: np.ndarray, out: np.ndarray) -> None:
     out.reshape(cells.shape)[...] = cells
 
 
+@dataclass(frozen=True, eq=False)
+class FaceIds:
+    """The face ids of an SVO (docs/svo-format.md, version 3): for every set voxel that a
+    triangle marks, the smallest index of the triangles that mark it.
+
+    Beside the stored bricks, `brick_ids` holds one id per set voxel of each stored brick, in
+    brick order and, within a brick, in bit order (brick b's ids start at the popcount of
+    the bricks before it); -1 for a set voxel that no triangle marks (the inside of mode
+    "both"). Voxels in full cubes have no brick: the bricks of full cubes that hold marked
+    voxels are listed by Morton code (`full_codes`, ascending) with a mask of their marked
+    voxels (`full_masks`) and the ids of those voxels (`full_ids`, brick by brick, bit
+    order)."""
+
+    brick_ids: np.ndarray  # int32
+    full_codes: np.ndarray  # uint64
+    full_masks: np.ndarray  # uint64
+    full_ids: np.ndarray  # int32
+
+    @classmethod
+    def frozen(
+        cls,
+        brick_ids: np.ndarray,
+        full_codes: np.ndarray,
+        full_masks: np.ndarray,
+        full_ids: np.ndarray,
+    ) -> FaceIds:
+        """Read-only copies; SVOFormatError unless each array holds integers that fit."""
+        return cls(
+            _frozen_signed(np.asarray(brick_ids).reshape(-1), "face ids"),
+            _frozen(np.asarray(full_codes).reshape(-1), np.uint64, "full brick codes"),
+            _frozen(np.asarray(full_masks).reshape(-1), np.uint64, "full brick masks"),
+            _frozen_signed(np.asarray(full_ids).reshape(-1), "face ids"),
+        )
+
+    @property
+    def nbytes(self) -> int:
+        return 4 * len(self.brick_ids) + 16 * len(self.full_codes) + 4 * len(self.full_ids)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FaceIds):
+            return NotImplemented
+        return all(
+            np.array_equal(getattr(self, name), getattr(other, name))
+            for name in ("brick_ids", "full_codes", "full_masks", "full_ids")
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class SVO(Placed):
     """A solid voxelization as a sparse voxel octree (docs/svo-format.md).
 
@@ -289,6 +340,7 @@ class SVO(Placed):
         stats: Stats | None = None,
         *,
         verify: bool = True,
+        face_ids: FaceIds | None = None,
     ):
         self.placement = placement
         self.stats = stats if stats is not None else Stats()
@@ -301,6 +353,7 @@ class SVO(Placed):
         self._level_offsets = _frozen(
             np.asarray(level_offsets).reshape(-1), np.uint32, "level_offsets"
         )
+        self._faces = face_ids
         self._walked: _Tree | None = _check_structure(self) if verify else None
 
     @property
@@ -311,10 +364,48 @@ class SVO(Placed):
 
     @classmethod
     def from_dense(
-        cls, voxels: np.ndarray, placement: GridPlacement, stats: Stats | None = None
+        cls,
+        voxels: np.ndarray,
+        placement: GridPlacement,
+        stats: Stats | None = None,
+        *,
+        face_ids: np.ndarray | None = None,
     ) -> SVO:
-        """The octree of a dense bool[i, j, k] grid (DenseGrid.to_numpy()), built on the CPU."""
-        return cls(*build_arrays(voxels), placement, stats)
+        """The octree of a dense bool[i, j, k] grid (DenseGrid.to_numpy()), built on the CPU;
+        with `face_ids` (int32 of the same shape, -1 where no triangle marks the voxel, as
+        DenseGrid.face_ids) the octree carries them."""
+        svo = cls(*build_arrays(voxels), placement, stats)
+        if face_ids is None:
+            return svo
+        face_ids = np.asarray(face_ids)
+        if face_ids.shape != svo.shape or face_ids.dtype != np.int32:
+            raise ValueError(f"expected int32 face ids of shape {svo.shape}")
+        marked = np.argwhere(face_ids >= 0)
+        return svo.with_face_ids(marked, face_ids[tuple(marked.T)])
+
+    def with_face_ids(self, voxels: np.ndarray, ids: np.ndarray) -> SVO:
+        """This octree carrying face ids: `ids` (M,) of the marked voxels (M, 3) [i, j, k],
+        each a set voxel, none twice (ValueError otherwise); every other voxel has none (-1).
+        The tree's arrays are shared, not copied."""
+        voxels = np.asarray(voxels, np.int64).reshape(-1, 3)
+        ids = np.asarray(ids)
+        if ids.shape != (len(voxels),) or ids.dtype.kind not in "ui" or (ids < 0).any():
+            raise ValueError("expected one non-negative integer id per voxel")
+        faces = _face_arrays(self, voxels, ids.astype(np.int32))  # walks this tree first
+        out = copy.copy(self)
+        out._faces = faces
+        return out
+
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        return () if self._faces is None else ("face",)
+
+    @property
+    def face_ids(self) -> FaceIds | None:
+        """The face ids stored beside the bricks (FaceIds), or None when not asked for."""
+        if self._faces is not None and self._walked is None:
+            self._walked = _check_structure(self)  # checks them with the tree
+        return self._faces
 
     # --- geometry -------------------------------------------------------------------------
 
@@ -382,10 +473,14 @@ class SVO(Placed):
         """Solid volume in world units: count * h^3."""
         return self.count() * self.voxel_size**3
 
-    def to_numpy(self) -> np.ndarray:
+    def to_numpy(self, attribute: str | None = None) -> np.ndarray:
         """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy(), built
-        anew on every call (the octree is the stored form)."""
+        anew on every call (the octree is the stored form). attribute="face": int32 of the
+        same shape, the face id of every marked voxel and -1 elsewhere (empty voxels too),
+        as DenseGrid.face_ids."""
         shape, levels = self.shape, self.levels
+        if attribute is not None:
+            return self._face_grid(attribute)
         check_dense_fits(shape, "SVO.to_numpy")
         full_starts, full_stops = self._full_ranges()
         out = np.empty(shape, bool)
@@ -394,6 +489,22 @@ class SVO(Placed):
             _unpack_bricks(
                 self._brick_values(codes, full_starts, full_stops), out[4 * start : 4 * stop]
             )
+        return out
+
+    def _face_grid(self, attribute: str) -> np.ndarray:
+        if attribute != "face":
+            raise ValueError(f"attribute must be 'face', not {attribute!r}")
+        faces = self.face_ids
+        if faces is None:
+            raise ValueError("this SVO has no face ids (voxelize with attributes=['face'])")
+        check_dense_fits(self.shape, "SVO.to_numpy", voxel_bytes=4)
+        out = np.full(self.shape, -1, np.int32)
+        for codes, masks, ids in (
+            (self._tree.brick_codes, self._bricks, faces.brick_ids),
+            (faces.full_codes.astype(np.int64), faces.full_masks, faces.full_ids),
+        ):
+            x, y, z = _mask_voxels(codes, masks, self.levels).T
+            out[x, y, z] = ids
         return out
 
     def __getitem__(self, index: tuple[int, int, int]) -> bool:
@@ -491,7 +602,7 @@ class SVO(Placed):
         half of its 8**level fine voxels are (closer in volume; thin parts may vanish).
         Same origin; each side n becomes ceil(n / 2**level) rounded up to a multiple of 4 (at
         least 8); fine voxels beyond the shape count as empty. level goes up to depth - 3
-        (root of 8^3).
+        (root of 8^3). Face ids do not carry over to a coarser level.
         """
         if (
             isinstance(level, bool)
@@ -562,15 +673,7 @@ class SVO(Placed):
         return self._nodes[self._level_offsets[level] : self._level_offsets[level + 1]]
 
     def _full_ranges(self) -> tuple[np.ndarray, np.ndarray]:
-        """The full cubes as sorted, disjoint ranges [start, stop) of brick Morton codes,
-        after a sentinel range that holds no code (so that every search lands on a range)."""
-        starts, stops = [np.array([-1])], [np.array([-1])]
-        for level, codes in enumerate(self._tree.full_codes, start=1):
-            shift = 3 * (self.levels - level)
-            starts.append(codes << shift)
-            stops.append((codes + 1) << shift)
-        order = np.argsort(np.concatenate(starts))
-        return np.concatenate(starts)[order], np.concatenate(stops)[order]
+        return _full_ranges(self._tree, self.levels)
 
     def _brick_values(
         self, codes: np.ndarray, full_starts: np.ndarray, full_stops: np.ndarray
@@ -598,6 +701,7 @@ class SVO(Placed):
             and np.array_equal(self._level_offsets, other._level_offsets)
             and np.array_equal(self._nodes, other._nodes)
             and np.array_equal(self._bricks, other._bricks)
+            and self._faces == other._faces
         )
 
     __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares by value
@@ -609,6 +713,98 @@ class SVO(Placed):
             f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
             f"voxel_size={self.voxel_size:g})"
         )
+
+
+def _frozen_signed(array: np.ndarray, name: str) -> np.ndarray:
+    """A private read-only int32 copy of ids from -1 up."""
+    if array.dtype.kind not in "ui" or (
+        array.size and (array.min() < -1 or array.max() > np.iinfo(np.int32).max)
+    ):
+        raise SVOFormatError(f"{name} must be integers from -1 that fit int32")
+    out = np.array(array, dtype=np.int32)
+    out.flags.writeable = False
+    return out
+
+
+def _mask_voxels(codes: np.ndarray, masks: np.ndarray, levels: int) -> np.ndarray:
+    """(M, 3) int64 voxels of the set bits of bricks (Morton codes, uint64 masks), brick by
+    brick in bit order: the order of the face ids."""
+    as_bytes = np.ascontiguousarray(masks, "<u8").view(np.uint8).reshape(-1, 8)
+    brick, bit = np.nonzero(np.unpackbits(as_bytes, axis=1, bitorder="little"))
+    local = np.stack([bit & 3, (bit >> 2) & 3, bit >> 4], axis=1)
+    return morton_decode(codes[brick], levels) * 4 + local
+
+
+def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
+    """FaceIds of the marked voxels (M, 3) with their ids (M,): those in stored bricks at
+    their brick's offset (the popcount of the bricks before it and of the bits below), the
+    rest, each in a full cube, grouped by brick. One sort by Morton order does the grouping."""
+    levels, bricks, stored = svo.levels, svo.bricks, svo._tree.brick_codes
+    inside = ((voxels >= 0) & (voxels < np.array(svo.shape))).all(axis=1)
+    if not inside.all():
+        raise ValueError("a marked voxel lies outside the grid")
+    codes = morton_encode(voxels[:, 0] >> 2, voxels[:, 1] >> 2, voxels[:, 2] >> 2, levels)
+    keys = codes << 6 | ((voxels & 3) @ np.array([1, 4, 16]))
+    order = np.argsort(keys)
+    keys, ids = keys[order], ids[order]
+    if (np.diff(keys) == 0).any():
+        raise ValueError("a voxel is marked twice")
+    codes, bits = keys >> 6, (keys & 63).astype(np.uint64)
+    at = np.minimum(np.searchsorted(stored, codes), max(len(stored) - 1, 0))
+    in_brick = stored[at] == codes if len(stored) else np.zeros(len(codes), bool)
+    counts = _bit_counts(bricks)
+    brick_ids = np.full(int(counts.sum()), -1, np.int32)
+    brick, bit = at[in_brick], bits[in_brick]
+    if ((bricks[brick] >> bit) & np.uint64(1) == 0).any():
+        raise ValueError("a marked voxel is not set")
+    below = _bit_counts(bricks[brick] & ((np.uint64(1) << bit) - np.uint64(1)))
+    brick_ids[np.cumsum(counts)[brick] - counts[brick] + below] = ids[in_brick]
+    rest = ~in_brick
+    codes, bits = codes[rest], bits[rest]
+    full_starts, full_stops = svo._full_ranges()
+    in_range = np.searchsorted(full_starts, codes, side="right") - 1
+    if (codes >= full_stops[in_range]).any():
+        raise ValueError("a marked voxel is not set")
+    first = np.flatnonzero(np.diff(codes, prepend=-1) != 0)  # each brick's first voxel
+    if len(codes):
+        full_masks = np.bitwise_or.reduceat(np.uint64(1) << bits, first)
+    else:
+        full_masks = np.zeros(0, np.uint64)
+    return FaceIds.frozen(brick_ids, codes[first], full_masks, ids[rest])
+
+
+def _full_ranges(tree: _Tree, levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """The full cubes as sorted, disjoint ranges [start, stop) of brick Morton codes, after a
+    sentinel range that holds no code (so that every search lands on a range)."""
+    starts, stops = [np.array([-1])], [np.array([-1])]
+    for level, codes in enumerate(tree.full_codes, start=1):
+        shift = 3 * (levels - level)
+        starts.append(codes << shift)
+        stops.append((codes + 1) << shift)
+    order = np.argsort(np.concatenate(starts))
+    return np.concatenate(starts)[order], np.concatenate(stops)[order]
+
+
+def _check_faces(svo: SVO, tree: _Tree, faces: FaceIds) -> None:
+    """The face ids against the tree: one per set voxel of the stored bricks, and the listed
+    bricks of full cubes ascending, each in a full cube, with one id (>= 0) per marked voxel."""
+    if len(faces.brick_ids) != _popcount(svo.bricks):
+        raise SVOFormatError(
+            f"{len(faces.brick_ids)} face ids beside the bricks, which hold "
+            f"{_popcount(svo.bricks)} set voxels"
+        )
+    codes = faces.full_codes.astype(np.int64)
+    if (
+        (np.diff(codes) <= 0).any()
+        or (faces.full_masks == 0).any()
+        or len(faces.full_ids) != _popcount(faces.full_masks)
+        or (faces.full_ids < 0).any()
+    ):
+        raise SVOFormatError("the face ids of full cubes are not sorted, or do not fit their masks")
+    full_starts, full_stops = _full_ranges(tree, svo.levels)
+    in_range = np.searchsorted(full_starts, codes, side="right") - 1
+    if (codes >= full_stops[in_range]).any():
+        raise SVOFormatError("face ids listed for a brick outside the full cubes")
 
 
 def _frozen(array: np.ndarray, dtype: numpy.typing.DTypeLike, name: str) -> np.ndarray:
@@ -695,4 +891,7 @@ def _check_structure(svo: SVO) -> _Tree:
                 f"solid voxels beyond the {shape_text(svo.shape)} grid (in the "
                 f"padding up to P = {p})"
             )
-    return _Tree(codes, full_codes)
+    tree = _Tree(codes, full_codes)
+    if svo._faces is not None:
+        _check_faces(svo, tree, svo._faces)
+    return tree

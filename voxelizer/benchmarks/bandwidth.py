@@ -18,9 +18,11 @@ keys, G bytes of the bit grid, R bytes of a triangle record, 8 bytes per pair, 1
     mark          counting: 4 S in, 4 S out; bitonic: 8 P in, 4 P out
     compact       flags (4 S counting, 4 P bitonic) in; 16 K out
     fill          8 P pairs + R P records + 16 K tiles in; G out
-    svo_classify  G in; 8 bytes of states and flags per octree cell out
-    svo_scan      4 bytes per cell below the root in and out
-    svo_write     8 bytes per cell + 8 per brick in; 8 per node and 8 per brick out
+    svo_classify  G in; 4 bytes of masks per internal node, 4 per count out (the counts: one
+                  per node whose children are nodes, one per group of 8 leaves, the root's)
+    svo_scan      the counts, 4 bytes each, in and out
+    svo_write     masks and counts of the nodes whose children are nodes, 8 bytes each, and
+                  8 bytes of voxels per stored brick in; 8 per node and 8 per brick out
 """
 
 from __future__ import annotations
@@ -72,10 +74,12 @@ def pass_bytes(
     }
     if svo_nodes is not None and svo_bricks is not None:
         _, levels = octree_shape(grid)
-        cells = sum(8**level for level in range(levels + 1))
-        estimate["svo_classify"] = grid_bytes + 8 * cells
-        estimate["svo_scan"] = 8 * (cells - 1)
-        estimate["svo_write"] = 8 * cells + 8 * svo_bricks + 8 * svo_nodes + 8 * svo_bricks
+        internal = sum(8**level for level in range(levels))
+        upper = sum(8**level for level in range(levels - 1))  # their children are nodes
+        counts = 1 + upper + 8 ** max(levels - 2, 0)  # shaders/svo.glsl, count_start
+        estimate["svo_classify"] = grid_bytes + 4 * internal + 4 * counts
+        estimate["svo_scan"] = 8 * counts
+        estimate["svo_write"] = 8 * upper + 8 * svo_bricks + 8 * svo_nodes + 8 * svo_bricks
     return estimate
 
 

@@ -24,6 +24,7 @@ Measured (docs/benchmarks.md, "End to end", explains each line):
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -34,72 +35,31 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-
-import numpy as np
+from types import ModuleType
 
 import voxelizer
 from voxelizer import Voxelizer
-from voxelizer.benchmarks.meshes import subdivide
 from voxelizer.io import load_mesh
 
-# Dataset bases: (shared model, midpoint subdivisions); all between 5k and 100k triangles.
-BASES = (
-    ("bunny", 0),
-    ("dragon", 0),
-    ("armadillo", 0),
-    ("torus", 0),
-    ("torus", 1),
-    ("featuretype", 1),
-    ("suzanne", 2),
-    ("bunny_scan", 0),
-)
-FORMATS = ("ply", "stl", "obj")
 
-
-def model_arrays(models_dir: Path, name: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    path = next(p for p in sorted(models_dir.glob(f"{name}.*")) if p.suffix in (".ply", ".stl"))
-    mesh = load_mesh(path)
-    vertices, faces = mesh.vertices, mesh.faces
-    for _ in range(steps):
-        vertices, faces = subdivide(vertices, faces)
-    return vertices, faces
-
-
-def write_binary_ply(path: Path, vertices: np.ndarray, faces: np.ndarray) -> None:
-    header = (
-        "ply\nformat binary_little_endian 1.0\n"
-        f"element vertex {len(vertices)}\nproperty float x\nproperty float y\nproperty float z\n"
-        f"element face {len(faces)}\nproperty list uchar int vertex_indices\nend_header\n"
+def _this_trees_meshes() -> ModuleType:
+    """meshes.py beside this file, loaded by path: the dataset is this tree's even when the
+    `voxelizer` timed is an older one that has no such helpers."""
+    spec = importlib.util.spec_from_file_location(
+        "end_to_end_meshes", Path(__file__).with_name("meshes.py")
     )
-    rows = np.empty(len(faces), [("n", "u1"), ("corners", "<i4", (3,))])
-    rows["n"], rows["corners"] = 3, faces
-    with open(path, "wb") as file:
-        file.write(header.encode())
-        file.write(np.ascontiguousarray(vertices, "<f4").tobytes())
-        file.write(rows.tobytes())
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def make_dataset(models_dir: Path, folder: Path, seed: int = 0) -> list[Path]:
-    """Each base in each format, every copy turned, stretched and moved at random."""
-    import trimesh  # writing STL and OBJ: a benchmark-only use
-
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    files = []
-    for index, (name, steps) in enumerate(BASES):
-        vertices, faces = model_arrays(models_dir, name, steps)
-        for fmt in FORMATS:
-            path = folder / f"{index:02d}-{name}-x{4**steps}.{fmt}"
-            files.append(path)
-            if path.is_file():
-                continue
-            turn, _ = np.linalg.qr(rng.normal(size=(3, 3)))
-            moved = (vertices @ turn) * rng.uniform(0.5, 2.0, 3) + rng.uniform(-5, 5, 3)
-            if fmt == "ply":
-                write_binary_ply(path, moved, faces)
-            else:
-                trimesh.Trimesh(moved, faces, process=False).export(path)
-    return files
+_meshes = _this_trees_meshes()
+make_dataset, model_arrays, write_binary_ply = (
+    _meshes.make_dataset,
+    _meshes.model_arrays,
+    _meshes.write_binary_ply,
+)
 
 
 def gpu_ms(result: object) -> float:
@@ -166,11 +126,12 @@ def large(v: Voxelizer, models_dir: Path, work: Path, grid: int) -> dict:
     }
 
 
-def process_seconds(args: list[str], env: dict[str, str], runs: int) -> float:
+def process_seconds(args: list[str], env: dict[str, str], runs: int, cwd: Path) -> float:
     times = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run(args, env=env, check=True, capture_output=True, timeout=600)
+        # cwd: a folder without a `voxelizer`, so `-m` imports the tree the path names
+        subprocess.run(args, env=env, cwd=cwd, check=True, capture_output=True, timeout=600)
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -180,10 +141,10 @@ def process(v: Voxelizer, model: Path, grid: int, work: Path) -> dict:
     out = work / "process.svo"
     command = [sys.executable, "-m", "voxelizer", str(model), "--grid", str(grid)]
     command += ["-o", str(out), "--force", "--quiet"]
-    process_seconds(command, env, 2)  # caches warm
-    cli = process_seconds(command, env, 5)
-    empty = process_seconds([sys.executable, "-c", "pass"], env, 5)
-    imported = process_seconds([sys.executable, "-c", "import voxelizer"], env, 5)
+    process_seconds(command, env, 2, work)  # caches warm
+    cli = process_seconds(command, env, 5, work)
+    empty = process_seconds([sys.executable, "-c", "pass"], env, 5, work)
+    imported = process_seconds([sys.executable, "-c", "import voxelizer"], env, 5, work)
     v.voxelize(load_mesh(model), grid)
     calls = []
     for _ in range(5):
@@ -193,8 +154,8 @@ def process(v: Voxelizer, model: Path, grid: int, work: Path) -> dict:
     in_process = statistics.median(calls)
     with tempfile.TemporaryDirectory(dir=work) as cache:
         cold_env = dict(env, XDG_CACHE_HOME=cache)
-        first = process_seconds(command, cold_env, 1)
-        second = process_seconds(command, cold_env, 1)
+        first = process_seconds(command, cold_env, 1, work)
+        second = process_seconds(command, cold_env, 1, work)
     return {
         "model": model.name,
         "grid": grid,
@@ -244,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    args.models_dir, args.work = args.models_dir.resolve(), args.work.resolve()
     parts = set(args.parts.split(","))
     args.work.mkdir(parents=True, exist_ok=True)
     warnings.simplefilter("ignore")  # the open scan warns on every call

@@ -8,6 +8,10 @@ its models is no business of the library.
 step splits every triangle into four on the same plane, so the solid is exactly the same
 and only the workload grows: the 6.4M-triangle `dragon-x64` stands in for the 7.2M-triangle
 XYZ RGB Dragon without a 300 MB download.
+
+`make_dataset` writes the many-meshes dataset of the end-to-end and datasets benchmarks:
+each of BASES in each of FORMATS (a folder per format), turned, stretched and moved at
+random (24 files).
 """
 
 from __future__ import annotations
@@ -106,3 +110,70 @@ def model_path(name: str, models_dir: Path | None = None) -> Path:
             "or give a file path)"
         )
     return meshes[0]
+
+
+# Dataset bases: (shared model, midpoint subdivisions); all between 5k and 100k triangles.
+BASES = (
+    ("bunny", 0),
+    ("dragon", 0),
+    ("armadillo", 0),
+    ("torus", 0),
+    ("torus", 1),
+    ("featuretype", 1),
+    ("suzanne", 2),
+    ("bunny_scan", 0),
+)
+FORMATS = ("ply", "stl", "obj")
+
+
+def model_arrays(models_dir: Path, name: str, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    path = next(p for p in sorted(models_dir.glob(f"{name}.*")) if p.suffix in (".ply", ".stl"))
+    mesh = load_mesh(path)
+    vertices, faces = mesh.vertices, mesh.faces
+    for _ in range(steps):
+        vertices, faces = subdivide(vertices, faces)
+    return vertices, faces
+
+
+def write_binary_ply(path: Path, vertices: np.ndarray, faces: np.ndarray) -> None:
+    header = (
+        "ply\nformat binary_little_endian 1.0\n"
+        f"element vertex {len(vertices)}\nproperty float x\nproperty float y\nproperty float z\n"
+        f"element face {len(faces)}\nproperty list uchar int vertex_indices\nend_header\n"
+    )
+    rows = np.empty(len(faces), [("n", "u1"), ("corners", "<i4", (3,))])
+    rows["n"], rows["corners"] = 3, faces
+    with open(path, "wb") as file:
+        file.write(header.encode())
+        file.write(np.ascontiguousarray(vertices, "<f4").tobytes())
+        file.write(rows.tobytes())
+
+
+def make_dataset(models_dir: Path, folder: Path, seed: int = 0, copies: int = 1) -> list[Path]:
+    """Each base in each format, `copies` times, every copy turned, stretched and moved at
+    random (8 bases x 3 formats x copies files; the first copy is the same for any copies)."""
+    import trimesh  # writing STL and OBJ: a benchmark-only use
+
+    folder.mkdir(parents=True, exist_ok=True)
+    draws = [np.random.default_rng(seed)]
+    draws += [np.random.default_rng([seed, copy]) for copy in range(1, copies)]
+    files = []
+    for copy, rng in enumerate(draws):
+        suffix = "" if copy == 0 else f"-{copy}"
+        for index, (name, steps) in enumerate(BASES):
+            vertices, faces = model_arrays(models_dir, name, steps)
+            for fmt in FORMATS:
+                # One folder per format: a batch's outputs (name.npz) do not collide.
+                path = folder / fmt / f"{index:02d}-{name}-x{4**steps}{suffix}.{fmt}"
+                path.parent.mkdir(exist_ok=True)
+                files.append(path)
+                turn, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+                stretch, shift = rng.uniform(0.5, 2.0, 3), rng.uniform(-5, 5, 3)
+                if path.is_file():
+                    continue
+                moved = (vertices @ turn) * stretch + shift
+                if fmt == "ply":
+                    write_binary_ply(path, moved, faces)
+                else:
+                    trimesh.Trimesh(moved, faces, process=False).export(path)
+    return files

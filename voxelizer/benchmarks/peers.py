@@ -9,6 +9,9 @@ Every peer voxelizes the same mesh with the same voxel centres as ours, origin +
   *points* of an ImageData. Its reference volume gets our voxel centres as points:
   dimensions (N, N, N), spacing h, origin = our origin + h/2. The mask is in VTK order (x
   fastest), so reshaping it with order="F" gives [i, j, k].
+* `libigl` (optional: pip install libigl): `igl.fast_winding_number(V, F, Q)` (Barill et
+  al. 2018's hierarchical generalized winding number) at every voxel centre Q, solid where
+  w > 1/2: the rule of our fill_mode="winding", approximated.
 * `trimesh`: `Trimesh.voxelized(pitch).fill()` subdivides the surface until edges are
   shorter than pitch/2, marks the voxel each vertex rounds to (voxel m has its centre at
   m * pitch in world units), then fills enclosed cavities (scipy's binary_fill_holes). The
@@ -35,7 +38,7 @@ import numpy as np
 from voxelizer.mesh import Mesh
 from voxelizer.placement import GridPlacement
 
-PEERS = ("reference", "pyvista", "trimesh")
+PEERS = ("reference", "pyvista", "trimesh", "libigl")
 # A warm-up run slower than this also counts as the first timed run: what a warm-up saves
 # (imports, caches) is milliseconds, and trimesh takes tens of seconds a run.
 WARM_UP_COUNTS_AFTER_S = 5.0
@@ -44,10 +47,16 @@ STARTUP_ALLOWANCE_S = 60.0  # a fresh interpreter importing numpy, VTK or trimes
 
 def unavailable(peer: str) -> str | None:
     """Why `peer` cannot run here, or None if it can."""
-    needs = {"reference": [], "pyvista": ["pyvista"], "trimesh": ["trimesh", "scipy"]}[peer]
+    needs = {
+        "reference": [],
+        "pyvista": ["pyvista"],
+        "trimesh": ["trimesh", "scipy"],
+        "libigl": ["igl"],
+    }[peer]
     missing = [name for name in needs if importlib.util.find_spec(name) is None]
     if missing:
-        return f"not installed ({', '.join(missing)}; pip install 'voxelizer[bench]')"
+        extra = "pip install libigl" if peer == "libigl" else "pip install 'voxelizer[bench]'"
+        return f"not installed ({', '.join(missing)}; {extra})"
     return None
 
 
@@ -71,6 +80,17 @@ def prepare(peer: str, mesh: Mesh, n: int) -> tuple[Callable[[], Any], Callable[
             return np.asarray(image.point_data["mask"]).reshape((n, n, n), order="F") != 0
 
         return lambda: poly.voxelize_binary_mask(reference_volume=volume), mask_to_ours
+    if peer == "libigl":
+        import igl
+
+        axes = [centre0[axis] + h * np.arange(n) for axis in range(3)]
+        centres = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)
+        vertices = np.asarray(mesh.vertices, np.float64)
+        faces = np.asarray(mesh.faces, np.int64)
+        return (
+            lambda: igl.fast_winding_number(vertices, faces, centres),
+            lambda w: np.asarray(w).reshape(n, n, n) > 0.5,
+        )
     if peer == "trimesh":
         import trimesh
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-import trimesh
 
 from ..placement import Placed
 from ..surface import FINE, fine_surface
@@ -71,6 +70,8 @@ def _write_obj(fh: BinaryIO, vertices: np.ndarray, triangles: np.ndarray) -> Non
 
 
 def _glb(fine: np.ndarray, triangles: np.ndarray, origin: np.ndarray, h: float) -> bytes:
+    import trimesh  # only for .glb: `import voxelizer` stays light
+
     grid = trimesh.Trimesh(fine / FINE, triangles, process=False)
     placement = np.eye(4)
     placement[:3, :3] *= h

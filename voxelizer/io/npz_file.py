@@ -15,19 +15,23 @@ from ..placement import GridPlacement, Placed, check_shape
 from .output import open_output
 
 NPZ_KEYS = ("bits", "shape", "origin", "voxel_size")
+FACE_IDS_KEY = "face_ids"  # optional: int32 (nx, ny, nz), -1 where no triangle marks the voxel
 
 
 def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
-    """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size."""
+    """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size,
+    and the face ids as an int32 [i, j, k] array when the result carries them."""
     voxels = result.to_numpy()
+    arrays = {
+        "bits": np.packbits(voxels, axis=None),
+        "shape": np.array(voxels.shape, np.int64),
+        "origin": np.asarray(result.placement.origin, np.float64),
+        "voxel_size": np.float64(result.voxel_size),
+    }
+    if "face" in result.attributes:
+        arrays[FACE_IDS_KEY] = result.to_numpy("face")
     with open_output(path, overwrite) as fh:
-        np.savez_compressed(
-            fh,
-            bits=np.packbits(voxels, axis=None),
-            shape=np.array(voxels.shape, np.int64),
-            origin=np.asarray(result.placement.origin, np.float64),
-            voxel_size=np.float64(result.voxel_size),
-        )
+        np.savez_compressed(fh, **arrays)
 
 
 def read_npz(path: str | os.PathLike) -> DenseGrid:
@@ -46,8 +50,15 @@ def read_npz(path: str | os.PathLike) -> DenseGrid:
             if bits.dtype != np.uint8 or bits.size != -(-int(np.prod(shape)) // 8):
                 raise FormatError(f"{path}: {bits.size} bytes of bits do not fit the shape {shape}")
             voxels = np.unpackbits(bits, count=int(np.prod(shape))).astype(bool).reshape(shape)
+            faces = None
+            if FACE_IDS_KEY in data.files:
+                faces = data[FACE_IDS_KEY]
+                if faces.dtype != np.int32 or faces.shape != voxels.shape:
+                    raise FormatError(f"{path}: face ids are not int32 of the shape {shape}")
+                if (faces < -1).any() or (~voxels & (faces >= 0)).any():
+                    raise FormatError(f"{path}: a face id below -1, or on an empty voxel")
     except OSError as exc:
         raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     except (ValueError, TypeError, GridError, zipfile.BadZipFile, EOFError) as exc:
         raise FormatError(f"{path}: not a voxel grid .npz file ({exc})") from exc
-    return DenseGrid(voxels, placement)
+    return DenseGrid(voxels, placement, face_ids=faces)

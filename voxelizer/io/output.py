@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
@@ -123,11 +124,31 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> None:
     _remove_quietly(_create_temp(path))
 
 
+def _temp_name(target: Path, token: str) -> str:
+    return f".{target.name[:64]}.{token}.tmp"
+
+
+def remove_temporaries(target: str | os.PathLike) -> int:
+    """Remove the temporaries of `target` that a killed writer left (a SIGKILL runs no
+    cleanup); how many there were. Only for a caller that knows no one else is writing
+    `target` now (a batch whose worker died on it)."""
+    target = Path(target)
+    pattern = re.compile(re.escape(_temp_name(target, "TOKEN")).replace("TOKEN", "[0-9a-f]{8}"))
+    try:
+        names = [entry.name for entry in os.scandir(target.parent)]
+    except OSError:
+        return 0
+    stale = [name for name in names if pattern.fullmatch(name)]
+    for name in stale:
+        _remove_quietly(target.parent / name)
+    return len(stale)
+
+
 def _create_temp(target: Path) -> Path:
     """A new, empty file beside `target` with a name no one else uses (the umask applies);
     OutputError if the folder takes no new file."""
     for _ in range(100):
-        temp = target.with_name(f".{target.name[:64]}.{secrets.token_hex(4)}.tmp")
+        temp = target.with_name(_temp_name(target, secrets.token_hex(4)))
         try:
             os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except FileExistsError:

@@ -1,4 +1,5 @@
-"""The .svo file of docs/svo-format.md: header, level offsets, nodes, bricks, CRC-32.
+"""The .svo file of docs/svo-format.md: header, level offsets, nodes, bricks, face ids
+(version 3), CRC-32.
 
 The reader trusts nothing: it checks the file's size against its header before allocating
 anything, then the checksum, then (through the SVO constructor) the whole tree.
@@ -16,39 +17,47 @@ import numpy as np
 
 from ..errors import GridError, SVOFormatError
 from ..placement import GridPlacement, Placed, Shape, check_shape, shape_text
-from ..svo import SVO, octree_levels, padded_resolution
+from ..svo import SVO, FaceIds, octree_levels, padded_resolution
 from .output import open_output
 
 MAGIC = b"VOXSVO\r\n"
-VERSION = 2  # the version this writer writes; the reader also knows 1 (cubic grids)
+VERSION = 2  # the version written without attributes; the reader also knows 1 (cubic grids)
+VERSION_ATTRIBUTES = 3  # the version written with face ids
 # magic, version, header size, nx, ny, nz, P, L, reserved, origin, voxel size, nodes, bricks,
 # solid voxels
 HEADER = struct.Struct("<8s8I3ddQQQ")
+# Version 3: version 2's fields, then attributes (bit 0: face ids), reserved, the face ids
+# beside the bricks, the bricks of full cubes with ids, and their ids
+HEADER_V3 = struct.Struct("<8s8I3ddQQQ2I3Q")
+FACE_IDS = 1  # bit of the attributes word
 # Version 1: magic, version, header size, N, P, L, reserved, origin, voxel size, nodes, bricks,
 # solid voxels
 HEADER_V1 = struct.Struct("<8s6I3ddQQQ")
 PREFIX = struct.Struct("<8sII")  # magic, version, header size: the same in every version
 CHECKSUM = struct.Struct("<I")
 
-assert HEADER.size == 96 and HEADER_V1.size == 88
+assert HEADER.size == 96 and HEADER_V1.size == 88 and HEADER_V3.size == 128
 
 
 def as_svo(result: Placed) -> SVO:
-    """The octree of a result: an SVO as it is, a dense grid converted on the CPU."""
+    """The octree of a result: an SVO as it is, a dense grid converted on the CPU (with its
+    face ids, if it has them)."""
     if isinstance(result, SVO):
         return result
-    return SVO.from_dense(result.to_numpy(), result.placement)
+    faces = result.to_numpy("face") if "face" in result.attributes else None
+    return SVO.from_dense(result.to_numpy(), result.placement, face_ids=faces)
 
 
 def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
     """Write the .svo file of docs/svo-format.md (refuses to replace a file unless asked)."""
     svo = as_svo(result)
-    levels = svo.levels
+    levels, faces = svo.levels, svo.face_ids
     origin = np.asarray(svo.placement.origin, np.float64)
-    header = HEADER.pack(
+    layout = HEADER if faces is None else HEADER_V3
+    fields = [
         MAGIC,
-        VERSION,
-        HEADER.size,
+        VERSION if faces is None else VERSION_ATTRIBUTES,
+        layout.size,
         *svo.shape,
         svo.padded_resolution,
         levels,
@@ -58,14 +67,24 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
         svo.node_count,
         svo.brick_count,
         svo.count(),
-    )
+    ]
+    if faces is not None:
+        fields += [FACE_IDS, 0, len(faces.brick_ids), len(faces.full_codes), len(faces.full_ids)]
     parts = [
-        header,
+        layout.pack(*fields),
         svo.level_offsets.astype("<u4").tobytes(),
         svo.nodes.astype("<u4").tobytes(),
-        bytes(brick_padding(HEADER.size, levels)),
+        bytes(brick_padding(layout.size, levels)),
         svo.bricks.astype("<u8").tobytes(),
     ]
+    if faces is not None:
+        parts += [
+            faces.brick_ids.astype("<i4").tobytes(),
+            bytes(4 * (len(faces.brick_ids) % 2)),
+            faces.full_codes.astype("<u8").tobytes(),
+            faces.full_masks.astype("<u8").tobytes(),
+            faces.full_ids.astype("<i4").tobytes(),
+        ]
     crc = 0
     with open_output(path, overwrite) as fh:
         for part in parts:
@@ -75,14 +94,15 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
 
 
 def read_svo(path: str | os.PathLike) -> SVO:
-    """Read an .svo file (version 2, or 1 for a cube): sizes first (before allocating), then
-    checksum, then structure; SVOFormatError names the file and what is wrong."""
+    """Read an .svo file (version 3 with face ids, 2, or 1 for a cube): sizes first (before
+    allocating), then checksum, then structure; SVOFormatError names the file and what is
+    wrong."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)
             fh.seek(0)
-            head = fh.read(HEADER.size)  # the longest header; shorter ones are a prefix
+            head = fh.read(HEADER_V3.size)  # the longest header; shorter ones are a prefix
             header = read_header(head, size)
             data = head + fh.read(header.file_size - len(head))
         if len(data) != header.file_size:
@@ -103,12 +123,27 @@ def read_svo(path: str | os.PathLike) -> SVO:
     if any(data[at : at + padding]):
         raise SVOFormatError(f"{path}: padding before the bricks is not zero")
     bricks = np.frombuffer(data, "<u8", header.brick_count, at + padding)
+    at += padding + 8 * header.brick_count
+    faces = None
+    if header.faces is not None:
+        face_count, full_bricks, full_count = header.faces
+        brick_ids = np.frombuffer(data, "<i4", face_count, at)
+        at += 4 * face_count
+        if any(data[at : at + 4 * (face_count % 2)]):
+            raise SVOFormatError(f"{path}: padding after the face ids is not zero")
+        at += 4 * (face_count % 2)
+        full_codes = np.frombuffer(data, "<u8", full_bricks, at)
+        full_masks = np.frombuffer(data, "<u8", full_bricks, at + 8 * full_bricks)
+        full_ids = np.frombuffer(data, "<i4", full_count, at + 16 * full_bricks)
     try:
+        if header.faces is not None:
+            faces = FaceIds.frozen(brick_ids, full_codes, full_masks, full_ids)
         svo = SVO(
             nodes,
             bricks,
             level_offsets,
             GridPlacement(header.shape, np.array(header.origin), header.voxel_size),
+            face_ids=faces,
         )
     except SVOFormatError as exc:
         raise SVOFormatError(f"{path}: {exc}") from None
@@ -137,6 +172,7 @@ class SVOHeader:
     brick_count: int
     solid: int
     file_size: int
+    faces: tuple[int, int, int] | None  # version 3 with face ids: the three counts
 
 
 def read_header(head: bytes, size: int) -> SVOHeader:
@@ -146,7 +182,7 @@ def read_header(head: bytes, size: int) -> SVOHeader:
     if len(head) < PREFIX.size:
         raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
     _, version, header_size = PREFIX.unpack_from(head)
-    layouts = {1: HEADER_V1, VERSION: HEADER}
+    layouts = {1: HEADER_V1, VERSION: HEADER, VERSION_ATTRIBUTES: HEADER_V3}
     if version not in layouts:
         raise SVOFormatError(
             f"unsupported format version {version} (this reader knows "
@@ -161,8 +197,13 @@ def read_header(head: bytes, size: int) -> SVOHeader:
     else:
         sides, (p, levels, reserved), rest = fields[3:6], fields[6:9], fields[9:]
     origin, h, node_count, brick_count, solid = rest[0:3], rest[3], rest[4], rest[5], rest[6]
-    if header_size != layout.size or reserved != 0:
+    attributes, reserved_v3, face_counts = (
+        (rest[7], rest[8], rest[9:12]) if version == VERSION_ATTRIBUTES else (FACE_IDS, 0, None)
+    )
+    if header_size != layout.size or reserved != 0 or reserved_v3 != 0:
         raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
+    if attributes != FACE_IDS:
+        raise SVOFormatError(f"unknown attributes {attributes:#x} (this reader knows face ids)")
     try:
         shape = check_shape(sides)
     except GridError as exc:
@@ -181,10 +222,31 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         + 8 * brick_count
         + CHECKSUM.size
     )
+    if face_counts is not None:
+        face_count, full_bricks, full_count = face_counts
+        if (
+            face_count > 64 * brick_count
+            or full_bricks > 8**levels
+            or full_count > 64 * full_bricks
+        ):
+            raise SVOFormatError(
+                f"impossible face id counts: {face_count} beside {brick_count} bricks, "
+                f"{full_count} in {full_bricks} bricks of full cubes"
+            )
+        expected += 4 * face_count + 4 * (face_count % 2) + 16 * full_bricks + 4 * full_count
     if size != expected:
         raise SVOFormatError(
             f"size {size} bytes, but the header's counts imply {expected} (truncated or corrupted)"
         )
     return SVOHeader(
-        layout.size, shape, levels, tuple(origin), h, node_count, brick_count, solid, expected
+        layout.size,
+        shape,
+        levels,
+        tuple(origin),
+        h,
+        node_count,
+        brick_count,
+        solid,
+        expected,
+        None if face_counts is None else tuple(face_counts),
     )

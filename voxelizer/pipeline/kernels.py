@@ -1,10 +1,11 @@
 """The kernels of the seven passes, of the surface pass and of the SVO build, declared once
 (gpu/kernels.py says how; tests/test_kernels.py checks each against its GLSL).
 
-Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_BRICKS,
-WRITE_BRICKS, FACE_IDS) or its binning (CONSERVATIVE) are declarations of their own; the pass kernels get the variant's other
-defines (BRANCHLESS) and the device's subgroup paths from passes.pass_defines, the SVO
-kernels gpu.kernels.COMMON_DEFINES. The scan is gpu/scan.py's.
+Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_STAGE,
+WRITE_STAGE, FACE_IDS) or its binning (CONSERVATIVE) are declarations of their own; the
+pass kernels get the variant's other defines (BRANCHLESS) and the device's subgroup paths
+from passes.pass_defines, the SVO kernels gpu.kernels.COMMON_DEFINES. The scan is
+gpu/scan.py's.
 """
 
 from __future__ import annotations
@@ -100,7 +101,33 @@ FILL_FLIPS = Kernel(
     "fill",
     _FILL_BINDINGS,
     _FILL_PUSH,
-    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND},
+    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "MARK_CROSSINGS": 0},
+)
+# shaders/common.glsl: the voxels whose centres lie inside the surface's bounding box.
+COLUMN_BOX = Struct(
+    "ColumnBox",
+    (
+        ("i_lo", "int"),
+        ("i_hi", "int"),
+        ("j_lo", "int"),
+        ("j_hi", "int"),
+        ("k_lo", "int"),
+        ("k_hi", "int"),
+    ),
+)
+# fill_mode="winding": the flips stage with OR, marking every crossing; then, once the
+# columns are cut into segments at the marks, adding each crossing's sign to its segment.
+FILL_MARKS = Kernel(
+    "fill",
+    _FILL_BINDINGS,
+    _FILL_PUSH,
+    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "MARK_CROSSINGS": 1},
+)
+FILL_SIGNED = Kernel(
+    "fill",
+    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6},
+    (*_FILL_PUSH, ("box", COLUMN_BOX)),
+    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "SIGNED_CROSSINGS": 1},
 )
 FILL_PARITY = Kernel(
     "fill",
@@ -158,6 +185,24 @@ SURFACE_KERNELS = (
     SURFACE_THIN_FACES,
 )
 
+# -- face ids for the SVO: the voxels of a slab's face-id grid that hold one, gathered ----------
+
+_GATHER_PUSH = (("threads", "uint"),)
+GATHER_ITEMS = 16  # ids per thread: a multiple of 4 that divides every grid's size
+COUNT_FACES = Kernel(
+    "face_gather",
+    {"face_ids": 0, "counts": 1},
+    _GATHER_PUSH,
+    {"GATHER_STAGE": 0, "GATHER_ITEMS": GATHER_ITEMS},
+)
+GATHER_FACES = Kernel(
+    "face_gather",
+    {"face_ids": 0, "counts": 1, "marked": 2},
+    _GATHER_PUSH,
+    {"GATHER_STAGE": 1, "GATHER_ITEMS": GATHER_ITEMS},
+)
+FACE_GATHER_KERNELS = (COUNT_FACES, GATHER_FACES)
+
 PASS_KERNELS = (
     SETUP_SOUP,
     SETUP_INDEXED,
@@ -174,39 +219,97 @@ PASS_KERNELS = (
     FILL_FLIPS,
     FILL_PARITY,
     PAIR_DISPATCH,
+    FILL_MARKS,
+    FILL_SIGNED,
     *SURFACE_KERNELS,
 )
 
-# -- the SVO build: classification bottom-up, then compaction ---------------------------------
+# -- the SVO build: classification bottom-up, a scan, then compaction (svo_build.py) ---------
 
-_CLASSIFY_BINDINGS = {"grid": 0, "child_states": 1, "states": 2, "stored": 3}
-_CLASSIFY_PUSH = (("source", BRICK_SOURCE), ("count", "uint"))
-CLASSIFY_BRICKS = Kernel(
+CLASSIFY_GRID = Kernel(
     "svo_classify",
-    {**_CLASSIFY_BINDINGS, "run_mixed": 4},
-    _CLASSIFY_PUSH,
-    {"CLASSIFY_BRICKS": 1},
+    {"grid": 0, "masks": 1, "counts": 2},
+    (
+        ("source", BRICK_SOURCE),
+        ("chunk_words", "uint"),
+        ("blocks_across", "uint"),
+        ("chunks", "uint"),
+    ),
+    {"CLASSIFY_STAGE": 0},
 )
-CLASSIFY_NODES = Kernel("svo_classify", _CLASSIFY_BINDINGS, _CLASSIFY_PUSH, {"CLASSIFY_BRICKS": 0})
+CLASSIFY_NODES = Kernel(
+    "svo_classify",
+    {"masks": 1, "counts": 2},
+    (("source", BRICK_SOURCE), ("level_high", "uint"), ("level_low", "uint")),
+    {"CLASSIFY_STAGE": 1},
+)
 
-_WRITE_BINDINGS = {
-    "grid": 0,
-    "states": 1,
-    "positions": 2,
-    "child_states": 3,
-    "child_positions": 4,
-    "output": 5,
-}
 _WRITE_PUSH = (
     ("source", BRICK_SOURCE),
-    ("count", "uint"),
-    ("level_start", "uint"),
-    ("child_start", "uint"),
-    ("is_root", "uint"),
+    ("node_capacity", "uint"),
+    ("brick_capacity", "uint"),
+    ("max_groups_x", "uint"),
 )
-WRITE_NODES = Kernel("svo_write", _WRITE_BINDINGS, _WRITE_PUSH, {"WRITE_BRICKS": 0})
+WRITE_NODES = Kernel(
+    "svo_write",
+    {
+        "counts": 0,
+        "masks": 1,
+        "nodes": 2,
+        "leaves": 3,
+        "totals": 4,
+        "brick_dispatch": 5,
+        "download_dispatch": 6,
+    },
+    _WRITE_PUSH,
+    {"WRITE_STAGE": 0},
+)
 WRITE_BRICKS = Kernel(
-    "svo_write", {**_WRITE_BINDINGS, "run_mixed": 6}, _WRITE_PUSH, {"WRITE_BRICKS": 1}
+    "svo_write",
+    {"counts": 0, "grid": 1, "nodes": 2, "leaves": 3, "bricks": 4},
+    _WRITE_PUSH,
+    {"WRITE_STAGE": 1},
+)
+DOWNLOAD_ARRAYS = Kernel(
+    "svo_write",
+    {"counts": 0, "nodes": 2, "bricks": 4, "host_nodes": 5, "host_bricks": 6},
+    _WRITE_PUSH,
+    {"WRITE_STAGE": 2},
 )
 
-SVO_KERNELS = (CLASSIFY_BRICKS, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS)
+SVO_KERNELS = (CLASSIFY_GRID, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS, DOWNLOAD_ARRAYS)
+
+# -- fill_mode="winding": segments between crossing marks, s per segment, runs decided ------
+
+_COLUMNS_PUSH = (("window", WINDOW), ("box", COLUMN_BOX))
+WINDING_COUNT = Kernel(
+    "winding_columns", {"grid": 0, "offsets": 1}, _COLUMNS_PUSH, {"COLUMNS_STAGE": 0}
+)
+WINDING_EMIT = Kernel(
+    "winding_columns", {"grid": 0, "offsets": 1, "runs": 2}, _COLUMNS_PUSH, {"COLUMNS_STAGE": 1}
+)
+WINDING_SUM = Kernel(
+    "winding_columns",
+    {"grid": 0, "offsets": 1, "crossings": 2},
+    _COLUMNS_PUSH,
+    {"COLUMNS_STAGE": 2},
+)
+WINDING_CURTAIN = Kernel(
+    "winding_evaluate",
+    {"edges": 0, "runs": 1, "curtain": 2},
+    (
+        ("point_count", "uint"),
+        ("edge_first", "uint"),
+        ("edge_end", "uint"),
+        ("whole_columns", "uint"),
+        ("column_lo", "int"),
+        ("column_hi", "int"),
+    ),
+)
+WINDING_DECIDE = Kernel(
+    "winding_decide",
+    {"grid": 0, "runs": 1, "curtain": 2, "crossings": 3, "next": 4, "next_count": 5},
+    (("window", WINDOW), ("run_count", "uint"), ("whole_columns", "uint")),
+)
+
+WINDING_KERNELS = (WINDING_COUNT, WINDING_EMIT, WINDING_SUM, WINDING_CURTAIN, WINDING_DECIDE)

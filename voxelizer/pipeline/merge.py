@@ -2,7 +2,7 @@
 
 A grid too large for one buffer is voxelized in slabs of S column rows, S a power of two,
 and each slab is converted on the GPU as a forest: the (P/S)^2 cubes of side S in that slab,
-each a subtree in the format's layout (svo_gpu.Forest). Here the cubes take their places:
+each a subtree in the format's layout (svo_build.Forest). Here the cubes take their places:
 
 * the T = log2(P/S) levels above the cubes are classified from the cubes' states
   (svo.node_levels, as svo.build_arrays does above the bricks);

@@ -95,6 +95,8 @@ class PassPipelines:
         self.fill_flips = build(kernels.FILL_FLIPS)
         self.fill_parity = build(kernels.FILL_PARITY)
         self.pair_dispatch = build(kernels.PAIR_DISPATCH)
+        self.fill_marks = build(kernels.FILL_MARKS)  # fill_mode="winding"
+        self.fill_signed = build(kernels.FILL_SIGNED)
 
     def all(self) -> list[ComputePipeline]:
         return [
@@ -112,6 +114,8 @@ class PassPipelines:
             self.fill_flips,
             self.fill_parity,
             self.pair_dispatch,
+            self.fill_marks,
+            self.fill_signed,
         ]
 
     def destroy(self) -> None:
@@ -159,6 +163,17 @@ class SurfacePipelines:
             if pipeline is not None:
                 pipeline.destroy()
         self._faces = None
+
+
+@dataclass(frozen=True)
+class SignedCrossings:
+    """What the signed fill of fill_mode="winding" adds to the flips stage: the slab's
+    segments (winding_columns.comp's group offsets per tile), the sums it adds to, and the
+    box of columns and voxels that can be solid."""
+
+    offsets: Binding
+    crossings: Binding
+    box: dict[str, int]
 
 
 @dataclass(frozen=True)
@@ -252,21 +267,33 @@ class PassRunner:
         self.stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
         self.stats.count(triangles=self.triangles)
 
-    def voxelize(self, slab: Window, grid: Binding, download: bool = False) -> Buffer | None:
+    def voxelize(
+        self,
+        slab: Window,
+        grid: Binding,
+        download: bool = False,
+        marks: bool = False,
+        signed: SignedCrossings | None = None,
+    ) -> Buffer | None:
         """Leave the solid bits of the slab's rows in `grid` (cleared first). With `download`,
-        the last submission also copies them into a staging buffer, which is returned."""
+        the last submission also copies them into a staging buffer, which is returned. For
+        fill_mode="winding": with `marks`, instead a bit at the first voxel above every
+        crossing; with `signed`, the grid (those marks) is left as it is and each crossing's
+        sign is added to its segment (shaders/fill.comp, SIGNED_CROSSINGS). Neither computes
+        the parity or the column counts, nor downloads."""
         batches = [
             (first, min(first + self.batch_triangles, self.triangles))
             for first in range(0, self.triangles, self.batch_triangles)
         ]
         work = [(slab, batch) for batch in batches]
-        self._slab = _SlabState(slab)
+        winding = marks or signed is not None
+        self._slab = _SlabState(slab, clear=signed is None)
         fills = 0
         staging: Buffer | None = None
         while work:
             window, batch = work.pop(0)
             alone = fills == 0 and not work  # no other part flips bits in this slab
-            if alone and self.sort == "counting":
+            if alone and self.sort == "counting" and not winding:
                 done, staging, pair_count, may_wrap = self._count_and_fill(
                     window, batch, grid, download
                 )
@@ -281,11 +308,13 @@ class PassRunner:
             if not self._pairs_fit(window, pair_count):
                 work[:0] = self._split(window, batch)
                 continue
-            staging = self._fill(window, pair_count, grid, finish=alone, download=download)
+            finish = alone and not winding
+            staging = self._fill(window, pair_count, grid, finish, download, marks, signed)
             fills += 1
-        if fills != 1:  # several parts (or none: the grid is still cleared below)
-            staging = self._parity_all(grid, download)
-        self.stats.count(slabs=1, parts=fills)
+        if (fills != 1 and not winding) or (marks and fills == 0):
+            # several parts, or none (the grid is still cleared there)
+            staging = self._parity_all(grid, download and not winding)
+        self.stats.count(slabs=int(signed is None), parts=fills)
         return staging
 
     # -- one part: count, then emit, group, compact and fill ---------------------------------
@@ -512,17 +541,25 @@ class PassRunner:
         )
 
     def _fill(
-        self, window: Window, pair_count: int, grid: Binding, finish: bool, download: bool
+        self,
+        window: Window,
+        pair_count: int,
+        grid: Binding,
+        finish: bool,
+        download: bool,
+        marks: bool = False,
+        signed: SignedCrossings | None = None,
     ) -> Buffer | None:
         """Submission 2: emission, grouping by tile, marking, compaction, fill, of the part
         counted last. With `finish` (the slab's only part) also the parity, and the column
-        counts (and the grid, with `download`) come back: their staging buffer is returned."""
+        counts (and the grid, with `download`) come back: their staging buffer is returned.
+        `marks` and `signed`: the fills of fill_mode="winding" (voxelize), never finishing."""
         started = time.perf_counter()
         sequence = self.sequence
         sequence.begin()
         sequence.mark("start")
         self._record_clear(grid)
-        fill_args = self._record_fill(window, pair_count, grid, finish)
+        fill_args = self._record_fill(window, pair_count, grid, finish, marks=marks, signed=signed)
         tile_staging = sequence.download(fill_args, 16) if pair_count else None
         counts_staging, grid_staging = (
             self._record_results(grid, download) if finish else (None, None)
@@ -546,6 +583,8 @@ class PassRunner:
         grid: Binding,
         finish: bool,
         dispatch: Buffer | None = None,
+        marks: bool = False,
+        signed: SignedCrossings | None = None,
     ) -> Buffer:
         """Record emission, grouping, marking, compaction and the fill of the part counted
         last: for exactly `pairs` pairs, or, with `dispatch` (shaders/pair_dispatch.comp's
@@ -592,15 +631,24 @@ class PassRunner:
             "tiles": tile_list,
             "fill_dispatch": fill_args,
             "grid": grid,
-            "column_counts": self._column_counts(),
-            "column_sums": self._column_sums(needed=not finish or rounds > 1),
         }
+        flips = pipelines.fill_flips
+        extra: dict[str, object] = {}
+        if signed is not None:  # fill_mode="winding": signs into segments, no column counts
+            flips, extra = pipelines.fill_signed, {"box": signed.box}
+            bindings.update(offsets=signed.offsets, crossings=signed.crossings)
+        else:  # the marks of fill_mode="winding" leave the column sums alone
+            flips = pipelines.fill_marks if marks else flips
+            bindings["column_counts"] = self._column_counts()
+            bindings["column_sums"] = self._column_sums(
+                needed=not marks and (not finish or rounds > 1)
+            )
         for fill_round in range(rounds):
             sequence.dispatch_indirect(
-                pipelines.fill_flips,
+                flips,
                 bindings,
                 {"window": window, "fill_round": fill_round, "fill_rounds": rounds,
-                 "finish": int(finish)},
+                 "finish": int(finish), **extra},
                 fill_args,
             )  # fmt: skip
             sequence.barrier()

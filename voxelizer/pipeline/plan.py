@@ -9,7 +9,8 @@ is voxelized whole when it, its SVO classification and any download fit one stor
 and half the budget; otherwise in slabs of S column rows, S the largest power of two that
 fits, so that each slab converts to a forest of S-cubes (svo_build.Forest, merge.py).
 Triangles go up in batches that fit a quarter of the budget; what is left bounds the
-tile-triangle pairs of one part (passes.PassRunner splits parts that would hold more).
+tile-triangle pairs of one part (passes.PassRunner splits parts that would hold more), and
+a slab is halved while it would leave the pairs less than MIN_PAIR_BUDGET.
 """
 
 from __future__ import annotations
@@ -100,8 +101,21 @@ def make_plan(
         largest = max(grid, sums, forest.largest_classify_buffer() if svo else 0, attribute)
         return grid + sums + classify + download + 2 * attribute, largest
 
+    per_triangle = triangle_bytes(indexed)
+    fixed = vertex_bytes(indexed, vertices)
+    by_budget = (budget // 4 - fixed) // per_triangle
+    by_buffer = limit // max(RECORD_BYTES, geometry_bytes(indexed))
+    batch = max(1, min(triangles, by_budget, by_buffer))
+    triangle_budget = fixed + batch * per_triangle
+
+    def slab_fits(total: int, largest: int) -> bool:
+        return largest <= limit and total <= budget // 2
+
+    def leaves_pairs(total: int) -> bool:
+        return budget - total - triangle_budget >= MIN_PAIR_BUDGET
+
     total, largest = slab_bytes(ny, True)
-    whole = largest <= limit and total <= budget // 2
+    whole = slab_fits(total, largest) and (whole_only or leaves_pairs(total))
     rows = ny
     if not whole:
         if whole_only:
@@ -110,13 +124,14 @@ def make_plan(
                 f"{total:,} in all; this mode needs the whole grid at once (device "
                 f"{device.name}: at most {limit:,} per buffer, budget {budget:,})"
             )
+        # The largest slab that fits and leaves the pairs their room; failing that, the
+        # smallest slab that fits (the pairs' check below then says what is short).
         rows = padded // 2
-        while rows >= MIN_SLAB_ROWS:
-            total, largest = slab_bytes(rows, False)
-            if largest <= limit and total <= budget // 2:
-                break
+        total, largest = slab_bytes(rows, False)
+        while rows > MIN_SLAB_ROWS and not (slab_fits(total, largest) and leaves_pairs(total)):
             rows //= 2
-        else:
+            total, largest = slab_bytes(rows, False)
+        if rows < MIN_SLAB_ROWS or not slab_fits(total, largest):
             need = slab_bytes(MIN_SLAB_ROWS, False)
             raise MemoryBudgetError(
                 f"a {_shape_text(shape)} grid does not fit: even a slab of {MIN_SLAB_ROWS} rows "
@@ -124,12 +139,7 @@ def make_plan(
                 f"and {device.name} binds at most {limit:,} per buffer"
             )
 
-    per_triangle = triangle_bytes(indexed)
-    fixed = vertex_bytes(indexed, vertices)
-    by_budget = (budget // 4 - fixed) // per_triangle
-    by_buffer = limit // max(RECORD_BYTES, geometry_bytes(indexed))
-    batch = max(1, min(triangles, by_budget, by_buffer))
-    pair_budget = budget - total - fixed - batch * per_triangle
+    pair_budget = budget - total - triangle_budget
     if pair_budget < MIN_PAIR_BUDGET:
         raise MemoryBudgetError(
             f"a budget of {budget:,} bytes leaves too little room for the "

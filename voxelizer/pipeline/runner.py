@@ -30,14 +30,17 @@ from ..log import get_logger
 from ..mesh import Mesh
 from ..placement import COLUMN_AXIS_ORDERS, Shape
 from ..stats import Stats
+from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
 from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
-from .plan import Plan, make_plan
+from .plan import Plan, default_budget, make_plan
 from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
+from .winding import WindingFill, WindingPipelines, mesh_boundary
 
 _log = get_logger(__name__)
-FILL_MODES = ("parity", "vote", "union")
+FILL_MODES = ("parity", "vote", "union", "winding")
 MODES = ("solid", "surface", "both")  # "both": the solid united with the conservative surface
+WINDING_COLUMN_RESERVE = 40  # bytes per grid column kept out of the plan for winding's lists
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
 COLUMN_COUNTS = ("open_columns", "overlap_columns")  # the fill's mesh check (shaders/fill.comp)
 # Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
@@ -72,6 +75,8 @@ class Pipeline:
         self._surfaces: dict[tuple[str, str], SurfacePipelines] = {}
         self._scan: Scan | None = None
         self._svo: SVOPipelines | None = None
+        self._face_gather: FaceGather | None = None
+        self._winding_pipelines: WindingPipelines | None = None
 
     # -- the two results ---------------------------------------------------------------------
 
@@ -85,6 +90,8 @@ class Pipeline:
             voxels = self._vote(job, stats)
         elif job.fill_mode == "union":
             voxels = self._union_dense(job, stats)
+        elif job.fill_mode == "winding":
+            voxels = self._winding_fill(job, stats, dense=True)
         else:
             voxels = self._parity(job, job.vertices, job.shape, stats, dense=True)
         self._finish(stats)
@@ -103,6 +110,8 @@ class Pipeline:
             octree = arrays.octree()
         elif job.fill_mode == "union":
             octree = self._union_svo(job, stats)
+        elif job.fill_mode == "winding":
+            octree = self._winding_fill(job, stats, dense=False)
         else:
             octree = self._parity(job, job.vertices, job.shape, stats, dense=False)
         self._finish(stats)
@@ -117,6 +126,21 @@ class Pipeline:
         self._finish(stats)
         assert faces is not None  # asked for
         return voxels, faces, stats
+
+    def svo_faces(self, job: Job) -> tuple[OctreeArrays, MarkedVoxels, Stats]:
+        """Modes "surface" and "both": the SVO arrays as `svo`, and the voxels that carry a
+        face id with their ids, gathered slab by slab from the device's face-id grid."""
+        stats = self._stats(job)
+        if job.mode == "both" and job.fill_mode != "parity":
+            voxels, faces = self._surface_dense(job, stats, face_ids=True)
+            assert faces is not None  # asked for
+            octree = self._svo_of_voxels(job, voxels, stats)
+            marked = MarkedVoxels.of_grid(faces)
+        else:
+            octree, parts = self._surface_slabs(job, stats, dense=False, face_ids=True)
+            marked = MarkedVoxels.joined(parts)
+        self._finish(stats)
+        return octree, marked, stats
 
     # -- parity: slabs of the grid through the passes ----------------------------------------
 
@@ -332,19 +356,21 @@ class Pipeline:
         self, job: Job, stats: Stats, face_ids: bool
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Modes "surface" and "both" as a bool grid, with face ids if asked. "both" with
-        parity runs the fill and then the surface pass on each slab's grid; with vote or
-        union the solid comes back whole and the surface is united with it here."""
+        parity runs the fill and then the surface pass on each slab's grid; with vote, union
+        or winding the solid comes back whole and the surface is united with it here."""
         if job.mode == "both" and job.fill_mode != "parity":
             solid_job = replace(job, mode="solid")
             if job.fill_mode == "vote":
                 solid = self._vote(solid_job, stats)
+            elif job.fill_mode == "winding":
+                solid = self._winding_fill(solid_job, stats, dense=True)
             else:
                 solid = self._union_dense(solid_job, stats)
             surface = replace(job, mode="surface", surface="conservative")
-            voxels, faces = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
-            return voxels | solid, faces
-        voxels, faces = self._surface_slabs(job, stats, dense=True, face_ids=face_ids)
-        return voxels, faces
+            voxels, parts = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
+            return voxels | solid, _dense_faces(job, parts) if face_ids else None
+        voxels, parts = self._surface_slabs(job, stats, dense=True, face_ids=face_ids)
+        return voxels, _dense_faces(job, parts) if face_ids else None
 
     def _surface_svo(self, job: Job, stats: Stats) -> OctreeArrays:
         if job.mode == "both" and job.fill_mode != "parity":
@@ -356,18 +382,19 @@ class Pipeline:
     @overload
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: Literal[True], face_ids: bool
-    ) -> tuple[np.ndarray, np.ndarray | None]: ...
+    ) -> tuple[np.ndarray, list[MarkedVoxels]]: ...
 
     @overload
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: Literal[False], face_ids: bool
-    ) -> tuple[OctreeArrays, np.ndarray | None]: ...
+    ) -> tuple[OctreeArrays, list[MarkedVoxels]]: ...
 
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: bool, face_ids: bool
-    ) -> tuple[np.ndarray | OctreeArrays, np.ndarray | None]:
+    ) -> tuple[np.ndarray | OctreeArrays, list[MarkedVoxels]]:
         """The job's mode ("surface", or "both" with parity) slab by slab as the plan says:
-        the bool grid (`dense`) or the SVO arrays, and the face ids (dense only)."""
+        the bool grid (`dense`) or the SVO arrays, and with `face_ids` each slab's voxels
+        that carry one (sparse, so an SVO's never need the dense grid on the host)."""
         passes = self._pass_kernels(job.variant)
         kind = "conservative" if job.mode == "both" else job.surface
         plan = make_plan(
@@ -399,13 +426,13 @@ class Pipeline:
         )
         slabs = plan.slabs()
         voxels = np.zeros(job.shape, bool) if dense else None
-        faces = np.full(job.shape, -1, np.int32) if face_ids else None
+        marked: list[MarkedVoxels] = []
         forests: list[tuple[int, SVOArrays]] = []
         for index, slab in enumerate(slabs):
             grid = self._pool.binding("grid", slab.grid_bytes)
             rows = slab.row_hi - slab.row_lo
             ids = None
-            if faces is not None:
+            if face_ids:
                 ids = self._pool.binding("face_ids", slab.nx * rows * slab.nz * FACE_ID_BYTES)
             if job.mode == "both":
                 runner.voxelize(slab, grid)
@@ -417,29 +444,82 @@ class Pipeline:
             else:
                 forest = plan.forest(slab)
                 forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
-            if faces is not None and ids is not None:
-                faces[:, slab.row_lo : slab.row_hi] = self._download_faces(slab, ids, stats)
+            if ids is not None and voxels is not None:
+                marked.append(download_marked(self._sequence, slab, ids, stats))
+            elif ids is not None:
+                marked.append(self._gather_faces(slab, ids, stats))
             if job.progress is not None and len(slabs) > 1:
                 job.progress("slabs", index + 1, len(slabs))
         if voxels is not None:
-            return voxels, faces
-        return self._merge(plan, job.shape, forests, stats), None
+            return voxels, marked
+        return self._merge(plan, job.shape, forests, stats), marked
 
-    def _download_faces(self, slab: Window, ids: Binding, stats: Stats) -> np.ndarray:
-        """The slab's face ids as int32[i, j - row_lo, k] (-1: none)."""
+    # -- winding: crossing marks, then the winding number per segment -----------------------
+
+    @overload
+    def _winding_fill(self, job: Job, stats: Stats, dense: Literal[True]) -> np.ndarray: ...
+
+    @overload
+    def _winding_fill(self, job: Job, stats: Stats, dense: Literal[False]) -> OctreeArrays: ...
+
+    def _winding_fill(self, job: Job, stats: Stats, dense: bool) -> np.ndarray | OctreeArrays:
+        """fill_mode="winding" (pipeline/winding.py): slab by slab, the passes mark every
+        crossing, WindingFill cuts the columns into segments there, the passes run again to
+        add each crossing's sign to its segment, and WindingFill replaces the marks by the
+        winding bits, which then go the way parity bits go (download, or the SVO build on
+        the device). The boundary and the segment lists are kept out of the plan's budget."""
         started = time.perf_counter()
-        sequence = self._sequence
-        sequence.begin()
-        sequence.mark("start")
-        size = ids.size if ids.size is not None else ids.buffer.size
-        staging = sequence.download(ids.buffer, size)
-        sequence.mark("download")
-        stats.add_gpu(sequence.submit())
-        rows = slab.row_hi - slab.row_lo
-        words = staging.read(np.int32, slab.nx * rows * slab.nz)
-        faces = words.reshape(rows, slab.nx, slab.nz).transpose(1, 0, 2)
-        stats.add_host(download=(time.perf_counter() - started) * 1e3)
-        return faces
+        boundary = mesh_boundary(job.mesh, job.vertices)
+        stats.add_host(winding_boundary=(time.perf_counter() - started) * 1e3)
+        budget = default_budget(self.device) if job.max_memory is None else job.max_memory
+        nx, ny, _ = job.shape
+        edges = boundary.nbytes if boundary is not None else 0
+        # the segment lists grow with a slab's columns: a share of the budget, at most a quarter
+        reserve = 2 * edges + min(WINDING_COLUMN_RESERVE * nx * ny, budget // 4)
+        passes = self._pass_kernels(job.variant)
+        plan = make_plan(
+            self.device,
+            job.shape,
+            job.mesh.triangle_count,
+            len(job.vertices),
+            passes.indexed,
+            max(budget - reserve, 0),
+            svo=not dense,
+            dense=dense,
+        )
+        stats.memory.budget_bytes = budget
+        stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
+        runner = PassRunner(
+            self.device, passes, self._scan_kernels(), self._pool, self._sequence,
+            job.vertices, job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget,
+            stats,
+        )  # fmt: skip
+        if self._winding_pipelines is None:
+            self._winding_pipelines = WindingPipelines(self.device)
+        fill = WindingFill(
+            self._winding_pipelines, self._scan_kernels(), self._pool, self._sequence, boundary,
+            job.shape, stats,
+        )  # fmt: skip
+        slabs = plan.slabs()
+        voxels = np.zeros(job.shape, bool) if dense else None
+        forests: list[tuple[int, SVOArrays]] = []
+        for index, slab in enumerate(slabs):
+            grid = self._pool.binding("grid", slab.grid_bytes)
+            runner.voxelize(slab, grid, marks=True)
+            signed = fill.segments(slab, grid)
+            if signed is not None:
+                runner.voxelize(slab, grid, signed=signed)
+                fill.finish(slab, grid, signed)
+            if voxels is not None:
+                voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
+            else:
+                forest = plan.forest(slab)
+                forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
+            if job.progress is not None and len(slabs) > 1:
+                job.progress("slabs", index + 1, len(slabs))
+        if voxels is not None:
+            return voxels
+        return self._merge(plan, job.shape, forests, stats)
 
     # -- kernels, stats, lifetime ------------------------------------------------------------
 
@@ -457,6 +537,12 @@ class Pipeline:
         if self._scan is None:
             self._scan = Scan(self.device)
         return self._scan
+
+    def _gather_faces(self, slab: Window, ids: Binding, stats: Stats) -> MarkedVoxels:
+        if self._face_gather is None:
+            self._face_gather = FaceGather(self.device)
+        scan = self._scan_kernels()
+        return gather_marked(self._sequence, self._pool, scan, self._face_gather, slab, ids, stats)
 
     def _svo_kernels(self) -> SVOPipelines:
         if self._svo is None:
@@ -479,8 +565,8 @@ class Pipeline:
         wanted.append(passes.fill_flips)
         if svo:
             tree = self._svo_kernels()
-            wanted += [tree.classify_bricks, tree.classify_nodes]
-            wanted += [tree.write_nodes, tree.write_bricks]
+            wanted += [tree.classify_grid, tree.classify_nodes]
+            wanted += [tree.write_nodes, tree.write_bricks, tree.download]
         build_in_background(wanted)
 
     def _stats(self, job: Job) -> Stats:
@@ -508,11 +594,13 @@ class Pipeline:
         for surface in self._surfaces.values():
             surface.destroy()
         self._surfaces.clear()
-        for primitive in (self._scan, self._svo):
+        for primitive in (self._scan, self._svo, self._face_gather, self._winding_pipelines):
             if primitive is not None:
                 primitive.destroy()
         self._scan = None
         self._svo = None
+        self._face_gather = None
+        self._winding_pipelines = None
         self._sequence.destroy()
         self._pool.destroy()
 
@@ -523,6 +611,14 @@ def _overlap_columns(winding: np.ndarray) -> int:
     for plane in winding:
         columns += int(np.count_nonzero(((plane < 0) | (plane > 1)).any(axis=1)))
     return columns
+
+
+def _dense_faces(job: Job, parts: list[MarkedVoxels]) -> np.ndarray:
+    """int32[i, j, k] face ids of the marked voxels, -1 elsewhere."""
+    faces = np.full(job.shape, -1, np.int32)
+    for part in parts:
+        part.scatter(faces)
+    return faces
 
 
 def _ms(times: dict[str, float]) -> str:

@@ -1,10 +1,23 @@
 """The SVO built on the GPU from the device-resident bit grid (docs/svo-format.md).
 
-Bottom-up classification (bricks from the grid, then each level from its children), an
-exclusive scan of the "stored" flags of every level, then compaction writes every stored node
-and brick at its place. The host reads back only the per-level totals (to size the outputs)
-and the finished arrays, never the dense grid. A grid too large for one buffer is converted
-slab by slab, each slab as a forest of cubes that merge.py joins into one tree.
+One submission: classification bottom-up (the leaf and group nodes from one coalesced read of
+the grid, shaders/svo_classify.comp stage 0; the levels above from their children), one
+exclusive scan over every level's counts, then compaction writes every stored node, the mixed
+bricks (reading the grid again only under leaves that hold one) and copies the arrays, as
+long as the GPU's counts say, to host-visible memory (shaders/svo_write.comp). The host reads
+only the totals and the finished arrays, never the dense grid, and waits once.
+
+The arrays' sizes are known only on the GPU, so they are written into buffers of a capacity
+chosen in advance (what earlier calls needed, at least an estimate from the grid's size);
+when the counts exceed it, nothing is written past it and a second submission runs the
+compaction again into buffers grown to the counts. A grid too large for one buffer is
+converted slab by slab, each slab as a forest of cubes that merge.py joins into one tree.
+
+Why this shape: the bit grid (1 GiB at 2048^3) is the one large thing to read, so it is read
+once, with consecutive threads on consecutive words, and everything written per node is 4
+bytes per leaf (8 x 8 x 8 voxels) or less; bricks are never held per brick, only as the
+8-bit masks of their leaves. Everything after the classification touches the nodes, which
+are a few MB.
 """
 
 from __future__ import annotations
@@ -14,22 +27,49 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..gpu.buffers import Binding, BufferPool
+from ..gpu.buffers import INDIRECT, Binding, Buffer, BufferPool
 from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
 from ..gpu.kernels import COMMON_DEFINES, WG_SIZE, Kernel
 from ..gpu.pipelines import ComputePipeline
-from ..gpu.scan import Scan
+from ..gpu.scan import SCAN_BLOCK, Scan
 from ..grid import grid_bytes
+from ..log import get_logger
 from ..stats import Stats
 from ..svo import octree_levels, padded_resolution
 from . import kernels
+
+_log = get_logger(__name__)
+
+MAX_CHUNK_WORDS = 32  # words of a column one classification workgroup reads (MAX_CHUNK)
+BLOCK_COLUMNS = 16  # columns per side of that workgroup's block (BLOCK)
+ONE_GROUP_NODES = 1024  # levels this small are classified together by one workgroup
+# First capacity of the output arrays, per (P/4) x (S/4) bricks of a forest's cross-section:
+# surfaces of the shared models at 128^3 - 512^3 store 1.8-2.6 mixed bricks and 0.4 nodes per
+# brick there; a mesh with more surface costs one more submission, once per Voxelizer.
+BRICKS_PER_CROSS_SECTION = 4
+NODES_PER_BRICK = 0.5
+MIN_CAPACITY = 1024
 
 
 def octree_shape(n: int) -> tuple[int, int]:
     """(P, L): the padded power-of-two size (at least 8) and the number of internal levels."""
     padded = padded_resolution(n)
     return padded, octree_levels(padded)
+
+
+def _quad(count: int) -> int:
+    return -(-count // 4) * 4
+
+
+def _scan_sums_bytes(count: int) -> int:
+    """The block sums gpu.scan.Scan keeps for a scan of `count` values (whole uvec4s)."""
+    total = 0
+    while True:
+        count = workgroups(count, SCAN_BLOCK)
+        total += 16 * workgroups(count, 4)
+        if count == 1:
+            return total
 
 
 @dataclass(frozen=True)
@@ -64,18 +104,54 @@ class Forest:
 
     @property
     def levels(self) -> int:
-        """Internal levels inside a cube; the bricks are level `levels`."""
+        """Internal levels inside a cube (L); level L - 1 holds the leaves, whose children
+        are bricks."""
         return octree_levels(self.cube_side)
 
     @property
     def level_sizes(self) -> list[int]:
-        """Entries per level over all cubes: the internal levels, then the bricks."""
-        return [self.cubes * 8**level for level in range(self.levels + 1)]
+        """Nodes per internal level over all cubes, root level first."""
+        return [self.cubes * 8**level for level in range(self.levels)]
 
     @property
-    def brick_runs(self) -> int:
-        """Runs of bricks along z that one classification thread handles (shaders/svo.glsl)."""
-        return self.level_sizes[-1] // min(8, 1 << self.levels)
+    def mask_entries(self) -> int:
+        """The masks buffer: every internal level, each from a whole uvec4 (svo.glsl)."""
+        return sum(_quad(size) for size in self.level_sizes)
+
+    @property
+    def group_level(self) -> int:
+        return max(self.levels - 2, 0)
+
+    @property
+    def count_end(self) -> int:
+        """Index of the counts buffer's final 0 (svo.glsl, count_end); the scan covers it."""
+        leaf_start = self.mask_entries - _quad(self.level_sizes[-1])
+        return _quad(self.cubes) + leaf_start + self.level_sizes[self.group_level]
+
+    @property
+    def chunk_words(self) -> int:
+        """Words of each column one classification workgroup reads: the padded z extent in
+        words, at most MAX_CHUNK_WORDS (a multiple of 4 from P = 128 on)."""
+        return min(MAX_CHUNK_WORDS, max(1, self.padded // 32))
+
+    def classify_blocks(self) -> tuple[int, int, int]:
+        """The classification's workgroups from the grid: (blocks of 16 x 16 columns along x,
+        block rows, chunks of each column) over the part of the forest that holds grid voxels."""
+        nx, ny, nz = self.shape
+        rows = min(self.cube_side, ny - self.cube_y * self.cube_side)  # > 0: the slab's rows
+        chunks = workgroups(workgroups(nz, 32), self.chunk_words)
+        return workgroups(nx, BLOCK_COLUMNS), workgroups(rows, BLOCK_COLUMNS), chunks
+
+    @property
+    def covered(self) -> bool:
+        """Whether the classification's blocks reach every leaf of the forest (a cubic grid
+        of a power-of-two side, or a slab inside one); otherwise the rest is cleared."""
+        whole = (
+            max(1, self.padded // BLOCK_COLUMNS),
+            max(1, self.cube_side // BLOCK_COLUMNS),
+            max(1, self.padded // (32 * self.chunk_words)),
+        )
+        return self.classify_blocks() == whole
 
     @property
     def grid_bytes(self) -> int:
@@ -83,14 +159,30 @@ class Forest:
         nx, _, nz = self.shape
         return grid_bytes(nx, self.buffer_rows, nz)
 
+    def capacity_estimate(self) -> tuple[int, int]:
+        """(nodes, bricks) the output arrays first hold (see BRICKS_PER_CROSS_SECTION)."""
+        bricks = BRICKS_PER_CROSS_SECTION * (self.padded // 4) * (self.cube_side // 4)
+        nodes = int(bricks * NODES_PER_BRICK)
+        return max(MIN_CAPACITY, nodes), max(MIN_CAPACITY, bricks)
+
     def classify_bytes(self) -> int:
-        """Device bytes build_svo_on_gpu allocates before it knows the output's size: a state
-        and a stored flag per entry of every level, and a mask per run of bricks (the outputs,
-        nodes and bricks, are sized by the classification and not planned)."""
-        return 8 * sum(self.level_sizes) + 4 * self.brick_runs
+        """Device and staging bytes build_svo_on_gpu allocates: the masks, the counts and
+        their scan's block sums, the totals, and the output arrays at their first capacity
+        (nodes, leaf positions and bricks on the device, nodes and bricks host-visible)."""
+        nodes, bricks = self.capacity_estimate()
+        return (
+            4 * self.mask_entries
+            + 4 * (self.count_end + 1)
+            + _scan_sums_bytes(self.count_end + 1)
+            + 16 * 2  # the two indirect dispatches
+            + 4 * (self.levels + 2 + self.cubes)
+            + nodes * (8 + 4 + 8)
+            + bricks * (8 + 8)
+        )
 
     def largest_classify_buffer(self) -> int:
-        return 4 * self.level_sizes[-1]
+        nodes, bricks = self.capacity_estimate()
+        return max(4 * self.mask_entries, 4 * (self.count_end + 1), 8 * nodes, 8 * bricks)
 
     def source(self) -> dict[str, int]:
         """The push constant `source` of the SVO kernels (shaders/svo.glsl, BrickSource)."""
@@ -119,17 +211,19 @@ class SVOPipelines:
         def build(kernel: Kernel) -> ComputePipeline:
             return ComputePipeline(device, kernel, COMMON_DEFINES)
 
-        self.classify_bricks = build(kernels.CLASSIFY_BRICKS)
+        self.classify_grid = build(kernels.CLASSIFY_GRID)
         self.classify_nodes = build(kernels.CLASSIFY_NODES)
         self.write_nodes = build(kernels.WRITE_NODES)
         self.write_bricks = build(kernels.WRITE_BRICKS)
+        self.download = build(kernels.DOWNLOAD_ARRAYS)
 
     def destroy(self) -> None:
         for pipeline in (
-            self.classify_bricks,
+            self.classify_grid,
             self.classify_nodes,
             self.write_nodes,
             self.write_bricks,
+            self.download,
         ):
             pipeline.destroy()
 
@@ -150,6 +244,38 @@ class SVOArrays:
         return self.nodes, self.bricks, self.level_offsets
 
 
+@dataclass
+class _Outputs:
+    """The compaction's arrays at their present capacity (entries)."""
+
+    nodes: Buffer
+    leaves: Buffer
+    bricks: Buffer
+    host_nodes: Buffer
+    host_bricks: Buffer
+    node_capacity: int
+    brick_capacity: int
+
+    @staticmethod
+    def get(pool: BufferPool, nodes: int, bricks: int) -> _Outputs:
+        """The pool's output buffers, grown to hold at least `nodes` and `bricks` entries (they
+        keep what earlier calls grew them to)."""
+        node_buffer = pool.get("svo_nodes", 8 * nodes)
+        host_nodes = pool.get("svo_nodes_host", node_buffer.size, host_visible=True)
+        leaves = pool.get("svo_leaves", node_buffer.size // 2)
+        brick_buffer = pool.get("svo_bricks", 8 * bricks)
+        host_bricks = pool.get("svo_bricks_host", brick_buffer.size, host_visible=True)
+        return _Outputs(
+            node_buffer,
+            leaves,
+            brick_buffer,
+            host_nodes,
+            host_bricks,
+            min(node_buffer.size, host_nodes.size, 2 * leaves.size) // 8,
+            min(brick_buffer.size, host_bricks.size) // 8,
+        )
+
+
 def build_svo_on_gpu(
     device: Device,
     scan: Scan,
@@ -167,141 +293,158 @@ def build_svo_on_gpu(
     For the whole octree the arrays are the format's; for a forest of several cubes they are
     the cubes' subtrees, level by level (level 0: the mixed cube roots), in cube order, and
     merge.merge_forests puts them in their places."""
-    levels, cubes = forest.levels, forest.cubes
-    unused = pool.binding("unused", 16)
-    sizes = forest.level_sizes
-    states = [pool.binding(f"svo_states{lv}", 4 * s) for lv, s in enumerate(sizes)]
-    stored = [pool.binding(f"svo_stored{lv}", 4 * s) for lv, s in enumerate(sizes)]
+    levels = forest.levels
     source = forest.source()
+    masks = pool.binding("svo_masks", 4 * forest.mask_entries)
+    counts = pool.binding("svo_counts", 4 * (forest.count_end + 1))
+    totals = pool.get("svo_totals", 4 * (levels + 2 + forest.cubes), host_visible=True)
+    outputs = _Outputs.get(pool, *forest.capacity_estimate())
 
-    # Submission 1: classify bottom-up, scan each level's stored flags; read back the totals.
     started = time.perf_counter()
     sequence.begin()
     sequence.mark("start")
     if words is not None:
         sequence.upload(grid.buffer, words)
         sequence.barrier()
-    runs = forest.brick_runs
-    run_mixed = pool.binding("svo_run_mixed", 4 * runs)
+    # The level-0 gaps of the counts (R and C_0 start on whole uvec4s) and the final 0 are
+    # part of the scan; nothing else writes them. Nor the leaves and groups past the grid.
+    if not forest.covered:
+        sequence.fill(masks.buffer, 0, masks.size)
+        sequence.fill(counts.buffer, 0, counts.size)
+    else:
+        if forest.cubes % 4:
+            sequence.fill(counts.buffer, 0, 4 * 2 * _quad(forest.cubes))
+        sequence.fill(counts.buffer, 0, 4, offset=4 * forest.count_end)
+    sequence.barrier()
+    across, rows, chunks = forest.classify_blocks()
     sequence.dispatch(
-        svo.classify_bricks,
+        svo.classify_grid,
+        {"grid": grid, "masks": masks, "counts": counts},
         {
-            "grid": grid,
-            "child_states": unused,
-            "states": states[levels],
-            "stored": stored[levels],
-            "run_mixed": run_mixed,
+            "source": source,
+            "chunk_words": forest.chunk_words,
+            "blocks_across": across,
+            "chunks": chunks,
         },
-        {"source": source, "count": runs},
-        workgroups(runs, WG_SIZE),
+        across * rows * chunks,
     )
     sequence.barrier()
-    for level in reversed(range(levels)):
+    level = levels - 3  # the group level (L - 2) came from the grid
+    while level >= 0:
+        size = forest.level_sizes[level]
+        if size > ONE_GROUP_NODES:
+            low, groups = level, workgroups(size, WG_SIZE)
+        else:
+            low, groups = 0, 1
         sequence.dispatch(
             svo.classify_nodes,
-            {
-                "grid": unused,
-                "child_states": states[level + 1],
-                "states": states[level],
-                "stored": stored[level],
-            },
-            {"source": source, "count": sizes[level]},
-            workgroups(sizes[level], WG_SIZE),
+            {"masks": masks, "counts": counts},
+            {"source": source, "level_high": level, "level_low": low},
+            groups,
         )
         sequence.barrier()
+        level = low - 1
     sequence.mark("svo_classify")
-    totals = pool.get("svo_totals", 4 * (levels + 1))
-    sequence.fill(totals, 0)
-    cube_staging = None if forest.whole else sequence.download(states[0].buffer, 4 * cubes)
-    for level in range(1 if forest.whole else 0, levels + 1):
-        total = scan.record(
-            sequence, pool, stored[level].buffer, sizes[level], f"svo_stored{level}"
-        )
-        sequence.copy(total, totals, 4, target_offset=4 * level)
-    sequence.barrier()
+    scan.record(sequence, pool, counts.buffer, forest.count_end + 1, "svo_counts")
     sequence.mark("svo_scan")
-    totals_staging = sequence.download(totals, 4 * (levels + 1))
+    _record_compaction(sequence, svo, pool, forest, grid, masks, counts, totals, outputs)
     stats.add_gpu(sequence.submit())
-    counts = totals_staging.read(np.uint32, levels + 1).astype(np.int64)
-    cube_states: np.ndarray | None = None
-    if forest.whole:
-        counts[0] = 1  # the root is always stored
-    else:
-        assert cube_staging is not None
-        cube_states = cube_staging.read(np.uint32, cubes).copy()
-    stats.add_host(svo_classify_submission=(time.perf_counter() - started) * 1e3)
+    level_offsets, node_count, brick_count, cube_states = _read_totals(forest, totals)
 
-    level_offsets = np.zeros(levels + 1, np.int64)
-    level_offsets[1:] = np.cumsum(counts[:levels])
-    node_count, brick_count = int(level_offsets[-1]), int(counts[levels])
-
-    # Submission 2: write nodes and bricks at their scanned positions; download them.
-    started = time.perf_counter()
-    sequence.begin()
-    sequence.mark("start")
-    if node_count:
-        nodes = pool.binding("svo_nodes", 8 * node_count)
-        for level in range(levels):
-            child_start = int(level_offsets[level + 1]) if level + 1 < levels else 0
-            sequence.dispatch(
-                svo.write_nodes,
-                {
-                    "grid": unused,
-                    "states": states[level],
-                    "positions": stored[level],
-                    "child_states": states[level + 1],
-                    "child_positions": stored[level + 1],
-                    "output": nodes,
-                },
-                {
-                    "source": source,
-                    "count": sizes[level],
-                    "level_start": int(level_offsets[level]),
-                    "child_start": child_start,
-                    "is_root": int(forest.whole and level == 0),
-                },
-                workgroups(sizes[level], WG_SIZE),
-            )
-    if brick_count:
-        bricks = pool.binding("svo_bricks", 8 * brick_count)
-        sequence.dispatch(
-            svo.write_bricks,
-            {
-                "grid": grid,
-                "states": states[levels],
-                "positions": stored[levels],
-                "child_states": unused,
-                "child_positions": unused,
-                "output": bricks,
-                "run_mixed": run_mixed,
-            },
-            {
-                "source": source,
-                "count": runs,
-                "level_start": 0,
-                "child_start": 0,
-                "is_root": 0,
-            },
-            workgroups(runs, WG_SIZE),
+    if node_count > outputs.node_capacity or brick_count > outputs.brick_capacity:
+        _log.debug(
+            "SVO arrays: %d nodes and %d bricks exceed the capacity of %d and %d; compacting again",
+            node_count,
+            brick_count,
+            outputs.node_capacity,
+            outputs.brick_capacity,
         )
+        outputs = _Outputs.get(pool, node_count, brick_count)
+        sequence.begin()
+        sequence.mark("start")
+        _record_compaction(sequence, svo, pool, forest, grid, masks, counts, totals, outputs)
+        stats.add_gpu(sequence.submit())
+    stats.add_host(svo_submission=(time.perf_counter() - started) * 1e3)
+
+    started = time.perf_counter()
+    node_array = outputs.host_nodes.read(np.uint32, 2 * node_count).reshape(node_count, 2)
+    brick_array = outputs.host_bricks.read(np.uint64, brick_count)
+    stats.add_host(svo_download=(time.perf_counter() - started) * 1e3)
+    return SVOArrays(node_array, brick_array, level_offsets, cube_states)
+
+
+def _record_compaction(
+    sequence: Sequence,
+    svo: SVOPipelines,
+    pool: BufferPool,
+    forest: Forest,
+    grid: Binding,
+    masks: Binding,
+    counts: Binding,
+    totals: Buffer,
+    outputs: _Outputs,
+) -> None:
+    """Record the nodes, the bricks and the copy of both into host-visible memory; the
+    indirect dispatches are sized by the first of them from the scanned counts."""
+    brick_dispatch = pool.get("svo_brick_dispatch", 16, INDIRECT)
+    download_dispatch = pool.get("svo_download_dispatch", 16, INDIRECT)
+    push = {
+        "source": forest.source(),
+        "node_capacity": outputs.node_capacity,
+        "brick_capacity": outputs.brick_capacity,
+        "max_groups_x": sequence.device.max_groups_x,
+    }
+    node_threads = max(forest.mask_entries - _quad(forest.level_sizes[-1]), forest.cubes)
+    sequence.dispatch(
+        svo.write_nodes,
+        {
+            "counts": counts,
+            "masks": masks,
+            "nodes": Binding(outputs.nodes),
+            "leaves": Binding(outputs.leaves),
+            "totals": Binding(totals),
+            "brick_dispatch": Binding(brick_dispatch),
+            "download_dispatch": Binding(download_dispatch),
+        },
+        push,
+        workgroups(node_threads, WG_SIZE),
+    )
+    sequence.barrier()
+    sequence.dispatch_indirect(
+        svo.write_bricks,
+        {
+            "counts": counts,
+            "grid": grid,
+            "nodes": Binding(outputs.nodes),
+            "leaves": Binding(outputs.leaves),
+            "bricks": Binding(outputs.bricks),
+        },
+        push,
+        brick_dispatch,
+    )
     sequence.barrier()
     sequence.mark("svo_write")
-    nodes_staging = sequence.download(nodes.buffer, 8 * node_count) if node_count else None
-    bricks_staging = sequence.download(bricks.buffer, 8 * brick_count) if brick_count else None
+    sequence.dispatch_indirect(
+        svo.download,
+        {
+            "counts": counts,
+            "nodes": Binding(outputs.nodes),
+            "bricks": Binding(outputs.bricks),
+            "host_nodes": Binding(outputs.host_nodes),
+            "host_bricks": Binding(outputs.host_bricks),
+        },
+        push,
+        download_dispatch,
+    )
+    sequence.barrier()
     sequence.mark("svo_download")
-    stats.add_gpu(sequence.submit())
-    stats.add_host(svo_write_submission=(time.perf_counter() - started) * 1e3)
 
-    started = time.perf_counter()
-    node_array = (
-        nodes_staging.read(np.uint32, 2 * node_count).reshape(node_count, 2)
-        if nodes_staging is not None
-        else np.zeros((0, 2), np.uint32)
-    )
-    brick_array = (
-        bricks_staging.read(np.uint64, brick_count)
-        if bricks_staging is not None
-        else np.zeros(0, np.uint64)
-    )
-    stats.add_host(svo_download=(time.perf_counter() - started) * 1e3)
-    return SVOArrays(node_array, brick_array, level_offsets.astype(np.uint32), cube_states)
+
+def _read_totals(forest: Forest, totals: Buffer) -> tuple[np.ndarray, int, int, np.ndarray | None]:
+    """(level offsets, node count, brick count, cube states or None) as the GPU wrote them."""
+    levels = forest.levels
+    values = totals.read(np.uint32, levels + 2 + forest.cubes)
+    level_offsets = values[: levels + 1].copy()
+    node_count, brick_count = int(values[levels]), int(values[levels + 1])
+    cube_states = None if forest.whole else values[levels + 2 :].copy()
+    return level_offsets, node_count, brick_count, cube_states

@@ -1,0 +1,106 @@
+// The generalized winding number w(p) of the mesh at a voxel centre (fill_mode="winding"):
+// the sum over the triangles of their signed solid angles seen from p, divided by 4 pi. A
+// voxel is solid iff w > 1/2 (voxelizer/reference_winding.py states the rule and computes it).
+//
+// The GPU never sums solid angles over the triangles. Close the surface S with the curtain
+// C that hangs from its boundary up to z = +infinity (each boundary edge x0 -> x1 sweeps a
+// vertical strip) and a lid at infinity, whose solid angle tends to 0: S + C is closed, so
+// its winding number at p is the signed count of its crossings with any ray from p. The ray
+// straight down never meets the vertical strips above the edges, so
+//
+//     w(p) = s(p) - c(p),
+//     s(p) = sum over the triangles the downward ray crosses of -sign(N_z) (integers),
+//     c(p) = sum over the boundary edges of m_e Omega(x1 - p, x0 - p, +z) / 4 pi,
+//
+// where m_e is the edge's net count in the boundary (uses a -> b minus uses b -> a, edges
+// compared by position) and Omega(A, B, C) is the solid angle of the spherical triangle of
+// directions A, B, C (Van Oosterom & Strackee: tan(Omega / 2) = det / den with
+// det = A.(B x C), den = |A||B||C| + (A.B)|C| + (B.C)|A| + (C.A)|B|). s is counted by the
+// parity passes' fill with their exact predicates (fill.comp, SIGNED_CROSSINGS: the top-left
+// rule, a crossing at a centre's height is not below it), so a mesh whose boundary cancels
+// (closed, or closed parts in any orientation, overlapping or not) has w = s exactly: for
+// one closed, outward, non-self-intersecting mesh that is the parity answer bit for bit.
+// Only c is rounded (float32, with the bound below).
+//
+// Geometry: the fixed-point corners (triangle.glsl), the same integers the parity passes
+// use, and the centre P = (2 (i, j, k) + 1) 2^(FIXED_BITS - 1). Ties are those of the
+// passes: P is nudged by (+e, +e^2, -E), E >> e > 0. For a strip that means: when P's column
+// lies in the strip's vertical plane (det == 0 exactly), the strip is either entered from
+// the side (+e, +e^2) says (omega = +-2 pi, if the nudged P lies above the edge within its
+// span) or missed (0), decided in integers.
+
+#define PI 3.14159265358979
+#define FOUR_PI 12.5663706143592
+
+ivec3 voxel_centre(uvec3 voxel) {
+    return ivec3(voxel << FIXED_BITS) + (1 << (FIXED_BITS - 1));
+}
+
+// atan(t) for t in [0, 1]: Cephes' single-precision reduction and polynomial, within
+// 1.6 2^-24 of atan(t) for exactly represented t (tests/test_winding.py emulates it).
+float atan_unit(float t) {
+    bool big = t > 0.41421356;  // tan(pi / 8)
+    float x = big ? (t - 1.0) / (t + 1.0) : t;
+    float z = x * x;
+    float p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
+               - 3.33329491539e-1) * z * x + x;
+    return big ? 0.785398163 + p : p;
+}
+
+// atan2 within 2^-20 of the true angle (a driver's atan may be off by 4096 ulp in Vulkan).
+float atan2_accurate(float y, float x) {
+    float ax = abs(x), ay = abs(y);
+    float a = atan_unit(min(ax, ay) / max(max(ax, ay), 1e-37));
+    a = ay > ax ? 1.57079633 - a : a;
+    a = x < 0.0 ? PI - a : a;
+    return y < 0.0 ? -a : a;
+}
+
+// Whether P, nudged by (+e, +e^2, -E), lies inside the strip above edge x0 -> x1, given that
+// P's column lies in the strip's vertical plane (and the edge is not vertical): within the
+// edge's span along it, and strictly above it. Products of differences: |.| < 2^60.
+bool in_strip(ivec3 x0, ivec3 x1, ivec3 p) {
+    ivec2 d = x1.xy - x0.xy;
+    bool along_x = d.x != 0;
+    int64_t run = int64_t(along_x ? d.x : d.y);
+    int64_t offset = int64_t(along_x ? p.x - x0.x : p.y - x0.y);  // P = x0 + offset / run d
+    int direction = run > 0 ? 1 : -1;
+    bool nudge_forward = d.x > 0 || (d.x == 0 && d.y > 0);  // (+e, +e^2) along d
+    int64_t start = offset * direction, end = (run - offset) * direction;
+    bool after_start = start > 0 || (start == 0 && nudge_forward);
+    bool before_end = end > 0 || (end == 0 && !nudge_forward);
+    int64_t height = int64_t(p.z - x0.z) * run - offset * int64_t(x1.z - x0.z);
+    return after_start && before_end && height * direction > 0;
+}
+
+// The strip above boundary edge x0 -> x1 seen from P: x = its signed solid angle, y = a bound
+// on x's rounding error.
+//
+// Rounding: det is an exact integer rounded once; den is a sum of products of rounded
+// inputs, within 2^-18 |A||B| of its value; 2 atan2(det, den) moves by at most
+// 2 (|d det| + |d den|) / |(det, den)|, plus twice atan2_accurate's 2^-20.
+//
+// Along P's column, |x| never decreases as P rises (the strip seen from P, shifted down by
+// P's height, only grows: a larger piece of one plane, seen from one side) and its sign
+// (the side of the plane, or the nudge's side) does not change: each m_e x is monotonic in
+// the height, increasing where m_e x > 0 (winding_decide.comp bounds w on a run with this).
+vec2 strip_solid_angle(ivec3 x0, ivec3 x1, ivec3 p) {
+    int64_t det = edge_function(x1.xy, x0.xy, p.xy);  // A.(B x z) = (A x B)_z, A = x1 - P
+    if (det == 0) {
+        if (x0.xy == x1.xy) return vec2(0.0);  // a vertical edge sweeps no area
+        int64_t nx = int64_t(x1.y - x0.y), ny = int64_t(x0.x - x1.x);  // det's gradient in P
+        bool positive = nx != 0 ? nx > 0 : ny > 0;  // det's sign at (+e, +e^2)
+        float omega = in_strip(x0, x1, p) ? (positive ? 2.0 * PI : -2.0 * PI) : 0.0;
+        return vec2(omega, 0.0);  // exact
+    }
+    const float scale = 1.0 / float(1 << FIXED_BITS);
+    vec3 a = vec3(x1 - p) * scale, b = vec3(x0 - p) * scale;
+    float la = length(a), lb = length(b);
+    float det_value = float(det) * scale * scale;
+    float den = la * lb + dot(a, b) + b.z * la + a.z * lb;
+    float omega = 2.0 * atan2_accurate(det_value, den);
+    float spread = max(length(vec2(det_value, den)), 1e-30);
+    float error = 2.0 * (abs(det_value) / 8388608.0 + la * lb / 262144.0) / spread
+                + 2.0 / 1048576.0 + abs(omega) / 8388608.0;
+    return vec2(omega, error);
+}

@@ -1,0 +1,116 @@
+#version 460
+// fill_mode="winding", per tile: one workgroup per tile of the window, one thread per column.
+//
+// The grid holds crossing marks (fill.comp with MARK_CROSSINGS): bit k is set iff some
+// triangle crosses the column between the centres of voxels k - 1 and k. s (the signed
+// crossings below a centre, winding.glsl) changes only there, so between two marks it is
+// one integer: such a run of voxels is a segment. Only voxels whose centre, nudged by
+// (+e, +e^2, -E), lies inside the surface's bounding box can be solid (the rule,
+// reference_winding.py): columns i_lo <= i < i_hi, j_lo <= j < j_hi, voxels
+// k_lo <= k < k_hi. Segments are the runs of that range between marks.
+//
+// Slots: a tile with at most m segments per column gets m groups of TILE_COLUMNS slots, from
+// group offsets[tile]; slot (group, lane) holds the r-th segment of the lane's column (r =
+// group - offsets[tile]), or nothing. So neighbouring slots are the r-th segments of
+// neighbouring columns: mostly close, as winding_evaluate.comp's groups like them.
+//
+// COLUMNS_STAGE 0, count: m of the tile into offsets[tile] (the host clears them, scans them).
+// COLUMNS_STAGE 1, emit: every slot's segment as the first run of winding_decide.comp,
+//   (i | j << 16, begin | end << 16, slot, the slot of the column's first segment), or ~0.
+// COLUMNS_STAGE 2, sum: crossings[] holds each segment's share of s (fill.comp with
+//   SIGNED_CROSSINGS); the running sum up the column makes it s.
+//
+// Grid layout: common.glsl, column_base.
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // a tile's columns, x fastest
+#include "common.glsl"
+
+layout(std430, binding = 0) buffer Grid { uint grid[]; };
+#if COLUMNS_STAGE == 0
+layout(std430, binding = 1) buffer Offsets { uint offsets[]; };
+#else
+layout(std430, binding = 1) readonly buffer Offsets { uint offsets[]; };  // scanned
+#endif
+#if COLUMNS_STAGE == 1
+layout(std430, binding = 2) writeonly buffer Runs { uvec4 runs[]; };
+#elif COLUMNS_STAGE == 2
+layout(std430, binding = 2) buffer Crossings { int crossings[]; };
+#endif
+
+layout(push_constant) uniform Params {
+    Window window;
+    ColumnBox box;
+};
+
+#define NO_POINT 0xFFFFFFFFu
+
+uint slot(uint group) {
+    return group * uint(TILE_COLUMNS) + gl_LocalInvocationID.x;
+}
+
+#if COLUMNS_STAGE == 0
+shared uint most;
+#endif
+
+#if COLUMNS_STAGE == 1
+void emit(uint group, uint ij, int begin, int end, uint column_slot) {
+    runs[slot(group)] = uvec4(ij, uint(begin) | (uint(end) << 16), slot(group), column_slot);
+}
+
+void emit_nothing(uint group) {
+    runs[slot(group)] = uvec4(NO_POINT);
+}
+#endif
+
+void main() {
+    uint tile_index = flat_group_id();
+    int rows = window.row_hi - window.row_lo;
+    uint tiles = uint(window.nx >> TILE_SHIFT) * uint(rows >> TILE_SHIFT);
+    if (tile_index >= tiles) return;  // past the window in a folded dispatch
+    uint lane = gl_LocalInvocationID.x;
+    ivec2 column = key_tile(window, tile_index) * TILE_SIDE
+                 + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
+    uint base = column_base(window, column);
+    bool inside_box = column_in_box(box, column);
+    int first_word = (box.k_lo + 1) >> 5, last_word = (box.k_hi - 1) >> 5;
+#if COLUMNS_STAGE == 0
+    uint count = 0u;
+    if (inside_box) {
+        count = 1u;
+        for (int q = first_word; q <= last_word; ++q) {
+            count += bitCount(grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, box.k_hi));
+        }
+    }
+    if (lane == 0u) most = 0u;
+    barrier();
+    atomicMax(most, count);
+    barrier();
+    if (lane == 0u) offsets[tile_index] = most;
+#elif COLUMNS_STAGE == 1
+    uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
+    if (inside_box) {
+        uint ij = uint(column.x) | (uint(column.y) << 16);
+        int begin = box.k_lo;
+        for (int q = first_word; q <= last_word; ++q) {
+            uint marks = grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, box.k_hi);
+            while (marks != 0u) {
+                int k = 32 * q + findLSB(marks);
+                marks &= marks - 1u;
+                emit(group, ij, begin, k, slot(offsets[tile_index]));
+                group += 1u;
+                begin = k;
+            }
+        }
+        emit(group, ij, begin, box.k_hi, slot(offsets[tile_index]));
+        group += 1u;
+    }
+    for (; group < groups_end; ++group) emit_nothing(group);
+#else
+    uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
+    int s = 0;
+    for (; group < groups_end; ++group) {
+        s += crossings[slot(group)];
+        crossings[slot(group)] = s;
+    }
+#endif
+}

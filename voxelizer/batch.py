@@ -1,0 +1,886 @@
+"""Many meshes: finding them, naming their outputs, and voxelizing them as a stream.
+
+`voxelize_many` is the one batch engine; the command line's batch mode and the Ray actors of
+`voxelizer.ray` run it too. One worker is one Voxelizer fed by two thread pools: while the
+device voxelizes mesh k, the loaders read, check and measure meshes k+1, k+2, ... (at most
+`prefetch` ahead, so memory stays bounded), and the writers save finished results. Several
+workers (`jobs`, `devices`) are processes started with `spawn` (a fork would inherit Vulkan
+objects that cannot work in the child), one Voxelizer each, fed task by task so that a fast
+device takes more meshes; a worker that dies is replaced and its meshes go to another one.
+
+A mesh that fails (unreadable, an output that exists, anything the voxelizer refuses) becomes
+a `BatchResult` with the error, and the batch goes on. Output files are written atomically
+(voxelizer.io.output), so an interrupted batch never leaves a half-written one behind.
+"""
+
+from __future__ import annotations
+
+import glob
+import multiprocessing
+import os
+import queue
+import signal
+import time
+import warnings
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import suppress
+from dataclasses import dataclass, field, replace
+from multiprocessing.connection import wait as wait_for
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
+
+import numpy.typing
+
+from .api import Voxelizer, shared_voxelizer, voxel_count_label
+from .budget import check_dense_fits
+from .errors import DeviceError, OutputError, VoxelizerError
+from .grid import DenseGrid
+from .io.meshes import MeshLike, load_mesh
+from .io.output import check_output_path, remove_temporaries
+from .io.writers import OUTPUT_FORMATS, save
+from .log import get_logger
+from .mesh import Mesh
+from .options import Options
+from .placement import GridLike
+from .svo import SVO
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+    from multiprocessing.process import BaseProcess
+    from multiprocessing.queues import Queue
+
+    from typing_extensions import Unpack
+
+_log = get_logger(__name__)
+
+# What a directory is searched for (case-insensitive): the mesh files of common datasets
+# (ShapeNet .obj, ModelNet .off, Thingi10K .stl, Objaverse .glb) and the scanned .ply.
+MESH_SUFFIXES = (".ply", ".stl", ".obj", ".off", ".glb", ".gltf")
+GLOB_CHARACTERS = frozenset("*?[")
+Status = Literal["done", "skipped", "failed"]
+
+
+class BatchOptions(TypedDict, total=False):
+    """The voxelization options of a batch (as for voxelize, without a per-call progress)."""
+
+    variant: str
+    fill_mode: str
+    sort: str
+    voxel_size: float | None
+    bounds: numpy.typing.ArrayLike | None
+    max_memory: int | str | None
+    mode: str
+    surface: str | None
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What became of one mesh of a batch.
+
+    `status` is "done", "skipped" (its output existed and skip_existing was asked for) or
+    "failed" (`error` says why, naming the input). `result` is the SVO (or DenseGrid with
+    dense=True) when it is kept in memory; None when it went to `output`, or failed. The
+    counts are None where the mesh was not voxelized: `solid_voxels` counts the voxels set
+    (solid, surface or both, as `mode` asks), `boundary_edges` the mesh's edges with one
+    face (0 for a closed mesh). `seconds` is the time spent on this mesh: reading, voxelizing, writing."""
+
+    index: int  # position in the inputs
+    input: str  # the path as given, or a label for an in-memory mesh
+    output: Path | None
+    status: Status
+    result: SVO | DenseGrid | None = None
+    triangles: int | None = None
+    solid_voxels: int | None = None
+    boundary_edges: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    device: str = ""
+    warnings: tuple[Warning, ...] = field(default=(), repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON-lines record of `voxelize --log`: plain JSON types."""
+        return {
+            "input": self.input,
+            "output": None if self.output is None else str(self.output),
+            "status": self.status,
+            "triangles": self.triangles,
+            "solid_voxels": self.solid_voxels,
+            "boundary_edges": self.boundary_edges,
+            "seconds": round(self.seconds, 6),
+            "error": self.error,
+            "device": self.device,
+        }
+
+
+# --- finding meshes -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeshFiles:
+    """Mesh files found from command-line style inputs, and the folder their outputs mirror:
+    the deepest folder common to every input's own root (a directory itself, a glob's fixed
+    part, a file's folder)."""
+
+    paths: list[Path]
+    root: Path
+
+
+def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None) -> MeshFiles:
+    """Files, directories (searched recursively for MESH_SUFFIXES), globs (`**` included) and
+    `@list.txt` files (one input of these kinds per line; blank lines and `#` comments
+    skipped; relative paths from the current folder), in the order given, each file once.
+    Files under `exclude` (an output folder inside an input folder) are left out of
+    directory and glob searches. MeshError names an input that matches nothing."""
+    from .errors import MeshError
+
+    found: dict[Path, Path] = {}  # resolved -> as given (first occurrence)
+    roots: list[Path] = []
+    excluded = exclude.resolve() if exclude is not None else None
+
+    def wanted(path: Path) -> bool:
+        return excluded is None or not path.resolve().is_relative_to(excluded)
+
+    def add(spec: str, listed_in: str | None) -> None:
+        where = f" (listed in {listed_in})" if listed_in else ""
+        path = Path(spec)
+        if spec.startswith("@") and listed_in is None and not path.exists():
+            add_list(Path(spec[1:]))
+            return
+        if path.is_dir():
+            files = sorted(
+                (p for p in path.rglob("*") if p.suffix.lower() in MESH_SUFFIXES and p.is_file()),
+                key=lambda p: p.as_posix(),
+            )
+            files = [p for p in files if wanted(p)]
+            if not files:
+                raise MeshError(f"{spec}: no mesh files ({', '.join(MESH_SUFFIXES)}){where}")
+            roots.append(path)
+            for file in files:
+                found.setdefault(file.resolve(), file)
+            return
+        if path.exists():
+            roots.append(path.parent)
+            found.setdefault(path.resolve(), path)
+            return
+        if GLOB_CHARACTERS & set(spec):
+            matches = [
+                Path(match)
+                for match in sorted(glob.glob(spec, recursive=True))
+                if Path(match).is_file() and wanted(Path(match))
+            ]
+            if not matches:
+                raise MeshError(f"{spec}: no file matches{where}")
+            roots.append(_glob_root(spec))
+            for match in matches:
+                found.setdefault(match.resolve(), match)
+            return
+        raise MeshError(f"{spec}: no such file{where}")
+
+    def add_list(list_file: Path) -> None:
+        try:
+            lines = list_file.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise MeshError(f"@{list_file}: cannot read the list ({exc})") from None
+        entries = [line.strip() for line in lines]
+        entries = [line for line in entries if line and not line.startswith("#")]
+        if not entries:
+            raise MeshError(f"@{list_file}: the list names no input")
+        for entry in entries:
+            add(entry, f"@{list_file}")
+
+    for spec in specs:
+        add(os.fspath(spec), None)
+    if not found:
+        raise MeshError("no input meshes")
+    return MeshFiles(list(found.values()), common_root(roots))
+
+
+def _glob_root(pattern: str) -> Path:
+    """The folder part of a glob before its first wildcard (`meshes/**/*.ply` -> meshes)."""
+    parts = Path(pattern).parts
+    fixed = []
+    for part in parts:
+        if GLOB_CHARACTERS & set(part):
+            break
+        fixed.append(part)
+    if len(fixed) == len(parts):  # the pattern's wildcard is in the last part only
+        fixed = fixed[:-1]
+    return Path(*fixed) if fixed else Path(".")
+
+
+def common_root(folders: Iterable[Path]) -> Path:
+    """The deepest folder that contains every one of `folders` (as an absolute path)."""
+    resolved = [str(folder.resolve()) for folder in folders]
+    return Path(os.path.commonpath(resolved)) if resolved else Path.cwd()
+
+
+# --- naming outputs -----------------------------------------------------------------------------
+
+
+def output_suffix(format: str) -> str:
+    """`npz` or `.npz` -> `.npz`; OutputError for a format no writer has."""
+    suffix = "." + format.lower().lstrip(".")
+    if suffix not in OUTPUT_FORMATS:
+        raise OutputError(
+            f"cannot write {format!r}: use one of {', '.join(s[1:] for s in OUTPUT_FORMATS)}"
+        )
+    return suffix
+
+
+def output_paths(
+    paths: Sequence[Path], out_dir: str | os.PathLike, suffix: str, root: Path | None = None
+) -> list[Path]:
+    """Each input's output: its path below `root` (default: the inputs' deepest common
+    folder), under `out_dir`, with `suffix`. OutputError if an input lies outside `root` or
+    two inputs would write the same file (`a.ply` and `a.obj` both make `a.npz`)."""
+    base = common_root(path.parent for path in paths) if root is None else root.resolve()
+    outputs: list[Path] = []
+    claimed: dict[Path, Path] = {}
+    for path in paths:
+        resolved = path.resolve()
+        if not resolved.is_relative_to(base):
+            raise OutputError(f"{path} is not inside {base}, whose tree the outputs mirror")
+        output = Path(out_dir) / resolved.relative_to(base).with_suffix(suffix)
+        if output in claimed:
+            raise OutputError(
+                f"{claimed[output]} and {path} would both write {output} (rename one, or "
+                "voxelize them in separate batches)",
+                path=output,
+            )
+        claimed[output] = path
+        outputs.append(output)
+    return outputs
+
+
+# --- one worker: a Voxelizer fed by loader and writer threads ----------------------------------
+
+
+@dataclass(frozen=True)
+class MeshTask:
+    """One mesh to voxelize: its place in the batch, the mesh (a path, usually), how the
+    results name it, its output (None: keep the result) and whether that output may be
+    replaced (asked for, or left by an earlier attempt of this batch)."""
+
+    index: int
+    source: Any  # MeshLike; Any so that dataclass pickling and typing stay simple
+    label: str
+    output: Path | None = None
+    replace: bool = False
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What every worker needs, checked once, picklable for worker processes."""
+
+    grid: GridLike | None
+    options: dict[str, Any]
+    dense: bool = False
+    up_axis: str | None = None
+    threads: int = 2
+    prefetch: int = 4
+
+
+class TaskSource(Protocol):
+    def next(self, wait: bool) -> MeshTask | None:
+        """The next task, or None when there are no more; with wait=False, queue.Empty when
+        none is ready yet."""
+
+
+class ListSource:
+    """Tasks from an iterable: always ready."""
+
+    def __init__(self, tasks: Iterable[MeshTask]):
+        self._tasks = iter(tasks)
+
+    def next(self, wait: bool) -> MeshTask | None:
+        return next(self._tasks, None)
+
+
+@dataclass
+class _Loaded:
+    task: MeshTask
+    mesh: Mesh | None = None
+    seconds: float = 0.0
+    error: BaseException | None = None
+
+
+class MeshWorker:
+    """One Voxelizer and its loader and writer threads: tasks in, BatchResults out.
+
+    The device works in the calling thread, one mesh at a time, while up to `prefetch` later
+    meshes are read and checked (their topology and bounds cached on the Mesh, so the call
+    finds them done) and finished results are written, by `threads` threads each."""
+
+    def __init__(
+        self,
+        voxelizer: Voxelizer,
+        settings: BatchSettings,
+        on_start: Callable[[MeshTask], None] | None = None,
+    ):
+        self.voxelizer = voxelizer
+        self.settings = settings
+        self._on_start = on_start
+
+    def run(self, source: TaskSource) -> Iterator[BatchResult]:
+        settings = self.settings
+        loaders = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-load")
+        writers = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-write")
+        loading: deque[Future[_Loaded]] = deque()
+        writing: deque[Future[BatchResult]] = deque()
+        finished = False
+
+        def read_ahead(wait: bool) -> None:
+            """Start loading tasks up to `prefetch` ahead; with `wait`, block for the first
+            one when none is loading (never while one is: its results must go out)."""
+            nonlocal finished
+            while not finished and len(loading) <= settings.prefetch:
+                try:
+                    task = source.next(wait and not loading)
+                except queue.Empty:
+                    return
+                if task is None:
+                    finished = True
+                    return
+                loading.append(loaders.submit(self._load, task))
+
+        try:
+            read_ahead(wait=True)
+            while loading:
+                loaded = loading.popleft().result()
+                read_ahead(wait=False)  # the next meshes load while this one is voxelized
+                if self._on_start is not None:
+                    self._on_start(loaded.task)
+                outcome = self._voxelize(loaded)
+                if isinstance(outcome, BatchResult):
+                    yield outcome
+                else:
+                    writing.append(writers.submit(self._write, loaded, *outcome))
+                while writing and (writing[0].done() or len(writing) > settings.prefetch):
+                    yield writing.popleft().result()
+                if not loading:
+                    # Wait for more tasks only with every result handed over: a worker
+                    # process gets more when its parent has its results.
+                    while writing:
+                        yield writing.popleft().result()
+                    read_ahead(wait=True)
+        finally:
+            # Ctrl-C or an abandoned iterator: queued work is dropped, running writes finish
+            # (whole files, or none).
+            loaders.shutdown(wait=True, cancel_futures=True)
+            writers.shutdown(wait=True, cancel_futures=True)
+
+    def _load(self, task: MeshTask) -> _Loaded:
+        started = time.perf_counter()
+        try:
+            mesh = load_mesh(task.source)
+            mesh.topology  # noqa: B018 - cached on the Mesh: the result's boundary_edges
+            mesh.indices  # noqa: B018
+            mesh.bounds  # noqa: B018
+        except (VoxelizerError, MemoryError) as exc:
+            return _Loaded(task, None, time.perf_counter() - started, exc)
+        return _Loaded(task, mesh, time.perf_counter() - started)
+
+    def _voxelize(
+        self, loaded: _Loaded
+    ) -> BatchResult | tuple[SVO | DenseGrid, float, tuple[Warning, ...]]:
+        """The device's part: a failed result, or (result, seconds so far, warnings)."""
+        task = loaded.task
+        if loaded.mesh is None:
+            assert loaded.error is not None
+            return self._failed(task, loaded.error, loaded.seconds)
+        started = time.perf_counter()
+        messages = self.voxelizer.device.validation_messages
+        reported = len(messages)
+        dense = self.settings.dense or (
+            task.output is not None and task.output.suffix.lower() != ".svo"
+        )
+        call = self.voxelizer.voxelize_dense if dense else self.voxelizer.voxelize
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = call(loaded.mesh, self.settings.grid, **self.settings.options)
+            if len(messages) > reported:  # only with VOXELIZER_VALIDATION=1: a bug to report
+                raise DeviceError(f"vulkan validation layer: {messages[reported]}")
+        except (VoxelizerError, MemoryError) as exc:
+            seconds = loaded.seconds + time.perf_counter() - started
+            return self._failed(task, exc, seconds)
+        seconds = loaded.seconds + time.perf_counter() - started
+        found = tuple(item.message for item in caught if isinstance(item.message, Warning))
+        if task.output is None:
+            return self._done(loaded, result, result, seconds, found)
+        return result, seconds, found
+
+    def _write(
+        self,
+        loaded: _Loaded,
+        result: SVO | DenseGrid,
+        seconds: float,
+        found: tuple[Warning, ...],
+    ) -> BatchResult:
+        task = loaded.task
+        assert task.output is not None
+        started = time.perf_counter()
+        try:
+            task.output.parent.mkdir(parents=True, exist_ok=True)
+            save(result, task.output, overwrite=task.replace, up_axis=self.settings.up_axis)
+        except OSError as exc:
+            error = OutputError(f"{task.output}: cannot write ({exc.strerror or exc})")
+            return self._failed(task, error, seconds + time.perf_counter() - started)
+        except (VoxelizerError, MemoryError) as exc:
+            return self._failed(task, exc, seconds + time.perf_counter() - started)
+        return self._done(loaded, result, None, seconds + time.perf_counter() - started, found)
+
+    def _done(
+        self,
+        loaded: _Loaded,
+        result: SVO | DenseGrid,
+        kept: SVO | DenseGrid | None,
+        seconds: float,
+        found: tuple[Warning, ...],
+    ) -> BatchResult:
+        task = loaded.task
+        assert loaded.mesh is not None
+        counts = result.stats.counts
+        return BatchResult(
+            index=task.index,
+            input=task.label,
+            output=task.output,
+            status="done",
+            result=kept,
+            triangles=counts.get("triangles"),
+            solid_voxels=counts.get(voxel_count_label(self.settings.options["mode"])),
+            # the loader thread's edge count (beside the device's work; voxelizing has none)
+            boundary_edges=loaded.mesh.topology.boundary_edges,
+            seconds=seconds,
+            device=self.voxelizer.device_name,
+            warnings=found,
+        )
+
+    def _failed(self, task: MeshTask, error: BaseException, seconds: float) -> BatchResult:
+        return BatchResult(
+            index=task.index,
+            input=task.label,
+            output=task.output,
+            status="failed",
+            seconds=seconds,
+            error=error_text(task.label, error),
+            device=self.voxelizer.device_name,
+        )
+
+
+def error_text(label: str, error: BaseException) -> str:
+    """One line naming the input: the error's own words, with the input in front unless they
+    name it already; an existing output in neutral words (the API and the CLI ask for
+    replacing it differently)."""
+    if isinstance(error, OutputError) and error.exists:
+        text = f"{error.path}: file exists"
+    elif isinstance(error, MemoryError):
+        text = f"out of host memory ({str(error).strip() or 'MemoryError'})"
+    else:
+        text = str(error).strip() or type(error).__name__
+    text = text.splitlines()[0]
+    return text if label in text else f"{label}: {text}"
+
+
+def failed_result(task: MeshTask, error: str, device: str = "") -> BatchResult:
+    return BatchResult(task.index, task.label, task.output, "failed", error=error, device=device)
+
+
+# --- worker processes ---------------------------------------------------------------------------
+
+
+class _QueueSource:
+    """Tasks a worker process receives from its parent; None ends them."""
+
+    def __init__(self, inbox: Queue):
+        self._inbox = inbox
+
+    def next(self, wait: bool) -> MeshTask | None:
+        return self._inbox.get(block=wait)
+
+
+def worker_process_main(
+    slot: int,
+    device: str | int | None,
+    settings: BatchSettings,
+    inbox: Queue,
+    outbox: Connection,
+) -> None:
+    """A worker process: open the device, then voxelize what the parent sends, telling it
+    when each mesh reaches the device (so that a crash is blamed on that mesh only). Its
+    messages go through a pipe of its own: a worker killed part way through one damages
+    no other worker's channel."""
+    try:
+        try:
+            voxelizer = Voxelizer(device)
+        except VoxelizerError as exc:
+            outbox.send(("failed_start", str(exc)))
+            return
+        outbox.send(("ready", voxelizer.device_name))
+        with voxelizer:
+            worker = MeshWorker(
+                voxelizer, settings, on_start=lambda task: outbox.send(("start", task.index))
+            )
+            for result in worker.run(_QueueSource(inbox)):
+                outbox.send(("result", result))
+        outbox.send(("exit", None))
+    except KeyboardInterrupt:
+        pass  # the parent says what happened; a traceback per worker would bury it
+    except (BrokenPipeError, EOFError):
+        pass  # the parent is gone: nothing to tell
+
+
+@dataclass
+class _Handle:
+    process: BaseProcess
+    inbox: Queue
+    messages: Connection  # the worker's pipe, read end
+    device: str | int | None
+    assigned: dict[int, MeshTask] = field(default_factory=dict)
+    started: int | None = None  # the mesh on the device now
+    ready: bool = False
+
+
+# A mesh whose worker died while voxelizing it is tried once more, elsewhere; meshes that
+# were only waiting in a dead worker's queue go back to the others (at most a few times).
+MAX_DEVICE_ATTEMPTS = 2
+MAX_REQUEUES = 4
+_POLL_SECONDS = 0.2
+
+
+def _process_results(
+    tasks: list[MeshTask], worker_devices: list[str | int | None], settings: BatchSettings
+) -> Iterator[BatchResult]:
+    """Run `tasks` on one spawned process per entry of `worker_devices`."""
+    context = multiprocessing.get_context("spawn")
+    handles: dict[int, _Handle] = {}
+    todo = deque(tasks)
+    remaining = len(tasks)
+    attempts: Counter[int] = Counter()
+    requeues: Counter[int] = Counter()
+    backlog = settings.prefetch + 2  # tasks held by one worker: loading, on the device, next
+    slots = iter(range(1 << 30))  # a replacement worker gets a slot of its own
+
+    def start(device: str | int | None) -> None:
+        slot = next(slots)
+        inbox: Queue = context.Queue()
+        reader, writer = context.Pipe(duplex=False)
+        process = context.Process(
+            target=worker_process_main,
+            args=(slot, device, settings, inbox, writer),
+            name=f"voxelizer-worker-{slot}",
+            daemon=True,
+        )
+        process.start()
+        writer.close()  # the worker holds the only write end: its death ends the pipe
+        handles[slot] = _Handle(process, inbox, reader, device)
+
+    def top_up() -> None:
+        for handle in handles.values():
+            while todo and handle.ready and len(handle.assigned) < backlog:
+                task = todo.popleft()
+                handle.assigned[task.index] = task
+                handle.inbox.put(task)
+
+    def receive(slot: int) -> Iterator[BatchResult]:
+        """Every whole message waiting in the worker's pipe; at its end (the worker died, or
+        was killed part way through a message), the worker's meshes are given back."""
+        handle = handles[slot]
+        while True:
+            try:
+                if not handle.messages.poll():
+                    return
+                kind, payload = handle.messages.recv()
+            except (EOFError, OSError):
+                handle.process.join(5.0)
+                yield from lost(slot)
+                return
+            if kind == "failed_start":
+                raise DeviceError(str(payload))
+            if kind == "ready":
+                handle.ready = True
+            elif kind == "start":
+                handle.started = payload
+            elif kind == "result" and handle.assigned.pop(payload.index, None) is not None:
+                yield payload
+
+    def lost(slot: int) -> Iterator[BatchResult]:
+        """The meshes of a worker that died: retried, or failed when tried enough."""
+        handle = handles.pop(slot)
+        handle.messages.close()
+        handle.inbox.cancel_join_thread()  # tasks no one will read: exiting must not wait
+        code = handle.process.exitcode
+        if not handle.ready:
+            raise DeviceError(
+                f"the worker for device {handle.device} exited with code {code} before it was ready"
+            )
+        _log.warning("worker %d (device %s) died with exit code %s", slot, handle.device, code)
+        for index, task in handle.assigned.items():
+            if task.output is not None:  # a write the kill cut short: no one else writes it
+                remove_temporaries(task.output)
+            requeues[index] += 1
+            if index == handle.started:
+                attempts[index] += 1
+            if attempts[index] >= MAX_DEVICE_ATTEMPTS or requeues[index] > MAX_REQUEUES:
+                yield failed_result(
+                    task, f"{task.label}: the worker process died (exit code {code}) on it"
+                )
+                continue
+            # Its output, if the dead worker wrote it, is whole (atomic writes): replace it.
+            todo.appendleft(replace(task, replace=True) if task.output else task)
+        if todo or any(h.assigned for h in handles.values()):
+            start(handle.device)
+
+    interrupted = True
+    try:
+        for device in worker_devices:
+            start(device)
+        while remaining:
+            top_up()
+            ready = wait_for(
+                [h.messages for h in handles.values()]
+                + [h.process.sentinel for h in handles.values()],
+                timeout=_POLL_SECONDS,
+            )
+            # A worker that ended: its pipe says so (after its last whole messages).
+            ended = {h.process.sentinel for h in handles.values()} & set(ready)
+            for slot in list(handles):
+                handle = handles[slot]
+                if handle.messages in ready or handle.process.sentinel in ended:
+                    for result in receive(slot):
+                        remaining -= 1
+                        yield result
+        interrupted = False
+    finally:
+        _stop(list(handles.values()), interrupted)
+
+
+def _stop(handles: list[_Handle], interrupted: bool) -> None:
+    """End the workers: after a finished batch, a None in each inbox; after Ctrl-C, an error
+    or an abandoned iterator, a SIGINT, so that they drop their queued meshes (a file being
+    written still appears whole or not at all). A worker that does not end is terminated."""
+    for handle in handles:
+        if not handle.process.is_alive():
+            continue
+        if interrupted and handle.process.pid is not None:
+            with suppress(OSError):
+                os.kill(handle.process.pid, signal.SIGINT)
+        else:
+            with suppress(OSError, ValueError):
+                handle.inbox.put(None)
+    deadline = time.monotonic() + 20.0
+    for handle in handles:
+        handle.process.join(max(0.0, deadline - time.monotonic()))
+    for handle in handles:
+        if handle.process.is_alive():
+            handle.process.terminate()
+            handle.process.join(5.0)
+        handle.messages.close()
+
+
+# --- voxelize_many ------------------------------------------------------------------------------
+
+
+def default_threads() -> int:
+    """Loader (and writer) threads per worker: enough to keep a fast GPU fed from numpy
+    work that releases the GIL, not more than the cores."""
+    return max(1, min(8, os.cpu_count() or 1))
+
+
+def device_list(devices: Sequence[str | int] | str | int | None) -> list[str | int | None]:
+    """None, one selector, a sequence, or text "0,1" -> selectors, one per device."""
+    if devices is None:
+        return [None]
+    if isinstance(devices, int):
+        return [devices]
+    if isinstance(devices, str):
+        items = [item.strip() for item in devices.split(",")]
+        if not all(items):
+            raise DeviceError(f"devices {devices!r}: write indices or names separated by commas")
+        return [int(item) if item.isdigit() else item for item in items]
+    chosen: list[str | int | None] = list(devices)
+    if not chosen:
+        raise DeviceError("devices: an empty list")
+    return chosen
+
+
+class BatchRun(Iterator[BatchResult]):
+    """The results of voxelize_many as they complete. `total` is the number of results it
+    will give. Closing it (or leaving a `with` block, or Ctrl-C) stops the workers: queued
+    meshes are dropped, files being written appear whole or not at all."""
+
+    def __init__(self, results: Iterator[BatchResult], total: int):
+        self._results = results
+        self.total = total
+
+    def __next__(self) -> BatchResult:
+        result = next(self._results)
+        for warning in result.warnings:  # in the caller's thread, naming the mesh
+            warnings.warn(type(warning)(f"{result.input}: {warning}"), stacklevel=2)
+        return result
+
+    def close(self) -> None:
+        close = getattr(self._results, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> BatchRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def voxelize_many(
+    inputs: Iterable[MeshLike],
+    *,
+    grid: GridLike | None = None,
+    devices: Sequence[str | int] | str | int | None = None,
+    jobs: int | None = None,
+    out_dir: str | os.PathLike | None = None,
+    format: str = "svo",
+    root: str | os.PathLike | None = None,
+    dense: bool = False,
+    overwrite: bool = False,
+    skip_existing: bool = False,
+    up_axis: str | None = None,
+    threads: int | None = None,
+    prefetch: int | None = None,
+    **options: Unpack[BatchOptions],
+) -> BatchRun:
+    """Voxelize many meshes; results (BatchResult) come as they complete, failures included.
+
+    inputs: mesh files (or anything voxelize takes). grid and options: as for voxelize, the
+    same for every mesh, checked here before any work. Results equal those of voxelize
+    (voxelize_dense with dense=True) bit for bit.
+
+    devices: one selector, several ("0,1" or [0, 1]) or None (the default device); jobs:
+    how many workers (default one per device; several may share a device). One worker runs
+    in this process on the shared Voxelizer of its device; more run in spawned processes.
+
+    out_dir: write each result there instead of keeping it, as `format` (svo, npz, binvox,
+    vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default: their
+    deepest common folder; in-memory meshes are named by index). An existing output is a
+    failed mesh unless overwrite (replace it) or skip_existing (a "skipped" result).
+    threads: loader and writer threads per worker; prefetch: meshes read ahead per worker.
+    """
+    if "progress" in options:
+        raise TypeError(
+            "voxelize_many takes no progress callback: its results come as they complete"
+        )
+    if "attributes" in options:
+        raise TypeError("voxelize_many keeps no attributes: call voxelize_dense for face ids")
+    checked = Options.create(grid, **options)  # every option, before any work
+    if overwrite and skip_existing:
+        raise OutputError("overwrite and skip_existing exclude each other")
+    selectors = device_list(devices)
+    workers = len(selectors) if jobs is None else int(jobs)
+    if workers < 1:
+        raise DeviceError(f"jobs must be at least 1, not {jobs}")
+    threads = default_threads() if threads is None else max(1, int(threads))
+    prefetch = 2 * threads if prefetch is None else max(1, int(prefetch))
+    tasks = plan_tasks(list(inputs), out_dir, format, root, overwrite)
+    suffix = output_suffix(format) if out_dir is not None else None
+    if up_axis is not None and suffix != ".vox":
+        raise OutputError("up_axis is for .vox outputs (format='vox') only")
+    if out_dir is not None:
+        make_out_dir(Path(out_dir))
+        if suffix != ".svo" and checked.shape is not None:
+            check_dense_fits(checked.shape, f"format {format!r}")
+    elif dense and checked.shape is not None:
+        check_dense_fits(checked.shape, "voxelize_many(dense=True)")
+    settings = BatchSettings(
+        grid=checked.shape,
+        options=options_of(checked),
+        dense=dense,
+        up_axis=up_axis,
+        threads=threads,
+        prefetch=prefetch,
+    )
+    skipped = [t for t in tasks if skip_existing and t.output and os.path.lexists(t.output)]
+    todo = [t for t in tasks if not (skip_existing and t.output and os.path.lexists(t.output))]
+    worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
+    return BatchRun(_results(skipped, todo, worker_devices, settings), len(tasks))
+
+
+def options_of(options: Options) -> dict[str, Any]:
+    """The checked options again as keywords of a voxelize call (picklable)."""
+    return {
+        "variant": options.variant,
+        "fill_mode": options.fill_mode,
+        "sort": options.sort,
+        "voxel_size": options.voxel_size,
+        "bounds": None if options.bounds is None else options.bounds.tolist(),
+        "max_memory": options.max_memory,
+        "mode": options.mode,
+        "surface": options.surface,
+    }
+
+
+def plan_tasks(
+    inputs: list[MeshLike],
+    out_dir: str | os.PathLike | None,
+    format: str,
+    root: str | os.PathLike | None,
+    overwrite: bool,
+) -> list[MeshTask]:
+    """One task per input: its label and, with out_dir, its output path."""
+    labels = [
+        os.fspath(item) if isinstance(item, (str, os.PathLike)) else f"<{type(item).__name__} #{i}>"
+        for i, item in enumerate(inputs)
+    ]
+    if out_dir is None:
+        return [MeshTask(i, item, labels[i]) for i, item in enumerate(inputs)]
+    suffix = output_suffix(format)
+    files = [
+        (i, Path(item)) for i, item in enumerate(inputs) if isinstance(item, (str, os.PathLike))
+    ]
+    named = output_paths(
+        [path for _, path in files], out_dir, suffix, None if root is None else Path(root)
+    ) if files else []  # fmt: skip
+    outputs = {i: output for (i, _), output in zip(files, named)}
+    width = len(str(max(len(inputs) - 1, 0)))
+    return [
+        MeshTask(
+            i,
+            item,
+            labels[i],
+            outputs.get(i, Path(out_dir) / f"mesh{i:0{width}d}{suffix}"),
+            overwrite,
+        )
+        for i, item in enumerate(inputs)
+    ]
+
+
+def make_out_dir(out_dir: Path) -> None:
+    """Create the output folder (and its parents); OutputError if it cannot be."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"{out_dir}: the output folder is a file", path=out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{out_dir}: cannot create ({exc.strerror or exc})") from exc
+    check_output_path(out_dir / ".voxelizer-write-check", overwrite=True)
+
+
+def _results(
+    skipped: list[MeshTask],
+    todo: list[MeshTask],
+    worker_devices: list[str | int | None],
+    settings: BatchSettings,
+) -> Iterator[BatchResult]:
+    for task in skipped:
+        yield BatchResult(task.index, task.label, task.output, "skipped")
+    if not todo:
+        return
+    if len(worker_devices) == 1:
+        worker = MeshWorker(shared_voxelizer(worker_devices[0]), settings)
+        yield from worker.run(ListSource(todo))
+    else:
+        yield from _process_results(todo, worker_devices, settings)

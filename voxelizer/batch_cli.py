@@ -1,0 +1,313 @@
+"""The `voxelize` command's batch mode: several inputs (files, directories, globs, @list.txt)
+into a folder that mirrors their tree, with a progress bar over meshes, one line per failure,
+a JSON-lines log and a summary line. voxelizer.cli parses the options (with the ones added
+here) and hands a batch over; the work is voxelize_many's (or voxelizer.ray's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import warnings
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+from .batch import (
+    GLOB_CHARACTERS,
+    BatchRun,
+    device_list,
+    find_meshes,
+    output_paths,
+    output_suffix,
+    voxelize_many,
+)
+from .errors import DeviceError, OutputError, VoxelizerError
+from .io.output import check_output_path
+from .io.writers import OUTPUT_FORMATS
+from .progress import TerminalProgress
+
+DEFAULT_FORMAT = "svo"
+# Options that only mean something for a batch, as argparse names them (dest, flag).
+BATCH_ONLY = (
+    ("format", "--format"),
+    ("skip_existing", "--skip-existing"),
+    ("jobs", "--jobs"),
+    ("devices", "--devices"),
+    ("log", "--log"),
+    ("ray", "--ray"),
+)
+# Options of one output, with what a batch uses instead.
+SINGLE_ONLY = (
+    ("output", "-o", "--out-dir DIR and --format"),
+    ("preview", "--preview", "a single input"),
+    ("stats_json", "--stats-json", "--log FILE"),
+    ("stats", "--stats", "--log FILE"),
+)
+
+
+def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of batch mode, in a group of their own in --help."""
+    group = parser.add_argument_group(
+        "many meshes",
+        "Several inputs, a directory (searched recursively for mesh files), a glob "
+        "('meshes/**/*.obj', quoted) or @list.txt (one input per line) voxelize each mesh "
+        "into --out-dir, which mirrors the input tree.",
+    )
+    group.add_argument(
+        "--out-dir",
+        metavar="DIR",
+        help="write one file per mesh here, at the mesh's path below the inputs' common "
+        "folder (required for a batch; created if missing)",
+    )
+    group.add_argument(
+        "--format",
+        type=_format_value,
+        metavar="FMT",
+        help=f"the files' format: {', '.join(s[1:] for s in OUTPUT_FORMATS)} "
+        f"(default {DEFAULT_FORMAT})",
+    )
+    group.add_argument(
+        "--skip-existing",
+        action="store_true",
+        help="leave meshes whose output exists (resume an interrupted batch)",
+    )
+    group.add_argument(
+        "--jobs",
+        type=_positive_int,
+        metavar="N",
+        help="worker processes, one Voxelizer each, spread over --devices (default: one "
+        "per device); with --ray, the number of actors",
+    )
+    group.add_argument(
+        "--devices",
+        metavar="LIST",
+        help="devices for the workers, by index or name, separated by commas (e.g. 0,1)",
+    )
+    group.add_argument(
+        "--log",
+        metavar="FILE",
+        help="append one JSON line per mesh: input, output, status, triangles, solid_voxels, "
+        "boundary_edges, seconds, error, device",
+    )
+    group.add_argument(
+        "--ray",
+        metavar="auto|ADDRESS",
+        help="run the batch on a Ray cluster (pip install 'voxelizer[ray]'); inputs and "
+        "--out-dir must be paths every node can reach",
+    )
+
+
+def _format_value(text: str) -> str:
+    try:
+        return output_suffix(text)
+    except OutputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 1 up, not {text!r}")
+    return value
+
+
+def batch_requested(args: argparse.Namespace) -> bool:
+    """Several inputs, --out-dir, or one input that names a set (a directory, a glob that is
+    no file's name, @list.txt)."""
+    models: list[str] = args.model
+    if len(models) > 1 or args.out_dir is not None:
+        return True
+    if not models:
+        return False
+    spec = models[0]
+    path = Path(spec)
+    if path.is_dir():
+        return True
+    if path.exists():
+        return False
+    return spec.startswith("@") or bool(GLOB_CHARACTERS & set(spec))
+
+
+def refuse_batch_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A usage error for a batch option given with a single input."""
+    for dest, flag in BATCH_ONLY:
+        if getattr(args, dest) not in (None, False):
+            parser.error(
+                f"{flag} is for batches: give several inputs, a directory, a glob, "
+                "@list.txt, or --out-dir"
+            )
+
+
+def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """Check every option and path, then voxelize every mesh; 1 if any failed."""
+    for dest, flag, instead in SINGLE_ONLY:
+        if getattr(args, dest) not in (None, False):
+            parser.error(f"{flag} names one output; for a batch use {instead}")
+    if args.out_dir is None:
+        parser.error(
+            "--out-dir DIR is required with several inputs, a directory, a glob or "
+            "@list.txt (the outputs mirror the input tree there)"
+        )
+    if args.force and args.skip_existing:
+        parser.error("--force and --skip-existing exclude each other")
+    suffix = args.format or output_suffix(DEFAULT_FORMAT)
+    if args.up_axis is not None and suffix != ".vox":
+        parser.error("--up-axis is for --format vox only")
+    if args.device is not None and args.devices is not None:
+        parser.error("--device and --devices exclude each other (use --devices)")
+    if args.ray is not None and (args.devices is not None or args.device is not None):
+        parser.error("--devices is for one machine; on Ray every actor takes a device of its node")
+
+    # Every path before any work: inputs, output collisions, existing files, the log.
+    out_dir = Path(args.out_dir)
+    files = find_meshes(args.model, exclude=out_dir)
+    outputs = output_paths(files.paths, out_dir, suffix, files.root)
+    if not args.force and not args.skip_existing:
+        existing = [output for output in outputs if os.path.lexists(output)]
+        if existing:
+            more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+            raise OutputError(
+                f"{existing[0]}: file exists{more} (use --force to overwrite, or "
+                "--skip-existing to resume)"
+            )
+    log_path = Path(args.log) if args.log else None
+    if log_path is not None:
+        check_output_path(log_path, overwrite=True)  # a folder that takes files; appended to
+    devices = args.devices if args.devices is not None else args.device
+    if devices is not None and args.ray is None:
+        _check_devices(devices)
+
+    progress = TerminalProgress(quiet=args.quiet or args.verbose > 0)
+    started = time.perf_counter()
+    tally: Counter[str] = Counter()
+    log = open(log_path, "a", encoding="utf-8") if log_path is not None else None  # noqa: SIM115
+    try:
+        with _warnings_above(progress), _results(args, files.paths, files.root, suffix) as run:
+            progress("meshes", 0, run.total)
+            for result in run:
+                tally[result.status] += 1
+                if result.error is not None:
+                    progress.write_above(f"voxelize: error: {result.error}")
+                if log is not None:
+                    log.write(json.dumps(result.to_record()) + "\n")
+                    log.flush()
+                progress("meshes", sum(tally.values()), run.total)
+    except KeyboardInterrupt:
+        progress.close()  # what was done so far, then main's "interrupted"
+        print(_summary(tally, time.perf_counter() - started, out_dir, interrupted=True))
+        raise
+    finally:
+        progress.close()
+        if log is not None:
+            log.close()
+    if not args.quiet:
+        print(_summary(tally, time.perf_counter() - started, out_dir, interrupted=False))
+    return 1 if tally["failed"] else 0
+
+
+def _check_devices(devices: str) -> None:
+    """DeviceError unless every selector names a device (before any worker starts)."""
+    from .gpu.device import list_devices
+
+    try:
+        selectors = device_list(devices)
+    except DeviceError as exc:
+        raise DeviceError(f"--devices: {exc}") from None
+    found = list_devices()
+    for selector in selectors:
+        text = str(selector)
+        if text.isdigit():
+            if int(text) >= len(found):
+                raise DeviceError(
+                    f"no Vulkan device with index {text} (there are {len(found)}; see "
+                    "voxelize --list-devices)"
+                )
+        elif not any(text.lower() in info.name.lower() for info in found):
+            names = ", ".join(info.name for info in found)
+            raise DeviceError(f"no Vulkan device matches {text!r} (available: {names})")
+
+
+def _results(args: argparse.Namespace, paths: list[Path], root: Path, suffix: str) -> BatchRun:
+    """The batch's results, from this machine's workers or from Ray."""
+    options = {
+        "grid": args.grid,
+        "variant": args.variant,
+        "fill_mode": args.fill_mode,
+        "sort": args.sort,
+        "voxel_size": args.voxel_size,
+        "bounds": args.bounds,
+        "max_memory": args.max_memory,
+        "mode": args.mode,
+        "surface": args.surface,
+    }
+    if args.ray is not None:
+        try:
+            from .ray import voxelize_files_on_ray
+        except ModuleNotFoundError as exc:
+            raise VoxelizerError(
+                f"--ray needs Ray ({exc.name} is missing): pip install 'voxelizer[ray]'"
+            ) from None
+        return voxelize_files_on_ray(
+            paths,
+            address=args.ray,
+            out_dir=args.out_dir,
+            format=suffix,
+            root=root,
+            overwrite=args.force,
+            skip_existing=args.skip_existing,
+            up_axis=args.up_axis,
+            actors=args.jobs,
+            **options,
+        )
+    return voxelize_many(
+        paths,
+        devices=args.devices if args.devices is not None else args.device,
+        jobs=args.jobs,
+        out_dir=args.out_dir,
+        format=suffix,
+        root=root,
+        overwrite=args.force,
+        skip_existing=args.skip_existing,
+        up_axis=args.up_axis,
+        **options,
+    )
+
+
+@contextmanager
+def _warnings_above(progress: TerminalProgress) -> Iterator[None]:
+    """While open, warnings print as one `voxelize: warning:` line above the progress bar."""
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        progress.write_above(f"voxelize: warning: {message}")
+
+    saved = warnings.showwarning
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = saved
+
+
+def _summary(tally: Counter[str], seconds: float, out_dir: Path, interrupted: bool) -> str:
+    done, skipped, failed = tally["done"], tally["skipped"], tally["failed"]
+    rate = done / seconds if seconds > 0 else 0.0
+    return (
+        f"{done + skipped + failed:,} meshes{' before the interrupt' if interrupted else ''}: "
+        f"{done:,} done, {skipped:,} skipped, {failed:,} failed in {seconds:.2f} s "
+        f"({rate:.1f} meshes/s) -> {out_dir}"
+    )

@@ -1,0 +1,375 @@
+"""What the native mesh readers (ply_file, stl_file, obj_file) share: the error that names
+what breaks a format, text lines by keyword, numbers parsed from text, polygons as triangles,
+and the conversion of file arrays to the Mesh's float64 vertices and int64 faces.
+
+Every function works on whole arrays (numpy releases the GIL in its loops, and large arrays
+are converted in row chunks on the host's cores); Python loops run only over the rows of
+files whose rows differ in layout."""
+
+from __future__ import annotations
+
+import codecs
+import io
+import mmap
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from ..parallel import for_row_chunks
+
+MeshBytes = bytes | mmap.mmap
+"""A whole mesh file: bytes, or the file mapped into memory (binary bodies are read in place)."""
+
+_BYTE_ORDER_MARKS = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),  # before UTF-16 LE: its mark starts the same way
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+)
+_INDENT_STEPS = 32
+_SPACES = bytes.maketrans(b"\n\r\t\v\f", b"     ")
+# Bytes above ASCII that numpy's text parser (reading Latin-1) takes for blanks: as spaces in
+# payloads, so that counting words by bytes agrees with it.
+_WIDE_BLANKS = bytes.maketrans(b"\x85\xa0", b"  ")
+
+
+class MalformedMesh(ValueError):
+    """A fact about the file breaks its format: the one-line message says which, and the
+    caller (voxelizer.io.meshes) adds the file and the format."""
+
+
+def text_bytes(data: MeshBytes) -> bytes:
+    """A text file's bytes in an ASCII-compatible encoding: a UTF-16 or UTF-32 file (known by
+    its byte order mark) is re-encoded as UTF-8 and a UTF-8 mark is dropped. Any other
+    encoding passes as it is: the readers only take numbers and keywords, which are ASCII in
+    every such encoding, and never decode a name or a comment."""
+    head = bytes(data[:4])
+    for mark, encoding in _BYTE_ORDER_MARKS:
+        if head.startswith(mark):
+            if encoding == "utf-8":
+                return bytes(data[len(mark) :])
+            return bytes(data[len(mark) :]).decode(encoding, "replace").encode("utf-8")
+    return bytes(data)
+
+
+def starts_with_byte_order_mark(data: MeshBytes) -> bool:
+    """Whether the file starts with a UTF-8, UTF-16 or UTF-32 byte order mark."""
+    head = bytes(data[:4])
+    return any(head.startswith(mark) for mark, _ in _BYTE_ORDER_MARKS)
+
+
+def _blank(chars: np.ndarray) -> np.ndarray:
+    """Spaces and tabs: what may indent a line."""
+    return (chars == ord(" ")) | (chars == ord("\t"))
+
+
+class TextLines:
+    """The lines of a text file and where each line's first word starts, to pick the lines
+    that begin with a keyword (after any spaces or tabs) in whole-array operations."""
+
+    def __init__(self, text: bytes) -> None:
+        self.text = text if text.endswith(b"\n") else text + b"\n"
+        self.array = np.frombuffer(self.text, np.uint8)
+        self.ends = np.flatnonzero(self.array == ord("\n"))
+        self.starts = np.concatenate(([0], self.ends[:-1] + 1))
+        heads = self.starts.copy()
+        indented = np.flatnonzero(_blank(self.array[heads]))
+        for _ in range(_INDENT_STEPS):  # one step per column, for the indented lines only
+            if not indented.size:
+                break
+            heads[indented] += 1
+            indented = indented[_blank(self.array[heads[indented]])]
+        for line in indented.tolist():  # deeper indentation: line by line
+            words = self.text[heads[line] : self.ends[line]]
+            heads[line] += len(words) - len(words.lstrip(b" \t"))
+        self.heads = heads
+        self._columns: dict[int, np.ndarray] = {}
+
+    def column(self, offset: int) -> np.ndarray:
+        """The byte `offset` places after each line's first word starts (the newline for a
+        line that ends before), gathered once per offset."""
+        if offset not in self._columns:
+            self._columns[offset] = self.array[np.minimum(self.heads + offset, self.ends)]
+        return self._columns[offset]
+
+    def with_keyword(self, keyword: bytes, ignore_case: bool = False) -> np.ndarray:
+        """Indices of the lines whose first word is `keyword` (ASCII letters)."""
+        selected = self.column(len(keyword)) <= ord(" ")  # then a blank or the line's end
+        for offset, char in enumerate(keyword.lower()):
+            found = self.column(offset)
+            selected &= (found | 0x20 if ignore_case else found) == char
+        return np.flatnonzero(selected)
+
+    def payload(self, lines: np.ndarray, keyword_length: int) -> bytes:
+        """The text of `lines` (sorted line indices) with their keyword blanked: one line
+        each, ending in a newline."""
+        if len(lines) == 0:
+            return b""
+        copy = bytearray(self.text)
+        blanked = np.frombuffer(copy, np.uint8)
+        for offset in range(keyword_length):
+            blanked[self.heads[lines] + offset] = ord(" ")
+        run_starts = np.flatnonzero(np.diff(lines) != 1) + 1
+        if len(run_starts) < max(16, len(lines) // 64):  # few runs of consecutive lines
+            firsts = lines[np.concatenate(([0], run_starts))]
+            lasts = lines[np.concatenate((run_starts - 1, [len(lines) - 1]))]
+            starts, stops = self.starts[firsts].tolist(), (self.ends[lasts] + 1).tolist()
+            view = memoryview(copy)
+            text = b"".join(view[start:stop] for start, stop in zip(starts, stops))
+        else:
+            selected = np.zeros(len(self.starts), bool)
+            selected[lines] = True
+            text = blanked[np.repeat(selected, self.ends - self.starts + 1)].tobytes()
+        return text.translate(_WIDE_BLANKS)
+
+    def line_number(self, line: int) -> int:
+        """The 1-based number of line index `line`, for messages."""
+        return int(line) + 1
+
+
+def parse_table(payload: bytes, dtype: type, columns: int | None = None) -> np.ndarray | None:
+    """The numbers of `payload` as rows (one per line): the first `columns` of each line
+    (more are ignored), or, without `columns`, every number when all lines hold the same
+    count. None when the lines are not such a table (a line too short, lines of different
+    lengths, or a word that is not a number: parse_numbers and first_bad_word tell which)."""
+    if not payload or payload.isspace():
+        return np.empty((0, columns or 0), dtype)
+    if b"\r" in payload:  # CRLF lines: the row parser wants plain newlines
+        payload = payload.replace(b"\r", b" ")
+    usecols = None if columns is None else range(columns)
+    try:
+        table: np.ndarray = np.loadtxt(
+            io.BytesIO(payload), dtype=dtype, usecols=usecols, comments=None, ndmin=2
+        )
+    except ValueError:
+        return None
+    return table
+
+
+def parse_numbers(payload: bytes, dtype: type, what: str, line_numbers: np.ndarray) -> np.ndarray:
+    """Every number of `payload` in order, or MalformedMesh naming the first word that is not
+    a number (`line_numbers[i]` is the file's line number of the payload's line i)."""
+    if not payload or payload.isspace():
+        return np.empty(0, dtype)
+    try:
+        one_line = io.BytesIO(payload.translate(_SPACES))
+        return np.loadtxt(one_line, dtype=dtype, comments=None, ndmin=1)
+    except ValueError:
+        raise MalformedMesh(first_bad_word(payload, dtype, what, line_numbers)) from None
+
+
+def first_bad_word(payload: bytes, dtype: type, what: str, line_numbers: np.ndarray) -> str:
+    """Why the numbers of `payload` do not parse, with the line of the file (slow: only for
+    the message of a file that has failed the fast parse)."""
+    kind = "an integer" if np.issubdtype(dtype, np.integer) else "a number"
+    for row, line in enumerate(payload.split(b"\n")):
+        for word in line.split():
+            try:
+                np.array(word.decode("latin-1"), dtype=dtype)  # accepts what loadtxt does
+            except (ValueError, OverflowError):
+                shown = word[:24].decode("latin-1")
+                return f"line {line_numbers[row]:,}: {what} {shown!r} is not {kind}"
+    return f"a value in the {what}s that is not {kind}"
+
+
+def token_counts(payload: bytes) -> np.ndarray:
+    """Words per line of a payload (lines ending in newlines; any byte up to a space is a
+    blank)."""
+    array = np.frombuffer(payload, np.uint8)
+    blank = array <= ord(" ")
+    starts = ~blank
+    starts[1:] &= blank[:-1]
+    newline = array == ord("\n")
+    events = np.flatnonzero(starts | newline)  # word starts and line ends, in order
+    is_end = newline[events]
+    line_of_event = np.cumsum(is_end) - is_end  # a line's end belongs to that line
+    counts = np.bincount(line_of_event[~is_end], minlength=int(np.count_nonzero(newline)))
+    return counts.astype(np.int64)
+
+
+# --- polygons -------------------------------------------------------------------------------
+
+
+def triangles_of_polygons(corners: np.ndarray, counts: np.ndarray, grouped: bool) -> np.ndarray:
+    """(T, 3) int64 triangles of polygons given as their corners in a row and the corner
+    count of each, fanned from each polygon's first corner; a quad (a, b, c, d) becomes
+    (a, b, c) and (c, d, a). Polygons of fewer than 3 corners give none.
+
+    grouped: the order trimesh gives (all triangles, then every quad's first half, then every
+    quad's second half, then the larger polygons' fans), else each polygon's triangles in
+    the polygons' order."""
+    counts = counts.astype(np.int64, copy=False)
+    starts = np.cumsum(counts) - counts
+    if grouped:
+        triangles = starts[counts == 3]
+        quads = starts[counts == 4]
+        larger = counts > 4
+        pieces = [
+            corners[triangles[:, None] + np.arange(3)],
+            corners[quads[:, None] + np.arange(3)],
+            corners[quads[:, None] + np.array([2, 3, 0])],
+            corners[_fans(starts[larger], counts[larger])],
+        ]
+        return np.ascontiguousarray(np.concatenate(pieces), np.int64)
+    keep = counts >= 3
+    positions = _fans(starts[keep], counts[keep])
+    second_of_quad = _second_triangles_of_quads(counts[keep])
+    positions[second_of_quad] = np.roll(positions[second_of_quad], -1, axis=1)
+    return np.ascontiguousarray(corners[positions], np.int64)
+
+
+def _fans(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(T, 3) positions of the fan triangles (s, s+i, s+i+1) of each polygon, in order."""
+    per_polygon = counts - 2
+    owner_start = np.repeat(starts, per_polygon)
+    first_of_owner = np.repeat(np.cumsum(per_polygon) - per_polygon, per_polygon)
+    step = np.arange(len(owner_start)) - first_of_owner + 1
+    return np.stack([owner_start, owner_start + step, owner_start + step + 1], axis=1)
+
+
+def _second_triangles_of_quads(counts: np.ndarray) -> np.ndarray:
+    """Rows of the fans of these polygons that are the second triangle of a quad."""
+    per_polygon = counts - 2
+    first_rows = np.cumsum(per_polygon) - per_polygon
+    return first_rows[counts == 4] + 1
+
+
+# --- the Mesh's arrays ------------------------------------------------------------------------
+
+
+def float64_vertices(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """(V, 3) float64, C-contiguous, from the x, y and z columns: views of any numeric type
+    and stride (a file's rows in place), converted in row chunks on the host's cores."""
+    vertices = np.empty((len(columns[0]), 3), np.float64)
+
+    def convert(start: int, stop: int) -> None:
+        for axis, column in enumerate(columns):  # a strided column: numpy's fastest cast
+            vertices[start:stop, axis] = column[start:stop]
+
+    for_row_chunks(len(vertices), convert)
+    return vertices
+
+
+def int64_faces(columns: Sequence[np.ndarray], vertex_count: int) -> np.ndarray:
+    """(T, 3) int64, C-contiguous, from the three corner columns (integer views of any type
+    and stride), or MalformedMesh when an index is not one of the `vertex_count` vertices."""
+    faces = np.empty((len(columns[0]), 3), np.int64)
+    largest: list[int] = []
+
+    def convert(start: int, stop: int) -> None:
+        chunk = faces[start:stop]
+        for axis, column in enumerate(columns):
+            chunk[:, axis] = column[start:stop]
+        # a negative index is larger than any valid one as uint64: one pass checks both ends
+        largest.append(int(chunk.view(np.uint64).max(initial=0)))
+
+    for_row_chunks(len(faces), convert)
+    if largest and max(largest) >= vertex_count:
+        check_indices(faces.reshape(-1), vertex_count)
+    return faces
+
+
+def check_indices(
+    indices: np.ndarray,
+    vertex_count: int,
+    where: Callable[[int], str] | None = None,
+    written: np.ndarray | None = None,
+) -> None:
+    """MalformedMesh naming the first of `indices` that is not one of `vertex_count`
+    vertices; `where(i)` says where index i is in the file (default: three per face), and
+    `written` holds the indices as the file writes them, when that differs."""
+    bad = np.flatnonzero((indices < 0) | (indices >= vertex_count))
+    if len(bad):
+        first = int(bad[0])
+        place = where(first) if where is not None else f"face {first // 3:,}"
+        shown = (indices if written is None else written)[first]
+        raise MalformedMesh(
+            f"a face refers to a vertex that does not exist ({place} refers to vertex "
+            f"{int(shown):,}, the file has {vertex_count:,} vertices)"
+        )
+
+
+def without_comments(payload: bytes) -> bytes:
+    """A payload with '#' comments cut from its lines."""
+    return re.sub(rb"#[^\n]*", b"", payload) if b"#" in payload else payload
+
+
+def float64_copy(values: np.ndarray) -> np.ndarray:
+    """A C-contiguous float64 copy of a view of any numeric type and stride, converted in
+    chunks of its first axis on the host's cores."""
+    copy = np.empty(values.shape, np.float64)
+
+    def convert(start: int, stop: int) -> None:
+        copy[start:stop] = values[start:stop]
+
+    for_row_chunks(len(values), convert)
+    return copy
+
+
+# --- corners shared by position ---------------------------------------------------------------
+
+_HASH_FACTORS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
+"""Odd 64-bit constants: a corner's hash is the xor of its three coordinates' bits times these."""
+
+
+def merged_corners(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of (..., 3) float `corners` (a view of any stride) in the order they
+    first appear, and for each corner the index of its row: a soup's corners become an indexed
+    mesh. Rows are equal when their values are (-0.0 and 0.0 are one; the pipeline sees no
+    difference), found with a hash table built in whole-array rounds, in time linear in N."""
+    values = (corners + corners.dtype.type(0)).reshape(-1, 3)  # a copy; -0.0 becomes 0.0
+    count = len(values)
+    if count == 0:
+        return values, np.empty(0, np.int64)
+    keys = _row_keys(values)
+    hashes = np.zeros(count, np.uint64)
+    with np.errstate(over="ignore"):
+        for key, factor in zip(keys, _HASH_FACTORS):
+            hashes ^= key.astype(np.uint64, copy=False) * np.uint64(factor)
+    slot_bits = max(4, (2 * count - 1).bit_length())  # at most half of the slots used
+    at = (hashes >> np.uint64(64 - slot_bits)).astype(np.int64)
+    del hashes
+    mask = (1 << slot_bits) - 1
+    table = np.full(1 << slot_bits, -1, np.int64 if count >= 1 << 31 else np.int32)
+    # the first round, for every row: the first row of each slot claims it (numpy writes
+    # repeated indices in order, so of rows written in reverse the first one stays)
+    table[at[::-1]] = np.arange(count - 1, -1, -1, dtype=table.dtype)
+    owners = table[at].astype(np.int64)
+    found = _same_rows(keys, owners, None)
+    pending = np.flatnonzero(~found)
+    at = (at[pending] + 1) & mask  # linear probing
+    while len(pending):
+        free = table[at] < 0
+        # rows with one key wait at the same slots in lockstep: the first of them claims one
+        table[at[free][::-1]] = pending[free][::-1]
+        owner = table[at]
+        found = _same_rows(keys, owner, pending)
+        owners[pending[found]] = owner[found]
+        missed = ~found
+        pending = pending[missed]
+        at = (at[missed] + 1) & mask
+    first = owners == np.arange(count)
+    row_of_first = np.cumsum(first) - 1
+    return values[first], row_of_first[owners]
+
+
+def _row_keys(values: np.ndarray) -> list[np.ndarray]:
+    """Contiguous unsigned columns that together are a row's bits: float32 x and y in one
+    uint64 and z, or the three float64 coordinates' bits."""
+    if values.itemsize == 4:
+        pairs = np.ascontiguousarray(values[:, :2]).view(np.uint64).reshape(-1)
+        return [pairs, np.ascontiguousarray(values[:, 2]).view(np.uint32)]
+    bits = values.view(np.dtype(f"u{values.itemsize}"))
+    return [np.ascontiguousarray(bits[:, axis]) for axis in range(3)]
+
+
+def _same_rows(keys: list[np.ndarray], rows: np.ndarray, others: np.ndarray | None) -> np.ndarray:
+    """Whether row rows[i] equals row others[i] (row i where others is None), key by key."""
+    same: np.ndarray | None = None
+    for key in keys:
+        equal = key[rows] == (key if others is None else key[others])
+        same = equal if same is None else same & equal
+    assert same is not None
+    return same

@@ -1,0 +1,332 @@
+"""fill_mode="winding": solid where the generalized winding number w of the mesh exceeds 1/2,
+on the GPU, with work in proportion to the surface rather than the volume.
+
+w is never summed over the triangles (shaders/winding.glsl): it is s - c, where s counts
+the surface's crossings below the point with their signs (the parity passes' exact integer
+predicates) and c is the solid angle of the vertical curtain hanging up from the mesh's
+boundary, a sum over the boundary edges only. A mesh whose boundary cancels (closed, or
+closed parts in any orientation, overlapping or not) has no boundary edge: w = s exactly.
+
+Per slab: the passes mark the first voxel above every crossing (fill.comp, MARK_CROSSINGS);
+the runs of voxels between marks inside the surface's bounding box are the segments, on
+which s is one integer (winding_columns.comp); the passes run again and add each crossing's
+sign to its segment (fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment
+is a run: c at the two ends of its column's range, then at the run's own ends, bounds c on
+all of it (each edge's term is monotonic along the column), which decides the whole run or
+splits it in halves for the next round (winding_evaluate.comp, winding_decide.comp). A closed mesh needs no round beyond the first
+and evaluates no solid angle.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..gpu.buffers import Binding, BufferPool
+from ..gpu.commands import Sequence, workgroups
+from ..gpu.device import Device
+from ..gpu.kernels import COMMON_DEFINES, WG_SIZE
+from ..gpu.pipelines import ComputePipeline
+from ..gpu.scan import Scan
+from ..mesh import Mesh
+from ..placement import FIXED_BITS
+from ..stats import Stats
+from . import kernels
+from .passes import TILE_SIDE, SignedCrossings, Window
+
+EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
+TILE_COLUMNS = TILE_SIDE * TILE_SIDE  # points a workgroup evaluates together
+_ONE = 1 << FIXED_BITS
+_HALF = _ONE >> 1
+
+
+def winding_defines() -> dict[str, int]:
+    """What the winding kernels are compiled with besides their own defines."""
+    return {**COMMON_DEFINES, "FIXED_BITS": FIXED_BITS}
+
+
+# -- the boundary ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Boundary:
+    """What the winding kernels read of the mesh: its boundary edges with their net counts,
+    and the box of the surface (the triangles with area)."""
+
+    edges: np.ndarray  # int32 (B, 8): x0 xyz, m, x1 xyz, 0 (fixed point)
+    box: np.ndarray  # int64 (2, 3): fixed-point bounding box of the surface
+
+    @property
+    def edge_count(self) -> int:
+        return len(self.edges)
+
+    @property
+    def nbytes(self) -> int:
+        return self.edges.nbytes
+
+
+_boundaries: weakref.WeakKeyDictionary[Mesh, tuple[np.ndarray, Boundary | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def mesh_boundary(mesh: Mesh, grid_vertices: np.ndarray) -> Boundary | None:
+    """The boundary of `mesh` at these grid-space vertices (None: no triangle has area),
+    found once and kept with the Mesh for the next call with the same vertices."""
+    cached = _boundaries.get(mesh)
+    if cached is not None and np.array_equal(cached[0], grid_vertices):
+        return cached[1]
+    boundary = find_boundary(grid_vertices, mesh.faces)
+    _boundaries[mesh] = (np.array(grid_vertices, np.float32), boundary)
+    return boundary
+
+
+def fixed_corners(grid_vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    """(T, 3, 3) int64: each triangle's corners in fixed point, as the passes compute them."""
+    g = np.asarray(grid_vertices, np.float32).astype(np.float64)
+    fixed = np.rint(g * _ONE).astype(np.int64)
+    return fixed[np.asarray(faces, np.int64)]
+
+
+def triangle_normals(corners: np.ndarray) -> np.ndarray:
+    """(T, 3) int64: (b - a) x (c - a) of fixed-point corners, exact (|.| < 2^62)."""
+    u = corners[:, 1] - corners[:, 0]
+    v = corners[:, 2] - corners[:, 0]
+    return np.stack(
+        [
+            u[:, 1] * v[:, 2] - u[:, 2] * v[:, 1],
+            u[:, 2] * v[:, 0] - u[:, 0] * v[:, 2],
+            u[:, 0] * v[:, 1] - u[:, 1] * v[:, 0],
+        ],
+        axis=1,
+    )
+
+
+def boundary_edges(corners: np.ndarray) -> np.ndarray:
+    """(B, 7) int64: the boundary of the triangles as a chain, x0 xyz, x1 xyz, m: each edge
+    (compared by position, x0 < x1 in position order) used m times more x0 -> x1 than
+    x1 -> x0, where m != 0. Empty when the boundary cancels (closed surfaces)."""
+    flat = corners.reshape(-1, 3)
+    positions, ids = np.unique(flat, axis=0, return_inverse=True)
+    ids = ids.reshape(-1, 3)
+    start, end = ids.reshape(-1), ids[:, [1, 2, 0]].reshape(-1)
+    low, high = np.minimum(start, end), np.maximum(start, end)
+    keys = low * len(positions) + high
+    unique, inverse = np.unique(keys, return_inverse=True)
+    net = np.zeros(len(unique), np.int64)
+    np.add.at(net, inverse, np.where(start < end, 1, -1))
+    open_edges = np.flatnonzero(net)
+    first, second = unique[open_edges] // len(positions), unique[open_edges] % len(positions)
+    return np.concatenate(
+        [positions[first], positions[second], net[open_edges, None]], axis=1
+    ).astype(np.int64)
+
+
+def find_boundary(grid_vertices: np.ndarray, faces: np.ndarray) -> Boundary | None:
+    """The boundary and box of a mesh whose vertices are in grid space (numpy)."""
+    corners = fixed_corners(grid_vertices, faces)
+    surface = corners[np.any(triangle_normals(corners) != 0, axis=1)]  # no area: no angle
+    if not len(surface):
+        return None
+    edges = boundary_edges(surface)
+    box = np.array([surface.min(axis=(0, 1)), surface.max(axis=(0, 1))])
+    rows = np.zeros((len(edges), 8), np.int32)
+    rows[:, 0:3], rows[:, 3], rows[:, 4:7] = edges[:, 0:3], edges[:, 6], edges[:, 3:6]
+    return Boundary(rows, box)
+
+
+def column_box(box: np.ndarray, shape: tuple[int, int, int]) -> dict[str, int]:
+    """The voxels whose centres, nudged by (+e, +e^2, -E), lie inside the fixed-point box:
+    columns i_lo <= i < i_hi (Xmin <= centre < Xmax), the same in j, and voxels
+    k_lo <= k < k_hi (Zmin < centre <= Zmax)."""
+    (x0, y0, z0), (x1, y1, z1) = (tuple(int(v) - _HALF for v in row) for row in box)
+
+    def ceil(value: int) -> int:
+        return -(-value // _ONE)
+
+    nx, ny, nz = shape
+    return {
+        "i_lo": min(max(ceil(x0), 0), nx),
+        "i_hi": min(max(ceil(x1), 0), nx),
+        "j_lo": min(max(ceil(y0), 0), ny),
+        "j_hi": min(max(ceil(y1), 0), ny),
+        "k_lo": min(max(z0 // _ONE + 1, 0), nz),
+        "k_hi": min(max(z1 // _ONE + 1, 0), nz),
+    }
+
+
+# -- the GPU work -----------------------------------------------------------------------------
+
+
+class WindingPipelines:
+    """The winding kernels, built once per device (on the first winding call)."""
+
+    def __init__(self, device: Device):
+        defines = winding_defines()
+        self.count = ComputePipeline(device, kernels.WINDING_COUNT, defines)
+        self.emit = ComputePipeline(device, kernels.WINDING_EMIT, defines)
+        self.sum = ComputePipeline(device, kernels.WINDING_SUM, defines)
+        self.curtain = ComputePipeline(device, kernels.WINDING_CURTAIN, defines)
+        self.decide = ComputePipeline(device, kernels.WINDING_DECIDE, defines)
+
+    def destroy(self) -> None:
+        for pipeline in (self.count, self.emit, self.sum, self.curtain, self.decide):
+            pipeline.destroy()
+
+
+class WindingFill:
+    """Turns the crossing marks of one slab at a time into winding bits, in place: `segments`
+    after the marking passes, `finish` after the signed ones. One per voxelization: it
+    uploads the boundary with the first slab."""
+
+    def __init__(
+        self,
+        pipelines: WindingPipelines,
+        scan: Scan,
+        pool: BufferPool,
+        sequence: Sequence,
+        boundary: Boundary | None,
+        shape: tuple[int, int, int],
+        stats: Stats,
+    ):
+        self.pipelines, self.scan, self.pool, self.sequence = pipelines, scan, pool, sequence
+        self.boundary, self.stats = boundary, stats
+        names = ("i_lo", "i_hi", "j_lo", "j_hi", "k_lo", "k_hi")
+        self.box = column_box(boundary.box, shape) if boundary else dict.fromkeys(names, 0)
+        self._edges: Binding | None = None
+        self._started = 0.0
+        self._slots = 0
+        if boundary is not None:
+            stats.count(winding_boundary_edges=boundary.edge_count)
+
+    def segments(self, slab: Window, grid: Binding) -> SignedCrossings | None:
+        """Cut the slab's columns into segments at the marks in `grid`: what the signed
+        passes need (None: no voxel can be solid, and the grid is cleared)."""
+        tiles = slab.tiles
+        offsets = self.pool.binding("winding_offsets", (tiles + 1) * 4)
+        push = {"window": slab, "box": self.box}
+        sequence = self._begin()
+        sequence.fill(offsets.buffer, 0, offsets.size)
+        sequence.barrier()
+        sequence.dispatch(self.pipelines.count, {"grid": grid, "offsets": offsets}, push, tiles)
+        sequence.barrier()
+        total = self.scan.record(sequence, self.pool, offsets.buffer, tiles + 1, "winding")
+        sequence.mark("winding_segments")
+        staging = sequence.download(total, 4)
+        self._submit("winding_count_submission")
+        slots = int(staging.read(np.uint32, 1)[0]) * TILE_COLUMNS if self.boundary else 0
+        self._slots = slots
+        sequence = self._begin()
+        if not slots:
+            sequence.fill(grid.buffer, 0, grid.size)
+            sequence.barrier()
+            sequence.mark("winding_decide")
+            self._submit("winding_decide_submission")
+            return None
+        runs = self.pool.binding("winding_runs", slots * 16)
+        crossings = self.pool.binding("winding_crossings", slots * 4)
+        sequence.fill(crossings.buffer, 0, crossings.size)
+        sequence.dispatch(
+            self.pipelines.emit, {"grid": grid, "offsets": offsets, "runs": runs}, push, tiles
+        )
+        sequence.barrier()
+        sequence.mark("winding_segments")
+        self._submit("winding_segments_submission")
+        self.stats.count(winding_segments=slots)
+        return SignedCrossings(offsets, crossings, self.box)
+
+    def finish(self, slab: Window, grid: Binding, signed: SignedCrossings) -> None:
+        """After the signed passes: s per segment, the grid cleared, the runs decided."""
+        sequence = self._begin()
+        self._upload_edges()
+        sequence.dispatch(
+            self.pipelines.sum,
+            {"grid": grid, "offsets": signed.offsets, "crossings": signed.crossings},
+            {"window": slab, "box": self.box},
+            slab.tiles,
+        )
+        sequence.fill(grid.buffer, 0, grid.size)
+        sequence.barrier()
+        sequence.mark("winding_segments")
+        runs = self.pool.binding("winding_runs", self._slots * 16)
+        self._decide(slab, grid, runs, self._slots, signed.crossings)
+
+    def _begin(self) -> Sequence:
+        self._started = time.perf_counter()
+        self.sequence.begin()
+        self.sequence.mark("start")
+        return self.sequence
+
+    def _submit(self, label: str) -> None:
+        self.stats.add_gpu(self.sequence.submit())
+        self.stats.add_host({label: (time.perf_counter() - self._started) * 1e3})
+
+    def _upload_edges(self) -> None:
+        if self._edges is not None or self.boundary is None:
+            return
+        edges = self.boundary.edges
+        self._edges = self.pool.binding("winding_edges", max(edges.nbytes, 16))
+        if edges.nbytes:
+            self.sequence.upload(self._edges.buffer, edges)
+        self.sequence.barrier()
+        self.sequence.mark("upload")
+
+    def _decide(
+        self, slab: Window, grid: Binding, runs: Binding, count: int, crossings: Binding
+    ) -> None:
+        """Rounds of winding_evaluate and winding_decide until no run is left. Continues the
+        sequence begun and submits it."""
+        assert self.boundary is not None and self._edges is not None
+        edge_count, sequence = self.boundary.edge_count, self.sequence
+        names = ("winding_runs", "winding_runs_next")
+        next_count = self.pool.binding("winding_next_count", 16)
+        rounds = 0
+        while count:
+            curtain = self.pool.binding("winding_curtain", count * 32)
+            following = self.pool.binding(names[(rounds + 1) % 2], count * 32)
+            sequence.fill(curtain.buffer, 0, curtain.size)
+            sequence.fill(next_count.buffer, 0, next_count.size)
+            sequence.barrier()
+            for first in range(0, edge_count, EDGE_CHUNK):
+                sequence.dispatch(
+                    self.pipelines.curtain,
+                    {"edges": self._edges, "runs": runs, "curtain": curtain},
+                    {
+                        "point_count": 2 * count,
+                        "edge_first": first,
+                        "edge_end": min(first + EDGE_CHUNK, edge_count),
+                        "whole_columns": int(rounds == 0),
+                        "column_lo": self.box["k_lo"],
+                        "column_hi": self.box["k_hi"],
+                    },
+                    workgroups(2 * count, TILE_COLUMNS),
+                )
+                sequence.barrier()
+            sequence.mark("winding_curtain")
+            sequence.dispatch(
+                self.pipelines.decide,
+                {
+                    "grid": grid,
+                    "runs": runs,
+                    "curtain": curtain,
+                    "crossings": crossings,
+                    "next": following,
+                    "next_count": next_count,
+                },
+                {"window": slab, "run_count": count, "whole_columns": int(rounds == 0)},
+                workgroups(count, WG_SIZE),
+            )
+            sequence.barrier()
+            sequence.mark("winding_decide")
+            self.stats.count(winding_runs=count)
+            staging = sequence.download(next_count.buffer, 4)
+            self._submit("winding_decide_submission")
+            count = int(staging.read(np.uint32, 1)[0])
+            runs = following
+            rounds += 1
+            if count:
+                sequence = self._begin()
+        self.stats.count_max(winding_rounds=rounds)
