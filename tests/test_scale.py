@@ -15,7 +15,7 @@ from voxelizer.pipeline.plan import MIN_PAIR_BUDGET, make_plan
 from voxelizer.reference import solid_columns
 
 from .helpers import assert_same_svo, assert_same_voxels, load_model
-from .shapes import box, octahedron, reference_voxels
+from .shapes import box, combine, octahedron, reference_voxels
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +91,25 @@ def test_a_slab_that_would_leave_the_pairs_short_is_halved(gpu, bunny):
     assert plan.slab_rows < 128 and plan.pair_budget >= MIN_PAIR_BUDGET
     whole = gpu.voxelize(bunny, shape)
     assert_same_svo(gpu.voxelize(bunny, shape, max_memory=budget), whole)
+
+
+def test_indexed_variants_batch_triangles_beside_their_vertices(gpu, bunny):
+    """Two bunnies' 70k vertices take more than the triangles' quarter of 6 MiB: the indexed
+    variants still batch thousands of triangles (not one at a time, which ran ~10^5 parts),
+    and a vertex buffer beyond half the budget is refused in words."""
+    shift = (bunny.bounds[1] - bunny.bounds[0]) * [0.3, 0.1, 0.2]
+    pair = combine((bunny.vertices, bunny.faces), (bunny.vertices + shift, bunny.faces))
+    triangles, vertices = len(pair[1]), len(pair[0])
+    assert passes.vertex_bytes(True, vertices) > (6 << 20) // 4
+    shape, budget = (256, 256, 256), 6 << 20
+    plan = make_plan(gpu.device, shape, triangles, vertices, True, budget, svo=True, dense=False)
+    assert 1000 < plan.batch_triangles < triangles
+    for variant in ("indexed", "combined"):
+        split = gpu.voxelize(pair, 256, variant=variant, max_memory=6 << 20)
+        assert split.stats.counts["parts"] < 100
+        assert_same_svo(split, gpu.voxelize(pair, 256, variant=variant))
+    with pytest.raises(MemoryBudgetError, match="indexed variants hold all"):
+        gpu.voxelize(pair, 64, variant="indexed", max_memory=3 << 20)
 
 
 @pytest.mark.slow

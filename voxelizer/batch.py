@@ -25,7 +25,7 @@ import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
@@ -517,6 +517,9 @@ def worker_process_main(
     messages go through a pipe of its own: a worker killed part way through one damages
     no other worker's channel."""
     try:
+        # Blocked by the parent while this process started (so that a Ctrl-C could not
+        # interrupt its imports with a traceback): one sent since arrives here, handled below.
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         try:
             voxelizer = Voxelizer(device)
         except VoxelizerError as exc:
@@ -577,7 +580,8 @@ def _process_results(
             name=f"voxelizer-worker-{slot}",
             daemon=True,
         )
-        process.start()
+        with _sigint_blocked():  # the child inherits the mask; it unblocks once ready
+            process.start()
         writer.close()  # the worker holds the only write end: its death ends the pipe
         handles[slot] = _Handle(process, inbox, reader, device)
 
@@ -659,6 +663,17 @@ def _process_results(
         interrupted = False
     finally:
         _stop(list(handles.values()), interrupted)
+
+
+@contextmanager
+def _sigint_blocked() -> Iterator[None]:
+    """SIGINT held back (not lost) while a worker is spawned: the child inherits the blocked
+    mask through exec, so a Ctrl-C reaches it only once its own code can handle it."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _stop(handles: list[_Handle], interrupted: bool) -> None:

@@ -8,7 +8,8 @@ them. The grid
 is voxelized whole when it, its SVO classification and any download fit one storage buffer
 and half the budget; otherwise in slabs of S column rows, S the largest power of two that
 fits, so that each slab converts to a forest of S-cubes (svo_build.Forest, merge.py).
-Triangles go up in batches that fit a quarter of the budget; what is left bounds the
+Triangles go up in batches that fit a quarter of the budget (beside the vertex buffer the
+indexed variants hold whole, which must not starve the batches); what is left bounds the
 tile-triangle pairs of one part (passes.PassRunner splits parts that would hold more), and
 a slab is halved while it would leave the pairs less than MIN_PAIR_BUDGET.
 """
@@ -103,7 +104,13 @@ def make_plan(
 
     per_triangle = triangle_bytes(indexed)
     fixed = vertex_bytes(indexed, vertices)
-    by_budget = (budget // 4 - fixed) // per_triangle
+    if fixed > budget // 2:
+        raise MemoryBudgetError(
+            f"the indexed variants hold all {vertices:,} vertices on the device ({fixed:,} "
+            f"bytes), more than half the budget of {budget:,}; raise the budget or use the "
+            f"naive or branchless variant"
+        )
+    by_budget = (budget // 4) // per_triangle
     by_buffer = limit // max(RECORD_BYTES, geometry_bytes(indexed))
     batch = max(1, min(triangles, by_budget, by_buffer))
     triangle_budget = fixed + batch * per_triangle
