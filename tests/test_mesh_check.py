@@ -7,6 +7,7 @@ counted on the GPU and compared with analytic counts and with the CPU reference
 from __future__ import annotations
 
 import json
+import shutil
 import warnings
 
 import numpy as np
@@ -409,6 +410,19 @@ def test_cli_check_prints_the_report_and_voxelizes_nothing(capsys, tmp_path):
     )
     assert "--check only reports on the mesh: leave out -o" in stderr
     assert not (tmp_path / "x.svo").exists()
+
+
+def test_cli_check_reports_every_mesh_of_a_folder_and_goes_on_past_a_bad_one(capsys, tmp_path):
+    shutil.copyfile(PROJECT_MODELS / "gear.ply", tmp_path / "a.ply")
+    shutil.copyfile(shared_model("bunny_scan.ply"), tmp_path / "b.ply")
+    (tmp_path / "c.stl").write_text("not a mesh")
+    code, stdout, stderr = run_cli(capsys, tmp_path, "--check")
+    assert code == 1
+    headers = [line for line in stdout.splitlines() if not line.startswith(" ")]
+    assert headers[0].startswith("a.ply: ") and headers[0].endswith(", closed")
+    assert headers[1] == "b.ply: 69,451 triangles, not closed" and len(headers) == 2
+    assert stderr.startswith("voxelize: error: ") and "c.stl" in stderr
+    assert len(stderr.strip().splitlines()) == 1
 
 
 def test_cli_statistics_keep_the_edge_report(capsys, tmp_path):

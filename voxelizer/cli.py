@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TextIO
 
 from . import __version__
+from .batch import find_meshes
 from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
 from .errors import (
@@ -414,7 +415,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """--check: the mesh's edge-level report on stdout; no device, no voxels, no files."""
+    """--check: each mesh's edge-level report on stdout; no device, no voxels, no files.
+    A mesh that cannot be read is one line on stderr, and the status is then 1."""
     asked = [
         option
         for option, value in (
@@ -427,13 +429,20 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     ]
     if asked:
         parser.error(f"--check only reports on the mesh: leave out {', '.join(asked)}")
-    mesh, _ = _loaded(args.model)
-    topology = mesh.topology
-    verdict = "closed" if topology.closed else "not closed"
-    print(f"{Path(args.model).name}: {mesh.triangle_count:,} triangles, {verdict}")
-    for name, value in asdict(topology).items():
-        print(f"  {name:<24} {value:>12,}")
-    return 0
+    failed = 0
+    for path in find_meshes(args.model).paths:  # files, folders, globs, @list.txt
+        try:
+            mesh, _ = _loaded(str(path))
+        except VoxelizerError as exc:
+            print(f"voxelize: error: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        topology = mesh.topology
+        verdict = "closed" if topology.closed else "not closed"
+        print(f"{path.name}: {mesh.triangle_count:,} triangles, {verdict}")
+        for name, value in asdict(topology).items():
+            print(f"  {name:<24} {value:>12,}")
+    return int(failed > 0)
 
 
 def _loaded(model: str) -> tuple[Mesh, float]:
