@@ -17,6 +17,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -35,6 +36,7 @@ from voxelizer.svo import SVO
 from .helpers import (
     PROJECT_MODELS,
     FakeTerminal,
+    assert_same_svo,
     cli_usage_error,
     load_model,
     run_cli,
@@ -277,6 +279,32 @@ def test_a_dead_worker_process_loses_nothing(tmp_path, capfd):
     assert "vulkan validation" not in capfd.readouterr().err
 
 
+def test_a_worker_killed_while_starting_is_replaced(tmp_path):
+    """A worker that dies before it is ready (killed at once, long before its imports end)
+    held no meshes: a new one takes its place and the batch completes."""
+    inputs = [TREE["c/torus.stl"], TREE["a/b/sphere.ply"]] * 2
+    killed: list[int] = []
+
+    def kill_the_first_worker() -> None:
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            for child in multiprocessing.active_children():
+                os.kill(child.pid, signal.SIGKILL)
+                killed.append(child.pid)
+                return
+            time.sleep(0.001)
+
+    killer = threading.Thread(target=kill_the_first_worker)
+    killer.start()
+    with voxelize_many(inputs, grid=64, jobs=2) as run:
+        results = sorted(run, key=lambda r: r.index)
+    killer.join()
+    assert killed
+    assert [r.status for r in results] == ["done"] * len(inputs)
+    for result, source in zip(results, inputs):
+        assert_same_svo(result.result, voxelizer.voxelize(source, grid=64))
+
+
 # --- the command line ---------------------------------------------------------------------------
 
 
@@ -336,8 +364,8 @@ def test_cli_log_records(tree, tmp_path, capsys):
     bad = tree / "bad.ply"
     bad.write_bytes(BAD_PLY)
     vertices, faces = box((-1, -1, -1), (1, 1, 1))
-    open_box = tree / "open_box.ply"  # one side missing: 4 boundary edges
-    trimesh.Trimesh(vertices, np.delete(faces, [0, 6], axis=0), process=False).export(open_box)
+    open_box = tree / "open_box.ply"  # the z = -1 side missing: every column it spans is open
+    trimesh.Trimesh(vertices, np.delete(faces, [4, 10], axis=0), process=False).export(open_box)
     sources = {**TREE, "open_box.ply": open_box}
     log = tmp_path / "log.jsonl"
     out = tmp_path / "out"
@@ -346,7 +374,7 @@ def test_cli_log_records(tree, tmp_path, capsys):
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(records) == 6
     by_input = {Path(r["input"]).relative_to(tree).as_posix(): r for r in records}
-    assert by_input["open_box.ply"]["boundary_edges"] == 4
+    assert by_input["open_box.ply"]["open_columns"] > 0
     for relative, source in sources.items():
         record = by_input[relative]
         with (
@@ -359,7 +387,7 @@ def test_cli_log_records(tree, tmp_path, capsys):
             "status",
             "triangles",
             "solid_voxels",
-            "boundary_edges",
+            "open_columns",
             "seconds",
             "error",
             "device",
@@ -368,7 +396,7 @@ def test_cli_log_records(tree, tmp_path, capsys):
         assert record["status"] == "done" and record["error"] is None
         assert record["triangles"] == expected.stats.counts["triangles"]
         assert record["solid_voxels"] == expected.count()
-        assert record["boundary_edges"] == voxelizer.check_mesh(source).boundary_edges
+        assert record["open_columns"] == expected.stats.counts["open_columns"]
         assert isinstance(record["seconds"], float) and 0 < record["seconds"] < 60
         assert record["device"] == expected.stats.device
     failed = by_input["bad.ply"]

@@ -83,8 +83,9 @@ class BatchResult:
     "failed" (`error` says why, naming the input). `result` is the SVO (or DenseGrid with
     dense=True) when it is kept in memory; None when it went to `output`, or failed. The
     counts are None where the mesh was not voxelized: `solid_voxels` counts the voxels set
-    (solid, surface or both, as `mode` asks), `boundary_edges` the mesh's edges with one
-    face (0 for a closed mesh). `seconds` is the time spent on this mesh: reading, voxelizing, writing."""
+    (solid, surface or both, as `mode` asks), `open_columns` the grid columns whose
+    surface crossings do not pair up (0 for a closed mesh; None where the fill mode does
+    not count them). `seconds` is the time spent on this mesh: reading, voxelizing, writing."""
 
     index: int  # position in the inputs
     input: str  # the path as given, or a label for an in-memory mesh
@@ -93,7 +94,7 @@ class BatchResult:
     result: SVO | DenseGrid | None = None
     triangles: int | None = None
     solid_voxels: int | None = None
-    boundary_edges: int | None = None
+    open_columns: int | None = None
     seconds: float = 0.0
     error: str | None = None
     device: str = ""
@@ -111,7 +112,7 @@ class BatchResult:
             "status": self.status,
             "triangles": self.triangles,
             "solid_voxels": self.solid_voxels,
-            "boundary_edges": self.boundary_edges,
+            "open_columns": self.open_columns,
             "seconds": round(self.seconds, 6),
             "error": self.error,
             "device": self.device,
@@ -379,8 +380,7 @@ class MeshWorker:
         started = time.perf_counter()
         try:
             mesh = load_mesh(task.source)
-            mesh.topology  # noqa: B018 - cached on the Mesh: the result's boundary_edges
-            mesh.indices  # noqa: B018
+            mesh.indices  # noqa: B018 - computed here, on the loader thread, and cached
             mesh.bounds  # noqa: B018
         except (VoxelizerError, MemoryError) as exc:
             return _Loaded(task, None, time.perf_counter() - started, exc)
@@ -455,8 +455,7 @@ class MeshWorker:
             result=kept,
             triangles=counts.get("triangles"),
             solid_voxels=counts.get(voxel_count_label(self.settings.options["mode"])),
-            # the loader thread's edge count (beside the device's work; voxelizing has none)
-            boundary_edges=loaded.mesh.topology.boundary_edges,
+            open_columns=counts.get("open_columns"),  # the fill's column counts
             seconds=seconds,
             device=self.voxelizer.device_name,
             warnings=found,
@@ -554,6 +553,7 @@ class _Handle:
 # were only waiting in a dead worker's queue go back to the others (at most a few times).
 MAX_DEVICE_ATTEMPTS = 2
 MAX_REQUEUES = 4
+MAX_START_FAILURES = 2  # a worker that dies before it is ready is replaced once per device
 _POLL_SECONDS = 0.2
 
 
@@ -567,6 +567,7 @@ def _process_results(
     remaining = len(tasks)
     attempts: Counter[int] = Counter()
     requeues: Counter[int] = Counter()
+    start_failures: Counter[str] = Counter()  # by device
     backlog = settings.prefetch + 2  # tasks held by one worker: loading, on the device, next
     slots = iter(range(1 << 30))  # a replacement worker gets a slot of its own
 
@@ -620,10 +621,16 @@ def _process_results(
         handle.messages.close()
         handle.inbox.cancel_join_thread()  # tasks no one will read: exiting must not wait
         code = handle.process.exitcode
-        if not handle.ready:
-            raise DeviceError(
-                f"the worker for device {handle.device} exited with code {code} before it was ready"
-            )
+        if not handle.ready:  # it held no meshes; a device that never opens ends the batch
+            start_failures[str(handle.device)] += 1
+            if start_failures[str(handle.device)] >= MAX_START_FAILURES:
+                raise DeviceError(
+                    f"the worker for device {handle.device} exited with code {code} before it "
+                    f"was ready ({MAX_START_FAILURES} times)"
+                )
+            _log.warning("worker %d (device %s) died while starting", slot, handle.device)
+            start(handle.device)
+            return
         _log.warning("worker %d (device %s) died with exit code %s", slot, handle.device, code)
         for index, task in handle.assigned.items():
             if task.output is not None:  # a write the kill cut short: no one else writes it

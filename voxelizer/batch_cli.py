@@ -92,7 +92,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         "--log",
         metavar="FILE",
         help="append one JSON line per mesh: input, output, status, triangles, solid_voxels, "
-        "boundary_edges, seconds, error, device",
+        "open_columns, seconds, error, device",
     )
     group.add_argument(
         "--ray",

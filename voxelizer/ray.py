@@ -7,7 +7,7 @@ meshes while the device works). Rows name a mesh by a `path` column, or carry it
 files under `out_dir`, or come back as columns: `bits` (np.packbits of the [i, j, k] array,
 as in .npz files), `shape`, `origin`, `voxel_size`; `to_dense(row)` makes a DenseGrid of them.
 Every row also gets the record of voxelize --log: `input`, `output`, `status`, `error`,
-`triangles`, `solid_voxels`, `boundary_edges`, `seconds`, `device`, `warnings`. A mesh that fails is
+`triangles`, `solid_voxels`, `open_columns`, `seconds`, `device`, `warnings`. A mesh that fails is
 a row with its error; the others go on.
 
 Actors ask for one GPU each on clusters with GPUs (`actor_options`), and for half a CPU
@@ -201,7 +201,7 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
         "error": np.array([r.error or "" for r in results], dtype=object),
         "triangles": _counts(r.triangles for r in results),
         "solid_voxels": _counts(r.solid_voxels for r in results),
-        "boundary_edges": _counts(r.boundary_edges for r in results),
+        "open_columns": _counts(r.open_columns for r in results),
         "seconds": np.array([r.seconds for r in results], np.float64),
         "device": np.array([r.device for r in results], dtype=object),
         "warnings": np.array(["\n".join(str(w) for w in r.warnings) for r in results], object),
@@ -255,7 +255,7 @@ def result_of(row: dict[str, Any]) -> BatchResult:
         status=status,
         triangles=count("triangles"),
         solid_voxels=count("solid_voxels"),
-        boundary_edges=count("boundary_edges"),
+        open_columns=count("open_columns"),
         seconds=float(row["seconds"]),
         error=str(row["error"]) or None,
         device=str(row["device"]),
