@@ -61,6 +61,7 @@ layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // a tile's columns, x fastest
 #include "common.glsl"
 #include "triangle.glsl"
 #include "exact.glsl"
+#include "fine.glsl"
 
 layout(std430, binding = 0) readonly buffer Records { TriangleRecord records[]; };
 layout(std430, binding = 1) readonly buffer Pairs { uvec2 pairs[]; };
@@ -87,11 +88,16 @@ layout(std430, binding = 5) buffer ColumnCounts {  // cleared by the host per sl
 layout(std430, binding = 6) buffer ColumnSums { uvec2 column_sums[]; };
 #endif
 
+// The fine corners of each triangle of the batch as given (fine.glsl), 9 per triangle: read
+// only for the near ties the fixed-point record cannot decide (exact.glsl).
+layout(std430, binding = 7) readonly buffer Fine { int64_t fine[]; };
+
 layout(push_constant) uniform Params {
     Window window;
     uint fill_round;
     uint fill_rounds;  // rounds the host recorded (flips)
     uint finish;       // flips: also compute the parity and the counts (see above)
+    uint fixed_error;  // delta of exact.glsl: the records' distance from the fine corners
 #if SIGNED_CROSSINGS
     ColumnBox box;
 #endif
@@ -163,15 +169,38 @@ struct Crossing {
     int step;
 };
 
-Crossing crossing(TriangleRecord r, ivec2 column, int n) {
+i64vec3 fine_corner(uint t, uint corner) {
+    uint base = 9u * t + 3u * corner;
+    return i64vec3(fine[base], fine[base + 1u], fine[base + 2u]);
+}
+
+// The crossing of the fine triangle (fine.glsl). The fixed-point record decides where it
+// provably agrees (exact.glsl: SURE_OUT, or SURE_IN with no voxel centre near the crossing);
+// the rest, the near ties, are decided on the fine corners of the pair's triangle. That
+// branch is taken by every variant: it is rare, and far too long to run for every pair.
+Crossing crossing(TriangleRecord r, uint pair, ivec2 column, int n) {
     Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
+    int64_t delta = int64_t(fixed_error);
+    int coverage = fine_coverage(w, r.a.xyz, r.b.xyz, r.c.xyz, column, delta);
+    bool inside = coverage == SURE_IN;
 #if BRANCHLESS
     int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
-    return Crossing(select_int(n, k, w.covered), select_int(0, r.c.w, w.covered));
+    Crossing x = Crossing(select_int(n, k, inside), select_int(0, r.c.w, inside));
+    bool sure = coverage == SURE_OUT || (inside && depth_certain(w, r.a.xyz, r.b.xyz, r.c.xyz, delta));
 #else
-    return w.covered ? Crossing(first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n), r.c.w)
-                     : Crossing(n, 0);
+    Crossing x = Crossing(n, 0);
+    bool sure = coverage == SURE_OUT;
+    if (inside) {
+        x = Crossing(first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n), r.c.w);
+        sure = depth_certain(w, r.a.xyz, r.b.xyz, r.c.xyz, delta);
+    }
 #endif
+    if (!sure) {
+        uint t = pairs[pair].y;
+        ivec2 exact = fine_crossing(fine_corner(t, 0u), fine_corner(t, 1u), fine_corner(t, 2u), column, n);
+        x = Crossing(exact.x, exact.y);
+    }
+    return x;
 }
 
 #if FILL_STAGE == 0 && SIGNED_CROSSINGS
@@ -203,7 +232,7 @@ void main() {
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
-            Crossing x = crossing(batch_record(mine, start, j, end), column, n);
+            Crossing x = crossing(batch_record(mine, start, j, end), min(start + j, end - 1u), column, n);
             if (inside && start + j < end && x.k < box.k_hi) {
                 crossings[segment_slot(group, base, x.k)] += x.step;
             }
@@ -242,7 +271,7 @@ void main() {
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
-            Crossing x = crossing(batch_record(mine, start, j, end), column, n);
+            Crossing x = crossing(batch_record(mine, start, j, end), min(start + j, end - 1u), column, n);
             bool real = start + j < end;
             int k = select_int(n, x.k, real);
             int step = select_int(0, x.step, real);

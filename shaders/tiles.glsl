@@ -9,16 +9,19 @@
 // lavapipe can hold in one buffer, that is at most 256^2 / 2 + 3 * 256, about 33,500.
 
 // Bit c of the result is set iff column c of the tile (c = x + TILE_SIDE * y within the tile)
-// lies inside the column rectangle [lo, hi] and its centre is covered by the triangle.
-uint tile_coverage(ivec3 a, ivec3 b, ivec3 c, ivec2 tile, ivec2 lo, ivec2 hi) {
+// lies inside the column rectangle [lo, hi] and the fine triangle may cover its centre (not
+// SURE_OUT, exact.glsl: every column it covers, and the near ties).
+uint tile_coverage(ivec3 a, ivec3 b, ivec3 c, ivec2 tile, ivec2 lo, ivec2 hi, int64_t delta) {
     uint mask = 0u;
     [[unroll]] for (int bit = 0; bit < TILE_COLUMNS; ++bit) {
         ivec2 column = (tile << TILE_SHIFT) + ivec2(bit & (TILE_SIDE - 1), bit >> TILE_SHIFT);
         bool inside = all(greaterThanEqual(column, lo)) && all(lessThanEqual(column, hi));
 #if BRANCHLESS
-        mask |= uint(inside && cover(a, b, c, column).covered) << bit;
+        mask |= uint(inside && fine_coverage(cover(a, b, c, column), a, b, c, column, delta) != SURE_OUT) << bit;
 #else
-        if (inside && cover(a, b, c, column).covered) mask |= 1u << bit;
+        if (inside && fine_coverage(cover(a, b, c, column), a, b, c, column, delta) != SURE_OUT) {
+            mask |= 1u << bit;
+        }
 #endif
     }
     return mask;
@@ -39,12 +42,16 @@ void band_extent(vec2 p, vec2 q, float y0, float y1, inout float x_min, inout fl
 
 // Tile columns [x, y] of tile row ty that can hold a covered centre: the triangle's x-extent
 // over the band of that row's column centres, in float with a margin of one column (float
-// only narrows the search; tile_coverage decides exactly). Empty when x > y.
+// only narrows the search; tile_coverage decides exactly). Empty when x > y. The band is
+// widened by 1/128 of a voxel, more than the fine triangle's distance from this one (delta,
+// at most 2^8 fixed-point units, exact.glsl), so a centre the fine triangle covers has a point
+// of this triangle within the band and within one column of it; 1/128 keeps the band's ends
+// exact in float, so the comparisons with the rounded corners stay monotone.
 ivec2 candidate_tiles(ivec3 a, ivec3 b, ivec3 c, int ty, ivec2 lo, ivec2 hi) {
     const float scale = 1.0 / float(1 << FIXED_BITS);
     vec2 pa = vec2(a.xy) * scale, pb = vec2(b.xy) * scale, pc = vec2(c.xy) * scale;
-    float y0 = float(max(ty << TILE_SHIFT, lo.y)) + 0.5;
-    float y1 = float(min((ty << TILE_SHIFT) + TILE_SIDE - 1, hi.y)) + 0.5;
+    float y0 = float(max(ty << TILE_SHIFT, lo.y)) + (0.5 - 1.0 / 128.0);
+    float y1 = float(min((ty << TILE_SHIFT) + TILE_SIDE - 1, hi.y)) + (0.5 + 1.0 / 128.0);
     float x_min = 3.0e38, x_max = -3.0e38;
     band_extent(pa, pb, y0, y1, x_min, x_max);
     band_extent(pb, pc, y0, y1, x_min, x_max);

@@ -208,6 +208,7 @@ class Voxelizer:
             options.progress,
             options.mode,
             options.surface or "conservative",
+            placement.fine_vertices(mesh.vertices),
         )
 
     @contextmanager

@@ -36,7 +36,12 @@ BRICK_SOURCE = Struct(
 # -- pass 1, triangle setup -------------------------------------------------------------------
 
 _SETUP_OUTPUTS = {"records": 2, "tile_counts": 3, "wrap_flag": 4}
-_SETUP_PUSH = (("triangle_count", "uint"), ("window", WINDOW), ("tile_limit", "uint"))
+_SETUP_PUSH = (
+    ("triangle_count", "uint"),
+    ("window", WINDOW),
+    ("tile_limit", "uint"),
+    ("fixed_error", "uint"),
+)
 SETUP_SOUP = Kernel("setup", {"soup": 0, **_SETUP_OUTPUTS}, _SETUP_PUSH, {"INDEXED": 0})
 SETUP_INDEXED = Kernel(
     "setup", {"vertices": 0, "indices": 1, **_SETUP_OUTPUTS}, _SETUP_PUSH, {"INDEXED": 1}
@@ -47,7 +52,7 @@ SETUP_INDEXED = Kernel(
 EMIT = Kernel(
     "emit",
     {"records": 0, "offsets": 1, "pairs": 2},
-    (("triangle_count", "uint"), ("window", WINDOW)),
+    (("triangle_count", "uint"), ("window", WINDOW), ("fixed_error", "uint")),
 )
 
 # -- pass 4, grouping by tile: the bitonic sort, or counting (histogram, then scatter) --------
@@ -90,12 +95,13 @@ COMPACT_COUNTS = Kernel(
 # one part), parity and counts after several parts -------------------------------------------
 
 _TILE_PASS_BINDINGS = {"records": 0, "pairs": 1, "tiles": 2, "fill_dispatch": 3, "grid": 4}
-_FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6}
+_FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6, "fine": 7}
 _FILL_PUSH = (
     ("window", WINDOW),
     ("fill_round", "uint"),
     ("fill_rounds", "uint"),
     ("finish", "uint"),
+    ("fixed_error", "uint"),
 )
 FILL_FLIPS = Kernel(
     "fill",
@@ -125,7 +131,7 @@ FILL_MARKS = Kernel(
 )
 FILL_SIGNED = Kernel(
     "fill",
-    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6},
+    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, "fine": 7},
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
     {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "SIGNED_CROSSINGS": 1},
 )

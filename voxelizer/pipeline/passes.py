@@ -29,7 +29,7 @@ from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
 from ..grid import grid_bytes
 from ..parallel import for_row_chunks
-from ..placement import FIXED_BITS
+from ..placement import FINE_BITS, FIXED_BITS, to_fine
 from ..stats import Stats
 from . import kernels
 from .kernels import (
@@ -56,6 +56,11 @@ SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
 TILE_BYTES = 16  # Tile in compact.comp / fill.comp
 PAIR_BYTES = 8
+FINE_BYTES = 72  # a triangle's fine corners, 9 int64 (shaders/fill.comp)
+# The largest fixed_error the binning allows for (shaders/tiles.glsl): 1/256 voxel. Float32
+# corners below 8192 are within 2**-12 + 2**-17 of their float64 values (17 units), mirrored
+# ones (fill_mode="vote") within twice that.
+MAX_FIXED_ERROR = 1 << (FIXED_BITS - 8)
 COLUMN_SUM_BYTES = 8  # (balance, moment) per column (shaders/fill.comp)
 COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold
 # Pairs the one-submission path records room for at least (PassRunner._speculative_capacity):
@@ -246,12 +251,19 @@ class PassRunner:
         pair_budget: int | None = None,
         stats: Stats | None = None,
         surface: SurfacePipelines | None = None,
+        fine: np.ndarray | None = None,
     ):
         started = time.perf_counter()
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
         self.scan = scan
         self.vertices = np.ascontiguousarray(vertices, np.float32)
+        # The fine corners (placement.fine_vertices) decide the solid; the float32 vertices
+        # only speed it up, within fixed_error of them (shaders/exact.glsl).
+        self.fine = np.ascontiguousarray(
+            fine_vertices_of(self.vertices) if fine is None else fine, np.int64
+        )
         self.faces = np.ascontiguousarray(faces, np.uint32)
+        self.fixed_error = fixed_error(self.vertices, self.fine, self.faces)
         self.sort = sort
         self.triangles = len(self.faces)
         self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
@@ -260,6 +272,7 @@ class PassRunner:
         self.surface = surface  # the surface kernels (voxelize_surface), if asked for
         self._uploaded: tuple[int, int] | None = None
         self._geometry: dict[str, Binding] = {}  # "soup", or "vertices" and "indices"
+        self._fine: Binding | None = None  # the batch's fine corners, 9 int64 per triangle
         self._tile_boxes: np.ndarray | None = None
         self._slab = _SlabState(Window(0, 0, 0, 0, 0))
         # The host arrays the passes read; the soup is gathered straight into staging memory
@@ -470,7 +483,8 @@ class PassRunner:
         sequence.dispatch(
             setup or self.pipelines.setup,
             {**self._geometry, "records": records, "tile_counts": offsets, "wrap_flag": wrap_flag},
-            {"triangle_count": count, "window": window, "tile_limit": tile_limit},
+            {"triangle_count": count, "window": window, "tile_limit": tile_limit,
+             "fixed_error": self.fixed_error},  # fmt: skip
             workgroups(count, WG_SIZE),
         )
         sequence.barrier()
@@ -497,16 +511,22 @@ class PassRunner:
             soup = self.pool.binding("soup", (end - first) * 36)
             self._geometry["soup"] = soup
             self._gather(first, end, self.sequence.upload_view(soup.buffer, (end - first, 3, 3)))
+        self._fine = self.pool.binding("fine", (end - first) * FINE_BYTES)
+        view = self.sequence.upload_view(self._fine.buffer, (end - first, 3, 3), np.int64)
+        self._gather(first, end, view, self.fine)
         self._uploaded = batch
         return (time.perf_counter() - started) * 1e3  # into staging memory
 
-    def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
-        """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32 (the
-        staging memory itself: no copy of it in between)."""
+    def _gather(
+        self, first: int, end: int, soup: np.ndarray, vertices: np.ndarray | None = None
+    ) -> None:
+        """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32, or
+        of the given per-vertex `vertices` (the staging memory itself: no copy in between)."""
+        source = self.vertices if vertices is None else vertices
 
         def gather(start: int, stop: int) -> None:  # np.take: about twice faster than []
             np.take(
-                self.vertices,
+                source,
                 self.faces[first + start : first + stop],
                 axis=0,
                 out=soup[start:stop],
@@ -606,7 +626,7 @@ class PassRunner:
             sequence.barrier()
         emit = (
             {"records": self._records, "offsets": self._offsets, "pairs": pair_buffer},
-            {"triangle_count": self._count, "window": window},
+            {"triangle_count": self._count, "window": window, "fixed_error": self.fixed_error},
         )
         if dispatch is None:
             sequence.dispatch(pipelines.emit, *emit, workgroups(self._count, WG_SIZE))
@@ -632,6 +652,8 @@ class PassRunner:
             "fill_dispatch": fill_args,
             "grid": grid,
         }
+        assert self._fine is not None  # uploaded with the batch
+        bindings["fine"] = self._fine
         flips = pipelines.fill_flips
         extra: dict[str, object] = {}
         if signed is not None:  # fill_mode="winding": signs into segments, no column counts
@@ -648,7 +670,7 @@ class PassRunner:
                 flips,
                 bindings,
                 {"window": window, "fill_round": fill_round, "fill_rounds": rounds,
-                 "finish": int(finish), **extra},
+                 "finish": int(finish), "fixed_error": self.fixed_error, **extra},
                 fill_args,
             )  # fmt: skip
             sequence.barrier()
@@ -675,8 +697,9 @@ class PassRunner:
                 "grid": grid,
                 "column_counts": self._column_counts(),
                 "column_sums": self._column_sums(needed=True),
+                "fine": unused,
             },
-            {"window": slab, "fill_round": 0, "fill_rounds": 1, "finish": 0},
+            {"window": slab, "fill_round": 0, "fill_rounds": 1, "finish": 0, "fixed_error": 0},
             slab.tiles,
         )
         sequence.barrier()
@@ -761,7 +784,7 @@ class PassRunner:
             sequence.dispatch(
                 surface.emit,
                 {"records": self._records, "offsets": self._offsets, "pairs": pairs},
-                {"triangle_count": self._count, "window": window},
+                {"triangle_count": self._count, "window": window, "fixed_error": 0},
                 workgroups(self._count, WG_SIZE),
             )
             sequence.barrier()
@@ -830,9 +853,33 @@ def geometry_bytes(indexed: bool) -> int:
 
 
 def triangle_bytes(indexed: bool) -> int:
-    """Bytes one triangle of a batch holds: its geometry on the device and in the staging
-    buffer, its record (setup) and its tile count (setup, scan)."""
-    return 2 * geometry_bytes(indexed) + RECORD_BYTES + 4
+    """Bytes one triangle of a batch holds: its geometry and its fine corners on the device
+    and in the staging buffer, its record (setup) and its tile count (setup, scan)."""
+    return 2 * (geometry_bytes(indexed) + FINE_BYTES) + RECORD_BYTES + 4
+
+
+def fine_vertices_of(vertices: np.ndarray) -> np.ndarray:
+    """The fine coordinates of float32 grid-space vertices given as they are (exact but
+    for values below the fine step, 2^-FINE_BITS)."""
+    return to_fine(np.asarray(vertices, np.float32).astype(np.float64))
+
+
+def fixed_error(vertices: np.ndarray, fine: np.ndarray, faces: np.ndarray) -> int:
+    """delta of shaders/exact.glsl: the ceiling of the largest gap, in fixed-point units,
+    between a used vertex's fixed-point coordinates (from its float32 value) and its fine
+    ones, computed exactly in int64 (X 2^33 and F are at most 2^62)."""
+    used = np.unique(faces) if len(faces) else np.zeros(0, np.int64)
+    if not len(used):
+        return 0
+    step = 1 << (FINE_BITS - FIXED_BITS)
+    fixed = np.rint(vertices[used] * np.float32(1 << FIXED_BITS)).astype(np.int64)
+    gap = int(np.abs(fixed * step - fine[used]).max())
+    delta = -(-gap // step)
+    if delta > MAX_FIXED_ERROR:  # the binning's band (shaders/tiles.glsl) covers no more
+        raise VoxelizerError(
+            f"internal error: float32 vertices {delta} fixed-point units from the fine ones"
+        )
+    return delta
 
 
 def vertex_bytes(indexed: bool, vertices: int) -> int:

@@ -28,11 +28,18 @@ from ..gpu.scan import Scan
 from ..grid import pack_columns, unpack_columns
 from ..log import get_logger
 from ..mesh import Mesh
-from ..placement import COLUMN_AXIS_ORDERS, Shape
+from ..placement import COLUMN_AXIS_ORDERS, FINE_BITS, Shape
 from ..stats import Stats
 from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
-from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
+from .passes import (
+    FACE_ID_BYTES,
+    PassPipelines,
+    PassRunner,
+    SurfacePipelines,
+    Window,
+    fine_vertices_of,
+)
 from .plan import Plan, default_budget, make_plan
 from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
 from .winding import WindingFill, WindingPipelines, mesh_boundary
@@ -62,6 +69,12 @@ class Job:
     progress: Progress | None = None
     mode: str = "solid"
     surface: str = "conservative"  # with mode "surface" ("both" always adds the conservative)
+    # int64 (V, 3) fine grid-space vertices (placement.fine_vertices), which the solid
+    # decisions are exact for; None: those of the float32 vertices as given.
+    fine: np.ndarray | None = None
+
+    def fine_vertices(self) -> np.ndarray:
+        return fine_vertices_of(self.vertices) if self.fine is None else self.fine
 
 
 class Pipeline:
@@ -93,7 +106,7 @@ class Pipeline:
         elif job.fill_mode == "winding":
             voxels = self._winding_fill(job, stats, dense=True)
         else:
-            voxels = self._parity(job, job.vertices, job.shape, stats, dense=True)
+            voxels = self._parity(job, job.vertices, job.fine_vertices(), job.shape, stats, dense=True)
         self._finish(stats)
         return voxels, stats
 
@@ -113,7 +126,7 @@ class Pipeline:
         elif job.fill_mode == "winding":
             octree = self._winding_fill(job, stats, dense=False)
         else:
-            octree = self._parity(job, job.vertices, job.shape, stats, dense=False)
+            octree = self._parity(job, job.vertices, job.fine_vertices(), job.shape, stats, dense=False)
         self._finish(stats)
         return octree, stats
 
@@ -149,6 +162,7 @@ class Pipeline:
         self,
         job: Job,
         vertices: np.ndarray,
+        fine: np.ndarray,
         shape: Shape,
         stats: Stats,
         dense: Literal[True],
@@ -160,6 +174,7 @@ class Pipeline:
         self,
         job: Job,
         vertices: np.ndarray,
+        fine: np.ndarray,
         shape: Shape,
         stats: Stats,
         dense: Literal[False],
@@ -170,6 +185,7 @@ class Pipeline:
         self,
         job: Job,
         vertices: np.ndarray,
+        fine: np.ndarray,
         shape: Shape,
         stats: Stats,
         dense: bool,
@@ -203,6 +219,7 @@ class Pipeline:
             plan.batch_triangles,
             plan.pair_budget,
             stats,
+            fine=fine,
         )
         slabs = plan.slabs()
         voxels = np.zeros(shape, bool) if dense else None
@@ -275,11 +292,13 @@ class Pipeline:
         for order in COLUMN_AXIS_ORDERS:
             for mirrored in (False, True):
                 vertices = job.vertices[:, order]  # a copy
+                fine = job.fine_vertices()[:, order]
                 shape: Shape = (job.shape[order[0]], job.shape[order[1]], job.shape[order[2]])
                 if mirrored:
                     vertices[:, 2] = np.float32(shape[2]) - vertices[:, 2]
+                    fine[:, 2] = (shape[2] << FINE_BITS) - fine[:, 2]  # exact
                 run = stats if first else self._stats(job)
-                solid = self._parity(job, vertices, shape, run, dense=True, whole_only=True)
+                solid = self._parity(job, vertices, fine, shape, run, dense=True, whole_only=True)
                 votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
                 if not first:
                     stats.add_times_of(run)
@@ -294,7 +313,7 @@ class Pipeline:
         """fill_mode="union" as a bool grid (components.py says what it means)."""
         runs = self._union_runs(job, stats)
         if len(runs) == 1 and runs[0].sign == 1:
-            return self._parity(job, job.vertices, job.shape, stats, dense=True)
+            return self._parity(job, job.vertices, job.fine_vertices(), job.shape, stats, dense=True)
         return self._winding(job, runs, stats) > 0
 
     def _union_svo(self, job: Job, stats: Stats) -> OctreeArrays:
@@ -303,7 +322,7 @@ class Pipeline:
         otherwise the summed grid goes back up, slab by slab, to be converted there."""
         runs = self._union_runs(job, stats)
         if len(runs) == 1 and runs[0].sign == 1:
-            return self._parity(job, job.vertices, job.shape, stats, dense=False)
+            return self._parity(job, job.vertices, job.fine_vertices(), job.shape, stats, dense=False)
         return self._svo_of_voxels(job, self._winding(job, runs, stats) > 0, stats)
 
     def _svo_of_voxels(self, job: Job, voxels: np.ndarray, stats: Stats) -> OctreeArrays:
@@ -340,9 +359,10 @@ class Pipeline:
                 job,
                 mesh=Mesh(job.mesh.vertices[used], corners.reshape(-1, 3)),
                 vertices=job.vertices[used],
+                fine=job.fine_vertices()[used],
                 progress=None,
             )
-            solid = self._parity(part, part.vertices, job.shape, stats, dense=True)
+            solid = self._parity(part, part.vertices, part.fine_vertices(), job.shape, stats, dense=True)
             add = np.add if run.sign > 0 else np.subtract
             add(winding, solid, out=winding, casting="unsafe")
             if job.progress is not None:
@@ -423,6 +443,7 @@ class Pipeline:
             plan.pair_budget,
             stats,
             surface=self._surface_kernels(job.variant, kind),
+            fine=job.fine_vertices(),
         )
         slabs = plan.slabs()
         voxels = np.zeros(job.shape, bool) if dense else None
@@ -492,7 +513,7 @@ class Pipeline:
         runner = PassRunner(
             self.device, passes, self._scan_kernels(), self._pool, self._sequence,
             job.vertices, job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget,
-            stats,
+            stats, fine=job.fine_vertices(),
         )  # fmt: skip
         if self._winding_pipelines is None:
             self._winding_pipelines = WindingPipelines(self.device)
