@@ -12,8 +12,9 @@
 // and a difference, below 3 * 2^188 < 2^191: every value fits, and every operation (sum,
 // product modulo 2^192) is exact.
 //
-// Every loop here has a constant trip count and is unrolled: the rare exact path adds no loop
-// iterations to llvmpipe's 65,535-iteration guard (tiles.glsl).
+// No loops here: the limb operations are written out (macros below), so the exact path adds
+// no loop iterations to llvmpipe's 65,535-iteration guard (tiles.glsl), which counts the loops
+// a compiler chooses not to unroll, however long a tile's list of near ties.
 
 #define FINE_BITS 49  // voxelizer/placement.py, FINE_BITS
 #define WIDE_LIMBS 6
@@ -28,42 +29,64 @@ Wide wide_from(int64_t x) {
     uint extension = x < 0l ? 0xFFFFFFFFu : 0u;
     r.limb[0] = uint(bits);
     r.limb[1] = uint(bits >> 32);
-    [[unroll]] for (int i = 2; i < WIDE_LIMBS; ++i) r.limb[i] = extension;
+    r.limb[2] = extension;
+    r.limb[3] = extension;
+    r.limb[4] = extension;
+    r.limb[5] = extension;
     return r;
 }
 
 // a + b (with invert: a - b, as a + ~b + 1).
 Wide wide_add(Wide a, Wide b, bool invert) {
     Wide r;
-    uint64_t carry = uint64_t(invert);
-    [[unroll]] for (int i = 0; i < WIDE_LIMBS; ++i) {
-        uint64_t sum = uint64_t(a.limb[i]) + uint64_t(invert ? ~b.limb[i] : b.limb[i]) + carry;
-        r.limb[i] = uint(sum);
-        carry = sum >> 32;
-    }
+    uint64_t carry = uint64_t(invert), sum;
+    uint flip = invert ? 0xFFFFFFFFu : 0u;
+#define WIDE_ADD_LIMB(i) \
+    sum = uint64_t(a.limb[i]) + uint64_t(b.limb[i] ^ flip) + carry; \
+    r.limb[i] = uint(sum); \
+    carry = sum >> 32;
+    WIDE_ADD_LIMB(0) WIDE_ADD_LIMB(1) WIDE_ADD_LIMB(2)
+    WIDE_ADD_LIMB(3) WIDE_ADD_LIMB(4) WIDE_ADD_LIMB(5)
+#undef WIDE_ADD_LIMB
     return r;
 }
 
 // a * b modulo 2^192: the exact product of two's complement values whose product fits.
 Wide wide_mul(Wide a, Wide b) {
     Wide r;
-    [[unroll]] for (int i = 0; i < WIDE_LIMBS; ++i) r.limb[i] = 0u;
-    [[unroll]] for (int i = 0; i < WIDE_LIMBS; ++i) {
-        uint64_t carry = 0ul;
-        [[unroll]] for (int j = 0; j < WIDE_LIMBS - i; ++j) {
-            // (2^32 - 1)^2 + 2 (2^32 - 1) = 2^64 - 1: no overflow
-            uint64_t t = uint64_t(a.limb[i]) * uint64_t(b.limb[j]) + uint64_t(r.limb[i + j]) + carry;
-            r.limb[i + j] = uint(t);
-            carry = t >> 32;
-        }
-    }
+    r.limb[0] = 0u;
+    r.limb[1] = 0u;
+    r.limb[2] = 0u;
+    r.limb[3] = 0u;
+    r.limb[4] = 0u;
+    r.limb[5] = 0u;
+    uint64_t carry, t;
+    // Row i adds a_i * b into r from limb i up; (2^32 - 1)^2 + 2 (2^32 - 1) = 2^64 - 1: no
+    // step overflows, and what would carry past limb 5 is dropped (modulo 2^192).
+#define WIDE_MUL_STEP(i, j) \
+    t = uint64_t(a.limb[i]) * uint64_t(b.limb[j]) + uint64_t(r.limb[i + j]) + carry; \
+    r.limb[i + j] = uint(t); \
+    carry = t >> 32;
+    carry = 0ul;
+    WIDE_MUL_STEP(0, 0) WIDE_MUL_STEP(0, 1) WIDE_MUL_STEP(0, 2)
+    WIDE_MUL_STEP(0, 3) WIDE_MUL_STEP(0, 4) WIDE_MUL_STEP(0, 5)
+    carry = 0ul;
+    WIDE_MUL_STEP(1, 0) WIDE_MUL_STEP(1, 1) WIDE_MUL_STEP(1, 2) WIDE_MUL_STEP(1, 3) WIDE_MUL_STEP(1, 4)
+    carry = 0ul;
+    WIDE_MUL_STEP(2, 0) WIDE_MUL_STEP(2, 1) WIDE_MUL_STEP(2, 2) WIDE_MUL_STEP(2, 3)
+    carry = 0ul;
+    WIDE_MUL_STEP(3, 0) WIDE_MUL_STEP(3, 1) WIDE_MUL_STEP(3, 2)
+    carry = 0ul;
+    WIDE_MUL_STEP(4, 0) WIDE_MUL_STEP(4, 1)
+    carry = 0ul;
+    WIDE_MUL_STEP(5, 0)
+#undef WIDE_MUL_STEP
     return r;
 }
 
 int wide_sign(Wide a) {
     if (int(a.limb[WIDE_LIMBS - 1]) < 0) return -1;
-    uint any_bits = 0u;
-    [[unroll]] for (int i = 0; i < WIDE_LIMBS; ++i) any_bits |= a.limb[i];
+    uint any_bits = a.limb[0] | a.limb[1] | a.limb[2] | a.limb[3] | a.limb[4] | a.limb[5];
     return int(any_bits != 0u);
 }
 

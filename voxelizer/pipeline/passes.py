@@ -483,8 +483,12 @@ class PassRunner:
         sequence.dispatch(
             setup or self.pipelines.setup,
             {**self._geometry, "records": records, "tile_counts": offsets, "wrap_flag": wrap_flag},
-            {"triangle_count": count, "window": window, "tile_limit": tile_limit,
-             "fixed_error": self.fixed_error},  # fmt: skip
+            {
+                "triangle_count": count,
+                "window": window,
+                "tile_limit": tile_limit,
+                "fixed_error": self.fixed_error,
+            },  # fmt: skip
             workgroups(count, WG_SIZE),
         )
         sequence.barrier()

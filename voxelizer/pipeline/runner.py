@@ -106,7 +106,9 @@ class Pipeline:
         elif job.fill_mode == "winding":
             voxels = self._winding_fill(job, stats, dense=True)
         else:
-            voxels = self._parity(job, job.vertices, job.fine_vertices(), job.shape, stats, dense=True)
+            voxels = self._parity(
+                job, job.vertices, job.fine_vertices(), job.shape, stats, dense=True
+            )
         self._finish(stats)
         return voxels, stats
 
@@ -126,7 +128,9 @@ class Pipeline:
         elif job.fill_mode == "winding":
             octree = self._winding_fill(job, stats, dense=False)
         else:
-            octree = self._parity(job, job.vertices, job.fine_vertices(), job.shape, stats, dense=False)
+            octree = self._parity(
+                job, job.vertices, job.fine_vertices(), job.shape, stats, dense=False
+            )
         self._finish(stats)
         return octree, stats
 
@@ -313,7 +317,9 @@ class Pipeline:
         """fill_mode="union" as a bool grid (components.py says what it means)."""
         runs = self._union_runs(job, stats)
         if len(runs) == 1 and runs[0].sign == 1:
-            return self._parity(job, job.vertices, job.fine_vertices(), job.shape, stats, dense=True)
+            return self._parity(
+                job, job.vertices, job.fine_vertices(), job.shape, stats, dense=True
+            )
         return self._winding(job, runs, stats) > 0
 
     def _union_svo(self, job: Job, stats: Stats) -> OctreeArrays:
@@ -322,7 +328,9 @@ class Pipeline:
         otherwise the summed grid goes back up, slab by slab, to be converted there."""
         runs = self._union_runs(job, stats)
         if len(runs) == 1 and runs[0].sign == 1:
-            return self._parity(job, job.vertices, job.fine_vertices(), job.shape, stats, dense=False)
+            return self._parity(
+                job, job.vertices, job.fine_vertices(), job.shape, stats, dense=False
+            )
         return self._svo_of_voxels(job, self._winding(job, runs, stats) > 0, stats)
 
     def _svo_of_voxels(self, job: Job, voxels: np.ndarray, stats: Stats) -> OctreeArrays:
@@ -362,7 +370,9 @@ class Pipeline:
                 fine=job.fine_vertices()[used],
                 progress=None,
             )
-            solid = self._parity(part, part.vertices, part.fine_vertices(), job.shape, stats, dense=True)
+            solid = self._parity(
+                part, part.vertices, part.fine_vertices(), job.shape, stats, dense=True
+            )
             add = np.add if run.sign > 0 else np.subtract
             add(winding, solid, out=winding, casting="unsafe")
             if job.progress is not None:
