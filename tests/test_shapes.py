@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from voxelizer import VARIANTS, load_mesh
-from voxelizer.reference import ONE, _first_voxel, solid_columns, voxelize_reference
+from voxelizer.reference import ONE, solid_columns, voxelize_reference
 
 from . import shapes
 from .helpers import load_model, random_soup, signed_volume
@@ -351,31 +351,3 @@ def test_random_soups_match_the_scalar_contract():
         nv, nt = int(rng.integers(3, 8)), int(rng.integers(1, 8))
         g, faces = random_soup(rng, n, nv, nt, (None, 2, 4)[trial % 3])
         assert np.array_equal(solid_columns(g, faces, n), scalar_contract(g, faces, n)), trial
-
-
-def test_first_voxel_at_full_scale_with_exact_ties():
-    # Numerators near 2**88 (N = 8192), many of them exactly on a voxel-centre height.
-    n, zmax, half = 8192, 8192 * ONE, ONE // 2
-    rng = np.random.default_rng(5)
-    rows = []
-    for trial in range(3000):
-        d = int(rng.integers(1, 2**58)) if trial % 3 else int(rng.integers(1, 2**20))
-        wa = int(rng.integers(0, d + 1))
-        wb = int(rng.integers(0, d - wa + 1))
-        wc = d - wa - wb
-        za, zb, zc = (int(x) for x in rng.integers(0, zmax + 1, 3))
-        if trial % 2:  # force num == (2k+1) * 2**15 * d, then nudge by -1, 0 or +1
-            k = int(rng.integers(0, n))
-            rest = (2 * k + 1) * half * d - wa * za - wb * zb
-            if wc and rest % wc == 0 and 0 <= rest // wc <= zmax:
-                zc = rest // wc
-            else:
-                za = zb = zc = (2 * k + 1) * half
-            zc = min(max(zc + int(rng.integers(-1, 2)), 0), zmax)
-        num = wa * za + wb * zb + wc * zc
-        k = next(
-            (k for k in range(max(0, num // (ONE * d) - 1), n) if num < (2 * k + 1) * half * d), n
-        )
-        rows.append((wa, wb, wc, za, zb, zc, d, k))
-    cols = np.array(rows, dtype=np.int64).T
-    assert np.array_equal(_first_voxel(*cols[:7], n), cols[7])

@@ -488,7 +488,7 @@ class PassRunner:
                 "window": window,
                 "tile_limit": tile_limit,
                 "fixed_error": self.fixed_error,
-            },  # fmt: skip
+            },
             workgroups(count, WG_SIZE),
         )
         sequence.barrier()
