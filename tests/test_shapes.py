@@ -116,17 +116,18 @@ def test_random_quarter_boxes_match_closed_form(voxelize):
             assert np.array_equal(vox, box_expected(lo, hi, n)), (n, lo, hi)
 
 
-def test_fixed_point_rounds_half_to_even(voxelize):
-    # Faces a fraction of 2**-16 off a centre plane: rounding to fixed point decides whether
-    # they land on it. u = 2**-16; 4.5 + u/2 -> tie (even), 6.5 + 0.59u -> off, 8.5 - u/2 -> tie,
-    # 20.5 + u/2 -> tie, 30.5 + u/2 -> tie, 33.5 - u/2 -> tie.
+def test_faces_a_fraction_of_the_fixed_point_step_off_centre_planes(voxelize):
+    # Faces a fraction of 2**-16 off a centre plane (float32 values, exact in float64): the
+    # solid is decided on them, not on their fixed-point roundings (which would put 4.5 + u/2,
+    # 8.5 - u/2, 20.5 + u/2, 30.5 + u/2 and 33.5 - u/2 on the planes). u = 2**-16.
     n, u = 36, 2.0**-16
     lo = (4.5 + u / 2, 6.5 + 19 * 2.0**-21, 8.5 - u / 2)
     hi = (20.5 + u / 2, 30.5 + u / 2, 33.5 - u / 2)
     vox = voxelize(shapes.box(lo, hi), n)
     expected = np.zeros((n, n, n), bool)
-    expected[4:20, 7:30, 9:34] = True
+    expected[5:21, 7:31, 8:33] = True
     assert np.array_equal(vox, expected)
+    assert np.array_equal(expected, box_expected(lo, hi, n))
 
 
 def test_box_filling_the_grid_is_all_solid(voxelize):
