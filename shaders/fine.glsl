@@ -5,112 +5,102 @@
 // the fixed-point record (triangle.glsl) is a fast path that decides wherever it provably
 // agrees with them (the bounds are in exact.glsl), and the near ties it cannot call come here.
 //
-// Wide integers: six 32-bit limbs, little-endian, two's complement (192 bits). Bounds, with
-// coordinates and column centres in [0, 2^62]: coordinate differences |d| <= 2^62 fit int64;
-// a 2x2 determinant of such differences is below 2^125; the depth sum S below (heights minus a
-// centre up to (2 * 8192 + 1) 2^48: |d| < 2^63) is a sum of three products of a determinant
-// and a difference, below 3 * 2^188 < 2^191: every value fits, and every operation (sum,
-// product modulo 2^192) is exact.
+// Wide integers: 192 bits as three 64-bit words, little-endian, two's complement. Bounds,
+// with coordinates and column centres in [0, 2^62]: coordinate differences |d| <= 2^62 fit
+// int64; a 2x2 determinant of such differences is below 2^125; the depth sum S below
+// (heights minus a centre up to (2 * 8192 + 1) 2^48: |d| < 2^63) is a sum of three products
+// of a determinant and a difference, below 3 * 2^188 < 2^191: every value fits, and every
+// operation (sum, product modulo 2^192) is exact.
 //
-// No loops here: the limb operations are written out (macros below), so the exact path adds
-// no loop iterations to llvmpipe's 65,535-iteration guard (tiles.glsl), which counts the loops
-// a compiler chooses not to unroll, however long a tile's list of near ties.
+// No loops here: the exact path adds no loop iterations to llvmpipe's 65,535-iteration guard
+// (tiles.glsl), however long a tile's list of near ties.
 
 #define FINE_BITS 49  // voxelizer/placement.py, FINE_BITS
-#define WIDE_LIMBS 6
 
 struct Wide {
-    uint limb[WIDE_LIMBS];
+    uint64_t w0, w1, w2;
 };
 
-Wide wide_from(int64_t x) {
+// u v = hi 2^64 + lo, exactly, from four 32 x 32-bit products.
+void multiply_words(uint64_t u, uint64_t v, out uint64_t hi, out uint64_t lo) {
+    uint64_t u0 = u & 0xFFFFFFFFul, u1 = u >> 32, v0 = v & 0xFFFFFFFFul, v1 = v >> 32;
+    uint64_t low = u0 * v0, cross0 = u0 * v1, cross1 = u1 * v0;
+    uint64_t middle = (low >> 32) + (cross0 & 0xFFFFFFFFul) + (cross1 & 0xFFFFFFFFul);  // < 3 2^32
+    lo = (middle << 32) | (low & 0xFFFFFFFFul);
+    hi = u1 * v1 + (cross0 >> 32) + (cross1 >> 32) + (middle >> 32);
+}
+
+Wide wide_add(Wide a, Wide b) {
     Wide r;
-    uint64_t bits = uint64_t(x);
-    uint extension = x < 0l ? 0xFFFFFFFFu : 0u;
-    r.limb[0] = uint(bits);
-    r.limb[1] = uint(bits >> 32);
-    r.limb[2] = extension;
-    r.limb[3] = extension;
-    r.limb[4] = extension;
-    r.limb[5] = extension;
+    r.w0 = a.w0 + b.w0;
+    uint64_t carry = uint64_t(r.w0 < a.w0);
+    uint64_t partial = a.w1 + b.w1;
+    r.w1 = partial + carry;
+    carry = uint64_t(partial < a.w1) + uint64_t(r.w1 < partial);
+    r.w2 = a.w2 + b.w2 + carry;
     return r;
 }
 
-// a + b (with invert: a - b, as a + ~b + 1).
-Wide wide_add(Wide a, Wide b, bool invert) {
+Wide wide_negate_if(Wide a, bool negate) {
+    if (!negate) return a;
     Wide r;
-    uint64_t carry = uint64_t(invert), sum;
-    uint flip = invert ? 0xFFFFFFFFu : 0u;
-#define WIDE_ADD_LIMB(i) \
-    sum = uint64_t(a.limb[i]) + uint64_t(b.limb[i] ^ flip) + carry; \
-    r.limb[i] = uint(sum); \
-    carry = sum >> 32;
-    WIDE_ADD_LIMB(0) WIDE_ADD_LIMB(1) WIDE_ADD_LIMB(2)
-    WIDE_ADD_LIMB(3) WIDE_ADD_LIMB(4) WIDE_ADD_LIMB(5)
-#undef WIDE_ADD_LIMB
+    r.w0 = ~a.w0 + 1ul;
+    uint64_t carry = uint64_t(r.w0 == 0ul);
+    r.w1 = ~a.w1 + carry;
+    carry = uint64_t(carry != 0ul && r.w1 == 0ul);
+    r.w2 = ~a.w2 + carry;
     return r;
 }
 
-// a * b modulo 2^192: the exact product of two's complement values whose product fits.
-Wide wide_mul(Wide a, Wide b) {
+uint64_t magnitude(int64_t x) {
+    return x < 0l ? uint64_t(0) - uint64_t(x) : uint64_t(x);
+}
+
+// w d for |w| < 2^127 and |d| <= 2^63, exactly (the bounds above keep it below 2^191).
+Wide wide_times(Wide w, int64_t d) {
+    bool negative_w = int64_t(w.w2) < 0l;
+    Wide m = wide_negate_if(w, negative_w);  // |w| = m.w1 2^64 + m.w0
+    uint64_t u = magnitude(d), h0, l0, h1, l1;
+    multiply_words(m.w0, u, h0, l0);
+    multiply_words(m.w1, u, h1, l1);
     Wide r;
-    r.limb[0] = 0u;
-    r.limb[1] = 0u;
-    r.limb[2] = 0u;
-    r.limb[3] = 0u;
-    r.limb[4] = 0u;
-    r.limb[5] = 0u;
-    uint64_t carry, t;
-    // Row i adds a_i * b into r from limb i up; (2^32 - 1)^2 + 2 (2^32 - 1) = 2^64 - 1: no
-    // step overflows, and what would carry past limb 5 is dropped (modulo 2^192).
-#define WIDE_MUL_STEP(i, j) \
-    t = uint64_t(a.limb[i]) * uint64_t(b.limb[j]) + uint64_t(r.limb[i + j]) + carry; \
-    r.limb[i + j] = uint(t); \
-    carry = t >> 32;
-    carry = 0ul;
-    WIDE_MUL_STEP(0, 0) WIDE_MUL_STEP(0, 1) WIDE_MUL_STEP(0, 2)
-    WIDE_MUL_STEP(0, 3) WIDE_MUL_STEP(0, 4) WIDE_MUL_STEP(0, 5)
-    carry = 0ul;
-    WIDE_MUL_STEP(1, 0) WIDE_MUL_STEP(1, 1) WIDE_MUL_STEP(1, 2) WIDE_MUL_STEP(1, 3) WIDE_MUL_STEP(1, 4)
-    carry = 0ul;
-    WIDE_MUL_STEP(2, 0) WIDE_MUL_STEP(2, 1) WIDE_MUL_STEP(2, 2) WIDE_MUL_STEP(2, 3)
-    carry = 0ul;
-    WIDE_MUL_STEP(3, 0) WIDE_MUL_STEP(3, 1) WIDE_MUL_STEP(3, 2)
-    carry = 0ul;
-    WIDE_MUL_STEP(4, 0) WIDE_MUL_STEP(4, 1)
-    carry = 0ul;
-    WIDE_MUL_STEP(5, 0)
-#undef WIDE_MUL_STEP
-    return r;
+    r.w0 = l0;
+    r.w1 = h0 + l1;
+    r.w2 = h1 + uint64_t(r.w1 < h0);
+    return wide_negate_if(r, negative_w != (d < 0l));
 }
 
 int wide_sign(Wide a) {
-    if (int(a.limb[WIDE_LIMBS - 1]) < 0) return -1;
-    uint any_bits = a.limb[0] | a.limb[1] | a.limb[2] | a.limb[3] | a.limb[4] | a.limb[5];
-    return int(any_bits != 0u);
+    if (int64_t(a.w2) < 0l) return -1;
+    return int((a.w0 | a.w1 | a.w2) != 0ul);
 }
 
-// A non-negative value below 2^127 as a float: each limb converted (relative error 2^-24)
-// and scaled by an exact power of two, three sums of non-negative terms: relative error
-// below 4 * 2^-24 (plus second-order terms).
+// A non-negative value below 2^128 as a float: two conversions (relative error 2^-24 each),
+// an exact scaling and one sum of non-negative terms: relative error below 3 * 2^-24 (plus
+// second-order terms).
 float wide_float(Wide a) {
-    return float(a.limb[0]) + float(a.limb[1]) * 4294967296.0
-         + float(a.limb[2]) * 18446744073709551616.0 + float(a.limb[3]) * 79228162514264337593543950336.0;
+    return float(a.w0) + float(a.w1) * 18446744073709551616.0;
 }
 
-// p.x q.y - p.y q.x, exactly.
+// p.x q.y - p.y q.x, exactly (|coordinates| <= 2^62).
 Wide wide_cross(i64vec2 p, i64vec2 q) {
-    return wide_add(wide_mul(wide_from(p.x), wide_from(q.y)),
-                    wide_mul(wide_from(p.y), wide_from(q.x)), true);
+    Wide first, second;
+    first.w0 = 0ul;
+    first.w1 = 0ul;
+    first.w2 = 0ul;
+    second = first;
+    multiply_words(magnitude(p.x), magnitude(q.y), first.w1, first.w0);
+    multiply_words(magnitude(p.y), magnitude(q.x), second.w1, second.w0);
+    return wide_add(wide_negate_if(first, (p.x < 0l) != (q.y < 0l)),
+                    wide_negate_if(second, (p.y < 0l) == (q.x < 0l) && p.y != 0l && q.x != 0l));
 }
 
 // S(k) = wA (ZA - K) + wB (ZB - K) + wC (ZC - K), K = (2k + 1) 2^(FINE_BITS - 1): < 0 iff the
 // centre of voxel k lies strictly above the crossing (exact.glsl, with D > 0).
 bool fine_centre_above(Wide wa, Wide wb, Wide wc, i64vec3 z, int k) {
     int64_t centre = int64_t(2 * k + 1) << (FINE_BITS - 1);
-    Wide s = wide_mul(wa, wide_from(z.x - centre));
-    s = wide_add(s, wide_mul(wb, wide_from(z.y - centre)), false);
-    s = wide_add(s, wide_mul(wc, wide_from(z.z - centre)), false);
+    Wide s = wide_add(wide_add(wide_times(wa, z.x - centre), wide_times(wb, z.y - centre)),
+                      wide_times(wc, z.z - centre));
     return wide_sign(s) < 0;
 }
 
@@ -153,7 +143,7 @@ ivec2 fine_crossing(i64vec3 a, i64vec3 b, i64vec3 c, ivec2 column, int n) {
     // non-negative terms: z is within 15 * 2^-24 * z <= 2^-6.9 of z* for z* <= 8192, and
     // z + 1/2 adds 2^-11. So floor(z + 1/2) is within one of floor(z* + 1/2), and two exact
     // sign tests settle it (as in exact.glsl).
-    float d = wide_float(wide_add(wide_add(wa, wb, false), wc, false));
+    float d = wide_float(wide_add(wide_add(wa, wb), wc));
     const float scale = 1.0 / 562949953421312.0;  // 2^-49
     float z = (wide_float(wa) / d) * (float(a.z) * scale) + (wide_float(wb) / d) * (float(b.z) * scale)
             + (wide_float(wc) / d) * (float(c.z) * scale);
