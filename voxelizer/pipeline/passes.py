@@ -872,8 +872,9 @@ def fixed_error(vertices: np.ndarray, fine: np.ndarray, faces: np.ndarray) -> in
     """delta of shaders/exact.glsl: the ceiling of the largest gap, in fixed-point units,
     between a used vertex's fixed-point coordinates (from its float32 value) and its fine
     ones, computed exactly in int64 (X 2^33 and F are at most 2^62)."""
-    used = np.unique(faces) if len(faces) else np.zeros(0, np.int64)
-    if not len(used):
+    used = np.zeros(len(vertices), bool)
+    used[faces.reshape(-1)] = True  # (stray vertices may be anything)
+    if not used.any():
         return 0
     step = 1 << (FINE_BITS - FIXED_BITS)
     fixed = np.rint(vertices[used] * np.float32(1 << FIXED_BITS)).astype(np.int64)
