@@ -149,17 +149,21 @@ const int SURE_OUT = 0;
 const int SURE_IN = 1;
 const int NEAR_TIE = 2;
 
-int64_t edge_margin(ivec2 a, ivec2 b, ivec2 p, int64_t delta) {
+// m of the edge a->b at p, for delta <= 2^shift: a shift, not a 64-bit product (which
+// llvmpipe's vector units emulate), and m only grows with delta.
+int64_t edge_margin(ivec2 a, ivec2 b, ivec2 p, int shift) {
     ivec2 d = abs(b - a), r = abs(p - a);
-    return delta * (int64_t(d.x) + int64_t(d.y) + 2l * (int64_t(r.x) + int64_t(r.y)) + 4l * delta);
+    int64_t sum = int64_t(d.x) + int64_t(d.y) + 2l * (int64_t(r.x) + int64_t(r.y)) + (4l << shift);
+    return sum << shift;
 }
 
 int fine_coverage(Coverage w, ivec3 a, ivec3 b, ivec3 c, ivec2 column, int64_t delta) {
     if (delta == 0l) return w.covered ? SURE_IN : SURE_OUT;  // uniform: a push constant
     ivec2 p = column_centre(column);
-    int64_t ma = edge_margin(b.xy, c.xy, p, delta);
-    int64_t mb = edge_margin(c.xy, a.xy, p, delta);
-    int64_t mc = edge_margin(a.xy, b.xy, p, delta);
+    int shift = findMSB(int(delta) - 1) + 1;  // delta <= 2^shift (delta <= 2^8)
+    int64_t ma = edge_margin(b.xy, c.xy, p, shift);
+    int64_t mb = edge_margin(c.xy, a.xy, p, shift);
+    int64_t mc = edge_margin(a.xy, b.xy, p, shift);
     bool all_in = w.wa > ma && w.wb > mb && w.wc > mc;
     bool some_in = w.wa > ma || w.wb > mb || w.wc > mc;
     bool some_out = w.wa < -ma || w.wb < -mb || w.wc < -mc;

@@ -104,7 +104,8 @@ layout(push_constant) uniform Params {
 };
 
 // Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
-// at most 2^17, so a round makes at most 32,768 iterations.
+// at most 2^15, so a round makes at most 2^15 / PAIR_BATCH iterations of the pair loop and
+// one more per near tie: at most 40,960, under llvmpipe's guard (tiles.glsl).
 #define PAIR_BATCH (SHARED_RECORDS != 0 ? 8u : 4u)
 #define REGISTER_WORDS 16
 
@@ -174,33 +175,36 @@ i64vec3 fine_corner(uint t, uint corner) {
     return i64vec3(fine[base], fine[base + 1u], fine[base + 2u]);
 }
 
-// The crossing of the fine triangle (fine.glsl). The fixed-point record decides where it
-// provably agrees (exact.glsl: SURE_OUT, or SURE_IN with no voxel centre near the crossing);
-// the rest, the near ties, are decided on the fine corners of the pair's triangle. That
-// branch is taken by every variant: it is rare, and far too long to run for every pair.
-Crossing crossing(TriangleRecord r, uint pair, ivec2 column, int n) {
+// The crossing of the fine triangle (fine.glsl), where the fixed-point record provably
+// decides it (exact.glsl: SURE_OUT, or SURE_IN with no voxel centre near the crossing; `sure`
+// true); otherwise none, and `sure` false: a near tie, for near_tie_crossing.
+Crossing fast_crossing(TriangleRecord r, ivec2 column, int n, out bool sure) {
     Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
     int64_t delta = int64_t(fixed_error);
     int coverage = fine_coverage(w, r.a.xyz, r.b.xyz, r.c.xyz, column, delta);
     bool inside = coverage == SURE_IN;
 #if BRANCHLESS
     int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
-    Crossing x = Crossing(select_int(n, k, inside), select_int(0, r.c.w, inside));
-    bool sure = coverage == SURE_OUT || (inside && depth_certain(w, r.a.xyz, r.b.xyz, r.c.xyz, delta));
+    sure = coverage == SURE_OUT || (inside && depth_certain(w, r.a.xyz, r.b.xyz, r.c.xyz, delta));
+    bool counts = inside && sure;
+    return Crossing(select_int(n, k, counts), select_int(0, r.c.w, counts));
 #else
-    Crossing x = Crossing(n, 0);
-    bool sure = coverage == SURE_OUT;
+    sure = coverage == SURE_OUT;
     if (inside) {
-        x = Crossing(first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n), r.c.w);
         sure = depth_certain(w, r.a.xyz, r.b.xyz, r.c.xyz, delta);
+        if (sure) return Crossing(first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n), r.c.w);
     }
+    return Crossing(n, 0);
 #endif
-    if (!sure) {
-        uint t = pairs[pair].y;
-        ivec2 exact = fine_crossing(fine_corner(t, 0u), fine_corner(t, 1u), fine_corner(t, 2u), column, n);
-        x = Crossing(exact.x, exact.y);
-    }
-    return x;
+}
+
+// A near tie, decided on the fine corners of pair `pair`'s triangle. Every variant branches
+// to it after each batch of pairs, one loop iteration per near tie: it is rare, and far too
+// long to run for every pair or to repeat in each unrolled step of the batch.
+Crossing near_tie_crossing(uint pair, ivec2 column, int n) {
+    uint t = pairs[pair].y;
+    ivec2 exact = fine_crossing(fine_corner(t, 0u), fine_corner(t, 1u), fine_corner(t, 2u), column, n);
+    return Crossing(exact.x, exact.y);
 }
 
 #if FILL_STAGE == 0 && SIGNED_CROSSINGS
@@ -231,11 +235,20 @@ void main() {
     int n = window.nz;
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
+        uint near_ties = 0u;  // bit j: pair start + j is a near tie
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
-            Crossing x = crossing(batch_record(mine, start, j, end), min(start + j, end - 1u), column, n);
+            bool sure;
+            Crossing x = fast_crossing(batch_record(mine, start, j, end), column, n, sure);
+            near_ties |= uint(!sure && start + j < end) << j;
             if (inside && start + j < end && x.k < box.k_hi) {
                 crossings[segment_slot(group, base, x.k)] += x.step;
             }
+        }
+        while (near_ties != 0u) {
+            uint j = uint(findLSB(near_ties));
+            near_ties &= near_ties - 1u;
+            Crossing x = near_tie_crossing(start + j, column, n);
+            if (inside && x.k < box.k_hi) crossings[segment_slot(group, base, x.k)] += x.step;
         }
     }
 }
@@ -245,6 +258,33 @@ void main() {
 #else
 #define FLIP ^=
 #endif
+
+// One crossing into the column's flips (registers or the grid) and its sums (k == n, step
+// == 0: none).
+void add_crossing(Crossing x, int n, bool in_registers, uint base, inout uint flips[REGISTER_WORDS],
+                  inout int balance, inout int moment) {
+    int k = x.k;
+    balance += x.step;
+    moment += x.step * (n - k);
+#if BRANCHLESS
+    uint bit = uint(k < n) << (k & 31);
+    if (in_registers) {
+        [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
+            flips[q] FLIP uint(q == uint(k) >> 5) * bit;
+        }
+    } else {
+        grid[base + uint(min(k, n - 1) >> 5)] FLIP bit;
+    }
+#else
+    if (k < n) {
+        if (in_registers) {
+            flips[k >> 5] FLIP 1u << (k & 31);
+        } else {
+            grid[base + uint(k >> 5)] FLIP 1u << (k & 31);
+        }
+    }
+#endif
+}
 
 void main() {
     uint tile_index = flat_group_id();
@@ -270,31 +310,20 @@ void main() {
     int balance = 0, moment = 0;
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
+        uint near_ties = 0u;  // bit j: pair start + j is a near tie
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
-            Crossing x = crossing(batch_record(mine, start, j, end), min(start + j, end - 1u), column, n);
+            bool sure;
+            Crossing x = fast_crossing(batch_record(mine, start, j, end), column, n, sure);
             bool real = start + j < end;
-            int k = select_int(n, x.k, real);
-            int step = select_int(0, x.step, real);
-            balance += step;
-            moment += step * (n - k);
-#if BRANCHLESS
-            uint bit = uint(k < n) << (k & 31);
-            if (in_registers) {
-                [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
-                    flips[q] FLIP uint(q == uint(k) >> 5) * bit;
-                }
-            } else {
-                grid[base + uint(min(k, n - 1) >> 5)] FLIP bit;
-            }
-#else
-            if (k < n) {
-                if (in_registers) {
-                    flips[k >> 5] FLIP 1u << (k & 31);
-                } else {
-                    grid[base + uint(k >> 5)] FLIP 1u << (k & 31);
-                }
-            }
-#endif
+            near_ties |= uint(!sure && real) << j;
+            x = Crossing(select_int(n, x.k, real), select_int(0, x.step, real));
+            add_crossing(x, n, in_registers, base, flips, balance, moment);
+        }
+        while (near_ties != 0u) {
+            uint j = uint(findLSB(near_ties));
+            near_ties &= near_ties - 1u;
+            add_crossing(near_tie_crossing(start + j, column, n), n, in_registers, base, flips,
+                         balance, moment);
         }
     }
     uvec2 sums = uvec2(balance, moment);

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from ..gpu.kernels import Kernel, Struct
 
-FILL_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fill dispatch (shaders/fill.comp)
+# Pairs of one tile per fill dispatch (shaders/fill.comp: the pair loop and the near ties of
+# a round stay under llvmpipe's 65,535-iteration guard).
+FILL_PAIRS_PER_ROUND = 1 << 15
 
 # shaders/common.glsl: the rows of the grid one run of the passes covers (passes.Window).
 WINDOW = Struct(
@@ -155,7 +157,7 @@ SETUP_INDEXED_CONSERVATIVE = Kernel(
 )
 EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1})
 
-SURFACE_PAIRS_PER_ROUND = FILL_PAIRS_PER_ROUND  # pairs of one tile per surface dispatch
+SURFACE_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per surface dispatch
 SURFACE_CHUNK_VOXELS = 512  # voxels of a column one surface dispatch marks (shaders/surface.comp)
 FACE_ID_CHUNK_VOXELS = 32  # the same with FACE_IDS 1
 _SURFACE_PUSH = (
