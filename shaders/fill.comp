@@ -104,8 +104,9 @@ layout(push_constant) uniform Params {
 };
 
 // Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
-// at most 2^15, so a round makes at most 2^15 / PAIR_BATCH iterations of the pair loop and
-// one more per near tie: at most 40,960, under llvmpipe's guard (tiles.glsl).
+// at most 2^15, so a round makes at most 2^15 / PAIR_BATCH iterations of the pair loop, and
+// at most 2^15 more going over the pairs again for near ties (one per pair): at most 40,960,
+// under llvmpipe's guard (tiles.glsl).
 #define PAIR_BATCH (SHARED_RECORDS != 0 ? 8u : 4u)
 #define REGISTER_WORDS 16
 
@@ -198,13 +199,22 @@ Crossing fast_crossing(TriangleRecord r, ivec2 column, int n, out bool sure) {
 #endif
 }
 
-// A near tie, decided on the fine corners of pair `pair`'s triangle. Every variant branches
-// to it after each batch of pairs, one loop iteration per near tie: it is rare, and far too
-// long to run for every pair or to repeat in each unrolled step of the batch.
+// A near tie, decided on the fine corners of pair `pair`'s triangle. It is rare, and far too
+// long to run for every pair or to sit in the pair loop (llvmpipe then keeps the loop's
+// state in memory), so every variant counts its near ties in the pair loop and, where there
+// are any, goes over the pairs once more to decide them (near_tie).
 Crossing near_tie_crossing(uint pair, ivec2 column, int n) {
     uint t = pairs[pair].y;
     ivec2 exact = fine_crossing(fine_corner(t, 0u), fine_corner(t, 1u), fine_corner(t, 2u), column, n);
     return Crossing(exact.x, exact.y);
+}
+
+// Whether pair `pair` is a near tie for the column (its record read per lane: no subgroup
+// operation, as only some lanes of a tile go over the pairs again).
+bool near_tie(uint pair, ivec2 column, int n) {
+    bool sure;
+    fast_crossing(records[pairs[pair].y], column, n, sure);
+    return !sure;
 }
 
 #if FILL_STAGE == 0 && SIGNED_CROSSINGS
@@ -233,21 +243,22 @@ void main() {
     uint group = offsets[slab_tile];
     bool inside = column_in_box(box, column);
     int n = window.nz;
+    uint near_ties = 0u;
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
-        uint near_ties = 0u;  // bit j: pair start + j is a near tie
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
             bool sure;
             Crossing x = fast_crossing(batch_record(mine, start, j, end), column, n, sure);
-            near_ties |= uint(!sure && start + j < end) << j;
+            near_ties += uint(!sure && start + j < end);
             if (inside && start + j < end && x.k < box.k_hi) {
                 crossings[segment_slot(group, base, x.k)] += x.step;
             }
         }
-        while (near_ties != 0u) {
-            uint j = uint(findLSB(near_ties));
-            near_ties &= near_ties - 1u;
-            Crossing x = near_tie_crossing(start + j, column, n);
+    }
+    for (uint pair = first; near_ties != 0u && pair < end; ++pair) {
+        if (near_tie(pair, column, n)) {
+            --near_ties;
+            Crossing x = near_tie_crossing(pair, column, n);
             if (inside && x.k < box.k_hi) crossings[segment_slot(group, base, x.k)] += x.step;
         }
     }
@@ -308,21 +319,22 @@ void main() {
     uint flips[REGISTER_WORDS];
     [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) flips[q] = 0u;
     int balance = 0, moment = 0;
+    uint near_ties = 0u;
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
-        uint near_ties = 0u;  // bit j: pair start + j is a near tie
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
             bool sure;
             Crossing x = fast_crossing(batch_record(mine, start, j, end), column, n, sure);
             bool real = start + j < end;
-            near_ties |= uint(!sure && real) << j;
+            near_ties += uint(!sure && real);
             x = Crossing(select_int(n, x.k, real), select_int(0, x.step, real));
             add_crossing(x, n, in_registers, base, flips, balance, moment);
         }
-        while (near_ties != 0u) {
-            uint j = uint(findLSB(near_ties));
-            near_ties &= near_ties - 1u;
-            add_crossing(near_tie_crossing(start + j, column, n), n, in_registers, base, flips,
+    }
+    for (uint pair = first; near_ties != 0u && pair < end; ++pair) {
+        if (near_tie(pair, column, n)) {
+            --near_ties;
+            add_crossing(near_tie_crossing(pair, column, n), n, in_registers, base, flips,
                          balance, moment);
         }
     }

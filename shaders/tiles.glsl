@@ -9,19 +9,34 @@
 // lavapipe can hold in one buffer, that is at most 256^2 / 2 + 3 * 256, about 33,500.
 
 // Bit c of the result is set iff column c of the tile (c = x + TILE_SIDE * y within the tile)
-// lies inside the column rectangle [lo, hi] and the fine triangle may cover its centre (not
-// SURE_OUT, exact.glsl: every column it covers, and the near ties).
+// lies inside the column rectangle [lo, hi] and the fine triangle may cover its centre: with
+// delta == 0 (fine corners equal to these), iff this triangle covers it; else iff the centre
+// is not SURE_OUT (exact.glsl) by the margins M of the whole triangle. The centres binned lie
+// within delta of the bounding box (setup.comp), so |P - a| <= W + H + 2 delta per edge
+// (W, H: the box's sides) and M = (|dx| + |dy| + 2 (W + H + 2 delta) + 4 delta') delta' with
+// delta <= delta' = 2^shift bounds each column's m: SURE_OUT by M is SURE_OUT by m, and a
+// column the fill may find a crossing in is never dropped.
 uint tile_coverage(ivec3 a, ivec3 b, ivec3 c, ivec2 tile, ivec2 lo, ivec2 hi, int64_t delta) {
+    int shift = findMSB(int(delta) - 1) + 1;
+    ivec2 box = max(max(a.xy, b.xy), c.xy) - min(min(a.xy, b.xy), c.xy);
+    int64_t reach = 2l * (int64_t(box.x) + int64_t(box.y) + 2l * delta) + (4l << shift);
+    ivec2 ab = abs(b.xy - a.xy), bc = abs(c.xy - b.xy), ca = abs(a.xy - c.xy);
+    int64_t ma = (int64_t(bc.x) + int64_t(bc.y) + reach) << shift;  // edge b->c, opposite a
+    int64_t mb = (int64_t(ca.x) + int64_t(ca.y) + reach) << shift;
+    int64_t mc = (int64_t(ab.x) + int64_t(ab.y) + reach) << shift;
     uint mask = 0u;
     [[unroll]] for (int bit = 0; bit < TILE_COLUMNS; ++bit) {
         ivec2 column = (tile << TILE_SHIFT) + ivec2(bit & (TILE_SIDE - 1), bit >> TILE_SHIFT);
         bool inside = all(greaterThanEqual(column, lo)) && all(lessThanEqual(column, hi));
+        Coverage w = cover(a, b, c, column);
+        bool some_out = w.wa < -ma || w.wb < -mb || w.wc < -mc;
+        bool some_in = w.wa > ma || w.wb > mb || w.wc > mc;
+        bool sure_out = some_out && (some_in || w.wa + w.wb + w.wc > ma + mb + mc);
+        bool binned = delta == 0l ? w.covered : !sure_out;
 #if BRANCHLESS
-        mask |= uint(inside && fine_coverage(cover(a, b, c, column), a, b, c, column, delta) != SURE_OUT) << bit;
+        mask |= uint(inside && binned) << bit;
 #else
-        if (inside && fine_coverage(cover(a, b, c, column), a, b, c, column, delta) != SURE_OUT) {
-            mask |= 1u << bit;
-        }
+        if (inside && binned) mask |= 1u << bit;
 #endif
     }
     return mask;
