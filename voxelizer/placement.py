@@ -226,9 +226,20 @@ class GridPlacement:
         """int64 fine grid-space positions: g = (v - origin) / h in float64, clipped to
         [0, n], rounded once to multiples of 2**-FINE_BITS (within 2**-50 of g; exact from 8 up)."""
         vertices = np.asarray(vertices, np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):
-            g = (vertices - self.origin) / self.voxel_size
-        return to_fine(np.clip(g, 0.0, np.array(self.shape, np.float64)))
+        out = np.empty(vertices.shape, np.int64)
+        top = np.array(self.shape, np.float64)
+
+        def place(start: int, stop: int) -> None:  # the same float64 steps as grid_vertices
+            with np.errstate(over="ignore", invalid="ignore"):
+                g = vertices[start:stop] - self.origin
+                g /= self.voxel_size
+            np.fmax(g, 0.0, out=g)  # fmax and fmin also turn NaN of stray vertices into 0
+            np.fmin(g, top, out=g)
+            g *= float(1 << FINE_BITS)  # exact
+            out[start:stop] = np.rint(g, out=g)
+
+        for_row_chunks(len(vertices), place)
+        return out
 
     def voxel_centres(self, indices: np.ndarray) -> np.ndarray:
         """World positions of the centres of voxels given as (M, 3) integer indices."""
@@ -238,8 +249,9 @@ class GridPlacement:
 def to_fine(grid_vertices: np.ndarray) -> np.ndarray:
     """int64 round(g * 2**FINE_BITS) (half to even) of float64 grid-space values in [0, 8192]
     (the scaling is exact; NaN of stray, unreferenced vertices becomes 0)."""
-    g = np.nan_to_num(np.asarray(grid_vertices, np.float64), nan=0.0)
-    return np.rint(np.ldexp(np.clip(g, 0.0, MAX_RESOLUTION), FINE_BITS)).astype(np.int64)
+    g = np.fmin(np.fmax(np.asarray(grid_vertices, np.float64), 0.0), float(MAX_RESOLUTION))
+    g *= float(1 << FINE_BITS)  # exact
+    return np.rint(g, out=g).astype(np.int64)
 
 
 def _check_finite_box(box: str, bmin: np.ndarray, bmax: np.ndarray, extent: np.ndarray) -> None:
