@@ -150,3 +150,32 @@ def test_fine_bits_declared_once():
     """shaders/fine.glsl's lattice is placement.FINE_BITS."""
     text = (SHADERS / "fine.glsl").read_text()
     assert int(re.search(r"#define FINE_BITS (\d+)", text).group(1)) == FINE_BITS
+
+
+@pytest.mark.parametrize("variant", ["naive", "branchless"])
+def test_a_tile_full_of_near_ties(gpu, variant):
+    """40,001 copies of a triangle crossing 1e-9 voxel below a centre: every pair of the
+    tile is a near tie (two fill rounds), and none is lost to llvmpipe's loop guard."""
+    copies, n = 40_001, 8
+    one = np.array([[0.125, 0.125, 0.0], [7.875, 0.125, 0.0], [0.125, 7.875, 0.0]])
+    vertices = np.tile(one, (copies, 1))
+    vertices[:, 2] = 2.5 - 1e-9  # float32 cannot hold it: the fast path cannot decide
+    faces = np.arange(3 * copies).reshape(-1, 3)
+    expected = exact_solid(vertices[:3], faces[:1], (n, n, n))  # an odd count: one copy's
+    assert expected[0, 0, 2] and not expected[0, 0, 1]
+    got = gpu.voxelize_dense(
+        (vertices, faces), variant=variant, voxel_size=1.0, bounds=[[0, 0, 0], [n, n, n]]
+    )
+    assert_same_voxels(got.to_numpy(), expected)
+
+
+def test_the_one_remaining_rounding():
+    """float64 grid coordinates are kept exactly from 8 up, and moved at most 2**-50 below."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(49)
+    g = np.concatenate([rng.uniform(0, 8, 2000), rng.uniform(8, 8192, 2000), [0.1, 7.9, 8192.0]])
+    fine = to_fine(g)
+    for value, f in zip(g.tolist(), fine.tolist()):
+        error = abs(Fraction(f, 1 << FINE_BITS) - Fraction(value))
+        assert error == 0 if value >= 8 else error <= Fraction(1, 1 << 50)
