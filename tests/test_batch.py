@@ -28,8 +28,8 @@ import trimesh
 
 import voxelizer
 from voxelizer import BatchResult, GridError, OutputError, voxelize_many
-from voxelizer.batch import find_meshes, output_paths
 from voxelizer.grid import DenseGrid
+from voxelizer.io.mesh_files import find_meshes, output_paths
 from voxelizer.io.output import remove_temporaries
 from voxelizer.svo import SVO
 

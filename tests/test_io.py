@@ -4,6 +4,8 @@ command line's, and meshes from every kind of source."""
 
 from __future__ import annotations
 
+import zipfile
+
 import numpy as np
 import pytest
 import trimesh
@@ -47,6 +49,11 @@ def test_npz_round_trip_keeps_the_placement(tmp_path):
     with np.load(path) as data:  # plain numpy reads it too
         assert sorted(data.files) == ["bits", "origin", "shape", "voxel_size"]
         assert data["shape"].tolist() == [12, 40, 8]
+    with zipfile.ZipFile(path) as archive:  # compressed, as np.savez_compressed writes it
+        members = archive.infolist()
+        assert {m.compress_type for m in members} == {zipfile.ZIP_DEFLATED}
+        bits = archive.getinfo("bits.npy")
+        assert bits.compress_size < bits.file_size
 
 
 def test_an_svo_saved_as_npz_loads_as_its_dense_grid(tmp_path):

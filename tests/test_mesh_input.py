@@ -251,3 +251,32 @@ def test_bounds_still_want_six_numbers(tmp_path, capsys):
         capsys, "box.ply", "--bounds", "-1e3", "-1e3", "-1e3", "1e3", "1e3", "--quiet"
     )
     assert "expected 6 arguments" in message
+
+
+def test_the_checks_of_a_large_mesh_see_every_chunk():
+    """Past 2^18 rows the checks run in row chunks on several threads: a fault or an extreme
+    in the last rows only is still found, and the derived arrays equal numpy's own."""
+    rng = np.random.default_rng(3)
+    vertices = rng.uniform(-1, 1, (400_000, 3))
+    faces = rng.integers(0, len(vertices) - 2, (700_000, 3))  # the last two vertices unused
+    vertices[-1] = 50.0  # a stray vertex: outside, but counts for nothing
+    mesh = Mesh(vertices, faces)
+    assert mesh.problem == ""
+    used = np.zeros(len(vertices), bool)
+    used[faces.reshape(-1)] = True
+    assert np.array_equal(mesh.used, used)
+    inner = vertices[used]
+    assert np.array_equal(mesh.bounds, [inner.min(axis=0), inner.max(axis=0)])
+    assert mesh.indices.dtype == np.uint32 and np.array_equal(mesh.indices, faces)
+    faces[-1, 2] = len(vertices) - 2  # now used, from the last face
+    vertices[-2] = [7.0, -9.0, 8.0]
+    low, high = Mesh(vertices, faces).bounds
+    assert low[1] == -9.0 and high[0] == 7.0 and high[2] == 8.0
+    for fault, message in (
+        (lambda v, f: f.__setitem__((-1, 0), len(v)), "does not exist"),
+        (lambda v, f: f.__setitem__((-1, 1), -1), "does not exist"),
+        (lambda v, f: v.__setitem__((f[-1, 0], 1), np.nan), "NaN or infinity"),
+    ):
+        v, f = vertices.copy(), faces.copy()
+        fault(v, f)
+        assert message in Mesh(v, f).problem

@@ -1,7 +1,8 @@
 """voxelizer: exact solid and surface voxelization of triangle meshes with Vulkan compute shaders."""
 
+from typing import TYPE_CHECKING, Any
+
 from .api import Voxelizer, check_mesh, voxelize, voxelize_dense
-from .batch import BatchResult, find_meshes, voxelize_many
 from .errors import (
     DeviceError,
     FillModeError,
@@ -21,6 +22,7 @@ from .errors import (
 from .gpu.device import list_devices
 from .grid import DenseGrid
 from .io import load, load_mesh, save, write_preview
+from .io.mesh_files import find_meshes
 from .mesh import Mesh, Topology
 from .options import Options
 from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANTS
@@ -28,7 +30,22 @@ from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
 from .svo import SVO, FaceIds
 
+if TYPE_CHECKING:
+    from .batch import BatchResult, voxelize_many
+
 __version__ = "0.1.0"
+_BATCH_NAMES = ("BatchResult", "voxelize_many")
+
+
+def __getattr__(name: str) -> Any:
+    """The batch machinery (worker processes, threads, queues) on first use only: a single
+    voxelization, the command line included, starts without importing it."""
+    if name in _BATCH_NAMES:
+        from . import batch
+
+        return getattr(batch, name)
+    raise AttributeError(f"module 'voxelizer' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_VARIANT",

@@ -15,21 +15,16 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from .batch import (
-    GLOB_CHARACTERS,
-    BatchRun,
-    device_list,
-    find_meshes,
-    output_paths,
-    output_suffix,
-    voxelize_many,
-)
 from .errors import DeviceError, OutputError, VoxelizerError
+from .io.mesh_files import GLOB_CHARACTERS, find_meshes, output_paths, output_suffix
 from .io.output import check_output_path
 from .io.writers import OUTPUT_FORMATS
 from .progress import TerminalProgress
+
+if TYPE_CHECKING:
+    from .batch import BatchRun
 
 DEFAULT_FORMAT = "svo"
 # Options that only mean something for a batch, as argparse names them (dest, flag).
@@ -215,6 +210,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _check_devices(devices: str) -> None:
     """DeviceError unless every selector names a device (before any worker starts)."""
+    from .batch import device_list
     from .gpu.device import list_devices
 
     try:
@@ -237,6 +233,8 @@ def _check_devices(devices: str) -> None:
 
 def _results(args: argparse.Namespace, paths: list[Path], root: Path, suffix: str) -> BatchRun:
     """The batch's results, from this machine's workers or from Ray."""
+    from .batch import voxelize_many  # the batch machinery: imported for batches only
+
     options = {
         "grid": args.grid,
         "variant": args.variant,

@@ -7,14 +7,15 @@ import argparse
 import json
 import re
 import sys
+import threading
 import time
 import warnings
+from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
 from . import __version__
-from .batch import find_meshes
 from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
 from .errors import (
@@ -26,6 +27,7 @@ from .errors import (
     OverlapWarning,
     VoxelizerError,
 )
+from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
 from .io.preview import PREVIEW_SUFFIX, write_preview
@@ -379,6 +381,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         )
 
     started = time.perf_counter()
+    _open_device_meanwhile(args.device)
     mesh, load_ms = _check_dense_output(args, output, preview)
     if (args.stats or stats_json is not None) and not isinstance(mesh, Mesh):
         mesh, load_ms = _loaded(args.model)  # the statistics report the mesh's edges too
@@ -412,6 +415,19 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.stats:
         print(format_stats(svo.stats))
     return 0
+
+
+def _open_device_meanwhile(device: str | None) -> None:
+    """Open the device on a thread while this one reads the mesh: the driver's start-up
+    (~0.15 s on a GPU) and the reading overlap. A failure is left to the voxelization, which
+    asks for the same shared Voxelizer (waiting for this one) and reports it."""
+    from .api import shared_voxelizer
+
+    def open_device() -> None:
+        with suppress(Exception):
+            shared_voxelizer(device)
+
+    threading.Thread(target=open_device, name="voxelize-open-device", daemon=True).start()
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

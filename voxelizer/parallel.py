@@ -7,10 +7,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 MIN_ROWS = 1 << 18  # below this, one thread: starting the others costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
+T = TypeVar("T")
 
 
 def _threads() -> int:
@@ -19,16 +21,21 @@ def _threads() -> int:
 
 def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = MIN_ROWS) -> None:
     """Call work(start, stop) over [0, rows) in contiguous chunks, in parallel when large."""
+    map_row_chunks(rows, work, min_rows)
+
+
+def map_row_chunks(rows: int, work: Callable[[int, int], T], min_rows: int = MIN_ROWS) -> list[T]:
+    """work(start, stop) of each contiguous chunk of [0, rows), in order, computed in
+    parallel when large (for reductions: the caller combines the chunks' results)."""
     global _pool
     chunks = min(_threads(), rows // min_rows)
     if chunks <= 1:
-        work(0, rows)
-        return
+        return [work(0, rows)]
     if _pool is None:
         _pool = ThreadPoolExecutor(_threads(), thread_name_prefix="voxelizer-rows")
     bounds = [rows * i // chunks for i in range(chunks + 1)]
-    for future in [_pool.submit(work, a, b) for a, b in zip(bounds, bounds[1:])]:
-        future.result()  # re-raises a chunk's exception here
+    futures = [_pool.submit(work, a, b) for a, b in zip(bounds, bounds[1:])]
+    return [future.result() for future in futures]  # re-raises a chunk's exception here
 
 
 def _forget_pool_after_fork() -> None:

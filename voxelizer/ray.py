@@ -44,11 +44,11 @@ from .batch import (
     default_threads,
     make_out_dir,
     options_of,
-    output_suffix,
     plan_tasks,
 )
 from .errors import DeviceError, OpenMeshWarning, OutputError
 from .grid import DenseGrid
+from .io.mesh_files import output_suffix
 from .io.output import remove_temporaries
 from .options import Options
 from .placement import GridLike, GridPlacement, check_shape
