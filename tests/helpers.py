@@ -328,3 +328,18 @@ def time_limit(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def assert_loads_or_names_the_file(path: Path, data: bytes) -> str:
+    """`data` written to `path` loads as a mesh with triangles, or raises MeshError in one line
+    that starts with the path, within 2 s. The error's text ("" for a mesh that loaded)."""
+    path.write_bytes(data)
+    with time_limit(2.0):
+        try:
+            mesh = load_mesh(path)
+        except voxelizer.MeshError as exc:
+            text = str(exc)
+            assert text.startswith(str(path)) and "\n" not in text, text
+            return text
+    assert isinstance(mesh, Mesh) and mesh.triangle_count > 0
+    return ""

@@ -129,3 +129,15 @@ def reference_voxels(shape: Shape, n: int | tuple[int, int, int]) -> np.ndarray:
     """The CPU reference's voxels of a grid-space shape (rounded to float32 like every input)."""
     vertices, faces = shape
     return solid_columns(vertices.astype(np.float32), faces, n)
+
+
+def stacked_tetrahedra(count: int) -> Shape:
+    """`count` flat tetrahedra stacked up z over one 4x4-column tile of an 8³ grid (from z =
+    0.1 to 7.9): 4 pairs each on that one tile, more than a fill round takes."""
+    z = 0.1 + np.arange(count) * (7.8 / count)
+    base = np.array([[0.2, 0.2, 0.0], [3.8, 0.2, 0.0], [0.2, 3.8, 0.0], [1.0, 1.0, 0.5]])
+    vertices = np.tile(base, (count, 1)) * [1, 1, 7.8 / count]
+    vertices[:, 2] += np.repeat(z, 4)
+    one = np.array([[0, 2, 1], [0, 1, 3], [1, 2, 3], [2, 0, 3]])
+    faces = (one[None] + 4 * np.arange(count)[:, None, None]).reshape(-1, 3)
+    return vertices, faces

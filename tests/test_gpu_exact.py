@@ -10,6 +10,7 @@ from voxelizer.gpu.device import Device
 from voxelizer.reference import solid_columns
 
 from .helpers import assert_same_svo, assert_same_voxels, load_model, random_soup, reference_grid
+from .shapes import stacked_tetrahedra
 
 SHARED = [
     "bunny.ply",
@@ -133,12 +134,7 @@ def test_tile_with_more_pairs_than_one_fill_round(gpu, variant):
     """70,000 flat tetrahedra stacked over one tile: 280,000 pairs in three fill rounds (one
     round would loop past llvmpipe's 65,535-iteration guard)."""
     count, n = 70_000, 8
-    z = 0.1 + np.arange(count) * (7.8 / count)
-    base = np.array([[0.2, 0.2, 0.0], [3.8, 0.2, 0.0], [0.2, 3.8, 0.0], [1.0, 1.0, 0.5]])
-    vertices = np.tile(base, (count, 1)) * [1, 1, 7.8 / count]
-    vertices[:, 2] += np.repeat(z, 4)
-    one = np.array([[0, 2, 1], [0, 1, 3], [1, 2, 3], [2, 0, 3]])
-    faces = (one[None] + 4 * np.arange(count)[:, None, None]).reshape(-1, 3)
+    vertices, faces = stacked_tetrahedra(count)
     vertices = vertices.astype(np.float32)
     voxels = gpu.voxelize_grid(vertices, faces, n, variant=variant)
     assert_same_voxels(voxels, solid_columns(vertices, faces, n))

@@ -29,7 +29,7 @@ from .helpers import (
     run_cli,
     shared_model,
 )
-from .shapes import box, box_expected, combine, inverted, reference_voxels
+from .shapes import box, box_expected, combine, inverted, reference_voxels, stacked_tetrahedra
 
 N = 16
 PARITY_MODES = ("parity", "vote", "union")  # the fill modes that count columns and warn
@@ -327,12 +327,7 @@ def test_a_tile_with_more_pairs_than_a_fill_round_in_one_and_two_submissions(mon
     sums carried between them; the second has the room but one round, so the tile is reported
     unfinished and the part runs again. Both give the reference's voxels and counts."""
     count, n = 70_000, 8
-    z = 0.1 + np.arange(count) * (7.8 / count)
-    base = np.array([[0.2, 0.2, 0.0], [3.8, 0.2, 0.0], [0.2, 3.8, 0.0], [1.0, 1.0, 0.5]])
-    vertices = np.tile(base, (count, 1)) * [1, 1, 7.8 / count]
-    vertices[:, 2] += np.repeat(z, 4)
-    one = np.array([[0, 2, 1], [0, 1, 3], [1, 2, 3], [2, 0, 3]])
-    faces = (one[None] + 4 * np.arange(count)[:, None, None]).reshape(-1, 3)
+    vertices, faces = stacked_tetrahedra(count)
     lone = (np.array([[0.1, 3.1, 4.0], [3.9, 3.1, 4.0], [0.1, 3.9, 4.0]]), np.array([[0, 1, 2]]))
     spanning = (np.array([[0.0, 0, 0], [n, n, n], [0, 0, 0]]), np.array([[0, 1, 2]]))
     mesh = combine(

@@ -30,6 +30,7 @@ from voxelizer.mesh import Mesh
 from .helpers import (
     PROJECT_MODELS,
     SHARED_MODELS,
+    assert_loads_or_names_the_file,
     assert_same_voxels,
     model_path,
     shared_model,
@@ -767,16 +768,7 @@ def fuzz_cases() -> list[tuple[str, bytes]]:
 def test_broken_files_of_every_layout_load_or_raise_mesh_error_quickly(tmp_path, case):
     extension, data = fuzz_cases()[case]
     for number, broken in enumerate(fuzzed(data, np.random.default_rng(case))):
-        path = tmp_path / f"{number}.{extension}"
-        path.write_bytes(broken)
-        with time_limit(2.0):
-            try:
-                mesh = load_mesh(path)
-            except MeshError as exc:
-                text = str(exc)
-                assert text.startswith(str(path)) and "\n" not in text, text
-                continue
-        assert isinstance(mesh, Mesh) and mesh.triangle_count > 0
+        assert_loads_or_names_the_file(tmp_path / f"{number}.{extension}", broken)
 
 
 def test_deep_indentation_and_long_lines_read_quickly(tmp_path):

@@ -10,6 +10,7 @@ triangles exactly as trimesh makes them, in the same order, so that the arrays m
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -167,28 +168,29 @@ def _text(word: bytes) -> str:
 # --- where the rows lie --------------------------------------------------------------------
 
 
-class Body:
+class Body(ABC):
     """The data after the header, in units (bytes of binary data, values of ASCII data)."""
 
     limit: int  # the end of the data
     start: int  # where the first element starts
 
+    @abstractmethod
     def width(self, dtype: np.dtype) -> int:
-        raise NotImplementedError
+        """Units one value of `dtype` takes (its bytes, or 1 in ASCII)."""
 
+    @abstractmethod
     def count_reader(self, dtype: np.dtype) -> Callable[[int], int]:
         """A function reading one list length at a position (fast: rows are walked with it)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def table(
         self, start: int, row: int, rows: int, dtype: np.dtype, offset: int, width: int
     ) -> np.ndarray:
         """(rows, width) values of `dtype` at `offset` in fixed rows of `row` units."""
-        raise NotImplementedError
 
+    @abstractmethod
     def gather(self, positions: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """The values of `dtype` at each of `positions`."""
-        raise NotImplementedError
 
     def declared(self, values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         """Values as the file holds them (ASCII values, parsed as float64, in their type)."""
@@ -203,8 +205,9 @@ class Body:
             raise MalformedMesh(f"a vertex index that is not a whole number ({values[~whole][0]})")
         return values.astype(np.int64)
 
+    @abstractmethod
     def cut_off(self, declared: str, needed: int) -> MalformedMesh:
-        raise NotImplementedError
+        """The error for data that ends before what the header declares."""
 
 
 class BinaryBody(Body):

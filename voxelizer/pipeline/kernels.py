@@ -105,12 +105,8 @@ _FILL_PUSH = (
     ("finish", "uint"),
     ("fixed_error", "uint"),
 )
-FILL_FLIPS = Kernel(
-    "fill",
-    _FILL_BINDINGS,
-    _FILL_PUSH,
-    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "MARK_CROSSINGS": 0},
-)
+_FLIPS_DEFINES = {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND}
+FILL_FLIPS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 0})
 # shaders/common.glsl: the voxels whose centres lie inside the surface's bounding box.
 COLUMN_BOX = Struct(
     "ColumnBox",
@@ -125,17 +121,12 @@ COLUMN_BOX = Struct(
 )
 # fill_mode="winding": the flips stage with OR, marking every crossing; then, once the
 # columns are cut into segments at the marks, adding each crossing's sign to its segment.
-FILL_MARKS = Kernel(
-    "fill",
-    _FILL_BINDINGS,
-    _FILL_PUSH,
-    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "MARK_CROSSINGS": 1},
-)
+FILL_MARKS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 1})
 FILL_SIGNED = Kernel(
     "fill",
     {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, "fine": 7},
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
-    {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "SIGNED_CROSSINGS": 1},
+    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1},
 )
 FILL_PARITY = Kernel(
     "fill",

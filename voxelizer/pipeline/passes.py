@@ -564,6 +564,18 @@ class PassRunner:
             "budget holds; raise max_memory"
         )
 
+    def _tile_bindings(
+        self, grouped: Binding, tiles: Binding, fill_args: Buffer, grid: Binding
+    ) -> dict[str, Binding | Buffer]:
+        """What the per-tile passes (the fill, the surface) bind in common."""
+        return {
+            "records": self._records,
+            "pairs": grouped,
+            "tiles": tiles,
+            "fill_dispatch": fill_args,
+            "grid": grid,
+        }
+
     def _fill(
         self,
         window: Window,
@@ -649,13 +661,7 @@ class PassRunner:
                 dispatch, window.tiles, fill_args, self.device.max_groups_x,
             )  # fmt: skip
         rounds = 1 if dispatch is not None else workgroups(pairs, FILL_PAIRS_PER_ROUND)
-        bindings: dict[str, Binding | Buffer] = {
-            "records": self._records,
-            "pairs": grouped,
-            "tiles": tile_list,
-            "fill_dispatch": fill_args,
-            "grid": grid,
-        }
+        bindings = self._tile_bindings(grouped, tile_list, fill_args, grid)
         assert self._fine is not None  # uploaded with the batch
         bindings["fine"] = self._fine
         flips = pipelines.fill_flips
@@ -803,13 +809,7 @@ class PassRunner:
                     sequence, self.pipelines, self.scan, self.pool, pairs, pair_count,
                     self._total, None, window.tiles, fill_args, self.device.max_groups_x,
                 )  # fmt: skip
-            bindings: dict[str, Binding | Buffer] = {
-                "records": self._records,
-                "pairs": grouped,
-                "tiles": tile_list,
-                "fill_dispatch": fill_args,
-                "grid": grid,
-            }
+            bindings = self._tile_bindings(grouped, tile_list, fill_args, grid)
             kernel, chunk_voxels = surface.mark, SURFACE_CHUNK_VOXELS
             if face_ids is not None:
                 bindings["face_ids"] = face_ids

@@ -225,22 +225,11 @@ class Pipeline:
             stats,
             fine=fine,
         )
-        slabs = plan.slabs()
-        voxels = np.zeros(shape, bool) if dense else None
-        forests: list[tuple[int, SVOArrays]] = []
-        for index, slab in enumerate(slabs):
+        outputs = _SlabOutputs(self, plan, shape, job, stats, dense)
+        for slab in plan.slabs():
             grid = self._pool.binding("grid", slab.grid_bytes)
-            staging = runner.voxelize(slab, grid, download=voxels is not None)
-            if voxels is not None and staging is not None:
-                voxels[:, slab.row_lo : slab.row_hi] = self._unpack(slab, staging, stats)
-            else:
-                forest = plan.forest(slab)
-                forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
-            if job.progress is not None and len(slabs) > 1:
-                job.progress("slabs", index + 1, len(slabs))
-        if voxels is not None:
-            return voxels
-        return self._merge(plan, shape, forests, stats)
+            outputs.keep(slab, grid, runner.voxelize(slab, grid, download=dense))
+        return outputs.result()
 
     def _merge(
         self, plan: Plan, shape: Shape, forests: list[tuple[int, SVOArrays]], stats: Stats
@@ -455,11 +444,9 @@ class Pipeline:
             surface=self._surface_kernels(job.variant, kind),
             fine=job.fine_vertices(),
         )
-        slabs = plan.slabs()
-        voxels = np.zeros(job.shape, bool) if dense else None
+        outputs = _SlabOutputs(self, plan, job.shape, job, stats, dense)
         marked: list[MarkedVoxels] = []
-        forests: list[tuple[int, SVOArrays]] = []
-        for index, slab in enumerate(slabs):
+        for slab in plan.slabs():
             grid = self._pool.binding("grid", slab.grid_bytes)
             rows = slab.row_hi - slab.row_lo
             ids = None
@@ -470,20 +457,12 @@ class Pipeline:
             else:
                 stats.count(slabs=1)
             runner.voxelize_surface(slab, grid, job.shape[1], job.mode != "both", ids)
-            if voxels is not None:
-                voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
-            else:
-                forest = plan.forest(slab)
-                forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
-            if ids is not None and voxels is not None:
+            if ids is not None and dense:
                 marked.append(download_marked(self._sequence, slab, ids, stats))
             elif ids is not None:
                 marked.append(self._gather_faces(slab, ids, stats))
-            if job.progress is not None and len(slabs) > 1:
-                job.progress("slabs", index + 1, len(slabs))
-        if voxels is not None:
-            return voxels, marked
-        return self._merge(plan, job.shape, forests, stats), marked
+            outputs.keep(slab, grid)
+        return outputs.result(), marked
 
     # -- winding: crossing marks, then the winding number per segment -----------------------
 
@@ -531,26 +510,16 @@ class Pipeline:
             self._winding_pipelines, self._scan_kernels(), self._pool, self._sequence, boundary,
             job.shape, stats,
         )  # fmt: skip
-        slabs = plan.slabs()
-        voxels = np.zeros(job.shape, bool) if dense else None
-        forests: list[tuple[int, SVOArrays]] = []
-        for index, slab in enumerate(slabs):
+        outputs = _SlabOutputs(self, plan, job.shape, job, stats, dense)
+        for slab in plan.slabs():
             grid = self._pool.binding("grid", slab.grid_bytes)
             runner.voxelize(slab, grid, marks=True)
             signed = fill.segments(slab, grid)
             if signed is not None:
                 runner.voxelize(slab, grid, signed=signed)
                 fill.finish(slab, grid, signed)
-            if voxels is not None:
-                voxels[:, slab.row_lo : slab.row_hi] = self._download(slab, grid, stats)
-            else:
-                forest = plan.forest(slab)
-                forests.append((forest.cube_y, self._build_svo(forest, grid, stats)))
-            if job.progress is not None and len(slabs) > 1:
-                job.progress("slabs", index + 1, len(slabs))
-        if voxels is not None:
-            return voxels
-        return self._merge(plan, job.shape, forests, stats)
+            outputs.keep(slab, grid)
+        return outputs.result()
 
     # -- kernels, stats, lifetime ------------------------------------------------------------
 
@@ -655,3 +624,40 @@ def _dense_faces(job: Job, parts: list[MarkedVoxels]) -> np.ndarray:
 def _ms(times: dict[str, float]) -> str:
     """Milliseconds by label on one line, for the log."""
     return ", ".join(f"{label} {ms:.3f}" for label, ms in times.items())
+
+
+class _SlabOutputs:
+    """What each slab leaves once its passes are done: its rows of the dense grid (`dense`),
+    or its SVO forest, merged into one octree at the end; with the progress over slabs."""
+
+    def __init__(
+        self, pipeline: Pipeline, plan: Plan, shape: Shape, job: Job, stats: Stats, dense: bool
+    ) -> None:
+        self._pipeline, self._plan, self._shape = pipeline, plan, shape
+        self._progress, self._stats = job.progress, stats
+        self._slab_count = len(plan.slabs())
+        self._voxels = np.zeros(shape, bool) if dense else None
+        self._forests: list[tuple[int, SVOArrays]] = []
+        self._kept = 0
+
+    def keep(self, slab: Window, grid: Binding, staging: Buffer | None = None) -> None:
+        """The slab's result from `grid`, or from `staging` where the passes' last submission
+        already copied the bits back."""
+        pipeline, stats = self._pipeline, self._stats
+        if self._voxels is not None:
+            if staging is not None:
+                rows = pipeline._unpack(slab, staging, stats)
+            else:
+                rows = pipeline._download(slab, grid, stats)
+            self._voxels[:, slab.row_lo : slab.row_hi] = rows
+        else:
+            forest = self._plan.forest(slab)
+            self._forests.append((forest.cube_y, pipeline._build_svo(forest, grid, stats)))
+        self._kept += 1
+        if self._progress is not None and self._slab_count > 1:
+            self._progress("slabs", self._kept, self._slab_count)
+
+    def result(self) -> np.ndarray | OctreeArrays:
+        if self._voxels is not None:
+            return self._voxels
+        return self._pipeline._merge(self._plan, self._shape, self._forests, self._stats)
