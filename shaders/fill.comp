@@ -88,9 +88,12 @@ layout(std430, binding = 5) buffer ColumnCounts {  // cleared by the host per sl
 layout(std430, binding = 6) buffer ColumnSums { uvec2 column_sums[]; };
 #endif
 
-// The fine corners of each triangle of the batch as given (fine.glsl), 9 per triangle: read
-// only for the near ties the fixed-point record cannot decide (exact.glsl).
-layout(std430, binding = 7) readonly buffer Fine { int64_t fine[]; };
+// The fine coordinates of every vertex of the mesh (fine.glsl), 3 per vertex, and the batch's
+// triangles as vertex indices, 3 per triangle (the indexed variants' own index buffer; the
+// soup variants upload it for this alone): read only for the near ties the fixed-point record
+// cannot decide (exact.glsl).
+layout(std430, binding = 7) readonly buffer FineVertices { int64_t fine[]; };
+layout(std430, binding = 8) readonly buffer Indices { uint indices[]; };
 
 layout(push_constant) uniform Params {
     Window window;
@@ -172,7 +175,7 @@ struct Crossing {
 };
 
 i64vec3 fine_corner(uint t, uint corner) {
-    uint base = 9u * t + 3u * corner;
+    uint base = 3u * indices[3u * t + corner];
     return i64vec3(fine[base], fine[base + 1u], fine[base + 2u]);
 }
 

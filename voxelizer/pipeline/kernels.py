@@ -97,7 +97,9 @@ COMPACT_COUNTS = Kernel(
 # one part), parity and counts after several parts -------------------------------------------
 
 _TILE_PASS_BINDINGS = {"records": 0, "pairs": 1, "tiles": 2, "fill_dispatch": 3, "grid": 4}
-_FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6, "fine": 7}
+# The fine coordinates per vertex and the batch's vertex indices: the near ties' (fill.comp).
+_FINE_BINDINGS = {"fine_vertices": 7, "indices": 8}
+_FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6, **_FINE_BINDINGS}
 _FILL_PUSH = (
     ("window", WINDOW),
     ("fill_round", "uint"),
@@ -124,7 +126,7 @@ COLUMN_BOX = Struct(
 FILL_MARKS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 1})
 FILL_SIGNED = Kernel(
     "fill",
-    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, "fine": 7},
+    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, **_FINE_BINDINGS},
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
     {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1},
 )

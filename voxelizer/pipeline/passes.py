@@ -21,14 +21,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VoxelizerError
-from ..gpu.buffers import INDIRECT, Binding, Buffer, BufferPool
+from ..gpu.buffers import INDIRECT, STORAGE, Binding, Buffer, BufferPool
 from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
 from ..gpu.kernels import COMMON_DEFINES, TILE_SHIFT, WG_SIZE, Kernel, subgroup_defines
 from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
 from ..grid import grid_bytes
-from ..parallel import for_row_chunks
+from ..parallel import for_row_chunks, map_row_chunks
 from ..placement import FINE_BITS, FIXED_BITS, to_fine
 from ..stats import Stats
 from . import kernels
@@ -56,7 +56,8 @@ SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
 TILE_BYTES = 16  # Tile in compact.comp / fill.comp
 PAIR_BYTES = 8
-FINE_BYTES = 72  # a triangle's fine corners, 9 int64 (shaders/fill.comp)
+FINE_VERTEX_BYTES = 24  # a vertex's fine coordinates, 3 int64 (shaders/fill.comp)
+INDEX_BYTES = 12  # a triangle's vertex indices, 3 uint32
 # The largest fixed_error the binning allows for (shaders/tiles.glsl): 1/256 voxel. Float32
 # corners below 8192 are within 2**-12 + 2**-17 of their float64 values (17 units), mirrored
 # ones (fill_mode="vote") within twice that.
@@ -252,18 +253,22 @@ class PassRunner:
         stats: Stats | None = None,
         surface: SurfacePipelines | None = None,
         fine: np.ndarray | None = None,
+        used: np.ndarray | None = None,
     ):
         started = time.perf_counter()
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
         self.scan = scan
         self.vertices = np.ascontiguousarray(vertices, np.float32)
-        # The fine corners (placement.fine_vertices) decide the solid; the float32 vertices
-        # only speed it up, within fixed_error of them (shaders/exact.glsl).
+        # The fine vertices (placement.fine_vertices) decide the solid; the float32 ones only
+        # speed it up, within fixed_error of them (shaders/exact.glsl). `used`: the vertices
+        # the faces refer to (Mesh.used, cached per mesh), if the caller has them.
         self.fine = np.ascontiguousarray(
             fine_vertices_of(self.vertices) if fine is None else fine, np.int64
         )
         self.faces = np.ascontiguousarray(faces, np.uint32)
-        self.fixed_error = fixed_error(self.vertices, self.fine, self.faces)
+        if used is None:
+            used = used_vertices(len(self.vertices), self.faces)
+        self.fixed_error = fixed_error(self.vertices, self.fine, used)
         self.sort = sort
         self.triangles = len(self.faces)
         self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
@@ -272,7 +277,10 @@ class PassRunner:
         self.surface = surface  # the surface kernels (voxelize_surface), if asked for
         self._uploaded: tuple[int, int] | None = None
         self._geometry: dict[str, Binding] = {}  # "soup", or "vertices" and "indices"
-        self._fine: Binding | None = None  # the batch's fine corners, 9 int64 per triangle
+        # The near ties' (shaders/fill.comp): every vertex's fine coordinates, uploaded once,
+        # and the batch's vertex indices (the indexed variants' "indices", else their own).
+        self._fine: Binding | None = None
+        self._batch_indices: Binding | None = None
         self._tile_boxes: np.ndarray | None = None
         self._slab = _SlabState(Window(0, 0, 0, 0, 0))
         # The host arrays the passes read; the soup is gathered straight into staging memory
@@ -468,7 +476,7 @@ class PassRunner:
         and the scan of the tile counts; the records, the scanned offsets and the total stay
         on the device for the next passes. Returns the host milliseconds of the upload."""
         sequence = self.sequence
-        upload_ms = self._upload(batch)
+        upload_ms = self._upload(batch, exact=setup is None)
         sequence.barrier()
         sequence.mark("upload")
         count = batch[1] - batch[0]
@@ -499,38 +507,47 @@ class PassRunner:
         self._wrap_flag = wrap_flag
         return upload_ms
 
-    def _upload(self, batch: tuple[int, int]) -> float:
-        if self._uploaded == batch:
-            return 0.0
+    def _upload(self, batch: tuple[int, int], exact: bool) -> float:
+        """Record the uploads the batch's passes need and are not on the device yet: its
+        geometry and, for the fill (`exact`), the fine vertices (once per runner) and its
+        vertex indices. Returns the host milliseconds (the copies into staging memory)."""
         started = time.perf_counter()
         first, end = batch
-        if self.pipelines.indexed:
-            arrays: dict[str, np.ndarray] = {"indices": self.faces[first:end]}
-            if self._uploaded is None:
-                arrays["vertices"] = self.vertices
-            for name, array in arrays.items():
-                self._geometry[name] = self.pool.binding(name, array.nbytes)
-                self.sequence.upload(self._geometry[name].buffer, array)
-        else:
-            soup = self.pool.binding("soup", (end - first) * 36)
-            self._geometry["soup"] = soup
-            self._gather(first, end, self.sequence.upload_view(soup.buffer, (end - first, 3, 3)))
-        self._fine = self.pool.binding("fine", (end - first) * FINE_BYTES)
-        view = self.sequence.upload_view(self._fine.buffer, (end - first, 3, 3), np.int64)
-        self._gather(first, end, view, self.fine)
-        self._uploaded = batch
-        return (time.perf_counter() - started) * 1e3  # into staging memory
+        if self._uploaded != batch:
+            if self.pipelines.indexed:
+                arrays: dict[str, np.ndarray] = {"indices": self.faces[first:end]}
+                if self._uploaded is None:
+                    arrays["vertices"] = self.vertices
+                for name, array in arrays.items():
+                    self._geometry[name] = self.pool.binding(name, array.nbytes)
+                    self.sequence.upload(self._geometry[name].buffer, array)
+            else:
+                soup = self.pool.binding("soup", (end - first) * 36)
+                self._geometry["soup"] = soup
+                self._gather(
+                    first, end, self.sequence.upload_view(soup.buffer, (end - first, 3, 3))
+                )
+            self._batch_indices = self._geometry.get("indices")
+            self._uploaded = batch
+        if exact and self._fine is None:
+            # Host-visible memory the fill reads as it is: no staging copy, no transfer, and
+            # the rare near ties are its only readers.
+            fine = self.pool.get("fine", self.fine.nbytes, STORAGE, host_visible=True)
+            fine.write(self.fine)
+            self._fine = Binding(fine, self.fine.nbytes)
+        if exact and self._batch_indices is None:  # the soup variants' faces, for the fill
+            faces = self.faces[first:end]
+            self._batch_indices = self.pool.binding("indices", faces.nbytes)
+            self.sequence.upload(self._batch_indices.buffer, faces)
+        return (time.perf_counter() - started) * 1e3
 
-    def _gather(
-        self, first: int, end: int, soup: np.ndarray, vertices: np.ndarray | None = None
-    ) -> None:
-        """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32, or
-        of the given per-vertex `vertices` (the staging memory itself: no copy in between)."""
-        source = self.vertices if vertices is None else vertices
+    def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
+        """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32 (the
+        staging memory itself: no copy in between)."""
 
         def gather(start: int, stop: int) -> None:  # np.take: about twice faster than []
             np.take(
-                source,
+                self.vertices,
                 self.faces[first + start : first + stop],
                 axis=0,
                 out=soup[start:stop],
@@ -662,8 +679,8 @@ class PassRunner:
             )  # fmt: skip
         rounds = 1 if dispatch is not None else workgroups(pairs, FILL_PAIRS_PER_ROUND)
         bindings = self._tile_bindings(grouped, tile_list, fill_args, grid)
-        assert self._fine is not None  # uploaded with the batch
-        bindings["fine"] = self._fine
+        assert self._fine is not None and self._batch_indices is not None  # (_upload, exact)
+        bindings.update(fine_vertices=self._fine, indices=self._batch_indices)
         flips = pipelines.fill_flips
         extra: dict[str, object] = {}
         if signed is not None:  # fill_mode="winding": signs into segments, no column counts
@@ -707,7 +724,8 @@ class PassRunner:
                 "grid": grid,
                 "column_counts": self._column_counts(),
                 "column_sums": self._column_sums(needed=True),
-                "fine": unused,
+                "fine_vertices": unused,
+                "indices": unused,
             },
             {"window": slab, "fill_round": 0, "fill_rounds": 1, "finish": 0, "fixed_error": 0},
             slab.tiles,
@@ -856,10 +874,12 @@ def geometry_bytes(indexed: bool) -> int:
     return 12 if indexed else 36
 
 
-def triangle_bytes(indexed: bool) -> int:
-    """Bytes one triangle of a batch holds: its geometry and its fine corners on the device
-    and in the staging buffer, its record (setup) and its tile count (setup, scan)."""
-    return 2 * (geometry_bytes(indexed) + FINE_BYTES) + RECORD_BYTES + 4
+def triangle_bytes(indexed: bool, exact: bool = True) -> int:
+    """Bytes one triangle of a batch holds: its geometry (and, for the soup variants, the
+    vertex indices the fill's near ties read: `exact`) on the device and in the staging
+    buffer, its record (setup) and its tile count (setup, scan)."""
+    indices = INDEX_BYTES if exact and not indexed else 0
+    return 2 * (geometry_bytes(indexed) + indices) + RECORD_BYTES + 4
 
 
 def fine_vertices_of(vertices: np.ndarray) -> np.ndarray:
@@ -868,17 +888,26 @@ def fine_vertices_of(vertices: np.ndarray) -> np.ndarray:
     return to_fine(np.asarray(vertices, np.float32).astype(np.float64))
 
 
-def fixed_error(vertices: np.ndarray, fine: np.ndarray, faces: np.ndarray) -> int:
+def fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int:
     """delta of shaders/exact.glsl: the ceiling of the largest gap, in fixed-point units,
     between a used vertex's fixed-point coordinates (from its float32 value) and its fine
-    ones, computed exactly in int64 (X 2^33 and F are at most 2^62)."""
-    used = np.zeros(len(vertices), bool)
-    used[faces.reshape(-1)] = True  # (stray vertices may be anything)
-    if not used.any():
-        return 0
+    ones, computed exactly in int64 (X 2^33 and F are at most 2^62), in row chunks on the
+    host's cores. `used`: bool (V,), the vertices some face refers to (stray vertices may be
+    anything)."""
     step = 1 << (FINE_BITS - FIXED_BITS)
-    fixed = np.rint(vertices[used] * np.float32(1 << FIXED_BITS)).astype(np.int64)
-    gap = int(np.abs(fixed * step - fine[used]).max())
+    scale = np.float32(1 << FIXED_BITS)
+
+    def largest_gap(start: int, stop: int) -> int:
+        mask = used[start:stop]
+        if not mask.any():
+            return 0
+        rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
+        fixed = np.rint(vertices[rows] * scale).astype(np.int64)  # (exact: a power of two)
+        fixed *= step
+        fixed -= fine[rows]
+        return int(np.abs(fixed, out=fixed).max())
+
+    gap = max(map_row_chunks(len(vertices), largest_gap))
     delta = -(-gap // step)
     if delta > MAX_FIXED_ERROR:  # the binning's band (shaders/tiles.glsl) covers no more
         raise VoxelizerError(
@@ -887,9 +916,22 @@ def fixed_error(vertices: np.ndarray, fine: np.ndarray, faces: np.ndarray) -> in
     return delta
 
 
-def vertex_bytes(indexed: bool, vertices: int) -> int:
-    """Bytes the indexed variants hold for the whole vertex buffer, device and staging."""
-    return 2 * 12 * vertices if indexed else 0
+def used_vertices(vertex_count: int, faces: np.ndarray) -> np.ndarray:
+    """bool (V,): the vertices some face refers to, in row chunks of the faces."""
+    used = np.zeros(vertex_count, bool)
+
+    def mark(start: int, stop: int) -> None:
+        used[faces[start:stop].reshape(-1)] = True  # (chunks only ever write True)
+
+    for_row_chunks(len(faces), mark)
+    return used
+
+
+def vertex_bytes(indexed: bool, vertices: int, exact: bool = True) -> int:
+    """Bytes held for every vertex: the fine coordinates (where the fill runs, `exact`: in
+    host-visible memory the fill reads directly), and the float32 positions of the indexed
+    variants (device and staging)."""
+    return (FINE_VERTEX_BYTES * exact + (2 * 12 if indexed else 0)) * vertices
 
 
 def column_sums_bytes(nx: int, rows: int) -> int:

@@ -224,6 +224,7 @@ class Pipeline:
             plan.pair_budget,
             stats,
             fine=fine,
+            used=job.mesh.used,
         )
         outputs = _SlabOutputs(self, plan, shape, job, stats, dense)
         for slab in plan.slabs():
@@ -426,6 +427,7 @@ class Pipeline:
             svo=not dense,
             dense=dense,
             voxel_bytes=FACE_ID_BYTES if face_ids else 0,
+            exact=job.mode == "both",  # the fill runs too
         )
         stats.memory.budget_bytes = plan.budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
@@ -443,6 +445,7 @@ class Pipeline:
             stats,
             surface=self._surface_kernels(job.variant, kind),
             fine=job.fine_vertices(),
+            used=job.mesh.used,
         )
         outputs = _SlabOutputs(self, plan, job.shape, job, stats, dense)
         marked: list[MarkedVoxels] = []
@@ -502,7 +505,7 @@ class Pipeline:
         runner = PassRunner(
             self.device, passes, self._scan_kernels(), self._pool, self._sequence,
             job.vertices, job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget,
-            stats, fine=job.fine_vertices(),
+            stats, fine=job.fine_vertices(), used=job.mesh.used,
         )  # fmt: skip
         if self._winding_pipelines is None:
             self._winding_pipelines = WindingPipelines(self.device)
