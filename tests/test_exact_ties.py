@@ -179,3 +179,31 @@ def test_the_one_remaining_rounding():
     for value, f in zip(g.tolist(), fine.tolist()):
         error = abs(Fraction(f, 1 << FINE_BITS) - Fraction(value))
         assert error == 0 if value >= 8 else error <= Fraction(1, 1 << 50)
+
+
+def test_repeated_calls_keep_each_meshs_fine_vertices(gpu):
+    """Two trays whose float32 vertices are equal but whose fine coordinates lie 1e-9 voxel
+    on either side of centre planes: only the fine vertices (read by the fill's near ties)
+    tell them apart. Alternating them on one Voxelizer, each Mesh again on its own grid
+    (placed vertices reused, the fine buffer left as written) or after the other one (the
+    buffer rewritten), every call equals the exact evaluation of its own mesh."""
+    from voxelizer.io import load_mesh
+
+    shape = (32, 32, 24)
+    meshes, expected = [], []
+    for e in (1e-9, -1e-9):
+        vertices, faces = tray(
+            (0.5 + e, 1.5 - e, 2.5 + e), (30.5 - e, 29.5 + e, 20.5 - e),
+            (5.5 + e, 6.5 - e, 8.5 + e), (25.5 - e, 20.5 + e),
+        )  # fmt: skip
+        meshes.append(load_mesh((vertices, faces)))
+        expected.append(exact_solid(vertices, faces, shape))
+    assert np.array_equal(
+        meshes[0].vertices.astype(np.float32), meshes[1].vertices.astype(np.float32)
+    )
+    assert not np.array_equal(expected[0], expected[1])
+    where = {"voxel_size": 1.0, "bounds": [[0.0, 0.0, 0.0], list(shape)]}
+    for variant in ("branchless", "combined"):
+        for index in (0, 0, 1, 1, 0):
+            got = gpu.voxelize_dense(meshes[index], variant=variant, **where).to_numpy()
+            assert_same_voxels(got, expected[index])

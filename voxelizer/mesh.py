@@ -4,14 +4,18 @@ Reading mesh files is voxelizer.io's (voxelizer.io.load_mesh)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing
 
 from .errors import MeshError
 from .parallel import for_row_chunks, map_row_chunks
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,6 +48,16 @@ class Mesh:
 
         for_row_chunks(len(faces), convert)
         return indices
+
+    def placed(self, key: Hashable, place: Callable[[], T]) -> T:
+        """place(): what one placement of this mesh on a grid (`key`) derives from it, computed
+        once while calls keep that placement (voxelizing the same Mesh on the same grid again
+        reuses it). Only the last placement is kept."""
+        last = self.__dict__.get("_placed")  # (a frozen dataclass: as cached_property does)
+        if last is None or last[0] != key:
+            last = (key, place())
+            self.__dict__["_placed"] = last
+        return cast(T, last[1])
 
     @cached_property
     def used(self) -> np.ndarray:

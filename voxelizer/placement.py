@@ -241,6 +241,18 @@ class GridPlacement:
         for_row_chunks(len(vertices), place)
         return out
 
+    def placed_vertices(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
+        """(grid_vertices, fine_vertices) of the mesh's vertices, read-only, computed once per
+        Mesh and placement (Mesh.placed): a repeated call costs nothing here."""
+
+        def place() -> tuple[np.ndarray, np.ndarray]:
+            grid, fine = self.grid_vertices(mesh.vertices), self.fine_vertices(mesh.vertices)
+            grid.flags.writeable = fine.flags.writeable = False
+            return grid, fine
+
+        key = (self.shape, self.origin.tobytes(), self.voxel_size)
+        return mesh.placed(key, place)
+
     def voxel_centres(self, indices: np.ndarray) -> np.ndarray:
         """World positions of the centres of voxels given as (M, 3) integer indices."""
         return self.origin + (np.asarray(indices, np.float64) + 0.5) * self.voxel_size

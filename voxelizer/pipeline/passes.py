@@ -533,7 +533,7 @@ class PassRunner:
             # Host-visible memory the fill reads as it is: no staging copy, no transfer, and
             # the rare near ties are its only readers.
             fine = self.pool.get("fine", self.fine.nbytes, STORAGE, host_visible=True)
-            fine.write(self.fine)
+            fine.write_once(self.fine)  # (placement.placed_vertices: once per mesh and grid)
             self._fine = Binding(fine, self.fine.nbytes)
         if exact and self._batch_indices is None:  # the soup variants' faces, for the fill
             faces = self.faces[first:end]
