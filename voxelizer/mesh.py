@@ -47,6 +47,7 @@ class Mesh:
             indices[start:stop] = faces[start:stop]
 
         for_row_chunks(len(faces), convert)
+        indices.flags.writeable = False  # (a buffer may keep it as written: write_once)
         return indices
 
     def placed(self, key: Hashable, place: Callable[[], T]) -> T:
@@ -69,6 +70,7 @@ class Mesh:
             used[faces[start:stop].reshape(-1)] = True  # a scatter: half np.bincount's time
 
         for_row_chunks(len(faces), mark)
+        used.flags.writeable = False
         return used
 
     @cached_property

@@ -15,6 +15,7 @@ buffer instead of a triangle soup).
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -268,7 +269,7 @@ class PassRunner:
         self.faces = np.ascontiguousarray(faces, np.uint32)
         if used is None:
             used = used_vertices(len(self.vertices), self.faces)
-        self.fixed_error = fixed_error(self.vertices, self.fine, used)
+        self.fixed_error = _fixed_error_of(self.vertices, self.fine, used)
         self.sort = sort
         self.triangles = len(self.faces)
         self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
@@ -536,9 +537,12 @@ class PassRunner:
             fine.write_once(self.fine)  # (placement.placed_vertices: once per mesh and grid)
             self._fine = Binding(fine, self.fine.nbytes)
         if exact and self._batch_indices is None:  # the soup variants' faces, for the fill
-            faces = self.faces[first:end]
-            self._batch_indices = self.pool.binding("indices", faces.nbytes)
-            self.sequence.upload(self._batch_indices.buffer, faces)
+            # host-visible as the fine vertices, and as rarely read; a whole mesh's faces
+            # (Mesh.indices, read-only) are written again only for another mesh
+            faces = self.faces if batch == (0, self.triangles) else self.faces[first:end]
+            indices = self.pool.get("fine_indices", faces.nbytes, STORAGE, host_visible=True)
+            indices.write_once(faces)
+            self._batch_indices = Binding(indices, faces.nbytes)
         return (time.perf_counter() - started) * 1e3
 
     def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
@@ -875,11 +879,11 @@ def geometry_bytes(indexed: bool) -> int:
 
 
 def triangle_bytes(indexed: bool, exact: bool = True) -> int:
-    """Bytes one triangle of a batch holds: its geometry (and, for the soup variants, the
-    vertex indices the fill's near ties read: `exact`) on the device and in the staging
-    buffer, its record (setup) and its tile count (setup, scan)."""
+    """Bytes one triangle of a batch holds: its geometry on the device and in the staging
+    buffer (and, for the soup variants, the vertex indices the fill's near ties read,
+    `exact`: in host-visible memory), its record (setup) and its tile count (setup, scan)."""
     indices = INDEX_BYTES if exact and not indexed else 0
-    return 2 * (geometry_bytes(indexed) + indices) + RECORD_BYTES + 4
+    return 2 * geometry_bytes(indexed) + indices + RECORD_BYTES + 4
 
 
 def fine_vertices_of(vertices: np.ndarray) -> np.ndarray:
@@ -913,6 +917,23 @@ def fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int
         raise VoxelizerError(
             f"internal error: float32 vertices {delta} fixed-point units from the fine ones"
         )
+    return delta
+
+
+_last_fixed_error: tuple[list[weakref.ref[np.ndarray]], int] | None = None
+
+
+def _fixed_error_of(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int:
+    """fixed_error, remembered for the last inputs that are all read-only (a repeated call
+    on the same Mesh and grid: placement.placed_vertices, Mesh.used)."""
+    global _last_fixed_error
+    arrays = (vertices, fine, used)
+    last = _last_fixed_error
+    if last is not None and all(ref() is array for ref, array in zip(last[0], arrays)):
+        return last[1]
+    delta = fixed_error(vertices, fine, used)
+    if not any(array.flags.writeable for array in arrays):
+        _last_fixed_error = ([weakref.ref(array) for array in arrays], delta)
     return delta
 
 
