@@ -1,8 +1,14 @@
 """Recording and submitting work: one command buffer, barriers between steps, timestamps.
 
 A `Sequence` is reused for every voxelization a Voxelizer runs: `begin()`, record steps,
-`submit()` (waits), read results, and `begin()` again. Each dispatch gets a descriptor set
-from the sequence's pool; the pool is reset at every `begin()`.
+`submit()` (waits), read results, and `begin()` again. A call records a few dozen commands,
+so recording is kept cheap on the host: the commands go straight to the Vulkan functions
+(cffi, none of the wrapper's per-call argument conversion), the descriptor writes of each
+pipeline are built once and only their buffers change, a dispatch pushes its buffers into
+the command buffer (VK_KHR_push_descriptor, where the device has it; otherwise it gets a
+descriptor set from the sequence's pool, which is reset at every `begin()`), a pipeline
+already bound is not bound again, and a barrier with nothing recorded since the last one is
+left out.
 
 A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
 queue: the device's `queue_may_be_busy` says so, and `begin()` and every destroy wait for the
@@ -59,6 +65,28 @@ class Sequence:
         self._pool_index = 0
         self._sets_left = 0
         self._labels: list[str] = []
+        # The Vulkan functions themselves: the commands below return nothing to check, and
+        # the ones that return a VkResult are checked here as the wrapper checks them.
+        self._lib, self._ffi = vk.lib, vk.ffi
+        self._writes: dict[ComputePipeline, _DescriptorWrites] = {}
+        self._bound: ComputePipeline | None = None  # the pipeline bound last, in this recording
+        self._unfenced = False  # whether a command was recorded since the last barrier
+        self._copy_region = vk.ffi.new("VkBufferCopy[]", 1)
+        self._set_info = vk.ffi.new("VkDescriptorSetAllocateInfo *")
+        self._set_info.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
+        self._set_info.descriptorSetCount = 1
+        self._set_layouts = vk.ffi.new("VkDescriptorSetLayout[]", 1)
+        self._set_info.pSetLayouts = self._set_layouts
+        self._new_set = vk.ffi.new("VkDescriptorSet[]", 1)
+        self._compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+        self._barrier_stages = (
+            vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        )
+        self._barrier_later = (
+            self._barrier_stages
+            | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
+            | vk.VK_PIPELINE_STAGE_HOST_BIT
+        )
         # The one barrier every step uses, built once: a sequence records dozens per call.
         self._memory_barrier = vk.ffi.new("VkMemoryBarrier[]", 1)
         access = (
@@ -89,11 +117,13 @@ class Sequence:
         vk.vkBeginCommandBuffer(self.command_buffer, begin_info)
         vk.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
         self._labels = []
+        self._bound = None
+        self._unfenced = False
 
     def mark(self, label: str) -> None:
         """Timestamp: the GPU time between two marks is charged to the later mark's label."""
         if len(self._labels) < _MAX_TIMESTAMPS:
-            vk.vkCmdWriteTimestamp(
+            self._lib.vkCmdWriteTimestamp(
                 self.command_buffer,
                 vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
                 self.query_pool,
@@ -102,22 +132,40 @@ class Sequence:
             self._labels.append(label)
 
     def barrier(self) -> None:
-        """Make every earlier write visible to every later read (compute, transfer, indirect)."""
-        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-        later = stages | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT
-        vk.vkCmdPipelineBarrier(
-            self.command_buffer, stages, later, 0, 1, self._memory_barrier, 0, None, 0, None
+        """Make every earlier write visible to every later read (compute, transfer, indirect,
+        host). Nothing recorded since the last barrier: nothing to wait for, no barrier."""
+        if not self._unfenced:
+            return
+        self._lib.vkCmdPipelineBarrier(
+            self.command_buffer,
+            self._barrier_stages,
+            self._barrier_later,
+            0,
+            1,
+            self._memory_barrier,
+            0,
+            self._ffi.NULL,
+            0,
+            self._ffi.NULL,
         )
+        self._unfenced = False
 
     def fill(self, buffer: Buffer, value: int, size: int | None = None, offset: int = 0) -> None:
         """Set `size` bytes from `offset` (default: the rest of the buffer) to the 32-bit `value`."""
         size = buffer.size - offset if size is None else size
         if size > 0:
-            vk.vkCmdFillBuffer(self.command_buffer, buffer.handle, offset, size // 4 * 4, value)
+            self._lib.vkCmdFillBuffer(
+                self.command_buffer, buffer.handle, offset, size // 4 * 4, value
+            )
+            self._unfenced = True
 
     def copy(self, source: Buffer, target: Buffer, size: int, target_offset: int = 0) -> None:
-        region = vk.VkBufferCopy(srcOffset=0, dstOffset=target_offset, size=size)
-        vk.vkCmdCopyBuffer(self.command_buffer, source.handle, target.handle, 1, [region])
+        region = self._copy_region[0]  # read by the call: one struct serves every copy
+        region.srcOffset, region.dstOffset, region.size = 0, target_offset, size
+        self._lib.vkCmdCopyBuffer(
+            self.command_buffer, source.handle, target.handle, 1, self._copy_region
+        )
+        self._unfenced = True
 
     def upload(self, target: Buffer, data: np.ndarray) -> None:
         """Copy host data into a device-local buffer through a staging buffer."""
@@ -157,12 +205,13 @@ class Sequence:
         pipeline.kernel.check_bindings(bindings)
         if groups <= 0:
             return
-        self._bind(pipeline, bindings, push_bytes)
         x = min(groups, self.device.max_groups_x)
         y = -(-groups // x)
         if y > self.device.max_groups_y:
             raise ValueError(f"dispatch of {groups} workgroups exceeds the device's limits")
-        vk.vkCmdDispatch(self.command_buffer, x, y, 1)
+        self._bind(pipeline, bindings, push_bytes)
+        self._lib.vkCmdDispatch(self.command_buffer, x, y, 1)
+        self._unfenced = True
 
     def dispatch_indirect(
         self,
@@ -177,43 +226,56 @@ class Sequence:
         push_bytes = pipeline.kernel.pack(push)
         pipeline.kernel.check_bindings(bindings)
         self._bind(pipeline, bindings, push_bytes)
-        vk.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, offset)
+        self._lib.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, offset)
+        self._unfenced = True
 
     def _bind(
         self, pipeline: ComputePipeline, bindings: Mapping[str, Binding | Buffer], push: bytes
     ) -> None:
-        descriptor_set = self._allocate_set(pipeline)
-        # Plain cffi arrays, filled field by field: the binding's wrapper structs cost ~7 times
-        # as much, and a call binds about 70 buffers. Both arrays live until the update returns.
-        count = len(pipeline.bindings)
-        infos = vk.ffi.new("VkDescriptorBufferInfo[]", count)
-        writes = vk.ffi.new("VkWriteDescriptorSet[]", count)
-        for index, (name, slot) in enumerate(pipeline.bindings.items()):
+        """Bind the pipeline (unless bound already), its buffers and its push constants."""
+        lib, cmd = self._lib, self.command_buffer
+        if self._bound is not pipeline:
+            lib.vkCmdBindPipeline(cmd, self._compute, pipeline.handle)
+            self._bound = pipeline
+        writes = self._writes.get(pipeline)
+        if writes is None:
+            writes = self._writes[pipeline] = _DescriptorWrites(pipeline)
+        infos = writes.infos
+        for index, name in enumerate(writes.names):
             bound = bindings[name]
-            if isinstance(bound, Buffer):
-                bound = Binding(bound)
-            size = bound.buffer.size if bound.size is None else max(4, (bound.size + 3) // 4 * 4)
             info = infos[index]
-            info.buffer, info.offset, info.range = bound.buffer.handle, 0, size
-            write = writes[index]
-            write.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-            write.dstSet, write.dstBinding = descriptor_set, slot
-            write.descriptorCount = 1
-            write.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-            write.pBufferInfo = infos + index
-        vk.vkUpdateDescriptorSets(self.device.handle, count, writes, 0, None)
-        cmd = self.command_buffer
-        vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
-        vk.vkCmdBindDescriptorSets(
-            cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, [descriptor_set], 0, None
-        )
+            if isinstance(bound, Buffer):
+                info.buffer, info.range = bound.handle, bound.size
+            else:
+                size = bound.size
+                info.buffer = bound.buffer.handle
+                info.range = bound.buffer.size if size is None else max(4, (size + 3) // 4 * 4)
+        push_descriptors = self.device.push_descriptor_function
+        if push_descriptors is not None:
+            push_descriptors(cmd, self._compute, pipeline.layout, 0, writes.count, writes.writes)
+        else:
+            descriptor_set = self._allocate_set(pipeline)
+            for index in range(writes.count):
+                writes.writes[index].dstSet = descriptor_set
+            lib.vkUpdateDescriptorSets(
+                self.device.handle, writes.count, writes.writes, 0, self._ffi.NULL
+            )
+            lib.vkCmdBindDescriptorSets(
+                cmd, self._compute, pipeline.layout, 0, 1, self._new_set, 0, self._ffi.NULL
+            )
         if push:
-            data = vk.ffi.new("char[]", push)
-            vk.vkCmdPushConstants(
-                cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), data
+            lib.vkCmdPushConstants(
+                cmd,
+                pipeline.layout,
+                vk.VK_SHADER_STAGE_COMPUTE_BIT,
+                0,
+                len(push),
+                self._ffi.from_buffer(push),
             )
 
     def _allocate_set(self, pipeline: ComputePipeline) -> Any:
+        """A descriptor set for the pipeline from the sequence's pools (also left in
+        `_new_set`), on devices without push descriptors."""
         handle = self.device.handle
         if self._sets_left == 0:
             if self._pool_index == len(self._descriptor_pools):
@@ -224,15 +286,15 @@ class Sequence:
                     maxSets=_SETS_PER_POOL, poolSizeCount=1, pPoolSizes=[size]
                 )
                 self._descriptor_pools.append(vk.vkCreateDescriptorPool(handle, info, None))
-            self._current_pool = self._descriptor_pools[self._pool_index]
+            self._set_info.descriptorPool = self._descriptor_pools[self._pool_index]
             self._pool_index += 1
             self._sets_left = _SETS_PER_POOL
         self._sets_left -= 1
-        layouts = [pipeline.set_layout]
-        info = vk.VkDescriptorSetAllocateInfo(
-            descriptorPool=self._current_pool, descriptorSetCount=1, pSetLayouts=layouts
-        )
-        return vk.vkAllocateDescriptorSets(handle, info)[0]
+        self._set_layouts[0] = pipeline.set_layout
+        result = self._lib.vkAllocateDescriptorSets(handle, self._set_info, self._new_set)
+        if result != vk.VK_SUCCESS:
+            raise vk.exception_codes[result]
+        return self._new_set[0]
 
     # -- submission --------------------------------------------------------------------------
 
@@ -281,3 +343,23 @@ class Sequence:
         vk.vkDestroyQueryPool(handle, self.query_pool, None)
         vk.vkDestroyFence(handle, self.fence, None)
         vk.vkDestroyCommandPool(handle, self.command_pool, None)
+
+
+class _DescriptorWrites:
+    """A pipeline's descriptor writes, one storage buffer per declared binding, built once:
+    a dispatch sets only each buffer's handle and range (in `infos`)."""
+
+    def __init__(self, pipeline: ComputePipeline):
+        ffi = vk.ffi
+        self.names = tuple(pipeline.bindings)
+        self.count = len(self.names)
+        self.infos = ffi.new("VkDescriptorBufferInfo[]", self.count)
+        self.writes = ffi.new("VkWriteDescriptorSet[]", self.count)
+        for index, name in enumerate(self.names):
+            self.infos[index].offset = 0
+            write = self.writes[index]
+            write.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+            write.dstBinding = pipeline.bindings[name]
+            write.descriptorCount = 1
+            write.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+            write.pBufferInfo = self.infos + index
