@@ -198,7 +198,7 @@ class Pipeline:
             self._pool,
             self._sequence,
             vertices,
-            job.mesh.indices,
+            _pass_faces(job.mesh, passes.indexed),
             job.sort,
             plan.batch_triangles,
             plan.pair_budget,
@@ -406,7 +406,7 @@ class Pipeline:
             self._pool,
             self._sequence,
             job.vertices,
-            job.mesh.indices,
+            _pass_faces(job.mesh, passes.indexed),
             job.sort,
             plan.batch_triangles,
             plan.pair_budget,
@@ -470,7 +470,7 @@ class Pipeline:
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
         runner = PassRunner(
             self.device, passes, self._scan_kernels(), self._pool, self._sequence,
-            job.vertices, job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget,
+            job.vertices, _pass_faces(job.mesh, passes.indexed), job.sort, plan.batch_triangles, plan.pair_budget,
             stats,
         )  # fmt: skip
         if self._winding_pipelines is None:
@@ -630,3 +630,9 @@ class _SlabOutputs:
         if self._voxels is not None:
             return self._voxels
         return self._pipeline._merge(self._plan, self._shape, self._forests, self._stats)
+
+
+def _pass_faces(mesh: Mesh, indexed: bool) -> np.ndarray:
+    """The faces as the passes take them: uint32 for the indexed variants, which upload them
+    (converted once per Mesh), the int64 faces themselves for the soup gather."""
+    return mesh.indices if indexed else mesh.faces

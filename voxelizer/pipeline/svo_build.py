@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -78,7 +79,8 @@ class Forest:
 
     The cubes of side `cube_side` at cube row `cube_y` (all cubes_per_row^2 of them, in the
     order cx + cubes_per_row * cz), read from a grid buffer holding column rows from
-    `buffer_row`. A single cube of side P is the whole octree (`whole`)."""
+    `buffer_row`. A single cube of side P is the whole octree (`whole`). The sizes derived
+    from these are computed once per Forest (a conversion reads them dozens of times)."""
 
     shape: tuple[int, int, int]
     cube_side: int
@@ -86,7 +88,7 @@ class Forest:
     buffer_row: int
     buffer_rows: int
 
-    @property
+    @cached_property
     def padded(self) -> int:
         return octree_shape(max(self.shape))[0]
 
@@ -94,26 +96,26 @@ class Forest:
     def whole(self) -> bool:
         return self.cube_side == self.padded
 
-    @property
+    @cached_property
     def cubes_per_row(self) -> int:
         return self.padded // self.cube_side
 
-    @property
+    @cached_property
     def cubes(self) -> int:
         return self.cubes_per_row**2
 
-    @property
+    @cached_property
     def levels(self) -> int:
         """Internal levels inside a cube (L); level L - 1 holds the leaves, whose children
         are bricks."""
         return octree_levels(self.cube_side)
 
-    @property
-    def level_sizes(self) -> list[int]:
+    @cached_property
+    def level_sizes(self) -> tuple[int, ...]:
         """Nodes per internal level over all cubes, root level first."""
-        return [self.cubes * 8**level for level in range(self.levels)]
+        return tuple(self.cubes * 8**level for level in range(self.levels))
 
-    @property
+    @cached_property
     def mask_entries(self) -> int:
         """The masks buffer: every internal level, each from a whole uvec4 (svo.glsl)."""
         return sum(_quad(size) for size in self.level_sizes)
@@ -122,13 +124,13 @@ class Forest:
     def group_level(self) -> int:
         return max(self.levels - 2, 0)
 
-    @property
+    @cached_property
     def count_end(self) -> int:
         """Index of the counts buffer's final 0 (svo.glsl, count_end); the scan covers it."""
         leaf_start = self.mask_entries - _quad(self.level_sizes[-1])
         return _quad(self.cubes) + leaf_start + self.level_sizes[self.group_level]
 
-    @property
+    @cached_property
     def chunk_words(self) -> int:
         """Words of each column one classification workgroup reads: the padded z extent in
         words, at most MAX_CHUNK_WORDS (a multiple of 4 from P = 128 on)."""
@@ -142,7 +144,7 @@ class Forest:
         chunks = workgroups(workgroups(nz, 32), self.chunk_words)
         return workgroups(nx, BLOCK_COLUMNS), workgroups(rows, BLOCK_COLUMNS), chunks
 
-    @property
+    @cached_property
     def covered(self) -> bool:
         """Whether the classification's blocks reach every leaf of the forest (a cubic grid
         of a power-of-two side, or a slab inside one); otherwise the rest is cleared."""
