@@ -79,6 +79,17 @@ class Sequence:
         self._set_info.pSetLayouts = self._set_layouts
         self._new_set = vk.ffi.new("VkDescriptorSet[]", 1)
         self._compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+        self._compute_stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
+        # The structs of every begin() and submit(), the same each time.
+        self._begin_info = vk.ffi.new("VkCommandBufferBeginInfo *")
+        self._begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        self._begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        self._command_buffers = vk.ffi.new("VkCommandBuffer[]", [self.command_buffer])
+        self._submit_info = vk.ffi.new("VkSubmitInfo *")
+        self._submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        self._submit_info.commandBufferCount = 1
+        self._submit_info.pCommandBuffers = self._command_buffers
+        self._fences = vk.ffi.new("VkFence[]", [self.fence])
         self._barrier_stages = (
             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         )
@@ -105,17 +116,14 @@ class Sequence:
     # -- recording ---------------------------------------------------------------------------
 
     def begin(self) -> None:
-        handle = self.device.handle
+        handle, lib = self.device.handle, self._lib
         self.device.settle()  # an interrupted submit's work may still use the command buffer
-        vk.vkResetCommandBuffer(self.command_buffer, 0)
+        _check(lib.vkResetCommandBuffer(self.command_buffer, 0))
         for pool in self._descriptor_pools:
-            vk.vkResetDescriptorPool(handle, pool, 0)
+            _check(lib.vkResetDescriptorPool(handle, pool, 0))
         self._pool_index, self._sets_left = 0, 0
-        begin_info = vk.VkCommandBufferBeginInfo(
-            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
-        )
-        vk.vkBeginCommandBuffer(self.command_buffer, begin_info)
-        vk.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
+        _check(lib.vkBeginCommandBuffer(self.command_buffer, self._begin_info))
+        lib.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
         self._labels = []
         self._bound = None
         self._unfenced = False
@@ -267,7 +275,7 @@ class Sequence:
             lib.vkCmdPushConstants(
                 cmd,
                 pipeline.layout,
-                vk.VK_SHADER_STAGE_COMPUTE_BIT,
+                self._compute_stage,
                 0,
                 len(push),
                 self._ffi.from_buffer(push),
@@ -291,22 +299,21 @@ class Sequence:
             self._sets_left = _SETS_PER_POOL
         self._sets_left -= 1
         self._set_layouts[0] = pipeline.set_layout
-        result = self._lib.vkAllocateDescriptorSets(handle, self._set_info, self._new_set)
-        if result != vk.VK_SUCCESS:
-            raise vk.exception_codes[result]
+        _check(self._lib.vkAllocateDescriptorSets(handle, self._set_info, self._new_set))
         return self._new_set[0]
 
     # -- submission --------------------------------------------------------------------------
 
     def submit(self) -> dict[str, float]:
         """Submit, wait, and return GPU milliseconds per label (summed when a label repeats)."""
-        vk.vkEndCommandBuffer(self.command_buffer)
-        buffers = [self.command_buffer]
-        info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=buffers)
-        vk.vkResetFences(self.device.handle, 1, [self.fence])
+        lib = self._lib
+        _check(lib.vkEndCommandBuffer(self.command_buffer))
+        _check(lib.vkResetFences(self.device.handle, 1, self._fences))
         # Set before the submit: an interrupt just after it must still find the flag set.
         self.device.queue_may_be_busy = True
-        vk.vkQueueSubmit(self.device.queue, 1, [info], self.fence)
+        # The submit and the wait through the wrapper, as a test interrupts them: one call
+        # each per submission, and a wait besides.
+        vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
         vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
         self.device.queue_may_be_busy = False
         return self._timings()
@@ -315,16 +322,18 @@ class Sequence:
         count = len(self._labels)
         if count < 2 or self.device.timestamp_bits == 0:
             return {}
-        data = vk.ffi.new("uint64_t[]", count)
-        vk.vkGetQueryPoolResults(
-            self.device.handle,
-            self.query_pool,
-            0,
-            count,
-            count * 8,
-            data,
-            8,
-            vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
+        data = self._ffi.new("uint64_t[]", count)
+        _check(
+            self._lib.vkGetQueryPoolResults(
+                self.device.handle,
+                self.query_pool,
+                0,
+                count,
+                count * 8,
+                data,
+                8,
+                vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
+            )
         )
         mask = (1 << self.device.timestamp_bits) - 1 if self.device.timestamp_bits < 64 else -1
         ticks = [data[i] & mask for i in range(count)]
@@ -343,6 +352,13 @@ class Sequence:
         vk.vkDestroyQueryPool(handle, self.query_pool, None)
         vk.vkDestroyFence(handle, self.fence, None)
         vk.vkDestroyCommandPool(handle, self.command_pool, None)
+
+
+def _check(result: int) -> None:
+    """Raise the `vulkan` module's exception for a VkResult that is not VK_SUCCESS, as its
+    wrappers do (a VkError subclass; VK_TIMEOUT and other non-errors as theirs, too)."""
+    if result != 0:  # VK_SUCCESS
+        raise vk.exception_codes[result]
 
 
 class _DescriptorWrites:
