@@ -70,11 +70,11 @@ class Mesh:
             self.vertices
         ):
             return "no triangles, or a face refers to a vertex that does not exist"
-        used = self._used_vertices
-        finite = map_row_chunks(len(used), lambda start, stop: np.isfinite(used[start:stop]).all())
-        if not all(finite):
-            return "vertex coordinates contain NaN or infinity"
+        # The bounds are finite iff every used vertex is: min and max propagate a NaN, and
+        # an infinity is a min or a max (one pass over the vertices less).
         low, high = self.bounds
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            return "vertex coordinates contain NaN or infinity"
         if np.all(low == high):
             return "the mesh has zero extent (all vertices are equal)"
         return ""
