@@ -7,8 +7,8 @@ so recording is kept cheap on the host: the commands go straight to the Vulkan f
 pipeline are built once and only their buffers change, a dispatch pushes its buffers into
 the command buffer (VK_KHR_push_descriptor, where the device has it; otherwise it gets a
 descriptor set from the sequence's pool, which is reset at every `begin()`), a pipeline
-already bound is not bound again, and a barrier with nothing recorded since the last one is
-left out.
+already bound is not bound again, and a barrier with nothing recorded since the one before
+it in the same recording is left out.
 
 A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
 queue: the device's `queue_may_be_busy` says so, and `begin()` and every destroy wait for the
@@ -70,7 +70,9 @@ class Sequence:
         self._lib, self._ffi = vk.lib, vk.ffi
         self._writes: dict[ComputePipeline, _DescriptorWrites] = {}
         self._bound: ComputePipeline | None = None  # the pipeline bound last, in this recording
-        self._unfenced = False  # whether a command was recorded since the last barrier
+        # Whether a command may have written since the last barrier: set at begin() too, as
+        # a barrier's first scope takes in the earlier submissions.
+        self._unfenced = True
         self._copy_region = vk.ffi.new("VkBufferCopy[]", 1)
         self._set_info = vk.ffi.new("VkDescriptorSetAllocateInfo *")
         self._set_info.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
@@ -126,7 +128,7 @@ class Sequence:
         lib.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
         self._labels = []
         self._bound = None
-        self._unfenced = False
+        self._unfenced = True
 
     def mark(self, label: str) -> None:
         """Timestamp: the GPU time between two marks is charged to the later mark's label."""
@@ -141,7 +143,8 @@ class Sequence:
 
     def barrier(self) -> None:
         """Make every earlier write visible to every later read (compute, transfer, indirect,
-        host). Nothing recorded since the last barrier: nothing to wait for, no barrier."""
+        host). Nothing recorded since the last barrier of this recording: nothing to wait for,
+        no barrier."""
         if not self._unfenced:
             return
         self._lib.vkCmdPipelineBarrier(
