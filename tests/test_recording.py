@@ -1,6 +1,7 @@
 """Recording commands (gpu/commands.py): with push descriptors and with descriptor sets, many
 dispatches in one command buffer, each reading and writing its own buffers, and the same
-sequence begun again; and whole voxelizations on the descriptor-set path."""
+sequence begun again; whole voxelizations on the descriptor-set path; and the SVO conversion
+recorded into the passes' submission, or not where that submission has to be run again."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from voxelizer.gpu.commands import Sequence
 from voxelizer.gpu.device import PUSH_DESCRIPTOR_EXTENSION, Device
 from voxelizer.gpu.loader import vk
 from voxelizer.gpu.scan import SCAN_BLOCK, Scan
+from voxelizer.pipeline import passes
 
-from .helpers import assert_same_voxels, load_model, reference_grid
+from .helpers import assert_same_svo, assert_same_voxels, load_model, reference_grid
 
 DISPATCHES = 150  # more than one descriptor pool holds (64 sets): the pools must grow
 
@@ -91,3 +93,32 @@ def test_voxelizations_with_descriptor_sets(monkeypatch):
             assert_same_voxels(
                 voxelizer.voxelize(mesh, n, variant=variant).to_numpy(), expected.to_numpy()
             )
+
+
+def test_svo_recorded_into_the_passes_submission(monkeypatch):
+    """A slab done in one submission takes its SVO conversion along: one submission per
+    call. Where that submission must be followed by others (pairs beyond the room recorded
+    for them: a tiny room, on a fresh Voxelizer), the conversion recorded with it read an
+    unfinished grid and is dropped; the SVO is converted from the final grid instead."""
+    monkeypatch.setattr(passes, "SPECULATIVE_PAIRS", 64)
+    submits: list[int] = []
+    submit = Sequence.submit
+
+    def counted(sequence: Sequence) -> dict[str, float]:
+        submits.append(1)
+        return submit(sequence)
+
+    monkeypatch.setattr(Sequence, "submit", counted)
+    mesh = load_model("bunny.ply")
+    expected = reference_grid("bunny.ply", 64).to_numpy()
+    with Voxelizer() as voxelizer:
+        first = voxelizer.voxelize(mesh, 64)
+        assert "fill_submission" in first.stats.host_ms  # the pairs did not fit: filled again
+        assert len(submits) >= 3
+        assert_same_voxels(first.to_numpy(), expected)
+        submits.clear()
+        again = voxelizer.voxelize(mesh, 64)  # the pair buffers have grown
+        assert len(submits) == 1
+        assert "fill_submission" not in again.stats.host_ms
+        assert_same_voxels(again.to_numpy(), expected)
+        assert_same_svo(again, first)

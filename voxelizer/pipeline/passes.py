@@ -15,7 +15,7 @@ buffer instead of a triangle soup).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -266,6 +266,7 @@ class PassRunner:
         self._geometry: dict[str, Binding] = {}  # "soup", or "vertices" and "indices"
         self._tile_boxes: np.ndarray | None = None
         self._slab = _SlabState(Window(0, 0, 0, 0, 0))
+        self.followed: object | None = None  # what `then` of the last voxelize returned
         # The host arrays the passes read; the soup is gathered straight into staging memory
         # as each batch goes up (`upload`).
         self.stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
@@ -278,13 +279,20 @@ class PassRunner:
         download: bool = False,
         marks: bool = False,
         signed: SignedCrossings | None = None,
+        then: Callable[[], object] | None = None,
     ) -> Buffer | None:
         """Leave the solid bits of the slab's rows in `grid` (cleared first). With `download`,
         the last submission also copies them into a staging buffer, which is returned. For
         fill_mode="winding": with `marks`, instead a bit at the first voxel above every
         crossing; with `signed`, the grid (those marks) is left as it is and each crossing's
         sign is added to its segment (shaders/fill.comp, SIGNED_CROSSINGS). Neither computes
-        the parity or the column counts, nor downloads."""
+        the parity or the column counts, nor downloads.
+
+        `then` records more work on the finished grid (the SVO build) into the same
+        submission, where the slab is done in one (its only part, counted and filled at
+        once): what it returned is then left in `followed`, which is None otherwise (the
+        caller does that work itself)."""
+        self.followed = None
         batches = [
             (first, min(first + self.batch_triangles, self.triangles))
             for first in range(0, self.triangles, self.batch_triangles)
@@ -299,7 +307,7 @@ class PassRunner:
             alone = fills == 0 and not work  # no other part flips bits in this slab
             if alone and self.sort == "counting" and not winding:
                 done, staging, pair_count, may_wrap = self._count_and_fill(
-                    window, batch, grid, download
+                    window, batch, grid, download, then
                 )
                 if done:
                     fills = 1
@@ -351,12 +359,18 @@ class PassRunner:
         return pair_count, may_wrap
 
     def _count_and_fill(
-        self, window: Window, batch: tuple[int, int], grid: Binding, download: bool
+        self,
+        window: Window,
+        batch: tuple[int, int],
+        grid: Binding,
+        download: bool,
+        then: Callable[[], object] | None = None,
     ) -> tuple[bool, Buffer | None, int, bool]:
         """The slab's only part in one submission, its pair buffers sized before the count is
         known: (done, the grid's staging copy if done and `download`, pair count, may wrap).
         A part not done keeps its records on the device for _fill (and its grid is cleared
-        again if the fill ran)."""
+        again if the fill ran). `then` is recorded after the fill (see voxelize); its work is
+        wasted where the part is not done."""
         started = time.perf_counter()
         capacity = self._speculative_capacity(window)
         if capacity == 0:
@@ -383,12 +397,16 @@ class PassRunner:
         wrap_staging = sequence.download(self._wrap_flag.buffer, 4)
         tile_staging = sequence.download(fill_args, 16)
         counts_staging, grid_staging = self._record_results(grid, download)
+        recorded_ms = (time.perf_counter() - started) * 1e3
+        followed = None if then is None else then()
+        then_ms = (time.perf_counter() - started) * 1e3 - recorded_ms  # charged by `then`
         self.stats.add_gpu(sequence.submit())
         pair_count = int(total_staging.read(np.uint32, 1)[0])
         may_wrap = bool(wrap_staging.read(np.uint32, 1)[0])
         counts = counts_staging.read(np.uint32, 4)
         self.stats.add_host(
-            upload=upload_ms, passes_submission=(time.perf_counter() - started) * 1e3 - upload_ms
+            upload=upload_ms,
+            passes_submission=(time.perf_counter() - started) * 1e3 - upload_ms - then_ms,
         )
         if may_wrap or pair_count > capacity:
             return False, None, pair_count, may_wrap  # nothing emitted: the grid is still clear
@@ -398,6 +416,7 @@ class PassRunner:
         self._count_columns(counts)
         self.stats.count(pairs=pair_count, tiles=int(tile_staging.read(np.uint32, 4)[3]))
         self.stats.count_max(sort_size=pair_count)
+        self.followed = followed
         return True, grid_staging, pair_count, may_wrap
 
     def _speculative_capacity(self, window: Window) -> int:

@@ -34,7 +34,15 @@ from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
 from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
 from .plan import Plan, default_budget, make_plan
-from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
+from .svo_build import (
+    Forest,
+    OctreeArrays,
+    RecordedSVO,
+    SVOArrays,
+    SVOPipelines,
+    build_svo_on_gpu,
+    record_svo,
+)
 from .winding import WindingFill, WindingPipelines, mesh_boundary
 
 _log = get_logger(__name__)
@@ -207,7 +215,10 @@ class Pipeline:
         outputs = _SlabOutputs(self, plan, shape, job, stats, dense)
         for slab in plan.slabs():
             grid = self._pool.binding("grid", slab.grid_bytes)
-            outputs.keep(slab, grid, runner.voxelize(slab, grid, download=dense))
+            then = None if dense else outputs.svo_recorder(slab, grid)
+            staging = runner.voxelize(slab, grid, download=dense, then=then)
+            recorded = runner.followed if isinstance(runner.followed, RecordedSVO) else None
+            outputs.keep(slab, grid, staging, recorded)
         return outputs.result()
 
     def _merge(
@@ -609,9 +620,25 @@ class _SlabOutputs:
         self._forests: list[tuple[int, SVOArrays]] = []
         self._kept = 0
 
-    def keep(self, slab: Window, grid: Binding, staging: Buffer | None = None) -> None:
+    def svo_recorder(self, slab: Window, grid: Binding) -> Callable[[], RecordedSVO]:
+        """What records the slab's SVO conversion into the passes' last submission."""
+        pipeline = self._pipeline
+        forest = self._plan.forest(slab)
+        return lambda: record_svo(
+            pipeline._scan_kernels(), pipeline._svo_kernels(), pipeline._pool,
+            pipeline._sequence, forest, grid,
+        )  # fmt: skip
+
+    def keep(
+        self,
+        slab: Window,
+        grid: Binding,
+        staging: Buffer | None = None,
+        recorded: RecordedSVO | None = None,
+    ) -> None:
         """The slab's result from `grid`, or from `staging` where the passes' last submission
-        already copied the bits back."""
+        already copied the bits back, or from the SVO conversion `recorded` into it (run:
+        its arrays are read now)."""
         pipeline, stats = self._pipeline, self._stats
         if self._voxels is not None:
             if staging is not None:
@@ -621,7 +648,11 @@ class _SlabOutputs:
             self._voxels[:, slab.row_lo : slab.row_hi] = rows
         else:
             forest = self._plan.forest(slab)
-            self._forests.append((forest.cube_y, pipeline._build_svo(forest, grid, stats)))
+            if recorded is not None:
+                arrays = recorded.finish(stats)
+            else:
+                arrays = pipeline._build_svo(forest, grid, stats)
+            self._forests.append((forest.cube_y, arrays))
         self._kept += 1
         if self._progress is not None and self._slab_count > 1:
             self._progress("slabs", self._kept, self._slab_count)

@@ -295,6 +295,81 @@ def build_svo_on_gpu(
     For the whole octree the arrays are the format's; for a forest of several cubes they are
     the cubes' subtrees, level by level (level 0: the mixed cube roots), in cube order, and
     merge.merge_forests puts them in their places."""
+    started = time.perf_counter()
+    sequence.begin()
+    sequence.mark("start")
+    if words is not None:
+        sequence.upload(grid.buffer, words)
+        sequence.barrier()
+    recorded = record_svo(scan, svo, pool, sequence, forest, grid)
+    stats.add_gpu(sequence.submit())
+    recorded.record_ms = (time.perf_counter() - started) * 1e3  # the submission's, too
+    return recorded.finish(stats)
+
+
+@dataclass
+class RecordedSVO:
+    """A conversion recorded into a sequence (record_svo): once the sequence has run,
+    `finish` reads its arrays."""
+
+    svo: SVOPipelines
+    pool: BufferPool
+    sequence: Sequence
+    forest: Forest
+    grid: Binding
+    masks: Binding
+    counts: Binding
+    totals: Buffer
+    outputs: _Outputs
+    record_ms: float  # host time of the recording, charged to svo_submission by finish
+
+    def finish(self, stats: Stats) -> SVOArrays:
+        """The arrays, after the submission that ran the recording; when the GPU's counts
+        exceed the outputs' capacity, the compaction runs again into grown buffers (a
+        submission of its own)."""
+        forest, sequence = self.forest, self.sequence
+        started = time.perf_counter()
+        level_offsets, node_count, brick_count, cube_states = _read_totals(forest, self.totals)
+        outputs = self.outputs
+        if node_count > outputs.node_capacity or brick_count > outputs.brick_capacity:
+            _log.debug(
+                "SVO arrays: %d nodes and %d bricks exceed the capacity of %d and %d; "
+                "compacting again",
+                node_count,
+                brick_count,
+                outputs.node_capacity,
+                outputs.brick_capacity,
+            )
+            outputs = _Outputs.get(self.pool, node_count, brick_count)
+            sequence.begin()
+            sequence.mark("start")
+            _record_compaction(
+                sequence, self.svo, self.pool, forest, self.grid, self.masks, self.counts,
+                self.totals, outputs,
+            )  # fmt: skip
+            stats.add_gpu(sequence.submit())
+        stats.add_host(svo_submission=(time.perf_counter() - started) * 1e3 + self.record_ms)
+
+        started = time.perf_counter()
+        node_array = outputs.host_nodes.read(np.uint32, 2 * node_count).reshape(node_count, 2)
+        brick_array = outputs.host_bricks.read(np.uint64, brick_count)
+        stats.add_host(svo_download=(time.perf_counter() - started) * 1e3)
+        return SVOArrays(node_array, brick_array, level_offsets, cube_states)
+
+
+def record_svo(
+    scan: Scan,
+    svo: SVOPipelines,
+    pool: BufferPool,
+    sequence: Sequence,
+    forest: Forest,
+    grid: Binding,
+) -> RecordedSVO:
+    """Record the conversion of the bits in `grid` into the sequence (begun, with the grid's
+    writes recorded before it or done by an earlier submission); the caller submits it and
+    then calls `finish`. Passes that know the grid is final record it in their own last
+    submission: one submission and one wait per slab instead of two."""
+    started = time.perf_counter()
     levels = forest.levels
     source = forest.source()
     masks = pool.binding("svo_masks", 4 * forest.mask_entries)
@@ -302,12 +377,6 @@ def build_svo_on_gpu(
     totals = pool.get("svo_totals", 4 * (levels + 2 + forest.cubes), host_visible=True)
     outputs = _Outputs.get(pool, *forest.capacity_estimate())
 
-    started = time.perf_counter()
-    sequence.begin()
-    sequence.mark("start")
-    if words is not None:
-        sequence.upload(grid.buffer, words)
-        sequence.barrier()
     # The level-0 gaps of the counts (R and C_0 start on whole uvec4s) and the final 0 are
     # part of the scan; nothing else writes them. Nor the leaves and groups past the grid.
     if not forest.covered:
@@ -350,29 +419,8 @@ def build_svo_on_gpu(
     scan.record(sequence, pool, counts.buffer, forest.count_end + 1, "svo_counts")
     sequence.mark("svo_scan")
     _record_compaction(sequence, svo, pool, forest, grid, masks, counts, totals, outputs)
-    stats.add_gpu(sequence.submit())
-    level_offsets, node_count, brick_count, cube_states = _read_totals(forest, totals)
-
-    if node_count > outputs.node_capacity or brick_count > outputs.brick_capacity:
-        _log.debug(
-            "SVO arrays: %d nodes and %d bricks exceed the capacity of %d and %d; compacting again",
-            node_count,
-            brick_count,
-            outputs.node_capacity,
-            outputs.brick_capacity,
-        )
-        outputs = _Outputs.get(pool, node_count, brick_count)
-        sequence.begin()
-        sequence.mark("start")
-        _record_compaction(sequence, svo, pool, forest, grid, masks, counts, totals, outputs)
-        stats.add_gpu(sequence.submit())
-    stats.add_host(svo_submission=(time.perf_counter() - started) * 1e3)
-
-    started = time.perf_counter()
-    node_array = outputs.host_nodes.read(np.uint32, 2 * node_count).reshape(node_count, 2)
-    brick_array = outputs.host_bricks.read(np.uint64, brick_count)
-    stats.add_host(svo_download=(time.perf_counter() - started) * 1e3)
-    return SVOArrays(node_array, brick_array, level_offsets, cube_states)
+    record_ms = (time.perf_counter() - started) * 1e3
+    return RecordedSVO(svo, pool, sequence, forest, grid, masks, counts, totals, outputs, record_ms)
 
 
 def _record_compaction(
