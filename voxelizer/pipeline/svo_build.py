@@ -5,7 +5,9 @@ the grid, shaders/svo_classify.comp stage 0; the levels above from their childre
 exclusive scan over every level's counts, then compaction writes every stored node, the mixed
 bricks (reading the grid again only under leaves that hold one) and copies the arrays, as
 long as the GPU's counts say, to host-visible memory (shaders/svo_write.comp). The host reads
-only the totals and the finished arrays, never the dense grid, and waits once.
+only the totals and the finished arrays, never the dense grid, and waits once. The passes
+record it (`record_svo`) into their own last submission where they know that one finishes
+the grid, and read it after that wait (`RecordedSVO.finish`).
 
 The arrays' sizes are known only on the GPU, so they are written into buffers of a capacity
 chosen in advance (what earlier calls needed, at least an estimate from the grid's size);
