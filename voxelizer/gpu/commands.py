@@ -314,8 +314,8 @@ class Sequence:
         _check(lib.vkResetFences(self.device.handle, 1, self._fences))
         # Set before the submit: an interrupt just after it must still find the flag set.
         self.device.queue_may_be_busy = True
-        # The submit and the wait through the wrapper, as a test interrupts them: one call
-        # each per submission, and a wait besides.
+        # The submit and the wait through the wrapper (one call each per submission; the
+        # Ctrl-C test of tests/test_process_safety.py interrupts right after the submit).
         vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
         vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
         self.device.queue_may_be_busy = False

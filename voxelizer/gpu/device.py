@@ -276,9 +276,9 @@ class Device:
         self._closed = False
 
     def _has_push_descriptors(self) -> bool:
-        """Whether to enable VK_KHR_push_descriptor: the device has it, and it is not turned
-        off, and it can push as many buffers as a kernel binds (maxPushDescriptors >= 32 by
-        the extension's rules; the kernels bind at most 8)."""
+        """Whether to enable VK_KHR_push_descriptor: the device has it and it is not turned
+        off. (It pushes as many buffers as a kernel binds: maxPushDescriptors is at least 32
+        by the extension's rules, and a descriptor pool of gpu/commands.py holds 8 per set.)"""
         if not push_descriptors_allowed():
             return False
         names = {
