@@ -79,18 +79,16 @@ class Mesh:
         faces = self.faces
         if faces.size == 0:
             return "no triangles, or a face refers to a vertex that does not exist"
-        ranges = map_row_chunks(
-            len(faces), lambda start, stop: (faces[start:stop].min(), faces[start:stop].max())
-        )
-        if min(low for low, _ in ranges) < 0 or max(high for _, high in ranges) >= len(
-            self.vertices
-        ):
+        # Read as unsigned, a negative index is above every valid one: one reduction, the max.
+        unsigned = faces.view(f"u{faces.dtype.itemsize}") if faces.dtype.kind == "i" else faces
+        highest = map_row_chunks(len(faces), lambda start, stop: unsigned[start:stop].max())
+        if max(highest) >= len(self.vertices):
             return "no triangles, or a face refers to a vertex that does not exist"
-        used = self._used_vertices
-        finite = map_row_chunks(len(used), lambda start, stop: np.isfinite(used[start:stop]).all())
-        if not all(finite):
-            return "vertex coordinates contain NaN or infinity"
+        # The bounds are finite iff every used vertex is: min and max propagate a NaN, and
+        # an infinity is a min or a max (one pass over the vertices less).
         low, high = self.bounds
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            return "vertex coordinates contain NaN or infinity"
         if np.all(low == high):
             return "the mesh has zero extent (all vertices are equal)"
         return ""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -255,6 +255,7 @@ class PassRunner:
         surface: SurfacePipelines | None = None,
         fine: np.ndarray | None = None,
         used: np.ndarray | None = None,
+        fill_indices: Callable[[], np.ndarray] | None = None,
     ):
         started = time.perf_counter()
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
@@ -266,7 +267,14 @@ class PassRunner:
         self.fine = np.ascontiguousarray(
             fine_vertices_of(self.vertices) if fine is None else fine, np.int64
         )
-        self.faces = np.ascontiguousarray(faces, np.uint32)
+        # uint32 as the indexed variants upload them, or int64 (intp) as the soup gather
+        # indexes with them without a conversion of its own; anything else becomes uint32.
+        self.faces = np.ascontiguousarray(
+            faces, faces.dtype if faces.dtype in (np.uint32, np.intp) else np.uint32
+        )
+        # The near ties read the faces as uint32: the caller's (Mesh.indices, converted once
+        # per mesh), asked for only when the fill runs, else a conversion of self.faces.
+        self._fill_indices = fill_indices
         if used is None:
             used = used_vertices(len(self.vertices), self.faces)
         self.fixed_error = _fixed_error_of(self.vertices, self.fine, used)
@@ -284,6 +292,7 @@ class PassRunner:
         self._batch_indices: Binding | None = None
         self._tile_boxes: np.ndarray | None = None
         self._slab = _SlabState(Window(0, 0, 0, 0, 0))
+        self.followed: object | None = None  # what `then` of the last voxelize returned
         # The host arrays the passes read; the soup is gathered straight into staging memory
         # as each batch goes up (`upload`).
         self.stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
@@ -296,13 +305,20 @@ class PassRunner:
         download: bool = False,
         marks: bool = False,
         signed: SignedCrossings | None = None,
+        then: Callable[[], object] | None = None,
     ) -> Buffer | None:
         """Leave the solid bits of the slab's rows in `grid` (cleared first). With `download`,
         the last submission also copies them into a staging buffer, which is returned. For
         fill_mode="winding": with `marks`, instead a bit at the first voxel above every
         crossing; with `signed`, the grid (those marks) is left as it is and each crossing's
         sign is added to its segment (shaders/fill.comp, SIGNED_CROSSINGS). Neither computes
-        the parity or the column counts, nor downloads."""
+        the parity or the column counts, nor downloads.
+
+        `then` records more work on the finished grid (the SVO build) into the same
+        submission, where the slab is done in one (its only part, counted and filled at
+        once): what it returned is then left in `followed`, which is None otherwise (the
+        caller does that work itself)."""
+        self.followed = None
         batches = [
             (first, min(first + self.batch_triangles, self.triangles))
             for first in range(0, self.triangles, self.batch_triangles)
@@ -317,7 +333,7 @@ class PassRunner:
             alone = fills == 0 and not work  # no other part flips bits in this slab
             if alone and self.sort == "counting" and not winding:
                 done, staging, pair_count, may_wrap = self._count_and_fill(
-                    window, batch, grid, download
+                    window, batch, grid, download, then
                 )
                 if done:
                     fills = 1
@@ -369,12 +385,18 @@ class PassRunner:
         return pair_count, may_wrap
 
     def _count_and_fill(
-        self, window: Window, batch: tuple[int, int], grid: Binding, download: bool
+        self,
+        window: Window,
+        batch: tuple[int, int],
+        grid: Binding,
+        download: bool,
+        then: Callable[[], object] | None = None,
     ) -> tuple[bool, Buffer | None, int, bool]:
         """The slab's only part in one submission, its pair buffers sized before the count is
         known: (done, the grid's staging copy if done and `download`, pair count, may wrap).
         A part not done keeps its records on the device for _fill (and its grid is cleared
-        again if the fill ran)."""
+        again if the fill ran). `then` is recorded after the fill (see voxelize); its work is
+        wasted where the part is not done."""
         started = time.perf_counter()
         capacity = self._speculative_capacity(window)
         if capacity == 0:
@@ -401,12 +423,16 @@ class PassRunner:
         wrap_staging = sequence.download(self._wrap_flag.buffer, 4)
         tile_staging = sequence.download(fill_args, 16)
         counts_staging, grid_staging = self._record_results(grid, download)
+        recorded_ms = (time.perf_counter() - started) * 1e3
+        followed = None if then is None else then()
+        then_ms = (time.perf_counter() - started) * 1e3 - recorded_ms  # charged by `then`
         self.stats.add_gpu(sequence.submit())
         pair_count = int(total_staging.read(np.uint32, 1)[0])
         may_wrap = bool(wrap_staging.read(np.uint32, 1)[0])
         counts = counts_staging.read(np.uint32, 4)
         self.stats.add_host(
-            upload=upload_ms, passes_submission=(time.perf_counter() - started) * 1e3 - upload_ms
+            upload=upload_ms,
+            passes_submission=(time.perf_counter() - started) * 1e3 - upload_ms - then_ms,
         )
         if may_wrap or pair_count > capacity:
             return False, None, pair_count, may_wrap  # nothing emitted: the grid is still clear
@@ -416,6 +442,7 @@ class PassRunner:
         self._count_columns(counts)
         self.stats.count(pairs=pair_count, tiles=int(tile_staging.read(np.uint32, 4)[3]))
         self.stats.count_max(sort_size=pair_count)
+        self.followed = followed
         return True, grid_staging, pair_count, may_wrap
 
     def _speculative_capacity(self, window: Window) -> int:
@@ -516,7 +543,9 @@ class PassRunner:
         first, end = batch
         if self._uploaded != batch:
             if self.pipelines.indexed:
-                arrays: dict[str, np.ndarray] = {"indices": self.faces[first:end]}
+                arrays: dict[str, np.ndarray] = {
+                    "indices": self.faces[first:end].astype(np.uint32, copy=False)
+                }
                 if self._uploaded is None:
                     arrays["vertices"] = self.vertices
                 for name, array in arrays.items():
@@ -539,22 +568,32 @@ class PassRunner:
         if exact and self._batch_indices is None:  # the soup variants' faces, for the fill
             # host-visible as the fine vertices, and as rarely read; a whole mesh's faces
             # (Mesh.indices, read-only) are written again only for another mesh
-            faces = self.faces if batch == (0, self.triangles) else self.faces[first:end]
+            whole = self._uint32_faces()
+            faces = whole if batch == (0, self.triangles) else whole[first:end]
             indices = self.pool.get("fine_indices", faces.nbytes, STORAGE, host_visible=True)
             indices.write_once(faces)
             self._batch_indices = Binding(indices, faces.nbytes)
         return (time.perf_counter() - started) * 1e3
 
+    def _uint32_faces(self) -> np.ndarray:
+        if self._fill_indices is not None:
+            return self._fill_indices()
+        return self.faces.astype(np.uint32, copy=False)
+
     def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
         """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32 (the
         staging memory itself: no copy in between)."""
 
-        def gather(start: int, stop: int) -> None:  # np.take: about twice faster than []
+        # Each corner as one 12-byte item, indexed by intp: np.take then moves whole corners
+        # and converts no indices (twice as fast as taking float rows by uint32).
+        corners = self.vertices.view(np.dtype((np.void, 12))).reshape(-1)
+        target = soup.reshape(-1, 3).view(np.dtype((np.void, 12))).reshape(-1)
+
+        def gather(start: int, stop: int) -> None:
             np.take(
-                self.vertices,
-                self.faces[first + start : first + stop],
-                axis=0,
-                out=soup[start:stop],
+                corners,
+                self.faces[first + start : first + stop].reshape(-1),
+                out=target[3 * start : 3 * stop],
             )
 
         for_row_chunks(end - first, gather)

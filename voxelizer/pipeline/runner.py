@@ -41,7 +41,15 @@ from .passes import (
     fine_vertices_of,
 )
 from .plan import Plan, default_budget, make_plan
-from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
+from .svo_build import (
+    Forest,
+    OctreeArrays,
+    RecordedSVO,
+    SVOArrays,
+    SVOPipelines,
+    build_svo_on_gpu,
+    record_svo,
+)
 from .winding import WindingFill, WindingPipelines, mesh_boundary
 
 _log = get_logger(__name__)
@@ -218,18 +226,22 @@ class Pipeline:
             self._pool,
             self._sequence,
             vertices,
-            job.mesh.indices,
+            _pass_faces(job.mesh, passes.indexed),
             job.sort,
             plan.batch_triangles,
             plan.pair_budget,
             stats,
             fine=fine,
             used=job.mesh.used,
+            fill_indices=lambda: job.mesh.indices,
         )
         outputs = _SlabOutputs(self, plan, shape, job, stats, dense)
         for slab in plan.slabs():
             grid = self._pool.binding("grid", slab.grid_bytes)
-            outputs.keep(slab, grid, runner.voxelize(slab, grid, download=dense))
+            then = None if dense else outputs.svo_recorder(slab, grid)
+            staging = runner.voxelize(slab, grid, download=dense, then=then)
+            recorded = runner.followed if isinstance(runner.followed, RecordedSVO) else None
+            outputs.keep(slab, grid, staging, recorded)
         return outputs.result()
 
     def _merge(
@@ -438,7 +450,7 @@ class Pipeline:
             self._pool,
             self._sequence,
             job.vertices,
-            job.mesh.indices,
+            _pass_faces(job.mesh, passes.indexed),
             job.sort,
             plan.batch_triangles,
             plan.pair_budget,
@@ -446,6 +458,7 @@ class Pipeline:
             surface=self._surface_kernels(job.variant, kind),
             fine=job.fine_vertices(),
             used=job.mesh.used,
+            fill_indices=lambda: job.mesh.indices,
         )
         outputs = _SlabOutputs(self, plan, job.shape, job, stats, dense)
         marked: list[MarkedVoxels] = []
@@ -504,8 +517,9 @@ class Pipeline:
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
         runner = PassRunner(
             self.device, passes, self._scan_kernels(), self._pool, self._sequence,
-            job.vertices, job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget,
-            stats, fine=job.fine_vertices(), used=job.mesh.used,
+            job.vertices, _pass_faces(job.mesh, passes.indexed), job.sort, plan.batch_triangles,
+            plan.pair_budget, stats, fine=job.fine_vertices(), used=job.mesh.used,
+            fill_indices=lambda: job.mesh.indices,
         )  # fmt: skip
         if self._winding_pipelines is None:
             self._winding_pipelines = WindingPipelines(self.device)
@@ -643,9 +657,25 @@ class _SlabOutputs:
         self._forests: list[tuple[int, SVOArrays]] = []
         self._kept = 0
 
-    def keep(self, slab: Window, grid: Binding, staging: Buffer | None = None) -> None:
+    def svo_recorder(self, slab: Window, grid: Binding) -> Callable[[], RecordedSVO]:
+        """What records the slab's SVO conversion into the passes' last submission."""
+        pipeline = self._pipeline
+        forest = self._plan.forest(slab)
+        return lambda: record_svo(
+            pipeline._scan_kernels(), pipeline._svo_kernels(), pipeline._pool,
+            pipeline._sequence, forest, grid,
+        )  # fmt: skip
+
+    def keep(
+        self,
+        slab: Window,
+        grid: Binding,
+        staging: Buffer | None = None,
+        recorded: RecordedSVO | None = None,
+    ) -> None:
         """The slab's result from `grid`, or from `staging` where the passes' last submission
-        already copied the bits back."""
+        already copied the bits back, or from the SVO conversion `recorded` into it (run:
+        its arrays are read now)."""
         pipeline, stats = self._pipeline, self._stats
         if self._voxels is not None:
             if staging is not None:
@@ -655,7 +685,11 @@ class _SlabOutputs:
             self._voxels[:, slab.row_lo : slab.row_hi] = rows
         else:
             forest = self._plan.forest(slab)
-            self._forests.append((forest.cube_y, pipeline._build_svo(forest, grid, stats)))
+            if recorded is not None:
+                arrays = recorded.finish(stats)
+            else:
+                arrays = pipeline._build_svo(forest, grid, stats)
+            self._forests.append((forest.cube_y, arrays))
         self._kept += 1
         if self._progress is not None and self._slab_count > 1:
             self._progress("slabs", self._kept, self._slab_count)
@@ -664,3 +698,9 @@ class _SlabOutputs:
         if self._voxels is not None:
             return self._voxels
         return self._pipeline._merge(self._plan, self._shape, self._forests, self._stats)
+
+
+def _pass_faces(mesh: Mesh, indexed: bool) -> np.ndarray:
+    """The faces as the passes take them: uint32 for the indexed variants, which upload them
+    (converted once per Mesh), the int64 faces themselves for the soup gather."""
+    return mesh.indices if indexed else mesh.faces
