@@ -32,6 +32,9 @@ void main() {
     ivec2 lo = unpack_column(r.a.w);
     ivec2 hi = unpack_column(r.b.w);
     uint out_index = offsets[t];
+#if !CONSERVATIVE
+    Binning binning = triangle_binning(r.a.xyz, r.b.xyz, r.c.xyz, int64_t(fixed_error));
+#endif
     for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {
 #if CONSERVATIVE
         ivec2 span = touched_tile_span(r.a.xyz, r.b.xyz, r.c.xyz, ty, lo, hi);
@@ -40,8 +43,7 @@ void main() {
 #else
         ivec2 span = candidate_tiles(r.a.xyz, r.b.xyz, r.c.xyz, ty, lo, hi);
         for (int tx = span.x; tx <= span.y; ++tx) {
-            if (tile_coverage(r.a.xyz, r.b.xyz, r.c.xyz, ivec2(tx, ty), lo, hi,
-                              int64_t(fixed_error)) != 0u) {
+            if (tile_coverage(r.a.xyz, r.b.xyz, r.c.xyz, binning, ivec2(tx, ty), lo, hi) != 0u) {
 #endif
                 pairs[out_index] = uvec2(tile_key(window, ivec2(tx, ty)), t);
                 ++out_index;

@@ -87,6 +87,9 @@ void main() {
     hi = max(hi, first_column);  // keep an inactive triangle's rectangle packable
     uint tiles = 0u;
     if (covers_columns) {
+#if !CONSERVATIVE
+        Binning binning = triangle_binning(a, b, c, int64_t(fixed_error));
+#endif
         for (int ty = lo.y >> TILE_SHIFT; ty <= (hi.y >> TILE_SHIFT); ++ty) {
 #if CONSERVATIVE
             ivec2 span = touched_tile_span(a, b, c, ty, lo, hi);
@@ -96,7 +99,7 @@ void main() {
 #else
             ivec2 span = candidate_tiles(a, b, c, ty, lo, hi);
             for (int tx = span.x; tx <= span.y; ++tx) {
-                tiles += uint(tile_coverage(a, b, c, ivec2(tx, ty), lo, hi, int64_t(fixed_error)) != 0u);
+                tiles += uint(tile_coverage(a, b, c, binning, ivec2(tx, ty), lo, hi) != 0u);
             }
 #endif
         }

@@ -8,38 +8,90 @@
 // covers at most half of the tiles of its bounding square, so at 1024^3, the largest grid
 // lavapipe can hold in one buffer, that is at most 256^2 / 2 + 3 * 256, about 33,500.
 
-// Bit c of the result is set iff column c of the tile (c = x + TILE_SIDE * y within the tile)
-// lies inside the column rectangle [lo, hi] and the fine triangle may cover its centre: with
-// delta == 0 (fine corners equal to these), iff this triangle covers it; else iff the centre
-// is not SURE_OUT (exact.glsl) by the margins M of the whole triangle. The centres binned lie
-// within delta of the bounding box (setup.comp), so |P - a| <= W + H + 2 delta per edge
-// (W, H: the box's sides) and M = (|dx| + |dy| + 2 (W + H + 2 delta) + 4 delta') delta' with
-// delta <= delta' = 2^shift bounds each column's m: SURE_OUT by M is SURE_OUT by m, and a
-// column the fill may find a crossing in is never dropped.
-uint tile_coverage(ivec3 a, ivec3 b, ivec3 c, ivec2 tile, ivec2 lo, ivec2 hi, int64_t delta) {
+// Which columns a triangle is binned for, decided once per triangle (triangle_binning) and
+// evaluated per tile (tile_coverage): column centre P is binned iff every E + offset >= 0
+// (E: the three edge functions at P, opposite a, b, c), or, with either_side, every
+// margin - E >= 0. That is:
+//   * delta == 0 (fine corners equal to these): offset = bias - 1 (bias: top_left_bias), and
+//     every E + bias > 0 is the coverage test of exact.glsl (integers): binned iff covered;
+//   * delta != 0: binned iff P is not SURE_OUT (exact.glsl) by the margins M of the whole
+//     triangle, i.e. iff no E < -M (every E + M >= 0), or no E > M (every M - E >= 0) and
+//     D <= the sum of M (either_side; D = the sum of the three E at any P, twice the area).
+// The centres binned lie within delta of the bounding box (setup.comp), so |P - a| <= W + H
+// + 2 delta per edge (W, H: the box's sides) and M = (|dx| + |dy| + 2 (W + H + 2 delta)
+// + 4 delta') delta' with delta <= delta' = 2^shift bounds each column's m: SURE_OUT by M is
+// SURE_OUT by m, and a column the fill may find a crossing in is never dropped.
+struct Binning {
+    i64vec3 offset;  // added to E (edges b->c, c->a, a->b)
+    i64vec3 margin;  // M per edge (0 when delta == 0)
+    bool either_side;
+    i64vec3 step_x;  // the change of E from one column to the next in x: -dy 2^FIXED_BITS
+    i64vec3 step_y;  // and in y: dx 2^FIXED_BITS
+};
+
+Binning triangle_binning(ivec3 a, ivec3 b, ivec3 c, int64_t delta) {
+    ivec2 bc = c.xy - b.xy, ca = a.xy - c.xy, ab = b.xy - a.xy;
     int shift = findMSB(int(delta) - 1) + 1;
     ivec2 box = max(max(a.xy, b.xy), c.xy) - min(min(a.xy, b.xy), c.xy);
     int64_t reach = 2l * (int64_t(box.x) + int64_t(box.y) + 2l * delta) + (4l << shift);
-    ivec2 ab = abs(b.xy - a.xy), bc = abs(c.xy - b.xy), ca = abs(a.xy - c.xy);
-    int64_t ma = (int64_t(bc.x) + int64_t(bc.y) + reach) << shift;  // edge b->c, opposite a
-    int64_t mb = (int64_t(ca.x) + int64_t(ca.y) + reach) << shift;
-    int64_t mc = (int64_t(ab.x) + int64_t(ab.y) + reach) << shift;
+    i64vec3 margin = (i64vec3(abs(bc.x), abs(ca.x), abs(ab.x)) + i64vec3(abs(bc.y), abs(ca.y), abs(ab.y))
+                      + reach) << shift;
+    i64vec3 bias = i64vec3(top_left_bias(b.xy, c.xy), top_left_bias(c.xy, a.xy), top_left_bias(a.xy, b.xy));
+    bool exact = delta == 0l;
+    Binning r;
+    r.margin = exact ? i64vec3(0) : margin;
+    r.offset = exact ? bias - 1l : margin;
+    r.either_side = !exact && edge_function(a.xy, b.xy, c.xy) <= margin.x + margin.y + margin.z;
+    r.step_x = -i64vec3(bc.y, ca.y, ab.y) * (1l << FIXED_BITS);
+    r.step_y = i64vec3(bc.x, ca.x, ab.x) * (1l << FIXED_BITS);
+    return r;
+}
+
+// Bit x + TILE_SIDE * y is set iff all three values are >= 0 at that column of the tile: the
+// values at the tile's first column are `first`, and change by step_x and step_y per column
+// (E is affine in P; every value is that of the same column's own E, so the bounds of
+// exact.glsl hold for each). The sign of the three values or-ed is negative iff one is.
+uint nonnegative_columns(i64vec3 first, i64vec3 step_x, i64vec3 step_y) {
     uint mask = 0u;
-    [[unroll]] for (int bit = 0; bit < TILE_COLUMNS; ++bit) {
-        ivec2 column = (tile << TILE_SHIFT) + ivec2(bit & (TILE_SIDE - 1), bit >> TILE_SHIFT);
-        bool inside = all(greaterThanEqual(column, lo)) && all(lessThanEqual(column, hi));
-        Coverage w = cover(a, b, c, column);
-        bool some_out = w.wa < -ma || w.wb < -mb || w.wc < -mc;
-        bool some_in = w.wa > ma || w.wb > mb || w.wc > mc;
-        bool sure_out = some_out && (some_in || w.wa + w.wb + w.wc > ma + mb + mc);
-        bool binned = delta == 0l ? w.covered : !sure_out;
+    i64vec3 row = first;
+    [[unroll]] for (int y = 0; y < TILE_SIDE; ++y) {
+        i64vec3 w = row;
+        [[unroll]] for (int x = 0; x < TILE_SIDE; ++x) {
 #if BRANCHLESS
-        mask |= uint(inside && binned) << bit;
+            mask |= uint((w.x | w.y | w.z) >= 0l) << (x + TILE_SIDE * y);
 #else
-        if (inside && binned) mask |= 1u << bit;
+            if ((w.x | w.y | w.z) >= 0l) mask |= 1u << (x + TILE_SIDE * y);
 #endif
+            w += step_x;
+        }
+        row += step_y;
     }
     return mask;
+}
+
+// The columns of the tile with origin column `origin` that lie inside the rectangle [lo, hi].
+uint rectangle_columns(ivec2 origin, ivec2 lo, ivec2 hi) {
+    ivec2 first = max(lo - origin, 0), last = min(hi - origin, TILE_SIDE - 1);
+    uint row = first.x <= last.x ? (2u << last.x) - (1u << first.x) : 0u;
+    uint mask = 0u;
+    [[unroll]] for (int y = 0; y < TILE_SIDE; ++y) {
+        mask |= (first.y <= y && y <= last.y) ? row << (TILE_SIDE * y) : 0u;
+    }
+    return mask;
+}
+
+// Bit c of the result is set iff column c of the tile (c = x + TILE_SIDE * y within the tile)
+// lies inside the column rectangle [lo, hi] and is binned (triangle_binning). Three edge
+// functions per tile, then three int64 additions per column.
+uint tile_coverage(ivec3 a, ivec3 b, ivec3 c, Binning binning, ivec2 tile, ivec2 lo, ivec2 hi) {
+    ivec2 origin = tile << TILE_SHIFT;
+    ivec2 p = column_centre(origin);
+    i64vec3 e = i64vec3(edge_function(b.xy, c.xy, p), edge_function(c.xy, a.xy, p), edge_function(a.xy, b.xy, p));
+    uint mask = nonnegative_columns(e + binning.offset, binning.step_x, binning.step_y);
+    if (binning.either_side) {
+        mask |= nonnegative_columns(binning.margin - e, -binning.step_x, -binning.step_y);
+    }
+    return mask & rectangle_columns(origin, lo, hi);
 }
 
 // Widens [x_min, x_max] by the x-extent of segment p-q within the band y0 <= y <= y1.
