@@ -34,9 +34,10 @@ Binning triangle_binning(ivec3 a, ivec3 b, ivec3 c, int64_t delta) {
     int shift = findMSB(int(delta) - 1) + 1;
     ivec2 box = max(max(a.xy, b.xy), c.xy) - min(min(a.xy, b.xy), c.xy);
     int64_t reach = 2l * (int64_t(box.x) + int64_t(box.y) + 2l * delta) + (4l << shift);
-    i64vec3 margin = (i64vec3(abs(bc.x), abs(ca.x), abs(ab.x)) + i64vec3(abs(bc.y), abs(ca.y), abs(ab.y))
-                      + reach) << shift;
-    i64vec3 bias = i64vec3(top_left_bias(b.xy, c.xy), top_left_bias(c.xy, a.xy), top_left_bias(a.xy, b.xy));
+    i64vec3 margin = (i64vec3(abs(bc.x), abs(ca.x), abs(ab.x))
+                      + i64vec3(abs(bc.y), abs(ca.y), abs(ab.y)) + reach) << shift;
+    i64vec3 bias = i64vec3(top_left_bias(b.xy, c.xy), top_left_bias(c.xy, a.xy),
+                           top_left_bias(a.xy, b.xy));
     bool exact = delta == 0l;
     Binning r;
     r.margin = exact ? i64vec3(0) : margin;
@@ -82,11 +83,13 @@ uint rectangle_columns(ivec2 origin, ivec2 lo, ivec2 hi) {
 
 // Bit c of the result is set iff column c of the tile (c = x + TILE_SIDE * y within the tile)
 // lies inside the column rectangle [lo, hi] and is binned (triangle_binning). Three edge
-// functions per tile, then three int64 additions per column.
+// functions per tile, then three int64 additions and one sign test per column (twice that
+// with either_side, which only triangles of little or no projected area have).
 uint tile_coverage(ivec3 a, ivec3 b, ivec3 c, Binning binning, ivec2 tile, ivec2 lo, ivec2 hi) {
     ivec2 origin = tile << TILE_SHIFT;
     ivec2 p = column_centre(origin);
-    i64vec3 e = i64vec3(edge_function(b.xy, c.xy, p), edge_function(c.xy, a.xy, p), edge_function(a.xy, b.xy, p));
+    i64vec3 e = i64vec3(edge_function(b.xy, c.xy, p), edge_function(c.xy, a.xy, p),
+                        edge_function(a.xy, b.xy, p));
     uint mask = nonnegative_columns(e + binning.offset, binning.step_x, binning.step_y);
     if (binning.either_side) {
         mask |= nonnegative_columns(binning.margin - e, -binning.step_x, -binning.step_y);
