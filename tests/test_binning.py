@@ -72,9 +72,7 @@ def expected_pairs(fixed: np.ndarray, n: int, delta: int) -> int:
     return len(tiles)
 
 
-def binned_and_expected(
-    gpu: Voxelizer, mesh: Mesh, n: int, variant: str
-) -> tuple[int, int, int]:
+def binned_and_expected(gpu: Voxelizer, mesh: Mesh, n: int, variant: str) -> tuple[int, int, int]:
     """(GPU pairs, the rule's pairs, fixed_error) with grid space = world space."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # open soups: the column counts warn
