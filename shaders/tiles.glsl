@@ -11,22 +11,20 @@
 // Which columns a triangle is binned for, decided once per triangle (triangle_binning) and
 // evaluated per tile (tile_coverage): column centre P is binned iff every E + offset >= 0
 // (E: the three edge functions at P, opposite a, b, c), or, with either_side, every
-// margin - E >= 0. That is:
+// offset - E >= 0. That is:
 //   * delta == 0 (fine corners equal to these): offset = bias - 1 (bias: top_left_bias), and
 //     every E + bias > 0 is the coverage test of exact.glsl (integers): binned iff covered;
 //   * delta != 0: binned iff P is not SURE_OUT (exact.glsl) by the margins M of the whole
-//     triangle, i.e. iff no E < -M (every E + M >= 0), or no E > M (every M - E >= 0) and
-//     D <= the sum of M (either_side; D = the sum of the three E at any P, twice the area).
+//     triangle (offset = M), i.e. iff no E < -M (every E + M >= 0), or no E > M (every
+//     M - E >= 0) and D <= the sum of M (either_side; D = the sum of the three E at any P,
+//     twice the area).
 // The centres binned lie within delta of the bounding box (setup.comp), so |P - a| <= W + H
 // + 2 delta per edge (W, H: the box's sides) and M = (|dx| + |dy| + 2 (W + H + 2 delta)
 // + 4 delta') delta' with delta <= delta' = 2^shift bounds each column's m: SURE_OUT by M is
 // SURE_OUT by m, and a column the fill may find a crossing in is never dropped.
 struct Binning {
     i64vec3 offset;  // added to E (edges b->c, c->a, a->b)
-    i64vec3 margin;  // M per edge (0 when delta == 0)
     bool either_side;
-    i64vec3 step_x;  // the change of E from one column to the next in x: -dy 2^FIXED_BITS
-    i64vec3 step_y;  // and in y: dx 2^FIXED_BITS
 };
 
 Binning triangle_binning(ivec3 a, ivec3 b, ivec3 c, int64_t delta) {
@@ -40,11 +38,8 @@ Binning triangle_binning(ivec3 a, ivec3 b, ivec3 c, int64_t delta) {
                            top_left_bias(a.xy, b.xy));
     bool exact = delta == 0l;
     Binning r;
-    r.margin = exact ? i64vec3(0) : margin;
     r.offset = exact ? bias - 1l : margin;
     r.either_side = !exact && edge_function(a.xy, b.xy, c.xy) <= margin.x + margin.y + margin.z;
-    r.step_x = -i64vec3(bc.y, ca.y, ab.y) * (1l << FIXED_BITS);
-    r.step_y = i64vec3(bc.x, ca.x, ab.x) * (1l << FIXED_BITS);
     return r;
 }
 
@@ -90,9 +85,12 @@ uint tile_coverage(ivec3 a, ivec3 b, ivec3 c, Binning binning, ivec2 tile, ivec2
     ivec2 p = column_centre(origin);
     i64vec3 e = i64vec3(edge_function(b.xy, c.xy, p), edge_function(c.xy, a.xy, p),
                         edge_function(a.xy, b.xy, p));
-    uint mask = nonnegative_columns(e + binning.offset, binning.step_x, binning.step_y);
-    if (binning.either_side) {
-        mask |= nonnegative_columns(binning.margin - e, -binning.step_x, -binning.step_y);
+    // One column on in x moves P by 2^FIXED_BITS in x, and E by -dy 2^FIXED_BITS; in y by dx.
+    i64vec3 step_x = -i64vec3(c.y - b.y, a.y - c.y, b.y - a.y) * (1l << FIXED_BITS);
+    i64vec3 step_y = i64vec3(c.x - b.x, a.x - c.x, b.x - a.x) * (1l << FIXED_BITS);
+    uint mask = nonnegative_columns(e + binning.offset, step_x, step_y);
+    if (binning.either_side) {  // then offset = M
+        mask |= nonnegative_columns(binning.offset - e, -step_x, -step_y);
     }
     return mask & rectangle_columns(origin, lo, hi);
 }
