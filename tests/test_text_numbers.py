@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,13 +16,14 @@ import pytest
 
 from voxelizer import load_mesh
 from voxelizer.io import mesh_parsing, text_numbers
-from voxelizer.io.text_numbers import fast_table, parse_words, words_of
+from voxelizer.io.text_numbers import fast_numbers, fast_table, parse_words, words_of
 
 from .test_mesh_readers import (
     cube_of_quads,
     obj_in_pieces,
     obj_text,
     obj_variants,
+    ply_variants,
     prism,
     stl_variants,
     suzanne,
@@ -164,18 +166,23 @@ def test_a_large_table_split_over_threads_is_whole():
 
 
 def read_both_ways(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The mesh of `path` is the same when every table goes to np.loadtxt, and the fast
+    """The mesh of `path` is the same when all its numbers go to np.loadtxt, and the fast
     path read at least one of its tables."""
     used = []
 
-    def spy(payload: bytes, dtype: type, columns: int | None) -> np.ndarray | None:
-        table = fast_table(payload, dtype, columns)
-        used.append(table is not None)
-        return table
+    def spy(parse: Callable[..., np.ndarray | None]) -> Callable[..., np.ndarray | None]:
+        def parse_and_count(*args: object) -> np.ndarray | None:
+            values = parse(*args)
+            used.append(values is not None)
+            return values
 
-    monkeypatch.setattr(mesh_parsing, "fast_table", spy)
+        return parse_and_count
+
+    monkeypatch.setattr(mesh_parsing, "fast_table", spy(fast_table))
+    monkeypatch.setattr(mesh_parsing, "fast_numbers", spy(fast_numbers))
     fast = load_mesh(path)
     monkeypatch.setattr(mesh_parsing, "fast_table", lambda *args: None)
+    monkeypatch.setattr(mesh_parsing, "fast_numbers", lambda *args: None)
     slow = load_mesh(path)
     assert same_bits(fast.vertices, slow.vertices) and same_bits(fast.faces, slow.faces)
     assert any(used), path.name
@@ -219,3 +226,22 @@ def test_ascii_stl_reads_the_same_without_the_fast_path(tmp_path, monkeypatch, v
     path = tmp_path / "model.stl"
     path.write_bytes(stl_variants()[variant])
     read_both_ways(path, monkeypatch)
+
+
+@pytest.mark.parametrize("variant", [name for name in ply_variants() if "ascii" in name])
+def test_ascii_ply_reads_the_same_without_the_fast_path(tmp_path, monkeypatch, variant):
+    path = tmp_path / "model.ply"
+    path.write_bytes(ply_variants()[variant])
+    read_both_ways(path, monkeypatch)
+
+
+def test_numbers_of_a_text_parse_as_loadtxt_parses_them():
+    rng = np.random.default_rng(7)
+    text = "".join(
+        f"{v:.5f}\n" if i % 7 else f"{int(v)} {v:.3f}\n"
+        for i, v in enumerate(rng.normal(size=5000) * 1000)
+    ).encode()
+    expected = np.loadtxt(io.BytesIO(text.replace(b"\n", b" ")), comments=None, ndmin=1)
+    assert same_bits(fast_numbers(text, np.float64), expected)
+    assert fast_numbers(text + b"nan\n", np.float64) is None
+    assert fast_numbers(b"1 2 x\n", np.int64) is None
