@@ -12,11 +12,20 @@ from typing import TypeVar
 MIN_ROWS = 1 << 18  # below this, one thread: starting the others costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
+_limit: int | None = None
 T = TypeVar("T")
 
 
 def _threads() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
+    cores = max(1, min(8, os.cpu_count() or 1))
+    return cores if _limit is None else max(1, min(cores, _limit))
+
+
+def limit_threads(count: int | None) -> None:
+    """Split rows over at most `count` threads in this process (None: one per core, up to
+    8): a batch's worker processes share the cores. Call it before the first split."""
+    global _limit
+    _limit = count
 
 
 def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = MIN_ROWS) -> None:
