@@ -51,7 +51,8 @@ def exact_words(text: bytes, integer: bool) -> tuple[np.ndarray, np.ndarray, np.
     padded = bytes(16) + text + bytes(16)
     windows = np.ndarray((len(padded) - 7,), "<u8", padded, 0, (1,))
     parse = text_numbers._integers if integer else text_numbers._floats
-    values, exact = parse(windows, starts, ends)
+    characters = np.frombuffer(padded, np.uint8, len(text), 16)
+    values, exact = parse(characters, windows, starts, ends)
     return values, exact, np.array([text[a:b] for a, b in zip(starts, ends)], object)
 
 

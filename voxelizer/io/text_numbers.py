@@ -16,6 +16,8 @@ np.loadtxt, so that the values and the failures stay np.loadtxt's own."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -24,8 +26,9 @@ from ..parallel import map_row_chunks
 _FLOAT_BYTES = b"0123456789+-.eE \t\n"  # any other byte: the caller's general parser decides
 _INTEGER_BYTES = b"0123456789+- \t\n"
 _BLOCK = 16384  # words per block: its arrays stay in the cache
-_PARALLEL_WORDS = 1 << 15  # words per thread, at least, for a file to be split over threads
+_PARALLEL_BYTES = 1 << 18  # bytes of text per thread, at least, for it to be split
 _EXACT_INTEGER = 1 << 53  # doubles hold every integer up to here
+T = TypeVar("T")
 _POWERS_OF_TEN = np.array([float(10**power) for power in range(17)])  # all exact
 
 
@@ -38,15 +41,10 @@ _ALL = np.array(0xFFFFFFFFFFFFFFFF, np.uint64)
 _ZEROS_TEXT = _bytes(0x30)
 _BELOW_TEN = _bytes(0x76)  # digit values 0..9 plus this stay below 0x80 in their byte
 _HIGH_BITS = _bytes(0x80)
-_LOW7 = _bytes(0x7F)
 _DOT_BYTE = np.uint64(ord(".") ^ 0x30)  # a dot once the text is XORed with '0'
-_DOT = _bytes(ord(".") ^ 0x30)
-_U8, _U7, _U56 = np.uint64(8), np.uint64(7), np.uint64(56)
-
-
-def _zero_bytes(words: np.ndarray) -> np.ndarray:
-    """0x80 in each byte of `words` that is zero, 0 in the others (exact: no carries)."""
-    return ~(((words & _LOW7) + _LOW7) | words | _LOW7)
+_BYTE = np.uint64(0xFF)
+_ONES = _bytes(1)
+_U4, _U8, _U56 = np.uint64(4), np.uint64(8), np.uint64(56)
 
 
 def _eight_digits(values: np.ndarray) -> np.ndarray:
@@ -57,72 +55,58 @@ def _eight_digits(values: np.ndarray) -> np.ndarray:
     return (values * np.uint64(10000) + (values >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
 
 
-def _first_byte(word: np.ndarray, position: np.ndarray) -> np.ndarray:
-    return (word >> (position * _U8)) & np.uint64(0xFF)
-
-
-def _without_sign(
-    word: np.ndarray, first: np.ndarray, position: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(word with its sign byte at `position` cleared, negative, signed) for words whose
-    first byte is `first` (as text)."""
+def _unsigned(text: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(where each word's digits start, negative): a leading sign is stepped over."""
+    first = text[starts]
     negative = first == ord("-")
-    signed = negative | (first == ord("+"))
-    sign_byte = np.uint64(0xFF) << (position * _U8)
-    return word & ~(sign_byte * signed), negative, signed
+    return starts + (negative | (first == ord("+"))), negative
 
 
 def _integers(
-    windows: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    text: np.ndarray, windows: np.ndarray, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(values, exact) of integer words: exact where a word is `[+-]digits` in 8 bytes."""
+    """(values, exact) of integer words: exact where a word is `[+-]digits`, the digits in
+    8 bytes."""
+    starts, negative = _unsigned(text, starts)
     lengths = ends - starts
-    position = (np.uint64(8) - np.minimum(lengths, 8).astype(np.uint64)) % np.uint64(8)
-    word = windows[ends + 8] & (_ALL << (position * _U8))  # the word's last 8 bytes
-    digits, negative, signed = _without_sign(
-        word ^ (_ZEROS_TEXT & (_ALL << (position * _U8))), _first_byte(word, position), position
-    )
-    exact = (lengths <= 8) & (lengths > signed) & (((digits + _BELOW_TEN) & _HIGH_BITS) == 0)
+    keep = _ALL << (np.uint64(8) - np.minimum(lengths, 8).astype(np.uint64)) * _U8
+    digits = (windows[ends + 8] & keep) ^ (_ZEROS_TEXT & keep)  # the last 8 bytes, as values
+    exact = (lengths >= 1) & (lengths <= 8) & (((digits + _BELOW_TEN) & _HIGH_BITS) == 0)
     magnitude = _eight_digits(digits).astype(np.int64)
     return np.where(negative, -magnitude, magnitude), exact
 
 
 def _floats(
-    windows: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    text: np.ndarray, windows: np.ndarray, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(values, exact) of decimal words: exact where a word is `[+-]digits[.digits]` in 16
-    bytes, its digits at most 2^53 as one integer."""
+    """(values, exact) of decimal words: exact where a word is `[+-]digits[.digits]`, in
+    16 bytes after its sign, its digits at most 2^53 as one integer."""
+    starts, negative = _unsigned(text, starts)
     lengths = np.minimum(ends - starts, 16).astype(np.uint64)
-    # The 16 bytes before each word's end: `high` holds the last 8, `low` the 8 before.
-    # `start` is where the word begins in its word of 64 bits (`in_low`: in `low`).
-    in_low = lengths > 8
-    start = (np.uint64(16) - lengths) % np.uint64(8)
-    low_keep = np.where(in_low, _ALL << (start * _U8), 0).astype(np.uint64)
-    high_keep = np.where(in_low, _ALL, _ALL << (start * _U8)).astype(np.uint64)
-    low, high = windows[ends] & low_keep, windows[ends + 8] & high_keep
-    first = np.where(in_low, _first_byte(low, start), _first_byte(high, start))
-    low ^= _ZEROS_TEXT & low_keep  # digits become their values
-    high ^= _ZEROS_TEXT & high_keep
-    low_cleared, negative, signed = _without_sign(low, first, start)
-    high_cleared, _, _ = _without_sign(high, first, start)
-    low = np.where(in_low, low_cleared, low)
-    high = np.where(in_low, high, high_cleared)
-    # the dot: found, then cleared, so that every byte left is a digit value
-    dot_low, dot_high = _zero_bytes(low ^ _DOT), _zero_bytes(high ^ _DOT)
+    # The 16 bytes before each word's end: `high` holds the last 8, `low` the 8 before
+    # (none of them for a word of up to 8 bytes: a shift by 64 bits or more leaves 0).
+    low_keep = _ALL << (np.uint64(16) - lengths) * _U8
+    high_keep = _ALL << (np.uint64(8) - np.minimum(lengths, np.uint64(8))) * _U8
+    low = (windows[ends] & low_keep) ^ (_ZEROS_TEXT & low_keep)  # digits become values
+    high = (windows[ends + 8] & high_keep) ^ (_ZEROS_TEXT & high_keep)
+    # Of the bytes allowed, only a dot, a sign and an exponent letter have bit 4 set once
+    # XORed with '0'; XORing that byte with a dot's value leaves 0 only for a dot.
+    dot_low, dot_high = (low >> _U4) & _ONES, (high >> _U4) & _ONES  # 1 in such bytes
     dots = np.bitwise_count(dot_low) + np.bitwise_count(dot_high)
-    low ^= (dot_low >> _U7) * _DOT_BYTE
-    high ^= (dot_high >> _U7) * _DOT_BYTE
-    exact = (ends - starts <= 16) & (dots <= 1) & (lengths > signed + dots)
+    low ^= dot_low * _DOT_BYTE
+    high ^= dot_high * _DOT_BYTE
+    exact = (ends - starts <= 16) & (dots <= 1) & (lengths > dots)
+    exact &= ((low & dot_low * _BYTE) | (high & dot_high * _BYTE)) == 0
     exact &= (((low + _BELOW_TEN) | (high + _BELOW_TEN)) & _HIGH_BITS) == 0
     # The digits before the dot move one byte on, into its place: then all of them are one
     # integer. `before_*`: the bytes before the dot (none without a dot).
     has_dot = (dots == 1).astype(np.uint64) * _ALL
-    before_low = ((dot_low >> _U7) - np.uint64(1)) & has_dot  # all of low: the dot is in high
-    before_high = np.where(dot_low != 0, 0, (dot_high >> _U7) - np.uint64(1)).astype(np.uint64)
+    before_low = (dot_low - np.uint64(1)) & has_dot  # all of low when the dot is in high
+    before_high = np.where(dot_low != 0, 0, dot_high - np.uint64(1)).astype(np.uint64)
     before_high &= has_dot
-    moved_low, moved_high = low & before_low, high & before_high
+    moved_low = low & before_low
     low = (low & ~before_low) | (moved_low << _U8)
-    high = (high & ~before_high) | (moved_high << _U8) | (moved_low >> _U56)
+    high = (high & ~before_high) | ((high & before_high) << _U8) | (moved_low >> _U56)
     mantissa = _eight_digits(low) * np.uint64(100_000_000) + _eight_digits(high)
     exact &= mantissa <= np.uint64(_EXACT_INTEGER)
     dot_position = (np.bitwise_count(before_low) + np.bitwise_count(before_high)) // 8
@@ -135,7 +119,11 @@ def words_of(text: bytes) -> tuple[np.ndarray, np.ndarray]:
     """Where each word (bytes between blanks, any byte up to a space) of `text` starts and
     where it ends (exclusive)."""
     blank = np.frombuffer(text, np.uint8) <= ord(" ")
-    edges = np.flatnonzero(np.diff(blank, prepend=True, append=True))
+    edges = np.flatnonzero(blank[1:] != blank[:-1]) + 1  # where a word starts or ends
+    if len(blank) and not blank[0]:
+        edges = np.concatenate(([0], edges))
+    if len(blank) and not blank[-1]:
+        edges = np.concatenate((edges, [len(blank)]))
     return edges[0::2], edges[1::2]
 
 
@@ -148,16 +136,14 @@ def parse_words(
     integer = np.issubdtype(dtype, np.integer)
     padded = bytes(16) + text + bytes(16)
     windows = np.ndarray((len(padded) - 7,), "<u8", padded, 0, (1,))  # 8 bytes from each
+    characters = np.frombuffer(padded, np.uint8, len(text), 16)
     values = np.empty(len(starts), np.int64 if integer else np.float64)
     exact = np.empty(len(starts), bool)
     parse = _integers if integer else _floats
 
-    def blocks(first: int, stop: int) -> None:
-        for start in range(first, stop, _BLOCK):
-            block = slice(start, min(start + _BLOCK, stop))
-            values[block], exact[block] = parse(windows, starts[block], ends[block])
-
-    map_row_chunks(len(starts), blocks, min_rows=_PARALLEL_WORDS)
+    for first in range(0, len(starts), _BLOCK):
+        block = slice(first, first + _BLOCK)
+        values[block], exact[block] = parse(characters, windows, starts[block], ends[block])
     others = np.flatnonzero(~exact)
     if len(others):
         view = memoryview(text)
@@ -171,12 +157,38 @@ def parse_words(
     return values
 
 
+def _in_pieces(payload: bytes, parse: Callable[[bytes], T | None]) -> list[T] | None:
+    """parse() of pieces of whole lines of `payload`, on the host's cores for a large text
+    (every step but the first check releases the GIL); None if any piece gives None."""
+
+    def line_start(at: int) -> int:
+        return at if at in (0, len(payload)) else payload.rfind(b"\n", 0, at) + 1
+
+    def piece(start: int, stop: int) -> tuple[bool, T | None]:
+        """(parsed, what it gives): a piece without a whole line gives nothing."""
+        start, stop = line_start(start), line_start(stop)
+        if stop <= start:
+            return True, None
+        found = parse(payload[start:stop])
+        return found is not None, found
+
+    pieces = map_row_chunks(len(payload), piece, min_rows=_PARALLEL_BYTES)
+    if not all(parsed for parsed, _ in pieces):
+        return None
+    return [found for _, found in pieces if found is not None]
+
+
 def fast_numbers(payload: bytes, dtype: type) -> np.ndarray | None:
     """What parse_numbers gives (every number of the text in order, lines ignored), for the
     usual text; None where the general parser must decide."""
-    integer = np.issubdtype(dtype, np.integer)
     if dtype not in (np.int64, np.float64):
         return None
+    pieces = _in_pieces(payload, lambda piece: _numbers(piece, dtype))
+    return None if pieces is None else np.concatenate(pieces)
+
+
+def _numbers(payload: bytes, dtype: type) -> np.ndarray | None:
+    integer = np.issubdtype(dtype, np.integer)
     if payload.translate(None, _INTEGER_BYTES if integer else _FLOAT_BYTES):
         return None
     starts, ends = words_of(payload)
@@ -185,12 +197,13 @@ def fast_numbers(payload: bytes, dtype: type) -> np.ndarray | None:
     return parse_words(payload, starts, ends, dtype)
 
 
-def _lines_of_equal_words(
-    starts: np.ndarray, ends: np.ndarray, line_ends: np.ndarray, count: int
-) -> bool:
-    """Whether line i holds words count*i .. count*i + count - 1 (and so all of them)."""
-    firsts, lasts = starts[::count], ends[count - 1 :: count]
-    return bool((lasts <= line_ends).all() and (firsts[1:] > line_ends[:-1]).all())
+def _lines_of_equal_words(text: bytes, ends: np.ndarray, lines: int, count: int) -> bool:
+    """Whether each of the `lines` lines of `text` holds `count` words: the newline follows
+    word count*i + count - 1 at once, for every line."""
+    last_words = ends[count - 1 :: count]
+    return len(last_words) == lines and bool(
+        (np.frombuffer(text, np.uint8)[last_words] == ord("\n")).all()
+    )
 
 
 def fast_table(payload: bytes, dtype: type, columns: int | None) -> np.ndarray | None:
@@ -198,25 +211,33 @@ def fast_table(payload: bytes, dtype: type, columns: int | None) -> np.ndarray |
     exponents, every line `columns` numbers or more, or all lines the same count), or None
     where the general parser must decide (other bytes, blank or short lines, ragged rows,
     a word it would refuse)."""
-    integer = np.issubdtype(dtype, np.integer)
     if dtype not in (np.int64, np.float64) or not payload.endswith(b"\n"):
         return None
+    pieces = _in_pieces(payload, lambda piece: _table(piece, dtype, columns))
+    if not pieces or len({table.shape[1] for table in pieces}) != 1:
+        return None
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+
+
+def _table(payload: bytes, dtype: type, columns: int | None) -> np.ndarray | None:
+    """fast_table of whole lines."""
+    integer = np.issubdtype(dtype, np.integer)
     if payload.translate(None, _INTEGER_BYTES if integer else _FLOAT_BYTES):
         return None
     starts, ends = words_of(payload)
     if not integer and payload.count(b"e") + payload.count(b"E") > len(starts) // 8:
         return None  # mostly exponents: np.loadtxt at once is faster than word by word
-    line_ends = np.flatnonzero(np.frombuffer(payload, np.uint8) == ord("\n"))
-    lines = len(line_ends)
+    lines = payload.count(b"\n")
     per_line = len(starts) // max(lines, 1)
     if (
-        lines
+        per_line
         and per_line * lines == len(starts)
-        and _lines_of_equal_words(starts, ends, line_ends, per_line)
+        and _lines_of_equal_words(payload, ends, lines, per_line)
     ):
         counts = np.full(lines, per_line)
         words_before = np.arange(1, lines + 1) * per_line
-    else:  # lines of different lengths, or blank ones
+    else:  # lines of different lengths, blank ones, blanks before a newline
+        line_ends = np.flatnonzero(np.frombuffer(payload, np.uint8) == ord("\n"))
         words_before = np.searchsorted(starts, line_ends)
         counts = np.diff(words_before, prepend=0)
     if lines == 0 or counts.min() == 0:
