@@ -15,6 +15,7 @@ a `BatchResult` with the error, and the batch goes on. Output files are written 
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import queue
@@ -177,13 +178,21 @@ class MeshWorker:
 
     def __init__(
         self,
-        voxelizer: Voxelizer,
+        voxelizer: Voxelizer | Callable[[], Voxelizer],
         settings: BatchSettings,
         on_start: Callable[[MeshTask], None] | None = None,
     ):
-        self.voxelizer = voxelizer
+        """`voxelizer`, or a function that opens it: then it is opened in run(), while the
+        loader threads read the first meshes."""
+        self._voxelizer = voxelizer
         self.settings = settings
         self._on_start = on_start
+
+    @property
+    def voxelizer(self) -> Voxelizer:
+        if not isinstance(self._voxelizer, Voxelizer):
+            self._voxelizer = self._voxelizer()
+        return self._voxelizer
 
     def run(self, source: TaskSource) -> Iterator[BatchResult]:
         settings = self.settings
@@ -209,6 +218,7 @@ class MeshWorker:
 
         try:
             read_ahead(wait=True)
+            self.voxelizer  # noqa: B018 - opened (if not yet) while the first meshes load
             while loading:
                 loaded = loading.popleft().result()
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
@@ -769,7 +779,7 @@ def _results(
     if not todo:
         return
     if len(worker_devices) == 1:
-        worker = MeshWorker(shared_voxelizer(worker_devices[0]), settings)
+        worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
     else:
         yield from _process_results(todo, worker_devices, settings)
