@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voxelizer import load_mesh
+from voxelizer import load_mesh, parallel
 from voxelizer.io import mesh_parsing, text_numbers
 from voxelizer.io.text_numbers import fast_numbers, fast_table, parse_words, words_of
 
@@ -156,11 +156,20 @@ def test_ragged_blank_and_other_lines_are_left_to_loadtxt():
     assert fast_table(b"1 2 3\n", np.int32, None) is None  # only int64 and float64
 
 
-def test_a_large_table_split_over_threads_is_whole():
+@pytest.mark.parametrize("threads", [2, 8, 13])
+def test_a_large_table_split_over_threads_is_whole(monkeypatch, threads):
+    """Split at line starts into as many pieces as there are threads (however many cores
+    this machine has), with long and short lines, every line once and in order."""
+    monkeypatch.setattr(parallel, "_threads", lambda: threads)
     rng = np.random.default_rng(6)
-    values = np.round(rng.normal(size=(200_000, 3)) * 1000, 6)
-    payload = "".join(f"{x:.6f} {y:.6f} {z:.6f}\n" for x, y, z in values.tolist()).encode()
-    assert same_bits(fast_table(payload, np.float64, 3), loadtxt_table(payload, np.float64, 3))
+    values = np.round(rng.normal(size=(100_000, 3)) * 1000, 6)
+    lines = [f"{x:.6f} {y:.6f} {z:.6f}" for x, y, z in values.tolist()]
+    lines[::997] = [line + " " * 5000 + "1.5" for line in lines[::997]]  # long lines
+    payload = ("\n".join(lines) + "\n").encode()
+    expected = loadtxt_table(payload, np.float64, 3)
+    assert same_bits(fast_table(payload, np.float64, 3), expected)
+    every_number = np.loadtxt(io.BytesIO(payload.replace(b"\n", b" ")), comments=None, ndmin=1)
+    assert same_bits(fast_numbers(payload, np.float64), every_number)
 
 
 # --- files: the readers with and without the fast path --------------------------------------
