@@ -15,8 +15,15 @@ import numpy as np
 import pytest
 
 from voxelizer import load_mesh, parallel
-from voxelizer.io import mesh_parsing, text_numbers
-from voxelizer.io.text_numbers import fast_numbers, fast_table, parse_words, words_of
+from voxelizer.io import mesh_parsing
+from voxelizer.io.text_numbers import (
+    decimal_words,
+    fast_numbers,
+    fast_table,
+    integer_words,
+    parse_words,
+    words_of,
+)
 
 from .test_mesh_readers import (
     cube_of_quads,
@@ -50,7 +57,7 @@ def exact_words(text: bytes, integer: bool) -> tuple[np.ndarray, np.ndarray, np.
     starts, ends = words_of(text)
     padded = bytes(16) + text + bytes(16)
     windows = np.ndarray((len(padded) - 7,), "<u8", padded, 0, (1,))
-    parse = text_numbers._integers if integer else text_numbers._floats
+    parse = integer_words if integer else decimal_words
     characters = np.frombuffer(padded, np.uint8, len(text), 16)
     values, exact = parse(characters, windows, starts, ends)
     return values, exact, np.array([text[a:b] for a, b in zip(starts, ends)], object)
@@ -157,19 +164,22 @@ def test_ragged_blank_and_other_lines_are_left_to_loadtxt():
 
 
 @pytest.mark.parametrize("threads", [2, 8, 13])
-def test_a_large_table_split_over_threads_is_whole(monkeypatch, threads):
+def test_a_large_table_split_over_threads_is_whole(threads):
     """Split at line starts into as many pieces as there are threads (however many cores
     this machine has), with long and short lines, every line once and in order."""
-    monkeypatch.setattr(parallel, "_threads", lambda: threads)
     rng = np.random.default_rng(6)
     values = np.round(rng.normal(size=(100_000, 3)) * 1000, 6)
     lines = [f"{x:.6f} {y:.6f} {z:.6f}" for x, y, z in values.tolist()]
     lines[::997] = [line + " " * 5000 + "1.5" for line in lines[::997]]  # long lines
     payload = ("\n".join(lines) + "\n").encode()
     expected = loadtxt_table(payload, np.float64, 3)
-    assert same_bits(fast_table(payload, np.float64, 3), expected)
     every_number = np.loadtxt(io.BytesIO(payload.replace(b"\n", b" ")), comments=None, ndmin=1)
-    assert same_bits(fast_numbers(payload, np.float64), every_number)
+    parallel.use_threads(threads)
+    try:
+        assert same_bits(fast_table(payload, np.float64, 3), expected)
+        assert same_bits(fast_numbers(payload, np.float64), every_number)
+    finally:
+        parallel.use_threads(None)
 
 
 # --- files: the readers with and without the fast path --------------------------------------

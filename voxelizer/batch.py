@@ -44,7 +44,7 @@ from .io.writers import save
 from .log import get_logger
 from .mesh import Mesh
 from .options import Options
-from .parallel import limit_threads
+from .parallel import use_threads
 from .placement import GridLike
 from .svo import SVO
 
@@ -386,7 +386,7 @@ def worker_process_main(
         # Blocked by the parent while this process started (so that a Ctrl-C could not
         # interrupt its imports with a traceback): one sent since arrives here, handled below.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-        limit_threads(settings.threads)  # the workers share the cores
+        use_threads(settings.threads)  # the workers share the cores
         try:
             voxelizer = Voxelizer(device)
         except VoxelizerError as exc:

@@ -17,15 +17,14 @@ T = TypeVar("T")
 
 
 def _threads() -> int:
-    cores = max(1, min(8, os.cpu_count() or 1))
-    return cores if _limit is None else max(1, min(cores, _limit))
+    return max(1, min(8, os.cpu_count() or 1)) if _limit is None else _limit
 
 
-def limit_threads(count: int | None) -> None:
-    """Split rows over at most `count` threads in this process (None: one per core, up to
-    8): a batch's worker processes share the cores. Call it before the first split."""
+def use_threads(count: int | None) -> None:
+    """Split work over `count` threads in this process (None: one per core, up to 8): a
+    batch's worker processes share the cores."""
     global _limit
-    _limit = count
+    _limit = None if count is None else max(1, int(count))
 
 
 def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = MIN_ROWS) -> None:

@@ -62,7 +62,7 @@ def _unsigned(text: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndar
     return starts + (negative | (first == ord("+"))), negative
 
 
-def _integers(
+def integer_words(
     text: np.ndarray, windows: np.ndarray, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(values, exact) of integer words: exact where a word is `[+-]digits`, the digits in
@@ -76,7 +76,7 @@ def _integers(
     return np.where(negative, -magnitude, magnitude), exact
 
 
-def _floats(
+def decimal_words(
     text: np.ndarray, windows: np.ndarray, starts: np.ndarray, ends: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """(values, exact) of decimal words: exact where a word is `[+-]digits[.digits]`, in
@@ -139,7 +139,7 @@ def parse_words(
     characters = np.frombuffer(padded, np.uint8, len(text), 16)
     values = np.empty(len(starts), np.int64 if integer else np.float64)
     exact = np.empty(len(starts), bool)
-    parse = _integers if integer else _floats
+    parse = integer_words if integer else decimal_words
 
     for first in range(0, len(starts), _BLOCK):
         block = slice(first, first + _BLOCK)
