@@ -1,16 +1,16 @@
 """Whitespace-separated decimal numbers parsed in whole-array operations, with exactly the
-values of numpy's text parser (np.loadtxt), faster, and without holding the GIL: np.loadtxt
-holds it for a whole file, so loader threads could not read meshes side by side; here every
-step is a numpy operation, on blocks of words that stay in the cache, spread over the
-host's cores for large files.
+values of numpy's text parser (np.loadtxt), about as fast on one core, but on all of them
+for a large text and without holding the GIL: np.loadtxt holds it for a whole table, which
+stops every other thread (in a batch, the one that drives the device); here every step is a
+numpy call on a block of words that stays in the cache.
 
 Each word is read from the 8 or 16 bytes of the text that end with it, as 64-bit integers,
 one digit per byte; eight digits become a number in three multiply-and-shift steps done on
-all words at once. A word of the forms `[+-]digits` (an integer of up to 8 bytes) or
-`[+-]digits[.digits]` (a float of up to 16 bytes whose digits, without the dot, make an
-integer of at most 2^53) is exact this way: that integer and the power of ten are exact
-doubles, and one IEEE division rounds their quotient correctly, as the text parser's
-strtod does. Every other word (an exponent, more digits, anything malformed) is read by
+all words at once. A word of the forms `[+-]digits` (an integer of up to 8 digits) or
+`[+-]digits[.digits]` (a decimal of up to 16 bytes after its sign whose digits, without
+the dot, make an integer of at most 2^53) is exact this way: that integer and the power of
+ten are exact doubles, and one IEEE division rounds their quotient correctly, as the text
+parser's strtod does. Every other word (an exponent, more digits, anything malformed) is read by
 np.loadtxt, so that the values and the failures stay np.loadtxt's own."""
 
 from __future__ import annotations
