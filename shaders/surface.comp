@@ -39,35 +39,36 @@
 // (0xFFFFFFFF, i.e. -1 as int32: none). One pass loops over the voxels of the triangle's
 // z-extent; chunks are 32 voxels. Several parts of a slab lower the same ids.
 //
-// SHARED_RECORDS 1: pairs in batches of 8, each lane loads one record and broadcasts it, as
-// in fill.comp.
+// TILES_PER_GROUP (the pass; 1 in the fallback): tiles per workgroup, one after the other in
+// the tile list, so that a subgroup of 32 holds two tiles' columns; the host dispatches the
+// same groups as for one tile each, and those past the last tile end at once. Each thread
+// loads the records of its tile's pairs itself (SHARED_RECORDS is not read: a subgroup may
+// span tiles).
 #extension GL_GOOGLE_include_directive : require
 #if CHUNKED  // the fallback, rarely run, is one module for every variant and device path
 #undef BRANCHLESS
 #define BRANCHLESS 0
-#undef SHARED_RECORDS
-#define SHARED_RECORDS 0
 #endif
-#if SHARED_RECORDS
-#extension GL_KHR_shader_subgroup_ballot : require
+#if CHUNKED
+#define TILES_PER_GROUP 1
 #endif
-layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // a tile's columns, x fastest
+layout(local_size_x = TILES_PER_GROUP << (2 * TILE_SHIFT)) in;  // tiles' columns, x fastest
 #include "common.glsl"
 #include "triangle.glsl"
 #include "exact.glsl"
 #include "touch.glsl"
 #include "surface.glsl"
 
-layout(std430, binding = 0) readonly buffer Records { TriangleRecord records[]; };
-layout(std430, binding = 1) readonly buffer Pairs { uvec2 pairs[]; };
-layout(std430, binding = 2) readonly buffer Tiles { Tile tiles[]; };
+layout(std430, binding = 0) restrict readonly buffer Records { TriangleRecord records[]; };
+layout(std430, binding = 1) restrict readonly buffer Pairs { uvec2 pairs[]; };
+layout(std430, binding = 2) restrict readonly buffer Tiles { Tile tiles[]; };
 layout(std430, binding = 3) readonly buffer FillDispatch {
     uvec3 group_count;
     uint tile_count;
 };
-layout(std430, binding = 4) buffer Grid { uint grid[]; };
+layout(std430, binding = 4) restrict buffer Grid { uint grid[]; };
 #if FACE_IDS
-layout(std430, binding = 5) buffer FaceIds { uint face_ids[]; };  // nz per column, as Grid's bits
+layout(std430, binding = 5) restrict buffer FaceIds { uint face_ids[]; };  // nz per column, as Grid's bits
 #endif
 #if !CHUNKED
 layout(std430, binding = 6) buffer FallbackDispatch {  // zeros unless a pass left pairs out
@@ -83,7 +84,7 @@ layout(push_constant) uniform Params {
     uint triangle_offset;  // mesh index of the batch's triangle 0 (FACE_IDS)
 };
 
-#define PAIR_BATCH (SHARED_RECORDS != 0 ? 8u : 4u)
+#define PAIR_BATCH 4u
 #if FACE_IDS
 #define CHUNK_WORDS 1
 #else
@@ -103,7 +104,7 @@ uint range_mask(ivec2 range, int base) {
 }
 
 ivec2 tile_column(uint key) {
-    uint lane = gl_LocalInvocationID.x;
+    uint lane = gl_LocalInvocationID.x % TILE_COLUMNS;
     return key_tile(window, key) * TILE_SIDE + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
 }
 
@@ -188,7 +189,7 @@ void mark_pair(TriangleRecord r, uint triangle, bool valid, ivec2 column, int lo
 }
 
 void main() {
-    uint tile_index = flat_group_id();
+    uint tile_index = flat_group_id() * TILES_PER_GROUP + gl_LocalInvocationID.x / TILE_COLUMNS;
     if (tile_index >= tile_count) return;
     Tile tile = tiles[tile_index];
 #if CHUNKED
@@ -213,22 +214,12 @@ void main() {
 #endif
     ivec2 column = tile_column(tile.key);
     for (uint start = first; start < end; start += PAIR_BATCH) {
-#if SHARED_RECORDS
-        uint lane = min(start + min(gl_SubgroupInvocationID, PAIR_BATCH - 1u), end - 1u);
-        uint mine = pairs[lane].y;
-        TriangleRecord mine_record = records[mine];
-#endif
+        uint triangles[PAIR_BATCH];  // the batch's loads first, then its marks
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
-#if SHARED_RECORDS
-            uint triangle = subgroupBroadcast(mine, j);
-            TriangleRecord r = TriangleRecord(subgroupBroadcast(mine_record.a, j),
-                                              subgroupBroadcast(mine_record.b, j),
-                                              subgroupBroadcast(mine_record.c, j));
-#else
-            uint triangle = pairs[min(start + j, end - 1u)].y;
-            TriangleRecord r = records[triangle];
-#endif
-            mark_pair(r, triangle, start + j < end, column, low, high);
+            triangles[j] = pairs[min(start + j, end - 1u)].y;
+        }
+        [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
+            mark_pair(records[triangles[j]], triangles[j], start + j < end, column, low, high);
         }
     }
 

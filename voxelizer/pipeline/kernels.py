@@ -149,6 +149,7 @@ EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1}
 # ids) in registers.
 SURFACE_ONE_PASS_PAIRS = 1 << 13
 SURFACE_INNER_BUDGET = 1 << 15
+SURFACE_TILES_PER_GROUP = 2  # tiles of the pass per workgroup: 32 threads, a full subgroup
 SURFACE_PAIRS_PER_ROUND = FILL_PAIRS_PER_ROUND  # pairs of one tile per fallback round
 _SURFACE_PUSH = (
     ("window", WINDOW),
@@ -171,6 +172,7 @@ def _surface_kernel(thin: bool, face_ids: bool, chunked: bool = False) -> Kernel
         "PAIRS_PER_ROUND": SURFACE_PAIRS_PER_ROUND,
         "ONE_PASS_PAIRS": SURFACE_ONE_PASS_PAIRS,
         "INNER_BUDGET": SURFACE_INNER_BUDGET,
+        **({} if chunked else {"TILES_PER_GROUP": SURFACE_TILES_PER_GROUP}),
     }
     return Kernel("surface", bindings, _SURFACE_PUSH, defines)
 
