@@ -85,12 +85,7 @@ layout(push_constant) uniform Params {
 };
 
 #define PAIR_BATCH 4u
-#if FACE_IDS
-#define CHUNK_WORDS 1
-#else
-#define CHUNK_WORDS 16
-#endif
-#define CHUNK_VOXELS (32 * CHUNK_WORDS)
+#define CHUNK_WORDS (CHUNK_VOXELS / 32)  // CHUNK_VOXELS from the host
 #define NO_FACE 0xFFFFFFFFu
 
 // -- the pass ---------------------------------------------------------------------------------

@@ -145,12 +145,13 @@ EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1}
 # (a quarter as many trips of the pair loop), one trip of each of its at most two inner loops
 # (word, voxel) per pair, and SURFACE_INNER_BUDGET further inner trips: 2,048 + 16,384 +
 # 32,768 = 51,200. What does not fit goes to the fallback (CHUNKED 1): rounds of
-# SURFACE_PAIRS_PER_ROUND pairs of a tile, chunks of a column's voxels (512, 32 with face
-# ids) in registers.
+# SURFACE_PAIRS_PER_ROUND pairs of a tile, chunks of a column's voxels in registers.
 SURFACE_ONE_PASS_PAIRS = 1 << 13
 SURFACE_INNER_BUDGET = 1 << 15
 SURFACE_TILES_PER_GROUP = 2  # tiles of the pass per workgroup: 32 threads, a full subgroup
 SURFACE_PAIRS_PER_ROUND = FILL_PAIRS_PER_ROUND  # pairs of one tile per fallback round
+SURFACE_CHUNK_VOXELS = 512  # voxels of a column one fallback chunk marks
+FACE_ID_CHUNK_VOXELS = 32  # the same with face ids (one id per voxel in registers)
 _SURFACE_PUSH = (
     ("window", WINDOW),
     ("ny", "int"),
@@ -170,6 +171,7 @@ def _surface_kernel(thin: bool, face_ids: bool, chunked: bool = False) -> Kernel
         "FACE_IDS": int(face_ids),
         "CHUNKED": int(chunked),
         "PAIRS_PER_ROUND": SURFACE_PAIRS_PER_ROUND,
+        "CHUNK_VOXELS": FACE_ID_CHUNK_VOXELS if face_ids else SURFACE_CHUNK_VOXELS,
         "ONE_PASS_PAIRS": SURFACE_ONE_PASS_PAIRS,
         "INNER_BUDGET": SURFACE_INNER_BUDGET,
         **({} if chunked else {"TILES_PER_GROUP": SURFACE_TILES_PER_GROUP}),

@@ -33,7 +33,9 @@ from ..placement import FIXED_BITS
 from ..stats import Stats
 from . import kernels
 from .kernels import (
+    FACE_ID_CHUNK_VOXELS,
     FILL_PAIRS_PER_ROUND,
+    SURFACE_CHUNK_VOXELS,
     SURFACE_PAIRS_PER_ROUND,
 )
 
@@ -56,6 +58,7 @@ TILE_BYTES = 16  # Tile in compact.comp / fill.comp
 PAIR_BYTES = 8
 COLUMN_SUM_BYTES = 8  # (balance, moment) per column (shaders/fill.comp)
 COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold
+MAX_GROUPS_Z = 65535  # workgroups along z every device takes (the surface fallback's layers)
 # Pairs the one-submission path records room for at least (PassRunner._speculative_capacity):
 # 2 MiB in each of the two pair buffers; more where the pool's buffers have grown.
 SPECULATIVE_PAIRS = 1 << 18
@@ -728,7 +731,9 @@ class PassRunner:
             if may_wrap and self._pair_bound(window, batch) >= COUNT_RANGE:
                 work[:0] = self._split(window, batch)
                 continue
-            if not self._pairs_fit(window, pair_count):
+            if not self._pairs_fit(window, pair_count) or (
+                _fallback_layers(window, pair_count, face_ids is not None) > MAX_GROUPS_Z
+            ):
                 work[:0] = self._split(window, batch)
                 continue
             clear_ids = face_ids if parts == 0 else None
@@ -833,6 +838,13 @@ class PassRunner:
             + 1
         )
         return int((x_tiles * np.maximum(rows, 0)).sum())
+
+
+def _fallback_layers(window: Window, pair_count: int, face_ids: bool) -> int:
+    """Workgroups along z of the surface pass's fallback: its rounds of pairs times the
+    chunks of a column (shaders/surface.comp)."""
+    chunk = FACE_ID_CHUNK_VOXELS if face_ids else SURFACE_CHUNK_VOXELS
+    return workgroups(pair_count, SURFACE_PAIRS_PER_ROUND) * workgroups(window.nz, chunk)
 
 
 def geometry_bytes(indexed: bool) -> int:
