@@ -13,6 +13,7 @@ import pytest
 from voxelizer import SVO, VARIANTS, Voxelizer
 from voxelizer.gpu.device import Device
 from voxelizer.io import load_mesh
+from voxelizer.pipeline import passes
 from voxelizer.pipeline.kernels import SURFACE_PAIRS_PER_ROUND
 from voxelizer.reference_surface import (
     surface_columns,
@@ -254,20 +255,38 @@ def test_fallback_takes_tiles_past_the_word_budget(gpu):
     assert_surface_matches_reference(gpu, (vertices, faces), (8, 8, 2048))
 
 
+def crowded_tile(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` small triangles in columns 1 and 2 of a 32 x 32 x 40 grid (tile 0), and one
+    that spans the grid's box."""
+    rng = np.random.default_rng(6)
+    corner = rng.uniform(0.35, 0.65, (count, 1, 3)) * [1, 1, 15]
+    vertices = (corner + rng.uniform(-0.05, 0.05, (count, 3, 3))).reshape(-1, 3)
+    vertices = np.concatenate([vertices, [[0, 0, 0], [8, 0, 10], [0, 8, 10]]])
+    return vertices, np.arange(3 * count + 3).reshape(count + 1, 3)
+
+
 def test_fallback_takes_tiles_past_the_pair_limit(gpu):
     """140,000 small triangles inside one tile: more pairs than the pass takes
     (SURFACE_ONE_PASS_PAIRS), so the fallback takes the tile whole, in two rounds of pairs
     (SURFACE_PAIRS_PER_ROUND) side by side in one dispatch."""
-    rng = np.random.default_rng(6)
     count = 140_000
-    corner = rng.uniform(0.35, 0.65, (count, 1, 3)) * [1, 1, 15]
-    vertices = (corner + rng.uniform(-0.05, 0.05, (count, 3, 3))).reshape(-1, 3)
-    vertices = np.concatenate([vertices, [[0, 0, 0], [8, 0, 10], [0, 8, 10]]])  # the grid's box
-    faces = np.arange(3 * count + 3).reshape(count + 1, 3)
-    counts = assert_surface_matches_reference(gpu, (vertices, faces), (32, 32, 40))
+    counts = assert_surface_matches_reference(gpu, crowded_tile(count), (32, 32, 40))
     # one pair for each small triangle (columns 1 and 2: tile 0), one per tile for the box's
     assert counts["surface_pairs"] == count + counts["surface_tiles"]
     assert SURFACE_PAIRS_PER_ROUND < count < 2 * SURFACE_PAIRS_PER_ROUND
+
+
+def test_parts_split_where_the_fallback_would_need_too_many_layers(gpu, monkeypatch):
+    """Two rounds of pairs in one chunk are two layers of the fallback's workgroups; with
+    room for one, the rows split down to tile 0's, and its triangles in two batches (two
+    parts that fall back), and the voxels stay the same."""
+    monkeypatch.setattr(passes, "MAX_GROUPS_Z", 1)
+    mesh, shape = crowded_tile(140_000), (32, 32, 40)
+    grid = gpu.voxelize_dense(mesh, shape, mode="surface")
+    assert grid.stats.counts["surface_parts"] == 5  # rows 16-31, 8-15, 4-7, 0-3 twice
+    assert grid.stats.counts["surface_fallbacks"] == 2
+    expected = voxelize_surface_reference(load_mesh(mesh), shape, "surface").to_numpy()
+    assert_same_voxels(grid.to_numpy(), expected)
 
 
 def test_bitonic_sort_and_devices_without_subgroup_operations(gpu, monkeypatch):
