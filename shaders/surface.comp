@@ -132,7 +132,7 @@ uint ids[CHUNK_VOXELS];
 #endif
 #else
 int budget = INNER_BUDGET;  // word (and voxel) loop iterations left to the invocation
-bool left_out = false;      // a pair would have overrun the budget: the fallback redoes the round
+bool left_out = false;      // a tile or pair past the limits: the fallback redoes every tile
 #endif
 
 // Marks what one pair's triangle marks in the thread's column (within the chunk [low, high]).
