@@ -104,3 +104,34 @@ vec2 strip_solid_angle(ivec3 x0, ivec3 x1, ivec3 p) {
                 + 2.0 / 1048576.0 + abs(omega) / 8388608.0;
     return vec2(omega, error);
 }
+
+// A bound on c along a whole column, cheap and rigorous (winding_evaluate.comp's first
+// round). Seen from any P, the strip above edge x0 -> x1 covers, at each azimuth of the
+// edge's projection seen from P's column, one vertical half-line: an elevation interval,
+// whose solid angle per unit azimuth (the integral of cos(elevation)) is at most 2. So
+// |omega| <= 2 phi, phi the angle the edge's projection subtends at P's column, whatever
+// P's height, and omega has det's sign (or is 0 or +-2 pi where det == 0). With
+// phi_+ = the sum of |m_e| phi_e over the edges where m_e det > 0 and phi_- over those where
+// m_e det < 0 (det == 0 counts pi in both),
+//
+//     -phi_- / 2 pi <= c <= phi_+ / 2 pi     everywhere on the column.
+//
+// Far from the boundary (in x and y) both are small: the column's segments are decided by
+// s alone (an integer). Rounding: det is exact and rounded once (2^-24 relative); A and B
+// (x1 - P and x0 - P in x and y, integers) are rounded once each, so their dot product is
+// within 2^-22 |A||B| = 2^-22 |(det, dot)| of its value: the angle of (det, dot) moves by
+// less than 2^-20, atan2_accurate adds 2^-20; each edge adds 2^-18 to its phi for that. Where
+// det == 0, A and B are collinear, so the rounded dot product keeps its exact sign. The
+// sums' rounding: winding_evaluate.comp. (x, y) = the edge's share of (phi_+, phi_-).
+vec2 azimuth_bound(ivec4 start, ivec4 end, ivec3 p) {
+    int64_t det = edge_function(end.xy, start.xy, p.xy);  // as in strip_solid_angle
+    vec2 a = vec2(end.xy - p.xy), b = vec2(start.xy - p.xy);
+    float dot_ab = a.x * b.x + a.y * b.y;
+    float weight = abs(float(start.w));
+    if (det == 0) {  // P's column on the edge's line: on the edge (dot <= 0, exact sign) or not
+        bool on_edge = start.xy != end.xy && dot_ab <= 0.0;
+        return vec2(on_edge ? weight * (PI + 1.0 / 262144.0) : 0.0);
+    }
+    float phi = weight * (atan2_accurate(abs(float(det)), dot_ab) + 1.0 / 262144.0);
+    return (det > 0) == (start.w > 0) ? vec2(phi, 0.0) : vec2(0.0, phi);
+}

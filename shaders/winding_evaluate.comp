@@ -6,7 +6,10 @@
 // points (neighbouring runs are close: winding_columns.comp), summed over the boundary edges
 // [edge_first, edge_end) (the host clears the sums and splits the edges into chunks):
 // x = the terms that grow with the height, y = the others, z = a bound on the rounding of
-// x + y (all over 4 pi).
+// x + y (all over 4 pi). In the first round, when one dispatch holds every edge
+// (bound_columns), each column first sums the cheap bound of c on the whole column
+// (winding.glsl, azimuth_bound); only where it is too weak to decide the column's segments
+// by s alone are its ends evaluated.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // before the includes (gl_WorkGroupSize)
 #include "common.glsl"
@@ -26,13 +29,24 @@ layout(push_constant) uniform Params {
     uint whole_columns;  // first round: only each column's first run, at the column's ends
     int column_lo;       // the lowest voxel of every column (box k_lo)
     int column_hi;       // one past its highest (box k_hi)
+    uint bound_columns;  // first round, all edges in this dispatch: try the column bound
 };
 
+// The column bound's halves (azimuth_bound summed over every other edge) of the two points
+// of each column: point 2r sums the even edges, 2r + 1 the odd ones.
+shared vec2 half_sums[gl_WorkGroupSize.x];
+
+// 1 / 2 pi rounded up (0.1591549431 < 0.15915500), times the sums' rounding: n terms of
+// one sign, summed in two halves and added, are within (n + 2) 2^-24 of their sum.
+float column_bound(float sum, float count) {
+    return sum * (1.0 + (count + 8.0) / 8388608.0) * 0.15915500;
+}
+
 void main() {
-    uint index = flat_group_id() * uint(TILE_COLUMNS) + gl_LocalInvocationID.x;
-    if (index >= point_count) return;
-    uvec4 run = runs[index >> 1];
-    if (run.x == NO_POINT || (whole_columns != 0u && run.z != run.w)) return;
+    uint lane = gl_LocalInvocationID.x;
+    uint index = flat_group_id() * uint(TILE_COLUMNS) + lane;
+    uvec4 run = index < point_count ? runs[index >> 1] : uvec4(NO_POINT);
+    bool has_point = run.x != NO_POINT && (whole_columns == 0u || run.z == run.w);
     uint low = run.y & 0xFFFFu, high = (run.y >> 16) - 1u;
     if (whole_columns != 0u) {
         low = uint(column_lo);
@@ -40,6 +54,30 @@ void main() {
     }
     uint k = (index & 1u) == 0u ? low : high;
     ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
+    if (bound_columns != 0u) {  // uniform: every lane reaches the barrier
+        // winding.glsl: -phi_- / 2 pi <= c <= phi_+ / 2 pi on the whole column. Where both
+        // are below 0.49, s (an integer) decides every segment: the low point stores
+        // -phi_- / 2 pi as its growing part, the high point phi_+ / 2 pi, so that
+        // winding_decide.comp's bounds on a segment are s - phi_+ / 2 pi and s + phi_- / 2 pi
+        // (both at least 0.01 from 1/2, which no rounding of the comparison can cross).
+        vec2 sums = vec2(0.0);
+        if (has_point) {
+            for (uint e = edge_first + (index & 1u); e < edge_end; e += 2u) {
+                sums += azimuth_bound(edges[2u * e], edges[2u * e + 1u], p);
+            }
+        }
+        half_sums[lane] = sums;
+        barrier();
+        sums += half_sums[lane ^ 1u];
+        float count = float(edge_end - edge_first);
+        float above = column_bound(sums.x, count), below = column_bound(sums.y, count);
+        if (has_point && max(above, below) < 0.49) {
+            curtain[index] = (index & 1u) == 0u ? vec4(-below, 0.0, 0.0, 0.0)
+                                                : vec4(above, 0.0, 0.0, 0.0);
+            return;
+        }
+    }
+    if (!has_point) return;
     float growing = 0.0, other = 0.0, bound = 0.0, magnitude = 0.0;
     for (uint e = edge_first; e < edge_end; ++e) {
         ivec4 start = edges[2u * e], end = edges[2u * e + 1u];

@@ -295,6 +295,7 @@ WINDING_CURTAIN = Kernel(
         ("whole_columns", "uint"),
         ("column_lo", "int"),
         ("column_hi", "int"),
+        ("bound_columns", "uint"),
     ),
 )
 WINDING_DECIDE = Kernel(

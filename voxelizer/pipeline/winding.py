@@ -301,6 +301,7 @@ class WindingFill:
                         "whole_columns": int(rounds == 0),
                         "column_lo": self.box["k_lo"],
                         "column_hi": self.box["k_hi"],
+                        "bound_columns": int(rounds == 0 and edge_count <= EDGE_CHUNK),
                     },
                     workgroups(2 * count, TILE_COLUMNS),
                 )
