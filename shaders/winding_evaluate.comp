@@ -1,15 +1,19 @@
 #version 460
-// fill_mode="winding": c (winding.glsl) at both ends of each run of winding_decide.comp
-// (point 2r: the run's lowest voxel, 2r + 1: its highest; in the first round, with
-// whole_columns, the column's lowest and highest voxels in the box, for its first run
-// only: those bound c on every segment of the column), one workgroup per TILE_COLUMNS
-// points (neighbouring runs are close: winding_columns.comp), summed over the boundary edges
-// [edge_first, edge_end) (the host clears the sums and splits the edges into chunks):
-// x = the terms that grow with the height, y = the others, z = a bound on the rounding of
-// x + y (all over 4 pi). In the first round, when one dispatch holds every edge
-// (bound_columns), each column first sums the cheap bound of c on the whole column
-// (winding.glsl, azimuth_bound); only where it is too weak to decide the column's segments
-// by s alone are its ends evaluated.
+// fill_mode="winding": c (winding.glsl) at points of the runs of winding_decide.comp, one
+// workgroup per TILE_COLUMNS points, summed over the boundary edges [edge_first, edge_end)
+// (the host splits the edges into chunks; the sums start cleared): x = the terms that grow
+// with the height, y = the others, z = a bound on the rounding of x + y (all over 4 pi).
+// The points, by stage:
+//   0 (first round): the lowest and highest voxels of the column's range in the box, for
+//     each column's first run only (curtain[2r], [2r + 1]): they bound c on every segment
+//     of the column (neighbouring runs are neighbouring columns: winding_columns.comp).
+//   1 (second round): each run's lowest voxel, middle ((begin + end) / 2) and highest
+//     (curtain[3r], [3r + 1], [3r + 2]; a run of one voxel: its middle only).
+//   2 (later rounds): each run's middle (curtain[3r + 1]); winding_decide.comp carried the
+//     two others over from the round before.
+// In the first round, when one dispatch holds every edge (bound_columns), each column first
+// sums the cheap bound of c on the whole column (winding.glsl, azimuth_bound); only where
+// it is too weak to decide the column's segments by s alone are its ends evaluated.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // before the includes (gl_WorkGroupSize)
 #include "common.glsl"
@@ -20,16 +24,16 @@ layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // before the includes (gl_Wor
 
 layout(std430, binding = 0) readonly buffer Edges { ivec4 edges[]; };  // (x0, m), (x1, 0)
 layout(std430, binding = 1) readonly buffer Runs { uvec4 runs[]; };  // winding_decide.comp
-layout(std430, binding = 2) buffer Curtain { vec4 curtain[]; };  // per end of a run
+layout(std430, binding = 2) buffer Curtain { vec4 curtain[]; };  // 2 or 3 per run
 
 layout(push_constant) uniform Params {
-    uint point_count;  // twice the runs
+    uint point_count;
     uint edge_first;
     uint edge_end;
-    uint whole_columns;  // first round: only each column's first run, at the column's ends
+    uint stage;          // above: 0, 1 or 2
     int column_lo;       // the lowest voxel of every column (box k_lo)
     int column_hi;       // one past its highest (box k_hi)
-    uint bound_columns;  // first round, all edges in this dispatch: try the column bound
+    uint bound_columns;  // stage 0, all edges in this dispatch: try the column bound
 };
 
 // The column bound's halves (azimuth_bound summed over every other edge) of the two points
@@ -45,14 +49,21 @@ float column_bound(float sum, float count) {
 void main() {
     uint lane = gl_LocalInvocationID.x;
     uint index = flat_group_id() * uint(TILE_COLUMNS) + lane;
-    uvec4 run = index < point_count ? runs[index >> 1] : uvec4(NO_POINT);
-    bool has_point = run.x != NO_POINT && (whole_columns == 0u || run.z == run.w);
-    uint low = run.y & 0xFFFFu, high = (run.y >> 16) - 1u;
-    if (whole_columns != 0u) {
-        low = uint(column_lo);
-        high = uint(column_hi - 1);
+    uint run_index = index, which = 1u;  // which: 0 the low point, 1 the middle, 2 the high
+    if (stage == 0u) {
+        run_index = index >> 1;
+        which = 2u * (index & 1u);
+    } else if (stage == 1u) {
+        run_index = index / 3u;
+        which = index - 3u * run_index;
     }
-    uint k = (index & 1u) == 0u ? low : high;
+    uvec4 run = index < point_count ? runs[run_index] : uvec4(NO_POINT);
+    uint run_begin = run.y & 0xFFFFu, run_end = run.y >> 16;
+    bool has_point = run.x != NO_POINT && (stage != 0u || run.z == run.w)
+                  && (stage != 1u || which == 1u || run_end - run_begin > 1u);
+    uint k = which == 0u ? run_begin : which == 1u ? (run_begin + run_end) >> 1 : run_end - 1u;
+    if (stage == 0u) k = which == 0u ? uint(column_lo) : uint(column_hi - 1);
+    uint at = stage == 2u ? 3u * index + 1u : index;
     ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
     if (bound_columns != 0u) {  // uniform: every lane reaches the barrier
         // winding.glsl: -phi_- / 2 pi <= c <= phi_+ / 2 pi on the whole column. Where both
@@ -72,8 +83,7 @@ void main() {
         float count = float(edge_end - edge_first);
         float above = column_bound(sums.x, count), below = column_bound(sums.y, count);
         if (has_point && max(above, below) < 0.49) {
-            curtain[index] = (index & 1u) == 0u ? vec4(-below, 0.0, 0.0, 0.0)
-                                                : vec4(above, 0.0, 0.0, 0.0);
+            curtain[at] = which == 0u ? vec4(-below, 0.0, 0.0, 0.0) : vec4(above, 0.0, 0.0, 0.0);
             return;
         }
     }
@@ -94,5 +104,5 @@ void main() {
     float count = float(edge_end - edge_first);
     // the sums' own rounding: at most (count + 2) 2^-24 of the magnitude each, both
     bound += magnitude * (count + 8.0) / 8388608.0;
-    curtain[index] += vec4(growing, other, bound, 0.0) / FOUR_PI;
+    curtain[at] += vec4(growing, other, bound, 0.0) / FOUR_PI;
 }

@@ -292,7 +292,7 @@ WINDING_CURTAIN = Kernel(
         ("point_count", "uint"),
         ("edge_first", "uint"),
         ("edge_end", "uint"),
-        ("whole_columns", "uint"),
+        ("stage", "uint"),
         ("column_lo", "int"),
         ("column_hi", "int"),
         ("bound_columns", "uint"),
@@ -300,7 +300,15 @@ WINDING_CURTAIN = Kernel(
 )
 WINDING_DECIDE = Kernel(
     "winding_decide",
-    {"grid": 0, "runs": 1, "curtain": 2, "crossings": 3, "next": 4, "next_count": 5},
+    {
+        "grid": 0,
+        "runs": 1,
+        "curtain": 2,
+        "crossings": 3,
+        "next": 4,
+        "next_count": 5,
+        "next_curtain": 6,
+    },
     (("window", WINDOW), ("run_count", "uint"), ("whole_columns", "uint")),
 )
 

@@ -281,13 +281,23 @@ class WindingFill:
         sequence begun and submits it."""
         assert self.boundary is not None and self._edges is not None
         edge_count, sequence = self.boundary.edge_count, self.sequence
-        names = ("winding_runs", "winding_runs_next")
+        run_names = ("winding_runs", "winding_runs_next")
+        curtain_names = ("winding_curtain", "winding_curtain_next")
         next_count = self.pool.binding("winding_next_count", 16)
         rounds = 0
+        curtain = self.pool.binding(curtain_names[0], count * 32)  # 2 per column's first run
         while count:
-            curtain = self.pool.binding("winding_curtain", count * 32)
-            following = self.pool.binding(names[(rounds + 1) % 2], count * 32)
-            sequence.fill(curtain.buffer, 0, curtain.size)
+            # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
+            stage = min(rounds, 2)
+            points = (2 * count, 3 * count, count)[stage]
+            if stage == 1:
+                curtain = self.pool.binding(curtain_names[1], count * 48)
+            if stage < 2:
+                sequence.fill(curtain.buffer, 0, curtain.size)
+            following = self.pool.binding(run_names[(rounds + 1) % 2], count * 32)
+            carried = self.pool.binding(
+                curtain_names[(rounds + 1) % 2], count * 96 if stage else 16
+            )
             sequence.fill(next_count.buffer, 0, next_count.size)
             sequence.barrier()
             for first in range(0, edge_count, EDGE_CHUNK):
@@ -295,15 +305,15 @@ class WindingFill:
                     self.pipelines.curtain,
                     {"edges": self._edges, "runs": runs, "curtain": curtain},
                     {
-                        "point_count": 2 * count,
+                        "point_count": points,
                         "edge_first": first,
                         "edge_end": min(first + EDGE_CHUNK, edge_count),
-                        "whole_columns": int(rounds == 0),
+                        "stage": stage,
                         "column_lo": self.box["k_lo"],
                         "column_hi": self.box["k_hi"],
-                        "bound_columns": int(rounds == 0 and edge_count <= EDGE_CHUNK),
+                        "bound_columns": int(stage == 0 and edge_count <= EDGE_CHUNK),
                     },
-                    workgroups(2 * count, TILE_COLUMNS),
+                    workgroups(points, TILE_COLUMNS),
                 )
                 sequence.barrier()
             sequence.mark("winding_curtain")
@@ -316,17 +326,18 @@ class WindingFill:
                     "crossings": crossings,
                     "next": following,
                     "next_count": next_count,
+                    "next_curtain": carried,
                 },
-                {"window": slab, "run_count": count, "whole_columns": int(rounds == 0)},
+                {"window": slab, "run_count": count, "whole_columns": int(stage == 0)},
                 workgroups(count, WG_SIZE),
             )
             sequence.barrier()
             sequence.mark("winding_decide")
-            self.stats.count(winding_runs=count)
+            self.stats.count(winding_runs=count, winding_points=points)
             staging = sequence.download(next_count.buffer, 4)
             self._submit("winding_decide_submission")
             count = int(staging.read(np.uint32, 1)[0])
-            runs = following
+            runs, curtain = following, carried
             rounds += 1
             if count:
                 sequence = self._begin()
