@@ -117,21 +117,25 @@ vec2 strip_solid_angle(ivec3 x0, ivec3 x1, ivec3 p) {
 //     -phi_- / 2 pi <= c <= phi_+ / 2 pi     everywhere on the column.
 //
 // Far from the boundary (in x and y) both are small: the column's segments are decided by
-// s alone (an integer). Rounding: det is exact and rounded once (2^-24 relative); A and B
-// (x1 - P and x0 - P in x and y, integers) are rounded once each, so their dot product is
-// within 2^-22 |A||B| = 2^-22 |(det, dot)| of its value: the angle of (det, dot) moves by
-// less than 2^-20, atan2_accurate adds 2^-20; each edge adds 2^-18 to its phi for that. Where
-// det == 0, A and B are collinear, so the rounded dot product keeps its exact sign. The
-// sums' rounding: winding_evaluate.comp. (x, y) = the edge's share of (phi_+, phi_-).
+// s alone (an integer). All in float32, from the integers A = x1 - P and B = x0 - P (in x
+// and y, |.| < 2^30), each rounded once (2^-24 relative): det = A x B and dot = A.B are
+// within 4 2^-24 (|A_x B_y| + |A_y B_x|) <= 2^-22 |A||B| of their values, and
+// |A||B| = |(det, dot)|, so the angle of (det, dot) moves by less than 2^-21 and
+// atan2_accurate adds 2^-20: each edge adds 2^-18 to its phi for that. Where |det| is not
+// above its error (2^-21 |A|_1 |B|_1, rounded or not, is more), the side is unknown and phi
+// counts on both sides; if P's column is on the edge's line, that phi is 0 off the edge or
+// near pi on it (det's error is 0 there, dot's sign is exact: A and B collinear), but
+// exactly at an end (A or B = 0, exact) the nudge may put P in the strip: pi. The sums'
+// rounding: winding_evaluate.comp. (x, y) = the edge's share of (phi_+, phi_-).
 vec2 azimuth_bound(ivec4 start, ivec4 end, ivec3 p) {
-    int64_t det = edge_function(end.xy, start.xy, p.xy);  // as in strip_solid_angle
     vec2 a = vec2(end.xy - p.xy), b = vec2(start.xy - p.xy);
+    float det = a.x * b.y - a.y * b.x;  // edge_function(x1.xy, x0.xy, P), as strip_solid_angle
     float dot_ab = a.x * b.x + a.y * b.y;
     float weight = abs(float(start.w));
-    if (det == 0) {  // P's column on the edge's line: on the edge (dot <= 0, exact sign) or not
-        bool on_edge = start.xy != end.xy && dot_ab <= 0.0;
-        return vec2(on_edge ? weight * (PI + 1.0 / 262144.0) : 0.0);
-    }
-    float phi = weight * (atan2_accurate(abs(float(det)), dot_ab) + 1.0 / 262144.0);
-    return (det > 0) == (start.w > 0) ? vec2(phi, 0.0) : vec2(0.0, phi);
+    float uncertain = (abs(a.x) + abs(a.y)) * (abs(b.x) + abs(b.y)) / 2097152.0;
+    bool at_end = (a.x == 0.0 && a.y == 0.0) || (b.x == 0.0 && b.y == 0.0);
+    float phi = at_end ? PI : atan2_accurate(abs(det), dot_ab);
+    phi = weight * (phi + 1.0 / 262144.0);
+    if (at_end || abs(det) <= uncertain) return vec2(phi);
+    return (det > 0.0) == (start.w > 0) ? vec2(phi, 0.0) : vec2(0.0, phi);
 }

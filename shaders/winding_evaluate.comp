@@ -5,8 +5,9 @@
 // with the height, y = the others, z = a bound on the rounding of x + y (all over 4 pi).
 // The points, by stage:
 //   0 (first round): the lowest and highest voxels of the column's range in the box, for
-//     each column's first run only (curtain[2r], [2r + 1]): they bound c on every segment
-//     of the column (neighbouring runs are neighbouring columns: winding_columns.comp).
+//     each column's first run r only (curtain[2r], [2r + 1]): they bound c on every segment
+//     of the column. 2 TILE_COLUMNS points per tile, its first group of slots
+//     (winding_columns.comp: offsets), so a tile's columns are evaluated together.
 //   1 (second round): each run's lowest voxel, middle ((begin + end) / 2) and highest
 //     (curtain[3r], [3r + 1], [3r + 2]; a run of one voxel: its middle only).
 //   2 (later rounds): each run's middle (curtain[3r + 1]); winding_decide.comp carried the
@@ -15,7 +16,7 @@
 // sums the cheap bound of c on the whole column (winding.glsl, azimuth_bound); only where
 // it is too weak to decide the column's segments by s alone are its ends evaluated.
 #extension GL_GOOGLE_include_directive : require
-layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // before the includes (gl_WorkGroupSize)
+layout(local_size_x = CURTAIN_GROUP) in;  // before the includes (gl_WorkGroupSize)
 #include "common.glsl"
 #include "exact.glsl"
 #include "winding.glsl"
@@ -25,6 +26,7 @@ layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // before the includes (gl_Wor
 layout(std430, binding = 0) readonly buffer Edges { ivec4 edges[]; };  // (x0, m), (x1, 0)
 layout(std430, binding = 1) readonly buffer Runs { uvec4 runs[]; };  // winding_decide.comp
 layout(std430, binding = 2) buffer Curtain { vec4 curtain[]; };  // 2 or 3 per run
+layout(std430, binding = 3) readonly buffer Offsets { uint offsets[]; };  // winding_columns
 
 layout(push_constant) uniform Params {
     uint point_count;
@@ -48,22 +50,27 @@ float column_bound(float sum, float count) {
 
 void main() {
     uint lane = gl_LocalInvocationID.x;
-    uint index = flat_group_id() * uint(TILE_COLUMNS) + lane;
+    uint index = flat_invocation_id();
     uint run_index = index, which = 1u;  // which: 0 the low point, 1 the middle, 2 the high
-    if (stage == 0u) {
-        run_index = index >> 1;
-        which = 2u * (index & 1u);
+    bool listed = index < point_count;
+    uint at = stage == 2u ? 3u * index + 1u : index;
+    if (stage == 0u) {  // 2 TILE_COLUMNS points per tile: its columns' first runs (if any)
+        uint tile = index / uint(2 * TILE_COLUMNS), local = index % uint(2 * TILE_COLUMNS);
+        uint group = listed ? offsets[tile] : 0u;
+        listed = listed && offsets[tile + 1u] > group;
+        run_index = group * uint(TILE_COLUMNS) + (local >> 1);
+        which = 2u * (local & 1u);
+        at = 2u * run_index + (local & 1u);
     } else if (stage == 1u) {
         run_index = index / 3u;
         which = index - 3u * run_index;
     }
-    uvec4 run = index < point_count ? runs[run_index] : uvec4(NO_POINT);
+    uvec4 run = listed ? runs[run_index] : uvec4(NO_POINT);
     uint run_begin = run.y & 0xFFFFu, run_end = run.y >> 16;
     bool has_point = run.x != NO_POINT && (stage != 0u || run.z == run.w)
                   && (stage != 1u || which == 1u || run_end - run_begin > 1u);
     uint k = which == 0u ? run_begin : which == 1u ? (run_begin + run_end) >> 1 : run_end - 1u;
     if (stage == 0u) k = which == 0u ? uint(column_lo) : uint(column_hi - 1);
-    uint at = stage == 2u ? 3u * index + 1u : index;
     ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
     if (bound_columns != 0u) {  // uniform: every lane reaches the barrier
         // winding.glsl: -phi_- / 2 pi <= c <= phi_+ / 2 pi on the whole column. Where both

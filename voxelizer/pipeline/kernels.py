@@ -285,9 +285,11 @@ WINDING_SUM = Kernel(
     _COLUMNS_PUSH,
     {"COLUMNS_STAGE": 2},
 )
+# points per workgroup of winding_evaluate: whole warps of 32 (wider hardware waves too)
+CURTAIN_GROUP = 64
 WINDING_CURTAIN = Kernel(
     "winding_evaluate",
-    {"edges": 0, "runs": 1, "curtain": 2},
+    {"edges": 0, "runs": 1, "curtain": 2, "offsets": 3},
     (
         ("point_count", "uint"),
         ("edge_first", "uint"),
@@ -297,6 +299,7 @@ WINDING_CURTAIN = Kernel(
         ("column_hi", "int"),
         ("bound_columns", "uint"),
     ),
+    {"CURTAIN_GROUP": CURTAIN_GROUP},
 )
 WINDING_DECIDE = Kernel(
     "winding_decide",

@@ -38,7 +38,7 @@ from . import kernels
 from .passes import TILE_SIDE, SignedCrossings, Window
 
 EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
-TILE_COLUMNS = TILE_SIDE * TILE_SIDE  # points a workgroup evaluates together
+TILE_COLUMNS = TILE_SIDE * TILE_SIDE  # columns of a tile: slots per group of segments
 _ONE = 1 << FIXED_BITS
 _HALF = _ONE >> 1
 
@@ -252,7 +252,7 @@ class WindingFill:
         sequence.barrier()
         sequence.mark("winding_segments")
         runs = self.pool.binding("winding_runs", self._slots * 16)
-        self._decide(slab, grid, runs, self._slots, signed.crossings)
+        self._decide(slab, grid, runs, self._slots, signed)
 
     def _begin(self) -> Sequence:
         self._started = time.perf_counter()
@@ -275,12 +275,13 @@ class WindingFill:
         self.sequence.mark("upload")
 
     def _decide(
-        self, slab: Window, grid: Binding, runs: Binding, count: int, crossings: Binding
+        self, slab: Window, grid: Binding, runs: Binding, count: int, signed: SignedCrossings
     ) -> None:
         """Rounds of winding_evaluate and winding_decide until no run is left. Continues the
         sequence begun and submits it."""
         assert self.boundary is not None and self._edges is not None
         edge_count, sequence = self.boundary.edge_count, self.sequence
+        crossings, offsets = signed.crossings, signed.offsets
         run_names = ("winding_runs", "winding_runs_next")
         curtain_names = ("winding_curtain", "winding_curtain_next")
         next_count = self.pool.binding("winding_next_count", 16)
@@ -289,7 +290,7 @@ class WindingFill:
         while count:
             # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
             stage = min(rounds, 2)
-            points = (2 * count, 3 * count, count)[stage]
+            points = (2 * TILE_COLUMNS * slab.tiles, 3 * count, count)[stage]
             if stage == 1:
                 curtain = self.pool.binding(curtain_names[1], count * 48)
             if stage < 2:
@@ -303,7 +304,7 @@ class WindingFill:
             for first in range(0, edge_count, EDGE_CHUNK):
                 sequence.dispatch(
                     self.pipelines.curtain,
-                    {"edges": self._edges, "runs": runs, "curtain": curtain},
+                    {"edges": self._edges, "runs": runs, "curtain": curtain, "offsets": offsets},
                     {
                         "point_count": points,
                         "edge_first": first,
@@ -313,7 +314,7 @@ class WindingFill:
                         "column_hi": self.box["k_hi"],
                         "bound_columns": int(stage == 0 and edge_count <= EDGE_CHUNK),
                     },
-                    workgroups(points, TILE_COLUMNS),
+                    workgroups(points, kernels.CURTAIN_GROUP),
                 )
                 sequence.barrier()
             sequence.mark("winding_curtain")
