@@ -139,3 +139,30 @@ vec2 azimuth_bound(ivec4 start, ivec4 end, ivec3 p) {
     if (at_end || abs(det) <= uncertain) return vec2(phi);
     return (det > 0.0) == (start.w > 0) ? vec2(phi, 0.0) : vec2(0.0, phi);
 }
+
+// The same bound for every column within `radius` of q (x and y, fixed point), from q (a
+// tile's centre). phi as a function of P (x and y) is continuous off the edge's ends, with
+// gradient perp((x1 - P) / r1^2 - (x0 - P) / r0^2) (r_i = |x_i - P|), of length
+// |x1 - x0| / (r0 r1) (inversion in the unit circle: |u / |u|^2 - v / |v|^2| =
+// |u - v| / (|u||v|)). Where both r_i(q) >= 2 radius, every r_i on the way from q to P is at
+// least r_i(q) / 2, so phi(P) <= phi(q) + 4 radius |x1 - x0| / (r0(q) r1(q)); else phi <= pi
+// (always). det keeps its sign over the disc where the edge's line passes farther than
+// radius from q (det / |x1 - x0| is the signed distance to it, and det's error is as
+// above); otherwise phi counts on both sides. The 1e-4 on radius covers the roundings of the
+// lengths, the product and the quotient (2^-21 each); phi(q) has the slack above.
+vec2 tile_azimuth_bound(ivec4 start, ivec4 end, ivec2 q, float radius) {
+    vec2 a = vec2(end.xy - q), b = vec2(start.xy - q);
+    float det = a.x * b.y - a.y * b.x;
+    float dot_ab = a.x * b.x + a.y * b.y;
+    float weight = abs(float(start.w));
+    float reach = radius * 1.0001;
+    float ra = length(a), rb = length(b), span = length(vec2(end.xy - start.xy));
+    float phi = PI;
+    if (ra > 2.0 * reach && rb > 2.0 * reach) {
+        phi = min(PI, atan2_accurate(abs(det), dot_ab) + 4.0 * reach * span / (ra * rb));
+    }
+    phi = weight * (phi + 1.0 / 262144.0);
+    float uncertain = (abs(a.x) + abs(a.y)) * (abs(b.x) + abs(b.y)) / 2097152.0;
+    if (abs(det) - uncertain <= reach * span) return vec2(phi);
+    return (det > 0.0) == (start.w > 0) ? vec2(phi, 0.0) : vec2(0.0, phi);
+}

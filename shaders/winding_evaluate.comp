@@ -29,6 +29,7 @@ layout(std430, binding = 2) buffer Curtain { vec4 curtain[]; };  // 2 or 3 per r
 layout(std430, binding = 3) readonly buffer Offsets { uint offsets[]; };  // winding_columns
 
 layout(push_constant) uniform Params {
+    Window window;       // the slab (stage 0: where each tile's columns are)
     uint point_count;
     uint edge_first;
     uint edge_end;
@@ -41,11 +42,20 @@ layout(push_constant) uniform Params {
 // The column bound's halves (azimuth_bound summed over every other edge) of the two points
 // of each column: point 2r sums the even edges, 2r + 1 the odd ones.
 shared vec2 half_sums[gl_WorkGroupSize.x];
+// The tile bound's parts (tile_azimuth_bound): the tile's point t sums the edges
+// e = t (mod 2 TILE_COLUMNS); every point of the tile adds the parts up in the same order.
+shared vec2 tile_parts[gl_WorkGroupSize.x];
 
 // 1 / 2 pi rounded up (0.1591549431 < 0.15915500), times the sums' rounding: n terms of
-// one sign, summed in two halves and added, are within (n + 2) 2^-24 of their sum.
+// one sign, summed in m parts and added, are within (n + m) 2^-24 of their sum.
 float column_bound(float sum, float count) {
-    return sum * (1.0 + (count + 8.0) / 8388608.0) * 0.15915500;
+    return sum * (1.0 + (count + float(2 * TILE_COLUMNS) + 8.0) / 8388608.0) * 0.15915500;
+}
+
+// The curtain of a point of a column decided by a bound: winding_decide.comp reads
+// s - above and s + below as the bounds of w on each of the column's segments.
+vec4 bound_curtain(uint which, float above, float below) {
+    return which == 0u ? vec4(-below, 0.0, 0.0, 0.0) : vec4(above, 0.0, 0.0, 0.0);
 }
 
 void main() {
@@ -54,8 +64,8 @@ void main() {
     uint run_index = index, which = 1u;  // which: 0 the low point, 1 the middle, 2 the high
     bool listed = index < point_count;
     uint at = stage == 2u ? 3u * index + 1u : index;
+    uint tile = index / uint(2 * TILE_COLUMNS), local = index % uint(2 * TILE_COLUMNS);
     if (stage == 0u) {  // 2 TILE_COLUMNS points per tile: its columns' first runs (if any)
-        uint tile = index / uint(2 * TILE_COLUMNS), local = index % uint(2 * TILE_COLUMNS);
         uint group = listed ? offsets[tile] : 0u;
         listed = listed && offsets[tile + 1u] > group;
         run_index = group * uint(TILE_COLUMNS) + (local >> 1);
@@ -72,25 +82,50 @@ void main() {
     uint k = which == 0u ? run_begin : which == 1u ? (run_begin + run_end) >> 1 : run_end - 1u;
     if (stage == 0u) k = which == 0u ? uint(column_lo) : uint(column_hi - 1);
     ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
-    if (bound_columns != 0u) {  // uniform: every lane reaches the barrier
+    if (bound_columns != 0u) {  // uniform: every point reaches the barriers
         // winding.glsl: -phi_- / 2 pi <= c <= phi_+ / 2 pi on the whole column. Where both
         // are below 0.49, s (an integer) decides every segment: the low point stores
         // -phi_- / 2 pi as its growing part, the high point phi_+ / 2 pi, so that
         // winding_decide.comp's bounds on a segment are s - phi_+ / 2 pi and s + phi_- / 2 pi
         // (both at least 0.01 from 1/2, which no rounding of the comparison can cross).
+        // First the bound of the whole tile (from its centre), then, where that is too
+        // weak, the column's own.
+        float count = float(edge_end - edge_first);
         vec2 sums = vec2(0.0);
-        if (has_point) {
+        if (listed) {  // the tile has columns in the box
+            ivec2 origin = key_tile(window, tile) * TILE_SIDE;
+            ivec2 centre = (origin << FIXED_BITS) + ((TILE_SIDE / 2) << FIXED_BITS);
+            // the columns' centres are within (TILE_SIDE - 1) / sqrt(2) voxels of it
+            float radius = float((TILE_SIDE - 1) << FIXED_BITS) * 0.70711;
+            for (uint e = edge_first + local; e < edge_end; e += uint(2 * TILE_COLUMNS)) {
+                sums += tile_azimuth_bound(edges[2u * e], edges[2u * e + 1u], centre, radius);
+            }
+        }
+        tile_parts[lane] = sums;
+        barrier();
+        sums = vec2(0.0);
+        for (uint part = lane - local; part < lane - local + uint(2 * TILE_COLUMNS); ++part) {
+            sums += tile_parts[part];
+        }
+        float above = column_bound(sums.x, count), below = column_bound(sums.y, count);
+        bool tile_decided = max(above, below) < 0.49;
+        sums = vec2(0.0);
+        if (has_point && !tile_decided) {
             for (uint e = edge_first + (index & 1u); e < edge_end; e += 2u) {
                 sums += azimuth_bound(edges[2u * e], edges[2u * e + 1u], p);
             }
         }
         half_sums[lane] = sums;
         barrier();
+        if (has_point && tile_decided) {
+            curtain[at] = bound_curtain(which, above, below);
+            return;
+        }
         sums += half_sums[lane ^ 1u];
-        float count = float(edge_end - edge_first);
-        float above = column_bound(sums.x, count), below = column_bound(sums.y, count);
+        above = column_bound(sums.x, count);
+        below = column_bound(sums.y, count);
         if (has_point && max(above, below) < 0.49) {
-            curtain[at] = which == 0u ? vec4(-below, 0.0, 0.0, 0.0) : vec4(above, 0.0, 0.0, 0.0);
+            curtain[at] = bound_curtain(which, above, below);
             return;
         }
     }

@@ -176,6 +176,42 @@ def test_the_column_bound_holds(shape):
     assert max(ratios) > 0.9  # the factor 2 is needed
 
 
+def _subtended(x0: np.ndarray, x1: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, ...]:
+    """phi (pi on the edge), det and the distances to the ends, seen from points in x, y."""
+    a, b = x1[None, :] - points, x0[None, :] - points
+    det = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+    dot = (a * b).sum(axis=1)
+    phi = np.where(det == 0, np.where(dot <= 0, np.pi, 0.0), np.arctan2(np.abs(det), dot))
+    return phi, det, np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+
+
+@pytest.mark.parametrize("shape", [TILTED, OPEN_CUBE_ON_CENTRES], ids=["tilted", "on-centres"])
+def test_the_tile_bound_holds(shape):
+    """winding.glsl's bound for a tile's columns from its centre q: phi(P) <= phi(q) +
+    4 radius |x1 - x0| / (r0 r1) where both r_i >= 2 radius, and det's sign is q's where the
+    edge's line passes farther than radius from q; at every column of every 4 x 4 tile."""
+    vertices, faces = shape
+    corners = surface_corners(vertices.astype(np.float32), faces, (N, N, N))
+    edges = boundary_edges(corners).astype(np.float64)
+    radius = 1.5 * np.sqrt(2) * ONE
+    offsets = (np.argwhere(np.ones((4, 4), bool)) - 1.5) * ONE
+    tiles = (np.argwhere(np.ones((N // 4, N // 4), bool)) * 4 + 2) * ONE
+    checked = 0
+    for edge in edges:
+        x0, x1 = edge[0:2], edge[3:5]
+        span = np.linalg.norm(x1 - x0)
+        phi_q, det_q, r1, r0 = _subtended(x0, x1, tiles.astype(np.float64))
+        for offset in offsets:
+            phi, det, _, _ = _subtended(x0, x1, tiles + offset)
+            far = (r0 >= 2 * radius) & (r1 >= 2 * radius)
+            bound = phi_q + 4 * radius * span / np.maximum(r0 * r1, 1e-300)
+            assert np.all(phi[far] <= bound[far] * (1 + 1e-12))
+            one_side = np.abs(det_q) > radius * span
+            assert np.all(det[one_side] * det_q[one_side] > 0)
+            checked += np.count_nonzero(far & (phi > phi_q))
+    assert checked > 500  # the turn term is needed
+
+
 @pytest.mark.parametrize("name", OPEN_MODELS)
 def test_gpu_equals_the_reference_on_open_models(gpu, name):
     """Real open meshes (suzanne's open eyes, the scan's holes), the placement as the API's."""

@@ -291,6 +291,7 @@ WINDING_CURTAIN = Kernel(
     "winding_evaluate",
     {"edges": 0, "runs": 1, "curtain": 2, "offsets": 3},
     (
+        ("window", WINDOW),
         ("point_count", "uint"),
         ("edge_first", "uint"),
         ("edge_end", "uint"),

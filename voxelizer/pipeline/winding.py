@@ -306,6 +306,7 @@ class WindingFill:
                     self.pipelines.curtain,
                     {"edges": self._edges, "runs": runs, "curtain": curtain, "offsets": offsets},
                     {
+                        "window": slab,
                         "point_count": points,
                         "edge_first": first,
                         "edge_end": min(first + EDGE_CHUNK, edge_count),
