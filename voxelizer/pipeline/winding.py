@@ -11,9 +11,12 @@ Per slab: the passes mark the first voxel above every crossing (fill.comp, MARK_
 the runs of voxels between marks inside the surface's bounding box are the segments, on
 which s is one integer (winding_columns.comp); the passes run again and add each crossing's
 sign to its segment (fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment
-is a run: c at the two ends of its column's range, then at the run's own ends, bounds c on
-all of it (each edge's term is monotonic along the column), which decides the whole run or
-splits it in halves for the next round (winding_evaluate.comp, winding_decide.comp). A closed mesh needs no round beyond the first
+is a run. First round: a bound on c over whole tiles and columns (the angles the boundary
+edges subtend) decides the columns far from the boundary; the others evaluate c at the two
+ends of their range, which bounds c on all of it (each edge's term is monotonic along the
+column). A run not decided is evaluated at its ends and middle, then halved round after
+round, each half carrying c at its two ends, so a round evaluates one new point per run
+(winding_evaluate.comp, winding_decide.comp). A closed mesh needs no round beyond the first
 and evaluates no solid angle.
 """
 
