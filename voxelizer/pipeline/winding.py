@@ -298,7 +298,9 @@ class WindingFill:
                 curtain = self.pool.binding(curtain_names[1], count * 48)
             if stage < 2:
                 sequence.fill(curtain.buffer, 0, curtain.size)
-            following = self.pool.binding(run_names[(rounds + 1) % 2], count * 32)
+            following = self.pool.binding(
+                run_names[(rounds + 1) % 2], count * (32 if stage else 16)
+            )
             carried = self.pool.binding(
                 curtain_names[(rounds + 1) % 2], count * 96 if stage else 16
             )
