@@ -84,7 +84,7 @@ void main() {
     if (whole_columns != 0u) {
         int solid = verdict(s, curtain[2u * run.w], curtain[2u * run.w + 1u]);
         if (solid == 1) fill_run(run.x, begin, end);
-        if (solid == UNDECIDED) next[atomicAdd(next_count, 1u)] = uvec4(run.xyz, 0u);
+        if (solid == UNDECIDED) next[atomicAdd(next_count, 1u)] = run;  // run.w: the column's
         return;
     }
     vec4 low = curtain[3u * index], middle = curtain[3u * index + 1u];

@@ -9,7 +9,8 @@
 //     of the column. 2 TILE_COLUMNS points per tile, its first group of slots
 //     (winding_columns.comp: offsets), so a tile's columns are evaluated together.
 //   1 (second round): each run's lowest voxel, middle ((begin + end) / 2) and highest
-//     (curtain[3r], [3r + 1], [3r + 2]; a run of one voxel: its middle only).
+//     (curtain[3r], [3r + 1], [3r + 2]; a run of one voxel: its middle only); an end that
+//     is its column's end in the box is copied from stage 0's evaluation (columns[]).
 //   2 (later rounds): each run's middle (curtain[3r + 1]); winding_decide.comp carried the
 //     two others over from the round before.
 // In the first round, when one dispatch holds every edge (bound_columns), each column first
@@ -27,6 +28,7 @@ layout(std430, binding = 0) readonly buffer Edges { ivec4 edges[]; };  // (x0, m
 layout(std430, binding = 1) readonly buffer Runs { uvec4 runs[]; };  // winding_decide.comp
 layout(std430, binding = 2) buffer Curtain { vec4 curtain[]; };  // 2 or 3 per run
 layout(std430, binding = 3) readonly buffer Offsets { uint offsets[]; };  // winding_columns
+layout(std430, binding = 4) readonly buffer Columns { vec4 columns[]; };  // stage 0's curtain
 
 layout(push_constant) uniform Params {
     Window window;       // the slab (stage 0: where each tile's columns are)
@@ -53,9 +55,10 @@ float column_bound(float sum, float count) {
 }
 
 // The curtain of a point of a column decided by a bound: winding_decide.comp reads
-// s - above and s + below as the bounds of w on each of the column's segments.
+// s - above and s + below as the bounds of w on each of the column's segments (w = 1 marks
+// it: not c at the point, never reused in stage 1).
 vec4 bound_curtain(uint which, float above, float below) {
-    return which == 0u ? vec4(-below, 0.0, 0.0, 0.0) : vec4(above, 0.0, 0.0, 0.0);
+    return which == 0u ? vec4(-below, 0.0, 0.0, 1.0) : vec4(above, 0.0, 0.0, 1.0);
 }
 
 void main() {
@@ -81,6 +84,15 @@ void main() {
                   && (stage != 1u || which == 1u || run_end - run_begin > 1u);
     uint k = which == 0u ? run_begin : which == 1u ? (run_begin + run_end) >> 1 : run_end - 1u;
     if (stage == 0u) k = which == 0u ? uint(column_lo) : uint(column_hi - 1);
+    uint column_end = which == 0u ? uint(column_lo) : uint(column_hi - 1);
+    if (stage == 1u && has_point && which != 1u && k == column_end) {
+        // the run's end is its column's: stage 0 evaluated c there (run.w: the column's run)
+        vec4 known = columns[2u * run.w + which / 2u];
+        if (known.w == 0.0) {
+            curtain[at] = known;
+            return;
+        }
+    }
     ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
     if (bound_columns != 0u) {  // uniform: every point reaches the barriers
         // winding.glsl: -phi_- / 2 pi <= c <= phi_+ / 2 pi on the whole column. Where both

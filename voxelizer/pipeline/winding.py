@@ -286,30 +286,36 @@ class WindingFill:
         edge_count, sequence = self.boundary.edge_count, self.sequence
         crossings, offsets = signed.crossings, signed.offsets
         run_names = ("winding_runs", "winding_runs_next")
-        curtain_names = ("winding_curtain", "winding_curtain_next")
+        # later rounds read one of these and write the other (3 per run)
+        curtain_names = ("winding_curtain_next", "winding_curtain_carried")
         next_count = self.pool.binding("winding_next_count", 16)
         rounds = 0
-        curtain = self.pool.binding(curtain_names[0], count * 32)  # 2 per column's first run
+        columns = self.pool.binding("winding_curtain", count * 32)  # 2 per column's first run
+        curtain = columns
         while count:
             # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
             stage = min(rounds, 2)
             points = (2 * TILE_COLUMNS * slab.tiles, 3 * count, count)[stage]
             if stage == 1:
-                curtain = self.pool.binding(curtain_names[1], count * 48)
+                curtain = self.pool.binding(curtain_names[0], count * 48)
             if stage < 2:
                 sequence.fill(curtain.buffer, 0, curtain.size)
             following = self.pool.binding(
                 run_names[(rounds + 1) % 2], count * (32 if stage else 16)
             )
-            carried = self.pool.binding(
-                curtain_names[(rounds + 1) % 2], count * 96 if stage else 16
-            )
+            carried = self.pool.binding(curtain_names[rounds % 2], count * 96 if stage else 16)
             sequence.fill(next_count.buffer, 0, next_count.size)
             sequence.barrier()
             for first in range(0, edge_count, EDGE_CHUNK):
                 sequence.dispatch(
                     self.pipelines.curtain,
-                    {"edges": self._edges, "runs": runs, "curtain": curtain, "offsets": offsets},
+                    {
+                        "edges": self._edges,
+                        "runs": runs,
+                        "curtain": curtain,
+                        "offsets": offsets,
+                        "columns": columns if stage == 1 else offsets,  # read in stage 1 only
+                    },
                     {
                         "window": slab,
                         "point_count": points,
