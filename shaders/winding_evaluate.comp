@@ -29,6 +29,8 @@ layout(std430, binding = 1) readonly buffer Runs { uvec4 runs[]; };  // winding_
 layout(std430, binding = 2) buffer Curtain { vec4 curtain[]; };  // 2 or 3 per run
 layout(std430, binding = 3) readonly buffer Offsets { uint offsets[]; };  // winding_columns
 layout(std430, binding = 4) readonly buffer Columns { vec4 columns[]; };  // stage 0's curtain
+// winding_decide.comp's next_count, and the points whose c was evaluated (winding_evaluations)
+layout(std430, binding = 5) buffer Counts { uint next_count; uint evaluated; };
 
 layout(push_constant) uniform Params {
     Window window;       // the slab (stage 0: where each tile's columns are)
@@ -47,6 +49,7 @@ shared vec2 half_sums[gl_WorkGroupSize.x];
 // The tile bound's parts (tile_azimuth_bound): the tile's point t sums the edges
 // e = t (mod 2 TILE_COLUMNS); every point of the tile adds the parts up in the same order.
 shared vec2 tile_parts[gl_WorkGroupSize.x];
+shared uint group_evaluated;  // this workgroup's points that evaluate c
 
 // 1 / 2 pi rounded up (0.1591549431 < 0.15915500), times the sums' rounding: n terms of
 // one sign, summed in m parts and added, are within (n + m) 2^-24 of their sum.
@@ -61,8 +64,30 @@ vec4 bound_curtain(uint which, float above, float below) {
     return which == 0u ? vec4(-below, 0.0, 0.0, 1.0) : vec4(above, 0.0, 0.0, 1.0);
 }
 
+// c at P over the edges [edge_first, edge_end), added to curtain[at].
+void evaluate_point(ivec3 p, uint at) {
+    float growing = 0.0, other = 0.0, bound = 0.0, magnitude = 0.0;
+    for (uint e = edge_first; e < edge_end; ++e) {
+        ivec4 start = edges[2u * e], end = edges[2u * e + 1u];
+        vec2 strip = strip_solid_angle(start.xyz, end.xyz, p);
+        float term = float(start.w) * strip.x;
+        if (term > 0.0) {
+            growing += term;
+        } else {
+            other += term;
+        }
+        magnitude += abs(term);
+        bound += abs(float(start.w)) * strip.y;
+    }
+    float count = float(edge_end - edge_first);
+    // the sums' own rounding: at most (count + 2) 2^-24 of the magnitude each, both
+    bound += magnitude * (count + 8.0) / 8388608.0;
+    curtain[at] += vec4(growing, other, bound, 0.0) / FOUR_PI;
+}
+
 void main() {
     uint lane = gl_LocalInvocationID.x;
+    if (lane == 0u) group_evaluated = 0u;
     uint index = flat_invocation_id();
     uint run_index = index, which = 1u;  // which: 0 the low point, 1 the middle, 2 the high
     bool listed = index < point_count;
@@ -85,12 +110,13 @@ void main() {
     uint k = which == 0u ? run_begin : which == 1u ? (run_begin + run_end) >> 1 : run_end - 1u;
     if (stage == 0u) k = which == 0u ? uint(column_lo) : uint(column_hi - 1);
     uint column_end = which == 0u ? uint(column_lo) : uint(column_hi - 1);
+    bool evaluate = has_point;  // no return before the last barrier
     if (stage == 1u && has_point && which != 1u && k == column_end) {
         // the run's end is its column's: stage 0 evaluated c there (run.w: the column's run)
         vec4 known = columns[2u * run.w + which / 2u];
         if (known.w == 0.0) {
             curtain[at] = known;
-            return;
+            evaluate = false;
         }
     }
     ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
@@ -129,34 +155,21 @@ void main() {
         }
         half_sums[lane] = sums;
         barrier();
-        if (has_point && tile_decided) {
-            curtain[at] = bound_curtain(which, above, below);
-            return;
+        if (!tile_decided) {
+            sums += half_sums[lane ^ 1u];
+            above = column_bound(sums.x, count);
+            below = column_bound(sums.y, count);
         }
-        sums += half_sums[lane ^ 1u];
-        above = column_bound(sums.x, count);
-        below = column_bound(sums.y, count);
-        if (has_point && max(above, below) < 0.49) {
+        if (has_point && max(above, below) < 0.49) {  // the tile's bound or the column's
             curtain[at] = bound_curtain(which, above, below);
-            return;
+            evaluate = false;
         }
     }
-    if (!has_point) return;
-    float growing = 0.0, other = 0.0, bound = 0.0, magnitude = 0.0;
-    for (uint e = edge_first; e < edge_end; ++e) {
-        ivec4 start = edges[2u * e], end = edges[2u * e + 1u];
-        vec2 strip = strip_solid_angle(start.xyz, end.xyz, p);
-        float term = float(start.w) * strip.x;
-        if (term > 0.0) {
-            growing += term;
-        } else {
-            other += term;
-        }
-        magnitude += abs(term);
-        bound += abs(float(start.w)) * strip.y;
+    barrier();  // group_evaluated cleared
+    if (evaluate) {
+        evaluate_point(p, at);
+        if (edge_first == 0u) atomicAdd(group_evaluated, 1u);  // once per point
     }
-    float count = float(edge_end - edge_first);
-    // the sums' own rounding: at most (count + 2) 2^-24 of the magnitude each, both
-    bound += magnitude * (count + 8.0) / 8388608.0;
-    curtain[at] += vec4(growing, other, bound, 0.0) / FOUR_PI;
+    barrier();
+    if (lane == 0u && group_evaluated != 0u) atomicAdd(evaluated, group_evaluated);
 }

@@ -289,7 +289,7 @@ WINDING_SUM = Kernel(
 CURTAIN_GROUP = 64
 WINDING_CURTAIN = Kernel(
     "winding_evaluate",
-    {"edges": 0, "runs": 1, "curtain": 2, "offsets": 3, "columns": 4},
+    {"edges": 0, "runs": 1, "curtain": 2, "offsets": 3, "columns": 4, "counts": 5},
     (
         ("window", WINDOW),
         ("point_count", "uint"),

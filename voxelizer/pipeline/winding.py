@@ -294,7 +294,7 @@ class WindingFill:
         curtain = columns
         while count:
             # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
-            stage = min(rounds, 2)
+            stage, count_before = min(rounds, 2), count
             points = (2 * TILE_COLUMNS * slab.tiles, 3 * count, count)[stage]
             if stage == 1:
                 curtain = self.pool.binding(curtain_names[0], count * 48)
@@ -315,6 +315,7 @@ class WindingFill:
                         "curtain": curtain,
                         "offsets": offsets,
                         "columns": columns if stage == 1 else offsets,  # read in stage 1 only
+                        "counts": next_count,
                     },
                     {
                         "window": slab,
@@ -346,10 +347,12 @@ class WindingFill:
             )
             sequence.barrier()
             sequence.mark("winding_decide")
-            self.stats.count(winding_runs=count, winding_points=points)
-            staging = sequence.download(next_count.buffer, 4)
+            staging = sequence.download(next_count.buffer, 8)
             self._submit("winding_decide_submission")
-            count = int(staging.read(np.uint32, 1)[0])
+            count, evaluations = (int(v) for v in staging.read(np.uint32, 2))
+            self.stats.count(
+                winding_runs=count_before, winding_points=points, winding_evaluations=evaluations
+            )
             runs, curtain = following, carried
             rounds += 1
             if count:
