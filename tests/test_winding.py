@@ -145,11 +145,15 @@ def test_gpu_equals_the_reference_on_a_tilted_open_mesh(gpu):
 def test_boundary_edges_in_several_dispatches(gpu, monkeypatch):
     """Edges summed over several dispatches (the whole-column bound is then skipped; the
     points of later rounds accumulate over the chunks): the same voxels."""
+    whole = gpu.voxelize_dense(Mesh(*TILTED), N, fill_mode="winding", bounds=CUBE)
     monkeypatch.setattr(winding, "EDGE_CHUNK", 5)
     got = gpu.voxelize_dense(Mesh(*TILTED), N, fill_mode="winding", bounds=CUBE)
     assert got.stats.counts["winding_boundary_edges"] > 4 * 5
     assert got.stats.counts["winding_rounds"] >= 4  # every stage of winding_evaluate.comp
     assert_same_voxels(got.to_numpy(), _reference(TILTED))
+    # without the bound every column in the box evaluates c at its two ends
+    evaluated, bounded = (r.stats.counts["winding_evaluations"] for r in (got, whole))
+    assert 0 < bounded < evaluated <= got.stats.counts["winding_points"]
 
 
 @pytest.mark.parametrize("shape", [TILTED, OPEN_CUBE_ON_CENTRES], ids=["tilted", "on-centres"])
