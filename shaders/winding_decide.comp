@@ -1,8 +1,9 @@
 #version 460
 // fill_mode="winding": decide runs of voxels of one column, or split them. A run (i | j << 16,
-// begin | end << 16, slot, 0) lies inside one segment (winding_columns.comp), so s is the
-// segment's (crossings[slot]) on all of it, and c is a sum of terms each monotonic in the
-// height (winding.glsl): with g the growing terms and o the others, evaluated at a height
+// begin | end << 16, slot, the slot of the column's first run in the first two rounds) lies
+// inside one segment (winding_columns.comp), so s is the segment's (crossings[slot]) on all
+// of it, and c is a sum of terms each monotonic in the height (winding.glsl): with g the
+// growing terms and o the others, evaluated at a height
 // L at or below the run's lowest voxel and H at or above its highest (winding_evaluate.comp),
 // every voxel of the run has
 //
@@ -15,11 +16,13 @@
 //
 // First round (whole_columns): L and H are the ends of the column's range in the box (the
 // run run.w names holds them, curtain[2 run.w] and [2 run.w + 1]), which bound c on every
-// segment; a segment they do not decide goes on whole, and the next round evaluates c at
-// its lowest voxel, its middle and its highest. Later rounds: curtain holds three per run
-// (at L, at the middle voxel M = (begin + end) / 2, at H), and the two halves [begin, M)
-// and [M, end) are decided with (L, M) and (M, H): a half that is not decided goes on with
-// its two values (next_curtain), and the next round evaluates only its middle.
+// segment (for a column decided by a bound, winding_evaluate.comp stores -phi_- / 2 pi and
+// phi_+ / 2 pi as the growing parts there: the bounds become s - phi_+ / 2 pi and
+// s + phi_- / 2 pi); a segment they do not decide goes on whole, and the next round
+// evaluates c at its lowest voxel, its middle and its highest. Later rounds: curtain holds
+// three per run (at L, at the middle voxel M = (begin + end) / 2, at H), and the two halves
+// [begin, M) and [M, end) are decided with (L, M) and (M, H): a half that is not decided
+// goes on with its two values (next_curtain), and the next round evaluates only its middle.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
 #include "common.glsl"

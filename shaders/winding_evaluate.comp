@@ -1,6 +1,6 @@
 #version 460
-// fill_mode="winding": c (winding.glsl) at points of the runs of winding_decide.comp, one
-// workgroup per TILE_COLUMNS points, summed over the boundary edges [edge_first, edge_end)
+// fill_mode="winding": c (winding.glsl) at points of the runs of winding_decide.comp,
+// CURTAIN_GROUP points per workgroup, summed over the boundary edges [edge_first, edge_end)
 // (the host splits the edges into chunks; the sums start cleared): x = the terms that grow
 // with the height, y = the others, z = a bound on the rounding of x + y (all over 4 pi).
 // The points, by stage:
@@ -13,9 +13,11 @@
 //     is its column's end in the box is copied from stage 0's evaluation (columns[]).
 //   2 (later rounds): each run's middle (curtain[3r + 1]); winding_decide.comp carried the
 //     two others over from the round before.
-// In the first round, when one dispatch holds every edge (bound_columns), each column first
-// sums the cheap bound of c on the whole column (winding.glsl, azimuth_bound); only where
-// it is too weak to decide the column's segments by s alone are its ends evaluated.
+// In the first round, when one dispatch holds every edge (bound_columns), a cheap bound of
+// c on whole columns comes first (winding.glsl): each tile's, from its centre
+// (tile_azimuth_bound), then, where that is too weak, each column's own (azimuth_bound);
+// only where both are too weak to decide the column's segments by s alone are its ends
+// evaluated.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = CURTAIN_GROUP) in;  // before the includes (gl_WorkGroupSize)
 #include "common.glsl"
