@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from ..gpu.kernels import Kernel, Struct
 
-FILL_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fill dispatch (shaders/fill.comp)
+# Pairs of one tile per fill dispatch (shaders/fill.comp: the pair loop and the near ties of
+# a round stay under llvmpipe's 65,535-iteration guard).
+FILL_PAIRS_PER_ROUND = 1 << 15
 
 # shaders/common.glsl: the rows of the grid one run of the passes covers (passes.Window).
 WINDOW = Struct(
@@ -36,7 +38,12 @@ BRICK_SOURCE = Struct(
 # -- pass 1, triangle setup -------------------------------------------------------------------
 
 _SETUP_OUTPUTS = {"records": 2, "tile_counts": 3, "wrap_flag": 4}
-_SETUP_PUSH = (("triangle_count", "uint"), ("window", WINDOW), ("tile_limit", "uint"))
+_SETUP_PUSH = (
+    ("triangle_count", "uint"),
+    ("window", WINDOW),
+    ("tile_limit", "uint"),
+    ("fixed_error", "uint"),
+)
 SETUP_SOUP = Kernel("setup", {"soup": 0, **_SETUP_OUTPUTS}, _SETUP_PUSH, {"INDEXED": 0})
 SETUP_INDEXED = Kernel(
     "setup", {"vertices": 0, "indices": 1, **_SETUP_OUTPUTS}, _SETUP_PUSH, {"INDEXED": 1}
@@ -47,7 +54,7 @@ SETUP_INDEXED = Kernel(
 EMIT = Kernel(
     "emit",
     {"records": 0, "offsets": 1, "pairs": 2},
-    (("triangle_count", "uint"), ("window", WINDOW)),
+    (("triangle_count", "uint"), ("window", WINDOW), ("fixed_error", "uint")),
 )
 
 # -- pass 4, grouping by tile: the bitonic sort, or counting (histogram, then scatter) --------
@@ -90,12 +97,15 @@ COMPACT_COUNTS = Kernel(
 # one part), parity and counts after several parts -------------------------------------------
 
 _TILE_PASS_BINDINGS = {"records": 0, "pairs": 1, "tiles": 2, "fill_dispatch": 3, "grid": 4}
-_FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6}
+# The fine coordinates per vertex and the batch's vertex indices: the near ties' (fill.comp).
+_FINE_BINDINGS = {"fine_vertices": 7, "indices": 8}
+_FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6, **_FINE_BINDINGS}
 _FILL_PUSH = (
     ("window", WINDOW),
     ("fill_round", "uint"),
     ("fill_rounds", "uint"),
     ("finish", "uint"),
+    ("fixed_error", "uint"),
 )
 _FLIPS_DEFINES = {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND}
 FILL_FLIPS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 0})
@@ -116,7 +126,7 @@ COLUMN_BOX = Struct(
 FILL_MARKS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 1})
 FILL_SIGNED = Kernel(
     "fill",
-    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6},
+    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, **_FINE_BINDINGS},
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
     {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1},
 )
@@ -149,7 +159,7 @@ EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1}
 SURFACE_ONE_PASS_PAIRS = 1 << 13
 SURFACE_INNER_BUDGET = 1 << 15
 SURFACE_TILES_PER_GROUP = 2  # tiles of the pass per workgroup: 32 threads, a full subgroup
-SURFACE_PAIRS_PER_ROUND = FILL_PAIRS_PER_ROUND  # pairs of one tile per fallback round
+SURFACE_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fallback round
 SURFACE_CHUNK_VOXELS = 512  # voxels of a column one fallback chunk marks
 FACE_ID_CHUNK_VOXELS = 32  # the same with face ids (one id per voxel in registers)
 _SURFACE_PUSH = (
@@ -308,21 +318,34 @@ WINDING_SUM = Kernel(
     _COLUMNS_PUSH,
     {"COLUMNS_STAGE": 2},
 )
+# points per workgroup of winding_evaluate: whole warps of 32 (wider hardware waves too)
+CURTAIN_GROUP = 64
 WINDING_CURTAIN = Kernel(
     "winding_evaluate",
-    {"edges": 0, "runs": 1, "curtain": 2},
+    {"edges": 0, "runs": 1, "curtain": 2, "offsets": 3, "columns": 4, "counts": 5},
     (
+        ("window", WINDOW),
         ("point_count", "uint"),
         ("edge_first", "uint"),
         ("edge_end", "uint"),
-        ("whole_columns", "uint"),
+        ("stage", "uint"),
         ("column_lo", "int"),
         ("column_hi", "int"),
+        ("bound_columns", "uint"),
     ),
+    {"CURTAIN_GROUP": CURTAIN_GROUP},
 )
 WINDING_DECIDE = Kernel(
     "winding_decide",
-    {"grid": 0, "runs": 1, "curtain": 2, "crossings": 3, "next": 4, "next_count": 5},
+    {
+        "grid": 0,
+        "runs": 1,
+        "curtain": 2,
+        "crossings": 3,
+        "next": 4,
+        "next_count": 5,
+        "next_curtain": 6,
+    },
     (("window", WINDOW), ("run_count", "uint"), ("whole_columns", "uint")),
 )
 
