@@ -20,6 +20,7 @@ layout(std430, binding = 2) writeonly buffer Pairs { uvec2 pairs[]; };    // (ti
 layout(push_constant) uniform Params {
     uint triangle_count;
     Window window;
+    uint fixed_error;  // delta of exact.glsl (setup.comp)
 };
 
 void main() {
@@ -39,7 +40,8 @@ void main() {
 #else
         ivec2 span = candidate_tiles(r.a.xyz, r.b.xyz, r.c.xyz, ty, lo, hi);
         for (int tx = span.x; tx <= span.y; ++tx) {
-            if (tile_coverage(r.a.xyz, r.b.xyz, r.c.xyz, ivec2(tx, ty), lo, hi) != 0u) {
+            if (tile_coverage(r.a.xyz, r.b.xyz, r.c.xyz, ivec2(tx, ty), lo, hi,
+                              int64_t(fixed_error)) != 0u) {
 #endif
                 pairs[out_index] = uvec2(tile_key(window, ivec2(tx, ty)), t);
                 ++out_index;

@@ -86,11 +86,16 @@ bool centre_above_crossing(Coverage w, int za, int zb, int zc, int k) {
     return hi < 0;
 }
 
+// The float32 estimate of the crossing height z* (grid units), within 2^-20 z* (above).
+float crossing_estimate(Coverage w, ivec3 a, ivec3 b, ivec3 c) {
+    float d = float(w.wa + w.wb + w.wc);
+    return (float(w.wa) * float(a.z) + float(w.wb) * float(b.z) + float(w.wc) * float(c.z))
+           / (d * float(1 << FIXED_BITS));
+}
+
 // First voxel index k in [0, n] whose centre lies above the crossing (n: none).
 int first_voxel_above(Coverage w, ivec3 a, ivec3 b, ivec3 c, int n) {
-    float d = float(w.wa + w.wb + w.wc);
-    float z = (float(w.wa) * float(a.z) + float(w.wb) * float(b.z) + float(w.wc) * float(c.z))
-              / (d * float(1 << FIXED_BITS));
+    float z = crossing_estimate(w, a, b, c);
     int k0 = int(floor(z + 0.5));
     const float certain = 1.0 / 64.0;
 #if BRANCHLESS
@@ -107,4 +112,79 @@ int first_voxel_above(Coverage w, ivec3 a, ivec3 b, ivec3 c, int n) {
     }
 #endif
     return clamp(k, 0, n);
+}
+
+// -- The fast path for the fine coordinates (fine.glsl) --------------------------------------
+//
+// The solid decisions are defined on the fine coordinates F (fine.glsl); the record holds
+// fixed-point coordinates X that the host keeps within `delta` of them: |X - F 2^-33| <= delta
+// fixed-point units for every coordinate (the host measures the largest gap exactly and
+// passes its ceiling as the push constant fixed_error; 0 when every F is on the fixed-point
+// lattice, and then the fixed-point decisions are the fine ones, ties and all).
+//
+// Coverage. Moving the corners of edge a->b by at most delta per coordinate changes its edge
+// function at P, E = dx (Py - ay) - dy (Px - ax), by at most
+//   m = delta (|dx| + |dy| + 2 |Px - ax| + 2 |Py - ay| + 4 delta)
+// (each difference moves by delta or 2 delta; the product of the two moves adds 2 delta^2
+// per term), so where |E| > m the fine edge function has the sign of E, strictly. Hence:
+//   * every E > m: the fine triangle has the same orientation (D = sum of E > 0) and covers
+//     P strictly: SURE_IN;
+//   * some E < -m, and either some E > m (strict signs of both kinds: no orientation covers
+//     P) or D > sum of m (the fine D, the sum of the fine E, has D's sign: the orientation is
+//     the same, and that edge excludes P): SURE_OUT;
+//   * anything else is a NEAR_TIE, decided on the fine coordinates. Binning (tiles.glsl) keeps
+//     every column that is not SURE_OUT, so no tie is lost before the fill sees it.
+// Bounds: |dx|, |Px - ax| <= 2^30 and delta < 2^8 keep m below 2^41.
+//
+// Depth, for a SURE_IN column. Let Q' be the fine crossing at P, with the fine barycentric
+// weights (all >= 0: P is covered), and Q the point of the fixed-point triangle with the same
+// weights: Q is within delta of Q' in every coordinate. Q lies on the fixed plane, whose
+// height at P is z*, with slopes -Nx / D and -Ny / D (N = (B - A) x (C - A), D = Nz > 0), and
+// Q.xy is within delta of P, so
+//   |fine z* - z*| <= delta (1 + (|Nx| + |Ny|) / D) = spread (fixed-point units).
+// Where no centre k + 1/2 lies within spread of z*, the fine crossing is on the same side of
+// every centre as z*, and the fixed-point kfirst (exact, above) is the fine one.
+
+const int SURE_OUT = 0;
+const int SURE_IN = 1;
+const int NEAR_TIE = 2;
+
+// m of the edge a->b at p, for delta <= 2^shift: a shift, not a 64-bit product (which
+// llvmpipe's vector units emulate), and m only grows with delta.
+int64_t edge_margin(ivec2 a, ivec2 b, ivec2 p, int shift) {
+    ivec2 d = abs(b - a), r = abs(p - a);
+    int64_t sum = int64_t(d.x) + int64_t(d.y) + 2l * (int64_t(r.x) + int64_t(r.y)) + (4l << shift);
+    return sum << shift;
+}
+
+int fine_coverage(Coverage w, ivec3 a, ivec3 b, ivec3 c, ivec2 column, int64_t delta) {
+    if (delta == 0l) return w.covered ? SURE_IN : SURE_OUT;  // uniform: a push constant
+    ivec2 p = column_centre(column);
+    int shift = findMSB(int(delta) - 1) + 1;  // delta <= 2^shift (delta <= 2^8)
+    int64_t ma = edge_margin(b.xy, c.xy, p, shift);
+    int64_t mb = edge_margin(c.xy, a.xy, p, shift);
+    int64_t mc = edge_margin(a.xy, b.xy, p, shift);
+    bool all_in = w.wa > ma && w.wb > mb && w.wc > mc;
+    bool some_in = w.wa > ma || w.wb > mb || w.wc > mc;
+    bool some_out = w.wa < -ma || w.wb < -mb || w.wc < -mc;
+    bool oriented = w.wa + w.wb + w.wc > ma + mb + mc;
+    return all_in ? SURE_IN : ((some_out && (some_in || oriented)) ? SURE_OUT : NEAR_TIE);
+}
+
+// For a SURE_IN column: true iff no voxel centre lies within spread of z* (see above). The
+// estimate z is within (z + 1) 2^-19 of z* (exact.glsl: 2^-20 relative), z + 1/2 adds at most
+// 2^-11 (float32 below 8192), and spread, computed in float32 from exact integers (relative
+// error below 2^-20), is taken 1.001 times.
+bool depth_certain(Coverage w, ivec3 a, ivec3 b, ivec3 c, int64_t delta) {
+    if (delta == 0l) return true;
+    ivec3 u = b - a, v = c - a;
+    int64_t nx = int64_t(u.y) * int64_t(v.z) - int64_t(u.z) * int64_t(v.y);
+    int64_t ny = int64_t(u.z) * int64_t(v.x) - int64_t(u.x) * int64_t(v.z);
+    float d = float(w.wa + w.wb + w.wc);
+    float spread = float(delta) * (1.0 + (float(abs(nx)) + float(abs(ny))) / d)
+                 * (1.001 / float(1 << FIXED_BITS));
+    float z = crossing_estimate(w, a, b, c);
+    float position = z + 0.5 - floor(z + 0.5);  // in [0, 1)
+    float margin = spread + (abs(z) + 1.0) * (1.0 / 524288.0) + 1.0 / 1024.0;
+    return position > margin && position < 1.0 - margin;
 }

@@ -61,6 +61,7 @@ layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // a tile's columns, x fastest
 #include "common.glsl"
 #include "triangle.glsl"
 #include "exact.glsl"
+#include "fine.glsl"
 
 layout(std430, binding = 0) readonly buffer Records { TriangleRecord records[]; };
 layout(std430, binding = 1) readonly buffer Pairs { uvec2 pairs[]; };
@@ -87,18 +88,28 @@ layout(std430, binding = 5) buffer ColumnCounts {  // cleared by the host per sl
 layout(std430, binding = 6) buffer ColumnSums { uvec2 column_sums[]; };
 #endif
 
+// The fine coordinates of every vertex of the mesh (fine.glsl), 3 per vertex, and the batch's
+// triangles as vertex indices, 3 per triangle (the indexed variants' own index buffer; the
+// soup variants upload it for this alone): read only for the near ties the fixed-point record
+// cannot decide (exact.glsl).
+layout(std430, binding = 7) readonly buffer FineVertices { int64_t fine[]; };
+layout(std430, binding = 8) readonly buffer Indices { uint indices[]; };
+
 layout(push_constant) uniform Params {
     Window window;
     uint fill_round;
     uint fill_rounds;  // rounds the host recorded (flips)
     uint finish;       // flips: also compute the parity and the counts (see above)
+    uint fixed_error;  // delta of exact.glsl: the records' distance from the fine corners
 #if SIGNED_CROSSINGS
     ColumnBox box;
 #endif
 };
 
 // Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
-// at most 2^17, so a round makes at most 32,768 iterations.
+// at most 2^15, so a round makes at most 2^15 / PAIR_BATCH iterations of the pair loop, and
+// at most 2^15 more going over the pairs again for near ties (one per pair): at most 40,960,
+// under llvmpipe's guard (tiles.glsl).
 #define PAIR_BATCH (SHARED_RECORDS != 0 ? 8u : 4u)
 #define REGISTER_WORDS 16
 
@@ -163,15 +174,50 @@ struct Crossing {
     int step;
 };
 
-Crossing crossing(TriangleRecord r, ivec2 column, int n) {
+i64vec3 fine_corner(uint t, uint corner) {
+    uint base = 3u * indices[3u * t + corner];
+    return i64vec3(fine[base], fine[base + 1u], fine[base + 2u]);
+}
+
+// The crossing of the fine triangle (fine.glsl), where the fixed-point record provably
+// decides it (exact.glsl: SURE_OUT, or SURE_IN with no voxel centre near the crossing; `sure`
+// true); otherwise none, and `sure` false: a near tie, for near_tie_crossing.
+Crossing fast_crossing(TriangleRecord r, ivec2 column, int n, out bool sure) {
     Coverage w = cover(r.a.xyz, r.b.xyz, r.c.xyz, column);
+    int64_t delta = int64_t(fixed_error);
+    int coverage = fine_coverage(w, r.a.xyz, r.b.xyz, r.c.xyz, column, delta);
+    bool inside = coverage == SURE_IN;
 #if BRANCHLESS
     int k = first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n);
-    return Crossing(select_int(n, k, w.covered), select_int(0, r.c.w, w.covered));
+    sure = coverage == SURE_OUT || (inside && depth_certain(w, r.a.xyz, r.b.xyz, r.c.xyz, delta));
+    bool counts = inside && sure;
+    return Crossing(select_int(n, k, counts), select_int(0, r.c.w, counts));
 #else
-    return w.covered ? Crossing(first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n), r.c.w)
-                     : Crossing(n, 0);
+    sure = coverage == SURE_OUT;
+    if (inside) {
+        sure = depth_certain(w, r.a.xyz, r.b.xyz, r.c.xyz, delta);
+        if (sure) return Crossing(first_voxel_above(w, r.a.xyz, r.b.xyz, r.c.xyz, n), r.c.w);
+    }
+    return Crossing(n, 0);
 #endif
+}
+
+// A near tie, decided on the fine corners of pair `pair`'s triangle. It is rare, and far too
+// long to run for every pair or to sit in the pair loop (llvmpipe then keeps the loop's
+// state in memory), so every variant counts its near ties in the pair loop and, where there
+// are any, goes over the pairs once more to decide them (near_tie).
+Crossing near_tie_crossing(uint pair, ivec2 column, int n) {
+    uint t = pairs[pair].y;
+    ivec2 exact = fine_crossing(fine_corner(t, 0u), fine_corner(t, 1u), fine_corner(t, 2u), column, n);
+    return Crossing(exact.x, exact.y);
+}
+
+// Whether pair `pair` is a near tie for the column (its record read per lane: no subgroup
+// operation, as only some lanes of a tile go over the pairs again).
+bool near_tie(uint pair, ivec2 column, int n) {
+    bool sure;
+    fast_crossing(records[pairs[pair].y], column, n, sure);
+    return !sure;
 }
 
 #if FILL_STAGE == 0 && SIGNED_CROSSINGS
@@ -200,13 +246,23 @@ void main() {
     uint group = offsets[slab_tile];
     bool inside = column_in_box(box, column);
     int n = window.nz;
+    uint near_ties = 0u;
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
-            Crossing x = crossing(batch_record(mine, start, j, end), column, n);
+            bool sure;
+            Crossing x = fast_crossing(batch_record(mine, start, j, end), column, n, sure);
+            near_ties += uint(!sure && start + j < end);
             if (inside && start + j < end && x.k < box.k_hi) {
                 crossings[segment_slot(group, base, x.k)] += x.step;
             }
+        }
+    }
+    for (uint pair = first; near_ties != 0u && pair < end; ++pair) {
+        if (near_tie(pair, column, n)) {
+            --near_ties;
+            Crossing x = near_tie_crossing(pair, column, n);
+            if (inside && x.k < box.k_hi) crossings[segment_slot(group, base, x.k)] += x.step;
         }
     }
 }
@@ -216,6 +272,33 @@ void main() {
 #else
 #define FLIP ^=
 #endif
+
+// One crossing into the column's flips (registers or the grid) and its sums (k == n, step
+// == 0: none).
+void add_crossing(Crossing x, int n, bool in_registers, uint base, inout uint flips[REGISTER_WORDS],
+                  inout int balance, inout int moment) {
+    int k = x.k;
+    balance += x.step;
+    moment += x.step * (n - k);
+#if BRANCHLESS
+    uint bit = uint(k < n) << (k & 31);
+    if (in_registers) {
+        [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
+            flips[q] FLIP uint(q == uint(k) >> 5) * bit;
+        }
+    } else {
+        grid[base + uint(min(k, n - 1) >> 5)] FLIP bit;
+    }
+#else
+    if (k < n) {
+        if (in_registers) {
+            flips[k >> 5] FLIP 1u << (k & 31);
+        } else {
+            grid[base + uint(k >> 5)] FLIP 1u << (k & 31);
+        }
+    }
+#endif
+}
 
 void main() {
     uint tile_index = flat_group_id();
@@ -239,33 +322,23 @@ void main() {
     uint flips[REGISTER_WORDS];
     [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) flips[q] = 0u;
     int balance = 0, moment = 0;
+    uint near_ties = 0u;
     for (uint start = first; start < end; start += PAIR_BATCH) {
         TriangleRecord mine = lane_record(start, end);
         [[unroll]] for (uint j = 0u; j < PAIR_BATCH; ++j) {
-            Crossing x = crossing(batch_record(mine, start, j, end), column, n);
+            bool sure;
+            Crossing x = fast_crossing(batch_record(mine, start, j, end), column, n, sure);
             bool real = start + j < end;
-            int k = select_int(n, x.k, real);
-            int step = select_int(0, x.step, real);
-            balance += step;
-            moment += step * (n - k);
-#if BRANCHLESS
-            uint bit = uint(k < n) << (k & 31);
-            if (in_registers) {
-                [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
-                    flips[q] FLIP uint(q == uint(k) >> 5) * bit;
-                }
-            } else {
-                grid[base + uint(min(k, n - 1) >> 5)] FLIP bit;
-            }
-#else
-            if (k < n) {
-                if (in_registers) {
-                    flips[k >> 5] FLIP 1u << (k & 31);
-                } else {
-                    grid[base + uint(k >> 5)] FLIP 1u << (k & 31);
-                }
-            }
-#endif
+            near_ties += uint(!sure && real);
+            x = Crossing(select_int(n, x.k, real), select_int(0, x.step, real));
+            add_crossing(x, n, in_registers, base, flips, balance, moment);
+        }
+    }
+    for (uint pair = first; near_ties != 0u && pair < end; ++pair) {
+        if (near_tie(pair, column, n)) {
+            --near_ties;
+            add_crossing(near_tie_crossing(pair, column, n), n, in_registers, base, flips,
+                         balance, moment);
         }
     }
     uvec2 sums = uvec2(balance, moment);

@@ -30,6 +30,7 @@ layout(push_constant) uniform Params {
     uint triangle_count;
     Window window;  // only columns inside it count
     uint tile_limit;  // more tiles than this in one triangle, and the scanned total may wrap
+    uint fixed_error;  // delta of exact.glsl: the fixed-point corners' distance from the fine ones
 };
 
 vec3 corner(uint t, uint k) {
@@ -70,14 +71,17 @@ void main() {
     touched_rectangle(a, b, c, first_column, last_column, lo, hi);
     bool covers_columns = all(lessThanEqual(lo, hi));
 #else
-    // Columns whose centres i + 1/2 lie inside the triangle's xy bounding box, clamped to the window.
+    // Columns whose centres i + 1/2 lie inside the bounding box of the fine triangle (that of
+    // this one grown by delta, exact.glsl), clamped to the window. A triangle whose projection
+    // has no area here may still have some in the fine coordinates: it is binned too.
     const int half_voxel = 1 << (FIXED_BITS - 1);
-    ivec2 lo_fixed = min(min(a.xy, b.xy), c.xy) - half_voxel;
-    ivec2 hi_fixed = max(max(a.xy, b.xy), c.xy) - half_voxel;
+    int delta = int(fixed_error);
+    ivec2 lo_fixed = min(min(a.xy, b.xy), c.xy) - half_voxel - delta;
+    ivec2 hi_fixed = max(max(a.xy, b.xy), c.xy) - half_voxel + delta;
     ivec2 lo = max((lo_fixed + ((1 << FIXED_BITS) - 1)) >> FIXED_BITS, first_column);
     ivec2 hi = min(hi_fixed >> FIXED_BITS, last_column);
 
-    bool covers_columns = twice_area != 0 && all(lessThanEqual(lo, hi));
+    bool covers_columns = (twice_area != 0 || fixed_error != 0u) && all(lessThanEqual(lo, hi));
 #endif
     lo = min(lo, last_column);
     hi = max(hi, first_column);  // keep an inactive triangle's rectangle packable
@@ -92,7 +96,7 @@ void main() {
 #else
             ivec2 span = candidate_tiles(a, b, c, ty, lo, hi);
             for (int tx = span.x; tx <= span.y; ++tx) {
-                tiles += uint(tile_coverage(a, b, c, ivec2(tx, ty), lo, hi) != 0u);
+                tiles += uint(tile_coverage(a, b, c, ivec2(tx, ty), lo, hi, int64_t(fixed_error)) != 0u);
             }
 #endif
         }

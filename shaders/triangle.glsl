@@ -7,13 +7,18 @@
 // every device and in the CPU reference. With N <= 8192 and FIXED_BITS = 16 every coordinate
 // lies in [0, 2^29], which the bounds in exact.glsl rely on.
 //
+// These records are the solid's fast path: its decisions are defined on the fine corners
+// (fine.glsl), which the fill reads for near ties (exact.glsl, fixed_error).
+//
 // Layout (std430, 48 bytes): the three vertices ordered so that the xy-projection is
-// counter-clockwise (twice its area D > 0); w of a and b packs the inclusive bounding box of
-// the covered column centres (i | j << 16); c.w is 0 for a triangle that cannot cover a
-// column (D == 0 or an empty rectangle), else the change of the winding number across it
-// going up the column: +1 where the triangle as given faces down (clockwise in xy, the column
-// enters the surface), -1 where it faces up (the fill's column counts and fill_mode="winding"
-// sum these steps).
+// counter-clockwise (twice its area D >= 0; D == 0 is binned only where the fine corners
+// differ, as they may have area); w of a and b packs the inclusive bounding box of the column
+// centres the fine triangle may cover (i | j << 16); c.w is 0 for a triangle that cannot
+// cover a column (an empty rectangle, or D == 0 with fine corners equal to these), else the
+// change of the winding number across it going up the column: +1 where the triangle as given
+// faces down (clockwise in xy, the column enters the surface), -1 where it faces up (the
+// fill's column counts and fill_mode="winding" sum these steps; for near ties the fill takes
+// the fine triangle's own).
 
 struct TriangleRecord {
     ivec4 a;

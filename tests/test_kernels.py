@@ -295,15 +295,14 @@ def test_a_wrong_declaration_is_caught(broken):
 
 def test_push_values_and_bindings_are_checked_by_name():
     with pytest.raises(ValueError, match="missing \\['tile_limit'\\]"):
-        kernels.SETUP_SOUP.pack({"triangle_count": 1, "window": {}})
+        kernels.SETUP_SOUP.pack({"triangle_count": 1, "window": {}, "fixed_error": 0})
     window = dict(nx=8, nz=8, row_lo=0, row_hi=8, buffer_row=0)
     with pytest.raises(ValueError, match="unexpected \\['extra'\\]"):
-        kernels.EMIT.pack({"triangle_count": 1, "window": window, "extra": 0})
+        kernels.EMIT.pack({"triangle_count": 1, "window": window, "fixed_error": 0, "extra": 0})
     with pytest.raises(ValueError, match="struct Window"):
-        kernels.EMIT.pack({"triangle_count": 1, "window": {**window, "ny": 8}})
-    assert kernels.EMIT.pack({"triangle_count": 3, "window": window}) == struct.pack(
-        "<I5i", 3, 8, 8, 0, 8, 0
-    )
+        kernels.EMIT.pack({"triangle_count": 1, "window": {**window, "ny": 8}, "fixed_error": 0})
+    emit = {"triangle_count": 3, "window": window, "fixed_error": 5}
+    assert kernels.EMIT.pack(emit) == struct.pack("<I5iI", 3, 8, 8, 0, 8, 0, 5)
     with pytest.raises(ValueError, match="bindings missing \\['pairs'\\]"):
         kernels.EMIT.check_bindings({"records": None, "offsets": None})
     with pytest.raises(ValueError, match="INDEXED=1"):

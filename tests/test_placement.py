@@ -173,3 +173,21 @@ def test_grid_vertices_clip_per_axis():
     g = placement.grid_vertices(np.array([[-1.0, 9.0, 12.5], [17.0, -0.5, 3.0]]))
     assert g.dtype == np.float32
     assert g.tolist() == [[0, 8, 12], [16, 0, 3]]
+
+
+def test_placed_vertices_are_computed_once_per_mesh_and_grid():
+    """A repeated call on the same Mesh and grid reuses its placed vertices (read-only, equal
+    to placing them afresh); another grid replaces them, and going back places them again."""
+    mesh = load_mesh(shapes.octahedron((10.0, 20.0, 30.0), 7.5))
+    placements = [GridPlacement.around(mesh, n, None, None) for n in (64, 96, 64)]
+    first = placements[0].placed_vertices(mesh)
+    assert all(a is b for a, b in zip(first, placements[0].placed_vertices(mesh)))
+    assert all(a is b for a, b in zip(first, placements[2].placed_vertices(mesh)))  # same grid
+    for placement in placements[1:]:
+        grid, fine = placement.placed_vertices(mesh)
+        assert not grid.flags.writeable and not fine.flags.writeable
+        assert np.array_equal(grid, placement.grid_vertices(mesh.vertices))
+        assert np.array_equal(fine, placement.fine_vertices(mesh.vertices))
+    assert not np.array_equal(placements[1].placed_vertices(mesh)[1], first[1])
+    again = placements[0].placed_vertices(mesh)  # placed afresh, to the same values
+    assert again[1] is not first[1] and np.array_equal(again[1], first[1])

@@ -94,18 +94,19 @@ def test_a_slab_that_would_leave_the_pairs_short_is_halved(gpu, bunny):
 
 
 def test_indexed_variants_batch_triangles_beside_their_vertices(gpu, bunny):
-    """Two bunnies' 70k vertices take more than the triangles' quarter of 6 MiB: the indexed
-    variants still batch thousands of triangles (not one at a time, which ran ~10^5 parts),
-    and a vertex buffer beyond half the budget is refused in words."""
+    """Two bunnies' 70k vertices (float32 positions and fine coordinates) take more than the
+    triangles' quarter of 7 MiB: the indexed variants still batch thousands of triangles (not
+    one at a time, which ran ~10^5 parts), and vertices beyond half the budget are refused in
+    words."""
     shift = (bunny.bounds[1] - bunny.bounds[0]) * [0.3, 0.1, 0.2]
     pair = combine((bunny.vertices, bunny.faces), (bunny.vertices + shift, bunny.faces))
     triangles, vertices = len(pair[1]), len(pair[0])
-    assert passes.vertex_bytes(True, vertices) > (6 << 20) // 4
-    shape, budget = (256, 256, 256), 6 << 20
+    assert passes.vertex_bytes(True, vertices) > (7 << 20) // 4
+    shape, budget = (256, 256, 256), 7 << 20
     plan = make_plan(gpu.device, shape, triangles, vertices, True, budget, svo=True, dense=False)
     assert 1000 < plan.batch_triangles < triangles
     for variant in ("indexed", "combined"):
-        split = gpu.voxelize(pair, 256, variant=variant, max_memory=6 << 20)
+        split = gpu.voxelize(pair, 256, variant=variant, max_memory=7 << 20)
         assert split.stats.counts["parts"] < 100
         assert_same_svo(split, gpu.voxelize(pair, 256, variant=variant))
     with pytest.raises(MemoryBudgetError, match="indexed variants hold all"):

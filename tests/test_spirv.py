@@ -131,7 +131,9 @@ def test_the_shipped_files_match_the_manifest_and_stay_small() -> None:
         assert hashlib.sha256(spirv).hexdigest() == entry["sha256"]
         assert compiler.check_spirv(spirv) is None
     total = sum(p.stat().st_size for p in folder.iterdir())
-    assert total < 2 * 1024 * 1024, f"{total:,} bytes shipped"
+    # 2.05 MiB with the exact near-tie path of the solid fill (shaders/fine.glsl, about 28 kB
+    # in each of the 14 distinct fill modules and 5 kB in setup and emit)
+    assert total < 2.25 * 1024 * 1024, f"{total:,} bytes shipped"
 
 
 @pytest.mark.slow

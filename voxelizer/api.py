@@ -197,9 +197,10 @@ class Voxelizer:
 
     @staticmethod
     def _job(mesh: Mesh, placement: GridPlacement, options: Options) -> Job:
+        grid_vertices, fine_vertices = placement.placed_vertices(mesh)
         return Job(
             mesh,
-            placement.grid_vertices(mesh.vertices),
+            grid_vertices,
             placement.shape,
             options.variant,
             options.sort,
@@ -208,6 +209,7 @@ class Voxelizer:
             options.progress,
             options.mode,
             options.surface or "conservative",
+            fine_vertices,
         )
 
     @contextmanager

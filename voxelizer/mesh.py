@@ -4,14 +4,18 @@ Reading mesh files is voxelizer.io's (voxelizer.io.load_mesh)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TypeVar, cast
 
 import numpy as np
 import numpy.typing
 
 from .errors import MeshError
 from .parallel import for_row_chunks, map_row_chunks
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +47,18 @@ class Mesh:
             indices[start:stop] = faces[start:stop]
 
         for_row_chunks(len(faces), convert)
+        indices.flags.writeable = False  # (a buffer may keep it as written: write_once)
         return indices
+
+    def placed(self, key: Hashable, place: Callable[[], T]) -> T:
+        """place(): what one placement of this mesh on a grid (`key`) derives from it, computed
+        once while calls keep that placement (voxelizing the same Mesh on the same grid again
+        reuses it). Only the last placement is kept."""
+        last = self.__dict__.get("_placed")  # (a frozen dataclass: as cached_property does)
+        if last is None or last[0] != key:
+            last = (key, place())
+            self.__dict__["_placed"] = last
+        return cast(T, last[1])
 
     @cached_property
     def used(self) -> np.ndarray:
@@ -55,6 +70,7 @@ class Mesh:
             used[faces[start:stop].reshape(-1)] = True  # a scatter: half np.bincount's time
 
         for_row_chunks(len(faces), mark)
+        used.flags.writeable = False
         return used
 
     @cached_property
@@ -63,18 +79,16 @@ class Mesh:
         faces = self.faces
         if faces.size == 0:
             return "no triangles, or a face refers to a vertex that does not exist"
-        ranges = map_row_chunks(
-            len(faces), lambda start, stop: (faces[start:stop].min(), faces[start:stop].max())
-        )
-        if min(low for low, _ in ranges) < 0 or max(high for _, high in ranges) >= len(
-            self.vertices
-        ):
+        # Read as unsigned, a negative index is above every valid one: one reduction, the max.
+        unsigned = faces.view(f"u{faces.dtype.itemsize}") if faces.dtype.kind == "i" else faces
+        highest = map_row_chunks(len(faces), lambda start, stop: unsigned[start:stop].max())
+        if max(highest) >= len(self.vertices):
             return "no triangles, or a face refers to a vertex that does not exist"
-        used = self._used_vertices
-        finite = map_row_chunks(len(used), lambda start, stop: np.isfinite(used[start:stop]).all())
-        if not all(finite):
-            return "vertex coordinates contain NaN or infinity"
+        # The bounds are finite iff every used vertex is: min and max propagate a NaN, and
+        # an infinity is a min or a max (one pass over the vertices less).
         low, high = self.bounds
+        if not (np.isfinite(low).all() and np.isfinite(high).all()):
+            return "vertex coordinates contain NaN or infinity"
         if np.all(low == high):
             return "the mesh has zero extent (all vertices are equal)"
         return ""

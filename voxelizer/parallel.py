@@ -4,6 +4,7 @@ multi-million-triangle mesh (placement, soup gather, staging copies) by the core
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -16,6 +17,7 @@ _limit: int | None = None
 T = TypeVar("T")
 
 
+@functools.cache
 def _threads() -> int:
     return max(1, min(8, os.cpu_count() or 1)) if _limit is None else _limit
 

@@ -11,9 +11,10 @@ Contract shared by the GPU passes and the CPU reference:
 * with a voxel size h asked for: n = ceil(box side / h) rounded up to a multiple of 4 (at
   least 8), and the grid is centred on the box the same way, computed as
   origin = bmin - (n*h - side)/2 so that it is bmin exactly where n*h == side;
-* grid-space vertices g = (v - origin) / h are computed in float64 and rounded once to
-  float32, then clipped to [0, n] per axis (a no-op up to that rounding, since the box lies
-  inside the grid). Every later decision depends only on these float32 values.
+* grid-space vertices g = (v - origin) / h are computed in float64, clipped to [0, n] per
+  axis, and rounded once to the fine lattice (multiples of 2^-FINE_BITS: `fine_vertices`);
+  every solid decision depends only on these. Their float32 roundings (`grid_vertices`,
+  clipped the same way) feed the GPU's fast path and the surface modes.
 """
 
 from __future__ import annotations
@@ -36,6 +37,10 @@ MIN_RESOLUTION = 8
 # Grid coordinates become fixed point with this many fractional bits (shaders/exact.glsl and
 # voxelizer/reference.py); n * 2**FIXED_BITS <= 2**29 on every axis keeps every product in range.
 FIXED_BITS = 16
+# The solid decisions are exact for grid coordinates on the lattice of 2**-FINE_BITS (an int64
+# up to 2**62 for coordinates up to 8192; float64 itself has that step from 8 up, so only
+# coordinates below 8 are rounded, by at most 2**-50). shaders/fine.glsl has the same value.
+FINE_BITS = 49
 MAX_RESOLUTION = 8192
 DEFAULT_GRID = 512  # the cube used when neither a grid nor a voxel size is asked for
 AXES = "xyz"
@@ -217,9 +222,48 @@ class GridPlacement:
         for_row_chunks(len(vertices), place)
         return out
 
+    def fine_vertices(self, vertices: np.ndarray) -> np.ndarray:
+        """int64 fine grid-space positions: g = (v - origin) / h in float64, clipped to
+        [0, n], rounded once to multiples of 2**-FINE_BITS (within 2**-50 of g; exact from 8 up)."""
+        vertices = np.asarray(vertices, np.float64)
+        out = np.empty(vertices.shape, np.int64)
+        top = np.array(self.shape, np.float64)
+
+        def place(start: int, stop: int) -> None:  # the same float64 steps as grid_vertices
+            with np.errstate(over="ignore", invalid="ignore"):
+                g = vertices[start:stop] - self.origin
+                g /= self.voxel_size
+            np.fmax(g, 0.0, out=g)  # fmax and fmin also turn NaN of stray vertices into 0
+            np.fmin(g, top, out=g)
+            g *= float(1 << FINE_BITS)  # exact
+            out[start:stop] = np.rint(g, out=g)
+
+        for_row_chunks(len(vertices), place)
+        return out
+
+    def placed_vertices(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
+        """(grid_vertices, fine_vertices) of the mesh's vertices, read-only, computed once per
+        Mesh and placement (Mesh.placed): a repeated call costs nothing here."""
+
+        def place() -> tuple[np.ndarray, np.ndarray]:
+            grid, fine = self.grid_vertices(mesh.vertices), self.fine_vertices(mesh.vertices)
+            grid.flags.writeable = fine.flags.writeable = False
+            return grid, fine
+
+        key = (self.shape, self.origin.tobytes(), self.voxel_size)
+        return mesh.placed(key, place)
+
     def voxel_centres(self, indices: np.ndarray) -> np.ndarray:
         """World positions of the centres of voxels given as (M, 3) integer indices."""
         return self.origin + (np.asarray(indices, np.float64) + 0.5) * self.voxel_size
+
+
+def to_fine(grid_vertices: np.ndarray) -> np.ndarray:
+    """int64 round(g * 2**FINE_BITS) (half to even) of float64 grid-space values in [0, 8192]
+    (the scaling is exact; NaN of stray, unreferenced vertices becomes 0)."""
+    g = np.fmin(np.fmax(np.asarray(grid_vertices, np.float64), 0.0), float(MAX_RESOLUTION))
+    g *= float(1 << FINE_BITS)  # exact
+    return np.rint(g, out=g).astype(np.int64)
 
 
 def _check_finite_box(box: str, bmin: np.ndarray, bmax: np.ndarray, extent: np.ndarray) -> None:

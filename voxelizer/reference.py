@@ -1,26 +1,28 @@
 """Exact CPU voxelization: the oracle the GPU passes are checked against, bit for bit.
 
-The contract (the GPU implements the same one in integer arithmetic):
+The contract (the GPU implements the same one: a fixed-point fast path, and exact integer
+arithmetic on the fine coordinates near ties, shaders/exact.glsl and shaders/fine.glsl):
 
-1. Grid-space float32 vertices g, each coordinate in [0, n] for its axis's side n of the grid
-   shape (nx, ny, nz), become fixed point with F = 16 fraction bits: X = rint(g * 2**16)
-   (exact in float32, round half to even). Same for Y and Z.
+1. Grid-space vertices g (float64 from the placement, or float32 as given; each coordinate in
+   [0, n] for its axis's side n of the grid shape (nx, ny, nz)) become fine coordinates
+   F = rint(g * 2**FINE_BITS) (round half to even; exact for g >= 8, within 2**-50 below).
+   int64 arrays given to the functions here are taken as such fine coordinates already.
 2. Column (i, j), 0 <= i < nx and 0 <= j < ny, has its centre at
-   (i * 2**16 + 2**15, j * 2**16 + 2**15).
+   ((2i + 1) * 2**(FINE_BITS - 1), (2j + 1) * 2**(FINE_BITS - 1)).
 3. A triangle (A, B, C) with D = (B - A) x (C - A) (z component) == 0 adds nothing; with D < 0,
    B and C are swapped so that D > 0.
 4. A centre is covered iff for every edge a->b (AB, BC, CA) the edge function
    E = dx * (Py - ay) - dy * (Px - ax) is > 0, or == 0 with dy < 0 or (dy == 0 and dx > 0)
    (top-left rule: the centre is nudged by (+eps, +eps**2), so a closed mesh covers every
    centre an even number of times).
-5. The crossing height z* = (wA ZA + wB ZB + wC ZC) / (D * 2**16), with wA = E_BC, wB = E_CA,
-   wC = E_AB, gives kfirst = floor(z* + 1/2) in [0, nz]: the first voxel whose centre lies
-   strictly above the crossing.
+5. The crossing height z* = (wA ZA + wB ZB + wC ZC) / (D * 2**FINE_BITS), with wA = E_BC,
+   wB = E_CA, wC = E_AB, gives kfirst = floor(z* + 1/2) in [0, nz]: the first voxel whose
+   centre lies strictly above the crossing.
 6. Voxel (i, j, k) is solid iff an odd number of the triangles covering column (i, j) have
    kfirst <= k.
 
-Everything except the crossing height is exact int64 arithmetic; the crossing height is
-estimated in float64 and settled with Python integers where the estimate is too close to call.
+The values reach 2**190, so every sign and floor is estimated in float64 with a bound of its
+error and settled with Python integers where the estimate is too close to call.
 """
 
 from __future__ import annotations
@@ -35,15 +37,19 @@ from .grid import DenseGrid
 from .mesh import Mesh
 from .placement import (
     COLUMN_AXIS_ORDERS,
+    FINE_BITS,
     FIXED_BITS,
     MAX_RESOLUTION,
     GridLike,
     GridPlacement,
     Shape,
+    to_fine,
 )
 
-ONE = 1 << FIXED_BITS  # one voxel in fixed point
-HALF = ONE >> 1
+ONE = 1 << FIXED_BITS  # one voxel in fixed point (the surface's coordinates)
+FINE_ONE = 1 << FINE_BITS  # one voxel in fine coordinates (the solid's)
+FINE_HALF = FINE_ONE >> 1
+U = 2.0**-53  # the unit roundoff of float64
 
 # Candidate (triangle, column) pairs tested per batch: bounds memory to a few hundred MiB
 # however large the triangles are.
@@ -51,10 +57,6 @@ CHUNK = 1 << 20
 
 # Slab of i-planes per step of the parity prefix, so the prefix needs no full-size temporary.
 SLAB_CELLS = 1 << 24
-
-# |estimated - exact| of z* - 1/2 is below 8 * 2**-40 grid units (see _first_voxel); estimates
-# closer than this to an integer are decided exactly.
-TIE_MARGIN = 2.0**-24
 
 
 def voxelize_reference(
@@ -69,7 +71,7 @@ def voxelize_reference(
 
     The grid is placed as the GPU path places it (GridPlacement.fit)."""
     placement = GridPlacement.fit(mesh, grid, voxel_size, bounds)
-    grid_vertices = placement.grid_vertices(mesh.vertices)
+    grid_vertices = placement.fine_vertices(mesh.vertices)
     if fill_mode == "parity":
         voxels = solid_columns(grid_vertices, mesh.faces, placement.shape)
     elif fill_mode == "vote":
@@ -77,34 +79,35 @@ def voxelize_reference(
     elif fill_mode == "union":
         parts = mesh_components(mesh)
         voxels = union_columns(grid_vertices, mesh.faces, placement.shape, parts)
+        # (the parts as the GPU path finds them: mesh_components, from the mesh's vertices)
     else:
         raise ValueError(f"unknown fill mode {fill_mode!r}")
     return DenseGrid(voxels, placement)
 
 
-def vote_columns(
-    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape
-) -> np.ndarray:
+def vote_columns(grid_vertices: np.ndarray, faces: np.ndarray, shape: int | Shape) -> np.ndarray:
     """fill_mode="vote": solid where at least 4 of the 6 axis-direction parities say inside.
 
     Parity along axis d runs on the coordinates and the shape rotated so that d comes last.
-    Direction -d is parity along +d of the mesh mirrored along d (g -> n_d - g, in float32)."""
-    g = np.asarray(grid_vertices_f32, np.float32)
+    Direction -d is parity along +d of the mesh mirrored along d (F -> n_d 2**FINE_BITS - F,
+    exact on the fine coordinates)."""
     shape = _shape(shape)
+    faces = np.asarray(faces, np.int64).reshape(-1, 3)
+    g = fine_coordinates(grid_vertices, faces, shape)
     votes = np.zeros(shape, np.uint8)
     for order in COLUMN_AXIS_ORDERS:
         rotated: Shape = (shape[order[0]], shape[order[1]], shape[order[2]])
         for mirrored in (False, True):
             h = g[:, order]
             if mirrored:
-                h[:, 2] = np.float32(rotated[2]) - h[:, 2]
+                h[:, 2] = (rotated[2] << FINE_BITS) - h[:, 2]
             solid = solid_columns(h, faces, rotated)
             votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
     return votes >= 4
 
 
 def union_columns(
-    grid_vertices_f32: np.ndarray,
+    grid_vertices: np.ndarray,
     faces: np.ndarray,
     shape: int | Shape,
     parts: Components | None = None,
@@ -112,11 +115,15 @@ def union_columns(
     """fill_mode="union": solid where the winding, summed over the closed components (each
     by its own parity, +1 outward, -1 inward), plus the parity of all open components
     together, is positive. One component at a time, unlike the pipeline's grouped runs,
-    so that the grouping is checked too. `parts` defaults to the split of these vertices."""
-    g = np.asarray(grid_vertices_f32, np.float32)
+    so that the grouping is checked too. `parts` defaults to the split of these vertices
+    (float ones; fine ones as float64)."""
     faces = np.asarray(faces, np.int64).reshape(-1, 3)
+    g = fine_coordinates(grid_vertices, faces, shape)
     if parts is None:
-        parts = split_components(g, faces)
+        positions = np.asarray(grid_vertices)
+        if np.issubdtype(positions.dtype, np.integer):
+            positions = np.ldexp(positions.astype(np.float64), -FINE_BITS)
+        parts = split_components(positions, faces)
     winding = np.zeros(_shape(shape), np.int64)
     closed = parts.closed[parts.labels]
     for part in np.flatnonzero(parts.closed):
@@ -127,21 +134,19 @@ def union_columns(
     return winding > 0
 
 
-def solid_columns(
-    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape
-) -> np.ndarray:
-    """bool[i, j, k] of shape (nx, ny, nz) (an int n: (n, n, n)) for float32 grid-space
-    vertices (values in [0, n] on each axis). Columns run along z."""
+def solid_columns(grid_vertices: np.ndarray, faces: np.ndarray, shape: int | Shape) -> np.ndarray:
+    """bool[i, j, k] of shape (nx, ny, nz) (an int n: (n, n, n)) for grid-space vertices:
+    float32 or float64 values in [0, n] on each axis, or int64 fine coordinates (see the
+    contract above). Columns run along z."""
     shape = _shape(shape)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    fixed = to_fixed(grid_vertices_f32, faces, shape)
-    tris = _oriented_triangles(fixed, faces)
+    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces)
     keys = [_crossings(tris, batch, shape) for batch in _candidate_batches(tris, shape)]
     return _parity_fill(np.concatenate(keys) if keys else np.zeros(0, np.int64), shape)
 
 
 def column_counts(
-    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape, fill_mode: str = "parity"
+    grid_vertices: np.ndarray, faces: np.ndarray, shape: int | Shape, fill_mode: str = "parity"
 ) -> tuple[int, int]:
     """(open_columns, overlap_columns): the mesh check the fill pass makes (shaders/fill.comp),
     from each column's winding numbers at its voxel centres, written out here.
@@ -154,8 +159,8 @@ def column_counts(
     differs from its number of solid voxels. In "vote" mode the counts are summed over the
     columns along x, y and z; in "parity" (and "union" with one run) they are along z."""
     if fill_mode == "vote":
-        g = np.asarray(grid_vertices_f32, np.float32)
         shape = _shape(shape)
+        g = fine_coordinates(grid_vertices, np.asarray(faces, np.int64).reshape(-1, 3), shape)
         totals = np.zeros(2, np.int64)
         for order in COLUMN_AXIS_ORDERS:
             rotated: Shape = (shape[order[0]], shape[order[1]], shape[order[2]])
@@ -164,7 +169,7 @@ def column_counts(
     shape = _shape(shape)
     _, ny, nz = shape
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    tris = _oriented_triangles(to_fixed(grid_vertices_f32, faces, shape), faces)
+    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces)
     found = [_covered(tris, batch, nz) for batch in _candidate_batches(tris, shape)]
     if not found:
         return 0, 0
@@ -181,7 +186,7 @@ def column_counts(
 
 
 def signed_crossings(
-    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape
+    grid_vertices: np.ndarray, faces: np.ndarray, shape: int | Shape
 ) -> np.ndarray:
     """int32[i, j, k]: the crossings of the downward ray from each voxel centre, each counted
     -1 for a triangle facing up (projected area > 0, counter-clockwise) and +1 for one facing
@@ -189,8 +194,7 @@ def signed_crossings(
     solid_columns: the same crossings, decided by the same exact rules."""
     shape = _shape(shape)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    fixed = to_fixed(grid_vertices_f32, faces, shape)
-    tris = _oriented_triangles(fixed, faces)
+    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces)
     counts = np.zeros(shape[0] * shape[1] * shape[2], np.int64)
     for batch in _candidate_batches(tris, shape):
         keys, t = _crossing_keys(tris, batch, shape)
@@ -209,6 +213,26 @@ def _shape(shape: int | Shape) -> Shape:
     return sides[0], sides[1], sides[2]
 
 
+def fine_coordinates(
+    grid_vertices: np.ndarray, faces: np.ndarray, shape: int | Shape
+) -> np.ndarray:
+    """int64 (V, 3) fine coordinates: int64 input as it is, float input rounded once
+    (placement.to_fine); the used vertices checked to lie in [0, n] per axis."""
+    shape = _shape(shape)
+    g = np.asarray(grid_vertices)
+    if np.issubdtype(g.dtype, np.integer):
+        fine = g.astype(np.int64).reshape(-1, 3)
+        top = np.array(shape, np.int64) << FINE_BITS
+    else:
+        fine = None
+        g = g.astype(np.float64).reshape(-1, 3)
+        top = np.array(shape, np.float64)
+    used = g.reshape(-1, 3)[np.unique(faces)] if len(faces) else g.reshape(-1, 3)[:0]
+    if not np.isfinite(used).all() or (used < 0).any() or (used > top).any():
+        raise ValueError(f"grid-space vertices must lie in [0, n] per axis, n = {shape}")
+    return to_fine(g) if fine is None else fine
+
+
 def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape) -> np.ndarray:
     """int64 (V, 3) fixed-point coordinates: the single rounding from float32 to the integers."""
     shape = _shape(shape)
@@ -219,32 +243,30 @@ def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shap
     return np.rint(g * np.float32(ONE)).astype(np.int64)
 
 
-def _oriented_triangles(fixed: np.ndarray, faces: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-triangle data with D > 0 (degenerate projections dropped), edges AB, BC, CA."""
-    a, b, c = fixed[faces[:, 0]], fixed[faces[:, 1]], fixed[faces[:, 2]]
-    d = (b[:, 0] - a[:, 0]) * (c[:, 1] - a[:, 1]) - (b[:, 1] - a[:, 1]) * (c[:, 0] - a[:, 0])
-    keep = d != 0
-    a, b, c, d = a[keep], b[keep], c[keep], d[keep]
-    flip = d < 0
+def _oriented_triangles(fine: np.ndarray, faces: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-triangle fine corners A, B, C with D > 0 (degenerate projections dropped), the
+    winding step, and the columns of the bounding box."""
+    a, b, c = fine[faces[:, 0]], fine[faces[:, 1]], fine[faces[:, 2]]
+    orientation = _det2_sign(
+        b[:, 0] - a[:, 0], b[:, 1] - a[:, 1], c[:, 0] - a[:, 0], c[:, 1] - a[:, 1]
+    )
+    keep = orientation != 0
+    a, b, c, orientation = a[keep], b[keep], c[keep], orientation[keep]
+    flip = orientation < 0
     b, c = np.where(flip[:, None], c, b), np.where(flip[:, None], b, c)
-    d = np.abs(d)
-
     # The winding number's change going up across it: +1 where the triangle as given faces
     # down (clockwise in xy: the column enters), -1 where it faces up (column_counts, and
     # signed_crossings: the triangle's share of the winding number below its crossing).
     step = np.where(flip, 1, -1).astype(np.int64)
-    tris = {"D": d, "ZA": a[:, 2], "ZB": b[:, 2], "ZC": c[:, 2], "step": step}
-    for name, p, q in (("AB", a, b), ("BC", b, c), ("CA", c, a)):
-        dx, dy = q[:, 0] - p[:, 0], q[:, 1] - p[:, 1]
-        tris["dx" + name] = dx
-        tris["dy" + name] = dy
-        # E(P) = dx * Py - dy * Px + c0, the same value as dx * (Py - ay) - dy * (Px - ax).
-        tris["c" + name] = dy * p[:, 0] - dx * p[:, 1]
-        # Covered along this edge iff E >= threshold: 0 where the top-left rule gives ties to
-        # the triangle, 1 where it does not.
-        wins = (dy < 0) | ((dy == 0) & (dx > 0))
-        tris["t" + name] = np.where(wins, 0, 1).astype(np.int64)
-
+    tris = {"A": a, "B": b, "C": c, "step": step}
+    # The plane's normal N = (B - A) x (C - A) in float64, each component with a bound of its
+    # error (u = 2**-53: two conversions and a product per term, u each, and the difference:
+    # 4u of the two terms' sizes covers it).
+    u_, v_ = (b - a).astype(np.float64), (c - a).astype(np.float64)
+    for name, (p, q) in {"Nx": (1, 2), "Ny": (2, 0), "Nz": (0, 1)}.items():
+        t1, t2 = u_[:, p] * v_[:, q], u_[:, q] * v_[:, p]
+        tris[name] = t1 - t2
+        tris["e" + name] = 4 * U * (np.abs(t1) + np.abs(t2))
     xs = np.stack([a[:, 0], b[:, 0], c[:, 0]])
     ys = np.stack([a[:, 1], b[:, 1], c[:, 1]])
     tris["i0"], tris["i1"] = _centre_range(xs.min(axis=0), xs.max(axis=0))
@@ -252,10 +274,25 @@ def _oriented_triangles(fixed: np.ndarray, faces: np.ndarray) -> dict[str, np.nd
     return tris
 
 
+def _det2_sign(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """sign(a d - b c), exactly, for int64 arrays of magnitude up to 2**63: float64 where the
+    estimate is farther from 0 than its error bound (4u of the terms' sizes), Python ints
+    for the rest (ties above all)."""
+    t1 = a.astype(np.float64) * d.astype(np.float64)
+    t2 = b.astype(np.float64) * c.astype(np.float64)
+    estimate = t1 - t2
+    sign = np.sign(estimate).astype(np.int64)
+    near = np.flatnonzero(np.abs(estimate) <= 4 * U * (np.abs(t1) + np.abs(t2)))
+    for n in near:
+        exact = int(a[n]) * int(d[n]) - int(b[n]) * int(c[n])
+        sign[n] = (exact > 0) - (exact < 0)
+    return sign
+
+
 def _centre_range(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First and last column index whose centre lies in [lo, hi] (fixed point, inclusive)."""
-    first = -((HALF - lo) // ONE)  # ceil((lo - HALF) / ONE)
-    last = (hi - HALF) // ONE
+    """First and last column index whose centre lies in [lo, hi] (fine, inclusive)."""
+    first = -((FINE_HALF - lo) // FINE_ONE)  # ceil((lo - FINE_HALF) / FINE_ONE)
+    last = (hi - FINE_HALF) // FINE_ONE
     return first, last
 
 
@@ -298,70 +335,80 @@ def _crossing_keys(
     return ((i[inside] * ny + j[inside]) * nz) + k[inside], t[inside]
 
 
+_EDGES = (("B", "C"), ("C", "A"), ("A", "B"))  # opposite A, B, C: the barycentric weights
+
+
 def _covered(
     tris: dict[str, np.ndarray], batch: tuple[np.ndarray, np.ndarray, np.ndarray], nz: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(triangle, i, j, kfirst) of the candidates whose column centre the triangle covers;
     kfirst in [0, nz] (nz: the crossing lies above every voxel centre)."""
     t, i, j = batch
-    px = i * ONE + HALF
-    py = j * ONE + HALF
-    e = {}
+    px = i * FINE_ONE + FINE_HALF
+    py = j * FINE_ONE + FINE_HALF
     covered = np.ones(len(t), dtype=bool)
-    for name in ("AB", "BC", "CA"):
-        e[name] = tris["dx" + name][t] * py - tris["dy" + name][t] * px + tris["c" + name][t]
-        covered &= e[name] >= tris["t" + name][t]
+    for first, second in _EDGES:
+        p, q = tris[first][t], tris[second][t]
+        dx, dy = q[:, 0] - p[:, 0], q[:, 1] - p[:, 1]
+        # E = dx (Py - py) - dy (Px - px) >= 0, or > 0 where the top-left rule does not give
+        # ties to the triangle (not dy < 0, nor dy == 0 < dx)
+        sign = _det2_sign(dx, dy, px - p[:, 0], py - p[:, 1])
+        wins = (dy < 0) | ((dy == 0) & (dx > 0))
+        covered &= (sign > 0) | ((sign == 0) & wins)
     t, i, j = t[covered], i[covered], j[covered]
-    k = _first_voxel(
-        e["BC"][covered],
-        e["CA"][covered],
-        e["AB"][covered],
-        tris["ZA"][t],
-        tris["ZB"][t],
-        tris["ZC"][t],
-        tris["D"][t],
-        nz,
-    )
-    return t, i, j, k
+    return t, i, j, _first_voxel(tris, t, px[covered], py[covered], nz)
 
 
 def _first_voxel(
-    wa: np.ndarray,
-    wb: np.ndarray,
-    wc: np.ndarray,
-    za: np.ndarray,
-    zb: np.ndarray,
-    zc: np.ndarray,
-    d: np.ndarray,
-    nz: int,
+    tris: dict[str, np.ndarray], t: np.ndarray, px: np.ndarray, py: np.ndarray, nz: int
 ) -> np.ndarray:
-    """kfirst = smallest k >= 0 with wa*za + wb*zb + wc*zc < (2k+1) * 2**15 * d, else nz.
+    """kfirst = floor(z* + 1/2), clipped to [0, nz], of covered candidates: z* is the plane's
+    height at the fine centre (px, py), z* = Az - (Nx (px - Ax) + Ny (py - Ay)) / Nz.
 
-    The numerator reaches about 2**88, beyond int64, so it is estimated in float64 first.
-    Error bound, u = 2**-53: w <= d < 2**59 and Z <= 2**29 (sides <= 8192). Converting w and d to
-    float64 costs a relative u each, each product another u, and the two additions of
-    non-negative terms (no cancellation) u each, so the numerator is within (1+u)**4 - 1 < 4.01u
-    and q = num / d within 6.1u, relative. As q <= max Z <= 2**29, |q - exact| < 6.1 * 2**-24
-    fixed-point units, i.e. < 6.1 * 2**-40 grid units after the exact division by 2**16;
-    subtracting 1/2 from a value below 2**13 adds at most 2**-40. So r = z* - 1/2 is known to
-    within 8 * 2**-40 < 1e-11, and floor(r) is right wherever r is farther than TIE_MARGIN
-    (about 6e-8) from an integer. The rest (exact ties above all) are decided with Python ints.
+    Estimated in float64 with a bound of its error, first order in u = 2**-53 and taken 1.25
+    times: N's components are within eN (_oriented_triangles); the differences to the centre
+    convert within u; the numerator is then within e_num = (eNx + 4u |Nx|) |dx| + (eNy +
+    4u |Ny|) |dy|, the quotient q within (e_num + |q| eNz) / (Nz - eNz) + u |q|, and Az and
+    the sum add u each of |Az| and |z|. Where Nz <= 2 eNz (a nearly vertical triangle) or
+    z* - 1/2 lies within the bound (plus 2**-39 for the subtraction of 1/2) of an integer,
+    kfirst is computed with Python integers from the exact barycentric weights.
     """
-    num = wa.astype(np.float64) * za + wb.astype(np.float64) * zb + wc.astype(np.float64) * zc
-    r = (num / d.astype(np.float64)) / ONE - 0.5
-    k = np.floor(r).astype(np.int64) + 1
-    m = np.rint(r)
-    near = np.flatnonzero(np.abs(r - m) < TIE_MARGIN)
-    if len(near):
-        mi = m[near].astype(np.int64)
-        exact = (
-            wa[near].astype(object) * za[near].astype(object)
-            + wb[near].astype(object) * zb[near].astype(object)
-            + wc[near].astype(object) * zc[near].astype(object)
+    a = tris["A"][t]
+    dx = (px - a[:, 0]).astype(np.float64)
+    dy = (py - a[:, 1]).astype(np.float64)
+    nx, ny, nz_ = tris["Nx"][t], tris["Ny"][t], tris["Nz"][t]
+    enx, eny, enz = tris["eNx"][t], tris["eNy"][t], tris["eNz"][t]
+    numerator = nx * dx + ny * dy
+    with np.errstate(divide="ignore", invalid="ignore"):
+        q = numerator / nz_
+        e_num = (enx + 4 * U * np.abs(nx)) * np.abs(dx) + (eny + 4 * U * np.abs(ny)) * np.abs(dy)
+        az = a[:, 2].astype(np.float64)
+        z = az - q
+        bound = 1.25 * (
+            (e_num + np.abs(q) * enz) / (nz_ - enz) + U * np.abs(q) + U * (np.abs(az) + np.abs(z))
         )
-        bound = (2 * mi.astype(object) + 1) * HALF * d[near].astype(object)
-        k[near] = np.where((exact < bound).astype(bool), mi, mi + 1)
+    r = np.ldexp(z, -FINE_BITS) - 0.5
+    bound_voxels = np.ldexp(bound, -FINE_BITS) + 2.0**-39
+    k = np.floor(r) + 1
+    m = np.rint(r)
+    near = ~(nz_ > 2 * enz) | ~(np.abs(r - m) > bound_voxels)
+    k = np.where(near, 0, k).astype(np.int64)
+    for n in np.flatnonzero(near):
+        k[n] = _exact_first_voxel(tris, int(t[n]), int(px[n]), int(py[n]))
     return np.clip(k, 0, nz)
+
+
+def _exact_first_voxel(tris: dict[str, np.ndarray], t: int, px: int, py: int) -> int:
+    """floor(z* + 1/2) in Python integers: z* 2**FINE_BITS = sum(w Z) / sum(w), w the edge
+    functions opposite each corner (barycentric weights times D)."""
+    corners = {name: [int(x) for x in tris[name][t]] for name in "ABC"}
+    weights = []
+    for first, second in _EDGES:
+        p, q = corners[first], corners[second]
+        weights.append((q[0] - p[0]) * (py - p[1]) - (q[1] - p[1]) * (px - p[0]))
+    numerator = sum(w * corners[name][2] for w, name in zip(weights, "ABC"))
+    d = sum(weights)
+    return (2 * numerator + d * FINE_ONE) // (2 * d * FINE_ONE)
 
 
 def _parity_fill(keys: np.ndarray, shape: Shape) -> np.ndarray:

@@ -105,12 +105,13 @@ def voxelize_surface_reference(
     shape = placement.shape
     if mode == "surface":
         return DenseGrid(surface_columns(g, mesh.faces, shape, surface), placement)
+    fine = placement.fine_vertices(mesh.vertices)  # the solid's coordinates
     if fill_mode == "parity":
-        solid = solid_columns(g, mesh.faces, shape)
+        solid = solid_columns(fine, mesh.faces, shape)
     elif fill_mode == "vote":
-        solid = vote_columns(g, mesh.faces, shape)
+        solid = vote_columns(fine, mesh.faces, shape)
     elif fill_mode == "union":
-        solid = union_columns(g, mesh.faces, shape, mesh_components(mesh))
+        solid = union_columns(fine, mesh.faces, shape, mesh_components(mesh))
     else:
         raise ValueError(f"unknown fill mode {fill_mode!r}")
     return DenseGrid(solid | surface_columns(g, mesh.faces, shape, "conservative"), placement)

@@ -48,16 +48,23 @@ def voxelize_winding_reference(
     """fill_mode="winding" on the CPU, placed as the GPU path places the grid."""
     placement = GridPlacement.fit(mesh, grid, voxel_size, bounds)
     g = placement.grid_vertices(mesh.vertices)
-    return DenseGrid(winding_columns(g, mesh.faces, placement.shape), placement)
+    fine = placement.fine_vertices(mesh.vertices)
+    return DenseGrid(winding_columns(g, mesh.faces, placement.shape, fine), placement)
 
 
-def winding_columns(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: Shape) -> np.ndarray:
+def winding_columns(
+    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: Shape, fine: np.ndarray | None = None
+) -> np.ndarray:
     """bool[i, j, k]: the rule above."""
-    return winding_numbers(grid_vertices_f32, faces, shape) > 0.5
+    return winding_numbers(grid_vertices_f32, faces, shape, fine) > 0.5
 
 
-def winding_numbers(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: Shape) -> np.ndarray:
-    """float64[i, j, k]: w at every voxel centre inside the box of rule 1, 0 elsewhere."""
+def winding_numbers(
+    grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: Shape, fine: np.ndarray | None = None
+) -> np.ndarray:
+    """float64[i, j, k]: w at every voxel centre inside the box of rule 1, 0 elsewhere. s is
+    decided on the fine coordinates (those of the float32 vertices when not given), the
+    curtain on the fixed-point ones, as on the GPU."""
     faces = np.asarray(faces, np.int64).reshape(-1, 3)
     corners = surface_corners(grid_vertices_f32, faces, shape)
     w = np.zeros(shape, np.float64)
@@ -68,7 +75,8 @@ def winding_numbers(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: Sha
     if any(len(r) == 0 for r in ranges):
         return w
     i, j, k = np.meshgrid(*ranges, indexing="ij")
-    s = signed_crossings(grid_vertices_f32, faces, shape)[i, j, k].astype(np.float64)
+    crossing_vertices = grid_vertices_f32 if fine is None else fine
+    s = signed_crossings(crossing_vertices, faces, shape)[i, j, k].astype(np.float64)
     points = np.stack([i, j, k], axis=-1).reshape(-1, 3) * ONE + HALF
     curtain = curtain_winding(points, boundary_edges(corners)).reshape(s.shape)
     w[i, j, k] = s - curtain

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,6 +90,7 @@ class Buffer:
             ) from exc
         vk.vkBindBufferMemory(device.handle, self.handle, self.memory, 0)
         self._mapped: memoryview | None = None
+        self._holds: weakref.ref[np.ndarray] | None = None  # (write_once)
 
     def mapped(self) -> memoryview:
         """The whole buffer as writable host memory (staging buffers only)."""
@@ -98,7 +100,16 @@ class Buffer:
             self._mapped = vk.vkMapMemory(self.device.handle, self.memory, 0, self.size, 0)
         return self._mapped
 
+    def write_once(self, data: np.ndarray) -> None:
+        """write(data), unless the last write was of this very array and it is read-only (a
+        per-mesh cache's: host-visible buffers a shader reads as they are, rewritten only
+        when the data changes)."""
+        if data.flags.writeable or self._holds is None or self._holds() is not data:
+            self.write(data)
+            self._holds = None if data.flags.writeable else weakref.ref(data)
+
     def write(self, data: np.ndarray) -> None:
+        self._holds = None
         raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         if raw.size < 1 << 16:
             self.mapped()[: raw.size] = raw.tobytes()

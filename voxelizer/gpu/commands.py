@@ -1,8 +1,14 @@
 """Recording and submitting work: one command buffer, barriers between steps, timestamps.
 
 A `Sequence` is reused for every voxelization a Voxelizer runs: `begin()`, record steps,
-`submit()` (waits), read results, and `begin()` again. Each dispatch gets a descriptor set
-from the sequence's pool; the pool is reset at every `begin()`.
+`submit()` (waits), read results, and `begin()` again. A call records a few dozen commands,
+so recording is kept cheap on the host: the commands go straight to the Vulkan functions
+(cffi, none of the wrapper's per-call argument conversion), the descriptor writes of each
+pipeline are built once and only their buffers change, a dispatch pushes its buffers into
+the command buffer (VK_KHR_push_descriptor, where the device has it; otherwise it gets a
+descriptor set from the sequence's pool, which is reset at every `begin()`), a pipeline
+already bound is not bound again, and a barrier with nothing recorded since the one before
+it in the same recording is left out.
 
 A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
 queue: the device's `queue_may_be_busy` says so, and `begin()` and every destroy wait for the
@@ -59,6 +65,41 @@ class Sequence:
         self._pool_index = 0
         self._sets_left = 0
         self._labels: list[str] = []
+        # The Vulkan functions themselves: the commands below return nothing to check, and
+        # the ones that return a VkResult are checked here as the wrapper checks them.
+        self._lib, self._ffi = vk.lib, vk.ffi
+        self._writes: dict[ComputePipeline, _DescriptorWrites] = {}
+        self._bound: ComputePipeline | None = None  # the pipeline bound last, in this recording
+        # Whether a command may have written since the last barrier: set at begin() too, as
+        # a barrier's first scope takes in the earlier submissions.
+        self._unfenced = True
+        self._copy_region = vk.ffi.new("VkBufferCopy[]", 1)
+        self._set_info = vk.ffi.new("VkDescriptorSetAllocateInfo *")
+        self._set_info.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
+        self._set_info.descriptorSetCount = 1
+        self._set_layouts = vk.ffi.new("VkDescriptorSetLayout[]", 1)
+        self._set_info.pSetLayouts = self._set_layouts
+        self._new_set = vk.ffi.new("VkDescriptorSet[]", 1)
+        self._compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+        self._compute_stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
+        # The structs of every begin() and submit(), the same each time.
+        self._begin_info = vk.ffi.new("VkCommandBufferBeginInfo *")
+        self._begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        self._begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        self._command_buffers = vk.ffi.new("VkCommandBuffer[]", [self.command_buffer])
+        self._submit_info = vk.ffi.new("VkSubmitInfo *")
+        self._submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        self._submit_info.commandBufferCount = 1
+        self._submit_info.pCommandBuffers = self._command_buffers
+        self._fences = vk.ffi.new("VkFence[]", [self.fence])
+        self._barrier_stages = (
+            vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
+        )
+        self._barrier_later = (
+            self._barrier_stages
+            | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT
+            | vk.VK_PIPELINE_STAGE_HOST_BIT
+        )
         # The one barrier every step uses, built once: a sequence records dozens per call.
         self._memory_barrier = vk.ffi.new("VkMemoryBarrier[]", 1)
         access = (
@@ -77,23 +118,22 @@ class Sequence:
     # -- recording ---------------------------------------------------------------------------
 
     def begin(self) -> None:
-        handle = self.device.handle
+        handle, lib = self.device.handle, self._lib
         self.device.settle()  # an interrupted submit's work may still use the command buffer
-        vk.vkResetCommandBuffer(self.command_buffer, 0)
+        _check(lib.vkResetCommandBuffer(self.command_buffer, 0))
         for pool in self._descriptor_pools:
-            vk.vkResetDescriptorPool(handle, pool, 0)
+            _check(lib.vkResetDescriptorPool(handle, pool, 0))
         self._pool_index, self._sets_left = 0, 0
-        begin_info = vk.VkCommandBufferBeginInfo(
-            flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
-        )
-        vk.vkBeginCommandBuffer(self.command_buffer, begin_info)
-        vk.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
+        _check(lib.vkBeginCommandBuffer(self.command_buffer, self._begin_info))
+        lib.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
         self._labels = []
+        self._bound = None
+        self._unfenced = True
 
     def mark(self, label: str) -> None:
         """Timestamp: the GPU time between two marks is charged to the later mark's label."""
         if len(self._labels) < _MAX_TIMESTAMPS:
-            vk.vkCmdWriteTimestamp(
+            self._lib.vkCmdWriteTimestamp(
                 self.command_buffer,
                 vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT,
                 self.query_pool,
@@ -102,22 +142,41 @@ class Sequence:
             self._labels.append(label)
 
     def barrier(self) -> None:
-        """Make every earlier write visible to every later read (compute, transfer, indirect)."""
-        stages = vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
-        later = stages | vk.VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT | vk.VK_PIPELINE_STAGE_HOST_BIT
-        vk.vkCmdPipelineBarrier(
-            self.command_buffer, stages, later, 0, 1, self._memory_barrier, 0, None, 0, None
+        """Make every earlier write visible to every later read (compute, transfer, indirect,
+        host). Nothing recorded since the last barrier of this recording: nothing to wait for,
+        no barrier."""
+        if not self._unfenced:
+            return
+        self._lib.vkCmdPipelineBarrier(
+            self.command_buffer,
+            self._barrier_stages,
+            self._barrier_later,
+            0,
+            1,
+            self._memory_barrier,
+            0,
+            self._ffi.NULL,
+            0,
+            self._ffi.NULL,
         )
+        self._unfenced = False
 
     def fill(self, buffer: Buffer, value: int, size: int | None = None, offset: int = 0) -> None:
         """Set `size` bytes from `offset` (default: the rest of the buffer) to the 32-bit `value`."""
         size = buffer.size - offset if size is None else size
         if size > 0:
-            vk.vkCmdFillBuffer(self.command_buffer, buffer.handle, offset, size // 4 * 4, value)
+            self._lib.vkCmdFillBuffer(
+                self.command_buffer, buffer.handle, offset, size // 4 * 4, value
+            )
+            self._unfenced = True
 
     def copy(self, source: Buffer, target: Buffer, size: int, target_offset: int = 0) -> None:
-        region = vk.VkBufferCopy(srcOffset=0, dstOffset=target_offset, size=size)
-        vk.vkCmdCopyBuffer(self.command_buffer, source.handle, target.handle, 1, [region])
+        region = self._copy_region[0]  # read by the call: one struct serves every copy
+        region.srcOffset, region.dstOffset, region.size = 0, target_offset, size
+        self._lib.vkCmdCopyBuffer(
+            self.command_buffer, source.handle, target.handle, 1, self._copy_region
+        )
+        self._unfenced = True
 
     def upload(self, target: Buffer, data: np.ndarray) -> None:
         """Copy host data into a device-local buffer through a staging buffer."""
@@ -157,12 +216,13 @@ class Sequence:
         pipeline.kernel.check_bindings(bindings)
         if groups <= 0:
             return
-        self._bind(pipeline, bindings, push_bytes)
         x = min(groups, self.device.max_groups_x)
         y = -(-groups // x)
         if y > self.device.max_groups_y:
             raise ValueError(f"dispatch of {groups} workgroups exceeds the device's limits")
-        vk.vkCmdDispatch(self.command_buffer, x, y, 1)
+        self._bind(pipeline, bindings, push_bytes)
+        self._lib.vkCmdDispatch(self.command_buffer, x, y, 1)
+        self._unfenced = True
 
     def dispatch_indirect(
         self,
@@ -177,43 +237,56 @@ class Sequence:
         push_bytes = pipeline.kernel.pack(push)
         pipeline.kernel.check_bindings(bindings)
         self._bind(pipeline, bindings, push_bytes)
-        vk.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, offset)
+        self._lib.vkCmdDispatchIndirect(self.command_buffer, arguments.handle, offset)
+        self._unfenced = True
 
     def _bind(
         self, pipeline: ComputePipeline, bindings: Mapping[str, Binding | Buffer], push: bytes
     ) -> None:
-        descriptor_set = self._allocate_set(pipeline)
-        # Plain cffi arrays, filled field by field: the binding's wrapper structs cost ~7 times
-        # as much, and a call binds about 70 buffers. Both arrays live until the update returns.
-        count = len(pipeline.bindings)
-        infos = vk.ffi.new("VkDescriptorBufferInfo[]", count)
-        writes = vk.ffi.new("VkWriteDescriptorSet[]", count)
-        for index, (name, slot) in enumerate(pipeline.bindings.items()):
+        """Bind the pipeline (unless bound already), its buffers and its push constants."""
+        lib, cmd = self._lib, self.command_buffer
+        if self._bound is not pipeline:
+            lib.vkCmdBindPipeline(cmd, self._compute, pipeline.handle)
+            self._bound = pipeline
+        writes = self._writes.get(pipeline)
+        if writes is None:
+            writes = self._writes[pipeline] = _DescriptorWrites(pipeline)
+        infos = writes.infos
+        for index, name in enumerate(writes.names):
             bound = bindings[name]
-            if isinstance(bound, Buffer):
-                bound = Binding(bound)
-            size = bound.buffer.size if bound.size is None else max(4, (bound.size + 3) // 4 * 4)
             info = infos[index]
-            info.buffer, info.offset, info.range = bound.buffer.handle, 0, size
-            write = writes[index]
-            write.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
-            write.dstSet, write.dstBinding = descriptor_set, slot
-            write.descriptorCount = 1
-            write.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-            write.pBufferInfo = infos + index
-        vk.vkUpdateDescriptorSets(self.device.handle, count, writes, 0, None)
-        cmd = self.command_buffer
-        vk.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle)
-        vk.vkCmdBindDescriptorSets(
-            cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout, 0, 1, [descriptor_set], 0, None
-        )
+            if isinstance(bound, Buffer):
+                info.buffer, info.range = bound.handle, bound.size
+            else:
+                size = bound.size
+                info.buffer = bound.buffer.handle
+                info.range = bound.buffer.size if size is None else max(4, (size + 3) // 4 * 4)
+        push_descriptors = self.device.push_descriptor_function
+        if push_descriptors is not None:
+            push_descriptors(cmd, self._compute, pipeline.layout, 0, writes.count, writes.writes)
+        else:
+            descriptor_set = self._allocate_set(pipeline)
+            for index in range(writes.count):
+                writes.writes[index].dstSet = descriptor_set
+            lib.vkUpdateDescriptorSets(
+                self.device.handle, writes.count, writes.writes, 0, self._ffi.NULL
+            )
+            lib.vkCmdBindDescriptorSets(
+                cmd, self._compute, pipeline.layout, 0, 1, self._new_set, 0, self._ffi.NULL
+            )
         if push:
-            data = vk.ffi.new("char[]", push)
-            vk.vkCmdPushConstants(
-                cmd, pipeline.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(push), data
+            lib.vkCmdPushConstants(
+                cmd,
+                pipeline.layout,
+                self._compute_stage,
+                0,
+                len(push),
+                self._ffi.from_buffer(push),
             )
 
     def _allocate_set(self, pipeline: ComputePipeline) -> Any:
+        """A descriptor set for the pipeline from the sequence's pools (also left in
+        `_new_set`), on devices without push descriptors."""
         handle = self.device.handle
         if self._sets_left == 0:
             if self._pool_index == len(self._descriptor_pools):
@@ -224,27 +297,26 @@ class Sequence:
                     maxSets=_SETS_PER_POOL, poolSizeCount=1, pPoolSizes=[size]
                 )
                 self._descriptor_pools.append(vk.vkCreateDescriptorPool(handle, info, None))
-            self._current_pool = self._descriptor_pools[self._pool_index]
+            self._set_info.descriptorPool = self._descriptor_pools[self._pool_index]
             self._pool_index += 1
             self._sets_left = _SETS_PER_POOL
         self._sets_left -= 1
-        layouts = [pipeline.set_layout]
-        info = vk.VkDescriptorSetAllocateInfo(
-            descriptorPool=self._current_pool, descriptorSetCount=1, pSetLayouts=layouts
-        )
-        return vk.vkAllocateDescriptorSets(handle, info)[0]
+        self._set_layouts[0] = pipeline.set_layout
+        _check(self._lib.vkAllocateDescriptorSets(handle, self._set_info, self._new_set))
+        return self._new_set[0]
 
     # -- submission --------------------------------------------------------------------------
 
     def submit(self) -> dict[str, float]:
         """Submit, wait, and return GPU milliseconds per label (summed when a label repeats)."""
-        vk.vkEndCommandBuffer(self.command_buffer)
-        buffers = [self.command_buffer]
-        info = vk.VkSubmitInfo(commandBufferCount=1, pCommandBuffers=buffers)
-        vk.vkResetFences(self.device.handle, 1, [self.fence])
+        lib = self._lib
+        _check(lib.vkEndCommandBuffer(self.command_buffer))
+        _check(lib.vkResetFences(self.device.handle, 1, self._fences))
         # Set before the submit: an interrupt just after it must still find the flag set.
         self.device.queue_may_be_busy = True
-        vk.vkQueueSubmit(self.device.queue, 1, [info], self.fence)
+        # The submit and the wait through the wrapper (one call each per submission; the
+        # Ctrl-C test of tests/test_process_safety.py interrupts right after the submit).
+        vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
         vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
         self.device.queue_may_be_busy = False
         return self._timings()
@@ -253,16 +325,18 @@ class Sequence:
         count = len(self._labels)
         if count < 2 or self.device.timestamp_bits == 0:
             return {}
-        data = vk.ffi.new("uint64_t[]", count)
-        vk.vkGetQueryPoolResults(
-            self.device.handle,
-            self.query_pool,
-            0,
-            count,
-            count * 8,
-            data,
-            8,
-            vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
+        data = self._ffi.new("uint64_t[]", count)
+        _check(
+            self._lib.vkGetQueryPoolResults(
+                self.device.handle,
+                self.query_pool,
+                0,
+                count,
+                count * 8,
+                data,
+                8,
+                vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
+            )
         )
         mask = (1 << self.device.timestamp_bits) - 1 if self.device.timestamp_bits < 64 else -1
         ticks = [data[i] & mask for i in range(count)]
@@ -281,3 +355,30 @@ class Sequence:
         vk.vkDestroyQueryPool(handle, self.query_pool, None)
         vk.vkDestroyFence(handle, self.fence, None)
         vk.vkDestroyCommandPool(handle, self.command_pool, None)
+
+
+def _check(result: int) -> None:
+    """Raise the `vulkan` module's exception for a VkResult that is not VK_SUCCESS, as its
+    wrappers do (a VkError subclass; VK_TIMEOUT and other non-errors as theirs, too)."""
+    if result != 0:  # VK_SUCCESS
+        raise vk.exception_codes[result]
+
+
+class _DescriptorWrites:
+    """A pipeline's descriptor writes, one storage buffer per declared binding, built once:
+    a dispatch sets only each buffer's handle and range (in `infos`)."""
+
+    def __init__(self, pipeline: ComputePipeline):
+        ffi = vk.ffi
+        self.names = tuple(pipeline.bindings)
+        self.count = len(self.names)
+        self.infos = ffi.new("VkDescriptorBufferInfo[]", self.count)
+        self.writes = ffi.new("VkWriteDescriptorSet[]", self.count)
+        for index, name in enumerate(self.names):
+            self.infos[index].offset = 0
+            write = self.writes[index]
+            write.sType = vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET
+            write.dstBinding = pipeline.bindings[name]
+            write.descriptorCount = 1
+            write.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+            write.pBufferInfo = self.infos + index

@@ -7,6 +7,11 @@ prints) or by a case-insensitive substring of its name.
 `VOXELIZER_VALIDATION=1` enables the Khronos validation layer; every message it reports is
 kept in `Device.validation_messages` (the test suite fails on any).
 
+Where the device has VK_KHR_push_descriptor (lavapipe and the desktop GPU drivers do), it is
+enabled: a dispatch then pushes its buffers into the command buffer instead of allocating and
+writing a descriptor set (gpu/commands.py). `VOXELIZER_PUSH_DESCRIPTORS=0` turns that off
+(descriptor sets, as on a device without it).
+
 Vulkan objects belong to the process that created them: a forked child cannot use the
 parent's (the driver's threads did not come along, so waits hang) and must not destroy them.
 After a fork the child forgets the shared instance, and objects of the parent refuse to close
@@ -28,6 +33,7 @@ from .loader import vk
 
 _log = get_logger(__name__)
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+PUSH_DESCRIPTOR_EXTENSION = "VK_KHR_push_descriptor"
 
 
 def _device_types() -> list[tuple[int, str]]:
@@ -55,6 +61,10 @@ class DeviceInfo:
 
 def validation_requested() -> bool:
     return os.environ.get("VOXELIZER_VALIDATION", "") not in ("", "0")
+
+
+def push_descriptors_allowed() -> bool:
+    return os.environ.get("VOXELIZER_PUSH_DESCRIPTORS", "") != "0"
 
 
 class Instance:
@@ -237,14 +247,26 @@ class Device:
             queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=priorities
         )
         enabled = vk.VkPhysicalDeviceFeatures(shaderInt64=vk.VK_TRUE)
+        extensions = [PUSH_DESCRIPTOR_EXTENSION] if self._has_push_descriptors() else []
         info = vk.VkDeviceCreateInfo(
-            queueCreateInfoCount=1, pQueueCreateInfos=[queue_info], pEnabledFeatures=enabled
+            queueCreateInfoCount=1,
+            pQueueCreateInfos=[queue_info],
+            pEnabledFeatures=enabled,
+            enabledExtensionCount=len(extensions),
+            ppEnabledExtensionNames=extensions or None,
         )
         try:
             self.handle = vk.vkCreateDevice(self.physical, info, None)
         except vk.VkError as exc:
             raise DeviceError(f"cannot open {self.info.name} ({type(exc).__name__})") from exc
         self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+        # vkCmdPushDescriptorSetKHR as a plain cffi function, or None: descriptor sets instead.
+        self.push_descriptor_function: Any = None
+        if extensions:
+            name = b"vkCmdPushDescriptorSetKHR"
+            address = vk.lib.vkGetDeviceProcAddr(self.handle, name)
+            if address != vk.ffi.NULL:
+                self.push_descriptor_function = vk.ffi.cast(f"PFN_{name.decode()}", address)
         self.instance.open_devices += 1
         self.max_groups_x = min(int(self.limits.maxComputeWorkGroupCount[0]), 65535)
         self.max_groups_y = int(self.limits.maxComputeWorkGroupCount[1])
@@ -252,6 +274,24 @@ class Device:
         self.timestamp_period_ns = float(self.limits.timestampPeriod)
         self.subgroup_size, self.subgroup_features = _subgroup_support(self.physical)
         self._closed = False
+
+    def _has_push_descriptors(self) -> bool:
+        """Whether to enable VK_KHR_push_descriptor: the device has it and it is not turned
+        off. (It pushes as many buffers as a kernel binds: maxPushDescriptors is at least 32
+        by the extension's rules, and a descriptor pool of gpu/commands.py holds 8 per set.)"""
+        if not push_descriptors_allowed():
+            return False
+        names = {
+            extension.extensionName
+            for extension in vk.vkEnumerateDeviceExtensionProperties(self.physical, None)
+        }
+        return PUSH_DESCRIPTOR_EXTENSION in names
+
+    @property
+    def push_descriptors(self) -> bool:
+        """Whether dispatches push their buffers (VK_KHR_push_descriptor) rather than bind
+        descriptor sets; descriptor-set layouts are made for one or the other."""
+        return self.push_descriptor_function is not None
 
     @property
     def name(self) -> str:

@@ -99,7 +99,11 @@ class ComputePipeline:
                 for b in sorted(self.bindings.values())
             ]
             set_info = vk.VkDescriptorSetLayoutCreateInfo(
-                bindingCount=len(layout_bindings), pBindings=layout_bindings
+                flags=vk.VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR
+                if self.device.push_descriptors
+                else 0,
+                bindingCount=len(layout_bindings),
+                pBindings=layout_bindings,
             )
             set_layout = vk.vkCreateDescriptorSetLayout(handle, set_info, None)
             made.append((vk.vkDestroyDescriptorSetLayout, set_layout))

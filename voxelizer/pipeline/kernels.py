@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from ..gpu.kernels import Kernel, Struct
 
-FILL_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fill dispatch (shaders/fill.comp)
+# Pairs of one tile per fill dispatch (shaders/fill.comp: the pair loop and the near ties of
+# a round stay under llvmpipe's 65,535-iteration guard).
+FILL_PAIRS_PER_ROUND = 1 << 15
 
 # shaders/common.glsl: the rows of the grid one run of the passes covers (passes.Window).
 WINDOW = Struct(
@@ -36,7 +38,12 @@ BRICK_SOURCE = Struct(
 # -- pass 1, triangle setup -------------------------------------------------------------------
 
 _SETUP_OUTPUTS = {"records": 2, "tile_counts": 3, "wrap_flag": 4}
-_SETUP_PUSH = (("triangle_count", "uint"), ("window", WINDOW), ("tile_limit", "uint"))
+_SETUP_PUSH = (
+    ("triangle_count", "uint"),
+    ("window", WINDOW),
+    ("tile_limit", "uint"),
+    ("fixed_error", "uint"),
+)
 SETUP_SOUP = Kernel("setup", {"soup": 0, **_SETUP_OUTPUTS}, _SETUP_PUSH, {"INDEXED": 0})
 SETUP_INDEXED = Kernel(
     "setup", {"vertices": 0, "indices": 1, **_SETUP_OUTPUTS}, _SETUP_PUSH, {"INDEXED": 1}
@@ -47,7 +54,7 @@ SETUP_INDEXED = Kernel(
 EMIT = Kernel(
     "emit",
     {"records": 0, "offsets": 1, "pairs": 2},
-    (("triangle_count", "uint"), ("window", WINDOW)),
+    (("triangle_count", "uint"), ("window", WINDOW), ("fixed_error", "uint")),
 )
 
 # -- pass 4, grouping by tile: the bitonic sort, or counting (histogram, then scatter) --------
@@ -90,12 +97,15 @@ COMPACT_COUNTS = Kernel(
 # one part), parity and counts after several parts -------------------------------------------
 
 _TILE_PASS_BINDINGS = {"records": 0, "pairs": 1, "tiles": 2, "fill_dispatch": 3, "grid": 4}
-_FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6}
+# The fine coordinates per vertex and the batch's vertex indices: the near ties' (fill.comp).
+_FINE_BINDINGS = {"fine_vertices": 7, "indices": 8}
+_FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6, **_FINE_BINDINGS}
 _FILL_PUSH = (
     ("window", WINDOW),
     ("fill_round", "uint"),
     ("fill_rounds", "uint"),
     ("finish", "uint"),
+    ("fixed_error", "uint"),
 )
 _FLIPS_DEFINES = {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND}
 FILL_FLIPS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 0})
@@ -116,7 +126,7 @@ COLUMN_BOX = Struct(
 FILL_MARKS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 1})
 FILL_SIGNED = Kernel(
     "fill",
-    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6},
+    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, **_FINE_BINDINGS},
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
     {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1},
 )
@@ -140,24 +150,41 @@ SETUP_INDEXED_CONSERVATIVE = Kernel(
 )
 EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1})
 
-SURFACE_PAIRS_PER_ROUND = FILL_PAIRS_PER_ROUND  # pairs of one tile per surface dispatch
-SURFACE_CHUNK_VOXELS = 512  # voxels of a column one surface dispatch marks (shaders/surface.comp)
-FACE_ID_CHUNK_VOXELS = 32  # the same with FACE_IDS 1
+# The surface pass (shaders/surface.comp) visits each pair once, in one dispatch, within
+# llvmpipe's 65,535 loop trips per invocation: at most SURFACE_ONE_PASS_PAIRS pairs of a tile
+# (a quarter as many trips of the pair loop), one trip of each of its at most two inner loops
+# (word, voxel) per pair, and SURFACE_INNER_BUDGET further inner trips: 2,048 + 16,384 +
+# 32,768 = 51,200. What does not fit goes to the fallback (CHUNKED 1): rounds of
+# SURFACE_PAIRS_PER_ROUND pairs of a tile, chunks of a column's voxels in registers.
+SURFACE_ONE_PASS_PAIRS = 1 << 13
+SURFACE_INNER_BUDGET = 1 << 15
+SURFACE_TILES_PER_GROUP = 2  # tiles of the pass per workgroup: 32 threads, a full subgroup
+SURFACE_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fallback round
+SURFACE_CHUNK_VOXELS = 512  # voxels of a column one fallback chunk marks
+FACE_ID_CHUNK_VOXELS = 32  # the same with face ids (one id per voxel in registers)
 _SURFACE_PUSH = (
     ("window", WINDOW),
     ("ny", "int"),
-    ("fill_round", "uint"),
-    ("chunk", "uint"),
+    ("fallback_rounds", "uint"),
     ("triangle_offset", "uint"),
 )
 
 
-def _surface_kernel(thin: bool, face_ids: bool) -> Kernel:
-    bindings = {**_TILE_PASS_BINDINGS, **({"face_ids": 5} if face_ids else {})}
+def _surface_kernel(thin: bool, face_ids: bool, chunked: bool = False) -> Kernel:
+    bindings = {
+        **_TILE_PASS_BINDINGS,
+        **({"face_ids": 5} if face_ids else {}),
+        **({} if chunked else {"fallback_dispatch": 6}),
+    }
     defines = {
         "THIN": int(thin),
         "FACE_IDS": int(face_ids),
+        "CHUNKED": int(chunked),
         "PAIRS_PER_ROUND": SURFACE_PAIRS_PER_ROUND,
+        "CHUNK_VOXELS": FACE_ID_CHUNK_VOXELS if face_ids else SURFACE_CHUNK_VOXELS,
+        "ONE_PASS_PAIRS": SURFACE_ONE_PASS_PAIRS,
+        "INNER_BUDGET": SURFACE_INNER_BUDGET,
+        **({} if chunked else {"TILES_PER_GROUP": SURFACE_TILES_PER_GROUP}),
     }
     return Kernel("surface", bindings, _SURFACE_PUSH, defines)
 
@@ -166,6 +193,11 @@ SURFACE_CONSERVATIVE = _surface_kernel(thin=False, face_ids=False)
 SURFACE_THIN = _surface_kernel(thin=True, face_ids=False)
 SURFACE_CONSERVATIVE_FACES = _surface_kernel(thin=False, face_ids=True)
 SURFACE_THIN_FACES = _surface_kernel(thin=True, face_ids=True)
+SURFACE_FALLBACKS = {  # (thin, face_ids): the fallback of that pass
+    (thin, face_ids): _surface_kernel(thin, face_ids, chunked=True)
+    for face_ids in (False, True)
+    for thin in (False, True)
+}
 SURFACE_KERNELS = (
     SETUP_SOUP_CONSERVATIVE,
     SETUP_INDEXED_CONSERVATIVE,
@@ -174,6 +206,7 @@ SURFACE_KERNELS = (
     SURFACE_THIN,
     SURFACE_CONSERVATIVE_FACES,
     SURFACE_THIN_FACES,
+    *SURFACE_FALLBACKS.values(),
 )
 
 # -- face ids for the SVO: the voxels of a slab's face-id grid that hold one, gathered ----------
@@ -285,21 +318,34 @@ WINDING_SUM = Kernel(
     _COLUMNS_PUSH,
     {"COLUMNS_STAGE": 2},
 )
+# points per workgroup of winding_evaluate: whole warps of 32 (wider hardware waves too)
+CURTAIN_GROUP = 64
 WINDING_CURTAIN = Kernel(
     "winding_evaluate",
-    {"edges": 0, "runs": 1, "curtain": 2},
+    {"edges": 0, "runs": 1, "curtain": 2, "offsets": 3, "columns": 4, "counts": 5},
     (
+        ("window", WINDOW),
         ("point_count", "uint"),
         ("edge_first", "uint"),
         ("edge_end", "uint"),
-        ("whole_columns", "uint"),
+        ("stage", "uint"),
         ("column_lo", "int"),
         ("column_hi", "int"),
+        ("bound_columns", "uint"),
     ),
+    {"CURTAIN_GROUP": CURTAIN_GROUP},
 )
 WINDING_DECIDE = Kernel(
     "winding_decide",
-    {"grid": 0, "runs": 1, "curtain": 2, "crossings": 3, "next": 4, "next_count": 5},
+    {
+        "grid": 0,
+        "runs": 1,
+        "curtain": 2,
+        "crossings": 3,
+        "next": 4,
+        "next_count": 5,
+        "next_curtain": 6,
+    },
     (("window", WINDOW), ("run_count", "uint"), ("whole_columns", "uint")),
 )
 

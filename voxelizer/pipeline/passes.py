@@ -15,21 +15,22 @@ buffer instead of a triangle soup).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..errors import VoxelizerError
-from ..gpu.buffers import INDIRECT, Binding, Buffer, BufferPool
+from ..gpu.buffers import INDIRECT, STORAGE, Binding, Buffer, BufferPool
 from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
 from ..gpu.kernels import COMMON_DEFINES, TILE_SHIFT, WG_SIZE, Kernel, subgroup_defines
 from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
 from ..grid import grid_bytes
-from ..parallel import for_row_chunks
-from ..placement import FIXED_BITS
+from ..parallel import for_row_chunks, map_row_chunks
+from ..placement import FINE_BITS, FIXED_BITS, to_fine
 from ..stats import Stats
 from . import kernels
 from .kernels import (
@@ -56,8 +57,15 @@ SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
 RECORD_BYTES = 48  # TriangleRecord
 TILE_BYTES = 16  # Tile in compact.comp / fill.comp
 PAIR_BYTES = 8
+FINE_VERTEX_BYTES = 24  # a vertex's fine coordinates, 3 int64 (shaders/fill.comp)
+INDEX_BYTES = 12  # a triangle's vertex indices, 3 uint32
+# The largest fixed_error the binning allows for (shaders/tiles.glsl): 1/256 voxel. Float32
+# corners below 8192 are within 2**-12 + 2**-17 of their float64 values (17 units), mirrored
+# ones (fill_mode="vote") within twice that.
+MAX_FIXED_ERROR = 1 << (FIXED_BITS - 8)
 COLUMN_SUM_BYTES = 8  # (balance, moment) per column (shaders/fill.comp)
 COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold
+MAX_GROUPS_Z = 65535  # workgroups along z every device takes (the surface fallback's layers)
 # Pairs the one-submission path records room for at least (PassRunner._speculative_capacity):
 # 2 MiB in each of the two pair buffers; more where the pool's buffers have grown.
 SPECULATIVE_PAIRS = 1 << 18
@@ -131,37 +139,44 @@ NO_FACE = 0xFFFFFFFF
 class SurfacePipelines:
     """What surface voxelization adds to a variant's passes (its grouping and compaction are
     the variant's own): the conservative binning (setup and emission with CONSERVATIVE 1) and
-    the surface pass of one kind, built once; the pass with face ids on first use."""
+    the surface pass of one kind with its fallback, built once; those with face ids on first
+    use."""
 
     def __init__(self, device: Device, variant: str, surface: str):
         self.variant, self.surface = variant, surface  # checked by the caller's Options
         self._device = device
         self._defines = pass_defines(variant, subgroup_defines(device))
         indexed = bool(VARIANTS[variant]["INDEXED"])
-        thin = surface == "thin"
+        self._thin = surface == "thin"
         self.setup = self._build(
             kernels.SETUP_INDEXED_CONSERVATIVE if indexed else kernels.SETUP_SOUP_CONSERVATIVE
         )
         self.emit = self._build(kernels.EMIT_CONSERVATIVE)
-        self.mark = self._build(kernels.SURFACE_THIN if thin else kernels.SURFACE_CONSERVATIVE)
-        self._face_kernel = (
-            kernels.SURFACE_THIN_FACES if thin else kernels.SURFACE_CONSERVATIVE_FACES
+        self.mark = self._build(
+            kernels.SURFACE_THIN if self._thin else kernels.SURFACE_CONSERVATIVE
         )
-        self._faces: ComputePipeline | None = None
+        self.fallback = self._build(kernels.SURFACE_FALLBACKS[self._thin, False])
+        self._faces: tuple[ComputePipeline, ComputePipeline] | None = None
 
     def _build(self, kernel: Kernel) -> ComputePipeline:
         return ComputePipeline(self._device, kernel, self._defines)
 
     @property
-    def mark_with_faces(self) -> ComputePipeline:
+    def with_faces(self) -> tuple[ComputePipeline, ComputePipeline]:
+        """The pass with face ids and its fallback."""
         if self._faces is None:
-            self._faces = self._build(self._face_kernel)
+            thin = self._thin
+            self._faces = (
+                self._build(
+                    kernels.SURFACE_THIN_FACES if thin else kernels.SURFACE_CONSERVATIVE_FACES
+                ),
+                self._build(kernels.SURFACE_FALLBACKS[thin, True]),
+            )
         return self._faces
 
     def destroy(self) -> None:
-        for pipeline in (self.setup, self.emit, self.mark, self._faces):
-            if pipeline is not None:
-                pipeline.destroy()
+        for pipeline in (self.setup, self.emit, self.mark, self.fallback, *(self._faces or ())):
+            pipeline.destroy()
         self._faces = None
 
 
@@ -246,12 +261,31 @@ class PassRunner:
         pair_budget: int | None = None,
         stats: Stats | None = None,
         surface: SurfacePipelines | None = None,
+        fine: np.ndarray | None = None,
+        used: np.ndarray | None = None,
+        fill_indices: Callable[[], np.ndarray] | None = None,
     ):
         started = time.perf_counter()
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
         self.scan = scan
         self.vertices = np.ascontiguousarray(vertices, np.float32)
-        self.faces = np.ascontiguousarray(faces, np.uint32)
+        # The fine vertices (placement.fine_vertices) decide the solid; the float32 ones only
+        # speed it up, within fixed_error of them (shaders/exact.glsl). `used`: the vertices
+        # the faces refer to (Mesh.used, cached per mesh), if the caller has them.
+        self.fine = np.ascontiguousarray(
+            fine_vertices_of(self.vertices) if fine is None else fine, np.int64
+        )
+        # uint32 as the indexed variants upload them, or int64 (intp) as the soup gather
+        # indexes with them without a conversion of its own; anything else becomes uint32.
+        self.faces = np.ascontiguousarray(
+            faces, faces.dtype if faces.dtype in (np.uint32, np.intp) else np.uint32
+        )
+        # The near ties read the faces as uint32: the caller's (Mesh.indices, converted once
+        # per mesh), asked for only when the fill runs, else a conversion of self.faces.
+        self._fill_indices = fill_indices
+        if used is None:
+            used = used_vertices(len(self.vertices), self.faces)
+        self.fixed_error = _fixed_error_of(self.vertices, self.fine, used)
         self.sort = sort
         self.triangles = len(self.faces)
         self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
@@ -260,8 +294,13 @@ class PassRunner:
         self.surface = surface  # the surface kernels (voxelize_surface), if asked for
         self._uploaded: tuple[int, int] | None = None
         self._geometry: dict[str, Binding] = {}  # "soup", or "vertices" and "indices"
+        # The near ties' (shaders/fill.comp): every vertex's fine coordinates, uploaded once,
+        # and the batch's vertex indices (the indexed variants' "indices", else their own).
+        self._fine: Binding | None = None
+        self._batch_indices: Binding | None = None
         self._tile_boxes: np.ndarray | None = None
         self._slab = _SlabState(Window(0, 0, 0, 0, 0))
+        self.followed: object | None = None  # what `then` of the last voxelize returned
         # The host arrays the passes read; the soup is gathered straight into staging memory
         # as each batch goes up (`upload`).
         self.stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
@@ -274,13 +313,20 @@ class PassRunner:
         download: bool = False,
         marks: bool = False,
         signed: SignedCrossings | None = None,
+        then: Callable[[], object] | None = None,
     ) -> Buffer | None:
         """Leave the solid bits of the slab's rows in `grid` (cleared first). With `download`,
         the last submission also copies them into a staging buffer, which is returned. For
         fill_mode="winding": with `marks`, instead a bit at the first voxel above every
         crossing; with `signed`, the grid (those marks) is left as it is and each crossing's
         sign is added to its segment (shaders/fill.comp, SIGNED_CROSSINGS). Neither computes
-        the parity or the column counts, nor downloads."""
+        the parity or the column counts, nor downloads.
+
+        `then` records more work on the finished grid (the SVO build) into the same
+        submission, where the slab is done in one (its only part, counted and filled at
+        once): what it returned is then left in `followed`, which is None otherwise (the
+        caller does that work itself)."""
+        self.followed = None
         batches = [
             (first, min(first + self.batch_triangles, self.triangles))
             for first in range(0, self.triangles, self.batch_triangles)
@@ -295,7 +341,7 @@ class PassRunner:
             alone = fills == 0 and not work  # no other part flips bits in this slab
             if alone and self.sort == "counting" and not winding:
                 done, staging, pair_count, may_wrap = self._count_and_fill(
-                    window, batch, grid, download
+                    window, batch, grid, download, then
                 )
                 if done:
                     fills = 1
@@ -347,12 +393,18 @@ class PassRunner:
         return pair_count, may_wrap
 
     def _count_and_fill(
-        self, window: Window, batch: tuple[int, int], grid: Binding, download: bool
+        self,
+        window: Window,
+        batch: tuple[int, int],
+        grid: Binding,
+        download: bool,
+        then: Callable[[], object] | None = None,
     ) -> tuple[bool, Buffer | None, int, bool]:
         """The slab's only part in one submission, its pair buffers sized before the count is
         known: (done, the grid's staging copy if done and `download`, pair count, may wrap).
         A part not done keeps its records on the device for _fill (and its grid is cleared
-        again if the fill ran)."""
+        again if the fill ran). `then` is recorded after the fill (see voxelize); its work is
+        wasted where the part is not done."""
         started = time.perf_counter()
         capacity = self._speculative_capacity(window)
         if capacity == 0:
@@ -379,12 +431,16 @@ class PassRunner:
         wrap_staging = sequence.download(self._wrap_flag.buffer, 4)
         tile_staging = sequence.download(fill_args, 16)
         counts_staging, grid_staging = self._record_results(grid, download)
+        recorded_ms = (time.perf_counter() - started) * 1e3
+        followed = None if then is None else then()
+        then_ms = (time.perf_counter() - started) * 1e3 - recorded_ms  # charged by `then`
         self.stats.add_gpu(sequence.submit())
         pair_count = int(total_staging.read(np.uint32, 1)[0])
         may_wrap = bool(wrap_staging.read(np.uint32, 1)[0])
         counts = counts_staging.read(np.uint32, 4)
         self.stats.add_host(
-            upload=upload_ms, passes_submission=(time.perf_counter() - started) * 1e3 - upload_ms
+            upload=upload_ms,
+            passes_submission=(time.perf_counter() - started) * 1e3 - upload_ms - then_ms,
         )
         if may_wrap or pair_count > capacity:
             return False, None, pair_count, may_wrap  # nothing emitted: the grid is still clear
@@ -394,6 +450,7 @@ class PassRunner:
         self._count_columns(counts)
         self.stats.count(pairs=pair_count, tiles=int(tile_staging.read(np.uint32, 4)[3]))
         self.stats.count_max(sort_size=pair_count)
+        self.followed = followed
         return True, grid_staging, pair_count, may_wrap
 
     def _speculative_capacity(self, window: Window) -> int:
@@ -455,7 +512,7 @@ class PassRunner:
         and the scan of the tile counts; the records, the scanned offsets and the total stay
         on the device for the next passes. Returns the host milliseconds of the upload."""
         sequence = self.sequence
-        upload_ms = self._upload(batch)
+        upload_ms = self._upload(batch, exact=setup is None)
         sequence.barrier()
         sequence.mark("upload")
         count = batch[1] - batch[0]
@@ -470,7 +527,12 @@ class PassRunner:
         sequence.dispatch(
             setup or self.pipelines.setup,
             {**self._geometry, "records": records, "tile_counts": offsets, "wrap_flag": wrap_flag},
-            {"triangle_count": count, "window": window, "tile_limit": tile_limit},
+            {
+                "triangle_count": count,
+                "window": window,
+                "tile_limit": tile_limit,
+                "fixed_error": self.fixed_error,
+            },
             workgroups(count, WG_SIZE),
         )
         sequence.barrier()
@@ -481,35 +543,65 @@ class PassRunner:
         self._wrap_flag = wrap_flag
         return upload_ms
 
-    def _upload(self, batch: tuple[int, int]) -> float:
-        if self._uploaded == batch:
-            return 0.0
+    def _upload(self, batch: tuple[int, int], exact: bool) -> float:
+        """Record the uploads the batch's passes need and are not on the device yet: its
+        geometry and, for the fill (`exact`), the fine vertices (once per runner) and its
+        vertex indices. Returns the host milliseconds (the copies into staging memory)."""
         started = time.perf_counter()
         first, end = batch
-        if self.pipelines.indexed:
-            arrays: dict[str, np.ndarray] = {"indices": self.faces[first:end]}
-            if self._uploaded is None:
-                arrays["vertices"] = self.vertices
-            for name, array in arrays.items():
-                self._geometry[name] = self.pool.binding(name, array.nbytes)
-                self.sequence.upload(self._geometry[name].buffer, array)
-        else:
-            soup = self.pool.binding("soup", (end - first) * 36)
-            self._geometry["soup"] = soup
-            self._gather(first, end, self.sequence.upload_view(soup.buffer, (end - first, 3, 3)))
-        self._uploaded = batch
-        return (time.perf_counter() - started) * 1e3  # into staging memory
+        if self._uploaded != batch:
+            if self.pipelines.indexed:
+                arrays: dict[str, np.ndarray] = {
+                    "indices": self.faces[first:end].astype(np.uint32, copy=False)
+                }
+                if self._uploaded is None:
+                    arrays["vertices"] = self.vertices
+                for name, array in arrays.items():
+                    self._geometry[name] = self.pool.binding(name, array.nbytes)
+                    self.sequence.upload(self._geometry[name].buffer, array)
+            else:
+                soup = self.pool.binding("soup", (end - first) * 36)
+                self._geometry["soup"] = soup
+                self._gather(
+                    first, end, self.sequence.upload_view(soup.buffer, (end - first, 3, 3))
+                )
+            self._batch_indices = self._geometry.get("indices")
+            self._uploaded = batch
+        if exact and self._fine is None:
+            # Host-visible memory the fill reads as it is: no staging copy, no transfer, and
+            # the rare near ties are its only readers.
+            fine = self.pool.get("fine", self.fine.nbytes, STORAGE, host_visible=True)
+            fine.write_once(self.fine)  # (placement.placed_vertices: once per mesh and grid)
+            self._fine = Binding(fine, self.fine.nbytes)
+        if exact and self._batch_indices is None:  # the soup variants' faces, for the fill
+            # host-visible as the fine vertices, and as rarely read; a whole mesh's faces
+            # (Mesh.indices, read-only) are written again only for another mesh
+            whole = self._uint32_faces()
+            faces = whole if batch == (0, self.triangles) else whole[first:end]
+            indices = self.pool.get("fine_indices", faces.nbytes, STORAGE, host_visible=True)
+            indices.write_once(faces)
+            self._batch_indices = Binding(indices, faces.nbytes)
+        return (time.perf_counter() - started) * 1e3
+
+    def _uint32_faces(self) -> np.ndarray:
+        if self._fill_indices is not None:
+            return self._fill_indices()
+        return self.faces.astype(np.uint32, copy=False)
 
     def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
         """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32 (the
-        staging memory itself: no copy of it in between)."""
+        staging memory itself: no copy in between)."""
 
-        def gather(start: int, stop: int) -> None:  # np.take: about twice faster than []
+        # Each corner as one 12-byte item, indexed by intp: np.take then moves whole corners
+        # and converts no indices (twice as fast as taking float rows by uint32).
+        corners = self.vertices.view(np.dtype((np.void, 12))).reshape(-1)
+        target = soup.reshape(-1, 3).view(np.dtype((np.void, 12))).reshape(-1)
+
+        def gather(start: int, stop: int) -> None:
             np.take(
-                self.vertices,
-                self.faces[first + start : first + stop],
-                axis=0,
-                out=soup[start:stop],
+                corners,
+                self.faces[first + start : first + stop].reshape(-1),
+                out=target[3 * start : 3 * stop],
             )
 
         for_row_chunks(end - first, gather)
@@ -618,7 +710,7 @@ class PassRunner:
             sequence.barrier()
         emit = (
             {"records": self._records, "offsets": self._offsets, "pairs": pair_buffer},
-            {"triangle_count": self._count, "window": window},
+            {"triangle_count": self._count, "window": window, "fixed_error": self.fixed_error},
         )
         if dispatch is None:
             sequence.dispatch(pipelines.emit, *emit, workgroups(self._count, WG_SIZE))
@@ -638,6 +730,8 @@ class PassRunner:
             )  # fmt: skip
         rounds = 1 if dispatch is not None else workgroups(pairs, FILL_PAIRS_PER_ROUND)
         bindings = self._tile_bindings(grouped, tile_list, fill_args, grid)
+        assert self._fine is not None and self._batch_indices is not None  # (_upload, exact)
+        bindings.update(fine_vertices=self._fine, indices=self._batch_indices)
         flips = pipelines.fill_flips
         extra: dict[str, object] = {}
         if signed is not None:  # fill_mode="winding": signs into segments, no column counts
@@ -654,7 +748,7 @@ class PassRunner:
                 flips,
                 bindings,
                 {"window": window, "fill_round": fill_round, "fill_rounds": rounds,
-                 "finish": int(finish), **extra},
+                 "finish": int(finish), "fixed_error": self.fixed_error, **extra},
                 fill_args,
             )  # fmt: skip
             sequence.barrier()
@@ -681,8 +775,10 @@ class PassRunner:
                 "grid": grid,
                 "column_counts": self._column_counts(),
                 "column_sums": self._column_sums(needed=True),
+                "fine_vertices": unused,
+                "indices": unused,
             },
-            {"window": slab, "fill_round": 0, "fill_rounds": 1, "finish": 0},
+            {"window": slab, "fill_round": 0, "fill_rounds": 1, "finish": 0, "fixed_error": 0},
             slab.tiles,
         )
         sequence.barrier()
@@ -723,7 +819,9 @@ class PassRunner:
             if may_wrap and self._pair_bound(window, batch) >= COUNT_RANGE:
                 work[:0] = self._split(window, batch)
                 continue
-            if not self._pairs_fit(window, pair_count):
+            if not self._pairs_fit(window, pair_count) or (
+                _fallback_layers(window, pair_count, face_ids is not None) > MAX_GROUPS_Z
+            ):
                 work[:0] = self._split(window, batch)
                 continue
             clear_ids = face_ids if parts == 0 else None
@@ -742,8 +840,8 @@ class PassRunner:
         clear_ids: Binding | None,
     ) -> None:
         """Submission 2 of a surface part: conservative emission, grouping by tile,
-        compaction (the variant's own kernels), then the surface pass over every chunk of the
-        columns, in rounds of at most SURFACE_PAIRS_PER_ROUND pairs per tile."""
+        compaction (the variant's own kernels), then the surface pass, one visit per pair, and
+        its fallback, dispatched on what the pass left out (no workgroups when nothing)."""
         surface = self.surface
         assert surface is not None  # voxelize_surface checked it
         started = time.perf_counter()
@@ -756,6 +854,8 @@ class PassRunner:
         tiles = 0
         if pair_count:
             fill_args = self.pool.get("fill_args", 16, INDIRECT)
+            fallback_args = self.pool.get("surface_fallback_args", 16, INDIRECT)
+            sequence.fill(fallback_args, 0)  # no fallback unless the pass leaves pairs out
             pairs = self.pool.binding("pairs", slots * PAIR_BYTES)
             sequence.fill(
                 pairs.buffer,
@@ -767,7 +867,7 @@ class PassRunner:
             sequence.dispatch(
                 surface.emit,
                 {"records": self._records, "offsets": self._offsets, "pairs": pairs},
-                {"triangle_count": self._count, "window": window},
+                {"triangle_count": self._count, "window": window, "fixed_error": 0},
                 workgroups(self._count, WG_SIZE),
             )
             sequence.barrier()
@@ -783,30 +883,34 @@ class PassRunner:
                     self._total, None, window.tiles, fill_args, self.device.max_groups_x,
                 )  # fmt: skip
             bindings = self._tile_bindings(grouped, tile_list, fill_args, grid)
-            kernel, chunk_voxels = surface.mark, SURFACE_CHUNK_VOXELS
+            kernel, fallback = surface.mark, surface.fallback
             if face_ids is not None:
                 bindings["face_ids"] = face_ids
-                kernel, chunk_voxels = surface.mark_with_faces, FACE_ID_CHUNK_VOXELS
-            for fill_round in range(workgroups(pair_count, SURFACE_PAIRS_PER_ROUND)):
-                for chunk in range(workgroups(window.nz, chunk_voxels)):  # disjoint words
-                    push = {
-                        "window": window,
-                        "ny": grid_rows,
-                        "fill_round": fill_round,
-                        "chunk": chunk,
-                        "triangle_offset": first_triangle,
-                    }
-                    sequence.dispatch_indirect(kernel, bindings, push, fill_args)
-                sequence.barrier()  # the next round ORs into the same words
+                kernel, fallback = surface.with_faces
+            push = {
+                "window": window,
+                "ny": grid_rows,
+                "fallback_rounds": workgroups(pair_count, SURFACE_PAIRS_PER_ROUND),
+                "triangle_offset": first_triangle,
+            }
+            sequence.dispatch_indirect(
+                kernel, {**bindings, "fallback_dispatch": fallback_args}, push, fill_args
+            )
+            sequence.barrier()
+            sequence.dispatch_indirect(fallback, bindings, push, fallback_args)
+            sequence.barrier()
             sequence.mark("surface")
             tile_staging = sequence.download(fill_args, 16)
+            fallback_staging = sequence.download(fallback_args, 16)
         elif clear_ids is not None:
             sequence.barrier()
         self.stats.add_gpu(sequence.submit())
         self.stats.add_host(surface_submission=(time.perf_counter() - started) * 1e3)
+        fallbacks = 0
         if pair_count:
             tiles = int(tile_staging.read(np.uint32, 4)[3])
-        self.stats.count(surface_pairs=pair_count, surface_tiles=tiles)
+            fallbacks = int(fallback_staging.read(np.uint32, 4)[2] > 0)
+        self.stats.count(surface_pairs=pair_count, surface_tiles=tiles, surface_fallbacks=fallbacks)
         self.stats.count_max(sort_size=slots if pair_count else 0)
 
     def _pair_bound(self, window: Window, batch: tuple[int, int]) -> int:
@@ -824,20 +928,93 @@ class PassRunner:
         return int((x_tiles * np.maximum(rows, 0)).sum())
 
 
+def _fallback_layers(window: Window, pair_count: int, face_ids: bool) -> int:
+    """Workgroups along z of the surface pass's fallback: its rounds of pairs times the
+    chunks of a column (shaders/surface.comp)."""
+    chunk = FACE_ID_CHUNK_VOXELS if face_ids else SURFACE_CHUNK_VOXELS
+    return workgroups(pair_count, SURFACE_PAIRS_PER_ROUND) * workgroups(window.nz, chunk)
+
+
 def geometry_bytes(indexed: bool) -> int:
     """Bytes uploaded per triangle: three float32 corners (soup) or three uint32 indices."""
     return 12 if indexed else 36
 
 
-def triangle_bytes(indexed: bool) -> int:
+def triangle_bytes(indexed: bool, exact: bool = True) -> int:
     """Bytes one triangle of a batch holds: its geometry on the device and in the staging
-    buffer, its record (setup) and its tile count (setup, scan)."""
-    return 2 * geometry_bytes(indexed) + RECORD_BYTES + 4
+    buffer (and, for the soup variants, the vertex indices the fill's near ties read,
+    `exact`: in host-visible memory), its record (setup) and its tile count (setup, scan)."""
+    indices = INDEX_BYTES if exact and not indexed else 0
+    return 2 * geometry_bytes(indexed) + indices + RECORD_BYTES + 4
 
 
-def vertex_bytes(indexed: bool, vertices: int) -> int:
-    """Bytes the indexed variants hold for the whole vertex buffer, device and staging."""
-    return 2 * 12 * vertices if indexed else 0
+def fine_vertices_of(vertices: np.ndarray) -> np.ndarray:
+    """The fine coordinates of float32 grid-space vertices given as they are (exact but
+    for values below the fine step, 2^-FINE_BITS)."""
+    return to_fine(np.asarray(vertices, np.float32).astype(np.float64))
+
+
+def fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int:
+    """delta of shaders/exact.glsl: the ceiling of the largest gap, in fixed-point units,
+    between a used vertex's fixed-point coordinates (from its float32 value) and its fine
+    ones, computed exactly in int64 (X 2^33 and F are at most 2^62), in row chunks on the
+    host's cores. `used`: bool (V,), the vertices some face refers to (stray vertices may be
+    anything)."""
+    step = 1 << (FINE_BITS - FIXED_BITS)
+    scale = np.float32(1 << FIXED_BITS)
+
+    def largest_gap(start: int, stop: int) -> int:
+        mask = used[start:stop]
+        if not mask.any():
+            return 0
+        rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
+        fixed = np.rint(vertices[rows] * scale).astype(np.int64)  # (exact: a power of two)
+        fixed *= step
+        fixed -= fine[rows]
+        return int(np.abs(fixed, out=fixed).max())
+
+    gap = max(map_row_chunks(len(vertices), largest_gap))
+    delta = -(-gap // step)
+    if delta > MAX_FIXED_ERROR:  # the binning's band (shaders/tiles.glsl) covers no more
+        raise VoxelizerError(
+            f"internal error: float32 vertices {delta} fixed-point units from the fine ones"
+        )
+    return delta
+
+
+_last_fixed_error: tuple[list[weakref.ref[np.ndarray]], int] | None = None
+
+
+def _fixed_error_of(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int:
+    """fixed_error, remembered for the last inputs that are all read-only (a repeated call
+    on the same Mesh and grid: placement.placed_vertices, Mesh.used)."""
+    global _last_fixed_error
+    arrays = (vertices, fine, used)
+    last = _last_fixed_error
+    if last is not None and all(ref() is array for ref, array in zip(last[0], arrays)):
+        return last[1]
+    delta = fixed_error(vertices, fine, used)
+    if not any(array.flags.writeable for array in arrays):
+        _last_fixed_error = ([weakref.ref(array) for array in arrays], delta)
+    return delta
+
+
+def used_vertices(vertex_count: int, faces: np.ndarray) -> np.ndarray:
+    """bool (V,): the vertices some face refers to, in row chunks of the faces."""
+    used = np.zeros(vertex_count, bool)
+
+    def mark(start: int, stop: int) -> None:
+        used[faces[start:stop].reshape(-1)] = True  # (chunks only ever write True)
+
+    for_row_chunks(len(faces), mark)
+    return used
+
+
+def vertex_bytes(indexed: bool, vertices: int, exact: bool = True) -> int:
+    """Bytes held for every vertex: the fine coordinates (where the fill runs, `exact`: in
+    host-visible memory the fill reads directly), and the float32 positions of the indexed
+    variants (device and staging)."""
+    return (FINE_VERTEX_BYTES * exact + (2 * 12 if indexed else 0)) * vertices
 
 
 def column_sums_bytes(nx: int, rows: int) -> int:

@@ -23,6 +23,7 @@ from ..errors import MemoryBudgetError
 from ..gpu.device import Device
 from ..log import get_logger
 from .passes import (
+    FINE_VERTEX_BYTES,
     RECORD_BYTES,
     TILE_SIDE,
     Window,
@@ -82,9 +83,11 @@ def make_plan(
     dense: bool,
     whole_only: bool = False,
     voxel_bytes: int = 0,
+    exact: bool = True,
 ) -> Plan:
     """`voxel_bytes`: bytes per voxel of a per-voxel attribute the slab also holds on the
-    device (face ids), downloaded through a staging copy of the same size."""
+    device (face ids), downloaded through a staging copy of the same size. `exact`: the fill
+    runs (not a surface alone), and holds the fine vertices its near ties read."""
     budget = default_budget(device) if budget is None else int(budget)
     limit = device.max_storage_range
     nx, ny, nz = shape
@@ -102,15 +105,11 @@ def make_plan(
         largest = max(grid, sums, forest.largest_classify_buffer() if svo else 0, attribute)
         return grid + sums + classify + download + 2 * attribute, largest
 
-    per_triangle = triangle_bytes(indexed)
-    fixed = vertex_bytes(indexed, vertices)
-    if fixed > budget // 2:
-        raise MemoryBudgetError(
-            f"the indexed variants hold all {vertices:,} vertices on the device ({fixed:,} "
-            f"bytes), more than half the budget of {budget:,}; raise the budget or use the "
-            f"naive or branchless variant"
-        )
-    by_budget = (budget // 4) // per_triangle
+    per_triangle = triangle_bytes(indexed, exact)
+    fixed = vertex_bytes(indexed, vertices, exact)
+    # The triangles' quarter of the budget holds the vertices too, leaving a batch at least
+    # an eighth.
+    by_budget = max(budget // 4 - fixed, budget // 8) // per_triangle
     by_buffer = limit // max(RECORD_BYTES, geometry_bytes(indexed))
     batch = max(1, min(triangles, by_budget, by_buffer))
     triangle_budget = fixed + batch * per_triangle
@@ -146,6 +145,21 @@ def make_plan(
                 f"and {device.name} binds at most {limit:,} per buffer"
             )
 
+    # (checked after the slabs: a grid that fits no budget this small says so first)
+    if fixed > budget // 2:
+        held = "the indexed variants hold" if indexed else "the passes hold the fine coordinates of"
+        advice = "raise the budget"
+        if indexed:
+            advice += " or use the naive or branchless variant"
+        raise MemoryBudgetError(
+            f"{held} all {vertices:,} vertices ({fixed:,} bytes), more than "
+            f"half the budget of {budget:,}; {advice}"
+        )
+    if exact and vertices * FINE_VERTEX_BYTES > limit:
+        raise MemoryBudgetError(
+            f"the fine coordinates of {vertices:,} vertices ({vertices * FINE_VERTEX_BYTES:,} "
+            f"bytes) do not fit one storage buffer of device {device.name} ({limit:,} bytes)"
+        )
     pair_budget = budget - total - triangle_budget
     if pair_budget < MIN_PAIR_BUDGET:
         raise MemoryBudgetError(

@@ -28,13 +28,28 @@ from ..gpu.scan import Scan
 from ..grid import pack_columns, unpack_columns
 from ..log import get_logger
 from ..mesh import Mesh
-from ..placement import COLUMN_AXIS_ORDERS, Shape
+from ..placement import COLUMN_AXIS_ORDERS, FINE_BITS, Shape
 from ..stats import Stats
 from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
-from .passes import FACE_ID_BYTES, PassPipelines, PassRunner, SurfacePipelines, Window
+from .passes import (
+    FACE_ID_BYTES,
+    PassPipelines,
+    PassRunner,
+    SurfacePipelines,
+    Window,
+    fine_vertices_of,
+)
 from .plan import Plan, default_budget, make_plan
-from .svo_build import Forest, OctreeArrays, SVOArrays, SVOPipelines, build_svo_on_gpu
+from .svo_build import (
+    Forest,
+    OctreeArrays,
+    RecordedSVO,
+    SVOArrays,
+    SVOPipelines,
+    build_svo_on_gpu,
+    record_svo,
+)
 from .winding import WindingFill, WindingPipelines, mesh_boundary
 
 _log = get_logger(__name__)
@@ -62,6 +77,12 @@ class Job:
     progress: Progress | None = None
     mode: str = "solid"
     surface: str = "conservative"  # with mode "surface" ("both" always adds the conservative)
+    # int64 (V, 3) fine grid-space vertices (placement.fine_vertices), which the solid
+    # decisions are exact for; None: those of the float32 vertices as given.
+    fine: np.ndarray | None = None
+
+    def fine_vertices(self) -> np.ndarray:
+        return fine_vertices_of(self.vertices) if self.fine is None else self.fine
 
 
 class Pipeline:
@@ -93,7 +114,9 @@ class Pipeline:
         elif job.fill_mode == "winding":
             voxels = self._winding_fill(job, stats, dense=True)
         else:
-            voxels = self._parity(job, job.vertices, job.shape, stats, dense=True)
+            voxels = self._parity(
+                job, job.vertices, job.fine_vertices(), job.shape, stats, dense=True
+            )
         self._finish(stats)
         return voxels, stats
 
@@ -113,7 +136,9 @@ class Pipeline:
         elif job.fill_mode == "winding":
             octree = self._winding_fill(job, stats, dense=False)
         else:
-            octree = self._parity(job, job.vertices, job.shape, stats, dense=False)
+            octree = self._parity(
+                job, job.vertices, job.fine_vertices(), job.shape, stats, dense=False
+            )
         self._finish(stats)
         return octree, stats
 
@@ -149,6 +174,7 @@ class Pipeline:
         self,
         job: Job,
         vertices: np.ndarray,
+        fine: np.ndarray,
         shape: Shape,
         stats: Stats,
         dense: Literal[True],
@@ -160,6 +186,7 @@ class Pipeline:
         self,
         job: Job,
         vertices: np.ndarray,
+        fine: np.ndarray,
         shape: Shape,
         stats: Stats,
         dense: Literal[False],
@@ -170,6 +197,7 @@ class Pipeline:
         self,
         job: Job,
         vertices: np.ndarray,
+        fine: np.ndarray,
         shape: Shape,
         stats: Stats,
         dense: bool,
@@ -198,16 +226,22 @@ class Pipeline:
             self._pool,
             self._sequence,
             vertices,
-            job.mesh.indices,
+            _pass_faces(job.mesh, passes.indexed),
             job.sort,
             plan.batch_triangles,
             plan.pair_budget,
             stats,
+            fine=fine,
+            used=job.mesh.used,
+            fill_indices=lambda: job.mesh.indices,
         )
         outputs = _SlabOutputs(self, plan, shape, job, stats, dense)
         for slab in plan.slabs():
             grid = self._pool.binding("grid", slab.grid_bytes)
-            outputs.keep(slab, grid, runner.voxelize(slab, grid, download=dense))
+            then = None if dense else outputs.svo_recorder(slab, grid)
+            staging = runner.voxelize(slab, grid, download=dense, then=then)
+            recorded = runner.followed if isinstance(runner.followed, RecordedSVO) else None
+            outputs.keep(slab, grid, staging, recorded)
         return outputs.result()
 
     def _merge(
@@ -264,11 +298,13 @@ class Pipeline:
         for order in COLUMN_AXIS_ORDERS:
             for mirrored in (False, True):
                 vertices = job.vertices[:, order]  # a copy
+                fine = job.fine_vertices()[:, order]
                 shape: Shape = (job.shape[order[0]], job.shape[order[1]], job.shape[order[2]])
                 if mirrored:
                     vertices[:, 2] = np.float32(shape[2]) - vertices[:, 2]
+                    fine[:, 2] = (shape[2] << FINE_BITS) - fine[:, 2]  # exact
                 run = stats if first else self._stats(job)
-                solid = self._parity(job, vertices, shape, run, dense=True, whole_only=True)
+                solid = self._parity(job, vertices, fine, shape, run, dense=True, whole_only=True)
                 votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
                 if not first:
                     stats.add_times_of(run)
@@ -283,7 +319,9 @@ class Pipeline:
         """fill_mode="union" as a bool grid (components.py says what it means)."""
         runs = self._union_runs(job, stats)
         if len(runs) == 1 and runs[0].sign == 1:
-            return self._parity(job, job.vertices, job.shape, stats, dense=True)
+            return self._parity(
+                job, job.vertices, job.fine_vertices(), job.shape, stats, dense=True
+            )
         return self._winding(job, runs, stats) > 0
 
     def _union_svo(self, job: Job, stats: Stats) -> OctreeArrays:
@@ -292,7 +330,9 @@ class Pipeline:
         otherwise the summed grid goes back up, slab by slab, to be converted there."""
         runs = self._union_runs(job, stats)
         if len(runs) == 1 and runs[0].sign == 1:
-            return self._parity(job, job.vertices, job.shape, stats, dense=False)
+            return self._parity(
+                job, job.vertices, job.fine_vertices(), job.shape, stats, dense=False
+            )
         return self._svo_of_voxels(job, self._winding(job, runs, stats) > 0, stats)
 
     def _svo_of_voxels(self, job: Job, voxels: np.ndarray, stats: Stats) -> OctreeArrays:
@@ -329,9 +369,12 @@ class Pipeline:
                 job,
                 mesh=Mesh(job.mesh.vertices[used], corners.reshape(-1, 3)),
                 vertices=job.vertices[used],
+                fine=job.fine_vertices()[used],
                 progress=None,
             )
-            solid = self._parity(part, part.vertices, job.shape, stats, dense=True)
+            solid = self._parity(
+                part, part.vertices, part.fine_vertices(), job.shape, stats, dense=True
+            )
             add = np.add if run.sign > 0 else np.subtract
             add(winding, solid, out=winding, casting="unsafe")
             if job.progress is not None:
@@ -396,6 +439,7 @@ class Pipeline:
             svo=not dense,
             dense=dense,
             voxel_bytes=FACE_ID_BYTES if face_ids else 0,
+            exact=job.mode == "both",  # the fill runs too
         )
         stats.memory.budget_bytes = plan.budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
@@ -406,12 +450,15 @@ class Pipeline:
             self._pool,
             self._sequence,
             job.vertices,
-            job.mesh.indices,
+            _pass_faces(job.mesh, passes.indexed),
             job.sort,
             plan.batch_triangles,
             plan.pair_budget,
             stats,
             surface=self._surface_kernels(job.variant, kind),
+            fine=job.fine_vertices(),
+            used=job.mesh.used,
+            fill_indices=lambda: job.mesh.indices,
         )
         outputs = _SlabOutputs(self, plan, job.shape, job, stats, dense)
         marked: list[MarkedVoxels] = []
@@ -470,8 +517,9 @@ class Pipeline:
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
         runner = PassRunner(
             self.device, passes, self._scan_kernels(), self._pool, self._sequence,
-            job.vertices, job.mesh.indices, job.sort, plan.batch_triangles, plan.pair_budget,
-            stats,
+            job.vertices, _pass_faces(job.mesh, passes.indexed), job.sort, plan.batch_triangles,
+            plan.pair_budget, stats, fine=job.fine_vertices(), used=job.mesh.used,
+            fill_indices=lambda: job.mesh.indices,
         )  # fmt: skip
         if self._winding_pipelines is None:
             self._winding_pipelines = WindingPipelines(self.device)
@@ -609,9 +657,25 @@ class _SlabOutputs:
         self._forests: list[tuple[int, SVOArrays]] = []
         self._kept = 0
 
-    def keep(self, slab: Window, grid: Binding, staging: Buffer | None = None) -> None:
+    def svo_recorder(self, slab: Window, grid: Binding) -> Callable[[], RecordedSVO]:
+        """What records the slab's SVO conversion into the passes' last submission."""
+        pipeline = self._pipeline
+        forest = self._plan.forest(slab)
+        return lambda: record_svo(
+            pipeline._scan_kernels(), pipeline._svo_kernels(), pipeline._pool,
+            pipeline._sequence, forest, grid,
+        )  # fmt: skip
+
+    def keep(
+        self,
+        slab: Window,
+        grid: Binding,
+        staging: Buffer | None = None,
+        recorded: RecordedSVO | None = None,
+    ) -> None:
         """The slab's result from `grid`, or from `staging` where the passes' last submission
-        already copied the bits back."""
+        already copied the bits back, or from the SVO conversion `recorded` into it (run:
+        its arrays are read now)."""
         pipeline, stats = self._pipeline, self._stats
         if self._voxels is not None:
             if staging is not None:
@@ -621,7 +685,11 @@ class _SlabOutputs:
             self._voxels[:, slab.row_lo : slab.row_hi] = rows
         else:
             forest = self._plan.forest(slab)
-            self._forests.append((forest.cube_y, pipeline._build_svo(forest, grid, stats)))
+            if recorded is not None:
+                arrays = recorded.finish(stats)
+            else:
+                arrays = pipeline._build_svo(forest, grid, stats)
+            self._forests.append((forest.cube_y, arrays))
         self._kept += 1
         if self._progress is not None and self._slab_count > 1:
             self._progress("slabs", self._kept, self._slab_count)
@@ -630,3 +698,9 @@ class _SlabOutputs:
         if self._voxels is not None:
             return self._voxels
         return self._pipeline._merge(self._plan, self._shape, self._forests, self._stats)
+
+
+def _pass_faces(mesh: Mesh, indexed: bool) -> np.ndarray:
+    """The faces as the passes take them: uint32 for the indexed variants, which upload them
+    (converted once per Mesh), the int64 faces themselves for the soup gather."""
+    return mesh.indices if indexed else mesh.faces

@@ -5,7 +5,9 @@ the grid, shaders/svo_classify.comp stage 0; the levels above from their childre
 exclusive scan over every level's counts, then compaction writes every stored node, the mixed
 bricks (reading the grid again only under leaves that hold one) and copies the arrays, as
 long as the GPU's counts say, to host-visible memory (shaders/svo_write.comp). The host reads
-only the totals and the finished arrays, never the dense grid, and waits once.
+only the totals and the finished arrays, never the dense grid, and waits once. The passes
+record it (`record_svo`) into their own last submission where they know that one finishes
+the grid, and read it after that wait (`RecordedSVO.finish`).
 
 The arrays' sizes are known only on the GPU, so they are written into buffers of a capacity
 chosen in advance (what earlier calls needed, at least an estimate from the grid's size);
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -78,7 +81,8 @@ class Forest:
 
     The cubes of side `cube_side` at cube row `cube_y` (all cubes_per_row^2 of them, in the
     order cx + cubes_per_row * cz), read from a grid buffer holding column rows from
-    `buffer_row`. A single cube of side P is the whole octree (`whole`)."""
+    `buffer_row`. A single cube of side P is the whole octree (`whole`). The sizes derived
+    from these are computed once per Forest (a conversion reads them dozens of times)."""
 
     shape: tuple[int, int, int]
     cube_side: int
@@ -86,7 +90,7 @@ class Forest:
     buffer_row: int
     buffer_rows: int
 
-    @property
+    @cached_property
     def padded(self) -> int:
         return octree_shape(max(self.shape))[0]
 
@@ -94,26 +98,26 @@ class Forest:
     def whole(self) -> bool:
         return self.cube_side == self.padded
 
-    @property
+    @cached_property
     def cubes_per_row(self) -> int:
         return self.padded // self.cube_side
 
-    @property
+    @cached_property
     def cubes(self) -> int:
         return self.cubes_per_row**2
 
-    @property
+    @cached_property
     def levels(self) -> int:
         """Internal levels inside a cube (L); level L - 1 holds the leaves, whose children
         are bricks."""
         return octree_levels(self.cube_side)
 
-    @property
-    def level_sizes(self) -> list[int]:
+    @cached_property
+    def level_sizes(self) -> tuple[int, ...]:
         """Nodes per internal level over all cubes, root level first."""
-        return [self.cubes * 8**level for level in range(self.levels)]
+        return tuple(self.cubes * 8**level for level in range(self.levels))
 
-    @property
+    @cached_property
     def mask_entries(self) -> int:
         """The masks buffer: every internal level, each from a whole uvec4 (svo.glsl)."""
         return sum(_quad(size) for size in self.level_sizes)
@@ -122,13 +126,13 @@ class Forest:
     def group_level(self) -> int:
         return max(self.levels - 2, 0)
 
-    @property
+    @cached_property
     def count_end(self) -> int:
         """Index of the counts buffer's final 0 (svo.glsl, count_end); the scan covers it."""
         leaf_start = self.mask_entries - _quad(self.level_sizes[-1])
         return _quad(self.cubes) + leaf_start + self.level_sizes[self.group_level]
 
-    @property
+    @cached_property
     def chunk_words(self) -> int:
         """Words of each column one classification workgroup reads: the padded z extent in
         words, at most MAX_CHUNK_WORDS (a multiple of 4 from P = 128 on)."""
@@ -142,7 +146,7 @@ class Forest:
         chunks = workgroups(workgroups(nz, 32), self.chunk_words)
         return workgroups(nx, BLOCK_COLUMNS), workgroups(rows, BLOCK_COLUMNS), chunks
 
-    @property
+    @cached_property
     def covered(self) -> bool:
         """Whether the classification's blocks reach every leaf of the forest (a cubic grid
         of a power-of-two side, or a slab inside one); otherwise the rest is cleared."""
@@ -293,6 +297,81 @@ def build_svo_on_gpu(
     For the whole octree the arrays are the format's; for a forest of several cubes they are
     the cubes' subtrees, level by level (level 0: the mixed cube roots), in cube order, and
     merge.merge_forests puts them in their places."""
+    started = time.perf_counter()
+    sequence.begin()
+    sequence.mark("start")
+    if words is not None:
+        sequence.upload(grid.buffer, words)
+        sequence.barrier()
+    recorded = record_svo(scan, svo, pool, sequence, forest, grid)
+    stats.add_gpu(sequence.submit())
+    recorded.record_ms = (time.perf_counter() - started) * 1e3  # the submission's, too
+    return recorded.finish(stats)
+
+
+@dataclass
+class RecordedSVO:
+    """A conversion recorded into a sequence (record_svo): once the sequence has run,
+    `finish` reads its arrays."""
+
+    svo: SVOPipelines
+    pool: BufferPool
+    sequence: Sequence
+    forest: Forest
+    grid: Binding
+    masks: Binding
+    counts: Binding
+    totals: Buffer
+    outputs: _Outputs
+    record_ms: float  # host time of the recording, charged to svo_submission by finish
+
+    def finish(self, stats: Stats) -> SVOArrays:
+        """The arrays, after the submission that ran the recording; when the GPU's counts
+        exceed the outputs' capacity, the compaction runs again into grown buffers (a
+        submission of its own)."""
+        forest, sequence = self.forest, self.sequence
+        started = time.perf_counter()
+        level_offsets, node_count, brick_count, cube_states = _read_totals(forest, self.totals)
+        outputs = self.outputs
+        if node_count > outputs.node_capacity or brick_count > outputs.brick_capacity:
+            _log.debug(
+                "SVO arrays: %d nodes and %d bricks exceed the capacity of %d and %d; "
+                "compacting again",
+                node_count,
+                brick_count,
+                outputs.node_capacity,
+                outputs.brick_capacity,
+            )
+            outputs = _Outputs.get(self.pool, node_count, brick_count)
+            sequence.begin()
+            sequence.mark("start")
+            _record_compaction(
+                sequence, self.svo, self.pool, forest, self.grid, self.masks, self.counts,
+                self.totals, outputs,
+            )  # fmt: skip
+            stats.add_gpu(sequence.submit())
+        stats.add_host(svo_submission=(time.perf_counter() - started) * 1e3 + self.record_ms)
+
+        started = time.perf_counter()
+        node_array = outputs.host_nodes.read(np.uint32, 2 * node_count).reshape(node_count, 2)
+        brick_array = outputs.host_bricks.read(np.uint64, brick_count)
+        stats.add_host(svo_download=(time.perf_counter() - started) * 1e3)
+        return SVOArrays(node_array, brick_array, level_offsets, cube_states)
+
+
+def record_svo(
+    scan: Scan,
+    svo: SVOPipelines,
+    pool: BufferPool,
+    sequence: Sequence,
+    forest: Forest,
+    grid: Binding,
+) -> RecordedSVO:
+    """Record the conversion of the bits in `grid` into the sequence (begun, with the grid's
+    writes recorded before it or done by an earlier submission); the caller submits it and
+    then calls `finish`. Passes that know the grid is final record it in their own last
+    submission: one submission and one wait per slab instead of two."""
+    started = time.perf_counter()
     levels = forest.levels
     source = forest.source()
     masks = pool.binding("svo_masks", 4 * forest.mask_entries)
@@ -300,12 +379,6 @@ def build_svo_on_gpu(
     totals = pool.get("svo_totals", 4 * (levels + 2 + forest.cubes), host_visible=True)
     outputs = _Outputs.get(pool, *forest.capacity_estimate())
 
-    started = time.perf_counter()
-    sequence.begin()
-    sequence.mark("start")
-    if words is not None:
-        sequence.upload(grid.buffer, words)
-        sequence.barrier()
     # The level-0 gaps of the counts (R and C_0 start on whole uvec4s) and the final 0 are
     # part of the scan; nothing else writes them. Nor the leaves and groups past the grid.
     if not forest.covered:
@@ -348,29 +421,8 @@ def build_svo_on_gpu(
     scan.record(sequence, pool, counts.buffer, forest.count_end + 1, "svo_counts")
     sequence.mark("svo_scan")
     _record_compaction(sequence, svo, pool, forest, grid, masks, counts, totals, outputs)
-    stats.add_gpu(sequence.submit())
-    level_offsets, node_count, brick_count, cube_states = _read_totals(forest, totals)
-
-    if node_count > outputs.node_capacity or brick_count > outputs.brick_capacity:
-        _log.debug(
-            "SVO arrays: %d nodes and %d bricks exceed the capacity of %d and %d; compacting again",
-            node_count,
-            brick_count,
-            outputs.node_capacity,
-            outputs.brick_capacity,
-        )
-        outputs = _Outputs.get(pool, node_count, brick_count)
-        sequence.begin()
-        sequence.mark("start")
-        _record_compaction(sequence, svo, pool, forest, grid, masks, counts, totals, outputs)
-        stats.add_gpu(sequence.submit())
-    stats.add_host(svo_submission=(time.perf_counter() - started) * 1e3)
-
-    started = time.perf_counter()
-    node_array = outputs.host_nodes.read(np.uint32, 2 * node_count).reshape(node_count, 2)
-    brick_array = outputs.host_bricks.read(np.uint64, brick_count)
-    stats.add_host(svo_download=(time.perf_counter() - started) * 1e3)
-    return SVOArrays(node_array, brick_array, level_offsets, cube_states)
+    record_ms = (time.perf_counter() - started) * 1e3
+    return RecordedSVO(svo, pool, sequence, forest, grid, masks, counts, totals, outputs, record_ms)
 
 
 def _record_compaction(
