@@ -39,7 +39,7 @@ bool nonnegative_at(Wide g0, int64_t m, int k) {
 
 // g0 + m k 2^FIXED_BITS >= 0 for the int64 bounds (|g0| < 2^61, |m| < 2^30: no overflow).
 bool nonnegative_at(int64_t g0, int m, int k) {
-    return g0 + to_int64(m) * to_int64(k << FIXED_BITS) >= 0;
+    return g0 + mul_wide(m, k << FIXED_BITS) >= 0;
 }
 
 // Every estimated root below is within 1/64 of the true root where |root| <= 2^14 + 2.
@@ -47,29 +47,37 @@ const float CERTAIN = 1.0 / 32.0;
 
 // The bound g(k) >= 0 puts on k, estimated from its root r: the first k where g increases,
 // the last where it decreases; clamped to [-2, n + 1], which keeps its effect on a range in
-// [0, n - 1]. `keep` is the range's end it may cut. With `exact` the caller corrects it by two
-// sign tests (then it is off by at most one): always in the branchless variant; in the naive
-// one only where r lies within CERTAIN of an integer (near [-2, n + 1]) and cannot be seen to
-// leave `keep` as it is.
+// [0, n - 1]. `keep` is the range's end it may cut. With `exact` the caller corrects it by
+// sign tests. Branchless: always, and the estimate is taken CERTAIN short of r (then it is the
+// bound or one short of it, which the sign of g at it tells). Naive: off by at most one, and
+// corrected by two sign tests only where r lies within CERTAIN of an integer (near
+// [-2, n + 1]) and cannot be seen to leave `keep` as it is.
 int estimated_bound(float root, bool increasing, int keep, int n, out bool exact) {
-    int k = int(clamp(increasing ? ceil(root) : floor(root), -2.0, float(n + 1)));
 #if BRANCHLESS
+    float short_of = increasing ? ceil(root - CERTAIN) : floor(root + CERTAIN);
     exact = true;
+    return int(clamp(short_of, -2.0, float(n + 1)));
 #else
+    int k = int(clamp(increasing ? ceil(root) : floor(root), -2.0, float(n + 1)));
     float position = root - floor(root);
     bool settled = (position > CERTAIN && position < 1.0 - CERTAIN) || root < -2.5
                    || root > float(n) + 1.5;
     bool harmless = increasing ? root + CERTAIN <= float(keep) : root - CERTAIN >= float(keep);
     exact = !settled && !harmless;
     if (harmless) k = keep;
-#endif
     return k;
+#endif
 }
 
 // The estimate corrected by the signs of g at k and at its neighbour below (increasing) or
 // above (decreasing).
 int corrected_bound(int k, bool increasing, bool at_k, bool at_neighbour) {
     return k + (increasing ? int(!at_k) - int(at_neighbour) : int(at_neighbour) - int(!at_k));
+}
+
+// Branchless: the estimate one short of the bound or the bound; g(k) >= 0 iff the bound.
+int short_bound(int k, bool increasing, bool at_k) {
+    return k + (increasing ? int(!at_k) : -int(!at_k));
 }
 
 void apply_bound(inout ivec2 range, int k, bool increasing) {
@@ -91,11 +99,15 @@ void constrain(inout ivec2 range, Wide g0, int64_t m, int n) {
     bool increasing = m > 0, exact;
     float root = -wide_float(g0) / (float(m) * float(ONE));
     int k = estimated_bound(root, increasing, increasing ? range.x : range.y, n, exact);
+#if BRANCHLESS
+    k = short_bound(k, increasing, nonnegative_at(g0, m, k));
+#else
     if (exact) {
         int neighbour = increasing ? k - 1 : k + 1;
         k = corrected_bound(k, increasing, nonnegative_at(g0, m, k),
                             nonnegative_at(g0, m, neighbour));
     }
+#endif
     apply_bound(range, k, increasing);
 }
 
@@ -108,18 +120,22 @@ void constrain(inout ivec2 range, int64_t g0, int m, int n) {
     bool increasing = m > 0, exact;
     float root = -float(g0) / (float(m) * float(ONE));
     int k = estimated_bound(root, increasing, increasing ? range.x : range.y, n, exact);
+#if BRANCHLESS
+    k = short_bound(k, increasing, nonnegative_at(g0, m, k));
+#else
     if (exact) {
         int neighbour = increasing ? k - 1 : k + 1;
         k = corrected_bound(k, increasing, nonnegative_at(g0, m, k),
                             nonnegative_at(g0, m, neighbour));
     }
+#endif
     apply_bound(range, k, increasing);
 }
 
 i64vec3 cross64(ivec3 u, ivec3 v) {
-    return i64vec3(to_int64(u.y) * to_int64(v.z) - to_int64(u.z) * to_int64(v.y),
-                   to_int64(u.z) * to_int64(v.x) - to_int64(u.x) * to_int64(v.z),
-                   to_int64(u.x) * to_int64(v.y) - to_int64(u.y) * to_int64(v.x));
+    return i64vec3(mul_wide(u.y, v.z) - mul_wide(u.z, v.y),
+                   mul_wide(u.z, v.x) - mul_wide(u.x, v.z),
+                   mul_wide(u.x, v.y) - mul_wide(u.y, v.x));
 }
 
 // -- conservative -----------------------------------------------------------------------------
@@ -128,11 +144,11 @@ i64vec3 cross64(ivec3 u, ivec3 v) {
 // cubes [u0, u0 + 1] x [k, k + 1] of the column: their projections overlap the triangle's.
 void side_axis(inout ivec2 range, ivec2 p, ivec2 q, ivec2 r, int u0, int n) {
     int lu = p.y - q.y, lz = q.x - p.x;
-    int64_t third = to_int64(lu) * to_int64(r.x - p.x) + to_int64(lz) * to_int64(r.y - p.y);
+    int64_t third = mul_wide(lu, r.x - p.x) + mul_wide(lz, r.y - p.y);
     // The projection of the cube k = 0 relative to p; cube k adds lz k ONE to both ends.
-    int64_t base = to_int64(lu) * to_int64(u0 - p.x) - to_int64(lz) * to_int64(p.y);
-    int64_t cube_min = base + to_int64(ONE) * to_int64(min(lu, 0) + min(lz, 0));
-    int64_t cube_max = base + to_int64(ONE) * to_int64(max(lu, 0) + max(lz, 0));
+    int64_t base = mul_wide(lu, u0 - p.x) - mul_wide(lz, p.y);
+    int64_t cube_min = base + mul_wide(ONE, min(lu, 0) + min(lz, 0));
+    int64_t cube_max = base + mul_wide(ONE, max(lu, 0) + max(lz, 0));
     constrain(range, max(third, 0l) - cube_min, -lz, n);
     constrain(range, cube_max - min(third, 0l), lz, n);
 }
@@ -206,7 +222,7 @@ ivec2 thin_range_z(ivec3 a, ivec3 b, ivec3 c, ivec2 column, int nz) {
 // edge function (exact.glsl) and s the sign of the projection's doubled area.
 void cover_axis(inout ivec2 range, ivec2 p, ivec2 q, int pv, int s, int n) {
     int dv = q.x - p.x;
-    int64_t g0 = to_int64(dv) * to_int64(HALF - p.y) - to_int64(q.y - p.y) * to_int64(pv - p.x);
+    int64_t g0 = mul_wide(dv, HALF - p.y) - mul_wide(q.y - p.y, pv - p.x);
     constrain(range, s > 0 ? g0 : -g0, s > 0 ? dv : -dv, n);
 }
 

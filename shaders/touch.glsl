@@ -16,14 +16,21 @@ int64_t to_int64(int v) {
     return packInt2x32(ivec2(v, v >> 31));
 }
 
+// a * b, exact: one signed 32 x 32 -> 64 multiplication (no widening of the factors first).
+int64_t mul_wide(int a, int b) {
+    int high, low;
+    imulExtended(a, b, high, low);
+    return packInt2x32(ivec2(low, high));
+}
+
 // True iff the projection of the closed triangle onto the normal of edge p->q (r the third
 // corner) overlaps that of the square [lo, lo + side]^2. A zero edge gives no axis (true).
 bool edge_axis_overlaps(ivec2 p, ivec2 q, ivec2 r, ivec2 lo, int side) {
     int lx = p.y - q.y, ly = q.x - p.x;
-    int64_t third = to_int64(lx) * to_int64(r.x - p.x) + to_int64(ly) * to_int64(r.y - p.y);
-    int64_t base = to_int64(lx) * to_int64(lo.x - p.x) + to_int64(ly) * to_int64(lo.y - p.y);
-    int64_t square_min = base + to_int64(side) * to_int64(min(lx, 0) + min(ly, 0));
-    int64_t square_max = base + to_int64(side) * to_int64(max(lx, 0) + max(ly, 0));
+    int64_t third = mul_wide(lx, r.x - p.x) + mul_wide(ly, r.y - p.y);
+    int64_t base = mul_wide(lx, lo.x - p.x) + mul_wide(ly, lo.y - p.y);
+    int64_t square_min = base + mul_wide(side, min(lx, 0) + min(ly, 0));
+    int64_t square_max = base + mul_wide(side, max(lx, 0) + max(ly, 0));
     return square_min <= max(third, 0l) && square_max >= min(third, 0l);
 }
 

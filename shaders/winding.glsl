@@ -99,8 +99,71 @@ vec2 strip_solid_angle(ivec3 x0, ivec3 x1, ivec3 p) {
     float det_value = float(det) * scale * scale;
     float den = la * lb + dot(a, b) + b.z * la + a.z * lb;
     float omega = 2.0 * atan2_accurate(det_value, den);
-    float spread = max(length(vec2(det_value, den)), 1e-30);
-    float error = 2.0 * (abs(det_value) / 8388608.0 + la * lb / 262144.0) / spread
+    // 1 / |(det, den)| (|det| >= 2^-32 here: the clamp never binds; within 2 ulp in Vulkan)
+    float inverse_spread = inversesqrt(max(det_value * det_value + den * den, 1e-30));
+    float error = 2.0 * (abs(det_value) / 8388608.0 + la * lb / 262144.0) * inverse_spread
                 + 2.0 / 1048576.0 + abs(omega) / 8388608.0;
     return vec2(omega, error);
+}
+
+// A bound on c along a whole column, cheap and rigorous (winding_evaluate.comp's first
+// round). Seen from any P, the strip above edge x0 -> x1 covers, at each azimuth of the
+// edge's projection seen from P's column, one vertical half-line: an elevation interval,
+// whose solid angle per unit azimuth (the integral of cos(elevation)) is at most 2. So
+// |omega| <= 2 phi, phi the angle the edge's projection subtends at P's column, whatever
+// P's height, and omega has det's sign (or is 0 or +-2 pi where det == 0). With
+// phi_+ = the sum of |m_e| phi_e over the edges where m_e det > 0 and phi_- over those where
+// m_e det < 0 (det == 0 counts pi in both),
+//
+//     -phi_- / 2 pi <= c <= phi_+ / 2 pi     everywhere on the column.
+//
+// Far from the boundary (in x and y) both are small: the column's segments are decided by
+// s alone (an integer). All in float32, from the integers A = x1 - P and B = x0 - P (in x
+// and y, |.| < 2^30), each rounded once (2^-24 relative): det = A x B and dot = A.B are
+// within 4 2^-24 (|A_x B_y| + |A_y B_x|) <= 2^-22 |A||B| of their values, and
+// |A||B| = |(det, dot)|, so the angle of (det, dot) moves by less than 2^-21 and
+// atan2_accurate adds 2^-20: each edge adds 2^-18 to its phi for that. Where |det| is not
+// above its error (2^-21 |A|_1 |B|_1, rounded or not, is more), the side is unknown and phi
+// counts on both sides; if P's column is on the edge's line, that phi is 0 off the edge or
+// near pi on it (det's error is 0 there, dot's sign is exact: A and B collinear), but
+// exactly at an end (A or B = 0, exact) the nudge may put P in the strip: pi. The sums'
+// rounding: winding_evaluate.comp. (x, y) = the edge's share of (phi_+, phi_-).
+vec2 azimuth_bound(ivec4 start, ivec4 end, ivec3 p) {
+    vec2 a = vec2(end.xy - p.xy), b = vec2(start.xy - p.xy);
+    float det = a.x * b.y - a.y * b.x;  // edge_function(x1.xy, x0.xy, P), as strip_solid_angle
+    float dot_ab = a.x * b.x + a.y * b.y;
+    float weight = abs(float(start.w));
+    float uncertain = (abs(a.x) + abs(a.y)) * (abs(b.x) + abs(b.y)) / 2097152.0;
+    bool at_end = (a.x == 0.0 && a.y == 0.0) || (b.x == 0.0 && b.y == 0.0);
+    float phi = at_end ? PI : atan2_accurate(abs(det), dot_ab);
+    phi = weight * (phi + 1.0 / 262144.0);
+    if (at_end || abs(det) <= uncertain) return vec2(phi);
+    return (det > 0.0) == (start.w > 0) ? vec2(phi, 0.0) : vec2(0.0, phi);
+}
+
+// The same bound for every column within `radius` of q (x and y, fixed point), from q (a
+// tile's centre). phi as a function of P (x and y) is continuous off the edge's ends, with
+// gradient perp((x1 - P) / r1^2 - (x0 - P) / r0^2) (r_i = |x_i - P|), of length
+// |x1 - x0| / (r0 r1) (inversion in the unit circle: |u / |u|^2 - v / |v|^2| =
+// |u - v| / (|u||v|)). Where both r_i(q) >= 2 radius, every r_i on the way from q to P is at
+// least r_i(q) / 2, so phi(P) <= phi(q) + 4 radius |x1 - x0| / (r0(q) r1(q)); else phi <= pi
+// (always). det keeps its sign over the disc where the edge's line passes farther than
+// radius from q (det / |x1 - x0| is the signed distance to it, and det's error is as
+// above); otherwise phi counts on both sides. The 1e-4 on radius covers the roundings of the
+// lengths, the product and the quotient (2^-21 each); phi(q) has the slack above.
+vec2 tile_azimuth_bound(ivec4 start, ivec4 end, ivec2 q, float radius) {
+    vec2 a = vec2(end.xy - q), b = vec2(start.xy - q);
+    float det = a.x * b.y - a.y * b.x;
+    float dot_ab = a.x * b.x + a.y * b.y;
+    float weight = abs(float(start.w));
+    float reach = radius * 1.0001;
+    float ra = length(a), rb = length(b), span = length(vec2(end.xy - start.xy));
+    float phi = PI;
+    if (ra > 2.0 * reach && rb > 2.0 * reach) {
+        phi = min(PI, atan2_accurate(abs(det), dot_ab) + 4.0 * reach * span / (ra * rb));
+    }
+    phi = weight * (phi + 1.0 / 262144.0);
+    float uncertain = (abs(a.x) + abs(a.y)) * (abs(b.x) + abs(b.y)) / 2097152.0;
+    if (abs(det) - uncertain <= reach * span) return vec2(phi);
+    return (det > 0.0) == (start.w > 0) ? vec2(phi, 0.0) : vec2(0.0, phi);
 }

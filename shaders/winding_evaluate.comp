@@ -1,14 +1,25 @@
 #version 460
-// fill_mode="winding": c (winding.glsl) at both ends of each run of winding_decide.comp
-// (point 2r: the run's lowest voxel, 2r + 1: its highest; in the first round, with
-// whole_columns, the column's lowest and highest voxels in the box, for its first run
-// only: those bound c on every segment of the column), one workgroup per TILE_COLUMNS
-// points (neighbouring runs are close: winding_columns.comp), summed over the boundary edges
-// [edge_first, edge_end) (the host clears the sums and splits the edges into chunks):
-// x = the terms that grow with the height, y = the others, z = a bound on the rounding of
-// x + y (all over 4 pi).
+// fill_mode="winding": c (winding.glsl) at points of the runs of winding_decide.comp,
+// CURTAIN_GROUP points per workgroup, summed over the boundary edges [edge_first, edge_end)
+// (the host splits the edges into chunks; the sums start cleared): x = the terms that grow
+// with the height, y = the others, z = a bound on the rounding of x + y (all over 4 pi).
+// The points, by stage:
+//   0 (first round): the lowest and highest voxels of the column's range in the box, for
+//     each column's first run r only (curtain[2r], [2r + 1]): they bound c on every segment
+//     of the column. 2 TILE_COLUMNS points per tile, its first group of slots
+//     (winding_columns.comp: offsets), so a tile's columns are evaluated together.
+//   1 (second round): each run's lowest voxel, middle ((begin + end) / 2) and highest
+//     (curtain[3r], [3r + 1], [3r + 2]; a run of one voxel: its middle only); an end that
+//     is its column's end in the box is copied from stage 0's evaluation (columns[]).
+//   2 (later rounds): each run's middle (curtain[3r + 1]); winding_decide.comp carried the
+//     two others over from the round before.
+// In the first round, when one dispatch holds every edge (bound_columns), a cheap bound of
+// c on whole columns comes first (winding.glsl): each tile's, from its centre
+// (tile_azimuth_bound), then, where that is too weak, each column's own (azimuth_bound);
+// only where both are too weak to decide the column's segments by s alone are its ends
+// evaluated.
 #extension GL_GOOGLE_include_directive : require
-layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // before the includes (gl_WorkGroupSize)
+layout(local_size_x = CURTAIN_GROUP) in;  // before the includes (gl_WorkGroupSize)
 #include "common.glsl"
 #include "exact.glsl"
 #include "winding.glsl"
@@ -17,29 +28,46 @@ layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // before the includes (gl_Wor
 
 layout(std430, binding = 0) readonly buffer Edges { ivec4 edges[]; };  // (x0, m), (x1, 0)
 layout(std430, binding = 1) readonly buffer Runs { uvec4 runs[]; };  // winding_decide.comp
-layout(std430, binding = 2) buffer Curtain { vec4 curtain[]; };  // per end of a run
+layout(std430, binding = 2) buffer Curtain { vec4 curtain[]; };  // 2 or 3 per run
+layout(std430, binding = 3) readonly buffer Offsets { uint offsets[]; };  // winding_columns
+layout(std430, binding = 4) readonly buffer Columns { vec4 columns[]; };  // stage 0's curtain
+// winding_decide.comp's next_count, and the points whose c was evaluated (winding_evaluations)
+layout(std430, binding = 5) buffer Counts { uint next_count; uint evaluated; };
 
 layout(push_constant) uniform Params {
-    uint point_count;  // twice the runs
+    Window window;       // the slab (stage 0: where each tile's columns are)
+    uint point_count;
     uint edge_first;
     uint edge_end;
-    uint whole_columns;  // first round: only each column's first run, at the column's ends
+    uint stage;          // above: 0, 1 or 2
     int column_lo;       // the lowest voxel of every column (box k_lo)
     int column_hi;       // one past its highest (box k_hi)
+    uint bound_columns;  // stage 0, all edges in this dispatch: try the column bound
 };
 
-void main() {
-    uint index = flat_group_id() * uint(TILE_COLUMNS) + gl_LocalInvocationID.x;
-    if (index >= point_count) return;
-    uvec4 run = runs[index >> 1];
-    if (run.x == NO_POINT || (whole_columns != 0u && run.z != run.w)) return;
-    uint low = run.y & 0xFFFFu, high = (run.y >> 16) - 1u;
-    if (whole_columns != 0u) {
-        low = uint(column_lo);
-        high = uint(column_hi - 1);
-    }
-    uint k = (index & 1u) == 0u ? low : high;
-    ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
+// The column bound's halves (azimuth_bound summed over every other edge) of the two points
+// of each column: point 2r sums the even edges, 2r + 1 the odd ones.
+shared vec2 half_sums[gl_WorkGroupSize.x];
+// The tile bound's parts (tile_azimuth_bound): the tile's point t sums the edges
+// e = t (mod 2 TILE_COLUMNS); every point of the tile adds the parts up in the same order.
+shared vec2 tile_parts[gl_WorkGroupSize.x];
+shared uint group_evaluated;  // this workgroup's points that evaluate c
+
+// 1 / 2 pi rounded up (0.1591549431 < 0.15915500), times the sums' rounding: n terms of
+// one sign, summed in m parts and added, are within (n + m) 2^-24 of their sum.
+float column_bound(float sum, float count) {
+    return sum * (1.0 + (count + float(2 * TILE_COLUMNS) + 8.0) / 8388608.0) * 0.15915500;
+}
+
+// The curtain of a point of a column decided by a bound: winding_decide.comp reads
+// s - above and s + below as the bounds of w on each of the column's segments (w = 1 marks
+// it: not c at the point, never reused in stage 1).
+vec4 bound_curtain(uint which, float above, float below) {
+    return which == 0u ? vec4(-below, 0.0, 0.0, 1.0) : vec4(above, 0.0, 0.0, 1.0);
+}
+
+// c at P over the edges [edge_first, edge_end), added to curtain[at].
+void evaluate_point(ivec3 p, uint at) {
     float growing = 0.0, other = 0.0, bound = 0.0, magnitude = 0.0;
     for (uint e = edge_first; e < edge_end; ++e) {
         ivec4 start = edges[2u * e], end = edges[2u * e + 1u];
@@ -56,5 +84,94 @@ void main() {
     float count = float(edge_end - edge_first);
     // the sums' own rounding: at most (count + 2) 2^-24 of the magnitude each, both
     bound += magnitude * (count + 8.0) / 8388608.0;
-    curtain[index] += vec4(growing, other, bound, 0.0) / FOUR_PI;
+    curtain[at] += vec4(growing, other, bound, 0.0) / FOUR_PI;
+}
+
+void main() {
+    uint lane = gl_LocalInvocationID.x;
+    if (lane == 0u) group_evaluated = 0u;
+    uint index = flat_invocation_id();
+    uint run_index = index, which = 1u;  // which: 0 the low point, 1 the middle, 2 the high
+    bool listed = index < point_count;
+    uint at = stage == 2u ? 3u * index + 1u : index;
+    uint tile = index / uint(2 * TILE_COLUMNS), local = index % uint(2 * TILE_COLUMNS);
+    if (stage == 0u) {  // 2 TILE_COLUMNS points per tile: its columns' first runs (if any)
+        uint group = listed ? offsets[tile] : 0u;
+        listed = listed && offsets[tile + 1u] > group;
+        run_index = group * uint(TILE_COLUMNS) + (local >> 1);
+        which = 2u * (local & 1u);
+        at = 2u * run_index + (local & 1u);
+    } else if (stage == 1u) {
+        run_index = index / 3u;
+        which = index - 3u * run_index;
+    }
+    uvec4 run = listed ? runs[run_index] : uvec4(NO_POINT);
+    uint run_begin = run.y & 0xFFFFu, run_end = run.y >> 16;
+    bool has_point = run.x != NO_POINT && (stage != 0u || run.z == run.w)
+                  && (stage != 1u || which == 1u || run_end - run_begin > 1u);
+    uint k = which == 0u ? run_begin : which == 1u ? (run_begin + run_end) >> 1 : run_end - 1u;
+    if (stage == 0u) k = which == 0u ? uint(column_lo) : uint(column_hi - 1);
+    uint column_end = which == 0u ? uint(column_lo) : uint(column_hi - 1);
+    bool evaluate = has_point;  // no return before the last barrier
+    if (stage == 1u && has_point && which != 1u && k == column_end) {
+        // the run's end is its column's: stage 0 evaluated c there (run.w: the column's run)
+        vec4 known = columns[2u * run.w + which / 2u];
+        if (known.w == 0.0) {
+            curtain[at] = known;
+            evaluate = false;
+        }
+    }
+    ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
+    if (bound_columns != 0u) {  // uniform: every point reaches the barriers
+        // winding.glsl: -phi_- / 2 pi <= c <= phi_+ / 2 pi on the whole column. Where both
+        // are below 0.49, s (an integer) decides every segment: the low point stores
+        // -phi_- / 2 pi as its growing part, the high point phi_+ / 2 pi, so that
+        // winding_decide.comp's bounds on a segment are s - phi_+ / 2 pi and s + phi_- / 2 pi
+        // (both at least 0.01 from 1/2, which no rounding of the comparison can cross).
+        // First the bound of the whole tile (from its centre), then, where that is too
+        // weak, the column's own.
+        float count = float(edge_end - edge_first);
+        vec2 sums = vec2(0.0);
+        if (listed) {  // the tile has columns in the box
+            ivec2 origin = key_tile(window, tile) * TILE_SIDE;
+            ivec2 centre = (origin << FIXED_BITS) + ((TILE_SIDE / 2) << FIXED_BITS);
+            // the columns' centres are within (TILE_SIDE - 1) / sqrt(2) voxels of it
+            float radius = float((TILE_SIDE - 1) << FIXED_BITS) * 0.70711;
+            for (uint e = edge_first + local; e < edge_end; e += uint(2 * TILE_COLUMNS)) {
+                sums += tile_azimuth_bound(edges[2u * e], edges[2u * e + 1u], centre, radius);
+            }
+        }
+        tile_parts[lane] = sums;
+        barrier();
+        sums = vec2(0.0);
+        for (uint part = lane - local; part < lane - local + uint(2 * TILE_COLUMNS); ++part) {
+            sums += tile_parts[part];
+        }
+        float above = column_bound(sums.x, count), below = column_bound(sums.y, count);
+        bool tile_decided = max(above, below) < 0.49;
+        sums = vec2(0.0);
+        if (has_point && !tile_decided) {
+            for (uint e = edge_first + (index & 1u); e < edge_end; e += 2u) {
+                sums += azimuth_bound(edges[2u * e], edges[2u * e + 1u], p);
+            }
+        }
+        half_sums[lane] = sums;
+        barrier();
+        if (!tile_decided) {
+            sums += half_sums[lane ^ 1u];
+            above = column_bound(sums.x, count);
+            below = column_bound(sums.y, count);
+        }
+        if (has_point && max(above, below) < 0.49) {  // the tile's bound or the column's
+            curtain[at] = bound_curtain(which, above, below);
+            evaluate = false;
+        }
+    }
+    barrier();  // group_evaluated cleared
+    if (evaluate) {
+        evaluate_point(p, at);
+        if (edge_first == 0u) atomicAdd(group_evaluated, 1u);  // once per point
+    }
+    barrier();
+    if (lane == 0u && group_evaluated != 0u) atomicAdd(evaluated, group_evaluated);
 }

@@ -28,6 +28,7 @@ import trimesh
 
 import voxelizer
 from voxelizer import BatchResult, GridError, OutputError, voxelize_many
+from voxelizer.batch import worker_share
 from voxelizer.grid import DenseGrid
 from voxelizer.io.mesh_files import find_meshes, output_paths
 from voxelizer.io.output import remove_temporaries
@@ -607,3 +608,13 @@ def test_remove_temporaries_takes_only_the_targets_own(tmp_path):
     assert remove_temporaries(target) == 2
     assert files_under(tmp_path) == sorted(p.name for p in kept)
     assert remove_temporaries(tmp_path / "missing" / "a.npz") == 0
+
+
+def test_a_worker_holds_at_most_its_share_of_the_meshes_left():
+    """The worker ready first takes half of a small batch of two workers, not its whole
+    backlog; a large batch is held back by the backlog; the last meshes are spread out."""
+    assert worker_share(outstanding=6, workers=2, backlog=18) == 3
+    assert worker_share(outstanding=7, workers=2, backlog=18) == 4
+    assert worker_share(outstanding=1000, workers=4, backlog=18) == 18
+    assert worker_share(outstanding=3, workers=8, backlog=18) == 1
+    assert worker_share(outstanding=0, workers=2, backlog=18) == 1

@@ -143,14 +143,20 @@ def test_an_stl_closed_by_position_is_closed_by_index(gpu):
         )
 
 
+@pytest.mark.parametrize("positions", ["few", "many"])
+@pytest.mark.parametrize("count", [120_000, 400_000])  # one table; buckets on the cores
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_merged_corners_are_those_of_sorting(dtype):
+def test_merged_corners_are_those_of_sorting(dtype, count, positions):
     """Many repeats, -0.0 beside 0.0, rows equal in two coordinates, NaN and infinity, and
-    enough rows that the hash table's probing runs several rounds."""
+    enough rows that the hash table's probing runs several rounds; few positions (343), or
+    as many as a soup's (a sixth of its corners)."""
     rng = np.random.default_rng(7)
-    base = rng.integers(-3, 4, (4000, 3)).astype(dtype) / 2
+    if positions == "few":
+        base = rng.integers(-3, 4, (4000, 3)).astype(dtype) / 2
+    else:
+        base = rng.normal(size=(count // 6, 3)).astype(dtype)
     base[:5] = [[np.nan, 0, 0], [np.inf, 0, 0], [-np.inf, 1, 1], [-0.0, 0, 0], [0, -0.0, 0]]
-    corners = base[rng.integers(0, len(base), 120_000)]
+    corners = base[rng.integers(0, len(base), count)]
     strided = np.zeros((len(corners), 5), dtype)[:, 1:4]  # a view of rows of another record
     strided[:] = corners
     merged, rows = merged_corners(strided)

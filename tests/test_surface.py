@@ -13,6 +13,8 @@ import pytest
 from voxelizer import SVO, VARIANTS, Voxelizer
 from voxelizer.gpu.device import Device
 from voxelizer.io import load_mesh
+from voxelizer.pipeline import passes
+from voxelizer.pipeline.kernels import SURFACE_PAIRS_PER_ROUND
 from voxelizer.reference_surface import (
     surface_columns,
     surface_face_ids,
@@ -59,6 +61,7 @@ def test_models_match_reference(gpu, name, mode, surface):
     grid = gpu.voxelize_dense(load_model(name), 64, mode=mode, surface=surface)
     assert grid.count() > 0
     assert_same_voxels(grid.to_numpy(), reference(name, 64, mode, surface))
+    assert grid.stats.counts["surface_fallbacks"] == 0  # every pair in one visit
     assert (grid.stats.mode, grid.stats.surface) == (mode, surface or "")
 
 
@@ -194,8 +197,8 @@ def test_both_with_other_fill_modes(gpu, fill_mode):
 
 
 def test_columns_deeper_than_one_chunk(gpu):
-    """nz = 1100: the surface pass marks each column in chunks of 512 voxels (face ids in
-    chunks of 32); a steep octahedron spans all of them."""
+    """nz = 1100: the pass's word loops run over many words (the fallback's chunks are 512
+    voxels, 32 with face ids); a steep octahedron spans all of them."""
     vertices, faces = octahedron((1.0, 1.0, 50.0), 1.0)
     vertices[:, 2] = (vertices[:, 2] - 50.0) * 125.0 + 50.0  # 250 tall, 2 wide: 1000 voxels
     shape = (8, 8, 1100)
@@ -213,6 +216,77 @@ def test_columns_deeper_than_one_chunk(gpu):
         faces_grid.face_ids,
         surface_face_ids(placement.grid_vertices(vertices), faces, shape),
     )
+
+
+def assert_surface_matches_reference(gpu, mesh, shape) -> dict[str, int]:
+    """Every kind and the face ids of a mesh equal the reference; returns the counts of the
+    last voxelization (with face ids)."""
+    for mode, surface in KINDS:
+        grid = gpu.voxelize_dense(mesh, shape, mode=mode, surface=surface)
+        expected = voxelize_surface_reference(
+            load_mesh(mesh), shape, mode, surface or "conservative"
+        ).to_numpy()
+        assert expected.any()
+        assert_same_voxels(grid.to_numpy(), expected)
+        assert grid.stats.counts["surface_fallbacks"] == 1
+    for surface in ("conservative", "thin"):
+        faces_grid = gpu.voxelize_dense(
+            mesh, shape, mode="surface", surface=surface, attributes=["face"]
+        )
+        vertices = faces_grid.placement.grid_vertices(mesh[0])
+        expected_ids = surface_face_ids(vertices, mesh[1], shape, surface)
+        assert np.array_equal(faces_grid.face_ids, expected_ids)
+        assert faces_grid.stats.counts["surface_fallbacks"] == 1
+    return faces_grid.stats.counts
+
+
+def test_fallback_takes_tiles_past_the_word_budget(gpu):
+    """1,500 slanted triangles that each span the whole height of a 2,048-deep column, in
+    the same few tiles: 64 words (2,048 face-id voxels) per pair overrun the pass's budget of
+    inner loop trips, and the fallback's chunks redo those tiles."""
+    rng = np.random.default_rng(5)
+    count = 1500
+    low = rng.uniform(0.8, 1.2, (count, 3)) * [1, 1, 0]
+    high = low + rng.uniform(-0.1, 0.1, (count, 3)) * [1, 1, 0] + [0, 0, 500.0]
+    side = low + rng.uniform(-0.2, 0.2, (count, 3)) * [1, 1, 0] + [0, 0, rng.uniform(0, 500)]
+    corners = [[0, 0, 0], [2, 0, 0], [0, 2, 0]]  # a triangle that spans the grid's xy
+    vertices = np.concatenate([low, high, side, corners])
+    faces = np.concatenate([np.arange(3 * count).reshape(3, count).T, [3 * count + np.arange(3)]])
+    assert_surface_matches_reference(gpu, (vertices, faces), (8, 8, 2048))
+
+
+def crowded_tile(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """`count` small triangles in columns 1 and 2 of a 32 x 32 x 40 grid (tile 0), and one
+    that spans the grid's box."""
+    rng = np.random.default_rng(6)
+    corner = rng.uniform(0.35, 0.65, (count, 1, 3)) * [1, 1, 15]
+    vertices = (corner + rng.uniform(-0.05, 0.05, (count, 3, 3))).reshape(-1, 3)
+    vertices = np.concatenate([vertices, [[0, 0, 0], [8, 0, 10], [0, 8, 10]]])
+    return vertices, np.arange(3 * count + 3).reshape(count + 1, 3)
+
+
+def test_fallback_takes_tiles_past_the_pair_limit(gpu):
+    """140,000 small triangles inside one tile: more pairs than the pass takes
+    (SURFACE_ONE_PASS_PAIRS), so the fallback takes the tile whole, in two rounds of pairs
+    (SURFACE_PAIRS_PER_ROUND) side by side in one dispatch."""
+    count = 140_000
+    counts = assert_surface_matches_reference(gpu, crowded_tile(count), (32, 32, 40))
+    # one pair for each small triangle (columns 1 and 2: tile 0), one per tile for the box's
+    assert counts["surface_pairs"] == count + counts["surface_tiles"]
+    assert SURFACE_PAIRS_PER_ROUND < count < 2 * SURFACE_PAIRS_PER_ROUND
+
+
+def test_parts_split_where_the_fallback_would_need_too_many_layers(gpu, monkeypatch):
+    """Two rounds of pairs in one chunk are two layers of the fallback's workgroups; with
+    room for one, the rows split down to tile 0's, and its triangles in two batches (two
+    parts that fall back), and the voxels stay the same."""
+    monkeypatch.setattr(passes, "MAX_GROUPS_Z", 1)
+    mesh, shape = crowded_tile(140_000), (32, 32, 40)
+    grid = gpu.voxelize_dense(mesh, shape, mode="surface")
+    assert grid.stats.counts["surface_parts"] == 5  # rows 16-31, 8-15, 4-7, 0-3 twice
+    assert grid.stats.counts["surface_fallbacks"] == 2
+    expected = voxelize_surface_reference(load_mesh(mesh), shape, "surface").to_numpy()
+    assert_same_voxels(grid.to_numpy(), expected)
 
 
 def test_bitonic_sort_and_devices_without_subgroup_operations(gpu, monkeypatch):

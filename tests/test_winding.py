@@ -16,8 +16,11 @@ import trimesh
 import voxelizer
 from voxelizer import VARIANTS
 from voxelizer.mesh import Mesh
+from voxelizer.pipeline import winding
 from voxelizer.reference_winding import (
     ONE,
+    boundary_edges,
+    curtain_winding,
     direct_winding_numbers,
     surface_corners,
     voxelize_winding_reference,
@@ -70,6 +73,19 @@ OPEN_CUBE = _without(box([4, 5, 6], [27, 26, 25]), lambda c: c[:, 2] > 24.9)  # 
 OPEN_CUBE_ON_CENTRES = _without(box([4.5, 5.5, 6.5], [26.5, 25.5, 24.5]), lambda c: c[:, 0] < 4.6)
 
 
+def _tilted_open_icosphere() -> tuple[np.ndarray, np.ndarray]:
+    """General boundary edges (no axis-aligned symmetry) whose winding numbers need many
+    evaluation rounds."""
+    mesh = trimesh.creation.icosphere(subdivisions=3)
+    rotation = trimesh.transformations.random_rotation_matrix(np.random.default_rng(7).random(3))
+    vertices = trimesh.transform_points(mesh.vertices, rotation) * 13 + [16.3, 15.7, 16.1]
+    keep = mesh.triangles_center[:, 2] + 0.3 * mesh.triangles_center[:, 0] < 0.55
+    return vertices, np.asarray(mesh.faces)[keep]
+
+
+TILTED = _tilted_open_icosphere()
+
+
 # --- the reference against the definition ---------------------------------------------------
 
 
@@ -120,15 +136,84 @@ def test_gpu_equals_the_reference_on_open_shapes(gpu, shape):
 
 def test_gpu_equals_the_reference_on_a_tilted_open_mesh(gpu):
     """General boundary edges (no axis-aligned symmetry), many evaluation rounds."""
-    mesh = trimesh.creation.icosphere(subdivisions=3)
-    rotation = trimesh.transformations.random_rotation_matrix(np.random.default_rng(7).random(3))
-    vertices = trimesh.transform_points(mesh.vertices, rotation) * 13 + [16.3, 15.7, 16.1]
-    keep = mesh.triangles_center[:, 2] + 0.3 * mesh.triangles_center[:, 0] < 0.55
-    shape = (vertices, np.asarray(mesh.faces)[keep])
-    got = _winding(gpu, shape)
-    assert_same_voxels(got, _reference(shape))
-    w = winding_numbers(vertices.astype(np.float32), shape[1], (N, N, N))
+    got = _winding(gpu, TILTED)
+    assert_same_voxels(got, _reference(TILTED))
+    w = winding_numbers(TILTED[0].astype(np.float32), TILTED[1], (N, N, N))
     assert np.count_nonzero((w > 0.5) & (w < 0.9)) > 50  # decided by the fractional part
+
+
+def test_boundary_edges_in_several_dispatches(gpu, monkeypatch):
+    """Edges summed over several dispatches (the whole-column bound is then skipped; the
+    points of later rounds accumulate over the chunks): the same voxels."""
+    whole = gpu.voxelize_dense(Mesh(*TILTED), N, fill_mode="winding", bounds=CUBE)
+    monkeypatch.setattr(winding, "EDGE_CHUNK", 5)
+    got = gpu.voxelize_dense(Mesh(*TILTED), N, fill_mode="winding", bounds=CUBE)
+    assert got.stats.counts["winding_boundary_edges"] > 4 * 5
+    assert got.stats.counts["winding_rounds"] >= 4  # every stage of winding_evaluate.comp
+    assert_same_voxels(got.to_numpy(), _reference(TILTED))
+    # without the bound every column in the box evaluates c at its two ends
+    evaluated, bounded = (r.stats.counts["winding_evaluations"] for r in (got, whole))
+    assert 0 < bounded < evaluated <= got.stats.counts["winding_points"]
+
+
+@pytest.mark.parametrize("shape", [TILTED, OPEN_CUBE_ON_CENTRES], ids=["tilted", "on-centres"])
+def test_the_column_bound_holds(shape):
+    """winding.glsl's bound on a whole column: each edge's strip, seen from any height of the
+    column, has |omega| <= 2 phi (phi: the angle the edge subtends in x and y, pi on the
+    edge's line within its span) and the sign of m det; checked against the reference's
+    solid angles at every centre of every column, with the bound tight somewhere."""
+    vertices, faces = shape
+    corners = surface_corners(vertices.astype(np.float32), faces, (N, N, N))
+    edges = boundary_edges(corners)
+    centres = np.argwhere(np.ones((N, N, N), bool)) * ONE + ONE // 2
+    ratios = []
+    for edge in edges:
+        omega = curtain_winding(centres, edge[None]) * 4 * np.pi  # m omega
+        a, b = edge[3:5] - centres[:, :2], edge[0:2] - centres[:, :2]
+        det = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+        dot = (a * b).sum(axis=1)
+        phi = np.where(det == 0, np.where(dot <= 0, np.pi, 0.0), np.arctan2(np.abs(det), dot))
+        phi *= abs(edge[6])
+        assert np.all(np.abs(omega) <= 2 * phi + 1e-12)
+        assert np.all(omega * det * np.sign(edge[6]) >= 0)
+        ratios.append((np.abs(omega) / np.maximum(2 * phi, 1e-300)).max())
+    assert max(ratios) > 0.9  # the factor 2 is needed
+
+
+def _subtended(x0: np.ndarray, x1: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, ...]:
+    """phi (pi on the edge), det and the distances to the ends, seen from points in x, y."""
+    a, b = x1[None, :] - points, x0[None, :] - points
+    det = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+    dot = (a * b).sum(axis=1)
+    phi = np.where(det == 0, np.where(dot <= 0, np.pi, 0.0), np.arctan2(np.abs(det), dot))
+    return phi, det, np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+
+
+@pytest.mark.parametrize("shape", [TILTED, OPEN_CUBE_ON_CENTRES], ids=["tilted", "on-centres"])
+def test_the_tile_bound_holds(shape):
+    """winding.glsl's bound for a tile's columns from its centre q: phi(P) <= phi(q) +
+    4 radius |x1 - x0| / (r0 r1) where both r_i >= 2 radius, and det's sign is q's where the
+    edge's line passes farther than radius from q; at every column of every 4 x 4 tile."""
+    vertices, faces = shape
+    corners = surface_corners(vertices.astype(np.float32), faces, (N, N, N))
+    edges = boundary_edges(corners).astype(np.float64)
+    radius = 1.5 * np.sqrt(2) * ONE
+    offsets = (np.argwhere(np.ones((4, 4), bool)) - 1.5) * ONE
+    tiles = (np.argwhere(np.ones((N // 4, N // 4), bool)) * 4 + 2) * ONE
+    checked = 0
+    for edge in edges:
+        x0, x1 = edge[0:2], edge[3:5]
+        span = np.linalg.norm(x1 - x0)
+        phi_q, det_q, r1, r0 = _subtended(x0, x1, tiles.astype(np.float64))
+        for offset in offsets:
+            phi, det, _, _ = _subtended(x0, x1, tiles + offset)
+            far = (r0 >= 2 * radius) & (r1 >= 2 * radius)
+            bound = phi_q + 4 * radius * span / np.maximum(r0 * r1, 1e-300)
+            assert np.all(phi[far] <= bound[far] * (1 + 1e-12))
+            one_side = np.abs(det_q) > radius * span
+            assert np.all(det[one_side] * det_q[one_side] > 0)
+            checked += np.count_nonzero(far & (phi > phi_q))
+    assert checked > 500  # the turn term is needed
 
 
 @pytest.mark.parametrize("name", OPEN_MODELS)

@@ -11,6 +11,7 @@ from trimesh.exchange.binvox import load_binvox
 import voxelizer
 from voxelizer import DenseGrid, OutputError
 from voxelizer.io import OUTPUT_FORMATS, save
+from voxelizer.io.npz_file import packed_bits
 from voxelizer.io.preview import render_views
 
 from .helpers import noisy_blobs, placed, read_vox, vox_voxels
@@ -119,3 +120,14 @@ def test_save_refuses_unknown_extensions(tmp_path):
             save(svo, tmp_path / name)
         assert not caught.value.exists
         assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize("shape", [(24, 16, 40), (8, 12, 36), (16, 16, 16)])
+def test_npz_bits_of_a_transposed_grid_are_those_of_its_copy(shape):
+    """The GPU's [j, i, k] layout seen as [i, j, k] is packed as its C-ordered copy is."""
+    rng = np.random.default_rng(8)
+    stored = rng.random((shape[1], shape[0], shape[2])) < 0.3
+    voxels = stored.transpose(1, 0, 2)
+    expected = np.packbits(np.ascontiguousarray(voxels), axis=None)
+    assert np.array_equal(packed_bits(voxels), expected)
+    assert np.array_equal(packed_bits(np.ascontiguousarray(voxels)), expected)

@@ -15,6 +15,7 @@ a `BatchResult` with the error, and the batch goes on. Output files are written 
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import queue
@@ -43,6 +44,7 @@ from .io.writers import save
 from .log import get_logger
 from .mesh import Mesh
 from .options import Options
+from .parallel import use_threads
 from .placement import GridLike
 from .svo import SVO
 
@@ -176,13 +178,21 @@ class MeshWorker:
 
     def __init__(
         self,
-        voxelizer: Voxelizer,
+        voxelizer: Voxelizer | Callable[[], Voxelizer],
         settings: BatchSettings,
         on_start: Callable[[MeshTask], None] | None = None,
     ):
-        self.voxelizer = voxelizer
+        """`voxelizer`, or a function that opens it: then it is opened in run(), while the
+        loader threads read the first meshes."""
+        self._voxelizer = voxelizer
         self.settings = settings
         self._on_start = on_start
+
+    @property
+    def voxelizer(self) -> Voxelizer:
+        if not isinstance(self._voxelizer, Voxelizer):
+            self._voxelizer = self._voxelizer()
+        return self._voxelizer
 
     def run(self, source: TaskSource) -> Iterator[BatchResult]:
         settings = self.settings
@@ -208,6 +218,7 @@ class MeshWorker:
 
         try:
             read_ahead(wait=True)
+            self.voxelizer  # noqa: B018 - opened (if not yet) while the first meshes load
             while loading:
                 loaded = loading.popleft().result()
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
@@ -375,6 +386,7 @@ def worker_process_main(
         # Blocked by the parent while this process started (so that a Ctrl-C could not
         # interrupt its imports with a traceback): one sent since arrives here, handled below.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        use_threads(settings.threads)  # the workers share the cores
         try:
             voxelizer = Voxelizer(device)
         except VoxelizerError as exc:
@@ -443,8 +455,10 @@ def _process_results(
         handles[slot] = _Handle(process, inbox, reader, device)
 
     def top_up() -> None:
+        held = sum(len(handle.assigned) for handle in handles.values())
+        limit = worker_share(len(todo) + held, len(handles), backlog)
         for handle in handles.values():
-            while todo and handle.ready and len(handle.assigned) < backlog:
+            while todo and handle.ready and len(handle.assigned) < limit:
                 task = todo.popleft()
                 handle.assigned[task.index] = task
                 handle.inbox.put(task)
@@ -528,6 +542,13 @@ def _process_results(
         _stop(list(handles.values()), interrupted)
 
 
+def worker_share(outstanding: int, workers: int, backlog: int) -> int:
+    """The most meshes one worker may hold: its backlog, but no more than its fair part of
+    the meshes not yet done, so that the worker ready first does not take a small batch's
+    meshes from the ones still starting (and the last meshes are spread at the end)."""
+    return max(1, min(backlog, -(-outstanding // max(1, workers))))
+
+
 @contextmanager
 def _sigint_blocked() -> Iterator[None]:
     """SIGINT held back (not lost) while a worker is spawned: the child inherits the blocked
@@ -565,10 +586,10 @@ def _stop(handles: list[_Handle], interrupted: bool) -> None:
 # --- voxelize_many ------------------------------------------------------------------------------
 
 
-def default_threads() -> int:
+def default_threads(workers: int = 1) -> int:
     """Loader (and writer) threads per worker: enough to keep a fast GPU fed from numpy
-    work that releases the GIL, not more than the cores."""
-    return max(1, min(8, os.cpu_count() or 1))
+    work that releases the GIL, not more than each worker's part of the cores."""
+    return max(1, min(8, (os.cpu_count() or 1) // max(1, workers)))
 
 
 def device_list(devices: Sequence[str | int] | str | int | None) -> list[str | int | None]:
@@ -661,7 +682,7 @@ def voxelize_many(
     workers = len(selectors) if jobs is None else int(jobs)
     if workers < 1:
         raise DeviceError(f"jobs must be at least 1, not {jobs}")
-    threads = default_threads() if threads is None else max(1, int(threads))
+    threads = default_threads(workers) if threads is None else max(1, int(threads))
     prefetch = 2 * threads if prefetch is None else max(1, int(prefetch))
     tasks = plan_tasks(list(inputs), out_dir, format, root, overwrite)
     suffix = output_suffix(format) if out_dir is not None else None
@@ -758,7 +779,7 @@ def _results(
     if not todo:
         return
     if len(worker_devices) == 1:
-        worker = MeshWorker(shared_voxelizer(worker_devices[0]), settings)
+        worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
     else:
         yield from _process_results(todo, worker_devices, settings)

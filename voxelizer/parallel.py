@@ -13,12 +13,20 @@ from typing import TypeVar
 MIN_ROWS = 1 << 18  # below this, one thread: starting the others costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
+_limit: int | None = None
 T = TypeVar("T")
 
 
 @functools.cache
 def _threads() -> int:
-    return max(1, min(8, os.cpu_count() or 1))
+    return max(1, min(8, os.cpu_count() or 1)) if _limit is None else _limit
+
+
+def use_threads(count: int | None) -> None:
+    """Split work over `count` threads in this process (None: one per core, up to 8): a
+    batch's worker processes share the cores."""
+    global _limit
+    _limit = None if count is None else max(1, int(count))
 
 
 def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = MIN_ROWS) -> None:

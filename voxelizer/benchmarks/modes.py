@@ -6,6 +6,11 @@ timed calls. Reported per mode: the median GPU time of the voxelization passes (
 fill or surface: what a peer's kernel that writes a dense grid does, without the upload and
 without the SVO build), of the SVO build, and the median wall time of the whole call (SVO in
 host memory). A mode this tree does not have (an older checkout) is reported as such.
+
+Each (model, grid, mode) gets a Voxelizer of its own, closed after it: a GPU that idles for a
+second or two with a device open may drop its clock (an H100 went from 1980 to 345 MHz and
+stayed there while these calls kept it only ~20% busy), so one long-lived Voxelizer let every
+row after the first pause run 3-4x slower. A fresh device starts at the boost clock.
 """
 
 from __future__ import annotations
@@ -82,23 +87,24 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print("| model | grid | mode | passes GPU ms | SVO GPU ms | call ms | voxels |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
-    with Voxelizer(device=args.device) as v:
-        device = v.device_name
-        for path in args.models:
-            for grid in args.grids:
-                for label, options in chosen:
-                    options = {**options, "variant": args.variant}
-                    row = {"model": path.stem, "grid": grid, "mode": label}
+    device = ""
+    for path in args.models:
+        for grid in args.grids:
+            for label, options in chosen:
+                options = {**options, "variant": args.variant}
+                row = {"model": path.stem, "grid": grid, "mode": label}
+                with Voxelizer(device=args.device) as v:
+                    device = v.device_name
                     row |= measure(v, path, grid, options, args.repeat)
-                    rows.append(row)
-                    if row["status"] == "ok":
-                        print(
-                            f"| {path.stem} | {grid} | {label} | {row['passes_ms']} | "
-                            f"{row['svo_ms']} | {row['wall_ms']} | {row['voxels']:,} |",
-                            flush=True,
-                        )
-                    else:
-                        print(f"| {path.stem} | {grid} | {label} | {row['status']} |", flush=True)
+                rows.append(row)
+                if row["status"] == "ok":
+                    print(
+                        f"| {path.stem} | {grid} | {label} | {row['passes_ms']} | "
+                        f"{row['svo_ms']} | {row['wall_ms']} | {row['voxels']:,} |",
+                        flush=True,
+                    )
+                else:
+                    print(f"| {path.stem} | {grid} | {label} | {row['status']} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
     return 0

@@ -6,7 +6,9 @@ For each PLY, STL or OBJ file (directories are searched for them), the best of N
 `voxelizer.load_mesh(path)` (read, checked, an STL's corners merged) and of
 `trimesh.load(path, process=False, force="mesh")` (what load_mesh used before), wall and
 CPU time, and their ratios. Both read the same file, warm in the page cache (one untimed
-read of each first).
+read of each first). `python_share`: the speed of a pure-Python thread while load_mesh
+reads the file over and over in another, as a fraction of its speed alone (1.0: reading
+never held the GIL against it; in a batch, that thread is the one driving the device).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -36,6 +39,39 @@ def best_seconds(read: Callable[[], object], runs: int) -> tuple[float, float]:
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
     return min(walls), min(cpus)
+
+
+def python_share(read: Callable[[], object], runs: int) -> float:
+    """How fast a thread running Python goes while `read` runs `runs` times, relative to
+    its speed alone (measured just before, for as long)."""
+
+    def count(stop: threading.Event, counts: list[tuple[int, float]]) -> None:
+        done, started = 0, time.perf_counter()
+        while not stop.is_set():
+            for _ in range(1000):
+                done += 1
+        counts.append((done, time.perf_counter() - started))
+
+    def rate(work: Callable[[], None]) -> float:
+        stop = threading.Event()
+        counts: list[tuple[int, float]] = []
+        counter = threading.Thread(target=count, args=(stop, counts))
+        counter.start()
+        work()
+        stop.set()
+        counter.join()
+        done, seconds = counts[0]
+        return done / seconds
+
+    def reads() -> None:
+        for _ in range(runs):
+            read()
+
+    started = time.perf_counter()
+    reads()
+    seconds = time.perf_counter() - started
+    alone = rate(lambda: time.sleep(seconds))
+    return rate(reads) / alone
 
 
 def mesh_files(sources: list[Path]) -> list[Path]:
@@ -77,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             row[f"{name}_ms"], row[f"{name}_cpu_ms"] = round(wall * 1e3, 2), round(cpu * 1e3, 2)
             totals[name][0] += wall
             totals[name][1] += cpu
+        row["python_share"] = round(python_share(partial(load_mesh, path), args.runs), 2)
         row["trimesh_over_native"] = round(times["trimesh"][0] / times["native"][0], 2)
         row["cpu_trimesh_over_native"] = round(
             times["trimesh"][1] / max(times["native"][1], 1e-9), 2

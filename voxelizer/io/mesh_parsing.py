@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..parallel import for_row_chunks
+from .text_numbers import fast_numbers, fast_table
 
 MeshBytes = bytes | mmap.mmap
 """A whole mesh file: bytes, or the file mapped into memory (binary bodies are read in place)."""
@@ -138,6 +139,9 @@ def parse_table(payload: bytes, dtype: type, columns: int | None = None) -> np.n
         return np.empty((0, columns or 0), dtype)
     if b"\r" in payload:  # CRLF lines: the row parser wants plain newlines
         payload = payload.replace(b"\r", b" ")
+    fast = fast_table(payload, dtype, columns)  # the usual text, without the GIL
+    if fast is not None:
+        return fast
     usecols = None if columns is None else range(columns)
     try:
         table: np.ndarray = np.loadtxt(
@@ -153,6 +157,9 @@ def parse_numbers(payload: bytes, dtype: type, what: str, line_numbers: np.ndarr
     a number (`line_numbers[i]` is the file's line number of the payload's line i)."""
     if not payload or payload.isspace():
         return np.empty(0, dtype)
+    fast = fast_numbers(payload, dtype)  # the usual text, without the GIL
+    if fast is not None:
+        return fast
     try:
         one_line = io.BytesIO(payload.translate(_SPACES))
         return np.loadtxt(one_line, dtype=dtype, comments=None, ndmin=1)

@@ -26,7 +26,7 @@ def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
     and the face ids as an int32 [i, j, k] array when the result carries them."""
     voxels = result.to_numpy()
     arrays = {
-        "bits": np.packbits(voxels, axis=None),
+        "bits": packed_bits(voxels),
         "shape": np.array(voxels.shape, np.int64),
         "origin": np.asarray(result.placement.origin, np.float64),
         "voxel_size": np.float64(result.voxel_size),
@@ -40,6 +40,18 @@ def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
         for name, array in arrays.items():  # the members np.savez_compressed would write
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
                 np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+
+
+def packed_bits(voxels: np.ndarray) -> np.ndarray:
+    """np.packbits(voxels, axis=None): the bits of the [i, j, k] array in C order. A grid
+    that is the GPU's [j, i, k] array seen transposed (DenseGrid's, usually) is packed along
+    k in its own order, then only the bytes are transposed: eight times less to reorder
+    than the bools (whole bytes per column when nz is a multiple of 8)."""
+    stored = voxels.transpose(1, 0, 2)
+    if voxels.flags.c_contiguous or not stored.flags.c_contiguous or voxels.shape[2] % 8:
+        return np.packbits(voxels, axis=None)
+    columns = np.packbits(stored, axis=2)  # (ny, nx, nz / 8)
+    return np.ascontiguousarray(columns.transpose(1, 0, 2)).reshape(-1)
 
 
 def read_npz(path: str | os.PathLike) -> DenseGrid:

@@ -150,24 +150,41 @@ SETUP_INDEXED_CONSERVATIVE = Kernel(
 )
 EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1})
 
-SURFACE_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per surface dispatch
-SURFACE_CHUNK_VOXELS = 512  # voxels of a column one surface dispatch marks (shaders/surface.comp)
-FACE_ID_CHUNK_VOXELS = 32  # the same with FACE_IDS 1
+# The surface pass (shaders/surface.comp) visits each pair once, in one dispatch, within
+# llvmpipe's 65,535 loop trips per invocation: at most SURFACE_ONE_PASS_PAIRS pairs of a tile
+# (a quarter as many trips of the pair loop), one trip of each of its at most two inner loops
+# (word, voxel) per pair, and SURFACE_INNER_BUDGET further inner trips: 2,048 + 16,384 +
+# 32,768 = 51,200. What does not fit goes to the fallback (CHUNKED 1): rounds of
+# SURFACE_PAIRS_PER_ROUND pairs of a tile, chunks of a column's voxels in registers.
+SURFACE_ONE_PASS_PAIRS = 1 << 13
+SURFACE_INNER_BUDGET = 1 << 15
+SURFACE_TILES_PER_GROUP = 2  # tiles of the pass per workgroup: 32 threads, a full subgroup
+SURFACE_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fallback round
+SURFACE_CHUNK_VOXELS = 512  # voxels of a column one fallback chunk marks
+FACE_ID_CHUNK_VOXELS = 32  # the same with face ids (one id per voxel in registers)
 _SURFACE_PUSH = (
     ("window", WINDOW),
     ("ny", "int"),
-    ("fill_round", "uint"),
-    ("chunk", "uint"),
+    ("fallback_rounds", "uint"),
     ("triangle_offset", "uint"),
 )
 
 
-def _surface_kernel(thin: bool, face_ids: bool) -> Kernel:
-    bindings = {**_TILE_PASS_BINDINGS, **({"face_ids": 5} if face_ids else {})}
+def _surface_kernel(thin: bool, face_ids: bool, chunked: bool = False) -> Kernel:
+    bindings = {
+        **_TILE_PASS_BINDINGS,
+        **({"face_ids": 5} if face_ids else {}),
+        **({} if chunked else {"fallback_dispatch": 6}),
+    }
     defines = {
         "THIN": int(thin),
         "FACE_IDS": int(face_ids),
+        "CHUNKED": int(chunked),
         "PAIRS_PER_ROUND": SURFACE_PAIRS_PER_ROUND,
+        "CHUNK_VOXELS": FACE_ID_CHUNK_VOXELS if face_ids else SURFACE_CHUNK_VOXELS,
+        "ONE_PASS_PAIRS": SURFACE_ONE_PASS_PAIRS,
+        "INNER_BUDGET": SURFACE_INNER_BUDGET,
+        **({} if chunked else {"TILES_PER_GROUP": SURFACE_TILES_PER_GROUP}),
     }
     return Kernel("surface", bindings, _SURFACE_PUSH, defines)
 
@@ -176,6 +193,11 @@ SURFACE_CONSERVATIVE = _surface_kernel(thin=False, face_ids=False)
 SURFACE_THIN = _surface_kernel(thin=True, face_ids=False)
 SURFACE_CONSERVATIVE_FACES = _surface_kernel(thin=False, face_ids=True)
 SURFACE_THIN_FACES = _surface_kernel(thin=True, face_ids=True)
+SURFACE_FALLBACKS = {  # (thin, face_ids): the fallback of that pass
+    (thin, face_ids): _surface_kernel(thin, face_ids, chunked=True)
+    for face_ids in (False, True)
+    for thin in (False, True)
+}
 SURFACE_KERNELS = (
     SETUP_SOUP_CONSERVATIVE,
     SETUP_INDEXED_CONSERVATIVE,
@@ -184,6 +206,7 @@ SURFACE_KERNELS = (
     SURFACE_THIN,
     SURFACE_CONSERVATIVE_FACES,
     SURFACE_THIN_FACES,
+    *SURFACE_FALLBACKS.values(),
 )
 
 # -- face ids for the SVO: the voxels of a slab's face-id grid that hold one, gathered ----------
@@ -295,21 +318,34 @@ WINDING_SUM = Kernel(
     _COLUMNS_PUSH,
     {"COLUMNS_STAGE": 2},
 )
+# points per workgroup of winding_evaluate: whole warps of 32 (wider hardware waves too)
+CURTAIN_GROUP = 64
 WINDING_CURTAIN = Kernel(
     "winding_evaluate",
-    {"edges": 0, "runs": 1, "curtain": 2},
+    {"edges": 0, "runs": 1, "curtain": 2, "offsets": 3, "columns": 4, "counts": 5},
     (
+        ("window", WINDOW),
         ("point_count", "uint"),
         ("edge_first", "uint"),
         ("edge_end", "uint"),
-        ("whole_columns", "uint"),
+        ("stage", "uint"),
         ("column_lo", "int"),
         ("column_hi", "int"),
+        ("bound_columns", "uint"),
     ),
+    {"CURTAIN_GROUP": CURTAIN_GROUP},
 )
 WINDING_DECIDE = Kernel(
     "winding_decide",
-    {"grid": 0, "runs": 1, "curtain": 2, "crossings": 3, "next": 4, "next_count": 5},
+    {
+        "grid": 0,
+        "runs": 1,
+        "curtain": 2,
+        "crossings": 3,
+        "next": 4,
+        "next_count": 5,
+        "next_curtain": 6,
+    },
     (("window", WINDOW), ("run_count", "uint"), ("whole_columns", "uint")),
 )
 

@@ -65,6 +65,7 @@ INDEX_BYTES = 12  # a triangle's vertex indices, 3 uint32
 MAX_FIXED_ERROR = 1 << (FIXED_BITS - 8)
 COLUMN_SUM_BYTES = 8  # (balance, moment) per column (shaders/fill.comp)
 COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold
+MAX_GROUPS_Z = 65535  # workgroups along z every device takes (the surface fallback's layers)
 # Pairs the one-submission path records room for at least (PassRunner._speculative_capacity):
 # 2 MiB in each of the two pair buffers; more where the pool's buffers have grown.
 SPECULATIVE_PAIRS = 1 << 18
@@ -138,37 +139,44 @@ NO_FACE = 0xFFFFFFFF
 class SurfacePipelines:
     """What surface voxelization adds to a variant's passes (its grouping and compaction are
     the variant's own): the conservative binning (setup and emission with CONSERVATIVE 1) and
-    the surface pass of one kind, built once; the pass with face ids on first use."""
+    the surface pass of one kind with its fallback, built once; those with face ids on first
+    use."""
 
     def __init__(self, device: Device, variant: str, surface: str):
         self.variant, self.surface = variant, surface  # checked by the caller's Options
         self._device = device
         self._defines = pass_defines(variant, subgroup_defines(device))
         indexed = bool(VARIANTS[variant]["INDEXED"])
-        thin = surface == "thin"
+        self._thin = surface == "thin"
         self.setup = self._build(
             kernels.SETUP_INDEXED_CONSERVATIVE if indexed else kernels.SETUP_SOUP_CONSERVATIVE
         )
         self.emit = self._build(kernels.EMIT_CONSERVATIVE)
-        self.mark = self._build(kernels.SURFACE_THIN if thin else kernels.SURFACE_CONSERVATIVE)
-        self._face_kernel = (
-            kernels.SURFACE_THIN_FACES if thin else kernels.SURFACE_CONSERVATIVE_FACES
+        self.mark = self._build(
+            kernels.SURFACE_THIN if self._thin else kernels.SURFACE_CONSERVATIVE
         )
-        self._faces: ComputePipeline | None = None
+        self.fallback = self._build(kernels.SURFACE_FALLBACKS[self._thin, False])
+        self._faces: tuple[ComputePipeline, ComputePipeline] | None = None
 
     def _build(self, kernel: Kernel) -> ComputePipeline:
         return ComputePipeline(self._device, kernel, self._defines)
 
     @property
-    def mark_with_faces(self) -> ComputePipeline:
+    def with_faces(self) -> tuple[ComputePipeline, ComputePipeline]:
+        """The pass with face ids and its fallback."""
         if self._faces is None:
-            self._faces = self._build(self._face_kernel)
+            thin = self._thin
+            self._faces = (
+                self._build(
+                    kernels.SURFACE_THIN_FACES if thin else kernels.SURFACE_CONSERVATIVE_FACES
+                ),
+                self._build(kernels.SURFACE_FALLBACKS[thin, True]),
+            )
         return self._faces
 
     def destroy(self) -> None:
-        for pipeline in (self.setup, self.emit, self.mark, self._faces):
-            if pipeline is not None:
-                pipeline.destroy()
+        for pipeline in (self.setup, self.emit, self.mark, self.fallback, *(self._faces or ())):
+            pipeline.destroy()
         self._faces = None
 
 
@@ -811,7 +819,9 @@ class PassRunner:
             if may_wrap and self._pair_bound(window, batch) >= COUNT_RANGE:
                 work[:0] = self._split(window, batch)
                 continue
-            if not self._pairs_fit(window, pair_count):
+            if not self._pairs_fit(window, pair_count) or (
+                _fallback_layers(window, pair_count, face_ids is not None) > MAX_GROUPS_Z
+            ):
                 work[:0] = self._split(window, batch)
                 continue
             clear_ids = face_ids if parts == 0 else None
@@ -830,8 +840,8 @@ class PassRunner:
         clear_ids: Binding | None,
     ) -> None:
         """Submission 2 of a surface part: conservative emission, grouping by tile,
-        compaction (the variant's own kernels), then the surface pass over every chunk of the
-        columns, in rounds of at most SURFACE_PAIRS_PER_ROUND pairs per tile."""
+        compaction (the variant's own kernels), then the surface pass, one visit per pair, and
+        its fallback, dispatched on what the pass left out (no workgroups when nothing)."""
         surface = self.surface
         assert surface is not None  # voxelize_surface checked it
         started = time.perf_counter()
@@ -844,6 +854,8 @@ class PassRunner:
         tiles = 0
         if pair_count:
             fill_args = self.pool.get("fill_args", 16, INDIRECT)
+            fallback_args = self.pool.get("surface_fallback_args", 16, INDIRECT)
+            sequence.fill(fallback_args, 0)  # no fallback unless the pass leaves pairs out
             pairs = self.pool.binding("pairs", slots * PAIR_BYTES)
             sequence.fill(
                 pairs.buffer,
@@ -871,30 +883,34 @@ class PassRunner:
                     self._total, None, window.tiles, fill_args, self.device.max_groups_x,
                 )  # fmt: skip
             bindings = self._tile_bindings(grouped, tile_list, fill_args, grid)
-            kernel, chunk_voxels = surface.mark, SURFACE_CHUNK_VOXELS
+            kernel, fallback = surface.mark, surface.fallback
             if face_ids is not None:
                 bindings["face_ids"] = face_ids
-                kernel, chunk_voxels = surface.mark_with_faces, FACE_ID_CHUNK_VOXELS
-            for fill_round in range(workgroups(pair_count, SURFACE_PAIRS_PER_ROUND)):
-                for chunk in range(workgroups(window.nz, chunk_voxels)):  # disjoint words
-                    push = {
-                        "window": window,
-                        "ny": grid_rows,
-                        "fill_round": fill_round,
-                        "chunk": chunk,
-                        "triangle_offset": first_triangle,
-                    }
-                    sequence.dispatch_indirect(kernel, bindings, push, fill_args)
-                sequence.barrier()  # the next round ORs into the same words
+                kernel, fallback = surface.with_faces
+            push = {
+                "window": window,
+                "ny": grid_rows,
+                "fallback_rounds": workgroups(pair_count, SURFACE_PAIRS_PER_ROUND),
+                "triangle_offset": first_triangle,
+            }
+            sequence.dispatch_indirect(
+                kernel, {**bindings, "fallback_dispatch": fallback_args}, push, fill_args
+            )
+            sequence.barrier()
+            sequence.dispatch_indirect(fallback, bindings, push, fallback_args)
+            sequence.barrier()
             sequence.mark("surface")
             tile_staging = sequence.download(fill_args, 16)
+            fallback_staging = sequence.download(fallback_args, 16)
         elif clear_ids is not None:
             sequence.barrier()
         self.stats.add_gpu(sequence.submit())
         self.stats.add_host(surface_submission=(time.perf_counter() - started) * 1e3)
+        fallbacks = 0
         if pair_count:
             tiles = int(tile_staging.read(np.uint32, 4)[3])
-        self.stats.count(surface_pairs=pair_count, surface_tiles=tiles)
+            fallbacks = int(fallback_staging.read(np.uint32, 4)[2] > 0)
+        self.stats.count(surface_pairs=pair_count, surface_tiles=tiles, surface_fallbacks=fallbacks)
         self.stats.count_max(sort_size=slots if pair_count else 0)
 
     def _pair_bound(self, window: Window, batch: tuple[int, int]) -> int:
@@ -910,6 +926,13 @@ class PassRunner:
             + 1
         )
         return int((x_tiles * np.maximum(rows, 0)).sum())
+
+
+def _fallback_layers(window: Window, pair_count: int, face_ids: bool) -> int:
+    """Workgroups along z of the surface pass's fallback: its rounds of pairs times the
+    chunks of a column (shaders/surface.comp)."""
+    chunk = FACE_ID_CHUNK_VOXELS if face_ids else SURFACE_CHUNK_VOXELS
+    return workgroups(pair_count, SURFACE_PAIRS_PER_ROUND) * workgroups(window.nz, chunk)
 
 
 def geometry_bytes(indexed: bool) -> int:

@@ -11,9 +11,12 @@ Per slab: the passes mark the first voxel above every crossing (fill.comp, MARK_
 the runs of voxels between marks inside the surface's bounding box are the segments, on
 which s is one integer (winding_columns.comp); the passes run again and add each crossing's
 sign to its segment (fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment
-is a run: c at the two ends of its column's range, then at the run's own ends, bounds c on
-all of it (each edge's term is monotonic along the column), which decides the whole run or
-splits it in halves for the next round (winding_evaluate.comp, winding_decide.comp). A closed mesh needs no round beyond the first
+is a run. First round: a bound on c over whole tiles and columns (the angles the boundary
+edges subtend) decides the columns far from the boundary; the others evaluate c at the two
+ends of their range, which bounds c on all of it (each edge's term is monotonic along the
+column). A run not decided is evaluated at its ends and middle, then halved round after
+round, each half carrying c at its two ends, so a round evaluates one new point per run
+(winding_evaluate.comp, winding_decide.comp). A closed mesh needs no round beyond the first
 and evaluates no solid angle.
 """
 
@@ -38,7 +41,7 @@ from . import kernels
 from .passes import TILE_SIDE, SignedCrossings, Window
 
 EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
-TILE_COLUMNS = TILE_SIDE * TILE_SIDE  # points a workgroup evaluates together
+TILE_COLUMNS = TILE_SIDE * TILE_SIDE  # columns of a tile: slots per group of segments
 _ONE = 1 << FIXED_BITS
 _HALF = _ONE >> 1
 
@@ -252,7 +255,7 @@ class WindingFill:
         sequence.barrier()
         sequence.mark("winding_segments")
         runs = self.pool.binding("winding_runs", self._slots * 16)
-        self._decide(slab, grid, runs, self._slots, signed.crossings)
+        self._decide(slab, grid, runs, self._slots, signed)
 
     def _begin(self) -> Sequence:
         self._started = time.perf_counter()
@@ -275,34 +278,56 @@ class WindingFill:
         self.sequence.mark("upload")
 
     def _decide(
-        self, slab: Window, grid: Binding, runs: Binding, count: int, crossings: Binding
+        self, slab: Window, grid: Binding, runs: Binding, count: int, signed: SignedCrossings
     ) -> None:
         """Rounds of winding_evaluate and winding_decide until no run is left. Continues the
         sequence begun and submits it."""
         assert self.boundary is not None and self._edges is not None
         edge_count, sequence = self.boundary.edge_count, self.sequence
-        names = ("winding_runs", "winding_runs_next")
+        crossings, offsets = signed.crossings, signed.offsets
+        run_names = ("winding_runs", "winding_runs_next")
+        # later rounds read one of these and write the other (3 per run)
+        curtain_names = ("winding_curtain_next", "winding_curtain_carried")
         next_count = self.pool.binding("winding_next_count", 16)
         rounds = 0
+        columns = self.pool.binding("winding_curtain", count * 32)  # 2 per column's first run
+        curtain = columns
         while count:
-            curtain = self.pool.binding("winding_curtain", count * 32)
-            following = self.pool.binding(names[(rounds + 1) % 2], count * 32)
-            sequence.fill(curtain.buffer, 0, curtain.size)
+            # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
+            stage, count_before = min(rounds, 2), count
+            points = (2 * TILE_COLUMNS * slab.tiles, 3 * count, count)[stage]
+            if stage == 1:
+                curtain = self.pool.binding(curtain_names[0], count * 48)
+            if stage < 2:
+                sequence.fill(curtain.buffer, 0, curtain.size)
+            following = self.pool.binding(
+                run_names[(rounds + 1) % 2], count * (32 if stage else 16)
+            )
+            carried = self.pool.binding(curtain_names[rounds % 2], count * 96 if stage else 16)
             sequence.fill(next_count.buffer, 0, next_count.size)
             sequence.barrier()
             for first in range(0, edge_count, EDGE_CHUNK):
                 sequence.dispatch(
                     self.pipelines.curtain,
-                    {"edges": self._edges, "runs": runs, "curtain": curtain},
                     {
-                        "point_count": 2 * count,
+                        "edges": self._edges,
+                        "runs": runs,
+                        "curtain": curtain,
+                        "offsets": offsets,
+                        "columns": columns if stage == 1 else offsets,  # read in stage 1 only
+                        "counts": next_count,
+                    },
+                    {
+                        "window": slab,
+                        "point_count": points,
                         "edge_first": first,
                         "edge_end": min(first + EDGE_CHUNK, edge_count),
-                        "whole_columns": int(rounds == 0),
+                        "stage": stage,
                         "column_lo": self.box["k_lo"],
                         "column_hi": self.box["k_hi"],
+                        "bound_columns": int(stage == 0 and edge_count <= EDGE_CHUNK),
                     },
-                    workgroups(2 * count, TILE_COLUMNS),
+                    workgroups(points, kernels.CURTAIN_GROUP),
                 )
                 sequence.barrier()
             sequence.mark("winding_curtain")
@@ -315,17 +340,20 @@ class WindingFill:
                     "crossings": crossings,
                     "next": following,
                     "next_count": next_count,
+                    "next_curtain": carried,
                 },
-                {"window": slab, "run_count": count, "whole_columns": int(rounds == 0)},
+                {"window": slab, "run_count": count, "whole_columns": int(stage == 0)},
                 workgroups(count, WG_SIZE),
             )
             sequence.barrier()
             sequence.mark("winding_decide")
-            self.stats.count(winding_runs=count)
-            staging = sequence.download(next_count.buffer, 4)
+            staging = sequence.download(next_count.buffer, 8)
             self._submit("winding_decide_submission")
-            count = int(staging.read(np.uint32, 1)[0])
-            runs = following
+            count, evaluations = (int(v) for v in staging.read(np.uint32, 2))
+            self.stats.count(
+                winding_runs=count_before, winding_points=points, winding_evaluations=evaluations
+            )
+            runs, curtain = following, carried
             rounds += 1
             if count:
                 sequence = self._begin()
