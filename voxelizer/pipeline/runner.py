@@ -219,22 +219,7 @@ class Pipeline:
         )
         stats.memory.budget_bytes = plan.budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
-        runner = PassRunner(
-            self.device,
-            passes,
-            self._scan_kernels(),
-            self._pool,
-            self._sequence,
-            vertices,
-            _pass_faces(job.mesh, passes.indexed),
-            job.sort,
-            plan.batch_triangles,
-            plan.pair_budget,
-            stats,
-            fine=fine,
-            used=job.mesh.used,
-            fill_indices=lambda: job.mesh.indices,
-        )
+        runner = self._pass_runner(job, passes, plan, stats, vertices=vertices, fine=fine)
         outputs = _SlabOutputs(self, plan, shape, job, stats, dense)
         for slab in plan.slabs():
             grid = self._pool.binding("grid", slab.grid_bytes)
@@ -443,22 +428,8 @@ class Pipeline:
         )
         stats.memory.budget_bytes = plan.budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
-        runner = PassRunner(
-            self.device,
-            passes,
-            self._scan_kernels(),
-            self._pool,
-            self._sequence,
-            job.vertices,
-            _pass_faces(job.mesh, passes.indexed),
-            job.sort,
-            plan.batch_triangles,
-            plan.pair_budget,
-            stats,
-            surface=self._surface_kernels(job.variant, kind),
-            fine=job.fine_vertices(),
-            used=job.mesh.used,
-            fill_indices=lambda: job.mesh.indices,
+        runner = self._pass_runner(
+            job, passes, plan, stats, surface=self._surface_kernels(job.variant, kind)
         )
         outputs = _SlabOutputs(self, plan, job.shape, job, stats, dense)
         marked: list[MarkedVoxels] = []
@@ -515,12 +486,7 @@ class Pipeline:
         )
         stats.memory.budget_bytes = budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
-        runner = PassRunner(
-            self.device, passes, self._scan_kernels(), self._pool, self._sequence,
-            job.vertices, _pass_faces(job.mesh, passes.indexed), job.sort, plan.batch_triangles,
-            plan.pair_budget, stats, fine=job.fine_vertices(), used=job.mesh.used,
-            fill_indices=lambda: job.mesh.indices,
-        )  # fmt: skip
+        runner = self._pass_runner(job, passes, plan, stats)
         if self._winding_pipelines is None:
             self._winding_pipelines = WindingPipelines(self.device)
         fill = WindingFill(
@@ -539,6 +505,30 @@ class Pipeline:
         return outputs.result()
 
     # -- kernels, stats, lifetime ------------------------------------------------------------
+
+    def _pass_runner(
+        self,
+        job: Job,
+        passes: PassPipelines,
+        plan: Plan,
+        stats: Stats,
+        vertices: np.ndarray | None = None,
+        fine: np.ndarray | None = None,
+        surface: SurfacePipelines | None = None,
+    ) -> PassRunner:
+        """The passes over the job's mesh (or over other grid-space `vertices` and their
+        `fine` ones, e.g. mirrored): the faces as the variant takes them (uint32 for the
+        indexed variants, which upload them, converted once per Mesh; the int64 faces
+        themselves for the soup gather), and the per-Mesh caches the exact fill reads."""
+        mesh = job.mesh
+        return PassRunner(
+            self.device, passes, self._scan_kernels(), self._pool, self._sequence,
+            job.vertices if vertices is None else vertices,
+            mesh.indices if passes.indexed else mesh.faces,
+            job.sort, plan.batch_triangles, plan.pair_budget, stats, surface=surface,
+            fine=job.fine_vertices() if fine is None else fine, used=mesh.used,
+            fill_indices=lambda: mesh.indices,
+        )  # fmt: skip
 
     def _pass_kernels(self, variant: str) -> PassPipelines:
         if variant not in self._passes:
@@ -698,9 +688,3 @@ class _SlabOutputs:
         if self._voxels is not None:
             return self._voxels
         return self._pipeline._merge(self._plan, self._shape, self._forests, self._stats)
-
-
-def _pass_faces(mesh: Mesh, indexed: bool) -> np.ndarray:
-    """The faces as the passes take them: uint32 for the indexed variants, which upload them
-    (converted once per Mesh), the int64 faces themselves for the soup gather."""
-    return mesh.indices if indexed else mesh.faces
