@@ -183,6 +183,31 @@ def test_meshes_hold_the_voxels_volume(tmp_path, gear_svo, suffix):
     assert np.allclose(mesh.bounds[0], low, rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("case", ["knot-dense", "gear-svo"])
+def test_dense_grids_and_octrees_give_the_same_trimesh_objects(knot, gear_svo, case):
+    """to_mesh() and to_trimesh() on either kind of result: the same faces, and a VoxelGrid
+    whose index (i, j, k) is our voxel with our centre."""
+    result = results(knot, gear_svo)[case]
+    other = (
+        SVO.from_dense(result.to_numpy(), result.placement)
+        if isinstance(result, DenseGrid)
+        else DenseGrid(result.to_numpy(), result.placement)
+    )
+    mesh, other_mesh = result.to_mesh(), other.to_mesh()
+    assert np.array_equal(mesh.vertices, other_mesh.vertices)
+    assert np.array_equal(mesh.faces, other_mesh.faces)
+    assert mesh.is_watertight
+    assert mesh.volume == pytest.approx(result.count() * result.voxel_size**3, rel=1e-9)
+    grid = result.to_trimesh()
+    assert isinstance(grid, trimesh.voxel.VoxelGrid)
+    assert np.array_equal(grid.matrix, result.to_numpy())
+    assert np.array_equal(grid.transform, other.to_trimesh().transform)
+    index = np.argwhere(result.to_numpy())
+    assert np.allclose(
+        grid.indices_to_points(index), result.placement.voxel_centres(index), rtol=0, atol=1e-12
+    )
+
+
 # --- binvox in trimesh and the binvox package ----------------------------------------------
 
 

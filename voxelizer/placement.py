@@ -23,7 +23,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing
@@ -32,6 +32,10 @@ from . import convert
 from .errors import GridError, MeshError
 from .mesh import Mesh
 from .parallel import for_row_chunks
+from .surface import voxel_surface
+
+if TYPE_CHECKING:
+    import trimesh  # imported by to_trimesh: `import voxelizer` stays light
 
 MIN_RESOLUTION = 8
 # Grid coordinates become fixed point with this many fractional bits (shaders/exact.glsl and
@@ -394,6 +398,19 @@ class Placed(ABC):
         return self.placement.voxel_size
 
     # --- other libraries and notebooks (voxelizer.convert; files are voxelizer.io's) --------
+
+    def to_mesh(self) -> trimesh.Trimesh:
+        """The voxels' outer faces, closed and outward (see voxelizer.surface)."""
+        return voxel_surface(self.to_numpy(), self.placement.origin, self.voxel_size)
+
+    def to_trimesh(self) -> trimesh.voxel.VoxelGrid:
+        """The same voxels as a trimesh VoxelGrid; its transform maps index -> voxel centre."""
+        import trimesh
+
+        transform = np.eye(4)
+        transform[:3, :3] *= self.voxel_size
+        transform[:3, 3] = np.asarray(self.placement.origin, np.float64) + self.voxel_size / 2
+        return trimesh.voxel.VoxelGrid(self.to_numpy(), transform=transform)
 
     def to_open3d(self) -> Any:
         """open3d.geometry.VoxelGrid of the solid voxels, with our origin and voxel size: its

@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing
@@ -19,10 +18,6 @@ from .budget import check_dense_fits
 from .errors import SVOFormatError
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
-from .surface import voxel_surface
-
-if TYPE_CHECKING:
-    import trimesh  # imported by to_trimesh: `import voxelizer` stays light
 
 FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
@@ -651,21 +646,6 @@ class SVO(Placed):
         unique, where = np.unique(np.concatenate(codes), return_inverse=True)
         sums = np.bincount(where.ravel(), np.concatenate(counts), len(unique))
         return unique, sums.astype(np.int64)  # exact: at most P^3 < 2^53
-
-    # --- conversions (files are voxelizer.io's: voxelizer.save, voxelizer.load) ---------------
-
-    def to_mesh(self) -> trimesh.Trimesh:
-        """The voxels' outer faces, closed and outward (see voxelizer.surface)."""
-        return voxel_surface(self.to_numpy(), self.placement.origin, self.voxel_size)
-
-    def to_trimesh(self) -> trimesh.voxel.VoxelGrid:
-        """The same voxels as a trimesh VoxelGrid; its transform maps index -> voxel centre."""
-        import trimesh
-
-        transform = np.eye(4)
-        transform[:3, :3] *= self.voxel_size
-        transform[:3, 3] = np.asarray(self.placement.origin, np.float64) + self.voxel_size / 2
-        return trimesh.voxel.VoxelGrid(self.to_numpy(), transform=transform)
 
     # --- helpers --------------------------------------------------------------------------
 
