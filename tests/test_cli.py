@@ -339,3 +339,20 @@ def test_options_reach_the_api(tmp_path, capsys, monkeypatch, reference_voxelize
     call = reference_voxelize[-1]
     assert call["grid"] is None and call["voxel_size"] == 0.125 and call["max_memory"] is None
     assert np.array_equal(call["bounds"], [[-1, -1, -0.5], [1, 1, 0.5]])
+
+
+def test_help_names_every_output_format(capsys):
+    """-o and --format list every format voxelizer.save writes."""
+    from voxelizer.io import OUTPUT_FORMATS
+
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--help"])
+    assert caught.value.code == 0
+    help_text = " ".join(capsys.readouterr().out.split())  # argparse wraps the lines
+    output_at = help_text.index("-o FILE, --output FILE")
+    output_help = help_text[output_at : help_text.index("--up-axis", output_at)]
+    format_at = help_text.index("--format FMT", output_at)
+    format_help = help_text[format_at : help_text.index("--skip-existing", format_at)]
+    for suffix in OUTPUT_FORMATS:
+        assert suffix in output_help, suffix
+        assert suffix[1:] in format_help, suffix

@@ -250,7 +250,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="write the voxels, format by extension: .svo (sparse voxel octree), "
         ".binvox, .vox (MagicaVoxel), .npz (packed bits, origin, voxel "
-        "size), .ply/.obj/.glb (the voxels' outer faces as a mesh)",
+        "size), .vti (VTK image data: ParaView, PyVista), "
+        ".ply/.obj/.glb (the voxels' outer faces as a mesh)",
     )
     parser.add_argument(
         "--up-axis",
