@@ -44,6 +44,26 @@ def test_a_grid_up_to_256_is_one_plain_model_both_readers_open(tmp_path, shape):
     assert np.array_equal(voxelizer.load(path).to_numpy(), grid.to_numpy())
 
 
+@pytest.mark.parametrize("shape", [(300, 20, 12), (8, 520, 264)])
+def test_a_tiled_grid_is_read_whole_by_midvoxio(tmp_path, shape):
+    """Over 256 per side the file holds equal tiles placed by the scene graph; midvoxio's
+    merged model (vox_index=-1, each model at its translation) holds the grid exactly, when
+    the outer tiles hold voxels (a tile without any is not written), in a box as large as
+    the tiles: 520 = 3 tiles of 174, 2 empty voxels more. py-vox-io reads no scene graph,
+    so it opens single-model files only."""
+    grid = _grid(shape, seed=3)
+    path = tmp_path / "tiles.vox"
+    voxelizer.save(grid, path)
+    colours = vox_to_arr(str(path), -1)
+    tiles = [-(-side // 256) for side in shape]
+    covered = [count * (2 * -(-side // (2 * count))) for side, count in zip(shape, tiles)]
+    assert colours.shape == (*covered, 4)
+    solid = colours[..., 3] > 0
+    nx, ny, nz = shape
+    assert np.array_equal(solid[:nx, :ny, :nz], grid.to_numpy())
+    assert int(solid.sum()) == grid.count()  # nothing in the overhang
+
+
 def test_up_axis_y_turns_the_model_so_its_up_is_magicavoxel_up(tmp_path):
     grid = _grid((12, 8, 16), seed=2)
     path = tmp_path / "up.vox"
