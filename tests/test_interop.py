@@ -91,6 +91,19 @@ def test_placed_formats_round_trip_exactly(tmp_path, knot, gear_svo, case, suffi
     assert_same_placement(loaded, result)
 
 
+@pytest.mark.parametrize("case", ["knot-dense", "gear-svo"])
+def test_npz_read_with_numpy_alone(tmp_path, knot, gear_svo, case):
+    """The README's numpy-only recipe gives the voxels and the placement."""
+    result = results(knot, gear_svo)[case]
+    path = tmp_path / "m.npz"
+    save(result, path)
+    d = np.load(path)
+    voxels = np.unpackbits(d["bits"], count=d["shape"].prod()).reshape(d["shape"]).astype(bool)
+    assert_same_voxels(voxels, result.to_numpy())
+    assert np.array_equal(d["origin"], result.origin)
+    assert float(d["voxel_size"]) == result.voxel_size
+
+
 @pytest.mark.parametrize("case", ["knot-dense", "knot-svo"])
 def test_binvox_round_trip(tmp_path, knot, gear_svo, case):
     """Origin exact; h comes back as scale / N, the file's scale being N * h in decimal."""
