@@ -5,16 +5,27 @@ Its .npz file is voxelizer.io's (voxelizer.save, voxelizer.load)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 
-# byte -> the same byte with its bits in the opposite order (the GPU's little bit order to
-# np.packbits' big one), and byte -> its set bits (where numpy has no bitwise_count)
-_REVERSED_BITS = np.array([int(f"{byte:08b}"[::-1], 2) for byte in range(256)], np.uint8)
+# byte -> its set bits (where numpy has no bitwise_count)
 _BYTE_POPCOUNT = np.array([bin(byte).count("1") for byte in range(256)], np.uint8)
+
+
+@cache
+def _reversed_byte_pairs() -> np.ndarray:
+    """uint16 -> the same two bytes, each with its bits in the opposite order (the GPU's
+    little bit order to np.packbits' big one): a 128 KiB table, twice as fast as 256 bytes."""
+    byte = np.arange(256)
+    reversed_byte = np.zeros(256, np.uint16)
+    for bit in range(8):
+        reversed_byte |= ((byte >> bit) & 1).astype(np.uint16) << (7 - bit)
+    pairs = np.arange(1 << 16)
+    return reversed_byte[pairs & 0xFF] | (reversed_byte[pairs >> 8] << 8)
 
 
 def column_words(nz: int) -> int:
@@ -109,11 +120,12 @@ class ColumnBits:
         """np.packbits of the bool[i, j, k] array in C order (big bit order), as .npz files
         hold it. When nz is a multiple of 8 a column is whole bytes: each byte's bits are
         reversed and the bytes put in [i, j] order, without the bools."""
-        nz = self.shape[2]
+        nx, ny, nz = self.shape
         if nz % 8:
             return np.packbits(self.to_numpy(), axis=None)
-        columns = self._column_bytes()[:, :, : nz // 8].transpose(1, 0, 2)
-        return np.ascontiguousarray(_REVERSED_BITS[columns]).reshape(-1)
+        reversed_bytes = np.take(_reversed_byte_pairs(), self.words.view(np.uint16))
+        columns = reversed_bytes.view(np.uint8).reshape(ny, nx, 4 * column_words(nz))
+        return np.ascontiguousarray(columns[:, :, : nz // 8].transpose(1, 0, 2)).reshape(-1)
 
     def __or__(self, other: ColumnBits) -> ColumnBits:
         """The union of two grids of one shape."""
