@@ -35,7 +35,7 @@ from .errors import (
     VoxelizerError,
 )
 from .gpu.device import Device
-from .grid import DenseGrid
+from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
 from .options import Options
@@ -133,8 +133,12 @@ class Voxelizer:
                 voxels, faces, run = self._pipeline.dense_faces(job)
             else:
                 voxels, run = self._pipeline.dense(job)
-        result = DenseGrid(voxels, placement, _merged(stats, run), face_ids=faces)
-        result.stats.counts[voxel_count_label(checked.mode)] = int(np.count_nonzero(voxels))
+        merged = _merged(stats, run)
+        if isinstance(voxels, ColumnBits):  # kept as the GPU's words until asked for bools
+            result = DenseGrid.of_columns(voxels, placement, merged, face_ids=faces)
+        else:
+            result = DenseGrid(voxels, placement, merged, face_ids=faces)
+        result.stats.counts[voxel_count_label(checked.mode)] = result.count()
         _warn_from_counts(result.stats.counts, checked.fill_mode)
         return result
 
@@ -171,7 +175,7 @@ class Voxelizer:
                   surface=checked.surface or "conservative")  # fmt: skip
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
-        return voxels
+        return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
 
     def _start_kernels(self, options: Options, svo: bool) -> None:
         """Have the kernels of this call built in the background while the mesh is read and

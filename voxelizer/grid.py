@@ -4,10 +4,28 @@ Its .npz file is voxelizer.io's (voxelizer.save, voxelizer.load)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import cache
+
 import numpy as np
 
-from .placement import GridPlacement, Placed, shape_text
+from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
+
+# byte -> its set bits (where numpy has no bitwise_count)
+_BYTE_POPCOUNT = np.array([bin(byte).count("1") for byte in range(256)], np.uint8)
+
+
+@cache
+def _reversed_byte_pairs() -> np.ndarray:
+    """uint16 -> the same two bytes, each with its bits in the opposite order (the GPU's
+    little bit order to np.packbits' big one): a 128 KiB table, twice as fast as 256 bytes."""
+    byte = np.arange(256)
+    reversed_byte = np.zeros(256, np.uint16)
+    for bit in range(8):
+        reversed_byte |= ((byte >> bit) & 1).astype(np.uint16) << (7 - bit)
+    pairs = np.arange(1 << 16)
+    return reversed_byte[pairs & 0xFF] | (reversed_byte[pairs >> 8] << 8)
 
 
 def column_words(nz: int) -> int:
@@ -22,10 +40,7 @@ def grid_bytes(nx: int, rows: int, nz: int) -> int:
 
 def unpack_columns(words: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
     """GPU layout -> bool[i, j, k]. The GPU stores column (i, j) at word (j*nx + i)*W, bit k."""
-    nx, ny, nz = shape
-    w = column_words(nz)
-    bits = np.unpackbits(words.view(np.uint8).reshape(ny, nx, w * 4), axis=2, bitorder="little")
-    return bits[:, :, :nz].astype(bool).transpose(1, 0, 2)
+    return ColumnBits(np.asarray(words, np.uint32).reshape(-1), shape).to_numpy()
 
 
 def pack_columns(voxels: np.ndarray) -> np.ndarray:
@@ -36,13 +51,105 @@ def pack_columns(voxels: np.ndarray) -> np.ndarray:
     return np.packbits(padded, axis=2, bitorder="little").view(np.uint32).reshape(-1)
 
 
+def _popcount(words: np.ndarray) -> int:
+    """Set bits of a contiguous uint32 array."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        return int(np.bitwise_count(words).sum(dtype=np.int64))
+    return int(_BYTE_POPCOUNT[words.view(np.uint8)].sum(dtype=np.int64))
+
+
+@dataclass(frozen=True, eq=False)
+class ColumnBits:
+    """A dense grid as the GPU writes it: column (i, j) in the W = column_words(nz) uint32
+    words from (j*nx + i)*W, voxel k at bit k % 32 of its word k // 32 (bits k >= nz are
+    padding, never read). An eighth of the bool array's bytes: results stay in this form
+    until someone asks for the bools."""
+
+    words: np.ndarray  # uint32 (ny * nx * W,)
+    shape: Shape
+
+    def __post_init__(self) -> None:
+        nx, ny, nz = self.shape
+        expected = (nx * ny * column_words(nz),)
+        if self.words.dtype != np.uint32 or self.words.shape != expected:
+            raise ValueError(
+                f"expected uint32 words of shape {expected}, got "
+                f"{self.words.dtype} {self.words.shape}"
+            )
+
+    @classmethod
+    def of_voxels(cls, voxels: np.ndarray) -> ColumnBits:
+        """The words of a bool[i, j, k] array."""
+        nx, ny, nz = voxels.shape
+        return cls(pack_columns(voxels), (nx, ny, nz))
+
+    def rows(self, row_lo: int, row_hi: int) -> np.ndarray:
+        """The words of the column rows j in [row_lo, row_hi) (a view: rows are contiguous)."""
+        nx, _, nz = self.shape
+        per_row = nx * column_words(nz)
+        return self.words[row_lo * per_row : row_hi * per_row]
+
+    def _column_bytes(self) -> np.ndarray:
+        """uint8 (ny, nx, 4W): each column's bytes, voxel k at bit k % 8 of byte k // 8."""
+        nx, ny, nz = self.shape
+        return self.words.view(np.uint8).reshape(ny, nx, 4 * column_words(nz))
+
+    def to_numpy(self) -> np.ndarray:
+        """bool[i, j, k], C-contiguous: the bytes are put in [i, j] order first, then
+        unpacked (one pass over the bools)."""
+        nz = self.shape[2]
+        columns = np.ascontiguousarray(self._column_bytes()[:, :, : -(-nz // 8)].transpose(1, 0, 2))
+        return np.unpackbits(columns, axis=2, count=nz, bitorder="little").view(bool)
+
+    def to_numpy_xzy(self) -> np.ndarray:
+        """bool[i, k, j], C-contiguous (y fastest, then z, then x: .binvox's order)."""
+        nz = self.shape[2]
+        rows = np.ascontiguousarray(self._column_bytes()[:, :, : -(-nz // 8)].transpose(1, 2, 0))
+        return np.unpackbits(rows, axis=1, count=nz, bitorder="little").view(bool)
+
+    def count(self) -> int:
+        """Set voxels: the words' set bits, the padding above nz masked off."""
+        nz = self.shape[2]
+        columns = self.words.reshape(-1, column_words(nz))
+        if nz % 32:
+            columns = columns.copy()
+            columns[:, -1] &= np.uint32((1 << nz % 32) - 1)
+        return _popcount(columns)
+
+    def packed_bits(self) -> np.ndarray:
+        """np.packbits of the bool[i, j, k] array in C order (big bit order), as .npz files
+        hold it. When nz is a multiple of 8 a column is whole bytes: each byte's bits are
+        reversed and the bytes put in [i, j] order, without the bools."""
+        nx, ny, nz = self.shape
+        if nz % 8:
+            return np.packbits(self.to_numpy(), axis=None)
+        reversed_bytes = np.take(_reversed_byte_pairs(), self.words.view(np.uint16))
+        columns = reversed_bytes.view(np.uint8).reshape(ny, nx, 4 * column_words(nz))
+        return np.ascontiguousarray(columns[:, :, : nz // 8].transpose(1, 0, 2)).reshape(-1)
+
+    def __or__(self, other: ColumnBits) -> ColumnBits:
+        """The union of two grids of one shape."""
+        if other.shape != self.shape:
+            raise ValueError(f"shapes differ: {self.shape} and {other.shape}")
+        return ColumnBits(self.words | other.words, self.shape)
+
+
 class DenseGrid(Placed):
     """A voxelization on a dense grid: in mode "solid", voxel (i, j, k) is set iff its
     centre is inside the mesh (README.md states the surface modes).
 
+    The voxels are held either as a bool array (a grid built from one) or, for a grid
+    straight from the GPU, as its column words (ColumnBits, 1 bit a voxel): count() and the
+    .npz writer read those, and the first to_numpy() (or np.asarray) unpacks them into the
+    bool array, which then is the storage (a caller may change it, as with a grid built
+    from one).
+
     `face_ids` (voxelize_dense(..., attributes=["face"])): int32 (nx, ny, nz), for every
     surface voxel the smallest index (row of the mesh's faces) of the triangles that mark
     it, -1 elsewhere; None when not asked for."""
+
+    _voxels: np.ndarray | None
+    _columns: ColumnBits | None
 
     def __init__(
         self,
@@ -57,17 +164,49 @@ class DenseGrid(Placed):
                 f"expected a bool array of shape {placement.shape}, got "
                 f"{voxels.dtype} {voxels.shape}"
             )
-        if face_ids is not None and (face_ids.shape != voxels.shape or face_ids.dtype != np.int32):
-            raise ValueError(f"expected int32 face ids of shape {voxels.shape}")
-        self._voxels = voxels
+        self._voxels, self._columns = voxels, None
+        self._place(placement, stats, face_ids)
+
+    @classmethod
+    def of_columns(
+        cls,
+        columns: ColumnBits,
+        placement: GridPlacement,
+        stats: Stats | None = None,
+        *,
+        face_ids: np.ndarray | None = None,
+    ) -> DenseGrid:
+        """The grid of the GPU's column words, kept as they are (no bool array yet)."""
+        if columns.shape != placement.shape:
+            raise ValueError(f"expected words of shape {placement.shape}, got {columns.shape}")
+        grid = cls.__new__(cls)
+        grid._voxels, grid._columns = None, columns
+        grid._place(placement, stats, face_ids)
+        return grid
+
+    def _place(
+        self, placement: GridPlacement, stats: Stats | None, face_ids: np.ndarray | None
+    ) -> None:
+        if face_ids is not None and (
+            face_ids.shape != placement.shape or face_ids.dtype != np.int32
+        ):
+            raise ValueError(f"expected int32 face ids of shape {placement.shape}")
         self.face_ids = face_ids
         self.placement = placement
         self.stats = stats if stats is not None else Stats()
+
+    @property
+    def columns(self) -> ColumnBits | None:
+        """The column words while they are the storage; None once the bools are."""
+        return self._columns
 
     def to_numpy(self, attribute: str | None = None) -> np.ndarray:
         """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]; attribute="face":
         face_ids (ValueError when the grid has none)."""
         if attribute is None:
+            if self._voxels is None:
+                assert self._columns is not None  # one of the two is always the storage
+                self._voxels, self._columns = self._columns.to_numpy(), None
             return self._voxels
         if attribute != "face":
             raise ValueError(f"attribute must be 'face', not {attribute!r}")
@@ -81,7 +220,9 @@ class DenseGrid(Placed):
 
     def count(self) -> int:
         """Solid voxels."""
-        return int(np.count_nonzero(self._voxels))
+        if self._columns is not None:
+            return self._columns.count()
+        return int(np.count_nonzero(self.to_numpy()))
 
     def __repr__(self) -> str:
         return (

@@ -24,10 +24,10 @@ FACE_IDS_KEY = "face_ids"  # optional: int32 (nx, ny, nz), -1 where no triangle 
 def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
     """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size,
     and the face ids as an int32 [i, j, k] array when the result carries them."""
-    voxels = result.to_numpy()
-    arrays = {
-        "bits": packed_bits(voxels),
-        "shape": np.array(voxels.shape, np.int64),
+    columns = result.columns if isinstance(result, DenseGrid) else None
+    arrays = {  # the GPU's words packed straight away when the grid still holds them
+        "bits": packed_bits(result.to_numpy()) if columns is None else columns.packed_bits(),
+        "shape": np.array(result.shape, np.int64),
         "origin": np.asarray(result.placement.origin, np.float64),
         "voxel_size": np.float64(result.voxel_size),
     }

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import OutputError
+from ..grid import DenseGrid
 from ..placement import Placed, shape_text
 from .mesh_writer import write_mesh
 from .npz_file import write_npz
@@ -66,7 +67,11 @@ def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = Fals
             path=path,
         )
     n = nx
-    flat = result.to_numpy().transpose(0, 2, 1).ravel()
+    columns = result.columns if isinstance(result, DenseGrid) else None
+    if columns is None:
+        flat = result.to_numpy().transpose(0, 2, 1).ravel()
+    else:  # unpacked from the GPU's words in the file's order at once
+        flat = columns.to_numpy_xzy().ravel()
     origin = np.asarray(result.placement.origin, np.float64)
     header = (
         f"#binvox 1\ndim {n} {n} {n}\n"

@@ -1,6 +1,9 @@
 """Pipeline: one voxelization's GPU work, from a mesh in grid space to voxels and stats.
 
 plan -> slabs -> passes -> download (dense) or SVO build (svo) -> merge of slab forests.
+A dense result comes back as the GPU's column words (grid.ColumnBits) where the GPU wrote
+the whole grid (parity, winding, the surface modes), as a bool array where the host
+combined several runs (vote, union).
 The API hands a `Job` (a checked mesh already placed in grid space, checked options) to
 `Pipeline.dense` or `Pipeline.svo` and gets the voxels and a `Stats` back; nothing in here
 reads files, validates user input or knows the world placement.
@@ -25,7 +28,7 @@ from ..gpu.commands import Binding, Sequence
 from ..gpu.device import Device
 from ..gpu.pipelines import build_in_background
 from ..gpu.scan import Scan
-from ..grid import pack_columns, unpack_columns
+from ..grid import ColumnBits, pack_columns
 from ..log import get_logger
 from ..mesh import Mesh
 from ..placement import COLUMN_AXIS_ORDERS, FINE_BITS, Shape
@@ -101,9 +104,9 @@ class Pipeline:
 
     # -- the two results ---------------------------------------------------------------------
 
-    def dense(self, job: Job) -> tuple[np.ndarray, Stats]:
-        """bool[i, j, k] of shape job.shape: the voxels of the job's mode (solid: set iff
-        the centre is inside the mesh)."""
+    def dense(self, job: Job) -> tuple[ColumnBits | np.ndarray, Stats]:
+        """The voxels of the job's mode (solid: set iff the centre is inside the mesh) of
+        shape job.shape: the GPU's column words, or bool[i, j, k] (vote, union of several runs)."""
         stats = self._stats(job)
         if job.mode != "solid":
             voxels, _ = self._surface_dense(job, stats, face_ids=False)
@@ -142,8 +145,8 @@ class Pipeline:
         self._finish(stats)
         return octree, stats
 
-    def dense_faces(self, job: Job) -> tuple[np.ndarray, np.ndarray, Stats]:
-        """Modes "surface" and "both": the bool grid as `dense`, and int32[i, j, k] face
+    def dense_faces(self, job: Job) -> tuple[ColumnBits | np.ndarray, np.ndarray, Stats]:
+        """Modes "surface" and "both": the grid as `dense`, and int32[i, j, k] face
         ids: the smallest index of the triangles whose surface marks the voxel, -1 where
         none does (solid voxels of "both" inside the surface too)."""
         stats = self._stats(job)
@@ -179,7 +182,7 @@ class Pipeline:
         stats: Stats,
         dense: Literal[True],
         whole_only: bool = False,
-    ) -> np.ndarray: ...
+    ) -> ColumnBits: ...
 
     @overload
     def _parity(
@@ -202,9 +205,9 @@ class Pipeline:
         stats: Stats,
         dense: bool,
         whole_only: bool = False,
-    ) -> np.ndarray | OctreeArrays:
+    ) -> ColumnBits | OctreeArrays:
         """Voxelize grid-space `vertices` (the job's faces) on a grid of `shape`, slab by slab
-        as the plan says: the bool grid (`dense`) or the SVO arrays."""
+        as the plan says: the grid's words (`dense`) or the SVO arrays."""
         passes = self._pass_kernels(job.variant)
         plan = make_plan(
             self.device,
@@ -241,24 +244,22 @@ class Pipeline:
         return octree
 
     def _download(self, slab: Window, grid: Binding, stats: Stats) -> np.ndarray:
-        """The slab's bits in a submission of their own (after the surface pass), unpacked to
-        bool[i, j - row_lo, k]."""
+        """The slab's words in a submission of their own (after the surface pass)."""
         sequence = self._sequence
         sequence.begin()
         sequence.mark("start")
         staging = sequence.download(grid.buffer, slab.grid_bytes)
         sequence.mark("download")
         stats.add_gpu(sequence.submit())
-        return self._unpack(slab, staging, stats)
+        return self._read_words(slab, staging, stats)
 
-    def _unpack(self, slab: Window, staging: Buffer, stats: Stats) -> np.ndarray:
-        """The slab's bits, copied back with the passes' last submission, unpacked to
-        bool[i, j - row_lo, k]."""
+    def _read_words(self, slab: Window, staging: Buffer, stats: Stats) -> np.ndarray:
+        """The slab's words, copied back with the passes' last submission (the GPU layout:
+        rows j in [row_lo, row_hi) of the grid's words)."""
         started = time.perf_counter()
         words = staging.read(np.uint32, slab.grid_bytes // 4)
-        voxels = unpack_columns(words, (slab.nx, slab.row_hi - slab.row_lo, slab.nz))
         stats.add_host(download=(time.perf_counter() - started) * 1e3)
-        return voxels
+        return words
 
     def _build_svo(
         self, forest: Forest, grid: Binding, stats: Stats, words: np.ndarray | None = None
@@ -289,7 +290,9 @@ class Pipeline:
                     vertices[:, 2] = np.float32(shape[2]) - vertices[:, 2]
                     fine[:, 2] = (shape[2] << FINE_BITS) - fine[:, 2]  # exact
                 run = stats if first else self._stats(job)
-                solid = self._parity(job, vertices, fine, shape, run, dense=True, whole_only=True)
+                solid = self._parity(
+                    job, vertices, fine, shape, run, dense=True, whole_only=True
+                ).to_numpy()
                 votes += (solid[:, :, ::-1] if mirrored else solid).transpose(np.argsort(order))
                 if not first:
                     stats.add_times_of(run)
@@ -300,8 +303,9 @@ class Pipeline:
 
     # -- union: closed components summed by their winding -----------------------------------
 
-    def _union_dense(self, job: Job, stats: Stats) -> np.ndarray:
-        """fill_mode="union" as a bool grid (components.py says what it means)."""
+    def _union_dense(self, job: Job, stats: Stats) -> ColumnBits | np.ndarray:
+        """fill_mode="union" as a grid (components.py says what it means): parity's words
+        for one run of sign +1, else the bools of the summed runs."""
         runs = self._union_runs(job, stats)
         if len(runs) == 1 and runs[0].sign == 1:
             return self._parity(
@@ -320,12 +324,18 @@ class Pipeline:
             )
         return self._svo_of_voxels(job, self._winding(job, runs, stats) > 0, stats)
 
-    def _svo_of_voxels(self, job: Job, voxels: np.ndarray, stats: Stats) -> OctreeArrays:
-        """SVO arrays of a bool grid on the host: uploaded slab by slab, converted there."""
+    def _svo_of_voxels(
+        self, job: Job, voxels: ColumnBits | np.ndarray, stats: Stats
+    ) -> OctreeArrays:
+        """SVO arrays of a grid on the host (words or bools): uploaded slab by slab,
+        converted there."""
         plan = make_plan(self.device, job.shape, 1, 0, False, job.max_memory, True, False)
         forests: list[tuple[int, SVOArrays]] = []
         for slab in plan.slabs():
-            words = pack_columns(voxels[:, slab.row_lo : slab.row_hi])
+            if isinstance(voxels, ColumnBits):
+                words = voxels.rows(slab.row_lo, slab.row_hi)
+            else:
+                words = pack_columns(voxels[:, slab.row_lo : slab.row_hi])
             grid = self._pool.binding("grid", slab.grid_bytes)
             forest = plan.forest(slab)
             forests.append((forest.cube_y, self._build_svo(forest, grid, stats, words)))
@@ -359,7 +369,7 @@ class Pipeline:
             )
             solid = self._parity(
                 part, part.vertices, part.fine_vertices(), job.shape, stats, dense=True
-            )
+            ).to_numpy()
             add = np.add if run.sign > 0 else np.subtract
             add(winding, solid, out=winding, casting="unsafe")
             if job.progress is not None:
@@ -371,12 +381,14 @@ class Pipeline:
 
     def _surface_dense(
         self, job: Job, stats: Stats, face_ids: bool
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """Modes "surface" and "both" as a bool grid, with face ids if asked. "both" with
+    ) -> tuple[ColumnBits | np.ndarray, np.ndarray | None]:
+        """Modes "surface" and "both" as a grid (words, or bools where the solid came
+        back as bools), with face ids if asked. "both" with
         parity runs the fill and then the surface pass on each slab's grid; with vote, union
         or winding the solid comes back whole and the surface is united with it here."""
         if job.mode == "both" and job.fill_mode != "parity":
             solid_job = replace(job, mode="solid")
+            solid: ColumnBits | np.ndarray
             if job.fill_mode == "vote":
                 solid = self._vote(solid_job, stats)
             elif job.fill_mode == "winding":
@@ -384,8 +396,9 @@ class Pipeline:
             else:
                 solid = self._union_dense(solid_job, stats)
             surface = replace(job, mode="surface", surface="conservative")
-            voxels, parts = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
-            return voxels | solid, _dense_faces(job, parts) if face_ids else None
+            bits, parts = self._surface_slabs(surface, stats, dense=True, face_ids=face_ids)
+            union = bits | solid if isinstance(solid, ColumnBits) else bits.to_numpy() | solid
+            return union, _dense_faces(job, parts) if face_ids else None
         voxels, parts = self._surface_slabs(job, stats, dense=True, face_ids=face_ids)
         return voxels, _dense_faces(job, parts) if face_ids else None
 
@@ -399,7 +412,7 @@ class Pipeline:
     @overload
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: Literal[True], face_ids: bool
-    ) -> tuple[np.ndarray, list[MarkedVoxels]]: ...
+    ) -> tuple[ColumnBits, list[MarkedVoxels]]: ...
 
     @overload
     def _surface_slabs(
@@ -408,9 +421,9 @@ class Pipeline:
 
     def _surface_slabs(
         self, job: Job, stats: Stats, dense: bool, face_ids: bool
-    ) -> tuple[np.ndarray | OctreeArrays, list[MarkedVoxels]]:
+    ) -> tuple[ColumnBits | OctreeArrays, list[MarkedVoxels]]:
         """The job's mode ("surface", or "both" with parity) slab by slab as the plan says:
-        the bool grid (`dense`) or the SVO arrays, and with `face_ids` each slab's voxels
+        the grid's words (`dense`) or the SVO arrays, and with `face_ids` each slab's voxels
         that carry one (sparse, so an SVO's never need the dense grid on the host)."""
         passes = self._pass_kernels(job.variant)
         kind = "conservative" if job.mode == "both" else job.surface
@@ -454,12 +467,12 @@ class Pipeline:
     # -- winding: crossing marks, then the winding number per segment -----------------------
 
     @overload
-    def _winding_fill(self, job: Job, stats: Stats, dense: Literal[True]) -> np.ndarray: ...
+    def _winding_fill(self, job: Job, stats: Stats, dense: Literal[True]) -> ColumnBits: ...
 
     @overload
     def _winding_fill(self, job: Job, stats: Stats, dense: Literal[False]) -> OctreeArrays: ...
 
-    def _winding_fill(self, job: Job, stats: Stats, dense: bool) -> np.ndarray | OctreeArrays:
+    def _winding_fill(self, job: Job, stats: Stats, dense: bool) -> ColumnBits | OctreeArrays:
         """fill_mode="winding" (pipeline/winding.py): slab by slab, the passes mark every
         crossing, WindingFill cuts the columns into segments there, the passes run again to
         add each crossing's sign to its segment, and WindingFill replaces the marks by the
@@ -634,8 +647,9 @@ def _ms(times: dict[str, float]) -> str:
 
 
 class _SlabOutputs:
-    """What each slab leaves once its passes are done: its rows of the dense grid (`dense`),
-    or its SVO forest, merged into one octree at the end; with the progress over slabs."""
+    """What each slab leaves once its passes are done: its rows of the dense grid's words
+    (`dense`; a slab's rows are contiguous words, so the grid's are theirs end to end), or
+    its SVO forest, merged into one octree at the end; with the progress over slabs."""
 
     def __init__(
         self, pipeline: Pipeline, plan: Plan, shape: Shape, job: Job, stats: Stats, dense: bool
@@ -643,7 +657,8 @@ class _SlabOutputs:
         self._pipeline, self._plan, self._shape = pipeline, plan, shape
         self._progress, self._stats = job.progress, stats
         self._slab_count = len(plan.slabs())
-        self._voxels = np.zeros(shape, bool) if dense else None
+        self._dense = dense
+        self._words: list[np.ndarray] = []
         self._forests: list[tuple[int, SVOArrays]] = []
         self._kept = 0
 
@@ -667,12 +682,11 @@ class _SlabOutputs:
         already copied the bits back, or from the SVO conversion `recorded` into it (run:
         its arrays are read now)."""
         pipeline, stats = self._pipeline, self._stats
-        if self._voxels is not None:
+        if self._dense:
             if staging is not None:
-                rows = pipeline._unpack(slab, staging, stats)
+                self._words.append(pipeline._read_words(slab, staging, stats))
             else:
-                rows = pipeline._download(slab, grid, stats)
-            self._voxels[:, slab.row_lo : slab.row_hi] = rows
+                self._words.append(pipeline._download(slab, grid, stats))
         else:
             forest = self._plan.forest(slab)
             if recorded is not None:
@@ -684,7 +698,8 @@ class _SlabOutputs:
         if self._progress is not None and self._slab_count > 1:
             self._progress("slabs", self._kept, self._slab_count)
 
-    def result(self) -> np.ndarray | OctreeArrays:
-        if self._voxels is not None:
-            return self._voxels
+    def result(self) -> ColumnBits | OctreeArrays:
+        if self._dense:  # the slabs come in row order
+            words = self._words[0] if len(self._words) == 1 else np.concatenate(self._words)
+            return ColumnBits(words, self._shape)
         return self._pipeline._merge(self._plan, self._shape, self._forests, self._stats)
