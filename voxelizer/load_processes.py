@@ -68,9 +68,12 @@ class LoadProcesses:
         self.started = threading.Event()
         self._requests: queue.SimpleQueue[tuple[Future[tuple[Mesh, float]], Request] | None]
         self._requests = queue.SimpleQueue()
+        self._helpers: list[subprocess.Popen[bytes] | None] = [None] * self.count
         self._threads = [
-            threading.Thread(target=self._serve, name=f"voxelizer-reader-{i}", daemon=True)
-            for i in range(self.count)
+            threading.Thread(
+                target=self._serve, args=(slot,), name=f"voxelizer-reader-{slot}", daemon=True
+            )
+            for slot in range(self.count)
         ]
         for thread in self._threads:
             thread.start()
@@ -82,6 +85,10 @@ class LoadProcesses:
         self._requests.put((future, (os.fspath(path), grid, options)))
         return future
 
+    def helper_pids(self) -> list[int]:
+        """The process ids of the helpers running now."""
+        return [h.pid for h in self._helpers if h is not None and h.poll() is None]
+
     def close(self) -> None:
         """Stop the helpers once the requests submitted are answered."""
         for _ in self._threads:
@@ -89,10 +96,9 @@ class LoadProcesses:
         for thread in self._threads:
             thread.join()
 
-    def _serve(self) -> None:
-        helper: subprocess.Popen[bytes] | None = None
+    def _serve(self, slot: int) -> None:
         try:
-            helper = _start()
+            self._helpers[slot] = _start()
             self.started.set()
         except OSError:
             pass  # tried again for each request, which fails with the reason
@@ -101,27 +107,35 @@ class LoadProcesses:
                 future, request = item
                 if not future.set_running_or_notify_cancel():
                     continue
-                path = request[0]
                 try:
-                    if helper is None:
-                        helper = _start()
-                        self.started.set()
-                    assert helper.stdin is not None and helper.stdout is not None
-                    _send(helper.stdin, request)
-                    outcome, payload = pickle.load(helper.stdout)
-                except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
-                    code = _stop(helper, kill=True)
-                    helper = None
-                    future.set_exception(
-                        MeshError(f"{path}: the reading process died (exit code {code}; {exc})")
-                    )
-                    continue
-                if outcome == "mesh":
-                    future.set_result(payload)
-                else:
-                    future.set_exception(payload)
+                    future.set_result(self._read(slot, request))
+                except BaseException as exc:  # the request's outcome, whatever it is
+                    future.set_exception(exc)
         finally:
-            _stop(helper, kill=False)
+            _stop(self._helpers[slot], kill=False)
+            self._helpers[slot] = None
+
+    def _read(self, slot: int, request: Request) -> tuple[Mesh, float]:
+        """The helper's answer to one request (starting a helper if none runs): the mesh,
+        or the error it raised; MeshError if the helper dies on it (it is replaced)."""
+        helper = self._helpers[slot]
+        try:
+            if helper is None:
+                helper = self._helpers[slot] = _start()
+                self.started.set()
+            assert helper.stdin is not None and helper.stdout is not None
+            _send(helper.stdin, request)
+            outcome, payload = pickle.load(helper.stdout)
+        except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+            code = _stop(helper, kill=True)
+            self._helpers[slot] = None
+            raise MeshError(
+                f"{request[0]}: the reading process died (exit code {code}; "
+                f"{exc or type(exc).__name__})"
+            ) from exc
+        if outcome != "mesh":
+            raise payload
+        return payload
 
 
 # The helper imports this very package (whatever the working directory or sys.path of the
