@@ -38,9 +38,10 @@ from .budget import check_dense_fits
 from .errors import DeviceError, OutputError, VoxelizerError
 from .grid import DenseGrid
 from .io.mesh_files import output_paths, output_suffix
-from .io.meshes import MeshLike, load_mesh
+from .io.meshes import MeshLike
 from .io.output import check_output_path, remove_temporaries
 from .io.writers import save
+from .load_processes import prepared_mesh, shared_load_processes
 from .log import get_logger
 from .mesh import Mesh
 from .options import Options
@@ -143,6 +144,7 @@ class BatchSettings:
     up_axis: str | None = None
     threads: int = 2
     prefetch: int = 4
+    load_processes: int = 0  # helper processes reading mesh files (0: the loader threads)
 
 
 class TaskSource(Protocol):
@@ -198,7 +200,10 @@ class MeshWorker:
         settings = self.settings
         loaders = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-load")
         writers = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-write")
-        loading: deque[Future[_Loaded]] = deque()
+        readers = (
+            shared_load_processes(settings.load_processes) if settings.load_processes else None
+        )
+        loading: deque[tuple[MeshTask, Future[Any]]] = deque()
         writing: deque[Future[BatchResult]] = deque()
         finished = False
 
@@ -214,13 +219,21 @@ class MeshWorker:
                 if task is None:
                     finished = True
                     return
-                loading.append(loaders.submit(self._load, task))
+                if (
+                    readers is not None
+                    and readers.started.is_set()  # until then, the threads read
+                    and isinstance(task.source, (str, os.PathLike))
+                ):
+                    request = readers.submit(task.source, settings.grid, settings.options)
+                    loading.append((task, request))
+                else:
+                    loading.append((task, loaders.submit(self._load, task)))
 
         try:
             read_ahead(wait=True)
             self.voxelizer  # noqa: B018 - opened (if not yet) while the first meshes load
             while loading:
-                loaded = loading.popleft().result()
+                loaded = _loaded(*loading.popleft())
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
                 if self._on_start is not None:
                     self._on_start(loaded.task)
@@ -240,15 +253,15 @@ class MeshWorker:
         finally:
             # Ctrl-C or an abandoned iterator: queued work is dropped, running writes finish
             # (whole files, or none).
+            for _, pending in loading:
+                pending.cancel()  # a reading process drops it; a thread pool's is cancelled
             loaders.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
 
     def _load(self, task: MeshTask) -> _Loaded:
         started = time.perf_counter()
         try:
-            mesh = load_mesh(task.source)
-            mesh.indices  # noqa: B018 - computed here, on the loader thread, and cached
-            mesh.bounds  # noqa: B018
+            mesh = prepared_mesh(task.source, self.settings.grid, self.settings.options)
         except (VoxelizerError, MemoryError) as exc:
             return _Loaded(task, None, time.perf_counter() - started, exc)
         return _Loaded(task, mesh, time.perf_counter() - started)
@@ -338,6 +351,19 @@ class MeshWorker:
             error=error_text(task.label, error),
             device=self.voxelizer.device_name,
         )
+
+
+def _loaded(task: MeshTask, future: Future[Any]) -> _Loaded:
+    """What a loader thread (a _Loaded) or a reading process (a Mesh and its seconds) made
+    of the task."""
+    try:
+        outcome = future.result()
+    except (VoxelizerError, MemoryError) as exc:
+        return _Loaded(task, None, 0.0, exc)
+    if isinstance(outcome, _Loaded):
+        return outcome
+    mesh, seconds = outcome
+    return _Loaded(task, mesh, seconds)
 
 
 def error_text(label: str, error: BaseException) -> str:
@@ -592,6 +618,16 @@ def default_threads(workers: int = 1) -> int:
     return max(1, min(8, (os.cpu_count() or 1) // max(1, workers)))
 
 
+def default_load_processes(workers: int = 1) -> int:
+    """Reading processes per worker: where the host has cores to spare (8 or more), half
+    of each worker's part of them, up to 8; else none (the loader threads read)."""
+    cores = os.cpu_count() or 1
+    if cores < 8:
+        return 0
+    share = cores // 2 // max(1, workers)
+    return min(8, share) if share >= 2 else 0
+
+
 def device_list(devices: Sequence[str | int] | str | int | None) -> list[str | int | None]:
     """None, one selector, a sequence, or text "0,1" -> selectors, one per device."""
     if devices is None:
@@ -651,6 +687,7 @@ def voxelize_many(
     up_axis: str | None = None,
     threads: int | None = None,
     prefetch: int | None = None,
+    load_processes: int | None = None,
     **options: Unpack[BatchOptions],
 ) -> BatchRun:
     """Voxelize many meshes; results (BatchResult) come as they complete, failures included.
@@ -667,7 +704,9 @@ def voxelize_many(
     vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default: their
     deepest common folder; in-memory meshes are named by index). An existing output is a
     failed mesh unless overwrite (replace it) or skip_existing (a "skipped" result).
-    threads: loader and writer threads per worker; prefetch: meshes read ahead per worker.
+    threads: loader and writer threads per worker; prefetch: meshes read ahead per worker;
+    load_processes: helper processes per worker that read mesh files (None: some where the
+    host has 8 cores or more, see default_load_processes; 0: the loader threads read them).
     """
     if "progress" in options:
         raise TypeError(
@@ -684,6 +723,10 @@ def voxelize_many(
         raise DeviceError(f"jobs must be at least 1, not {jobs}")
     threads = default_threads(workers) if threads is None else max(1, int(threads))
     prefetch = 2 * threads if prefetch is None else max(1, int(prefetch))
+    if load_processes is None:
+        load_processes = default_load_processes(workers)
+    elif load_processes < 0:
+        raise ValueError(f"load_processes must be 0 or more, not {load_processes}")
     tasks = plan_tasks(list(inputs), out_dir, format, root, overwrite)
     suffix = output_suffix(format) if out_dir is not None else None
     if up_axis is not None and suffix != ".vox":
@@ -700,7 +743,8 @@ def voxelize_many(
         dense=dense,
         up_axis=up_axis,
         threads=threads,
-        prefetch=prefetch,
+        prefetch=max(prefetch, load_processes + 2),
+        load_processes=int(load_processes),
     )
     skipped = [t for t in tasks if skip_existing and t.output and os.path.lexists(t.output)]
     todo = [t for t in tasks if not (skip_existing and t.output and os.path.lexists(t.output))]

@@ -33,6 +33,15 @@ class Mesh:
     def triangle_count(self) -> int:
         return int(self.faces.shape[0])
 
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """A Mesh read and prepared in another process (voxelizer.load_processes) arrives
+        with what it derived there; the derived arrays come back read-only, as they were
+        made (the device buffers keep a read-only array as written: Buffer.write_once)."""
+        self.__dict__.update(state)
+        for name, value in state.items():
+            if name not in ("vertices", "faces"):
+                _freeze(value)
+
     # The passes over every face and vertex below run in row chunks on the host's cores
     # (numpy releases the GIL in its loops): for a mesh of millions of triangles they are
     # most of what a first call costs on the host.
@@ -146,6 +155,15 @@ class Mesh:
             ordered = triples[np.lexsort(triples.T[::-1])]
             duplicates = int(np.count_nonzero((ordered[1:] == ordered[:-1]).all(axis=1)))
         return Topology(boundary, nonmanifold, int(np.count_nonzero(~area)), duplicates)
+
+
+def _freeze(value: object) -> None:
+    """Make the arrays in `value` (an array, or tuples of them) read-only."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif isinstance(value, tuple):
+        for item in value:
+            _freeze(item)
 
 
 def _edge_uses(corners: np.ndarray, vertex_count: int) -> tuple[int, int]:
