@@ -86,8 +86,7 @@ def morton_decode(codes: np.ndarray, bits: int) -> np.ndarray:
 
 def _bit_counts(values: np.ndarray) -> np.ndarray:
     """int64 set bits of each uint64."""
-    as_bytes = np.ascontiguousarray(values, np.uint64).view(np.uint8).reshape(-1, 8)
-    return POPCOUNT8[as_bytes].sum(axis=1, dtype=np.int64)
+    return np.bitwise_count(np.asarray(values, np.uint64)).astype(np.int64)
 
 
 def _fill_cubes(out: np.ndarray, corners: np.ndarray, side: int) -> None:
@@ -105,9 +104,11 @@ def _fill_cubes(out: np.ndarray, corners: np.ndarray, side: int) -> None:
 
 
 def _popcount(values: np.ndarray) -> int:
-    """Set bits in an integer array (any width), summed."""
-    as_bytes = np.ascontiguousarray(values).view(np.uint8)
-    return int(POPCOUNT8[as_bytes].sum(dtype=np.int64))
+    """Set bits in an integer array (any width, signed ones as their two's complement bits),
+    summed: one hardware popcount per word (np.bitwise_count), no per-byte table lookup."""
+    values = np.asarray(values)
+    unsigned = values.view(f"u{values.itemsize}") if values.dtype.kind == "i" else values
+    return int(np.bitwise_count(unsigned).sum(dtype=np.int64))
 
 
 def _mask(flags: np.ndarray) -> np.ndarray:
@@ -466,7 +467,7 @@ class SVO(Placed):
         for level in range(self.levels):
             words = self._level(level)[:, 0]
             side = self._padded >> (level + 1)
-            total += _popcount(((words >> 8) & 0xFF).astype(np.uint8)) * side**3
+            total += _popcount(words & np.uint32(0xFF00)) * side**3  # the full-children mask
         return total
 
     def volume(self) -> float:
