@@ -204,49 +204,50 @@ class GridPlacement:
 
     def grid_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """float32 grid-space positions: the only input the voxelization decisions see."""
-        vertices = np.asarray(vertices, np.float64)
-        out = np.empty(vertices.shape, np.float32)
-        top = np.array(self.shape, np.float32)
-
-        def place(start: int, stop: int) -> None:
-            # Referenced vertices stay in [0, n] (checked by `around`); only stray ones may
-            # overflow, and they are never read.
-            with np.errstate(over="ignore", invalid="ignore"):
-                g = vertices[start:stop] - self.origin
-                g /= self.voxel_size
-                chunk = out[start:stop]
-                chunk[...] = g  # the one rounding to float32
-            np.maximum(chunk, np.float32(0), out=chunk)  # np.clip is several times slower
-            np.minimum(chunk, top, out=chunk)
-
-        for_row_chunks(len(vertices), place)
-        return out
+        return self._place(vertices, grid=True, fine=False)[0]
 
     def fine_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """int64 fine grid-space positions: g = (v - origin) / h in float64, clipped to
         [0, n], rounded once to multiples of 2**-FINE_BITS (within 2**-50 of g; exact from 8 up)."""
+        return self._place(vertices, grid=False, fine=True)[1]
+
+    def _place(self, vertices: np.ndarray, grid: bool, fine: bool) -> tuple[np.ndarray, np.ndarray]:
+        """grid_vertices and/or fine_vertices (an empty array for the one not asked for),
+        from one float64 g = (v - origin) / h per row chunk: both from the same steps, in
+        one pass over the vertices."""
         vertices = np.asarray(vertices, np.float64)
-        out = np.empty(vertices.shape, np.int64)
+        grid_out = np.empty(vertices.shape if grid else (0, 3), np.float32)
+        fine_out = np.empty(vertices.shape if fine else (0, 3), np.int64)
+        top32 = np.array(self.shape, np.float32)
         top = np.array(self.shape, np.float64)
 
-        def place(start: int, stop: int) -> None:  # the same float64 steps as grid_vertices
+        def place(start: int, stop: int) -> None:
             with np.errstate(over="ignore", invalid="ignore"):
                 g = vertices[start:stop] - self.origin
                 g /= self.voxel_size
-            np.fmax(g, 0.0, out=g)  # fmax and fmin also turn NaN of stray vertices into 0
-            np.fmin(g, top, out=g)
-            g *= float(1 << FINE_BITS)  # exact
-            out[start:stop] = np.rint(g, out=g)
+            if grid:
+                # Referenced vertices stay in [0, n] (checked by `around`); only stray ones
+                # may overflow, and they are never read.
+                chunk = grid_out[start:stop]
+                with np.errstate(over="ignore", invalid="ignore"):
+                    chunk[...] = g  # the one rounding to float32
+                np.maximum(chunk, np.float32(0), out=chunk)  # np.clip is several times slower
+                np.minimum(chunk, top32, out=chunk)
+            if fine:
+                np.fmax(g, 0.0, out=g)  # fmax and fmin also turn NaN of stray vertices into 0
+                np.fmin(g, top, out=g)
+                g *= float(1 << FINE_BITS)  # exact
+                fine_out[start:stop] = np.rint(g, out=g)
 
         for_row_chunks(len(vertices), place)
-        return out
+        return grid_out, fine_out
 
     def placed_vertices(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
         """(grid_vertices, fine_vertices) of the mesh's vertices, read-only, computed once per
         Mesh and placement (Mesh.placed): a repeated call costs nothing here."""
 
         def place() -> tuple[np.ndarray, np.ndarray]:
-            grid, fine = self.grid_vertices(mesh.vertices), self.fine_vertices(mesh.vertices)
+            grid, fine = self._place(mesh.vertices, grid=True, fine=True)
             grid.flags.writeable = fine.flags.writeable = False
             return grid, fine
 
