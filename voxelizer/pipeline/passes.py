@@ -551,9 +551,10 @@ class PassRunner:
         first, end = batch
         if self._uploaded != batch:
             if self.pipelines.indexed:
-                arrays: dict[str, np.ndarray] = {
-                    "indices": self.faces[first:end].astype(np.uint32, copy=False)
-                }
+                # (the whole array itself where the batch is the mesh: a read-only one, the
+                # Mesh's, is copied into staging memory only for another mesh)
+                faces = self.faces if (first, end) == (0, self.triangles) else self.faces[first:end]
+                arrays: dict[str, np.ndarray] = {"indices": faces.astype(np.uint32, copy=False)}
                 if self._uploaded is None:
                     arrays["vertices"] = self.vertices
                 for name, array in arrays.items():
@@ -562,8 +563,13 @@ class PassRunner:
             else:
                 soup = self.pool.binding("soup", (end - first) * 36)
                 self._geometry["soup"] = soup
-                self._gather(
-                    first, end, self.sequence.upload_view(soup.buffer, (end - first, 3, 3))
+                self.sequence.upload_made(
+                    soup.buffer,
+                    (end - first, 3, 3),
+                    np.float32,
+                    self._soup_sources(),
+                    batch,
+                    lambda view: self._gather(first, end, view),
                 )
             self._batch_indices = self._geometry.get("indices")
             self._uploaded = batch
@@ -582,6 +588,15 @@ class PassRunner:
             indices.write_once(faces)
             self._batch_indices = Binding(indices, faces.nbytes)
         return (time.perf_counter() - started) * 1e3
+
+    def _soup_sources(self) -> tuple[np.ndarray, ...]:
+        """What the soup is made of, as its staging memory remembers it: the grid-space
+        vertices and the faces, both read-only where they are a Mesh's caches (the placed
+        vertices, and Mesh.indices standing for its faces, which a Mesh never changes); a
+        repeated call on the same Mesh and grid then gathers nothing. Without the caller's
+        faces, the writable int64 ones (nothing is remembered)."""
+        faces = self._fill_indices() if self._fill_indices is not None else self.faces
+        return (self.vertices, faces)
 
     def _uint32_faces(self) -> np.ndarray:
         if self._fill_indices is not None:
