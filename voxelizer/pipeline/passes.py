@@ -30,7 +30,7 @@ from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
 from ..grid import grid_bytes
 from ..parallel import for_row_chunks, map_row_chunks
-from ..placement import FINE_BITS, FIXED_BITS, to_fine
+from ..placement import FINE_BITS, FIXED_BITS, fixed_gap, to_fine
 from ..stats import Stats
 from . import kernels
 from .kernels import (
@@ -264,6 +264,7 @@ class PassRunner:
         fine: np.ndarray | None = None,
         used: np.ndarray | None = None,
         fill_indices: Callable[[], np.ndarray] | None = None,
+        known_gap: int | None = None,
     ):
         started = time.perf_counter()
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
@@ -283,9 +284,12 @@ class PassRunner:
         # The near ties read the faces as uint32: the caller's (Mesh.indices, converted once
         # per mesh), asked for only when the fill runs, else a conversion of self.faces.
         self._fill_indices = fill_indices
-        if used is None:
-            used = used_vertices(len(self.vertices), self.faces)
-        self.fixed_error = _fixed_error_of(self.vertices, self.fine, used)
+        if known_gap is not None:  # the caller's placement found it (placed_fixed_gap)
+            self.fixed_error = fixed_error_of_gap(known_gap)
+        else:
+            if used is None:
+                used = used_vertices(len(self.vertices), self.faces)
+            self.fixed_error = _fixed_error_of(self.vertices, self.fine, used)
         self.sort = sort
         self.triangles = len(self.faces)
         self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
@@ -975,20 +979,18 @@ def fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int
     ones, computed exactly in int64 (X 2^33 and F are at most 2^62), in row chunks on the
     host's cores. `used`: bool (V,), the vertices some face refers to (stray vertices may be
     anything)."""
-    step = 1 << (FINE_BITS - FIXED_BITS)
-    scale = np.float32(1 << FIXED_BITS)
 
     def largest_gap(start: int, stop: int) -> int:
         mask = used[start:stop]
-        if not mask.any():
-            return 0
         rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
-        fixed = np.rint(vertices[rows] * scale).astype(np.int64)  # (exact: a power of two)
-        fixed *= step
-        fixed -= fine[rows]
-        return int(np.abs(fixed, out=fixed).max())
+        return fixed_gap(vertices[rows], fine[rows])
 
-    gap = max(map_row_chunks(len(vertices), largest_gap))
+    return fixed_error_of_gap(max(map_row_chunks(len(vertices), largest_gap)))
+
+
+def fixed_error_of_gap(gap: int) -> int:
+    """fixed_error from the largest gap in fine units (placement.fixed_gap)."""
+    step = 1 << (FINE_BITS - FIXED_BITS)
     delta = -(-gap // step)
     if delta > MAX_FIXED_ERROR:  # the binning's band (shaders/tiles.glsl) covers no more
         raise VoxelizerError(
