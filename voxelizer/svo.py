@@ -811,7 +811,9 @@ def _check_faces(svo: SVO, tree: _Tree, faces: FaceIds) -> None:
 def _frozen(array: np.ndarray, dtype: numpy.typing.DTypeLike, name: str) -> np.ndarray:
     """A private read-only copy in native byte order; only lossless integer conversions."""
     if array.dtype.kind not in "ui" or (
-        array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
+        array.dtype != dtype  # (of the dtype itself, every value fits: nothing to search)
+        and array.size
+        and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
     ):
         raise SVOFormatError(f"{name} must hold unsigned integers that fit {np.dtype(dtype).name}")
     out = np.array(array, dtype=dtype)
