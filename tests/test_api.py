@@ -47,7 +47,7 @@ def test_dense_grid_describes_its_placement(gpu):
 
 def test_module_function_uses_the_default_variant_and_device():
     grid = voxelize_dense(PROJECT_MODELS / "gear.ply", grid=32)
-    assert grid.stats.variant == voxelizer.DEFAULT_VARIANT == "combined"
+    assert grid.stats.variant == voxelizer.DEFAULT_VARIANT == "branchless"
     assert grid.count() == reference_grid("gear.ply", 32).count()
 
 

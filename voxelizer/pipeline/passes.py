@@ -46,10 +46,7 @@ VARIANTS = {
     "indexed": {"BRANCHLESS": 0, "INDEXED": 1},
     "combined": {"BRANCHLESS": 1, "INDEXED": 1},
 }
-# All four give the same voxels, and on a GPU they differ by a few percent; the indexed ones
-# upload the vertices and faces as they are, where the soup variants gather 36 bytes per
-# triangle on the host first (most of the host's upload work for a new mesh).
-DEFAULT_VARIANT = "combined"
+DEFAULT_VARIANT = "branchless"
 # Pass 4 groups the pairs by tile: "bitonic" is the sort of the original design, "counting"
 # a histogram over the tile keys with a scatter (no sorting network, far fewer dispatches).
 SORTS = ("counting", "bitonic")
