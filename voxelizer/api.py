@@ -214,6 +214,7 @@ class Voxelizer:
             options.mode,
             options.surface or "conservative",
             fine_vertices,
+            placement.placed_fixed_gap(mesh),
         )
 
     @contextmanager

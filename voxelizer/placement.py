@@ -31,7 +31,7 @@ import numpy.typing
 from . import convert
 from .errors import GridError, MeshError
 from .mesh import Mesh
-from .parallel import for_row_chunks
+from .parallel import map_row_chunks
 from .surface import voxel_surface
 
 if TYPE_CHECKING:
@@ -208,51 +208,71 @@ class GridPlacement:
 
     def grid_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """float32 grid-space positions: the only input the voxelization decisions see."""
-        vertices = np.asarray(vertices, np.float64)
-        out = np.empty(vertices.shape, np.float32)
-        top = np.array(self.shape, np.float32)
-
-        def place(start: int, stop: int) -> None:
-            # Referenced vertices stay in [0, n] (checked by `around`); only stray ones may
-            # overflow, and they are never read.
-            with np.errstate(over="ignore", invalid="ignore"):
-                g = vertices[start:stop] - self.origin
-                g /= self.voxel_size
-                chunk = out[start:stop]
-                chunk[...] = g  # the one rounding to float32
-            np.maximum(chunk, np.float32(0), out=chunk)  # np.clip is several times slower
-            np.minimum(chunk, top, out=chunk)
-
-        for_row_chunks(len(vertices), place)
-        return out
+        return self._place(vertices, grid=True, fine=False)[0]
 
     def fine_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """int64 fine grid-space positions: g = (v - origin) / h in float64, clipped to
         [0, n], rounded once to multiples of 2**-FINE_BITS (within 2**-50 of g; exact from 8 up)."""
-        vertices = np.asarray(vertices, np.float64)
-        out = np.empty(vertices.shape, np.int64)
-        top = np.array(self.shape, np.float64)
+        return self._place(vertices, grid=False, fine=True)[1]
 
-        def place(start: int, stop: int) -> None:  # the same float64 steps as grid_vertices
+    def _place(
+        self, vertices: np.ndarray, grid: bool, fine: bool, used: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, int]:
+        """grid_vertices and/or fine_vertices (an empty array for the one not asked for),
+        from one float64 g = (v - origin) / h per row chunk: both from the same steps, in
+        one pass over the vertices. With both and `used` (bool (V,), the vertices some face
+        refers to), also their fixed_gap over the used rows (else 0), while each chunk is
+        at hand."""
+        vertices = np.asarray(vertices, np.float64)
+        grid_out = np.empty(vertices.shape if grid else (0, 3), np.float32)
+        fine_out = np.empty(vertices.shape if fine else (0, 3), np.int64)
+        top32 = np.array(self.shape, np.float32)
+        top = np.array(self.shape, np.float64)
+        gap = grid and fine and used is not None
+
+        def place(start: int, stop: int) -> int:
             with np.errstate(over="ignore", invalid="ignore"):
                 g = vertices[start:stop] - self.origin
                 g /= self.voxel_size
-            np.fmax(g, 0.0, out=g)  # fmax and fmin also turn NaN of stray vertices into 0
-            np.fmin(g, top, out=g)
-            g *= float(1 << FINE_BITS)  # exact
-            out[start:stop] = np.rint(g, out=g)
+            if grid:
+                # Referenced vertices stay in [0, n] (checked by `around`); only stray ones
+                # may overflow, and they are never read.
+                chunk = grid_out[start:stop]
+                with np.errstate(over="ignore", invalid="ignore"):
+                    chunk[...] = g  # the one rounding to float32
+                np.maximum(chunk, np.float32(0), out=chunk)  # np.clip is several times slower
+                np.minimum(chunk, top32, out=chunk)
+            if fine:
+                np.fmax(g, 0.0, out=g)  # fmax and fmin also turn NaN of stray vertices into 0
+                np.fmin(g, top, out=g)
+                g *= float(1 << FINE_BITS)  # exact
+                fine_out[start:stop] = np.rint(g, out=g)
+            if not gap:
+                return 0
+            assert used is not None
+            mask = used[start:stop]
+            rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
+            return fixed_gap(grid_out[rows], fine_out[rows])
 
-        for_row_chunks(len(vertices), place)
-        return out
+        gaps = map_row_chunks(len(vertices), place)
+        return grid_out, fine_out, max(gaps)
 
     def placed_vertices(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
         """(grid_vertices, fine_vertices) of the mesh's vertices, read-only, computed once per
         Mesh and placement (Mesh.placed): a repeated call costs nothing here."""
+        grid, fine, _ = self._placed(mesh)
+        return grid, fine
 
-        def place() -> tuple[np.ndarray, np.ndarray]:
-            grid, fine = self.grid_vertices(mesh.vertices), self.fine_vertices(mesh.vertices)
+    def placed_fixed_gap(self, mesh: Mesh) -> int:
+        """fixed_gap of placed_vertices over the vertices the faces use (Mesh.used), found as
+        they are placed (computed once per Mesh and placement, as they are)."""
+        return self._placed(mesh)[2]
+
+    def _placed(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray, int]:
+        def place() -> tuple[np.ndarray, np.ndarray, int]:
+            grid, fine, gap = self._place(mesh.vertices, grid=True, fine=True, used=mesh.used)
             grid.flags.writeable = fine.flags.writeable = False
-            return grid, fine
+            return grid, fine, gap
 
         key = (self.shape, self.origin.tobytes(), self.voxel_size)
         return mesh.placed(key, place)
@@ -260,6 +280,19 @@ class GridPlacement:
     def voxel_centres(self, indices: np.ndarray) -> np.ndarray:
         """World positions of the centres of voxels given as (M, 3) integer indices."""
         return self.origin + (np.asarray(indices, np.float64) + 0.5) * self.voxel_size
+
+
+def fixed_gap(grid_vertices: np.ndarray, fine: np.ndarray) -> int:
+    """The largest gap, in fine units, between float32 grid-space vertices rounded to the
+    fixed-point lattice (2**-FIXED_BITS, what the binning sees) and their fine coordinates,
+    exact in int64 (X 2^33 and F are at most 2^62); 0 for no rows. The pipeline's
+    fixed_error is its ceiling in fixed-point units."""
+    if not len(grid_vertices):
+        return 0
+    fixed = np.rint(grid_vertices * np.float32(1 << FIXED_BITS)).astype(np.int64)  # (exact)
+    fixed *= 1 << (FINE_BITS - FIXED_BITS)
+    fixed -= fine
+    return int(np.abs(fixed, out=fixed).max())
 
 
 def to_fine(grid_vertices: np.ndarray) -> np.ndarray:

@@ -81,8 +81,7 @@ def morton_decode(codes: np.ndarray, bits: int) -> np.ndarray:
 
 def _bit_counts(values: np.ndarray) -> np.ndarray:
     """int64 set bits of each uint64."""
-    as_bytes = np.ascontiguousarray(values, np.uint64).view(np.uint8).reshape(-1, 8)
-    return POPCOUNT8[as_bytes].sum(axis=1, dtype=np.int64)
+    return np.bitwise_count(np.asarray(values, np.uint64)).astype(np.int64)
 
 
 def _fill_cubes(out: np.ndarray, corners: np.ndarray, side: int) -> None:
@@ -100,9 +99,11 @@ def _fill_cubes(out: np.ndarray, corners: np.ndarray, side: int) -> None:
 
 
 def _popcount(values: np.ndarray) -> int:
-    """Set bits in an integer array (any width), summed."""
-    as_bytes = np.ascontiguousarray(values).view(np.uint8)
-    return int(POPCOUNT8[as_bytes].sum(dtype=np.int64))
+    """Set bits in an integer array (any width, signed ones as their two's complement bits),
+    summed: one hardware popcount per word (np.bitwise_count), no per-byte table lookup."""
+    values = np.asarray(values)
+    unsigned = values.view(f"u{values.itemsize}") if values.dtype.kind == "i" else values
+    return int(np.bitwise_count(unsigned).sum(dtype=np.int64))
 
 
 def _mask(flags: np.ndarray) -> np.ndarray:
@@ -461,7 +462,7 @@ class SVO(Placed):
         for level in range(self.levels):
             words = self._level(level)[:, 0]
             side = self._padded >> (level + 1)
-            total += _popcount(((words >> 8) & 0xFF).astype(np.uint8)) * side**3
+            total += _popcount(words & np.uint32(0xFF00)) * side**3  # the full-children mask
         return total
 
     def volume(self) -> float:
@@ -790,7 +791,9 @@ def _check_faces(svo: SVO, tree: _Tree, faces: FaceIds) -> None:
 def _frozen(array: np.ndarray, dtype: numpy.typing.DTypeLike, name: str) -> np.ndarray:
     """A private read-only copy in native byte order; only lossless integer conversions."""
     if array.dtype.kind not in "ui" or (
-        array.size and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
+        array.dtype != dtype  # (of the dtype itself, every value fits: nothing to search)
+        and array.size
+        and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
     ):
         raise SVOFormatError(f"{name} must hold unsigned integers that fit {np.dtype(dtype).name}")
     out = np.array(array, dtype=dtype)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import weakref
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -90,7 +91,9 @@ class Buffer:
             ) from exc
         vk.vkBindBufferMemory(device.handle, self.handle, self.memory, 0)
         self._mapped: memoryview | None = None
-        self._holds: weakref.ref[np.ndarray] | None = None  # (write_once)
+        # What the contents were last made from (write_once, holds): read-only arrays, weakly
+        # referenced, and the part of them written.
+        self._holds: tuple[tuple[weakref.ref[np.ndarray], ...], Hashable] | None = None
 
     def mapped(self) -> memoryview:
         """The whole buffer as writable host memory (staging buffers only)."""
@@ -104,9 +107,34 @@ class Buffer:
         """write(data), unless the last write was of this very array and it is read-only (a
         per-mesh cache's: host-visible buffers a shader reads as they are, rewritten only
         when the data changes)."""
-        if data.flags.writeable or self._holds is None or self._holds() is not data:
+        if not self.holds((data,)):
             self.write(data)
-            self._holds = None if data.flags.writeable else weakref.ref(data)
+            self.made_from((data,))
+
+    def holds(self, sources: tuple[np.ndarray, ...], part: Hashable = None) -> bool:
+        """Whether the contents are still what was made from these very arrays (and `part`
+        of them) when `made_from` was last called with them: only read-only arrays count (a
+        per-mesh cache's, which nobody changes), and any write since forgets them."""
+        held = self._holds
+        return (
+            held is not None
+            and held[1] == part
+            and len(held[0]) == len(sources)
+            and all(ref() is array for ref, array in zip(held[0], sources))
+            and not any(array.flags.writeable for array in sources)
+        )
+
+    def made_from(self, sources: tuple[np.ndarray, ...], part: Hashable = None) -> None:
+        """Note that the contents were just made from `sources` (`part` of them), for `holds`;
+        writable sources are not noted (they may change)."""
+        if any(array.flags.writeable for array in sources):
+            self._holds = None
+        else:
+            self._holds = (tuple(weakref.ref(array) for array in sources), part)
+
+    def forget(self) -> None:
+        """The contents are about to change by other means than write: `holds` says no."""
+        self._holds = None
 
     def write(self, data: np.ndarray) -> None:
         self._holds = None

@@ -17,7 +17,7 @@ queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -179,10 +179,12 @@ class Sequence:
         self._unfenced = True
 
     def upload(self, target: Buffer, data: np.ndarray) -> None:
-        """Copy host data into a device-local buffer through a staging buffer."""
+        """Copy host data into a device-local buffer through a staging buffer. A read-only
+        array (a per-mesh cache's) that the staging buffer holds already is not copied there
+        again: only the device copy is recorded."""
         data = np.ascontiguousarray(data)
         staging = self.pool.get(f"upload:{target.name}", data.nbytes, STAGING, host_visible=True)
-        staging.write(data)
+        staging.write_once(data)
         self.copy(staging, target, data.nbytes)
 
     def upload_view(
@@ -191,11 +193,42 @@ class Sequence:
         """Record a copy into `target` from a staging buffer, and return that staging memory
         as an array for the caller to fill before submit(): data computed on the host goes
         there directly, with no array of its own in between."""
+        staging, view = self._staging_view(target, shape, dtype)
+        staging.forget()
+        return view
+
+    def upload_made(
+        self,
+        target: Buffer,
+        shape: tuple[int, ...],
+        dtype: numpy.typing.DTypeLike,
+        sources: tuple[np.ndarray, ...],
+        part: Hashable,
+        make: Callable[[np.ndarray], None],
+    ) -> bool:
+        """upload_view, with the staging memory filled by make(view) now, unless it holds
+        what make would write already: what it last made from these very read-only
+        `sources` (their `part`), as for a repeated call on the same mesh and grid. Returns
+        whether make ran."""
+        staging, view = self._staging_view(target, shape, dtype)
+        if staging.holds(sources, part):
+            return False
+        staging.forget()  # (make may be interrupted half way)
+        make(view)
+        staging.made_from(sources, part)
+        return True
+
+    def _staging_view(
+        self, target: Buffer, shape: tuple[int, ...], dtype: numpy.typing.DTypeLike
+    ) -> tuple[Buffer, np.ndarray]:
+        """The staging buffer of `target` as an array of `shape`, its copy into `target`
+        recorded."""
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape)) * dtype.itemsize
         staging = self.pool.get(f"upload:{target.name}", nbytes, STAGING, host_visible=True)
         self.copy(staging, target, nbytes)
-        return np.frombuffer(staging.mapped(), dtype, count=nbytes // dtype.itemsize).reshape(shape)
+        view = np.frombuffer(staging.mapped(), dtype, count=nbytes // dtype.itemsize)
+        return staging, view.reshape(shape)
 
     def download(self, source: Buffer, size: int) -> Buffer:
         """Record a copy of `size` bytes into a staging buffer; read it after submit()."""

@@ -30,7 +30,7 @@ from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
 from ..grid import grid_bytes
 from ..parallel import for_row_chunks, map_row_chunks
-from ..placement import FINE_BITS, FIXED_BITS, to_fine
+from ..placement import FINE_BITS, FIXED_BITS, fixed_gap, to_fine
 from ..stats import Stats
 from . import kernels
 from .kernels import (
@@ -264,6 +264,7 @@ class PassRunner:
         fine: np.ndarray | None = None,
         used: np.ndarray | None = None,
         fill_indices: Callable[[], np.ndarray] | None = None,
+        known_gap: int | None = None,
     ):
         started = time.perf_counter()
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
@@ -283,9 +284,12 @@ class PassRunner:
         # The near ties read the faces as uint32: the caller's (Mesh.indices, converted once
         # per mesh), asked for only when the fill runs, else a conversion of self.faces.
         self._fill_indices = fill_indices
-        if used is None:
-            used = used_vertices(len(self.vertices), self.faces)
-        self.fixed_error = _fixed_error_of(self.vertices, self.fine, used)
+        if known_gap is not None:  # the caller's placement found it (placed_fixed_gap)
+            self.fixed_error = fixed_error_of_gap(known_gap)
+        else:
+            if used is None:
+                used = used_vertices(len(self.vertices), self.faces)
+            self.fixed_error = _fixed_error_of(self.vertices, self.fine, used)
         self.sort = sort
         self.triangles = len(self.faces)
         self.batch_triangles = max(1, min(batch_triangles or self.triangles, self.triangles))
@@ -551,9 +555,10 @@ class PassRunner:
         first, end = batch
         if self._uploaded != batch:
             if self.pipelines.indexed:
-                arrays: dict[str, np.ndarray] = {
-                    "indices": self.faces[first:end].astype(np.uint32, copy=False)
-                }
+                # (the whole array itself where the batch is the mesh: a read-only one, the
+                # Mesh's, is copied into staging memory only for another mesh)
+                faces = self.faces if (first, end) == (0, self.triangles) else self.faces[first:end]
+                arrays: dict[str, np.ndarray] = {"indices": faces.astype(np.uint32, copy=False)}
                 if self._uploaded is None:
                     arrays["vertices"] = self.vertices
                 for name, array in arrays.items():
@@ -562,8 +567,13 @@ class PassRunner:
             else:
                 soup = self.pool.binding("soup", (end - first) * 36)
                 self._geometry["soup"] = soup
-                self._gather(
-                    first, end, self.sequence.upload_view(soup.buffer, (end - first, 3, 3))
+                self.sequence.upload_made(
+                    soup.buffer,
+                    (end - first, 3, 3),
+                    np.float32,
+                    self._soup_sources(),
+                    batch,
+                    lambda view: self._gather(first, end, view),
                 )
             self._batch_indices = self._geometry.get("indices")
             self._uploaded = batch
@@ -582,6 +592,15 @@ class PassRunner:
             indices.write_once(faces)
             self._batch_indices = Binding(indices, faces.nbytes)
         return (time.perf_counter() - started) * 1e3
+
+    def _soup_sources(self) -> tuple[np.ndarray, ...]:
+        """What the soup is made of, as its staging memory remembers it: the grid-space
+        vertices and the faces, both read-only where they are a Mesh's caches (the placed
+        vertices, and Mesh.indices standing for its faces, which a Mesh never changes); a
+        repeated call on the same Mesh and grid then gathers nothing. Without the caller's
+        faces, the writable int64 ones (nothing is remembered)."""
+        faces = self._fill_indices() if self._fill_indices is not None else self.faces
+        return (self.vertices, faces)
 
     def _uint32_faces(self) -> np.ndarray:
         if self._fill_indices is not None:
@@ -960,20 +979,18 @@ def fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int
     ones, computed exactly in int64 (X 2^33 and F are at most 2^62), in row chunks on the
     host's cores. `used`: bool (V,), the vertices some face refers to (stray vertices may be
     anything)."""
-    step = 1 << (FINE_BITS - FIXED_BITS)
-    scale = np.float32(1 << FIXED_BITS)
 
     def largest_gap(start: int, stop: int) -> int:
         mask = used[start:stop]
-        if not mask.any():
-            return 0
         rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
-        fixed = np.rint(vertices[rows] * scale).astype(np.int64)  # (exact: a power of two)
-        fixed *= step
-        fixed -= fine[rows]
-        return int(np.abs(fixed, out=fixed).max())
+        return fixed_gap(vertices[rows], fine[rows])
 
-    gap = max(map_row_chunks(len(vertices), largest_gap))
+    return fixed_error_of_gap(max(map_row_chunks(len(vertices), largest_gap)))
+
+
+def fixed_error_of_gap(gap: int) -> int:
+    """fixed_error from the largest gap in fine units (placement.fixed_gap)."""
+    step = 1 << (FINE_BITS - FIXED_BITS)
     delta = -(-gap // step)
     if delta > MAX_FIXED_ERROR:  # the binning's band (shaders/tiles.glsl) covers no more
         raise VoxelizerError(

@@ -83,6 +83,9 @@ class Job:
     # int64 (V, 3) fine grid-space vertices (placement.fine_vertices), which the solid
     # decisions are exact for; None: those of the float32 vertices as given.
     fine: np.ndarray | None = None
+    # placement.fixed_gap of `vertices` and `fine` over the mesh's used vertices, where the
+    # placement found it (placed_fixed_gap); None: the passes compute it.
+    fixed_gap: int | None = None
 
     def fine_vertices(self) -> np.ndarray:
         return fine_vertices_of(self.vertices) if self.fine is None else self.fine
@@ -365,6 +368,7 @@ class Pipeline:
                 mesh=Mesh(job.mesh.vertices[used], corners.reshape(-1, 3)),
                 vertices=job.vertices[used],
                 fine=job.fine_vertices()[used],
+                fixed_gap=None,  # (the part's own, computed by its passes)
                 progress=None,
             )
             solid = self._parity(
@@ -534,13 +538,14 @@ class Pipeline:
         indexed variants, which upload them, converted once per Mesh; the int64 faces
         themselves for the soup gather), and the per-Mesh caches the exact fill reads."""
         mesh = job.mesh
+        own = (vertices is None or vertices is job.vertices) and (fine is None or fine is job.fine)
         return PassRunner(
             self.device, passes, self._scan_kernels(), self._pool, self._sequence,
             job.vertices if vertices is None else vertices,
             mesh.indices if passes.indexed else mesh.faces,
             job.sort, plan.batch_triangles, plan.pair_budget, stats, surface=surface,
             fine=job.fine_vertices() if fine is None else fine, used=mesh.used,
-            fill_indices=lambda: mesh.indices,
+            fill_indices=lambda: mesh.indices, known_gap=job.fixed_gap if own else None,
         )  # fmt: skip
 
     def _pass_kernels(self, variant: str) -> PassPipelines:
