@@ -66,6 +66,9 @@ class LoadProcesses:
     def __init__(self, count: int):
         self.count = max(1, count)
         self.started = threading.Event()
+        self._settled = threading.Event()  # one helper started, or every one failed to
+        self._failed_starts = 0
+        self._lock = threading.Lock()
         self._requests: queue.SimpleQueue[tuple[Future[tuple[Mesh, float]], Request] | None]
         self._requests = queue.SimpleQueue()
         self._helpers: list[subprocess.Popen[bytes] | None] = [None] * self.count
@@ -85,6 +88,12 @@ class LoadProcesses:
         self._requests.put((future, (os.fspath(path), grid, options)))
         return future
 
+    def wait_started(self, timeout: float) -> bool:
+        """Wait until a helper is ready (True), every helper failed to start or `timeout`
+        seconds passed (False)."""
+        self._settled.wait(timeout)
+        return self.started.is_set()
+
     def helper_pids(self) -> list[int]:
         """The process ids of the helpers running now."""
         return [h.pid for h in self._helpers if h is not None and h.poll() is None]
@@ -100,8 +109,13 @@ class LoadProcesses:
         try:
             self._helpers[slot] = _start()
             self.started.set()
-        except OSError:
-            pass  # tried again for each request, which fails with the reason
+        except OSError:  # tried again for each request, which fails with the reason
+            with self._lock:
+                self._failed_starts += 1
+                if self._failed_starts == self.count:
+                    self._settled.set()
+        else:
+            self._settled.set()
         try:
             while (item := self._requests.get()) is not None:
                 future, request = item
@@ -177,6 +191,12 @@ def shared_load_processes(count: int) -> LoadProcesses:
                 _shared.close()
             _shared = LoadProcesses(count)
         return _shared
+
+
+def running_load_processes() -> int:
+    """How many helpers this process keeps (0 before a batch started them)."""
+    with _shared_lock:
+        return 0 if _shared is None else _shared.count
 
 
 def _close_shared() -> None:
