@@ -314,6 +314,18 @@ def test_an_existing_file_is_refused_before_the_work(tmp_path, capsys, no_voxeli
     assert target.read_bytes() == b"good older file" and leftovers(tmp_path) == [name]
 
 
+@pytest.mark.parametrize("grid", [["--grid", "16x16x32"], ["--voxel-size", "0.05"]])
+def test_a_binvox_of_a_grid_that_is_not_a_cube_is_refused_before_the_work(
+    tmp_path, capsys, no_voxelizing, grid
+):
+    """binvox holds cubes only: the grid's shape (from --grid, or from the mesh's box and
+    --voxel-size: gear.ply is 40x40x8 voxels of 0.05) is known before the GPU work."""
+    target = tmp_path / "out.binvox"
+    code, stdout, stderr = run_cli(capsys, MODEL, *grid, "-o", target)
+    assert_one_line_error(code, stdout, stderr, f"{target}: .binvox holds cubic grids only")
+    assert leftovers(tmp_path) == []
+
+
 def test_a_folder_as_output_is_refused_before_the_work(tmp_path, capsys, no_voxelizing):
     target = tmp_path / "out.svo"
     target.mkdir()

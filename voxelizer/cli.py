@@ -31,7 +31,7 @@ from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
 from .io.preview import PREVIEW_SUFFIX, write_preview
-from .io.writers import OUTPUT_FORMATS, save
+from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
 from .options import Options
@@ -503,18 +503,22 @@ def _check_dense_output(
     args: argparse.Namespace, output: Path | None, preview: Path | None
 ) -> tuple[MeshLike, float]:
     """Before the GPU work: MemoryBudgetError if an output needs the dense (nx, ny, nz) array
-    (every format but .svo, and --preview) and host memory cannot hold it. With --voxel-size
-    the shape follows the mesh's box, so the mesh is read here: (what to voxelize, ms spent
-    reading it)."""
+    (every format but .svo, and --preview) and host memory cannot hold it, OutputError if the
+    output's format cannot hold that shape (.binvox: cubes only). With --voxel-size the shape
+    follows the mesh's box, so the mesh is read here: (what to voxelize, ms spent reading it)."""
     dense = [path for path in (output, preview) if path and path.suffix.lower() != ".svo"]
     if not dense:
         return args.model, 0.0
+    mesh: MeshLike = args.model
+    load_ms = 0.0
     if args.voxel_size is None:
-        check_dense_fits(check_shape(args.grid or DEFAULT_GRID), str(dense[0]))
-        return args.model, 0.0
-    mesh, load_ms = _loaded(args.model)
-    placement = GridPlacement.around(mesh, None, args.voxel_size, args.bounds)
-    check_dense_fits(placement.shape, str(dense[0]))
+        shape = check_shape(args.grid or DEFAULT_GRID)
+    else:
+        mesh, load_ms = _loaded(args.model)
+        shape = GridPlacement.around(mesh, None, args.voxel_size, args.bounds).shape
+    if output is not None:
+        check_output_shape(output, shape)
+    check_dense_fits(shape, str(dense[0]))
     return mesh, load_ms
 
 
