@@ -153,6 +153,10 @@ def test_bounds():
         ([[-0.4, 0, 1], [0.5, 1, 2]], r"reaches 0.1 below the bounds along x"),
         ([[-0.5, 0, 1], [0.5, 0.75, 2]], r"reaches 0.25 above the bounds along y"),
         ([[-1, -1, 1.5], [1, 1, 3]], r"reaches 0.5 below the bounds along z .*cropping"),
+        (
+            [[-0.375, 0, 1], [0.25, 1, 2]],
+            r"reaches 0\.125 below and 0\.25 above the bounds along x",
+        ),
         ([[0, 0, 0], [1, 1]], "bounds must be"),
         ([0, 0, 0, 1, 1, 1], "shape"),
         ([[0, 0, 0], [1, 1, float("nan")]], "finite"),

@@ -311,9 +311,9 @@ def _check_inside(mesh: Mesh, bmin: np.ndarray, bmax: np.ndarray) -> None:
         with np.errstate(over="ignore"):  # boxes far apart: the distance is inf
             below, above = bmin[axis] - low[axis], high[axis] - bmax[axis]
         if below > 0 or above > 0:
-            side = "below" if below > 0 else "above"
+            sides = [f"{d:g} {side}" for d, side in ((below, "below"), (above, "above")) if d > 0]
             raise GridError(
-                f"the mesh reaches {max(below, above):g} {side} the bounds along {AXES[axis]} "
+                f"the mesh reaches {' and '.join(sides)} the bounds along {AXES[axis]} "
                 f"(mesh {AXES[axis]} from {low[axis]:g} to {high[axis]:g}, bounds from "
                 f"{bmin[axis]:g} to {bmax[axis]:g}); bounds must contain the whole mesh "
                 f"(cropping is not supported)"
