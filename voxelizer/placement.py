@@ -328,6 +328,12 @@ def _shape_for(extent: np.ndarray, h: float) -> Shape:
         max(MIN_RESOLUTION, 4 * math.ceil(v / 4)) if math.isfinite(v) else v for v in need.tolist()
     ]
     if max(sides) > MAX_RESOLUTION:
+        largest = max(range(3), key=lambda axis: sides[axis])
+        if math.isfinite(sides[largest]) and sides[largest] > 1e6:  # no 300-digit numbers
+            raise GridError(
+                f"voxel size {h:g} is too small: it needs {need[largest]:.3g} voxels along "
+                f"{AXES[largest]}; each side of the grid can be at most {MAX_RESOLUTION}"
+            )
         if not all(math.isfinite(v) for v in sides):
             raise GridError(
                 f"voxel size {h:g} is too small: each side of the grid can be at "
