@@ -283,3 +283,51 @@ def test_a_voxelizer_used_in_a_forked_child_says_to_create_one_there():
     finally:
         _parent_voxelizer.close()
         _parent_voxelizer = None
+
+
+# --- a closed Voxelizer -----------------------------------------------------------------------
+
+# In a child, so that a Vulkan call on a destroyed device (which aborts the process) fails
+# this test instead of ending the run: every call on a closed Voxelizer and on its device.
+CLOSED_SCRIPT = """
+import json, sys
+import numpy as np
+import voxelizer
+from voxelizer.gpu.device import Instance
+
+vox = voxelizer.Voxelizer()
+before = vox.voxelize(sys.argv[1], 16).count()
+vox.close()
+vox.close()  # a second close does nothing
+vertices = np.array([[1, 1, 1], [9, 1, 1], [1, 9, 1], [1, 1, 9]], np.float32)
+faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], np.int32)
+calls = {
+    "voxelize": lambda: vox.voxelize(sys.argv[1], 16),
+    "voxelize_dense": lambda: vox.voxelize_dense(sys.argv[1], 16),
+    "voxelize_grid": lambda: vox.voxelize_grid(vertices, faces, 16),
+    "device.wait_idle": lambda: vox.device.wait_idle(),
+    "device.settle": lambda: vox.device.settle(),
+}
+raised = {}
+for name, call in calls.items():
+    try:
+        call()
+        raised[name] = "nothing"
+    except Exception as error:
+        raised[name] = [type(error).__name__, isinstance(error, voxelizer.VoxelizerError), str(error)]
+with voxelizer.Voxelizer() as fresh:  # the process goes on voxelizing
+    after = fresh.voxelize(sys.argv[1], 16).count()
+print(json.dumps({"raised": raised, "same": before == after, "messages": Instance.shared().messages}))
+"""
+
+
+def test_every_call_on_a_closed_voxelizer_is_a_voxelizer_error():
+    result = run_python("-c", CLOSED_SCRIPT, str(TORUS_KNOT))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["messages"] == [] and report["same"], report
+    raised = report["raised"]
+    for name in ("voxelize", "voxelize_dense", "voxelize_grid"):
+        assert raised[name] == ["VoxelizerError", True, "this Voxelizer is closed"], raised
+    for name in ("device.wait_idle", "device.settle"):
+        assert raised[name] == ["DeviceError", True, "this device is closed"], raised

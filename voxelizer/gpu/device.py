@@ -345,13 +345,20 @@ class Device:
         ]
         return max(sizes, default=0)
 
+    def check_open(self) -> None:
+        """DeviceError once closed: a Vulkan call on a destroyed device ends the process."""
+        if self._closed:
+            raise DeviceError("this device is closed")
+
     def wait_idle(self) -> None:
+        self.check_open()
         vk.vkDeviceWaitIdle(self.handle)
 
     def settle(self) -> None:
         """Wait for work that an interrupted submit may have left on the queue (Ctrl-C between
         submit and wait), so that nothing the GPU still uses is reset, rewritten or destroyed.
         A flag check when nothing was interrupted."""
+        self.check_open()
         if self.queue_may_be_busy:
             vk.vkQueueWaitIdle(self.queue)
             self.queue_may_be_busy = False
