@@ -305,8 +305,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
+    try:
+        parser = _parser()
+        args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:  # Ctrl-C before the run: no traceback either
+        print("voxelize: interrupted", file=sys.stderr)
+        return 130
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
