@@ -275,6 +275,46 @@ def test_ctrl_c_while_the_options_are_read_is_one_line(capsys, monkeypatch):
     assert (captured.out, captured.err) == ("", "voxelize: interrupted\n")
 
 
+# Ctrl-C while the device is still being opened on the command's other thread (slowed down
+# here): the process must not tear the Vulkan loader down under that thread (a segfault).
+EARLY_INTERRUPT_COMMAND = """
+import atexit, sys, threading, time
+from voxelizer import cli
+from voxelizer.gpu import device
+
+def report_open_threads():
+    alive = [t.name for t in threading.enumerate() if t.name == "voxelize-open-device"]
+    print("still opening at exit:", alive, flush=True)
+
+atexit.register(report_open_threads)  # the first registered: it runs last
+real_describe = device._describe
+
+def slow_describe(index, physical):
+    time.sleep(0.5)
+    return real_describe(index, physical)
+
+def interrupted(*args):
+    raise KeyboardInterrupt
+
+device._describe = slow_describe
+cli._check_dense_output = interrupted  # the first step after the device thread starts
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_while_the_device_opens_waits_for_it_at_exit(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", EARLY_INTERRUPT_COMMAND, str(MODEL), "-o", str(tmp_path / "o.svo")],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (130, "voxelize: interrupted\n"), done.stderr
+    assert done.stdout == "still opening at exit: []\n"
+    assert leftovers(tmp_path) == []
+
+
 def test_sigint_at_random_moments_of_a_run_leaves_all_outputs_or_none(tmp_path):
     """Real SIGINTs at random moments of a run that voxelizes, then writes a mesh, a preview
     and the statistics; half the moments fall before the writing began (in an uninterrupted

@@ -424,14 +424,16 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def _open_device_meanwhile(device: str | None) -> None:
     """Open the device on a thread while this one reads the mesh: the driver's start-up
     (~0.15 s on a GPU) and the reading overlap. A failure is left to the voxelization, which
-    asks for the same shared Voxelizer (waiting for this one) and reports it."""
+    asks for the same shared Voxelizer (waiting for this one) and reports it. Not a daemon:
+    a run that ends early (an error, Ctrl-C) waits for it at exit, as the driver's code must
+    not run on while the process tears the loader down (a segfault)."""
     from .api import shared_voxelizer
 
     def open_device() -> None:
         with suppress(Exception):
             shared_voxelizer(device)
 
-    threading.Thread(target=open_device, name="voxelize-open-device", daemon=True).start()
+    threading.Thread(target=open_device, name="voxelize-open-device").start()
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
