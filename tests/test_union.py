@@ -234,6 +234,12 @@ def test_cli_fill_mode_union(capsys, tmp_path):
     code, out, err = run_cli(capsys, path, "--grid", N, "--fill-mode", "union")
     assert code == 0, err
     assert "17,522 solid voxels" in out
+    code, out, err = run_cli(capsys, path, "--grid", N)  # parity warns, in the command's words
+    assert code == 0 and "16,522 solid voxels" in out, err
+    assert (
+        err.startswith("voxelize: warning: the mesh has overlapping") and len(err.splitlines()) == 1
+    )
+    assert err.rstrip().endswith("--fill-mode union fills their union"), err
 
 
 def test_progress_counts_the_runs(gpu):

@@ -349,7 +349,7 @@ def _one_line_warning(
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
-    print(f"voxelize: warning: {message}", file=sys.stderr)
+    print(f"voxelize: warning: {_in_command_words(str(message))}", file=sys.stderr)
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -496,13 +496,16 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             attributes=["face"] if args.face_ids else [],
         )
     except ModeError as exc:
-        # The API's words (mode='both') as the command's (--mode both).
-        message = re.sub(
-            r"\b(fill_mode|mode|surface)='(\w+)'",
-            lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
-            str(exc),
-        )
-        parser.error(message)
+        parser.error(_in_command_words(str(exc)))
+
+
+def _in_command_words(text: str) -> str:
+    """The API's words (mode='both', fill_mode='union') as the command's (--mode both)."""
+    return re.sub(
+        r"\b(fill_mode|mode|surface)='(\w+)'",
+        lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
+        text,
+    )
 
 
 def _check_dense_output(
