@@ -14,8 +14,11 @@ import hashlib
 import io
 import json
 import os
+import random
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,7 +26,7 @@ import numpy as np
 import pytest
 
 import voxelizer.api
-from voxelizer import OutputError, write_preview
+from voxelizer import OutputError, cli, write_preview
 from voxelizer.io import OUTPUT_FORMATS, output
 from voxelizer.io.output import all_or_nothing, open_output
 
@@ -213,6 +216,148 @@ def test_ctrl_c_while_writing_leaves_no_file(tmp_path, capsys, monkeypatch, opti
         assert target.read_bytes() == b"good older file"
 
 
+# --- real SIGINTs at random moments of a run that writes ----------------------------------
+
+# The command in a child that says when its imports are done (a Ctrl-C during Python's own
+# imports is not the command's to handle), when it starts writing its files (at the command's
+# all-or-nothing block), and how long main took.
+INTERRUPTIBLE_COMMAND = """
+import contextlib, sys, time
+from voxelizer import cli
+
+started = time.perf_counter()
+real_all_or_nothing = cli.all_or_nothing
+
+@contextlib.contextmanager
+def marked_all_or_nothing():
+    print("writing", time.perf_counter() - started, flush=True)
+    with real_all_or_nothing():
+        yield
+
+cli.all_or_nothing = marked_all_or_nothing
+print("ready", flush=True)
+started = time.perf_counter()
+code = cli.main(sys.argv[1:])
+print("seconds", time.perf_counter() - started, flush=True)
+sys.exit(code)
+"""
+
+
+def run_interrupted(args: list[object], after: float | None) -> tuple[int, dict[str, float], str]:
+    """`voxelize ARGS` in a child, sent a real SIGINT `after` seconds into main (None: not
+    interrupted): (exit status, {"writing": when writing began, "seconds": main's time}, as
+    far as it got, stderr)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTIBLE_COMMAND, *map(str, args)],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline() == "ready\n"
+    if after is not None:
+        time.sleep(after)
+        child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=120)
+    words = [line.split() for line in stdout.splitlines()]
+    marks = {w[0]: float(w[1]) for w in words if len(w) == 2 and w[0] in ("writing", "seconds")}
+    return child.returncode, marks, stderr
+
+
+def test_ctrl_c_while_the_options_are_read_is_one_line(capsys, monkeypatch):
+    def interrupted_parser() -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_parser", interrupted_parser)
+    assert cli.main([str(MODEL)]) == 130
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == ("", "voxelize: interrupted\n")
+
+
+# Ctrl-C while the device is still being opened on the command's other thread (slowed down
+# here): the process must not tear the Vulkan loader down under that thread (a segfault).
+EARLY_INTERRUPT_COMMAND = """
+import atexit, sys, threading, time
+from voxelizer import cli
+from voxelizer.gpu import device
+
+def report_open_threads():
+    alive = [t.name for t in threading.enumerate() if t.name == "voxelize-open-device"]
+    print("still opening at exit:", alive, flush=True)
+
+atexit.register(report_open_threads)  # the first registered: it runs last
+real_describe = device._describe
+
+def slow_describe(index, physical):
+    time.sleep(0.5)
+    return real_describe(index, physical)
+
+def interrupted(*args):
+    raise KeyboardInterrupt
+
+device._describe = slow_describe
+cli._check_dense_output = interrupted  # the first step after the device thread starts
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_ctrl_c_while_the_device_opens_waits_for_it_at_exit(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", EARLY_INTERRUPT_COMMAND, str(MODEL), "-o", str(tmp_path / "o.svo")],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (130, "voxelize: interrupted\n"), done.stderr
+    assert done.stdout == "still opening at exit: []\n"
+    assert leftovers(tmp_path) == []
+
+
+def test_sigint_at_random_moments_of_a_run_leaves_all_outputs_or_none(tmp_path):
+    """Real SIGINTs at random moments of a run that voxelizes, then writes a mesh, a preview
+    and the statistics; half the moments fall before the writing began (in an uninterrupted
+    run), half after. Each run ends with status 130 and one line and the folder as it was
+    (nothing new, or with --force the older files byte for byte), or, for a SIGINT that came
+    too late, status 0 and every file whole."""
+    outputs = ["out.ply", "out.png", "out.json"]
+
+    def command(folder: Path, grid: int) -> list[object]:
+        return [MODEL, "--grid", grid, "-o", folder / "out.ply", "--preview", folder / "out.png",
+                "--stats-json", folder / "out.json", "--quiet"]  # fmt: skip
+
+    folder, older = tmp_path / "run", tmp_path / "older"
+    folder.mkdir()
+    older.mkdir()
+    assert run_interrupted(command(older, 16), None)[0] == 0
+    older_files = {name: digest(older / name) for name in outputs}
+    code, marks, stderr = run_interrupted(command(folder, 128), None)
+    assert code == 0, stderr
+    whole = {name: digest(folder / name) for name in ("out.ply", "out.png")}
+    generator = random.Random(15)
+    interrupted = {"before writing": 0, "while writing": 0}
+    for round in range(16):
+        force = round % 4 >= 2
+        for name in os.listdir(folder):
+            os.unlink(folder / name)
+        if force:
+            for name in outputs:
+                (folder / name).write_bytes((older / name).read_bytes())
+        after = generator.uniform(*((0, marks["writing"]) if round % 2 else marks.values()))
+        code, got, stderr = run_interrupted(command(folder, 128) + ["--force"] * force, after)
+        files = {name: digest(folder / name) for name in leftovers(folder)}
+        if code == 130:
+            interrupted["while writing" if "writing" in got else "before writing"] += 1
+            assert stderr == "voxelize: interrupted\n", stderr
+            assert files == (older_files if force else {}), (round, files)
+        else:  # too late: main had returned (killed by the SIGINT as the child exits: -2)
+            assert code == 0 or (code == -signal.SIGINT and "seconds" in got), (code, stderr)
+            assert sorted(files) == sorted(outputs) and whole.items() <= files.items()
+            json.loads((folder / "out.json").read_text())
+    assert min(interrupted.values()) >= 1, interrupted
+
+
 @pytest.mark.parametrize("force", [False, True], ids=["new", "force"])
 def test_a_later_output_failing_removes_the_earlier_ones(tmp_path, capsys, monkeypatch, force):
     """-o is written whole before the preview fails: the run leaves neither (and with
@@ -243,6 +388,69 @@ def test_a_refusal_while_committing_removes_what_was_committed(tmp_path):
         second.write_bytes(b"theirs")
     assert caught.value.exists and caught.value.path == second
     assert leftovers(tmp_path) == ["b.svo"] and second.read_bytes() == b"theirs"
+
+
+class InterruptingOs:
+    """voxelizer.io.output's `os`, which, once armed, raises KeyboardInterrupt right after
+    its `at`-th call (the call itself done): a Ctrl-C at that point, and only one."""
+
+    def __init__(self, at: int) -> None:
+        self.at, self.calls, self.armed = at, 0, False
+
+    def __getattr__(self, name: str) -> object:
+        real = getattr(os, name)
+        if not callable(real) or name in ("fspath", "stat_result"):
+            return real
+
+        def call(*args: object, **kwargs: object) -> object:
+            result = real(*args, **kwargs)
+            if self.armed:
+                self.calls += 1
+                if self.calls == self.at:
+                    self.armed = False
+                    raise KeyboardInterrupt
+            return result
+
+        return call
+
+
+@pytest.mark.parametrize("overwrite", [False, True], ids=["new", "force"])
+def test_a_ctrl_c_at_any_step_of_the_commits_puts_every_target_back(
+    tmp_path, monkeypatch, overwrite
+):
+    """Three files committed together (with overwrite, two of them replace older files):
+    a Ctrl-C after any one system call of the commits leaves the folder exactly as it was,
+    the older files byte for byte and no temporary, or (once all are committed) the three
+    new files and no temporary; without a Ctrl-C, the three new files."""
+    targets = [tmp_path / name for name in ("a.ply", "b.png", "c.json")]
+    every = {path.name: b"new " + path.name.encode() for path in targets}
+    step = 0
+    while True:
+        step += 1
+        for name in leftovers(tmp_path):
+            os.unlink(tmp_path / name)
+        before = {}
+        if overwrite:
+            for path in targets[:2]:
+                path.write_bytes(b"older " + path.name.encode())
+            before = {path.name: path.read_bytes() for path in targets[:2]}
+        interrupting = InterruptingOs(step)
+        monkeypatch.setattr(output, "os", interrupting)
+        try:
+            with all_or_nothing():
+                for path in targets:
+                    with open_output(path, overwrite) as fh:
+                        fh.write(b"new " + path.name.encode())
+                interrupting.armed = True  # the block ends: the commits begin
+        except KeyboardInterrupt:
+            after = {name: (tmp_path / name).read_bytes() for name in leftovers(tmp_path)}
+            assert after in (before, every), (step, after)  # after the last commit: all
+            continue
+        finally:
+            monkeypatch.undo()
+        assert {name: (tmp_path / name).read_bytes() for name in leftovers(tmp_path)} == every
+        break
+    assert step > 6  # every step of the commits was interrupted once
 
 
 def test_open_output_replaces_atomically_and_keeps_the_mode(tmp_path):
@@ -312,6 +520,18 @@ def test_an_existing_file_is_refused_before_the_work(tmp_path, capsys, no_voxeli
     code, stdout, stderr = run_cli(capsys, MODEL, option, target)
     assert_one_line_error(code, stdout, stderr, f"{target}: file exists (use --force to overwrite)")
     assert target.read_bytes() == b"good older file" and leftovers(tmp_path) == [name]
+
+
+@pytest.mark.parametrize("grid", [["--grid", "16x16x32"], ["--voxel-size", "0.05"]])
+def test_a_binvox_of_a_grid_that_is_not_a_cube_is_refused_before_the_work(
+    tmp_path, capsys, no_voxelizing, grid
+):
+    """binvox holds cubes only: the grid's shape (from --grid, or from the mesh's box and
+    --voxel-size: gear.ply is 40x40x8 voxels of 0.05) is known before the GPU work."""
+    target = tmp_path / "out.binvox"
+    code, stdout, stderr = run_cli(capsys, MODEL, *grid, "-o", target)
+    assert_one_line_error(code, stdout, stderr, f"{target}: .binvox holds cubic grids only")
+    assert leftovers(tmp_path) == []
 
 
 def test_a_folder_as_output_is_refused_before_the_work(tmp_path, capsys, no_voxelizing):

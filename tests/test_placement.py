@@ -105,6 +105,13 @@ def test_voxel_size_placement():
         GridPlacement.fit(mesh, voxel_size=3 / 8193)
     with pytest.raises(GridError, match="too small"):
         GridPlacement.fit(mesh, voxel_size=1e-320)
+    # a grid of 10^300 voxels a side is not spelt out digit by digit
+    with pytest.raises(GridError) as caught:
+        GridPlacement.fit(mesh, voxel_size=1e-300)
+    assert str(caught.value) == (
+        "voxel size 1e-300 is too small: it needs 3e+300 voxels along x; each side of the grid "
+        "can be at most 8192"
+    )
     for bad in (0.0, -1.0, float("nan"), float("inf"), "0.25", True):
         with pytest.raises(GridError, match="voxel size"):
             GridPlacement.fit(mesh, voxel_size=bad)
@@ -153,6 +160,10 @@ def test_bounds():
         ([[-0.4, 0, 1], [0.5, 1, 2]], r"reaches 0.1 below the bounds along x"),
         ([[-0.5, 0, 1], [0.5, 0.75, 2]], r"reaches 0.25 above the bounds along y"),
         ([[-1, -1, 1.5], [1, 1, 3]], r"reaches 0.5 below the bounds along z .*cropping"),
+        (
+            [[-0.375, 0, 1], [0.25, 1, 2]],
+            r"reaches 0\.125 below and 0\.25 above the bounds along x",
+        ),
         ([[0, 0, 0], [1, 1]], "bounds must be"),
         ([0, 0, 0, 1, 1, 1], "shape"),
         ([[0, 0, 0], [1, 1, float("nan")]], "finite"),

@@ -206,6 +206,58 @@ print(json.dumps({
 """
 
 
+# A SIGINT right after each kind of Vulkan object is created (before its handle is stored
+# where it is destroyed): the call is interrupted, the next call gives the reference voxels,
+# and closing the device and the instance leaves the validation layer no leak to report.
+CREATE_INTERRUPT_SCRIPT = """
+import json, os, signal, sys
+import numpy as np
+import vulkan
+import voxelizer
+from voxelizer.gpu.device import Instance
+from voxelizer.reference import voxelize_reference
+
+mesh = voxelizer.load_mesh(sys.argv[1])
+expected = voxelize_reference(mesh, 32).to_numpy()
+report = {}
+for name in sys.argv[2:]:
+    real = getattr(vulkan, name)
+    calls = []
+
+    def create_then_interrupt(*args, real=real, calls=calls):
+        result = real(*args)
+        calls.append(1)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # raised as soon as this returns
+        return result
+
+    setattr(vulkan, name, create_then_interrupt)
+    vox = voxelizer.Voxelizer()
+    try:
+        vox.voxelize(mesh, 32)
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    setattr(vulkan, name, real)
+    same = np.array_equal(vox.voxelize(mesh, 32).to_numpy(), expected)
+    vox.close()
+    report[name] = [bool(calls), interrupted, same]
+Instance.shared().close()
+print(json.dumps({"report": report, "messages": Instance.shared().messages}))
+"""
+
+CREATED_OBJECTS = ["vkCreateComputePipelines", "vkCreateShaderModule", "vkCreateBuffer",
+                   "vkAllocateMemory"]  # fmt: skip
+
+
+def test_sigint_right_after_a_vulkan_object_is_created_leaks_nothing():
+    result = run_python("-c", CREATE_INTERRUPT_SCRIPT, str(TORUS_KNOT), *CREATED_OBJECTS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["messages"] == [], report["messages"][:2]
+    assert report["report"] == {name: [True, True, True] for name in CREATED_OBJECTS}, report
+
+
 def test_sigint_at_any_moment_leaves_the_voxelizer_usable():
     rounds = 50
     result = run_python("-c", INTERRUPT_SCRIPT, str(TORUS_KNOT), str(rounds), "2024")
@@ -283,3 +335,94 @@ def test_a_voxelizer_used_in_a_forked_child_says_to_create_one_there():
     finally:
         _parent_voxelizer.close()
         _parent_voxelizer = None
+
+
+# --- a closed Voxelizer -----------------------------------------------------------------------
+
+# In a child, so that a Vulkan call on a destroyed device (which aborts the process) fails
+# this test instead of ending the run: every call on a closed Voxelizer and on its device.
+CLOSED_SCRIPT = """
+import json, sys
+import numpy as np
+import voxelizer
+from voxelizer.gpu.device import Instance
+
+vox = voxelizer.Voxelizer()
+before = vox.voxelize(sys.argv[1], 16).count()
+vox.close()
+vox.close()  # a second close does nothing
+vertices = np.array([[1, 1, 1], [9, 1, 1], [1, 9, 1], [1, 1, 9]], np.float32)
+faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], np.int32)
+calls = {
+    "voxelize": lambda: vox.voxelize(sys.argv[1], 16),
+    "voxelize_dense": lambda: vox.voxelize_dense(sys.argv[1], 16),
+    "voxelize_grid": lambda: vox.voxelize_grid(vertices, faces, 16),
+    "device.wait_idle": lambda: vox.device.wait_idle(),
+    "device.settle": lambda: vox.device.settle(),
+}
+raised = {}
+for name, call in calls.items():
+    try:
+        call()
+        raised[name] = "nothing"
+    except Exception as error:
+        raised[name] = [type(error).__name__, isinstance(error, voxelizer.VoxelizerError), str(error)]
+with voxelizer.Voxelizer() as fresh:  # the process goes on voxelizing
+    after = fresh.voxelize(sys.argv[1], 16).count()
+print(json.dumps({"raised": raised, "same": before == after, "messages": Instance.shared().messages}))
+"""
+
+
+def test_every_call_on_a_closed_voxelizer_is_a_voxelizer_error():
+    result = run_python("-c", CLOSED_SCRIPT, str(TORUS_KNOT))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["messages"] == [] and report["same"], report
+    raised = report["raised"]
+    for name in ("voxelize", "voxelize_dense", "voxelize_grid"):
+        assert raised[name] == ["VoxelizerError", True, "this Voxelizer is closed"], raised
+    for name in ("device.wait_idle", "device.settle"):
+        assert raised[name] == ["DeviceError", True, "this device is closed"], raised
+
+
+# --- exiting while a device is being opened ---------------------------------------------------
+
+# The command opens its device on a thread while it reads the mesh; a Ctrl-C then ends the
+# process with that thread still opening it. The instance's exit handler must leave the
+# instance alone until the device is open (destroying it under the thread crashed the process).
+OPENING_SCRIPT = """
+import json, threading, time
+import voxelizer
+from voxelizer.gpu import device
+
+opening = threading.Event()
+real_describe = device._describe
+
+def slow_describe(index, physical):  # early in opening a device: before vkCreateDevice
+    opening.set()
+    time.sleep(0.5)
+    return real_describe(index, physical)
+
+device._describe = slow_describe
+opened = []
+thread = threading.Thread(target=lambda: opened.append(voxelizer.Voxelizer()))
+thread.start()
+opening.wait()
+instance = device.Instance.shared()
+instance.close()  # what the exit handler does
+kept_while_opening = instance.handle is not None
+thread.join()
+count = opened[0].voxelize(voxelizer.load_mesh(__import__("sys").argv[1]), 16).count()
+opened[0].close()
+instance.close()
+print(json.dumps({"kept": kept_while_opening, "count": count, "closed": instance.handle is None,
+                  "messages": instance.messages}))
+"""
+
+
+def test_the_instance_outlives_a_device_being_opened_at_exit():
+    result = run_python("-c", OPENING_SCRIPT, str(TORUS_KNOT))
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["kept"] and report["closed"] and report["count"] > 0, report
+    assert report["messages"] == [], report

@@ -72,6 +72,21 @@ def test_a_hollow_box_stays_hollow_and_equals_parity(gpu):
     assert_same_voxels(gpu.voxelize_dense(mesh, N, bounds=CUBE).to_numpy(), expected)
 
 
+@pytest.mark.parametrize("exponent", [996, -1000], ids=["2^996", "2^-1000"])
+def test_parts_signs_at_extreme_scales_without_warnings(gpu, exponent):
+    """The hollow box scaled by a power of two (the same grid positions): at 2^996 the
+    signed volumes overflowed float64 (a warning, and no sign), at 2^-1000 they vanished
+    (the cavity filled); the voxels must be those at scale 1, with no numpy warning."""
+    outer, inner = ([1, 2, 3], [30, 29, 28]), ([8, 8, 8], [20, 21.5, 22])
+    vertices, faces = combine(box(*outer), inverted(box(*inner)))
+    scaled = (np.ldexp(vertices, exponent), faces)
+    bounds = np.ldexp(np.asarray(CUBE, np.float64), exponent)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        voxels = gpu.voxelize_dense(scaled, N, fill_mode="union", bounds=bounds).to_numpy()
+    assert_same_voxels(voxels, box_expected(*outer, N) & ~box_expected(*inner, N))
+
+
 def test_a_mesh_inside_out_as_a_whole_fills_as_parity(gpu):
     """Signs are relative to the largest closed part: flipping every face changes nothing."""
     outer, inner = ([1, 2, 3], [30, 29, 28]), ([8, 8, 8], [20, 21.5, 22])
@@ -219,6 +234,12 @@ def test_cli_fill_mode_union(capsys, tmp_path):
     code, out, err = run_cli(capsys, path, "--grid", N, "--fill-mode", "union")
     assert code == 0, err
     assert "17,522 solid voxels" in out
+    code, out, err = run_cli(capsys, path, "--grid", N)  # parity warns, in the command's words
+    assert code == 0 and "16,522 solid voxels" in out, err
+    assert (
+        err.startswith("voxelize: warning: the mesh has overlapping") and len(err.splitlines()) == 1
+    )
+    assert err.rstrip().endswith("--fill-mode union fills their union"), err
 
 
 def test_progress_counts_the_runs(gpu):

@@ -31,7 +31,7 @@ from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
 from .io.preview import PREVIEW_SUFFIX, write_preview
-from .io.writers import OUTPUT_FORMATS, save
+from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
 from .options import Options
@@ -306,8 +306,12 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
+    try:
+        parser = _parser()
+        args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt:  # Ctrl-C before the run: no traceback either
+        print("voxelize: interrupted", file=sys.stderr)
+        return 130
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
@@ -346,7 +350,7 @@ def _one_line_warning(
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
-    print(f"voxelize: warning: {message}", file=sys.stderr)
+    print(f"voxelize: warning: {_in_command_words(str(message))}", file=sys.stderr)
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -421,14 +425,16 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def _open_device_meanwhile(device: str | None) -> None:
     """Open the device on a thread while this one reads the mesh: the driver's start-up
     (~0.15 s on a GPU) and the reading overlap. A failure is left to the voxelization, which
-    asks for the same shared Voxelizer (waiting for this one) and reports it."""
+    asks for the same shared Voxelizer (waiting for this one) and reports it. Not a daemon:
+    a run that ends early (an error, Ctrl-C) waits for it at exit, as the driver's code must
+    not run on while the process tears the loader down (a segfault)."""
     from .api import shared_voxelizer
 
     def open_device() -> None:
         with suppress(Exception):
             shared_voxelizer(device)
 
-    threading.Thread(target=open_device, name="voxelize-open-device", daemon=True).start()
+    threading.Thread(target=open_device, name="voxelize-open-device").start()
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -491,31 +497,38 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             attributes=["face"] if args.face_ids else [],
         )
     except ModeError as exc:
-        # The API's words (mode='both') as the command's (--mode both).
-        message = re.sub(
-            r"\b(fill_mode|mode|surface)='(\w+)'",
-            lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
-            str(exc),
-        )
-        parser.error(message)
+        parser.error(_in_command_words(str(exc)))
+
+
+def _in_command_words(text: str) -> str:
+    """The API's words (mode='both', fill_mode='union') as the command's (--mode both)."""
+    return re.sub(
+        r"\b(fill_mode|mode|surface)='(\w+)'",
+        lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
+        text,
+    )
 
 
 def _check_dense_output(
     args: argparse.Namespace, output: Path | None, preview: Path | None
 ) -> tuple[MeshLike, float]:
     """Before the GPU work: MemoryBudgetError if an output needs the dense (nx, ny, nz) array
-    (every format but .svo, and --preview) and host memory cannot hold it. With --voxel-size
-    the shape follows the mesh's box, so the mesh is read here: (what to voxelize, ms spent
-    reading it)."""
+    (every format but .svo, and --preview) and host memory cannot hold it, OutputError if the
+    output's format cannot hold that shape (.binvox: cubes only). With --voxel-size the shape
+    follows the mesh's box, so the mesh is read here: (what to voxelize, ms spent reading it)."""
     dense = [path for path in (output, preview) if path and path.suffix.lower() != ".svo"]
     if not dense:
         return args.model, 0.0
+    mesh: MeshLike = args.model
+    load_ms = 0.0
     if args.voxel_size is None:
-        check_dense_fits(check_shape(args.grid or DEFAULT_GRID), str(dense[0]))
-        return args.model, 0.0
-    mesh, load_ms = _loaded(args.model)
-    placement = GridPlacement.around(mesh, None, args.voxel_size, args.bounds)
-    check_dense_fits(placement.shape, str(dense[0]))
+        shape = check_shape(args.grid or DEFAULT_GRID)
+    else:
+        mesh, load_ms = _loaded(args.model)
+        shape = GridPlacement.around(mesh, None, args.voxel_size, args.bounds).shape
+    if output is not None:
+        check_output_shape(output, shape)
+    check_dense_fits(shape, str(dense[0]))
     return mesh, load_ms
 
 

@@ -96,8 +96,13 @@ def split_components(vertices: np.ndarray, faces: np.ndarray) -> Components:
     closed = np.ones(count, bool)
     closed[labels[bad_edges]] = False
 
-    # Orientation: the sign of the signed volume (6x: sum of det(a, b, c), about a corner).
+    # Orientation: the sign of the signed volume (6x: sum of det(a, b, c), about a corner),
+    # in coordinates scaled by a power of two to below 1 (exactly), so that the products of
+    # three coordinates neither overflow (a mesh near 1e300) nor vanish (one near 1e-300).
     centred = points - (points[faces].reshape(-1, 3).min(axis=0) if len(faces) else 0.0)
+    largest = float(np.abs(centred[faces]).max(initial=0.0))
+    if 0.0 < largest < np.inf:
+        centred = np.ldexp(centred, -np.frexp(largest)[1])
     a, b, c = (centred[faces[:, i]] for i in range(3))
     volume = np.bincount(labels, np.einsum("ij,ij->i", a, np.cross(b, c)), minlength=count)
     inward = closed & (volume < 0)

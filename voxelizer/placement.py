@@ -348,9 +348,9 @@ def _check_inside(mesh: Mesh, bmin: np.ndarray, bmax: np.ndarray) -> None:
         with np.errstate(over="ignore"):  # boxes far apart: the distance is inf
             below, above = bmin[axis] - low[axis], high[axis] - bmax[axis]
         if below > 0 or above > 0:
-            side = "below" if below > 0 else "above"
+            sides = [f"{d:g} {side}" for d, side in ((below, "below"), (above, "above")) if d > 0]
             raise GridError(
-                f"the mesh reaches {max(below, above):g} {side} the bounds along {AXES[axis]} "
+                f"the mesh reaches {' and '.join(sides)} the bounds along {AXES[axis]} "
                 f"(mesh {AXES[axis]} from {low[axis]:g} to {high[axis]:g}, bounds from "
                 f"{bmin[axis]:g} to {bmax[axis]:g}); bounds must contain the whole mesh "
                 f"(cropping is not supported)"
@@ -365,6 +365,12 @@ def _shape_for(extent: np.ndarray, h: float) -> Shape:
         max(MIN_RESOLUTION, 4 * math.ceil(v / 4)) if math.isfinite(v) else v for v in need.tolist()
     ]
     if max(sides) > MAX_RESOLUTION:
+        largest = max(range(3), key=lambda axis: sides[axis])
+        if math.isfinite(sides[largest]) and sides[largest] > 1e6:  # no 300-digit numbers
+            raise GridError(
+                f"voxel size {h:g} is too small: it needs {need[largest]:.3g} voxels along "
+                f"{AXES[largest]}; each side of the grid can be at most {MAX_RESOLUTION}"
+            )
         if not all(math.isfinite(v) for v in sides):
             raise GridError(
                 f"voxel size {h:g} is too small: each side of the grid can be at "

@@ -1,13 +1,17 @@
-"""Draw docs/figures/fill-modes.png: two overlapping closed boxes under fill_mode="parity"
-(left) and fill_mode="union" (right), cut open halfway up the overlap and seen from +z.
+"""Draw docs/figures/fill-modes.png: fill_mode "parity", "vote" and "union" (left to right)
+on two meshes, cut open halfway up and seen from +z: two overlapping closed boxes (top row)
+and a box with half of its bottom face missing (bottom row).
 
-From outside both look the same; the cut shows what parity does to the overlap (it is
-inside both boxes, so its crossings cancel: a hole) and what union does (it fills it).
+The cut shows what each mode does where parity's assumption (one closed surface) fails:
+the overlap is inside both boxes, so its crossings cancel (parity and vote leave it empty,
+union fills it); under the hole the columns cross the top face only (parity leaves them
+empty, vote repairs them from the other five directions, union fills open parts by parity).
 Run from the project root: `.venv/bin/python docs/figures/fill_modes.py`.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +33,13 @@ def overlapping_boxes() -> tuple[np.ndarray, np.ndarray]:
     return vertices, faces
 
 
+def holed_box() -> tuple[np.ndarray, np.ndarray]:
+    """A closed box with one of the two triangles of its bottom face (normal -z) removed."""
+    box = trimesh.creation.box(bounds=[[0, 0, 0], [3, 3, 3]])
+    bottom = np.flatnonzero(box.face_normals[:, 2] < -0.5)
+    return np.asarray(box.vertices), np.delete(box.faces, bottom[:1], axis=0)
+
+
 def cut_view(voxels: np.ndarray) -> np.ndarray:
     """The +z view (the first panel of render_views) of the voxels below the middle height."""
     cut = voxels.copy()
@@ -39,13 +50,17 @@ def cut_view(voxels: np.ndarray) -> np.ndarray:
 
 
 def main() -> None:
-    mesh = overlapping_boxes()
-    with voxelizer.Voxelizer() as vox:
-        panels = [
-            cut_view(vox.voxelize_dense(mesh, GRID, fill_mode=mode).to_numpy())
-            for mode in ("parity", "union")
-        ]
-    OUT.write_bytes(encode_png(np.concatenate(panels, axis=1)))
+    rows = []
+    with warnings.catch_warnings(), voxelizer.Voxelizer() as vox:
+        warnings.simplefilter("ignore", voxelizer.OpenMeshWarning)  # the holed box, meant
+        warnings.simplefilter("ignore", voxelizer.OverlapWarning)  # the boxes, meant
+        for mesh in (overlapping_boxes(), holed_box()):
+            panels = [
+                cut_view(vox.voxelize_dense(mesh, GRID, fill_mode=mode).to_numpy())
+                for mode in ("parity", "vote", "union")
+            ]
+            rows.append(np.concatenate(panels, axis=1))
+    OUT.write_bytes(encode_png(np.concatenate(rows, axis=0)))
     print(f"wrote {OUT.name}: {OUT.stat().st_size:,} bytes")
 
 

@@ -1,4 +1,5 @@
-"""Soak run: `python -m voxelizer.benchmarks.soak --models-dir DIR [--calls 500] [--json FILE]`.
+"""Soak run: `python -m voxelizer.benchmarks.soak --models-dir DIR [--calls 500] [--grids N ...]
+[--json FILE]`.
 
 One Voxelizer makes many calls that alternate meshes, grids, outputs (SVO, dense) and fill
 modes, as a long-lived service or a dataset loop would. Every `--every` calls it records the
@@ -23,11 +24,25 @@ os.environ.setdefault("VOXELIZER_VALIDATION", "1")  # before the first Vulkan ob
 from ..api import Voxelizer
 from ..errors import OpenMeshWarning
 from ..mesh import Mesh
+from ..placement import shape_text
 from .meshes import resolve_model
 
 MODELS = ("bunny", "torus", "suzanne", "featuretype", "dragon")
 GRIDS: tuple[int | tuple[int, int, int], ...] = (32, 64, (48, 24, 40), 96, 128)
 MODES = (("svo", "parity"), ("dense", "parity"), ("svo", "union"), ("dense", "vote"))
+
+
+def grid_argument(text: str) -> int | tuple[int, int, int]:
+    """N or NXxNYxNZ, as --grid takes it."""
+    try:
+        sides = [int(side) for side in text.lower().split("x")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a grid: {text!r}") from None
+    if len(sides) == 1:
+        return sides[0]
+    if len(sides) != 3:
+        raise argparse.ArgumentTypeError(f"not a grid: {text!r}")
+    return sides[0], sides[1], sides[2]
 
 
 def resident_bytes() -> int:
@@ -39,7 +54,12 @@ def resident_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def soak(meshes: list[tuple[str, Mesh]], calls: int, every: int) -> tuple[str, list[dict]]:
+def soak(
+    meshes: list[tuple[str, Mesh]],
+    calls: int,
+    every: int,
+    grids: tuple[int | tuple[int, int, int], ...] = GRIDS,
+) -> tuple[str, list[dict]]:
     """(the device's name, one row per checkpoint)."""
     rows: list[dict] = []
     voxelizer = Voxelizer()
@@ -50,7 +70,7 @@ def soak(meshes: list[tuple[str, Mesh]], calls: int, every: int) -> tuple[str, l
             for call in range(1, calls + 1):
                 # the mesh changes every call; every (mesh, grid, mode) comes up in turn
                 mesh = meshes[call % len(meshes)][1]
-                grid = GRIDS[call // len(meshes) % len(GRIDS)]
+                grid = grids[call // len(meshes) % len(grids)]
                 output, fill_mode = MODES[call % len(MODES)]
                 if output == "svo":
                     stats = voxelizer.voxelize(mesh, grid, fill_mode=fill_mode).stats
@@ -98,9 +118,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--every", type=int, default=50, help="record every N calls")
     parser.add_argument("--json", type=Path, help="write the rows as JSON")
+    parser.add_argument(
+        "--grids",
+        nargs="+",
+        type=grid_argument,
+        default=list(GRIDS),
+        metavar="N|NXxNYxNZ",
+        help="the grids the calls go through in turn (default: "
+        + " ".join(shape_text((g,) * 3 if isinstance(g, int) else g) for g in GRIDS)
+        + ")",
+    )
     args = parser.parse_args(argv)
     meshes = [resolve_model(name, args.models_dir) for name in MODELS]
-    device, rows = soak(meshes, args.calls, args.every)
+    device, rows = soak(meshes, args.calls, args.every, tuple(args.grids))
     print(markdown(rows, device))
     if args.json:
         args.json.write_text(json.dumps({"device": device, "rows": rows}, indent=1))

@@ -13,6 +13,7 @@ import numpy.typing
 from ..errors import DeviceError
 from ..parallel import for_row_chunks
 from .device import Device
+from .interrupts import interrupts_deferred
 from .loader import vk
 
 
@@ -196,7 +197,8 @@ class BufferPool:
             buffer.destroy()
         # Grow geometrically so a slowly growing workload does not reallocate every call.
         grown = size if buffer is None else max(size, min(buffer.size * 3 // 2, size * 2))
-        self._buffers[name] = Buffer(self.device, grown, usage, host_visible, name)
+        with interrupts_deferred():  # in the pool (which destroys it) before a Ctrl-C unwinds
+            self._buffers[name] = Buffer(self.device, grown, usage, host_visible, name)
         return self._buffers[name]
 
     def capacity(self, name: str) -> int:

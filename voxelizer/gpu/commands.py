@@ -25,6 +25,7 @@ import numpy.typing
 
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
+from .interrupts import interrupts_deferred
 from .loader import vk
 from .pipelines import ComputePipeline
 
@@ -329,7 +330,8 @@ class Sequence:
                 info = vk.VkDescriptorPoolCreateInfo(
                     maxSets=_SETS_PER_POOL, poolSizeCount=1, pPoolSizes=[size]
                 )
-                self._descriptor_pools.append(vk.vkCreateDescriptorPool(handle, info, None))
+                with interrupts_deferred():  # listed (and so destroyed) before a Ctrl-C
+                    self._descriptor_pools.append(vk.vkCreateDescriptorPool(handle, info, None))
             self._set_info.descriptorPool = self._descriptor_pools[self._pool_index]
             self._pool_index += 1
             self._sets_left = _SETS_PER_POOL

@@ -76,10 +76,30 @@ class Instance:
     @classmethod
     def shared(cls) -> Instance:
         with cls._lock:
-            if cls._shared is None:
-                cls._shared = cls(validation_requested())
-                atexit.register(cls._shared.close)  # runs after the Voxelizers' handlers
-            return cls._shared
+            return cls._shared_locked()
+
+    @classmethod
+    def _shared_locked(cls) -> Instance:
+        if cls._shared is None:
+            cls._shared = cls(validation_requested())
+            atexit.register(cls._shared.close)  # runs after the Voxelizers' handlers
+        return cls._shared
+
+    @classmethod
+    def hold(cls) -> Instance:
+        """The shared instance, counted as in use by a device from before it is opened until
+        release(): close() leaves it alone meanwhile, so the exit of a process that is still
+        opening a device on another thread does not destroy the instance under that thread."""
+        with cls._lock:
+            instance = cls._shared_locked()
+            if instance.handle is None:
+                raise DeviceError("the Vulkan instance is closed (the process is exiting)")
+            instance.open_devices += 1
+            return instance
+
+    def release(self) -> None:
+        with Instance._lock:
+            self.open_devices -= 1
 
     def __init__(self, validation: bool):
         self.validation = validation
@@ -143,14 +163,15 @@ class Instance:
 
     def close(self) -> None:
         """Destroy the instance (after every Device); the layer reports leaks on the way."""
-        if self.handle is None or self.open_devices or self.pid != os.getpid():
-            return  # a Device still open, or the parent's instance in a forked child: leave it
-        if self._messenger is not None:
-            destroy = vk.vkGetInstanceProcAddr(self.handle, "vkDestroyDebugUtilsMessengerEXT")
-            destroy(self.handle, self._messenger, None)
-            self._messenger = None
-        vk.vkDestroyInstance(self.handle, None)
-        self.handle = None
+        with Instance._lock:
+            if self.handle is None or self.open_devices or self.pid != os.getpid():
+                return  # a Device open or opening, or the parent's instance after a fork
+            if self._messenger is not None:
+                destroy = vk.vkGetInstanceProcAddr(self.handle, "vkDestroyDebugUtilsMessengerEXT")
+                destroy(self.handle, self._messenger, None)
+                self._messenger = None
+            vk.vkDestroyInstance(self.handle, None)
+            self.handle = None
 
     def physical_devices(self) -> list:
         return list(vk.vkEnumeratePhysicalDevices(self.handle))
@@ -212,7 +233,17 @@ class Device:
     """One logical device with one compute queue; owns nothing else."""
 
     def __init__(self, selector: str | int | None = None):
-        self.instance = Instance.shared()
+        self.instance = Instance.hold()
+        self.handle: Any = None
+        try:
+            self._open(selector)
+        except BaseException:  # an error or a Ctrl-C: nothing left open, the instance let go
+            if self.handle is not None:
+                vk.vkDestroyDevice(self.handle, None)
+            self.instance.release()
+            raise
+
+    def _open(self, selector: str | int | None) -> None:
         self.pid = os.getpid()
         self.queue_may_be_busy = False  # set by a submit until its wait returns (see settle)
         why = f"device={selector!r}"
@@ -267,7 +298,6 @@ class Device:
             address = vk.lib.vkGetDeviceProcAddr(self.handle, name)
             if address != vk.ffi.NULL:
                 self.push_descriptor_function = vk.ffi.cast(f"PFN_{name.decode()}", address)
-        self.instance.open_devices += 1
         self.max_groups_x = min(int(self.limits.maxComputeWorkGroupCount[0]), 65535)
         self.max_groups_y = int(self.limits.maxComputeWorkGroupCount[1])
         self.max_storage_range = int(self.limits.maxStorageBufferRange)
@@ -345,13 +375,20 @@ class Device:
         ]
         return max(sizes, default=0)
 
+    def check_open(self) -> None:
+        """DeviceError once closed: a Vulkan call on a destroyed device ends the process."""
+        if self._closed:
+            raise DeviceError("this device is closed")
+
     def wait_idle(self) -> None:
+        self.check_open()
         vk.vkDeviceWaitIdle(self.handle)
 
     def settle(self) -> None:
         """Wait for work that an interrupted submit may have left on the queue (Ctrl-C between
         submit and wait), so that nothing the GPU still uses is reset, rewritten or destroyed.
         A flag check when nothing was interrupted."""
+        self.check_open()
         if self.queue_may_be_busy:
             vk.vkQueueWaitIdle(self.queue)
             self.queue_may_be_busy = False
@@ -363,7 +400,7 @@ class Device:
             self._closed = True
             vk.vkDeviceWaitIdle(self.handle)
             vk.vkDestroyDevice(self.handle, None)
-            self.instance.open_devices -= 1
+            self.instance.release()
 
 
 def _forget_after_fork() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from ..errors import ShaderError, VoxelizerError
 from .compiler import spirv_module
 from .device import Device
+from .interrupts import interrupts_deferred
 from .kernels import Kernel
 from .loader import vk
 
@@ -74,7 +75,8 @@ class ComputePipeline:
                 if self._destroyed:
                     raise VoxelizerError(f"pipeline {self.name} used after it was destroyed")
                 if self._objects is None:
-                    self._objects = self._create()
+                    with interrupts_deferred():  # stored before a Ctrl-C unwinds
+                        self._objects = self._create()
                 objects = self._objects
         return objects
 

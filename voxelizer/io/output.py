@@ -29,11 +29,13 @@ _NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EO
 
 @dataclass(frozen=True)
 class _Staged:
-    """A complete, synced temporary file waiting to become `target`."""
+    """A complete, synced temporary file waiting to become `target`; `identity` (device,
+    inode) tells the target it became from any other file of that name."""
 
     temp: Path
     target: Path
     overwrite: bool
+    identity: tuple[int, int]
 
 
 # The outputs of the innermost all_or_nothing() block of this thread or task, if any.
@@ -65,7 +67,8 @@ def open_output(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Bi
                 raise
             fh.flush()
             os.fsync(fh.fileno())
-        staged = _Staged(temp, path, overwrite)
+            written = os.fstat(fh.fileno())
+        staged = _Staged(temp, path, overwrite, (written.st_dev, written.st_ino))
         batch = _batch.get()
         if batch is None:
             _commit(staged)
@@ -95,18 +98,65 @@ def all_or_nothing() -> Iterator[None]:
     finally:
         _batch.reset(token)
     # Exclusive creations first: they are the commits a file appearing meanwhile can refuse.
+    # A file to be replaced is kept under a temporary name (a second hard link) until all
+    # are committed, so that a failure or a Ctrl-C at any point of the commits (between a
+    # rename and the next, or while one is synced) can put every target back as it was.
     ordered = sorted(staged, key=lambda item: item.overwrite)
-    committed: list[Path] = []
+    backups: dict[Path, Path] = {}
     try:
         for item in ordered:
+            if item.overwrite:
+                _keep_older(item.target, backups)
+        for item in ordered:
             _commit(item)
-            committed.append(item.target)
     except BaseException:
-        for target in committed:
-            _remove_quietly(target)
-        for item in ordered[len(committed) :]:
-            _remove_quietly(item.temp)
+        _roll_back(ordered, backups)
         raise
+    try:
+        for backup in backups.values():
+            _remove_quietly(backup)
+    finally:  # a Ctrl-C now: every file is in place; the cleanup ends before it goes on
+        for backup in backups.values():
+            _remove_quietly(backup)
+
+
+def _keep_older(target: Path, backups: dict[Path, Path]) -> None:
+    """Record a temporary name for the file at `target`, if there is one: a hard link to it,
+    or, where the filesystem has none, the file itself renamed (put back by _roll_back)."""
+    if not os.path.lexists(target):
+        return
+    backup = target.with_name(_temp_name(target, secrets.token_hex(4)))
+    backups[target] = backup  # first: a Ctrl-C right after the link still finds it
+    try:
+        os.link(target, backup, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in _NO_HARD_LINKS:
+            raise _cannot_write(target, exc) from exc
+        os.replace(target, backup)
+
+
+def _roll_back(ordered: list[_Staged], backups: dict[Path, Path]) -> None:
+    """Undo the commits of an all_or_nothing block: every target as it was before (the older
+    file back, or no file), whatever was committed; the temporaries removed."""
+    for item in ordered:
+        backup = backups.get(item.target)
+        if backup is not None and os.path.lexists(backup):
+            with suppress(OSError):
+                os.replace(backup, item.target)
+        elif _is_file(item.target, item.identity):
+            _remove_quietly(item.target)
+        _remove_quietly(item.temp)
+    for backup in backups.values():
+        _remove_quietly(backup)
+
+
+def _is_file(path: Path, identity: tuple[int, int]) -> bool:
+    """Whether `path` names the file of this (device, inode): one this process committed."""
+    try:
+        found = os.lstat(path)
+    except OSError:
+        return False
+    return (found.st_dev, found.st_ino) == identity
 
 
 def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> None:

@@ -51,6 +51,17 @@ def save(
         raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
 
 
+def check_output_shape(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
+    """OutputError unless the format that `path` names holds a grid of this shape: .binvox
+    holds cubes only. The command calls it before the GPU work, the writer again."""
+    if Path(path).suffix.lower() == ".binvox" and len(set(shape)) != 1:
+        raise OutputError(
+            f"{path}: .binvox holds cubic grids only, not {shape_text(shape)} "
+            "(use .svo, .npz or .vox)",
+            path=path,
+        )
+
+
 def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
     """binvox 1: voxel (i, j, k) is the binvox voxel (x, y, z) = (i, j, k).
 
@@ -59,14 +70,8 @@ def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = Fals
     pairs with runs of at most 255. Cubic grids only: binvox has one scale for the whole grid,
     which readers divide by each side (trimesh 4 cannot even load other shapes).
     """
-    nx, ny, nz = result.shape
-    if not nx == ny == nz:
-        raise OutputError(
-            f"{path}: .binvox holds cubic grids only, not {shape_text(result.shape)} "
-            "(use .svo, .npz or .vox)",
-            path=path,
-        )
-    n = nx
+    check_output_shape(path, result.shape)
+    n = result.shape[0]
     columns = result.columns if isinstance(result, DenseGrid) else None
     if columns is None:
         flat = result.to_numpy().transpose(0, 2, 1).ravel()
