@@ -143,7 +143,7 @@ def test_a_script_without_a_main_guard(tmp_path):
     run = subprocess.run(
         [sys.executable, str(script), *files],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        env=_with_project_path(),
         capture_output=True,
         text=True,
         timeout=300,
@@ -176,7 +176,7 @@ def test_ctrl_c_ends_the_batch_and_its_helpers(tmp_path):
     process = subprocess.Popen(
         [sys.executable, str(script), *[str(shared_model("bunny.ply"))] * 4],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(PROJECT_ROOT)},
+        env=_with_project_path(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -194,6 +194,13 @@ def test_ctrl_c_ends_the_batch_and_its_helpers(tmp_path):
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in pids)
+
+
+def _with_project_path() -> dict[str, str]:
+    """This environment, with this tree first on the path of the script's process."""
+    path = os.environ.get("PYTHONPATH")
+    tree = str(PROJECT_ROOT)
+    return {**os.environ, "PYTHONPATH": tree if not path else f"{tree}{os.pathsep}{path}"}
 
 
 def _alive(pid: int) -> bool:

@@ -389,7 +389,7 @@ def test_cli_warns_in_one_line(capsys, tmp_path):
     code, _, stderr = run_cli(capsys, path, "--grid", 8)
     assert code == 0
     assert stderr.startswith("voxelize: warning: the mesh has overlapping, nested or inside-out")
-    assert len(stderr.strip().splitlines()) == 1 and "fill_mode='union'" in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "--fill-mode union" in stderr
 
 
 def test_cli_check_prints_the_report_and_voxelizes_nothing(capsys, tmp_path):

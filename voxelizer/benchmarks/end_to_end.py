@@ -92,7 +92,7 @@ def pipelined(files: list[Path], grid: int, device: str | None) -> dict | None:
     many: Callable | None = getattr(voxelizer, "voxelize_many", None)
     if many is None:
         return None
-    for _ in many(files[:3], grid=grid):
+    for _ in many(files, grid=grid):  # warm-up: kernels, buffers and reading processes started
         pass
     started = time.perf_counter()
     done = sum(1 for _ in many(files, grid=grid))
