@@ -311,11 +311,18 @@ def use_parent_voxelizer(grid: int) -> str:
 def test_fork_pool_after_the_parent_voxelized():
     assert occupy_every_row_thread() == 64
     expected = voxelizer.voxelize(TORUS_KNOT, 48).count()
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        results = pool.map_async(voxelize_in_worker, [48] * 4).get(timeout=POOL_TIMEOUT_S)
-    assert [count for _, count, _ in results] == [expected] * 4
-    assert all(messages == [] for _, _, messages in results), results
-    assert os.getpid() not in {pid for pid, _, _ in results}
+    try:
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            results = pool.map_async(voxelize_in_worker, [48] * 4).get(timeout=POOL_TIMEOUT_S)
+    except DeviceError as error:
+        # NVIDIA's driver refuses a device in a forked child of a Vulkan process; Mesa's
+        # (lavapipe, where CI runs) does not, and there the workers must succeed.
+        assert "llvmpipe" not in voxelizer.api.shared_voxelizer().device_name
+        assert "forked from one that used Vulkan" in str(error) and "'spawn'" in str(error)
+    else:
+        assert [count for _, count, _ in results] == [expected] * 4
+        assert all(messages == [] for _, _, messages in results), results
+        assert os.getpid() not in {pid for pid, _, _ in results}
     assert voxelizer.voxelize(TORUS_KNOT, 48).count() == expected  # the parent's still works
     close_shared()
 

@@ -289,7 +289,14 @@ class Device:
         try:
             self.handle = vk.vkCreateDevice(self.physical, info, None)
         except vk.VkError as exc:
-            raise DeviceError(f"cannot open {self.info.name} ({type(exc).__name__})") from exc
+            why = f"cannot open {self.info.name} ({type(exc).__name__})"
+            if _forked_from_vulkan:
+                why += (
+                    " in a process forked from one that used Vulkan, which this driver does not "
+                    "allow: start the workers with 'spawn' or 'forkserver' (a DataLoader: "
+                    "multiprocessing_context='spawn')"
+                )
+            raise DeviceError(why) from exc
         self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
         # vkCmdPushDescriptorSetKHR as a plain cffi function, or None: descriptor sets instead.
         self.push_descriptor_function: Any = None
@@ -403,9 +410,16 @@ class Device:
             self.instance.release()
 
 
+_forked_from_vulkan = False  # this process was forked from one holding a Vulkan instance
+
+
 def _forget_after_fork() -> None:
     """In a forked child: drop the parent's instance without a Vulkan call (it cannot be used
-    here), and replace the lock another thread may have held at the fork."""
+    here), and replace the lock another thread may have held at the fork. Mesa's drivers
+    open a device again in the child; NVIDIA's (580, measured) refuse to (VK_ERROR_
+    INITIALIZATION_FAILED), as CUDA refuses a forked child: the error then says so."""
+    global _forked_from_vulkan
+    _forked_from_vulkan = _forked_from_vulkan or Instance._shared is not None
     Instance._shared = None
     Instance._lock = threading.Lock()
 
