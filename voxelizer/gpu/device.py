@@ -72,6 +72,9 @@ class Instance:
 
     _shared: Instance | None = None
     _lock = threading.Lock()
+    # A device of a driver not known to survive fork was opened in this process (or in the
+    # one it was forked from): a forked child must not touch Vulkan (see _forget_after_fork).
+    fork_unsafe = False
 
     @classmethod
     def shared(cls) -> Instance:
@@ -81,6 +84,13 @@ class Instance:
     @classmethod
     def _shared_locked(cls) -> Instance:
         if cls._shared is None:
+            if _forked_from_vulkan and cls.fork_unsafe:
+                raise DeviceError(
+                    "this process was forked from one that used a Vulkan driver that does not "
+                    "survive fork (opening a device here can fail or hang in the driver): start "
+                    "the workers with 'spawn' or 'forkserver' (a DataLoader: "
+                    "multiprocessing_context='spawn')"
+                )
             cls._shared = cls(validation_requested())
             atexit.register(cls._shared.close)  # runs after the Voxelizers' handlers
         return cls._shared
@@ -221,6 +231,20 @@ def _choose(physicals: list, selector: str | int | None) -> int:
     return matches[0]
 
 
+def _survives_fork(physical: Any) -> bool:
+    """Whether the device's driver is one of Mesa's: in a process forked after it was used,
+    they open a device again (lavapipe, tested); NVIDIA's refused (driver 580, H100) or hung
+    there, as CUDA refuses a forked child. Other drivers are not known to, so count as not."""
+    driver = vk.VkPhysicalDeviceDriverProperties()
+    vk.vkGetPhysicalDeviceProperties2(physical, vk.VkPhysicalDeviceProperties2(pNext=driver))
+    mesa = {
+        getattr(vk, name)
+        for name in dir(vk)
+        if name.startswith("VK_DRIVER_ID_MESA_") or name == "VK_DRIVER_ID_INTEL_OPEN_SOURCE_MESA"
+    }
+    return int(driver.driverID) in mesa
+
+
 def _subgroup_support(physical: Any) -> tuple[int, int]:
     """(subgroup size, the VK_SUBGROUP_FEATURE_* bits compute shaders may use)."""
     subgroup = vk.VkPhysicalDeviceSubgroupProperties()
@@ -254,6 +278,8 @@ class Device:
         index = _choose(physicals, selector)
         self.physical = physicals[index]
         self.info = _describe(index, self.physical)
+        if not _survives_fork(self.physical):
+            Instance.fork_unsafe = True
         if selector is None or selector == "":
             why = f"preference (discrete, integrated, virtual GPU, CPU) of {len(physicals)}"
         _log.info("device: %s, chosen by %s", self.info, why)
@@ -289,14 +315,7 @@ class Device:
         try:
             self.handle = vk.vkCreateDevice(self.physical, info, None)
         except vk.VkError as exc:
-            why = f"cannot open {self.info.name} ({type(exc).__name__})"
-            if _forked_from_vulkan:
-                why += (
-                    " in a process forked from one that used Vulkan, which this driver does not "
-                    "allow: start the workers with 'spawn' or 'forkserver' (a DataLoader: "
-                    "multiprocessing_context='spawn')"
-                )
-            raise DeviceError(why) from exc
+            raise DeviceError(f"cannot open {self.info.name} ({type(exc).__name__})") from exc
         self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
         # vkCmdPushDescriptorSetKHR as a plain cffi function, or None: descriptor sets instead.
         self.push_descriptor_function: Any = None
@@ -415,9 +434,8 @@ _forked_from_vulkan = False  # this process was forked from one holding a Vulkan
 
 def _forget_after_fork() -> None:
     """In a forked child: drop the parent's instance without a Vulkan call (it cannot be used
-    here), and replace the lock another thread may have held at the fork. Mesa's drivers
-    open a device again in the child; NVIDIA's (580, measured) refuse to (VK_ERROR_
-    INITIALIZATION_FAILED), as CUDA refuses a forked child: the error then says so."""
+    here), and replace the lock another thread may have held at the fork. Whether the child
+    may create its own depends on the parent's driver (Instance.fork_unsafe)."""
     global _forked_from_vulkan
     _forked_from_vulkan = _forked_from_vulkan or Instance._shared is not None
     Instance._shared = None
