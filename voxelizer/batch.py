@@ -422,6 +422,8 @@ def worker_process_main(
         # interrupt its imports with a traceback): one sent since arrives here, handled below.
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
         use_threads(settings.threads)  # the workers share the cores
+        if settings.load_processes:
+            shared_load_processes(settings.load_processes)  # they start while the device opens
         try:
             voxelizer = Voxelizer(device)
         except VoxelizerError as exc:
