@@ -3,8 +3,9 @@
 Parsing a mesh file is partly Python work. On loader threads it holds the GIL that the
 device's thread needs between its Vulkan calls: on a 16-core host, one H100 was fed ~65
 meshes/s at 256³ by 8 loader threads and ~125 by 6 helper processes (docs/benchmarks.md,
-"Datasets"). A helper is `python -m voxelizer.load_processes`: started by exec, never as a
-fork of a process that holds Vulkan objects, so the user's script needs no
+"Reading processes, dense results as bits, the call's host cost"). A helper is a new
+Python (`python -c`, importing this very package and calling main): started by exec, never
+as a fork of a process that holds Vulkan objects, so the user's script needs no
 `if __name__ == "__main__"` guard; it ignores Ctrl-C (the batch ends it by closing its
 input) and sends back each mesh with what a voxelization derives from it on the host
 (Mesh pickles its caches).
