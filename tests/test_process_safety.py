@@ -258,6 +258,59 @@ def test_sigint_right_after_a_vulkan_object_is_created_leaks_nothing():
     assert report["report"] == {name: [True, True, True] for name in CREATED_OBJECTS}, report
 
 
+OPEN_INTERRUPT_SCRIPT = """
+import json, os, signal, sys
+import numpy as np
+import vulkan
+import voxelizer
+from voxelizer.gpu.device import Instance
+
+report = {}
+for name in sys.argv[1:]:
+    real = getattr(vulkan, name)
+    calls = []
+
+    def create_then_interrupt(*args, real=real, calls=calls):
+        result = real(*args)
+        calls.append(1)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # raised as soon as this returns
+        return result
+
+    setattr(vulkan, name, create_then_interrupt)
+    try:
+        voxelizer.Voxelizer().close()
+        interrupted = False
+    except KeyboardInterrupt:
+        interrupted = True
+    setattr(vulkan, name, real)
+    vox = voxelizer.Voxelizer()  # the next one opens and works
+    count = vox.voxelize((np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1.0]]),
+                          np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])), 8).count()
+    vox.close()
+    report[name] = [bool(calls), interrupted, count > 0]
+open_devices = Instance.shared().open_devices  # a device nobody destroys keeps its count
+Instance.shared().close()
+print(json.dumps({"report": report, "messages": Instance.shared().messages,
+                  "open_devices": open_devices}))
+"""
+
+OPENING_OBJECTS = ["vkCreateDevice", "vkCreateCommandPool", "vkAllocateCommandBuffers",
+                   "vkCreateFence", "vkCreateQueryPool"]  # fmt: skip
+
+
+def test_sigint_while_a_voxelizer_opens_leaves_nothing_behind():
+    """A Ctrl-C right after each object a Voxelizer creates as it opens: the constructor
+    raises KeyboardInterrupt, destroys what it created (the layer reports no leaked object
+    when the instance goes), and the next Voxelizer works."""
+    result = run_python("-c", OPEN_INTERRUPT_SCRIPT, *OPENING_OBJECTS)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["messages"] == [], report["messages"][:2]
+    assert report["open_devices"] == 0
+    assert report["report"] == {name: [True, True, True] for name in OPENING_OBJECTS}, report
+
+
 def test_sigint_at_any_moment_leaves_the_voxelizer_usable():
     rounds = 50
     result = run_python("-c", INTERRUPT_SCRIPT, str(TORUS_KNOT), str(rounds), "2024")

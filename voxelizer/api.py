@@ -35,6 +35,7 @@ from .errors import (
     VoxelizerError,
 )
 from .gpu.device import Device
+from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
@@ -75,10 +76,18 @@ class Voxelizer:
 
     def __init__(self, device: str | int | None = None):
         self._pid = os.getpid()
-        self.device = Device(device)
-        self._pipeline = Pipeline(self.device)
         self._lock = threading.Lock()
         self._closed = False
+        opened: Device | None = None
+        try:  # a Ctrl-C or an error while opening leaves no Vulkan object behind
+            with interrupts_deferred():  # (held until `opened` holds the device)
+                opened = Device(device)
+            self.device = opened
+            self._pipeline = Pipeline(opened)
+        except BaseException:
+            if opened is not None:
+                opened.close()
+            raise
 
     @property
     def device_name(self) -> str:

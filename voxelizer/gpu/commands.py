@@ -45,24 +45,31 @@ class Sequence:
         self.device = device
         self.pool = pool
         handle = device.handle
-        pool_info = vk.VkCommandPoolCreateInfo(
-            flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
-            queueFamilyIndex=device.queue_family,
-        )
-        self.command_pool = vk.vkCreateCommandPool(handle, pool_info, None)
-        alloc = vk.VkCommandBufferAllocateInfo(
-            commandPool=self.command_pool,
-            level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-            commandBufferCount=1,
-        )
-        self.command_buffer = vk.vkAllocateCommandBuffers(handle, alloc)[0]
-        fence_info = vk.VkFenceCreateInfo()
-        self.fence = vk.vkCreateFence(handle, fence_info, None)
-        query_info = vk.VkQueryPoolCreateInfo(
-            queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=_MAX_TIMESTAMPS
-        )
-        self.query_pool = vk.vkCreateQueryPool(handle, query_info, None)
+        self.command_pool = self.fence = self.query_pool = None
         self._descriptor_pools: list = []
+        try:
+            # All or none: a Ctrl-C (held until the block ends) or an error part way destroys
+            # what was created, instead of leaving it to be reported when the device goes.
+            with interrupts_deferred():
+                pool_info = vk.VkCommandPoolCreateInfo(
+                    flags=vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                    queueFamilyIndex=device.queue_family,
+                )
+                self.command_pool = vk.vkCreateCommandPool(handle, pool_info, None)
+                alloc = vk.VkCommandBufferAllocateInfo(
+                    commandPool=self.command_pool,
+                    level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                    commandBufferCount=1,
+                )
+                self.command_buffer = vk.vkAllocateCommandBuffers(handle, alloc)[0]
+                self.fence = vk.vkCreateFence(handle, vk.VkFenceCreateInfo(), None)
+                query_info = vk.VkQueryPoolCreateInfo(
+                    queryType=vk.VK_QUERY_TYPE_TIMESTAMP, queryCount=_MAX_TIMESTAMPS
+                )
+                self.query_pool = vk.vkCreateQueryPool(handle, query_info, None)
+        except BaseException:
+            self.destroy()
+            raise
         self._pool_index = 0
         self._sets_left = 0
         self._labels: list[str] = []
@@ -382,14 +389,19 @@ class Sequence:
         return times
 
     def destroy(self) -> None:
+        """Destroy what this sequence created (all of it, or what a failed start left)."""
         handle = self.device.handle
         self.device.settle()
         for pool in self._descriptor_pools:
             vk.vkDestroyDescriptorPool(handle, pool, None)
         self._descriptor_pools.clear()
-        vk.vkDestroyQueryPool(handle, self.query_pool, None)
-        vk.vkDestroyFence(handle, self.fence, None)
-        vk.vkDestroyCommandPool(handle, self.command_pool, None)
+        if self.query_pool is not None:
+            vk.vkDestroyQueryPool(handle, self.query_pool, None)
+        if self.fence is not None:
+            vk.vkDestroyFence(handle, self.fence, None)
+        if self.command_pool is not None:  # (its command buffer goes with it)
+            vk.vkDestroyCommandPool(handle, self.command_pool, None)
+        self.command_pool = self.fence = self.query_pool = None
 
 
 def _check(result: int) -> None:
