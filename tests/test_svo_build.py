@@ -41,10 +41,9 @@ class Builder:
         rows = voxels[:, forest.buffer_row : forest.buffer_row + forest.buffer_rows]
         nx, _, nz = voxels.shape
         grid = self.pool.binding("grid", grid_bytes(nx, forest.buffer_rows, nz))
-        device = self.sequence.device
         return build_svo_on_gpu(
-            device, self.scan, self.pipelines, self.pool, self.sequence, forest, grid,
-            Stats(), pack_columns(rows),
+            self.scan, self.pipelines, self.pool, self.sequence, forest, grid, Stats(),
+            pack_columns(rows),
         )  # fmt: skip
 
     def whole(self, voxels: np.ndarray) -> SVO:

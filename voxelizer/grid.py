@@ -12,9 +12,6 @@ import numpy as np
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 
-# byte -> its set bits (where numpy has no bitwise_count)
-_BYTE_POPCOUNT = np.array([bin(byte).count("1") for byte in range(256)], np.uint8)
-
 
 @cache
 def _reversed_byte_pairs() -> np.ndarray:
@@ -51,11 +48,12 @@ def pack_columns(voxels: np.ndarray) -> np.ndarray:
     return np.packbits(padded, axis=2, bitorder="little").view(np.uint32).reshape(-1)
 
 
-def _popcount(words: np.ndarray) -> int:
-    """Set bits of a contiguous uint32 array."""
-    if hasattr(np, "bitwise_count"):  # numpy >= 2
-        return int(np.bitwise_count(words).sum(dtype=np.int64))
-    return int(_BYTE_POPCOUNT[words.view(np.uint8)].sum(dtype=np.int64))
+def bit_count(values: np.ndarray) -> int:
+    """Set bits in an integer array (any width, signed ones as their two's complement bits),
+    summed: one hardware popcount per word (np.bitwise_count), no per-byte table lookup."""
+    values = np.asarray(values)
+    unsigned = values.view(f"u{values.itemsize}") if values.dtype.kind == "i" else values
+    return int(np.bitwise_count(unsigned).sum(dtype=np.int64))
 
 
 @dataclass(frozen=True, eq=False)
@@ -114,7 +112,7 @@ class ColumnBits:
         if nz % 32:
             columns = columns.copy()
             columns[:, -1] &= np.uint32((1 << nz % 32) - 1)
-        return _popcount(columns)
+        return bit_count(columns)
 
     def packed_bits(self) -> np.ndarray:
         """np.packbits of the bool[i, j, k] array in C order (big bit order), as .npz files

@@ -16,6 +16,7 @@ import numpy.typing
 
 from .budget import check_dense_fits
 from .errors import SVOFormatError
+from .grid import bit_count
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 
@@ -96,14 +97,6 @@ def _fill_cubes(out: np.ndarray, corners: np.ndarray, side: int) -> None:
     for start in range(0, len(corners), step):
         x, y, z = (corners[start : start + step, None, :] * side + offsets).reshape(-1, 3).T
         out[x, y, z] = True
-
-
-def _popcount(values: np.ndarray) -> int:
-    """Set bits in an integer array (any width, signed ones as their two's complement bits),
-    summed: one hardware popcount per word (np.bitwise_count), no per-byte table lookup."""
-    values = np.asarray(values)
-    unsigned = values.view(f"u{values.itemsize}") if values.dtype.kind == "i" else values
-    return int(np.bitwise_count(unsigned).sum(dtype=np.int64))
 
 
 def _mask(flags: np.ndarray) -> np.ndarray:
@@ -458,11 +451,11 @@ class SVO(Placed):
 
     def count(self) -> int:
         """Solid voxels, from the structure: full children count their cube, bricks their bits."""
-        total = _popcount(self._bricks)
+        total = bit_count(self._bricks)
         for level in range(self.levels):
             words = self._level(level)[:, 0]
             side = self._padded >> (level + 1)
-            total += _popcount(words & np.uint32(0xFF00)) * side**3  # the full-children mask
+            total += bit_count(words & np.uint32(0xFF00)) * side**3  # the full-children mask
         return total
 
     def volume(self) -> float:
@@ -769,16 +762,16 @@ def _full_ranges(tree: _Tree, levels: int) -> tuple[np.ndarray, np.ndarray]:
 def _check_faces(svo: SVO, tree: _Tree, faces: FaceIds) -> None:
     """The face ids against the tree: one per set voxel of the stored bricks, and the listed
     bricks of full cubes ascending, each in a full cube, with one id (>= 0) per marked voxel."""
-    if len(faces.brick_ids) != _popcount(svo.bricks):
+    if len(faces.brick_ids) != bit_count(svo.bricks):
         raise SVOFormatError(
             f"{len(faces.brick_ids)} face ids beside the bricks, which hold "
-            f"{_popcount(svo.bricks)} set voxels"
+            f"{bit_count(svo.bricks)} set voxels"
         )
     codes = faces.full_codes.astype(np.int64)
     if (
         (np.diff(codes) <= 0).any()
         or (faces.full_masks == 0).any()
-        or len(faces.full_ids) != _popcount(faces.full_masks)
+        or len(faces.full_ids) != bit_count(faces.full_masks)
         or (faces.full_ids < 0).any()
     ):
         raise SVOFormatError("the face ids of full cubes are not sorted, or do not fit their masks")

@@ -268,8 +268,8 @@ class Pipeline:
         self, forest: Forest, grid: Binding, stats: Stats, words: np.ndarray | None = None
     ) -> SVOArrays:
         return build_svo_on_gpu(
-            self.device, self._scan_kernels(), self._svo_kernels(), self._pool, self._sequence,
-            forest, grid, stats, words,
+            self._scan_kernels(), self._svo_kernels(), self._pool, self._sequence, forest, grid,
+            stats, words,
         )  # fmt: skip
 
     # -- vote: parity along six directions ---------------------------------------------------

@@ -281,7 +281,6 @@ class _Outputs:
 
 
 def build_svo_on_gpu(
-    device: Device,
     scan: Scan,
     svo: SVOPipelines,
     pool: BufferPool,
