@@ -206,25 +206,22 @@ print(json.dumps({
 """
 
 
-# A SIGINT right after each kind of Vulkan object is created (before its handle is stored
-# where it is destroyed): the call is interrupted, the next call gives the reference voxels,
-# and closing the device and the instance leaves the validation layer no leak to report.
-CREATE_INTERRUPT_SCRIPT = """
+# What both interrupt scripts below start with: `interrupt_after_first(name)` makes the
+# vulkan function `name` raise SIGINT right after its first call returns, and returns its
+# calls and a function that puts the real one back.
+INTERRUPT_AFTER_FIRST = """
 import json, os, signal, sys
 import numpy as np
 import vulkan
 import voxelizer
 from voxelizer.gpu.device import Instance
-from voxelizer.reference import voxelize_reference
 
-mesh = voxelizer.load_mesh(sys.argv[1])
-expected = voxelize_reference(mesh, 32).to_numpy()
-report = {}
-for name in sys.argv[2:]:
+
+def interrupt_after_first(name):
     real = getattr(vulkan, name)
     calls = []
 
-    def create_then_interrupt(*args, real=real, calls=calls):
+    def create_then_interrupt(*args):
         result = real(*args)
         calls.append(1)
         if len(calls) == 1:
@@ -232,19 +229,36 @@ for name in sys.argv[2:]:
         return result
 
     setattr(vulkan, name, create_then_interrupt)
+    return calls, lambda: setattr(vulkan, name, real)
+"""
+
+# A SIGINT right after each kind of Vulkan object is created (before its handle is stored
+# where it is destroyed): the call is interrupted, the next call gives the reference voxels,
+# and closing the device and the instance leaves the validation layer no leak to report.
+CREATE_INTERRUPT_SCRIPT = (
+    INTERRUPT_AFTER_FIRST
+    + """
+from voxelizer.reference import voxelize_reference
+
+mesh = voxelizer.load_mesh(sys.argv[1])
+expected = voxelize_reference(mesh, 32).to_numpy()
+report = {}
+for name in sys.argv[2:]:
+    calls, restore = interrupt_after_first(name)
     vox = voxelizer.Voxelizer()
     try:
         vox.voxelize(mesh, 32)
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
-    setattr(vulkan, name, real)
+    restore()
     same = np.array_equal(vox.voxelize(mesh, 32).to_numpy(), expected)
     vox.close()
     report[name] = [bool(calls), interrupted, same]
 Instance.shared().close()
 print(json.dumps({"report": report, "messages": Instance.shared().messages}))
 """
+)
 
 CREATED_OBJECTS = ["vkCreateComputePipelines", "vkCreateShaderModule", "vkCreateBuffer",
                    "vkAllocateMemory"]  # fmt: skip
@@ -258,32 +272,18 @@ def test_sigint_right_after_a_vulkan_object_is_created_leaks_nothing():
     assert report["report"] == {name: [True, True, True] for name in CREATED_OBJECTS}, report
 
 
-OPEN_INTERRUPT_SCRIPT = """
-import json, os, signal, sys
-import numpy as np
-import vulkan
-import voxelizer
-from voxelizer.gpu.device import Instance
-
+OPEN_INTERRUPT_SCRIPT = (
+    INTERRUPT_AFTER_FIRST
+    + """
 report = {}
 for name in sys.argv[1:]:
-    real = getattr(vulkan, name)
-    calls = []
-
-    def create_then_interrupt(*args, real=real, calls=calls):
-        result = real(*args)
-        calls.append(1)
-        if len(calls) == 1:
-            os.kill(os.getpid(), signal.SIGINT)  # raised as soon as this returns
-        return result
-
-    setattr(vulkan, name, create_then_interrupt)
+    calls, restore = interrupt_after_first(name)
     try:
         voxelizer.Voxelizer().close()
         interrupted = False
     except KeyboardInterrupt:
         interrupted = True
-    setattr(vulkan, name, real)
+    restore()
     vox = voxelizer.Voxelizer()  # the next one opens and works
     count = vox.voxelize((np.array([[0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1.0]]),
                           np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]])), 8).count()
@@ -294,6 +294,7 @@ Instance.shared().close()
 print(json.dumps({"report": report, "messages": Instance.shared().messages,
                   "open_devices": open_devices}))
 """
+)
 
 OPENING_OBJECTS = ["vkCreateDevice", "vkCreateCommandPool", "vkAllocateCommandBuffers",
                    "vkCreateFence", "vkCreateQueryPool"]  # fmt: skip
