@@ -1,6 +1,8 @@
 """Meshes read in helper processes (voxelizer/load_processes.py), as voxelize_many does on
 hosts with cores to spare: the same meshes, the same errors and results as reading them
-here, a helper that dies costs one mesh, and a user's script needs no main guard."""
+here, a helper that dies costs one mesh, and a user's script needs no main guard. Helpers
+forked from a fresh process (no Vulkan instance, no other thread) send what exec'd ones
+send; a process that opened a device, or runs another thread, starts them by exec."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ import voxelizer
 from voxelizer import voxelize_many
 from voxelizer.errors import MeshError
 from voxelizer.io import load_mesh
-from voxelizer.load_processes import LoadProcesses, prepared_mesh
+from voxelizer.load_processes import LoadProcesses, fork_allowed, prepared_mesh
 from voxelizer.placement import GridPlacement
 
 from .helpers import PROJECT_MODELS, shared_model
@@ -157,6 +159,7 @@ import os, sys, time
 import voxelizer
 from voxelizer.load_processes import shared_load_processes
 readers = shared_load_processes(2)
+assert readers.forked == 2  # a fresh process: forked helpers
 deadline = time.monotonic() + 120
 while len(readers.helper_pids()) < 2 and time.monotonic() < deadline:
     time.sleep(0.01)
@@ -218,3 +221,174 @@ def test_a_mesh_keeps_its_caches_read_only_through_pickling():
     assert set(copy.__dict__) == set(mesh.__dict__)
     assert not copy.indices.flags.writeable and not copy.used.flags.writeable
     assert copy.vertices.flags.writeable == mesh.vertices.flags.writeable
+
+
+# --- forked helpers -------------------------------------------------------------------------
+
+FORKED = """
+import pickle, sys, threading, time
+import numpy as np
+from voxelizer.errors import MeshError
+from voxelizer.load_processes import LoadProcesses, fork_allowed
+from voxelizer.placement import GridPlacement
+
+paths, options = sys.argv[1:-1], {"variant": "branchless", "fill_mode": "parity", "mode": "solid"}
+out = sys.argv[-1]
+assert fork_allowed() and threading.active_count() == 1
+forked = LoadProcesses(2)  # before any thread: forked
+assert forked.forked == 2 and forked.started.is_set(), forked.forked
+execd = LoadProcesses(2)  # the first one's threads run now: started by exec
+assert execd.forked == 0 and execd.wait_started(120)
+
+def outcome(readers, path):
+    try:
+        mesh, seconds = readers.submit(path, 40, options).result(timeout=120)
+    except MeshError as exc:
+        return ("error", type(exc).__name__, str(exc))
+    placement = GridPlacement.around(mesh, (40, 40, 40), None, None)
+    assert "_placed" in mesh.__dict__  # computed by the helper, not here
+    grid_vertices, fine_vertices = placement.placed_vertices(mesh)
+    return ("mesh", mesh.vertices, mesh.faces, mesh.indices, grid_vertices, fine_vertices)
+
+results = [[outcome(readers, path) for path in paths] for readers in (forked, execd)]
+# A forked helper that dies costs its mesh only; an exec'd one replaces it.
+pid = forked.helper_pids()[0]
+import os, signal
+os.kill(pid, signal.SIGKILL)
+died = [outcome(forked, paths[0]) for _ in range(3)]
+assert any(d[0] == "error" and "the reading process died" in d[2] for d in died), died
+assert pid not in forked.helper_pids() and len(forked.helper_pids()) == 2
+started = time.monotonic()
+forked.close()
+execd.close()
+closed = time.monotonic() - started
+pickle.dump((results, [d[0] for d in died], closed), open(out, "wb"))
+"""
+
+
+def test_forked_helpers_send_what_execd_ones_send(tmp_path):
+    """In a fresh process the helpers are forked; every mesh (its arrays and the caches the
+    call reads) and every error equals the exec'd helpers'. A killed forked helper fails
+    one mesh and is replaced; closing ends them all at once (each sees the end of its
+    input: no sibling holds its pipe)."""
+    garbage = tmp_path / "garbage.ply"
+    garbage.write_bytes(
+        b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nend_header\n1\n"
+    )
+    paths = [
+        shared_model("bunny.ply"),
+        tmp_path / "missing.stl",
+        PROJECT_MODELS / "gear.ply",
+        garbage,
+        shared_model("torus.stl"),
+    ]
+    script = tmp_path / "forked.py"
+    script.write_text(textwrap.dedent(FORKED))
+    out = tmp_path / "results.pickle"
+    run = subprocess.run(
+        [sys.executable, str(script), *map(str, paths), str(out)],
+        cwd=tmp_path,
+        env=_with_project_path(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    (forked, execd), died, closed = pickle.loads(out.read_bytes())
+    assert [r[0] for r in forked] == ["mesh", "error", "mesh", "error", "mesh"]
+    for a, b in zip(forked, execd):
+        assert a[0] == b[0]
+        if a[0] == "error":
+            assert a[1:] == b[1:]
+        else:
+            for x, y in zip(a[1:], b[1:]):
+                assert x.dtype == y.dtype and np.array_equal(x, y)
+    assert forked[1][2] == f"{paths[1]}: no such file"
+    assert died.count("error") == 1
+    assert closed < 5.0  # a helper waiting on a pipe a sibling kept open would take 10 s
+
+
+BATCHES = """
+import sys
+import numpy as np
+import voxelizer
+from voxelizer.load_processes import running_load_processes, shared_load_processes
+
+files = sys.argv[1:]
+first = list(voxelizer.voxelize_many(files, grid=24, load_processes=2))
+readers = shared_load_processes(2)
+print("forked", readers.forked)
+# The device is open now: a batch that wants more helpers starts them by exec.
+second = list(voxelizer.voxelize_many(files, grid=24, load_processes=3))
+print("forked", shared_load_processes(3).forked, running_load_processes())
+here = [voxelizer.voxelize_dense(f, 24).to_numpy() if i != 2 else None for i, f in enumerate(files)]
+for results in (first, second):
+    assert [r.status for r in results] == ["done", "done", "failed", "done"], results
+    for r, expected in zip(results, here):
+        if expected is not None:
+            assert np.array_equal(r.result.to_numpy(), expected)
+            assert r.solid_voxels == int(expected.sum())
+print("same")
+"""
+
+
+def test_batches_with_forked_then_execd_helpers(tmp_path):
+    """A fresh process's first batch forks its helpers; a later one that wants more, after
+    the device opened, starts them by exec; both give the voxelize_dense results."""
+    bad = tmp_path / "bad.obj"
+    bad.write_text("v 0 0 0\nf 1 2 3\n")
+    files = [shared_model("bunny.ply"), PROJECT_MODELS / "gear.ply", bad, shared_model("torus.stl")]
+    script = tmp_path / "batches.py"
+    script.write_text(textwrap.dedent(BATCHES))
+    run = subprocess.run(
+        [sys.executable, str(script), *map(str, files)],
+        cwd=tmp_path,
+        env=_with_project_path(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split("\n")[:3] == ["forked 2", "forked 0 3", "same"]
+
+
+THREADS = """
+import threading
+from voxelizer.load_processes import fork_allowed
+print(fork_allowed())
+release = threading.Event()
+other = threading.Thread(target=release.wait)
+other.start()
+print(fork_allowed())
+release.set()
+other.join()
+print(fork_allowed())
+"""
+
+
+def test_no_fork_while_another_thread_runs(tmp_path):
+    script = tmp_path / "threads.py"
+    script.write_text(textwrap.dedent(THREADS))
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=_with_project_path(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["True", "False", "True"]
+
+
+def test_no_fork_with_a_vulkan_instance(gpu):
+    """Here the session's device is open: helpers are started by exec."""
+    assert not fork_allowed()
+    readers = LoadProcesses(1)
+    try:
+        assert readers.forked == 0
+        assert readers.wait_started(120)
+        mesh, _ = readers.submit(shared_model("bunny.ply"), 16, OPTIONS).result(timeout=120)
+        assert mesh.triangle_count == load_mesh(shared_model("bunny.ply")).triangle_count
+    finally:
+        readers.close()

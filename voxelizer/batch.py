@@ -233,7 +233,11 @@ class MeshWorker:
                     loading.append((task, loaders.submit(self._load, task)))
 
         try:
-            if readers is not None:
+            if readers is not None and readers.started.is_set():
+                # Helpers already running (forked as they were started, or kept from an
+                # earlier batch): they read the first meshes while the device opens.
+                read_ahead(wait=True)
+            elif readers is not None:
                 # The device opens while the helpers start; then they read every file. (Eight
                 # loader threads reading beside the device until then held back the first
                 # results of a cold batch by ~0.6 s on a 16-core host.)

@@ -3,17 +3,22 @@
 Parsing a mesh file is partly Python work. On loader threads it holds the GIL that the
 device's thread needs between its Vulkan calls: on a 16-core host, one H100 was fed ~65
 meshes/s at 256³ by 8 loader threads and ~125 by 6 helper processes (docs/benchmarks.md,
-"Reading processes, dense results as bits, the call's host cost"). A helper is a new
-Python (`python -c`, importing this very package and calling main): started by exec, never
-as a fork of a process that holds Vulkan objects, so the user's script needs no
-`if __name__ == "__main__"` guard; it ignores Ctrl-C (the batch ends it by closing its
-input) and sends back each mesh with what a voxelization derives from it on the host
-(Mesh pickles its caches).
+"Reading processes, dense results as bits, the call's host cost"). A helper ignores Ctrl-C
+(the batch ends it by closing its input) and sends back each mesh with what a voxelization
+derives from it on the host (Mesh pickles its caches).
+
+Where it is safe, the helpers are forked from the batch's process as it starts them: a copy
+with the package imported, reading at once while the device opens (no Vulkan instance in the
+process yet, no other thread running: see fork_allowed). Otherwise, and for a helper that
+replaces one that died, a helper is a new Python (`python -c`, importing this very package
+and calling main), ready ~0.3 s later; until one is, the batch reads on its threads. Neither
+runs the user's script again, so it needs no `if __name__ == "__main__"` guard.
 """
 
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import pickle
 import queue
@@ -25,16 +30,19 @@ import time
 from concurrent.futures import Future
 from contextlib import suppress
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NoReturn, Union
 
 from .errors import MeshError, VoxelizerError
+from .gpu.device import vulkan_instance_exists
 from .io.meshes import MeshLike, load_mesh
+from .log import get_logger
 from .mesh import Mesh
 from .options import Options
 from .parallel import use_threads
 from .placement import GridLike, GridPlacement
 
 PROTOCOL = 5
+_log = get_logger(__name__)
 
 
 def prepared_mesh(source: MeshLike, grid: GridLike | None, options: dict[str, Any]) -> Mesh:
@@ -56,13 +64,70 @@ def prepared_mesh(source: MeshLike, grid: GridLike | None, options: dict[str, An
 Request = tuple[str, "GridLike | None", dict[str, Any]]  # a path, the grid, the options
 
 
+class ForkedHelper:
+    """A helper forked from this process, with what LoadProcesses uses of the Popen of an
+    exec'd one: its pipes (stdin: requests, stdout: replies), pid, poll, kill and wait."""
+
+    def __init__(self, pid: int, stdin: IO[bytes], stdout: IO[bytes]):
+        self.pid = pid
+        self.stdin: IO[bytes] | None = stdin
+        self.stdout: IO[bytes] | None = stdout
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """Its exit code once it has ended (and was reaped here), else None."""
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else: gone, code unknown
+                self.returncode = -1
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            with suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 0.0005
+        while (code := self.poll()) is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(f"reading process {self.pid}", timeout or 0.0)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
+        return code
+
+
+Helper = Union["subprocess.Popen[bytes]", ForkedHelper]
+
+
+def fork_allowed() -> bool:
+    """Whether helpers may be forked from this process now rather than started by exec: on
+    Linux, with no other Python thread running (a fork copies the calling thread only: a
+    lock another thread held would stay locked in the child) and no Vulkan instance here (a
+    driver's threads and state do not survive a fork). numpy's OpenBLAS threads are no
+    obstacle: OpenBLAS stops them itself before a fork."""
+    return (
+        sys.platform.startswith("linux")
+        and hasattr(os, "fork")
+        and threading.active_count() == 1
+        and not vulkan_instance_exists()
+    )
+
+
 class LoadProcesses:
     """`count` helper processes reading files: submit(...) -> Future of (Mesh, seconds).
 
-    Each helper has a thread here that starts it, then hands it one path at a time and
-    waits for its mesh (blocking reads release the GIL), so a free helper takes the next
-    path. A helper that dies fails its mesh with an error naming it and is replaced for the
-    next one. Until one has started (`started`), a batch reads on its threads."""
+    Each helper has a thread here that hands it one path at a time and waits for its mesh
+    (blocking reads release the GIL), so a free helper takes the next path. The helpers are
+    forked here where fork_allowed() (`forked` says how many: then `started` is set at once),
+    else each thread starts its own by exec. A helper that dies fails its mesh with an error
+    naming it and is replaced (by exec) for the next one. Until one has started (`started`),
+    a batch reads on its threads."""
 
     def __init__(self, count: int):
         self.count = max(1, count)
@@ -72,7 +137,13 @@ class LoadProcesses:
         self._lock = threading.Lock()
         self._requests: queue.SimpleQueue[tuple[Future[tuple[Mesh, float]], Request] | None]
         self._requests = queue.SimpleQueue()
-        self._helpers: list[subprocess.Popen[bytes] | None] = [None] * self.count
+        self._helpers: list[Helper | None] = [None] * self.count
+        forked = _fork_helpers(self.count) if fork_allowed() else []  # before any thread
+        self.forked = len(forked)
+        self._helpers[: len(forked)] = forked
+        if forked:
+            self.started.set()
+            self._settled.set()
         self._threads = [
             threading.Thread(
                 target=self._serve, args=(slot,), name=f"voxelizer-reader-{slot}", daemon=True
@@ -107,16 +178,17 @@ class LoadProcesses:
             thread.join()
 
     def _serve(self, slot: int) -> None:
-        try:
-            self._helpers[slot] = _start()
-            self.started.set()
-        except OSError:  # tried again for each request, which fails with the reason
-            with self._lock:
-                self._failed_starts += 1
-                if self._failed_starts == self.count:
-                    self._settled.set()
-        else:
-            self._settled.set()
+        if self._helpers[slot] is None:  # not forked: started here
+            try:
+                self._helpers[slot] = _start()
+                self.started.set()
+            except OSError:  # tried again for each request, which fails with the reason
+                with self._lock:
+                    self._failed_starts += 1
+                    if self._failed_starts == self.count:
+                        self._settled.set()
+            else:
+                self._settled.set()
         try:
             while (item := self._requests.get()) is not None:
                 future, request = item
@@ -156,6 +228,89 @@ class LoadProcesses:
 # The helper imports this very package (whatever the working directory or sys.path of the
 # batch's process), then says so.
 _HELPER = "import sys; sys.path.insert(0, {!r}); from voxelizer.load_processes import main; main()"
+
+
+def _fork_helpers(count: int) -> list[ForkedHelper]:
+    """`count` helpers forked from this process (fewer, or none, where the system refuses a
+    pipe or a fork: the others are started by exec). Each has two pipes of its own, and
+    closes its siblings' ends, so that each sees the end of its input when the batch closes
+    it. SIGINT is held while they fork (only this process takes a Ctrl-C: the children
+    ignore it), and the garbage collector frozen (a child never collects, and so finalizes,
+    garbage of this process's)."""
+    ends: list[tuple[int, int, int]] = []  # (pid, requests' write end, replies' read end)
+    try:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        gc.freeze()
+        try:
+            for _ in range(count):
+                try:
+                    ends.append(_fork_one([fd for _, *pair in ends for fd in pair], previous))
+                except OSError as exc:
+                    _log.info("cannot fork a mesh-reading process (%s): starting it by exec", exc)
+                    break
+        finally:
+            gc.unfreeze()
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C held arrives now
+    except BaseException:
+        for pid, requests, replies in ends:
+            os.close(requests)
+            os.close(replies)
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        raise
+    return [
+        ForkedHelper(pid, open(requests, "wb", buffering=1 << 20), open(replies, "rb"))
+        for pid, requests, replies in ends
+    ]
+
+
+def _fork_one(siblings: list[int], mask: set[int | signal.Signals]) -> tuple[int, int, int]:
+    """(pid, requests' write end, replies' read end) of one forked helper."""
+    request_read, request_write = os.pipe()
+    try:
+        reply_read, reply_write = os.pipe()
+    except OSError:
+        os.close(request_read)
+        os.close(request_write)
+        raise
+    try:
+        pid = os.fork()
+    except OSError:
+        for fd in (request_read, request_write, reply_read, reply_write):
+            os.close(fd)
+        raise
+    if pid == 0:
+        _forked_main(request_read, reply_write, [request_write, reply_read, *siblings], mask)
+    os.close(request_read)
+    os.close(reply_write)
+    return pid, request_write, reply_read
+
+
+def _forked_main(
+    requests: int, replies: int, foreign: list[int], mask: set[int | signal.Signals]
+) -> NoReturn:
+    """A forked helper: Ctrl-C ignored, the pipes of the others closed, then serve() until
+    the input ends; it leaves by os._exit (none of the parent's exit handlers, buffers or
+    finalizers run here)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        for fd in foreign:
+            os.close(fd)
+        sys.stdout = sys.stderr  # nothing may print into the parent's buffered stdout
+        use_threads(1)  # one core per helper: the helpers share the host's cores
+        with (
+            open(requests, "rb") as request_file,
+            open(replies, "wb", buffering=1 << 20) as reply_file,
+            suppress(BrokenPipeError),  # the batch is gone
+        ):
+            serve(request_file, reply_file)
+        code = 0
+    finally:
+        os._exit(code)
 
 
 def _start() -> subprocess.Popen[bytes]:
@@ -224,7 +379,7 @@ def _send(channel: IO[bytes], message: object) -> None:
     channel.flush()
 
 
-def _stop(helper: subprocess.Popen[bytes] | None, kill: bool) -> int | None:
+def _stop(helper: Helper | None, kill: bool) -> int | None:
     """End a helper: its input closed (it exits when it reads the end), or killed."""
     if helper is None:
         return None

@@ -27,6 +27,7 @@ def use_threads(count: int | None) -> None:
     batch's worker processes share the cores."""
     global _limit
     _limit = None if count is None else max(1, int(count))
+    _threads.cache_clear()  # (a forked reading process may inherit a count already asked for)
 
 
 def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = MIN_ROWS) -> None:

@@ -432,6 +432,12 @@ class Device:
 _forked_from_vulkan = False  # this process was forked from one holding a Vulkan instance
 
 
+def vulkan_instance_exists() -> bool:
+    """Whether this process holds a Vulkan instance (then a driver may have threads and state
+    that a fork would copy half-way: reading processes are started by exec instead)."""
+    return Instance._shared is not None
+
+
 def _forget_after_fork() -> None:
     """In a forked child: drop the parent's instance without a Vulkan call (it cannot be used
     here), and replace the lock another thread may have held at the fork. Whether the child
