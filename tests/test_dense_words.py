@@ -14,7 +14,7 @@ import pytest
 import voxelizer
 from voxelizer import DenseGrid
 from voxelizer.api import voxel_count_label
-from voxelizer.grid import ColumnBits, column_words, pack_columns
+from voxelizer.grid import ColumnBits, bit_count, column_words, pack_columns
 from voxelizer.placement import GridPlacement
 
 from .helpers import assert_same_voxels, load_model, reference_grid
@@ -202,3 +202,19 @@ def test_a_union_of_words_and_bools(gpu):
     surface = gpu.voxelize_dense(torus, (24, 16, 20), mode="surface")
     assert both.columns is None and surface.columns is not None
     assert_same_voxels(both.to_numpy(), solid.to_numpy() | surface.to_numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.uint32, np.int32, np.uint64, np.int64])
+@pytest.mark.parametrize("size", [0, 1, 3, 8, 13, 64, 1001])
+def test_bit_count_counts_every_set_bit(dtype, size):
+    """Whole words, counted as uint64 where the bytes allow it, or element by element (odd
+    byte counts, strided views): the same total as counting the bits one by one."""
+    rng = np.random.default_rng(size)
+    values = rng.integers(0, 256, size * np.dtype(dtype).itemsize, dtype=np.uint8).view(dtype)
+    expected = sum(bin(int(byte)).count("1") for byte in values.view(np.uint8))
+    assert bit_count(values) == expected
+    if size > 1:
+        strided = values[::2]
+        assert bit_count(strided) == sum(
+            bin(int(byte)).count("1") for byte in np.ascontiguousarray(strided).view(np.uint8)
+        )

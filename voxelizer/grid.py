@@ -53,6 +53,8 @@ def bit_count(values: np.ndarray) -> int:
     summed: one hardware popcount per word (np.bitwise_count), no per-byte table lookup."""
     values = np.asarray(values)
     unsigned = values.view(f"u{values.itemsize}") if values.dtype.kind == "i" else values
+    if unsigned.itemsize < 8 and unsigned.flags.c_contiguous and unsigned.nbytes % 8 == 0:
+        unsigned = unsigned.reshape(-1).view(np.uint64)  # half the words (or fewer) to count
     return int(np.bitwise_count(unsigned).sum(dtype=np.int64))
 
 
