@@ -54,11 +54,28 @@ def test_a_helper_sends_the_mesh_prepared_as_here(helpers):
     assert grid_vertices is mesh.__dict__["_placed"][1][0]
     assert np.array_equal(grid_vertices, expected_grid)
     assert np.array_equal(fine_vertices, expected_fine)
-    for array in (mesh.indices, mesh.used, grid_vertices, fine_vertices):
+    # So did the soup variants' triangle soup of this placement (copied, not gathered).
+    soup = placement.placed_soup(mesh)
+    assert soup is not None and soup.dtype == np.float32
+    assert np.array_equal(soup, expected_grid[here.faces])
+    assert placement.placed_soup(here) is None  # never made by a call
+    for array in (mesh.indices, mesh.used, grid_vertices, fine_vertices, soup):
         assert not array.flags.writeable
-    assert np.array_equal(
-        voxelizer.voxelize_dense(mesh, 48).to_numpy(), voxelizer.voxelize_dense(here, 48).to_numpy()
-    )
+    # The same voxels with it as without, in every variant and mode that reads vertices;
+    # another grid, or union's parts, gather their own.
+    for grid, options in [
+        (48, {}),
+        (48, {"variant": "naive"}),
+        (48, {"variant": "indexed"}),
+        (48, {"mode": "both"}),
+        (48, {"fill_mode": "union"}),
+        (48, {"fill_mode": "vote"}),
+        (40, {}),
+    ]:
+        assert np.array_equal(
+            voxelizer.voxelize_dense(mesh, grid, **options).to_numpy(),
+            voxelizer.voxelize_dense(here, grid, **options).to_numpy(),
+        ), (grid, options)
 
 
 def test_a_helper_reports_what_reading_here_reports(helpers, tmp_path):
@@ -392,3 +409,17 @@ def test_no_fork_with_a_vulkan_instance(gpu):
         assert mesh.triangle_count == load_mesh(shared_model("bunny.ply")).triangle_count
     finally:
         readers.close()
+
+
+def test_the_passes_upload_a_soup_made_before_the_call():
+    """A soup kept on the Mesh for the call's placement is what the GPU reads (here one of
+    collapsed triangles: nothing is solid); for another grid the passes gather their own."""
+    mesh = load_mesh(shared_model("bunny.ply"))
+    placement = GridPlacement.around(mesh, (32, 32, 32), None, None)
+    collapsed = np.zeros((mesh.triangle_count, 3, 3), np.float32)
+    mesh.placed_soup(placement.cache_key(), lambda: collapsed)
+    assert placement.placed_soup(mesh) is collapsed
+    assert voxelizer.voxelize_dense(mesh, 32).count() == 0
+    here = load_mesh(shared_model("bunny.ply"))
+    assert voxelizer.voxelize_dense(mesh, 36).count() == voxelizer.voxelize_dense(here, 36).count()
+    assert voxelizer.voxelize_dense(here, 36).count() > 0

@@ -224,6 +224,7 @@ class Voxelizer:
             options.surface or "conservative",
             fine_vertices,
             placement.placed_fixed_gap(mesh),
+            placement.placed_soup(mesh),
         )
 
     @contextmanager

@@ -39,23 +39,29 @@ from .log import get_logger
 from .mesh import Mesh
 from .options import Options
 from .parallel import use_threads
+from .pipeline.passes import VARIANTS
 from .placement import GridLike, GridPlacement
 
 PROTOCOL = 5
 _log = get_logger(__name__)
 
 
-def prepared_mesh(source: MeshLike, grid: GridLike | None, options: dict[str, Any]) -> Mesh:
+def prepared_mesh(
+    source: MeshLike, grid: GridLike | None, options: dict[str, Any], make_soup: bool = False
+) -> Mesh:
     """The mesh of `source`, read and checked, with what a voxelization on this grid derives
     from it on the host done now: its uint32 faces, bounds and placed vertices (cached on
-    the Mesh, so the call finds them done). A placement that fails is left to the call,
-    which reports it as it would have."""
+    the Mesh, so the call finds them done), and with `make_soup` (a reading process, which
+    has the time) the soup variants' triangle soup. A placement that fails is left to the
+    call, which reports it as it would have."""
     mesh = load_mesh(source)
     mesh.indices  # noqa: B018 - computed now, cached
     try:
         checked = Options.create(grid, **options)
         placement = GridPlacement.around(mesh, checked.shape, checked.voxel_size, checked.bounds)
         placement.placed_vertices(mesh)
+        if make_soup and not VARIANTS[checked.variant]["INDEXED"]:
+            placement.make_soup(mesh)  # copied by the device's thread instead of gathered
     except VoxelizerError:
         pass
     return mesh
@@ -417,7 +423,7 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
         try:
             reply: tuple[str, object] = (
                 "mesh",
-                (prepared_mesh(path, grid, options), time.perf_counter() - started),
+                (prepared_mesh(path, grid, options, make_soup=True), time.perf_counter() - started),
             )
         except (VoxelizerError, MemoryError) as exc:
             reply = ("error", _portable(exc))

@@ -69,6 +69,21 @@ class Mesh:
             self.__dict__["_placed"] = last
         return cast(T, last[1])
 
+    def placed_soup(
+        self, key: Hashable, make: Callable[[], np.ndarray] | None = None
+    ) -> np.ndarray | None:
+        """The triangle soup of one placement (`key`, as for placed): kept from make() for
+        that placement, or None where none was made (make=None asks without making it).
+        A reading process makes it, so that the batch's device thread copies it into staging
+        memory instead of gathering it there."""
+        last = self.__dict__.get("_soup")
+        if last is None or last[0] != key:
+            if make is None:
+                return None
+            last = (key, make())
+            self.__dict__["_soup"] = last
+        return cast(np.ndarray, last[1])
+
     @cached_property
     def used(self) -> np.ndarray:
         """bool (V,): vertices that some face refers to (stray vertices do not count)."""

@@ -268,14 +268,36 @@ class GridPlacement:
         they are placed (computed once per Mesh and placement, as they are)."""
         return self._placed(mesh)[2]
 
+    def make_soup(self, mesh: Mesh) -> np.ndarray:
+        """The placed grid vertices of each face's corners, (T, 3, 3) float32 (what the soup
+        variants upload), read-only, kept on the Mesh for this placement (placed_soup)."""
+
+        def gather() -> np.ndarray:
+            grid, _ = self.placed_vertices(mesh)
+            soup = np.take(grid, mesh.faces, axis=0)
+            soup.flags.writeable = False
+            return soup
+
+        soup = mesh.placed_soup(self.cache_key(), gather)
+        assert soup is not None
+        return soup
+
+    def placed_soup(self, mesh: Mesh) -> np.ndarray | None:
+        """make_soup's soup where it was made for this placement, else None (never made here:
+        the passes gather it straight into staging memory)."""
+        return mesh.placed_soup(self.cache_key())
+
+    def cache_key(self) -> tuple[object, ...]:
+        """What a Mesh keeps its per-placement caches under (placed, placed_soup)."""
+        return (self.shape, self.origin.tobytes(), self.voxel_size)
+
     def _placed(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray, int]:
         def place() -> tuple[np.ndarray, np.ndarray, int]:
             grid, fine, gap = self._place(mesh.vertices, grid=True, fine=True, used=mesh.used)
             grid.flags.writeable = fine.flags.writeable = False
             return grid, fine, gap
 
-        key = (self.shape, self.origin.tobytes(), self.voxel_size)
-        return mesh.placed(key, place)
+        return mesh.placed(self.cache_key(), place)
 
     def voxel_centres(self, indices: np.ndarray) -> np.ndarray:
         """World positions of the centres of voxels given as (M, 3) integer indices."""

@@ -265,6 +265,7 @@ class PassRunner:
         used: np.ndarray | None = None,
         fill_indices: Callable[[], np.ndarray] | None = None,
         known_gap: int | None = None,
+        soup: np.ndarray | None = None,
     ):
         started = time.perf_counter()
         self.device, self.pipelines, self.pool, self.sequence = device, pipelines, pool, sequence
@@ -284,6 +285,8 @@ class PassRunner:
         # The near ties read the faces as uint32: the caller's (Mesh.indices, converted once
         # per mesh), asked for only when the fill runs, else a conversion of self.faces.
         self._fill_indices = fill_indices
+        # The soup of these vertices and faces, made before the call (Job.soup), or None.
+        self._soup = soup if soup is not None and soup.shape == (len(self.faces), 3, 3) else None
         if known_gap is not None:  # the caller's placement found it (placed_fixed_gap)
             self.fixed_error = fixed_error_of_gap(known_gap)
         else:
@@ -609,7 +612,16 @@ class PassRunner:
 
     def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
         """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32 (the
-        staging memory itself: no copy in between)."""
+        staging memory itself: no copy in between); copied from the one made before the
+        call where there is one (a reading process's: a copy instead of a gather)."""
+        made = self._soup
+        if made is not None:
+
+            def copy(start: int, stop: int) -> None:
+                soup[start:stop] = made[first + start : first + stop]
+
+            for_row_chunks(end - first, copy)
+            return
 
         # Each corner as one 12-byte item, indexed by intp: np.take then moves whole corners
         # and converts no indices (twice as fast as taking float rows by uint32).

@@ -86,6 +86,9 @@ class Job:
     # placement.fixed_gap of `vertices` and `fine` over the mesh's used vertices, where the
     # placement found it (placed_fixed_gap); None: the passes compute it.
     fixed_gap: int | None = None
+    # The triangle soup of `vertices` and the mesh's faces, (T, 3, 3) float32, where it was
+    # made before the call (placement.make_soup, in a reading process); None: gathered.
+    soup: np.ndarray | None = None
 
     def fine_vertices(self) -> np.ndarray:
         return fine_vertices_of(self.vertices) if self.fine is None else self.fine
@@ -369,6 +372,7 @@ class Pipeline:
                 vertices=job.vertices[used],
                 fine=job.fine_vertices()[used],
                 fixed_gap=None,  # (the part's own, computed by its passes)
+                soup=None,  # (the part's own, gathered by its passes)
                 progress=None,
             )
             solid = self._parity(
@@ -546,6 +550,7 @@ class Pipeline:
             job.sort, plan.batch_triangles, plan.pair_budget, stats, surface=surface,
             fine=job.fine_vertices() if fine is None else fine, used=mesh.used,
             fill_indices=lambda: mesh.indices, known_gap=job.fixed_gap if own else None,
+            soup=job.soup if own and not passes.indexed else None,
         )  # fmt: skip
 
     def _pass_kernels(self, variant: str) -> PassPipelines:
