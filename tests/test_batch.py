@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -297,6 +298,31 @@ def test_the_first_worker_runs_in_this_process(tmp_path):
         assert result.status == "done", result.error
         single = voxelizer.voxelize(sources[result.index], grid=48)
         assert_same_svo(result.result, single)
+
+
+def test_warnings_name_their_mesh_once_with_a_worker_here_and_one_spawned(tmp_path):
+    """Open meshes voxelized by the worker in this process while this thread re-warns the
+    results already in (naming each mesh): every result keeps exactly its own warning, and
+    each warning seen here names one mesh once."""
+    open_box = trimesh.Trimesh(*box((0.1, 0.2, 0.3), (0.9, 0.7, 0.8)), process=False)
+    lid = open_box.face_normals[:, 2] > 0.5  # without its top, every column is open
+    open_box = trimesh.Trimesh(open_box.vertices, open_box.faces[~lid], process=False)
+    inputs = []
+    for number in range(12):
+        inputs.append(tmp_path / f"open{number:02d}.ply")
+        open_box.export(inputs[-1])
+    expected = voxelizer.mesh_warnings(
+        voxelizer.voxelize_dense(inputs[0], grid=32, warn=False).stats.counts, "parity"
+    )
+    assert [type(w) for w in expected] == [voxelizer.OpenMeshWarning]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        results = list(voxelize_many(inputs, grid=32, jobs=2))
+    assert len(results) == len(inputs)
+    for result in results:
+        assert [str(w) for w in result.warnings] == [str(expected[0])], result.input
+    texts = sorted(str(item.message) for item in seen)
+    assert texts == sorted(f"{path}: {expected[0]}" for path in inputs)
 
 
 def test_a_device_that_does_not_open_here_ends_the_batch():

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 import numpy.typing
 
-from .api import Voxelizer, shared_voxelizer, voxel_count_label
+from .api import Voxelizer, mesh_warnings, shared_voxelizer, voxel_count_label
 from .budget import check_dense_fits
 from .errors import DeviceError, OutputError, VoxelizerError
 from .grid import DenseGrid
@@ -292,17 +292,19 @@ class MeshWorker:
             task.output is not None and task.output.suffix.lower() != ".svo"
         )
         call = self.voxelizer.voxelize_dense if dense else self.voxelizer.voxelize
+        options = self.settings.options
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                result = call(loaded.mesh, self.settings.grid, **self.settings.options)
+            # Warnings as data, not caught through the warnings module: its catching is one
+            # state for the whole process, and the caller's thread warns at the same time
+            # (BatchRun, or another worker in this process).
+            result = call(loaded.mesh, self.settings.grid, warn=False, **options)
             if len(messages) > reported:  # only with VOXELIZER_VALIDATION=1: a bug to report
                 raise DeviceError(f"vulkan validation layer: {messages[reported]}")
         except (VoxelizerError, MemoryError) as exc:
             seconds = loaded.seconds + time.perf_counter() - started
             return self._failed(task, exc, seconds)
         seconds = loaded.seconds + time.perf_counter() - started
-        found = tuple(item.message for item in caught if isinstance(item.message, Warning))
+        found = tuple(mesh_warnings(result.stats.counts, options["fill_mode"]))
         if task.output is None:
             return self._done(loaded, result, result, seconds, found)
         return result, seconds, found
