@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -27,7 +28,7 @@ import pytest
 import trimesh
 
 import voxelizer
-from voxelizer import BatchResult, GridError, OutputError, voxelize_many
+from voxelizer import BatchResult, DeviceError, GridError, OutputError, voxelize_many
 from voxelizer.batch import worker_share
 from voxelizer.grid import DenseGrid
 from voxelizer.io.mesh_files import find_meshes, output_paths
@@ -278,6 +279,59 @@ def test_a_dead_worker_process_loses_nothing(tmp_path, capfd):
     for number, source in enumerate(sources):
         assert (out / f"m{number:02d}.svo").read_bytes() == single_svo_bytes(source, 64)
     assert "vulkan validation" not in capfd.readouterr().err
+
+
+def test_the_first_worker_runs_in_this_process(tmp_path):
+    """With jobs=3, one worker voxelizes here from the start (a one-device batch's pace while
+    the others start) and two are spawned; every mesh comes once, equal to single calls,
+    whichever worker took it."""
+    sources = [TREE["c/torus.stl"], TREE["a/b/sphere.ply"], TREE["a/gear.ply"]] * 3
+    spawned: set[int] = set()
+    results: list[BatchResult] = []
+    with voxelize_many(sources, grid=48, jobs=3) as run:
+        for result in run:
+            results.append(result)
+            spawned.update(child.pid for child in multiprocessing.active_children())
+    assert len(spawned) == 2
+    assert sorted(r.index for r in results) == list(range(len(sources)))
+    for result in results:
+        assert result.status == "done", result.error
+        single = voxelizer.voxelize(sources[result.index], grid=48)
+        assert_same_svo(result.result, single)
+
+
+def test_warnings_name_their_mesh_once_with_a_worker_here_and_one_spawned(tmp_path):
+    """Open meshes voxelized by the worker in this process while this thread re-warns the
+    results already in (naming each mesh): every result keeps exactly its own warning, and
+    each warning seen here names one mesh once."""
+    open_box = trimesh.Trimesh(*box((0.1, 0.2, 0.3), (0.9, 0.7, 0.8)), process=False)
+    lid = open_box.face_normals[:, 2] > 0.5  # without its top, every column is open
+    open_box = trimesh.Trimesh(open_box.vertices, open_box.faces[~lid], process=False)
+    inputs = []
+    for number in range(12):
+        inputs.append(tmp_path / f"open{number:02d}.ply")
+        open_box.export(inputs[-1])
+    expected = voxelizer.mesh_warnings(
+        voxelizer.voxelize_dense(inputs[0], grid=32, warn=False).stats.counts, "parity"
+    )
+    assert [type(w) for w in expected] == [voxelizer.OpenMeshWarning]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        results = list(voxelize_many(inputs, grid=32, jobs=2))
+    assert len(results) == len(inputs)
+    for result in results:
+        assert [str(w) for w in result.warnings] == [str(expected[0])], result.input
+    texts = sorted(str(item.message) for item in seen)
+    assert texts == sorted(f"{path}: {expected[0]}" for path in inputs)
+
+
+def test_a_device_that_does_not_open_here_ends_the_batch():
+    """The first worker's device (this process's) does not open: a DeviceError naming it,
+    no hang, the spawned worker stopped."""
+    sources = [TREE["c/torus.stl"], TREE["a/b/sphere.ply"]] * 4
+    with pytest.raises(DeviceError, match="no-such-device"):
+        list(voxelize_many(sources, grid=32, devices=["no-such-device", 0]))
+    assert multiprocessing.active_children() == []
 
 
 def test_a_worker_killed_while_starting_is_replaced(tmp_path):

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING, Any
 
-from .api import Voxelizer, check_mesh, voxelize, voxelize_dense
+from .api import Voxelizer, check_mesh, mesh_warnings, voxelize, voxelize_dense
 from .errors import (
     DeviceError,
     FillModeError,
@@ -81,6 +81,7 @@ __all__ = [
     "list_devices",
     "load",
     "load_mesh",
+    "mesh_warnings",
     "save",
     "voxelize",
     "voxelize_dense",

@@ -94,7 +94,12 @@ class Voxelizer:
         return self.device.name
 
     def voxelize(
-        self, mesh: MeshLike, grid: GridLike | None = None, **options: Unpack[VoxelizeOptions]
+        self,
+        mesh: MeshLike,
+        grid: GridLike | None = None,
+        *,
+        warn: bool = True,
+        **options: Unpack[VoxelizeOptions],
     ) -> SVO:
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid.
         Grids larger than one buffer or the memory budget are voxelized slab by slab.
@@ -105,7 +110,9 @@ class Voxelizer:
         contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total)),
         mode ("solid", "surface" or "both"), surface ("conservative" or "thin", for mode
         "surface"), attributes (["face"], modes "surface" and "both": the SVO also stores
-        each surface voxel's face id, SVO.to_numpy(attribute="face"))."""
+        each surface voxel's face id, SVO.to_numpy(attribute="face")). warn=False: no
+        OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
+        thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data."""
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
@@ -122,11 +129,17 @@ class Voxelizer:
             svo = svo.with_face_ids(marked.voxels, marked.ids)
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
         svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
-        _warn_from_counts(svo.stats.counts, checked.fill_mode)
+        if warn:
+            _warn_from_counts(svo.stats.counts, checked.fill_mode)
         return svo
 
     def voxelize_dense(
-        self, mesh: MeshLike, grid: GridLike | None = None, **options: Unpack[VoxelizeOptions]
+        self,
+        mesh: MeshLike,
+        grid: GridLike | None = None,
+        *,
+        warn: bool = True,
+        **options: Unpack[VoxelizeOptions],
     ) -> DenseGrid:
         """Voxelization on a dense grid (mode "solid": voxel set iff its centre is inside
         the mesh). Arguments as for voxelize; attributes=["face"] (modes "surface" and
@@ -148,7 +161,8 @@ class Voxelizer:
         else:
             result = DenseGrid(voxels, placement, merged, face_ids=faces)
         result.stats.counts[voxel_count_label(checked.mode)] = result.count()
-        _warn_from_counts(result.stats.counts, checked.fill_mode)
+        if warn:
+            _warn_from_counts(result.stats.counts, checked.fill_mode)
         return result
 
     def voxelize_grid(
@@ -263,15 +277,17 @@ class Voxelizer:
         self.close()
 
 
-def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
-    """Warn where the fill's column counts say that parity may not mean "inside": columns
-    whose crossings do not balance (an open surface), or else, in parity and vote modes,
-    columns through overlapping, nested or inside-out parts. (The grid contains the whole
-    mesh, `bounds` too, so no column is open because the grid cuts the surface.) The winding
-    fill is meant for open meshes and counts no columns: no warning. Called by the Voxelizer
-    methods, so the warning points at their caller's caller (the module functions' user)."""
+def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
+    """The warnings a call with these column counts gives: where the fill's counts say that
+    parity may not mean "inside": columns whose crossings do not balance (an open surface),
+    or else, in parity and vote modes, columns through overlapping, nested or inside-out
+    parts. (The grid contains the whole mesh, `bounds` too, so no column is open because the
+    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns:
+    none. As data, for callers that voxelize with warn=False (the warnings module's catching
+    is not thread-safe)."""
     if fill_mode == "winding":
-        return
+        return []
+    found: list[Warning] = []
     open_columns = counts.get("open_columns", 0)
     if open_columns:
         advice = {
@@ -284,27 +300,35 @@ def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
             "voxels there follow the parity rule but may not be what you want; "
             "fill_mode='vote' repairs small holes",
         )
-        warnings.warn(
-            f"the mesh is not closed: {open_columns:,} "
-            f"{'column crosses' if open_columns == 1 else 'columns cross'} its surface an odd "
-            f"number of times or more often inwards than outwards: {advice}",
-            OpenMeshWarning,
-            stacklevel=4,
+        found.append(
+            OpenMeshWarning(
+                f"the mesh is not closed: {open_columns:,} "
+                f"{'column crosses' if open_columns == 1 else 'columns cross'} its surface an "
+                f"odd number of times or more often inwards than outwards: {advice}"
+            )
         )
     # Where the surface is open, windings near the holes say little about overlaps: one
     # warning, the open one. Union fills overlapping parts as meant.
     overlap_columns = 0 if open_columns else counts.get("overlap_columns", 0)
     if overlap_columns and fill_mode in ("parity", "vote"):
         along = " (along x, y and z)" if fill_mode == "vote" else ""
-        warnings.warn(
-            f"the mesh has overlapping, nested or inside-out parts: {overlap_columns:,} "
-            f"{'column passes' if overlap_columns == 1 else 'columns pass'}{along} where it "
-            "winds around a voxel centre other than 0 or 1 times; parity fills such parts by "
-            "their exclusive or (an overlap comes out empty); fill_mode='union' fills their "
-            "union",
-            OverlapWarning,
-            stacklevel=4,
+        found.append(
+            OverlapWarning(
+                f"the mesh has overlapping, nested or inside-out parts: {overlap_columns:,} "
+                f"{'column passes' if overlap_columns == 1 else 'columns pass'}{along} where "
+                "it winds around a voxel centre other than 0 or 1 times; parity fills such "
+                "parts by their exclusive or (an overlap comes out empty); fill_mode='union' "
+                "fills their union"
+            )
         )
+    return found
+
+
+def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
+    """mesh_warnings, warned. Called by the Voxelizer methods, so the warning points at their
+    caller's caller (the module functions' user)."""
+    for warning in mesh_warnings(counts, fill_mode):
+        warnings.warn(warning, stacklevel=4)
 
 
 def check_mesh(mesh: MeshLike) -> Topology:

@@ -4,9 +4,10 @@
 `voxelizer.ray` run it too. One worker is one Voxelizer fed by two thread pools: while the
 device voxelizes mesh k, the loaders read, check and measure meshes k+1, k+2, ... (at most
 `prefetch` ahead, so memory stays bounded), and the writers save finished results. Several
-workers (`jobs`, `devices`) are processes started with `spawn` (a fork would inherit Vulkan
-objects that cannot work in the child), one Voxelizer each, fed task by task so that a fast
-device takes more meshes; a worker that dies is replaced and its meshes go to another one.
+workers (`jobs`, `devices`): the first runs in this process (it starts at once), the others
+are processes started with `spawn` (a fork would inherit Vulkan objects that cannot work in
+the child), one Voxelizer each, fed task by task so that a fast device takes more meshes; a
+worker process that dies is replaced and its meshes go to another worker.
 
 A mesh that fails (unreadable, an output that exists, anything the voxelizer refuses) becomes
 a `BatchResult` with the error, and the batch goes on. Output files are written atomically
@@ -20,12 +21,13 @@ import multiprocessing
 import os
 import queue
 import signal
+import threading
 import time
 import warnings
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait as wait_for
 from pathlib import Path
@@ -33,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypedDict
 
 import numpy.typing
 
-from .api import Voxelizer, shared_voxelizer, voxel_count_label
+from .api import Voxelizer, mesh_warnings, shared_voxelizer, voxel_count_label
 from .budget import check_dense_fits
 from .errors import DeviceError, OutputError, VoxelizerError
 from .grid import DenseGrid
@@ -199,7 +201,7 @@ class MeshWorker:
             self._voxelizer = self._voxelizer()
         return self._voxelizer
 
-    def run(self, source: TaskSource) -> Iterator[BatchResult]:
+    def run(self, source: TaskSource) -> Generator[BatchResult, None, None]:
         settings = self.settings
         loaders = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-load")
         writers = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-write")
@@ -294,17 +296,19 @@ class MeshWorker:
             task.output is not None and task.output.suffix.lower() != ".svo"
         )
         call = self.voxelizer.voxelize_dense if dense else self.voxelizer.voxelize
+        options = self.settings.options
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                result = call(loaded.mesh, self.settings.grid, **self.settings.options)
+            # Warnings as data, not caught through the warnings module: its catching is one
+            # state for the whole process, and the caller's thread warns at the same time
+            # (BatchRun, or another worker in this process).
+            result = call(loaded.mesh, self.settings.grid, warn=False, **options)
             if len(messages) > reported:  # only with VOXELIZER_VALIDATION=1: a bug to report
                 raise DeviceError(f"vulkan validation layer: {messages[reported]}")
         except (VoxelizerError, MemoryError) as exc:
             seconds = loaded.seconds + time.perf_counter() - started
             return self._failed(task, exc, seconds)
         seconds = loaded.seconds + time.perf_counter() - started
-        found = tuple(item.message for item in caught if isinstance(item.message, Warning))
+        found = tuple(mesh_warnings(result.stats.counts, options["fill_mode"]))
         if task.output is None:
             return self._done(loaded, result, result, seconds, found)
         return result, seconds, found
@@ -466,10 +470,81 @@ MAX_START_FAILURES = 2  # a worker that dies before it is ready is replaced once
 _POLL_SECONDS = 0.2
 
 
+class _LocalWorker:
+    """The batch's first worker, in this process on the shared Voxelizer of its device, as a
+    one-device batch runs: it voxelizes at once while the spawned workers start (Python, the
+    imports, their device: about a second), taking its meshes from the queue they share.
+    Its results come through `results`; a byte on `wakeup` (a pipe) tells the waiting
+    parent loop that some are there."""
+
+    def __init__(self, device: str | int | None, settings: BatchSettings, todo: deque[MeshTask]):
+        self._todo = todo
+        self._stopping = threading.Event()
+        self.results: queue.SimpleQueue[BatchResult | BaseException | None] = queue.SimpleQueue()
+        self.wakeup, self._wake = os.pipe()
+        os.set_blocking(self._wake, False)  # a full pipe already wakes the parent
+        os.set_blocking(self.wakeup, False)
+        self._worker = MeshWorker(functools.partial(shared_voxelizer, device), settings)
+        self._thread = threading.Thread(target=self._run, name="voxelizer-local-worker")
+        self._thread.start()
+
+    def next(self, wait: bool) -> MeshTask | None:
+        """The TaskSource of its MeshWorker: the shared queue's next mesh; None once it is
+        empty (a mesh given back later by a dead process goes to a process) or stopping."""
+        if self._stopping.is_set():
+            return None
+        try:
+            return self._todo.popleft()
+        except IndexError:
+            return None
+
+    def _run(self) -> None:
+        try:
+            with closing(self._worker.run(self)) as results:
+                for result in results:
+                    self._post(result)
+        except BaseException as exc:  # handed to the parent loop, raised there
+            self._post(exc)
+        finally:
+            self._post(None)
+
+    def _post(self, item: BatchResult | BaseException | None) -> None:
+        self.results.put(item)
+        with suppress(BlockingIOError, OSError):
+            os.write(self._wake, b"\0")
+
+    def take(self) -> list[BatchResult | BaseException | None]:
+        """What it has posted since the last take (None: it has ended)."""
+        with suppress(BlockingIOError, OSError):
+            while os.read(self.wakeup, 4096):
+                pass
+        items = []
+        with suppress(queue.Empty):
+            while True:
+                items.append(self.results.get_nowait())
+        return items
+
+    def stop(self) -> None:
+        """Take no more meshes: the one on the device and the writes under way finish."""
+        self._stopping.set()
+
+    def join(self) -> None:
+        self._stopping.set()
+        self._thread.join()
+        for end in (self.wakeup, self._wake):
+            with suppress(OSError):
+                os.close(end)
+
+
 def _process_results(
-    tasks: list[MeshTask], worker_devices: list[str | int | None], settings: BatchSettings
+    tasks: list[MeshTask],
+    worker_devices: list[str | int | None],
+    settings: BatchSettings,
+    local_device: str | int | None = None,
+    local: bool = False,
 ) -> Iterator[BatchResult]:
-    """Run `tasks` on one spawned process per entry of `worker_devices`."""
+    """Run `tasks` on one spawned process per entry of `worker_devices`, and with `local`
+    on a worker in this process too (on `local_device`)."""
     context = multiprocessing.get_context("spawn")
     handles: dict[int, _Handle] = {}
     todo = deque(tasks)
@@ -499,8 +574,11 @@ def _process_results(
         held = sum(len(handle.assigned) for handle in handles.values())
         limit = worker_share(len(todo) + held, len(handles), backlog)
         for handle in handles.values():
-            while todo and handle.ready and len(handle.assigned) < limit:
-                task = todo.popleft()
+            while handle.ready and len(handle.assigned) < limit:
+                try:
+                    task = todo.popleft()  # (the local worker takes from it too)
+                except IndexError:
+                    break
                 handle.assigned[task.index] = task
                 handle.inbox.put(task)
 
@@ -560,16 +638,27 @@ def _process_results(
             start(handle.device)
 
     interrupted = True
+    here: _LocalWorker | None = None
     try:
         for device in worker_devices:
             start(device)
+        if local:
+            here = _LocalWorker(local_device, settings, todo)
         while remaining:
             top_up()
             ready = wait_for(
                 [h.messages for h in handles.values()]
-                + [h.process.sentinel for h in handles.values()],
+                + [h.process.sentinel for h in handles.values()]
+                + ([here.wakeup] if here is not None else []),
                 timeout=_POLL_SECONDS,
             )
+            if here is not None and here.wakeup in ready:
+                for item in here.take():
+                    if isinstance(item, BaseException):
+                        raise item
+                    if item is not None:
+                        remaining -= 1
+                        yield item
             # A worker that ended: its pipe says so (after its last whole messages).
             ended = {h.process.sentinel for h in handles.values()} & set(ready)
             for slot in list(handles):
@@ -580,7 +669,11 @@ def _process_results(
                         yield result
         interrupted = False
     finally:
+        if here is not None:
+            here.stop()
         _stop(list(handles.values()), interrupted)
+        if here is not None:
+            here.join()
 
 
 def worker_share(outstanding: int, workers: int, backlog: int) -> int:
@@ -842,5 +935,7 @@ def _results(
     if len(worker_devices) == 1:
         worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
-    else:
-        yield from _process_results(todo, worker_devices, settings)
+    else:  # the first worker here, the others spawned
+        yield from _process_results(
+            todo, worker_devices[1:], settings, local_device=worker_devices[0], local=True
+        )

@@ -75,8 +75,9 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         "--jobs",
         type=_positive_int,
         metavar="N",
-        help="worker processes, one Voxelizer each, spread over --devices (default: one "
-        "per device); with --ray, the number of actors",
+        help="workers, one Voxelizer each, spread over --devices (default: one per "
+        "device; the first runs in this process, the others in processes of their own); "
+        "with --ray, the number of actors",
     )
     group.add_argument(
         "--devices",

@@ -41,6 +41,7 @@ from .batch import (
     MeshTask,
     MeshWorker,
     Status,
+    default_load_processes,
     default_threads,
     make_out_dir,
     options_of,
@@ -58,7 +59,9 @@ if TYPE_CHECKING:
 
 # Environment variables of the driver that actors get too (the validation layer on or off).
 FORWARDED_ENVIRONMENT = ("VOXELIZER_VALIDATION",)
-DEFAULT_BATCH_SIZE = 4
+# Rows per actor call: each call runs the batch engine from empty (reading, device, writing
+# overlap within a call only), so small batches pay its start and drain per few meshes.
+DEFAULT_BATCH_SIZE = 16
 _NO_COUNT = -1  # a count the record does not have (Arrow columns hold one type)
 
 
@@ -87,7 +90,9 @@ class VoxelizeBatch:
     `output` (the file to write; else `out_dir` / the path below `root`, or / `name`) and
     `replace` (that output may be replaced). Keywords: grid and the voxelize options,
     out_dir, format, root, overwrite, skip_existing, up_axis, device (default: on a GPU
-    actor the GPU Ray assigned, else voxelizer's default choice), threads, prefetch."""
+    actor the GPU Ray assigned, else voxelizer's default choice), threads, prefetch,
+    load_processes (reading processes per actor; default: as voxelize_many, the node's
+    cores shared by one actor per GPU)."""
 
     def __init__(
         self,
@@ -102,17 +107,22 @@ class VoxelizeBatch:
         device: str | int | None = None,
         threads: int | None = None,
         prefetch: int | None = None,
+        load_processes: int | None = None,
         **options: Unpack[BatchOptions],
     ):
         checked = Options.create(grid, **options)
         threads = default_threads() if threads is None else threads
+        if load_processes is None:  # as voxelize_many: the node's cores shared by its actors
+            load_processes = default_load_processes(_actors_on_this_node())
+        prefetch = 2 * threads if prefetch is None else prefetch
         self.settings = BatchSettings(
             grid=checked.shape,
             options=options_of(checked),
             dense=True,  # columns are packed bits of the dense grid
             up_axis=up_axis,
             threads=threads,
-            prefetch=2 * threads if prefetch is None else prefetch,
+            prefetch=max(prefetch, load_processes + 2),
+            load_processes=load_processes,
         )
         self.out_dir = None if out_dir is None else Path(out_dir)
         self.suffix = output_suffix(format)
@@ -190,6 +200,16 @@ def _actor_device(requested: str | int | None) -> str | int | None:
     if position >= len(gpus):
         raise DeviceError(f"Ray assigned GPU {position}, but Vulkan sees {len(gpus)} GPUs here")
     return gpus[position]
+
+
+def _actors_on_this_node() -> int:
+    """How many voxelizing actors share this node's cores, as far as one actor can tell: a
+    GPU actor's node runs one per discrete GPU (voxelize_dataset's default); else one."""
+    if not ray.get_gpu_ids():
+        return 1
+    from .gpu.device import list_devices
+
+    return max(1, sum(info.kind == "discrete GPU" for info in list_devices()))
 
 
 def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndarray]:
