@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from voxelizer import Voxelizer
 from voxelizer.gpu.buffers import STAGING, BufferPool
 from voxelizer.gpu.commands import Sequence
 from voxelizer.gpu.device import Device
@@ -17,6 +18,7 @@ from voxelizer.placement import GridPlacement, fixed_gap
 from voxelizer.reference import voxelize_reference
 
 from .helpers import assert_same_voxels, load_model, noisy_blobs, placed, reference_grid
+from .shapes import box, box_expected
 
 
 def copy_of(mesh: Mesh) -> Mesh:
@@ -168,3 +170,43 @@ def test_counts_of_full_cubes_and_bricks(shape):
         assert placed(voxels).count() == np.count_nonzero(voxels)
     assert placed(np.ones(shape, bool)).count() == np.prod(shape)
     assert placed(np.zeros(shape, bool)).count() == 0
+
+
+def permuted(vertices: np.ndarray, faces: np.ndarray, seed: int) -> Mesh:
+    """The same surface with its vertices stored in another order (other face indices)."""
+    order = np.random.default_rng(seed).permutation(len(vertices))
+    return Mesh(vertices[order], np.argsort(order)[faces])
+
+
+@pytest.mark.parametrize("variant", ["naive", "branchless"])
+def test_fill_indices_follow_the_mesh(gpu, variant):
+    """The soup variants' fill reads every triangle's vertex indices (converted from the faces
+    straight into host-visible memory, remembered per Mesh and batch) where a column centre
+    is a near tie: boxes 1e-6 voxel off the centres' planes, one of them also with its
+    vertices in another order (the same triangle count, other indices), in turn and again.
+    Indices left from another mesh would decide those ties from the wrong vertices."""
+    e = 1e-6
+    boxes = {"in": ((0.5 + e, 1.5 - e, 2.5 + e), (6.5 - e, 5.5 + e, 7.5 - e)),
+             "out": ((0.5 - e, 1.5 + e, 2.5 - e), (6.5 + e, 5.5 - e, 7.5 + e))}  # fmt: skip
+    meshes = [(Mesh(*box(*boxes["in"])), "in"), (permuted(*box(*boxes["in"]), 1), "in"),
+              (Mesh(*box(*boxes["out"])), "out"), (permuted(*box(*boxes["out"]), 2), "out")]  # fmt: skip
+    bounds = [[0.0, 0.0, 0.0], [8.0, 8.0, 8.0]]
+    for mesh, name in [*meshes, *meshes[::-1], meshes[1], meshes[1], meshes[3]]:
+        grid = gpu.voxelize_dense(mesh, voxel_size=1.0, bounds=bounds, variant=variant)
+        assert_same_voxels(grid.to_numpy(), box_expected(*boxes[name], 8))
+    expected = box_expected(*boxes["in"], 8)
+    assert not np.array_equal(expected, box_expected(*boxes["out"], 8))  # the ties decide
+
+
+def test_buffer_growth_is_counted_on_the_call_that_grows():
+    """host_ms["buffer_growth"]: the first call on a new Voxelizer allocates its buffers; the
+    same call again allocates none and has no such step. Voxels as the reference's."""
+    mesh = load_model("bunny.ply")
+    expected = reference_grid("bunny.ply", 32).to_numpy()
+    with Voxelizer() as fresh:
+        first = fresh.voxelize(mesh, 32)
+        again = fresh.voxelize(mesh, 32)
+    assert first.stats.host_ms["buffer_growth"] > 0
+    assert "buffer_growth" not in again.stats.host_ms
+    for svo in (first, again):
+        assert_same_voxels(svo.to_numpy(), expected)

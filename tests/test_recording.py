@@ -101,6 +101,7 @@ def test_svo_recorded_into_the_passes_submission(monkeypatch):
     for them: a tiny room, on a fresh Voxelizer), the conversion recorded with it read an
     unfinished grid and is dropped; the SVO is converted from the final grid instead."""
     monkeypatch.setattr(passes, "SPECULATIVE_PAIRS", 64)
+    monkeypatch.setattr(passes, "GUESSED_PAIRS_PER_TRIANGLE", 0)  # no guess: the tiny room
     submits: list[int] = []
     submit = Sequence.submit
 

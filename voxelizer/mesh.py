@@ -59,6 +59,14 @@ class Mesh:
         indices.flags.writeable = False  # (a buffer may keep it as written: write_once)
         return indices
 
+    @cached_property
+    def frozen_faces(self) -> np.ndarray:
+        """The faces as a read-only view (no copy): what buffers made from them remember them
+        by, since a Mesh never changes its faces (Buffer.holds takes read-only arrays only)."""
+        view = self.faces.view()
+        view.flags.writeable = False
+        return view
+
     def placed(self, key: Hashable, place: Callable[[], T]) -> T:
         """place(): what one placement of this mesh on a grid (`key`) derives from it, computed
         once while calls keep that placement (voxelizing the same Mesh on the same grid again

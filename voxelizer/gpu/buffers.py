@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import time
 import weakref
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -104,6 +105,13 @@ class Buffer:
             self._mapped = vk.vkMapMemory(self.device.handle, self.memory, 0, self.size, 0)
         return self._mapped
 
+    def view(self, dtype: numpy.typing.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:
+        """The start of the mapped memory as a writable array of `shape` (host-visible buffers
+        only): for data made straight into it, with forget() and made_from() around."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape))
+        return np.frombuffer(self.mapped(), dtype, count=count).reshape(shape)
+
     def write_once(self, data: np.ndarray) -> None:
         """write(data), unless the last write was of this very array and it is read-only (a
         per-mesh cache's: host-visible buffers a shader reads as they are, rewritten only
@@ -185,6 +193,9 @@ class BufferPool:
     def __init__(self, device: Device):
         self.device = device
         self._buffers: dict[str, Buffer] = {}
+        # Host milliseconds spent growing buffers so far (freeing the old, allocating and
+        # mapping the new): the first-call cost that a repeated call does not pay.
+        self.growth_ms = 0.0
 
     def get(
         self, name: str, size: int, usage: Usage = STORAGE, host_visible: bool = False
@@ -193,12 +204,16 @@ class BufferPool:
         buffer = self._buffers.get(name)
         if buffer is not None and buffer.handle is not None and buffer.size >= size:
             return buffer  # (no handle: a growth was interrupted after the destroy below)
+        started = time.perf_counter()
         if buffer is not None:
             buffer.destroy()
         # Grow geometrically so a slowly growing workload does not reallocate every call.
         grown = size if buffer is None else max(size, min(buffer.size * 3 // 2, size * 2))
         with interrupts_deferred():  # in the pool (which destroys it) before a Ctrl-C unwinds
             self._buffers[name] = Buffer(self.device, grown, usage, host_visible, name)
+        if host_visible:
+            self._buffers[name].mapped()  # (kept mapped: counted as part of the growth)
+        self.growth_ms += (time.perf_counter() - started) * 1e3
         return self._buffers[name]
 
     def capacity(self, name: str) -> int:

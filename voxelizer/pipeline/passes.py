@@ -69,6 +69,13 @@ MAX_GROUPS_Z = 65535  # workgroups along z every device takes (the surface fallb
 # Pairs the one-submission path records room for at least (PassRunner._speculative_capacity):
 # 2 MiB in each of the two pair buffers; more where the pool's buffers have grown.
 SPECULATIVE_PAIRS = 1 << 18
+# A guess of a part's pairs, so that a new large mesh's first call is one submission too: a
+# triangle smaller than a tile makes at most a few pairs, and a pair needs a covered column
+# centre, which few surfaces cross more than twice on average over a window (a closed mesh:
+# at most its depth complexity). A count above the guess only costs the general path's
+# second submission, as before.
+GUESSED_PAIRS_PER_TRIANGLE = 4
+GUESSED_PAIRS_PER_COLUMN = 2
 
 
 def pass_defines(variant: str, subgroups: Mapping[str, int]) -> dict[str, int]:
@@ -263,7 +270,7 @@ class PassRunner:
         surface: SurfacePipelines | None = None,
         fine: np.ndarray | None = None,
         used: np.ndarray | None = None,
-        fill_indices: Callable[[], np.ndarray] | None = None,
+        faces_key: np.ndarray | None = None,
         known_gap: int | None = None,
         soup: np.ndarray | None = None,
     ):
@@ -282,9 +289,10 @@ class PassRunner:
         self.faces = np.ascontiguousarray(
             faces, faces.dtype if faces.dtype in (np.uint32, np.intp) else np.uint32
         )
-        # The near ties read the faces as uint32: the caller's (Mesh.indices, converted once
-        # per mesh), asked for only when the fill runs, else a conversion of self.faces.
-        self._fill_indices = fill_indices
+        # A read-only array standing for the faces (the Mesh's: Mesh.frozen_faces, or
+        # Mesh.indices where they are the faces), by which the buffers made from them remember
+        # them; None: the faces may change, nothing made from them is remembered.
+        self._faces_key = faces_key
         # The soup of these vertices and faces, made before the call (Job.soup), or None.
         self._soup = soup if soup is not None and soup.shape == (len(self.faces), 3, 3) else None
         if known_gap is not None:  # the caller's placement found it (placed_fixed_gap)
@@ -413,7 +421,7 @@ class PassRunner:
         again if the fill ran). `then` is recorded after the fill (see voxelize); its work is
         wasted where the part is not done."""
         started = time.perf_counter()
-        capacity = self._speculative_capacity(window)
+        capacity = self._speculative_capacity(window, batch[1] - batch[0])
         if capacity == 0:
             return (False, None, *self._count_pairs(window, batch, grid))
         sequence = self.sequence
@@ -460,11 +468,14 @@ class PassRunner:
         self.followed = followed
         return True, grid_staging, pair_count, may_wrap
 
-    def _speculative_capacity(self, window: Window) -> int:
+    def _speculative_capacity(self, window: Window, triangles: int) -> int:
         """Pairs the one-submission path records room for: what the pool's pair buffers hold
-        already, at least SPECULATIVE_PAIRS, within the budget and a buffer (0: do not try)."""
+        already, at least SPECULATIVE_PAIRS and the guess for the part's `triangles` in the
+        window, within the budget and a buffer (0: do not try)."""
         held = min(self.pool.capacity("pairs"), self.pool.capacity("grouped_pairs"))
-        capacity = max(held // PAIR_BYTES, SPECULATIVE_PAIRS)
+        columns = window.nx * (window.row_hi - window.row_lo)
+        guess = min(GUESSED_PAIRS_PER_TRIANGLE * triangles, GUESSED_PAIRS_PER_COLUMN * columns)
+        capacity = max(held // PAIR_BYTES, SPECULATIVE_PAIRS, guess)
         capacity = min(capacity, self.device.max_storage_range // PAIR_BYTES)
         if self.pair_budget is not None:
             room = self.pair_budget - pair_bytes(0, window.tiles, "counting")
@@ -587,28 +598,37 @@ class PassRunner:
             fine.write_once(self.fine)  # (placement.placed_vertices: once per mesh and grid)
             self._fine = Binding(fine, self.fine.nbytes)
         if exact and self._batch_indices is None:  # the soup variants' faces, for the fill
-            # host-visible as the fine vertices, and as rarely read; a whole mesh's faces
-            # (Mesh.indices, read-only) are written again only for another mesh
-            whole = self._uint32_faces()
-            faces = whole if batch == (0, self.triangles) else whole[first:end]
-            indices = self.pool.get("fine_indices", faces.nbytes, STORAGE, host_visible=True)
-            indices.write_once(faces)
-            self._batch_indices = Binding(indices, faces.nbytes)
+            # host-visible as the fine vertices, and as rarely read: converted to uint32 from
+            # the faces straight into it (no uint32 copy of them on the host first), and again
+            # only for another mesh or batch
+            size = (end - first) * INDEX_BYTES
+            indices = self.pool.get("fine_indices", size, STORAGE, host_visible=True)
+            sources = self._faces_sources()
+            if not indices.holds(sources, batch):
+                indices.forget()  # (the conversion may be interrupted half way)
+                self._convert_faces(first, end, indices.view(np.uint32, (end - first, 3)))
+                indices.made_from(sources, batch)
+            self._batch_indices = Binding(indices, size)
         return (time.perf_counter() - started) * 1e3
 
     def _soup_sources(self) -> tuple[np.ndarray, ...]:
         """What the soup is made of, as its staging memory remembers it: the grid-space
-        vertices and the faces, both read-only where they are a Mesh's caches (the placed
-        vertices, and Mesh.indices standing for its faces, which a Mesh never changes); a
-        repeated call on the same Mesh and grid then gathers nothing. Without the caller's
-        faces, the writable int64 ones (nothing is remembered)."""
-        faces = self._fill_indices() if self._fill_indices is not None else self.faces
-        return (self.vertices, faces)
+        vertices and the faces, both read-only where they are a Mesh's (the placed vertices,
+        and the faces' key); a repeated call on the same Mesh and grid then gathers nothing."""
+        return (self.vertices, *self._faces_sources())
 
-    def _uint32_faces(self) -> np.ndarray:
-        if self._fill_indices is not None:
-            return self._fill_indices()
-        return self.faces.astype(np.uint32, copy=False)
+    def _faces_sources(self) -> tuple[np.ndarray]:
+        """The faces as buffers made from them remember them: their key, or without one the
+        faces themselves (remembered only if read-only)."""
+        return (self.faces if self._faces_key is None else self._faces_key,)
+
+    def _convert_faces(self, first: int, end: int, target: np.ndarray) -> None:
+        """Faces [first, end) into `target`, (count, 3) uint32, in row chunks."""
+
+        def convert(start: int, stop: int) -> None:
+            target[start:stop] = self.faces[first + start : first + stop]
+
+        for_row_chunks(end - first, convert)
 
     def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
         """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32 (the

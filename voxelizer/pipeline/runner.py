@@ -100,6 +100,7 @@ class Pipeline:
     def __init__(self, device: Device):
         self.device = device
         self._pool = BufferPool(device)
+        self._growth_at_start = 0.0  # the pool's growth_ms when the current call began
         self._sequence = Sequence(device, self._pool)
         self._passes: dict[str, PassPipelines] = {}
         self._surfaces: dict[tuple[str, str], SurfacePipelines] = {}
@@ -540,16 +541,19 @@ class Pipeline:
         """The passes over the job's mesh (or over other grid-space `vertices` and their
         `fine` ones, e.g. mirrored): the faces as the variant takes them (uint32 for the
         indexed variants, which upload them, converted once per Mesh; the int64 faces
-        themselves for the soup gather), and the per-Mesh caches the exact fill reads."""
+        themselves for the soup gather, with their read-only view standing for them), and the
+        per-Mesh caches the exact fill reads."""
         mesh = job.mesh
         own = (vertices is None or vertices is job.vertices) and (fine is None or fine is job.fine)
+        faces, faces_key = (
+            (mesh.indices, mesh.indices) if passes.indexed else (mesh.faces, mesh.frozen_faces)
+        )
         return PassRunner(
             self.device, passes, self._scan_kernels(), self._pool, self._sequence,
-            job.vertices if vertices is None else vertices,
-            mesh.indices if passes.indexed else mesh.faces,
+            job.vertices if vertices is None else vertices, faces,
             job.sort, plan.batch_triangles, plan.pair_budget, stats, surface=surface,
             fine=job.fine_vertices() if fine is None else fine, used=mesh.used,
-            fill_indices=lambda: mesh.indices, known_gap=job.fixed_gap if own else None,
+            faces_key=faces_key, known_gap=job.fixed_gap if own else None,
             soup=job.soup if own and not passes.indexed else None,
         )  # fmt: skip
 
@@ -600,6 +604,7 @@ class Pipeline:
         build_in_background(wanted)
 
     def _stats(self, job: Job) -> Stats:
+        self._growth_at_start = self._pool.growth_ms
         return Stats(
             device=self.device.name,
             variant=job.variant,
@@ -611,6 +616,9 @@ class Pipeline:
         )
 
     def _finish(self, stats: Stats) -> None:
+        growth = self._pool.growth_ms - self._growth_at_start
+        if growth:  # (within the steps that grew them: upload, the submissions)
+            stats.add_host(buffer_growth=growth)
         stats.memory.device_buffers = self._pool.sizes(host_visible=False)
         stats.memory.staging_buffers = self._pool.sizes(host_visible=True)
         _log.debug("GPU ms: %s, total %.3f", _ms(stats.gpu_ms), stats.gpu_total_ms)
