@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -367,6 +368,42 @@ def test_batches_with_forked_then_execd_helpers(tmp_path):
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[:3] == ["forked 2", "forked 0 3", "same"]
+
+
+DEVICES_CHECKED = """
+import sys
+import voxelizer.batch
+from voxelizer.cli import main
+from voxelizer.load_processes import shared_load_processes
+
+voxelizer.batch.default_load_processes = lambda workers=1: 2  # as on a host with cores to spare
+code = main([*sys.argv[1:], "--grid", "16", "--devices", "0", "--quiet"])
+print("exit", code, "forked", shared_load_processes(2).forked)
+"""
+
+
+def test_the_batch_command_forks_its_helpers_before_checking_devices(tmp_path):
+    """`--devices` makes the command open Vulkan to check them; the helpers are started
+    before, so they are still forked (ready at once), and every output is written."""
+    files = [shared_model("bunny.ply"), PROJECT_MODELS / "gear.ply", shared_model("torus.stl")]
+    files = files * 2
+    inputs = tmp_path / "in"
+    for number, path in enumerate(files):
+        (inputs / str(number)).mkdir(parents=True)
+        shutil.copyfile(path, inputs / str(number) / Path(path).name)
+    script = tmp_path / "devices.py"
+    script.write_text(textwrap.dedent(DEVICES_CHECKED))
+    run = subprocess.run(
+        [sys.executable, str(script), str(inputs), "--out-dir", str(tmp_path / "out")],
+        cwd=tmp_path,
+        env=_with_project_path(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["exit", "0", "forked", "2"], run.stdout
+    assert len(list((tmp_path / "out").rglob("*.svo"))) == len(files)
 
 
 THREADS = """
