@@ -275,6 +275,10 @@ import os, signal
 os.kill(pid, signal.SIGKILL)
 died = [outcome(forked, paths[0]) for _ in range(3)]
 assert any(d[0] == "error" and "the reading process died" in d[2] for d in died), died
+# The dead helper's slot starts a new one (by exec) with its next request: requests at once
+# reach both slots.
+again = [forked.submit(paths[0], 40, options) for _ in range(6)]
+assert all(f.result(timeout=120)[0].triangle_count > 0 for f in again)
 assert pid not in forked.helper_pids() and len(forked.helper_pids()) == 2
 started = time.monotonic()
 forked.close()
