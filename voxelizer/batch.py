@@ -615,7 +615,9 @@ def _process_results(
             if start_failures[str(handle.device)] >= MAX_START_FAILURES:
                 raise DeviceError(
                     f"the worker for device {handle.device} exited with code {code} before it "
-                    f"was ready ({MAX_START_FAILURES} times)"
+                    f"was ready ({MAX_START_FAILURES} times; a script that starts workers needs "
+                    "`if __name__ == \"__main__\":` around its code, as multiprocessing's "
+                    "spawn does)"
                 )
             _log.warning("worker %d (device %s) died while starting", slot, handle.device)
             start(handle.device)
@@ -640,6 +642,10 @@ def _process_results(
     interrupted = True
     here: _LocalWorker | None = None
     try:
+        if local and settings.load_processes:
+            # the local worker's helpers, before any thread here (a process's queue feeder,
+            # the worker's own): then they may be forked, ready at once
+            shared_load_processes(settings.load_processes)
         for device in worker_devices:
             start(device)
         if local:
