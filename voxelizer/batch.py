@@ -616,7 +616,7 @@ def _process_results(
                 raise DeviceError(
                     f"the worker for device {handle.device} exited with code {code} before it "
                     f"was ready ({MAX_START_FAILURES} times; a script that starts workers needs "
-                    "`if __name__ == \"__main__\":` around its code, as multiprocessing's "
+                    '`if __name__ == "__main__":` around its code, as multiprocessing\'s '
                     "spawn does)"
                 )
             _log.warning("worker %d (device %s) died while starting", slot, handle.device)
