@@ -7,7 +7,8 @@
 // their flips in registers and touch memory once at the end; deeper ones flip in memory. A
 // dispatch handles at most PAIRS_PER_ROUND pairs of every tile (pairs [first + round *
 // PAIRS_PER_ROUND, ...)); the host records fill_rounds rounds, enough for the largest tile it
-// expects, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl). A tile
+// expects, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl); rounds
+// after the first are dispatched only as far as some tile asks for them (round_dispatch). A tile
 // with more pairs than the recorded rounds take flips nothing and is counted in
 // unfinished_tiles (the host then runs the part again with enough rounds). With `finish` (no
 // other part of the slab flips bits) the round that takes a tile's last pairs also turns its
@@ -105,6 +106,19 @@ layout(push_constant) uniform Params {
     ColumnBox box;
 #endif
 };
+
+#if FILL_STAGE == 0
+// The dispatch arguments of rounds 1, 2, ... (entry r for round r; the host clears them): a
+// round whose tiles have more pairs after it asks for the next round over every tile (the
+// same group count as round 0), so the rounds past the largest tile's dispatch no workgroup.
+layout(std430, binding = 9) buffer RoundDispatch { uvec4 round_dispatch[]; };
+
+void request_next_round(uint end, uint tile_end) {
+    if (end < tile_end && fill_round + 1u < fill_rounds && gl_LocalInvocationID.x == 0u) {
+        round_dispatch[fill_round + 1u] = uvec4(group_count, 0u);
+    }
+}
+#endif
 
 // Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
 // at most 2^15, so a round makes at most 2^15 / PAIR_BATCH iterations of the pair loop, and
@@ -237,6 +251,7 @@ void main() {
     uint first = tile.first + fill_round * PAIRS_PER_ROUND;
     if (first >= tile.end) return;
     uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    request_next_round(end, tile.end);
     ivec2 column = tile_column(tile.key);
     uint base = column_base(window, column);
     // the tile's index among the slab's tiles (a part's window may start at a later row)
@@ -311,6 +326,7 @@ void main() {
     uint first = tile.first + fill_round * PAIRS_PER_ROUND;
     if (first >= tile.end) return;
     uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    request_next_round(end, tile.end);
     bool finishing = finish != 0u && end == tile.end;  // this round takes the tile's last pairs
     bool continued = first != tile.first;              // earlier rounds flipped bits too
     ivec2 column = tile_column(tile.key);

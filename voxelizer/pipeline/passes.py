@@ -762,17 +762,31 @@ class PassRunner:
             bindings["column_sums"] = self._column_sums(
                 needed=not marks and (not finish or rounds > 1)
             )
+        later_rounds = self._round_dispatch(rounds)
+        bindings["round_dispatch"] = later_rounds
         for fill_round in range(rounds):
             sequence.dispatch_indirect(
                 flips,
                 bindings,
                 {"window": window, "fill_round": fill_round, "fill_rounds": rounds,
                  "finish": int(finish), "fixed_error": self.fixed_error, **extra},
-                fill_args,
+                fill_args if fill_round == 0 else later_rounds.buffer,
+                offset=0 if fill_round == 0 else fill_round * 16,
             )  # fmt: skip
             sequence.barrier()
         sequence.mark("fill")
         return fill_args
+
+    def _round_dispatch(self, rounds: int) -> Binding:
+        """The dispatch arguments of fill rounds 1 .. rounds - 1, cleared (no workgroups):
+        a round's tiles ask for the next (shaders/fill.comp), so a part whose largest tile
+        takes fewer rounds than its total of pairs does dispatches nothing for the rest."""
+        if rounds == 1:
+            return self.pool.binding("unused", 16)  # never written: no next round
+        arguments = self.pool.get("fill_round_args", rounds * 16, INDIRECT)
+        self.sequence.fill(arguments, 0, rounds * 16)
+        self.sequence.barrier()
+        return Binding(arguments, rounds * 16)
 
     def _parity_all(self, grid: Binding, download: bool) -> Buffer | None:
         """Parity and column counts over every tile of the slab, after several parts flipped
