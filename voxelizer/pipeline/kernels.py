@@ -11,6 +11,7 @@ gpu/scan.py's.
 from __future__ import annotations
 
 from ..gpu.kernels import Kernel, Struct
+from ..placement import MAX_RESOLUTION
 
 # Pairs of one tile per fill dispatch (shaders/fill.comp: the pair loop and the near ties of
 # a round stay under llvmpipe's 65,535-iteration guard).
@@ -140,7 +141,8 @@ FILL_SIGNED = Kernel(
     "fill",
     {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, **_FINE_BINDINGS, **_ROUND_BINDINGS},
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
-    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1},
+    # the words of the deepest column: the signed fill's shared counts of marks (fill.comp)
+    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1, "MAX_COLUMN_WORDS": MAX_RESOLUTION // 32},
 )
 FILL_PARITY = Kernel(
     "fill",
