@@ -317,14 +317,17 @@ def test_every_variant(gpu, variant):
     assert_same_voxels(got, _reference(OPEN_SPHERE))
 
 
+# z of stacked_tetrahedra (0.1 to 7.9) -> offset + scale z on an (8, 8, nz) grid
+_STACK_Z = {8: (0.0, 1.0), 128: (40.0, 10.0), 8192: (0.0, 1024.0)}
+
+
 @cache
 def _stacked(count: int, nz: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """stacked_tetrahedra(count) over one tile of an (8, 8, nz) grid (z stretched from
-    0.1..7.9 to 41..119 where nz > 8: segments over several words, the box's first voxel in
-    the second), with its CPU parity and winding references (equal: the mesh is closed)."""
+    """stacked_tetrahedra(count) over one tile of an (8, 8, nz) grid, stretched along z
+    (_STACK_Z), with its CPU parity and winding references (equal: the mesh is closed)."""
     vertices, faces = stacked_tetrahedra(count)
-    if nz > 8:
-        vertices[:, 2] = 40.0 + 10.0 * vertices[:, 2]
+    offset, scale = _STACK_Z[nz]
+    vertices[:, 2] = offset + scale * vertices[:, 2]
     vertices = vertices.astype(np.float32)
     shape = (8, 8, nz)
     parity = solid_columns(vertices, faces, shape)
@@ -333,15 +336,18 @@ def _stacked(count: int, nz: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
-@pytest.mark.parametrize(("count", "nz"), [(2_000, 8), (8_000, 8), (40_000, 8), (8_000, 128)])
+@pytest.mark.parametrize(
+    ("count", "nz"), [(2_000, 8), (8_000, 8), (40_000, 8), (8_000, 128), (8_000, 8192)]
+)
 def test_closed_stack_with_many_crossings_per_tile(gpu, variant, count, nz):
     """Thousands of closed flat tetrahedra over one tile: 4 pairs of that tile and 2
     crossings of a covered column per tetrahedron, one fill round up to 8,192 tetrahedra,
-    five at 40,000.
-    The signed fill's loop trips per invocation stay within llvmpipe's guard at any count
-    (fill.comp; past it the loops of an invocation end silently and crossings are lost: whole
-    extra layers, different from run to run). Winding equals parity and both references, the
-    same on every run."""
+    five at 40,000; on deeper columns, segments over several words with the box's first
+    voxel in the second (nz 128), and over the 256 words of the deepest grid, thousands of
+    marks below a crossing (nz 8192). The signed fill's loop trips per invocation stay within
+    llvmpipe's guard at any count (fill.comp; past it the loops of an invocation end
+    silently and crossings are lost: whole extra layers, different from run to run). Winding
+    equals parity and both references, the same on every run."""
     vertices, faces, expected = _stacked(count, nz)
     shape = (8, 8, nz)
     bounds = [[0, 0, 0], list(shape)]
