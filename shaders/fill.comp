@@ -7,7 +7,8 @@
 // their flips in registers and touch memory once at the end; deeper ones flip in memory. A
 // dispatch handles at most PAIRS_PER_ROUND pairs of every tile (pairs [first + round *
 // PAIRS_PER_ROUND, ...)); the host records fill_rounds rounds, enough for the largest tile it
-// expects, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl). A tile
+// expects, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl); rounds
+// after the first are dispatched only as far as some tile asks for them (round_dispatch). A tile
 // with more pairs than the recorded rounds take flips nothing and is counted in
 // unfinished_tiles (the host then runs the part again with enough rounds). With `finish` (no
 // other part of the slab flips bits) the round that takes a tile's last pairs also turns its
@@ -106,10 +107,24 @@ layout(push_constant) uniform Params {
 #endif
 };
 
+#if FILL_STAGE == 0
+// The dispatch arguments of rounds 1, 2, ... (entry r for round r; the host clears them): a
+// round whose tiles have more pairs after it asks for the next round over every tile (the
+// same group count as round 0), so the rounds past the largest tile's dispatch no workgroup.
+layout(std430, binding = 9) buffer RoundDispatch { uvec4 round_dispatch[]; };
+
+void request_next_round(uint end, uint tile_end) {
+    if (end < tile_end && fill_round + 1u < fill_rounds && gl_LocalInvocationID.x == 0u) {
+        round_dispatch[fill_round + 1u] = uvec4(group_count, 0u);
+    }
+}
+#endif
+
 // Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
 // at most 2^15, so a round makes at most 2^15 / PAIR_BATCH iterations of the pair loop, and
 // at most 2^15 more going over the pairs again for near ties (one per pair): at most 40,960,
-// under llvmpipe's guard (tiles.glsl).
+// under llvmpipe's guard (tiles.glsl). Nothing done per pair may loop (the signed fill's
+// count_ranks loops once per round, at most MAX_COLUMN_WORDS trips).
 #define PAIR_BATCH (SHARED_RECORDS != 0 ? 8u : 4u)
 #define REGISTER_WORDS 16
 
@@ -221,11 +236,48 @@ bool near_tie(uint pair, ivec2 column, int n) {
 }
 
 #if FILL_STAGE == 0 && SIGNED_CROSSINGS
-// The segment of the column whose slots start at `group` that starts at voxel k.
+// A crossing's segment is its rank among the column's marks in the box: those of its own
+// word up to it, and those of the words below, which each round counts once per word before
+// the pair loop (count_ranks), not once per crossing: a loop over the words below for every
+// crossing would make up to a trip per word per pair, past llvmpipe's guard with many pairs
+// (the guard then ended the invocation's loops, crossings were lost, and which depended on
+// the pairs' order within the tile: whole layers wrong, not the same from run to run). The
+// counts of the marks below each word of the box's range (MAX_COLUMN_WORDS words at most:
+// the deepest grid) are 16-bit (at most one mark per voxel, MAX_COLUMN_WORDS * 32 < 2^16),
+// two per entry, in shared memory, entries of neighbouring columns next to each other; each
+// thread reads only its own column's, so no barrier is needed.
+#define RANK_ENTRIES ((MAX_COLUMN_WORDS + 1) / 2)
+shared uint mark_ranks[RANK_ENTRIES * TILE_COLUMNS];
+
+// Word q's entry in mark_ranks (its 16-bit half: q's parity within the box's range).
+uint rank_entry(int q) {
+    uint word = uint(q - ((box.k_lo + 1) >> 5));
+    return (word >> 1) * uint(TILE_COLUMNS) + gl_LocalInvocationID.x;
+}
+
+uint rank_shift(int q) {
+    return 16u * (uint(q - ((box.k_lo + 1) >> 5)) & 1u);
+}
+
+// The marks of the column (voxels k_lo + 1 .. k_hi - 1) in the words below each word of that
+// range, into mark_ranks. A column inside the box only.
+void count_ranks(uint base) {
+    uint below = 0u;
+    for (int q = (box.k_lo + 1) >> 5; q <= (box.k_hi - 1) >> 5; ++q) {
+        uint entry = rank_entry(q);
+        mark_ranks[entry] = rank_shift(q) == 0u ? below : mark_ranks[entry] | (below << 16);
+        below += bitCount(grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, box.k_hi));
+    }
+}
+
+// The segment of the column whose slots start at `group` that starts at voxel k (< k_hi):
+// the marks in voxels k_lo + 1 .. k (the first segment for k <= k_lo). No loop.
 uint segment_slot(uint group, uint base, int k) {
     uint rank = 0u;
-    for (int q = (box.k_lo + 1) >> 5; q <= k >> 5 && k > box.k_lo; ++q) {
-        rank += bitCount(grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, k + 1));
+    if (k > box.k_lo) {
+        int q = k >> 5;
+        rank = ((mark_ranks[rank_entry(q)] >> rank_shift(q)) & 0xFFFFu)
+             + bitCount(grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, k + 1));
     }
     return (group + rank) * uint(TILE_COLUMNS) + gl_LocalInvocationID.x;
 }
@@ -237,6 +289,7 @@ void main() {
     uint first = tile.first + fill_round * PAIRS_PER_ROUND;
     if (first >= tile.end) return;
     uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    request_next_round(end, tile.end);
     ivec2 column = tile_column(tile.key);
     uint base = column_base(window, column);
     // the tile's index among the slab's tiles (a part's window may start at a later row)
@@ -245,6 +298,7 @@ void main() {
                    + uint((column.y - window.buffer_row) >> TILE_SHIFT) * tiles_per_row;
     uint group = offsets[slab_tile];
     bool inside = column_in_box(box, column);
+    if (inside) count_ranks(base);
     int n = window.nz;
     uint near_ties = 0u;
     for (uint start = first; start < end; start += PAIR_BATCH) {
@@ -311,6 +365,7 @@ void main() {
     uint first = tile.first + fill_round * PAIRS_PER_ROUND;
     if (first >= tile.end) return;
     uint end = min(tile.end, first + PAIRS_PER_ROUND);
+    request_next_round(end, tile.end);
     bool finishing = finish != 0u && end == tile.end;  // this round takes the tile's last pairs
     bool continued = first != tile.first;              // earlier rounds flipped bits too
     ivec2 column = tile_column(tile.key);

@@ -7,6 +7,7 @@ slabs, budgets, the SVO and every variant."""
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,7 @@ import voxelizer
 from voxelizer import VARIANTS
 from voxelizer.mesh import Mesh
 from voxelizer.pipeline import winding
+from voxelizer.reference import solid_columns
 from voxelizer.reference_winding import (
     ONE,
     boundary_edges,
@@ -29,7 +31,7 @@ from voxelizer.reference_winding import (
 )
 
 from .helpers import assert_same_voxels, load_model, run_cli
-from .shapes import box, box_expected, combine, inverted
+from .shapes import box, box_expected, combine, inverted, stacked_tetrahedra
 
 N = 32
 CUBE = [[0, 0, 0], [N, N, N]]  # bounds that make world space grid space (h = 1)
@@ -313,6 +315,49 @@ def test_every_variant(gpu, variant):
     )
     got = _winding(gpu, OPEN_SPHERE, variant=variant)
     assert_same_voxels(got, _reference(OPEN_SPHERE))
+
+
+# z of stacked_tetrahedra (0.1 to 7.9) -> offset + scale z on an (8, 8, nz) grid
+_STACK_Z = {8: (0.0, 1.0), 128: (40.0, 10.0), 8192: (0.0, 1024.0)}
+
+
+@cache
+def _stacked(count: int, nz: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """stacked_tetrahedra(count) over one tile of an (8, 8, nz) grid, stretched along z
+    (_STACK_Z), with its CPU parity and winding references (equal: the mesh is closed)."""
+    vertices, faces = stacked_tetrahedra(count)
+    offset, scale = _STACK_Z[nz]
+    vertices[:, 2] = offset + scale * vertices[:, 2]
+    vertices = vertices.astype(np.float32)
+    shape = (8, 8, nz)
+    parity = solid_columns(vertices, faces, shape)
+    assert_same_voxels(winding_columns(vertices, faces, shape), parity)
+    return vertices, faces, parity
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize(
+    ("count", "nz"), [(2_000, 8), (8_000, 8), (40_000, 8), (8_000, 128), (8_000, 8192)]
+)
+def test_closed_stack_with_many_crossings_per_tile(gpu, variant, count, nz):
+    """Thousands of closed flat tetrahedra over one tile: 4 pairs of that tile and 2
+    crossings of a covered column per tetrahedron, one fill round up to 8,192 tetrahedra,
+    five at 40,000; on deeper columns, segments over several words with the box's first
+    voxel in the second (nz 128), and over the 256 words of the deepest grid, thousands of
+    marks below a crossing (nz 8192). The signed fill's loop trips per invocation stay within
+    llvmpipe's guard at any count (fill.comp; past it the loops of an invocation end
+    silently and crossings are lost: whole extra layers, different from run to run). Winding
+    equals parity and both references, the same on every run."""
+    vertices, faces, expected = _stacked(count, nz)
+    shape = (8, 8, nz)
+    bounds = [[0, 0, 0], list(shape)]
+    mesh = Mesh(vertices, faces)
+    parity = gpu.voxelize_dense(mesh, shape, bounds=bounds, variant=variant).to_numpy()
+    assert_same_voxels(parity, expected)
+    for _ in range(2):
+        got = gpu.voxelize_dense(mesh, shape, fill_mode="winding", bounds=bounds, variant=variant)
+        assert_same_voxels(got.to_numpy(), expected)
+        assert got.stats.counts["winding_boundary_edges"] == 0
 
 
 def test_slabs_batches_budget_and_svo(gpu):

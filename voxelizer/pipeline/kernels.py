@@ -11,6 +11,7 @@ gpu/scan.py's.
 from __future__ import annotations
 
 from ..gpu.kernels import Kernel, Struct
+from ..placement import MAX_RESOLUTION
 
 # Pairs of one tile per fill dispatch (shaders/fill.comp: the pair loop and the near ties of
 # a round stay under llvmpipe's 65,535-iteration guard).
@@ -100,6 +101,8 @@ _TILE_PASS_BINDINGS = {"records": 0, "pairs": 1, "tiles": 2, "fill_dispatch": 3,
 # The fine coordinates per vertex and the batch's vertex indices: the near ties' (fill.comp).
 _FINE_BINDINGS = {"fine_vertices": 7, "indices": 8}
 _FILL_BINDINGS = {**_TILE_PASS_BINDINGS, "column_counts": 5, "column_sums": 6, **_FINE_BINDINGS}
+# The flips stage's dispatch arguments of the rounds after the first (fill.comp).
+_ROUND_BINDINGS = {"round_dispatch": 9}
 _FILL_PUSH = (
     ("window", WINDOW),
     ("fill_round", "uint"),
@@ -108,7 +111,12 @@ _FILL_PUSH = (
     ("fixed_error", "uint"),
 )
 _FLIPS_DEFINES = {"FILL_STAGE": 0, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND}
-FILL_FLIPS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 0})
+FILL_FLIPS = Kernel(
+    "fill",
+    {**_FILL_BINDINGS, **_ROUND_BINDINGS},
+    _FILL_PUSH,
+    {**_FLIPS_DEFINES, "MARK_CROSSINGS": 0},
+)
 # shaders/common.glsl: the voxels whose centres lie inside the surface's bounding box.
 COLUMN_BOX = Struct(
     "ColumnBox",
@@ -123,12 +131,18 @@ COLUMN_BOX = Struct(
 )
 # fill_mode="winding": the flips stage with OR, marking every crossing; then, once the
 # columns are cut into segments at the marks, adding each crossing's sign to its segment.
-FILL_MARKS = Kernel("fill", _FILL_BINDINGS, _FILL_PUSH, {**_FLIPS_DEFINES, "MARK_CROSSINGS": 1})
+FILL_MARKS = Kernel(
+    "fill",
+    {**_FILL_BINDINGS, **_ROUND_BINDINGS},
+    _FILL_PUSH,
+    {**_FLIPS_DEFINES, "MARK_CROSSINGS": 1},
+)
 FILL_SIGNED = Kernel(
     "fill",
-    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, **_FINE_BINDINGS},
+    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, **_FINE_BINDINGS, **_ROUND_BINDINGS},
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
-    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1},
+    # the words of the deepest column: the signed fill's shared counts of marks (fill.comp)
+    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1, "MAX_COLUMN_WORDS": MAX_RESOLUTION // 32},
 )
 FILL_PARITY = Kernel(
     "fill",

@@ -227,6 +227,17 @@ class Window:
         )
 
 
+@dataclass(frozen=True)
+class _RecordedFill:
+    """A part's fill as recorded: its window, the bindings of its grouped pairs (None: no
+    pairs), its dispatch arguments and rounds."""
+
+    window: Window
+    bindings: dict[str, Binding | Buffer] | None
+    fill_args: Buffer
+    rounds: int
+
+
 @dataclass
 class _SlabState:
     """What the submissions of one slab have done to its buffers so far."""
@@ -315,6 +326,9 @@ class PassRunner:
         self._batch_indices: Binding | None = None
         self._tile_boxes: np.ndarray | None = None
         self._slab = _SlabState(Window(0, 0, 0, 0, 0))
+        # The fill recorded last, and the marking fill a slab's signed fill reuses (winding)
+        self._last_fill: _RecordedFill | None = None
+        self._kept_fill: _RecordedFill | None = None
         self.followed: object | None = None  # what `then` of the last voxelize returned
         # The host arrays the passes read; the soup is gathered straight into staging memory
         # as each batch goes up (`upload`).
@@ -342,6 +356,11 @@ class PassRunner:
         once): what it returned is then left in `followed`, which is None otherwise (the
         caller does that work itself)."""
         self.followed = None
+        kept, self._kept_fill = self._kept_fill, None
+        if signed is not None and kept is not None and kept.window == slab:
+            self._signed_again(kept, signed)
+            self.stats.count(parts=1, parts_regrouped=0)
+            return None
         batches = [
             (first, min(first + self.batch_triangles, self.triangles))
             for first in range(0, self.triangles, self.batch_triangles)
@@ -375,7 +394,12 @@ class PassRunner:
         if (fills != 1 and not winding) or (marks and fills == 0):
             # several parts, or none (the grid is still cleared there)
             staging = self._parity_all(grid, download and not winding)
+        last = self._last_fill
+        if marks and fills == 1 and len(batches) == 1 and last is not None and last.window == slab:
+            self._kept_fill = last  # the signed fill of the slab reuses its grouped pairs
         self.stats.count(slabs=int(signed is None), parts=fills)
+        if signed is not None:
+            self.stats.count(parts_regrouped=fills)
         return staging
 
     # -- one part: count, then emit, group, compact and fill ---------------------------------
@@ -748,6 +772,7 @@ class PassRunner:
         sequence, pipelines = self.sequence, self.pipelines
         fill_args = self.pool.get("fill_args", 16, INDIRECT)
         if not pairs:
+            self._last_fill = _RecordedFill(window, None, fill_args, 0)
             return fill_args
         slots = self._pair_slots(pairs)
         pair_buffer = self.pool.binding("pairs", slots * PAIR_BYTES)
@@ -794,17 +819,66 @@ class PassRunner:
             bindings["column_sums"] = self._column_sums(
                 needed=not marks and (not finish or rounds > 1)
             )
+        self._record_rounds(flips, bindings, window, rounds, finish, extra, fill_args)
+        self._last_fill = _RecordedFill(window, bindings, fill_args, rounds)
+        return fill_args
+
+    def _record_rounds(
+        self,
+        flips: ComputePipeline,
+        bindings: dict[str, Binding | Buffer],
+        window: Window,
+        rounds: int,
+        finish: bool,
+        extra: Mapping[str, object],
+        fill_args: Buffer,
+    ) -> None:
+        """The fill's rounds over the grouped pairs in `bindings`."""
+        sequence = self.sequence
+        later_rounds = self._round_dispatch(rounds)
+        bindings["round_dispatch"] = later_rounds
         for fill_round in range(rounds):
             sequence.dispatch_indirect(
                 flips,
                 bindings,
                 {"window": window, "fill_round": fill_round, "fill_rounds": rounds,
                  "finish": int(finish), "fixed_error": self.fixed_error, **extra},
-                fill_args,
+                fill_args if fill_round == 0 else later_rounds.buffer,
+                offset=0 if fill_round == 0 else fill_round * 16,
             )  # fmt: skip
             sequence.barrier()
         sequence.mark("fill")
-        return fill_args
+
+    def _signed_again(self, kept: _RecordedFill, signed: SignedCrossings) -> None:
+        """The signed fill of fill_mode="winding" over the pairs the marking fill of the same
+        slab grouped (its only part): no binning again, one submission."""
+        started = time.perf_counter()
+        self.sequence.begin()
+        self.sequence.mark("start")
+        if kept.bindings is not None:
+            bindings = {
+                name: binding
+                for name, binding in kept.bindings.items()
+                if name not in ("column_counts", "column_sums")
+            }
+            bindings.update(offsets=signed.offsets, crossings=signed.crossings)
+            self._record_rounds(
+                self.pipelines.fill_signed, bindings, kept.window, kept.rounds, False,
+                {"box": signed.box}, kept.fill_args,
+            )  # fmt: skip
+        self.stats.add_gpu(self.sequence.submit())
+        self.stats.add_host(fill_submission=(time.perf_counter() - started) * 1e3)
+
+    def _round_dispatch(self, rounds: int) -> Binding:
+        """The dispatch arguments of fill rounds 1 .. rounds - 1, cleared (no workgroups):
+        a round's tiles ask for the next (shaders/fill.comp), so a part whose largest tile
+        takes fewer rounds than its total of pairs does dispatches nothing for the rest."""
+        if rounds == 1:
+            return self.pool.binding("unused", 16)  # never written: no next round
+        arguments = self.pool.get("fill_round_args", rounds * 16, INDIRECT)
+        self.sequence.fill(arguments, 0, rounds * 16)
+        self.sequence.barrier()
+        return Binding(arguments, rounds * 16)
 
     def _parity_all(self, grid: Binding, download: bool) -> Buffer | None:
         """Parity and column counts over every tile of the slab, after several parts flipped
