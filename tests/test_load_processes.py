@@ -157,17 +157,8 @@ print("done", sum(r.ok for r in results))
 
 
 def test_a_script_without_a_main_guard(tmp_path):
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(SCRIPT))
     files = [str(shared_model("bunny.ply"))] * 6
-    run = subprocess.run(
-        [sys.executable, str(script), *files],
-        cwd=tmp_path,
-        env=_with_project_path(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_script(tmp_path, "script.py", SCRIPT, *files)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip().splitlines() == ["done 6"]
 
@@ -215,6 +206,23 @@ def test_ctrl_c_ends_the_batch_and_its_helpers(tmp_path):
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in pids)
+
+
+def run_script(
+    tmp_path: Path, name: str, source: str, *args: object
+) -> subprocess.CompletedProcess:
+    """`source` saved as tmp_path/name and run by a fresh Python (this project importable);
+    `args` as its command line (str of each; a starred list spreads)."""
+    script = tmp_path / name
+    script.write_text(textwrap.dedent(source))
+    return subprocess.run(
+        [sys.executable, str(script), *map(str, args)],
+        cwd=tmp_path,
+        env=_with_project_path(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _with_project_path() -> dict[str, str]:
@@ -304,17 +312,8 @@ def test_forked_helpers_send_what_execd_ones_send(tmp_path):
         garbage,
         shared_model("torus.stl"),
     ]
-    script = tmp_path / "forked.py"
-    script.write_text(textwrap.dedent(FORKED))
     out = tmp_path / "results.pickle"
-    run = subprocess.run(
-        [sys.executable, str(script), *map(str, paths), str(out)],
-        cwd=tmp_path,
-        env=_with_project_path(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_script(tmp_path, "forked.py", FORKED, *paths, out)
     assert run.returncode == 0, run.stderr
     (forked, execd), died, closed = pickle.loads(out.read_bytes())
     assert [r[0] for r in forked] == ["mesh", "error", "mesh", "error", "mesh"]
@@ -360,16 +359,7 @@ def test_batches_with_forked_then_execd_helpers(tmp_path):
     bad = tmp_path / "bad.obj"
     bad.write_text("v 0 0 0\nf 1 2 3\n")
     files = [shared_model("bunny.ply"), PROJECT_MODELS / "gear.ply", bad, shared_model("torus.stl")]
-    script = tmp_path / "batches.py"
-    script.write_text(textwrap.dedent(BATCHES))
-    run = subprocess.run(
-        [sys.executable, str(script), *map(str, files)],
-        cwd=tmp_path,
-        env=_with_project_path(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_script(tmp_path, "batches.py", BATCHES, *files)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split("\n")[:3] == ["forked 2", "forked 0 3", "same"]
 
@@ -395,16 +385,7 @@ def test_the_batch_command_forks_its_helpers_before_checking_devices(tmp_path):
     for number, path in enumerate(files):
         (inputs / str(number)).mkdir(parents=True)
         shutil.copyfile(path, inputs / str(number) / Path(path).name)
-    script = tmp_path / "devices.py"
-    script.write_text(textwrap.dedent(DEVICES_CHECKED))
-    run = subprocess.run(
-        [sys.executable, str(script), str(inputs), "--out-dir", str(tmp_path / "out")],
-        cwd=tmp_path,
-        env=_with_project_path(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    run = run_script(tmp_path, "devices.py", DEVICES_CHECKED, inputs, "--out-dir", tmp_path / "out")
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["exit", "0", "forked", "2"], run.stdout
     assert len(list((tmp_path / "out").rglob("*.svo"))) == len(files)
@@ -425,16 +406,7 @@ print(fork_allowed())
 
 
 def test_no_fork_while_another_thread_runs(tmp_path):
-    script = tmp_path / "threads.py"
-    script.write_text(textwrap.dedent(THREADS))
-    run = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=_with_project_path(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    run = run_script(tmp_path, "threads.py", THREADS)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["True", "False", "True"]
 
