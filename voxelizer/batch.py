@@ -503,6 +503,8 @@ class _LocalWorker:
             with closing(self._worker.run(self)) as results:
                 for result in results:
                     self._post(result)
+                    if self._stopping.is_set():
+                        break  # (closing drops the meshes read ahead: Ctrl-C ends it soon)
         except BaseException as exc:  # handed to the parent loop, raised there
             self._post(exc)
         finally:
