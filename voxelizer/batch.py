@@ -540,13 +540,12 @@ class _LocalWorker:
 
 def _process_results(
     tasks: list[MeshTask],
+    local_device: str | int | None,
     worker_devices: list[str | int | None],
     settings: BatchSettings,
-    local_device: str | int | None = None,
-    local: bool = False,
 ) -> Iterator[BatchResult]:
-    """Run `tasks` on one spawned process per entry of `worker_devices`, and with `local`
-    on a worker in this process too (on `local_device`)."""
+    """Run `tasks` on a worker in this process (on `local_device`) and on one spawned
+    process per entry of `worker_devices`."""
     context = multiprocessing.get_context("spawn")
     handles: dict[int, _Handle] = {}
     todo = deque(tasks)
@@ -644,23 +643,22 @@ def _process_results(
     interrupted = True
     here: _LocalWorker | None = None
     try:
-        if local and settings.load_processes:
+        if settings.load_processes:
             # the local worker's helpers, before any thread here (a process's queue feeder,
             # the worker's own): then they may be forked, ready at once
             shared_load_processes(settings.load_processes)
         for device in worker_devices:
             start(device)
-        if local:
-            here = _LocalWorker(local_device, settings, todo)
+        here = _LocalWorker(local_device, settings, todo)
         while remaining:
             top_up()
             ready = wait_for(
                 [h.messages for h in handles.values()]
                 + [h.process.sentinel for h in handles.values()]
-                + ([here.wakeup] if here is not None else []),
+                + [here.wakeup],
                 timeout=_POLL_SECONDS,
             )
-            if here is not None and here.wakeup in ready:
+            if here.wakeup in ready:
                 for item in here.take():
                     if isinstance(item, BaseException):
                         raise item
@@ -944,6 +942,4 @@ def _results(
         worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
     else:  # the first worker here, the others spawned
-        yield from _process_results(
-            todo, worker_devices[1:], settings, local_device=worker_devices[0], local=True
-        )
+        yield from _process_results(todo, worker_devices[0], worker_devices[1:], settings)

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing
 
 from .errors import MeshError
-from .parallel import for_row_chunks, map_row_chunks
+from .parallel import copy_rows, for_row_chunks, map_row_chunks
 
 T = TypeVar("T")
 
@@ -49,13 +49,8 @@ class Mesh:
     @cached_property
     def indices(self) -> np.ndarray:
         """(T, 3) uint32, contiguous: the faces as the GPU reads them (converted once)."""
-        faces = self.faces
-        indices = np.empty(faces.shape, np.uint32)
-
-        def convert(start: int, stop: int) -> None:
-            indices[start:stop] = faces[start:stop]
-
-        for_row_chunks(len(faces), convert)
+        indices = np.empty(self.faces.shape, np.uint32)
+        copy_rows(indices, self.faces)
         indices.flags.writeable = False  # (a buffer may keep it as written: write_once)
         return indices
 

@@ -10,6 +10,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+import numpy as np
+
 MIN_ROWS = 1 << 18  # below this, one thread: starting the others costs more than it saves
 
 _pool: ThreadPoolExecutor | None = None
@@ -33,6 +35,16 @@ def use_threads(count: int | None) -> None:
 def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = MIN_ROWS) -> None:
     """Call work(start, stop) over [0, rows) in contiguous chunks, in parallel when large."""
     map_row_chunks(rows, work, min_rows)
+
+
+def copy_rows(target: np.ndarray, source: np.ndarray, min_rows: int = MIN_ROWS) -> None:
+    """target[:] = source (numpy converting the type as it assigns), in row chunks of the
+    first axis, in parallel when large."""
+
+    def copy(start: int, stop: int) -> None:
+        target[start:stop] = source[start:stop]
+
+    for_row_chunks(len(source), copy, min_rows)
 
 
 def map_row_chunks(rows: int, work: Callable[[int, int], T], min_rows: int = MIN_ROWS) -> list[T]:

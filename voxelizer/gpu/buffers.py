@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing
 
 from ..errors import DeviceError
-from ..parallel import for_row_chunks
+from ..parallel import copy_rows
 from .device import Device
 from .interrupts import interrupts_deferred
 from .loader import vk
@@ -152,11 +152,7 @@ class Buffer:
             self.mapped()[: raw.size] = raw.tobytes()
             return
         target = np.frombuffer(self.mapped(), np.uint8, count=raw.size)
-
-        def copy(start: int, stop: int) -> None:
-            target[start:stop] = raw[start:stop]
-
-        for_row_chunks(raw.size, copy, min_rows=1 << 22)  # 4 MiB or more per thread
+        copy_rows(target, raw, min_rows=1 << 22)  # 4 MiB or more per thread
 
     def read(self, dtype: numpy.typing.DTypeLike, count: int | None = None) -> np.ndarray:
         """A copy of the buffer's contents as a numpy array."""

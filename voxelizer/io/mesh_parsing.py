@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..parallel import for_row_chunks
+from ..parallel import copy_rows, for_row_chunks
 from .text_numbers import fast_numbers, fast_table
 
 MeshBytes = bytes | mmap.mmap
@@ -307,11 +307,7 @@ def float64_copy(values: np.ndarray) -> np.ndarray:
     """A C-contiguous float64 copy of a view of any numeric type and stride, converted in
     chunks of its first axis on the host's cores."""
     copy = np.empty(values.shape, np.float64)
-
-    def convert(start: int, stop: int) -> None:
-        copy[start:stop] = values[start:stop]
-
-    for_row_chunks(len(values), convert)
+    copy_rows(copy, values)
     return copy
 
 

@@ -29,7 +29,7 @@ from ..gpu.kernels import COMMON_DEFINES, TILE_SHIFT, WG_SIZE, Kernel, subgroup_
 from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
 from ..grid import grid_bytes
-from ..parallel import for_row_chunks, map_row_chunks
+from ..parallel import copy_rows, for_row_chunks, map_row_chunks
 from ..placement import FINE_BITS, FIXED_BITS, fixed_gap, to_fine
 from ..stats import Stats
 from . import kernels
@@ -630,7 +630,7 @@ class PassRunner:
             sources = self._faces_sources()
             if not indices.holds(sources, batch):
                 indices.forget()  # (the conversion may be interrupted half way)
-                self._convert_faces(first, end, indices.view(np.uint32, (end - first, 3)))
+                copy_rows(indices.view(np.uint32, (end - first, 3)), self.faces[first:end])
                 indices.made_from(sources, batch)
             self._batch_indices = Binding(indices, size)
         return (time.perf_counter() - started) * 1e3
@@ -646,25 +646,12 @@ class PassRunner:
         faces themselves (remembered only if read-only)."""
         return (self.faces if self._faces_key is None else self._faces_key,)
 
-    def _convert_faces(self, first: int, end: int, target: np.ndarray) -> None:
-        """Faces [first, end) into `target`, (count, 3) uint32, in row chunks."""
-
-        def convert(start: int, stop: int) -> None:
-            target[start:stop] = self.faces[first + start : first + stop]
-
-        for_row_chunks(end - first, convert)
-
     def _gather(self, first: int, end: int, soup: np.ndarray) -> None:
         """The triangle soup of faces [first, end) into `soup`, (count, 3, 3) float32 (the
         staging memory itself: no copy in between); copied from the one made before the
         call where there is one (a reading process's: a copy instead of a gather)."""
-        made = self._soup
-        if made is not None:
-
-            def copy(start: int, stop: int) -> None:
-                soup[start:stop] = made[first + start : first + stop]
-
-            for_row_chunks(end - first, copy)
+        if self._soup is not None:
+            copy_rows(soup, self._soup[first:end])
             return
 
         # Each corner as one 12-byte item, indexed by intp: np.take then moves whole corners
