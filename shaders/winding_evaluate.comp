@@ -1,6 +1,6 @@
 #version 460
 // fill_mode="winding": c (winding.glsl) at points of the runs of winding_decide.comp,
-// CURTAIN_GROUP points per workgroup, summed over the boundary edges [edge_first, edge_end)
+// CURTAIN_GROUP / point_spread points per workgroup, summed over the boundary edges [edge_first, edge_end)
 // (the host splits the edges into chunks; the sums start cleared): x = the terms that grow
 // with the height, y = the others, z = a bound on the rounding of x + y (all over 4 pi).
 // The points, by stage:
@@ -13,6 +13,12 @@
 //     is its column's end in the box is copied from stage 0's evaluation (columns[]).
 //   2 (later rounds): each run's middle (curtain[3r + 1]); winding_decide.comp carried the
 //     two others over from the round before.
+// A workgroup evaluates its points together: those that need c are listed, and each gets
+// as many of the group's lanes as the list allows (a power of two), which split the edges
+// between them and add their parts up in a fixed order. A point's sum depends only on the
+// list's length, so every run of the same job rounds it the same way; few points in a group
+// (most are decided by a bound, or a later round has few runs: point_spread) cost a few
+// edges per lane instead of all of them.
 // In the first round, when one dispatch holds every edge (bound_columns), a cheap bound of
 // c on whole columns comes first (winding.glsl): each tile's, from its centre
 // (tile_azimuth_bound), then, where that is too weak, each column's own (azimuth_bound);
@@ -43,6 +49,7 @@ layout(push_constant) uniform Params {
     int column_lo;       // the lowest voxel of every column (box k_lo)
     int column_hi;       // one past its highest (box k_hi)
     uint bound_columns;  // stage 0, all edges in this dispatch: try the column bound
+    uint point_spread;   // stages 1 and 2: a workgroup takes CURTAIN_GROUP / point_spread
 };
 
 // The column bound's halves (azimuth_bound summed over every other edge) of the two points
@@ -51,7 +58,10 @@ shared vec2 half_sums[gl_WorkGroupSize.x];
 // The tile bound's parts (tile_azimuth_bound): the tile's point t sums the edges
 // e = t (mod 2 TILE_COLUMNS); every point of the tile adds the parts up in the same order.
 shared vec2 tile_parts[gl_WorkGroupSize.x];
-shared uint group_evaluated;  // this workgroup's points that evaluate c
+// The points that evaluate c: (P, where c goes); each lane's part of a listed point's sums.
+shared ivec4 listed_points[gl_WorkGroupSize.x];
+shared uint listed_count;
+shared vec4 parts[gl_WorkGroupSize.x];
 
 // 1 / 2 pi rounded up (0.1591549431 < 0.15915500), times the sums' rounding: n terms of
 // one sign, summed in m parts and added, are within (n + m) 2^-24 of their sum.
@@ -66,33 +76,55 @@ vec4 bound_curtain(uint which, float above, float below) {
     return which == 0u ? vec4(-below, 0.0, 0.0, 1.0) : vec4(above, 0.0, 0.0, 1.0);
 }
 
-// c at P over the edges [edge_first, edge_end), added to curtain[at].
-void evaluate_point(ivec3 p, uint at) {
-    float growing = 0.0, other = 0.0, bound = 0.0, magnitude = 0.0;
-    for (uint e = edge_first; e < edge_end; ++e) {
+// One lane's part of c at P: the edges edge_first + slice, + lanes, ... below edge_end.
+// (growing terms, other terms, the terms' own rounding bounds, the sum of |terms|).
+vec4 curtain_part(ivec3 p, uint slice, uint lanes) {
+    vec4 sums = vec4(0.0);
+    for (uint e = edge_first + slice; e < edge_end; e += lanes) {
         ivec4 start = edges[2u * e], end = edges[2u * e + 1u];
         vec2 strip = strip_solid_angle(start.xyz, end.xyz, p);
         float term = float(start.w) * strip.x;
         if (term > 0.0) {
-            growing += term;
+            sums.x += term;
         } else {
-            other += term;
+            sums.y += term;
         }
-        magnitude += abs(term);
-        bound += abs(float(start.w)) * strip.y;
+        sums.z += abs(float(start.w)) * strip.y;
+        sums.w += abs(term);
     }
-    float count = float(edge_end - edge_first);
-    // the sums' own rounding: at most (count + 2) 2^-24 of the magnitude each, both
-    bound += magnitude * (count + 8.0) / 8388608.0;
-    curtain[at] += vec4(growing, other, bound, 0.0) / FOUR_PI;
+    return sums;
+}
+
+// c at the listed points over the edges [edge_first, edge_end), added to curtain[]: a point
+// gets `lanes` lanes (the most that fit, a power of two), each sums every lanes-th edge, and
+// the first adds the parts in lane order. Called by the whole workgroup.
+void evaluate_listed() {
+    uint count = listed_count;  // the same in every lane (read after a barrier)
+    if (count == 0u) return;
+    uint lane = gl_LocalInvocationID.x;
+    uint lanes = 1u << findMSB(gl_WorkGroupSize.x / count);
+    uint point = lane / lanes, slice = lane % lanes;
+    ivec4 target = listed_points[min(point, count - 1u)];
+    parts[lane] = point < count ? curtain_part(target.xyz, slice, lanes) : vec4(0.0);
+    barrier();
+    if (point >= count || slice != 0u) return;
+    vec4 sums = vec4(0.0);
+    for (uint part = lane; part < lane + lanes; ++part) sums += parts[part];
+    // the sums' own rounding: n terms of one sign summed in m <= n parts and added are
+    // within (n + m) 2^-24 of their sum; (2 n + 16) 2^-24 covers it
+    float n = float(edge_end - edge_first);
+    float bound = sums.z + sums.w * (n + 8.0) / 8388608.0;
+    curtain[uint(target.w)] += vec4(sums.x, sums.y, bound, 0.0) / FOUR_PI;
 }
 
 void main() {
     uint lane = gl_LocalInvocationID.x;
-    if (lane == 0u) group_evaluated = 0u;
-    uint index = flat_invocation_id();
+    if (lane == 0u) listed_count = 0u;
+    // stage 0: every lane a point (the tile bound needs a tile's points together)
+    uint spread = stage == 0u ? 1u : point_spread;
+    uint index = flat_group_id() * (gl_WorkGroupSize.x / spread) + lane;
     uint run_index = index, which = 1u;  // which: 0 the low point, 1 the middle, 2 the high
-    bool listed = index < point_count;
+    bool listed = index < point_count && lane < gl_WorkGroupSize.x / spread;
     uint at = stage == 2u ? 3u * index + 1u : index;
     uint tile = index / uint(2 * TILE_COLUMNS), local = index % uint(2 * TILE_COLUMNS);
     if (stage == 0u) {  // 2 TILE_COLUMNS points per tile: its columns' first runs (if any)
@@ -167,11 +199,9 @@ void main() {
             evaluate = false;
         }
     }
-    barrier();  // group_evaluated cleared
-    if (evaluate) {
-        evaluate_point(p, at);
-        if (edge_first == 0u) atomicAdd(group_evaluated, 1u);  // once per point
-    }
+    barrier();  // listed_count cleared
+    if (evaluate) listed_points[atomicAdd(listed_count, 1u)] = ivec4(p, int(at));
     barrier();
-    if (lane == 0u && group_evaluated != 0u) atomicAdd(evaluated, group_evaluated);
+    evaluate_listed();
+    if (lane == 0u && edge_first == 0u && listed_count != 0u) atomicAdd(evaluated, listed_count);
 }

@@ -346,6 +346,7 @@ WINDING_CURTAIN = Kernel(
         ("column_lo", "int"),
         ("column_hi", "int"),
         ("bound_columns", "uint"),
+        ("point_spread", "uint"),
     ),
     {"CURTAIN_GROUP": CURTAIN_GROUP},
 )

@@ -41,6 +41,10 @@ from . import kernels
 from .passes import TILE_SIDE, SignedCrossings, Window
 
 EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
+# Lanes a later curtain round aims to keep busy: with fewer points than this, a workgroup
+# takes fewer points and gives each more lanes (the same on every device, so that the sums
+# round the same everywhere).
+CURTAIN_LANES = 1 << 18
 TILE_COLUMNS = TILE_SIDE * TILE_SIDE  # columns of a tile: slots per group of segments
 _ONE = 1 << FIXED_BITS
 _HALF = _ONE >> 1
@@ -162,6 +166,13 @@ def column_box(box: np.ndarray, shape: tuple[int, int, int]) -> dict[str, int]:
 
 
 # -- the GPU work -----------------------------------------------------------------------------
+
+
+def point_spread(points: int) -> int:
+    """How thinly a curtain round spreads its points: a workgroup takes CURTAIN_GROUP / this
+    many (a power of two, 1 to CURTAIN_GROUP)."""
+    spread = max(CURTAIN_LANES // max(points, 1), 1)
+    return min(1 << (spread.bit_length() - 1), kernels.CURTAIN_GROUP)
 
 
 class WindingPipelines:
@@ -296,6 +307,7 @@ class WindingFill:
             # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
             stage, count_before = min(rounds, 2), count
             points = (2 * TILE_COLUMNS * slab.tiles, 3 * count, count)[stage]
+            spread = point_spread(points) if stage else 1
             if stage == 1:
                 curtain = self.pool.binding(curtain_names[0], count * 48)
             if stage < 2:
@@ -326,8 +338,9 @@ class WindingFill:
                         "column_lo": self.box["k_lo"],
                         "column_hi": self.box["k_hi"],
                         "bound_columns": int(stage == 0 and edge_count <= EDGE_CHUNK),
+                        "point_spread": spread,
                     },
-                    workgroups(points, kernels.CURTAIN_GROUP),
+                    workgroups(points * spread, kernels.CURTAIN_GROUP),
                 )
                 sequence.barrier()
             sequence.mark("winding_curtain")
