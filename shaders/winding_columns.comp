@@ -1,5 +1,6 @@
 #version 460
-// fill_mode="winding", per tile: one workgroup per tile of the window, one thread per column.
+// fill_mode="winding", per tile: COLUMN_TILES tiles of the window per workgroup (more
+// threads per workgroup than one tile's columns keep the GPU busier), one thread per column.
 //
 // The grid holds crossing marks (fill.comp with MARK_CROSSINGS): bit k is set iff some
 // triangle crosses the column between the centres of voxels k - 1 and k. s (the signed
@@ -22,7 +23,7 @@
 //
 // Grid layout: common.glsl, column_base.
 #extension GL_GOOGLE_include_directive : require
-layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // a tile's columns, x fastest
+layout(local_size_x = COLUMN_TILES << (2 * TILE_SHIFT)) in;  // tiles' columns, x fastest
 #include "common.glsl"
 
 layout(std430, binding = 0) buffer Grid { uint grid[]; };
@@ -44,12 +45,17 @@ layout(push_constant) uniform Params {
 
 #define NO_POINT 0xFFFFFFFFu
 
+// The thread's column within its tile.
+uint tile_lane() {
+    return gl_LocalInvocationID.x % uint(TILE_COLUMNS);
+}
+
 uint slot(uint group) {
-    return group * uint(TILE_COLUMNS) + gl_LocalInvocationID.x;
+    return group * uint(TILE_COLUMNS) + tile_lane();
 }
 
 #if COLUMNS_STAGE == 0
-shared uint most;
+shared uint most[COLUMN_TILES];
 #endif
 
 #if COLUMNS_STAGE == 1
@@ -63,15 +69,16 @@ void emit_nothing(uint group) {
 #endif
 
 void main() {
-    uint tile_index = flat_group_id();
+    uint in_group = gl_LocalInvocationID.x / uint(TILE_COLUMNS);
+    uint tile_index = flat_group_id() * uint(COLUMN_TILES) + in_group;
     int rows = window.row_hi - window.row_lo;
     uint tiles = uint(window.nx >> TILE_SHIFT) * uint(rows >> TILE_SHIFT);
-    if (tile_index >= tiles) return;  // past the window in a folded dispatch
-    uint lane = gl_LocalInvocationID.x;
+    bool real = tile_index < tiles;  // not past the window (the last group, or folded)
+    uint lane = tile_lane();
     ivec2 column = key_tile(window, tile_index) * TILE_SIDE
                  + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
     uint base = column_base(window, column);
-    bool inside_box = column_in_box(box, column);
+    bool inside_box = real && column_in_box(box, column);
     int first_word = (box.k_lo + 1) >> 5, last_word = (box.k_hi - 1) >> 5;
 #if COLUMNS_STAGE == 0
     uint count = 0u;
@@ -81,12 +88,13 @@ void main() {
             count += bitCount(grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, box.k_hi));
         }
     }
-    if (lane == 0u) most = 0u;
+    if (lane == 0u) most[in_group] = 0u;
     barrier();
-    atomicMax(most, count);
+    atomicMax(most[in_group], count);
     barrier();
-    if (lane == 0u) offsets[tile_index] = most;
+    if (lane == 0u && real) offsets[tile_index] = most[in_group];
 #elif COLUMNS_STAGE == 1
+    if (!real) return;
     uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
     if (inside_box) {
         uint ij = uint(column.x) | (uint(column.y) << 16);
@@ -106,6 +114,7 @@ void main() {
     }
     for (; group < groups_end; ++group) emit_nothing(group);
 #else
+    if (!real) return;
     uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
     int s = 0;
     for (; group < groups_end; ++group) {

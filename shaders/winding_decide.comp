@@ -52,11 +52,15 @@ int verdict(float s, vec4 low, vec4 high) {
     return UNDECIDED;
 }
 
+// The run's voxels into the grid (cleared by the host). A word wholly inside the run is
+// this invocation's alone (the runs of a column are disjoint): stored; the run's end words
+// may hold another run's voxels too: ORed.
 void fill_run(uint ij, int begin, int end) {
     uint base = column_base(window, ivec2(ij & 0xFFFFu, ij >> 16));
-    for (int q = begin >> 5; q <= (end - 1) >> 5; ++q) {
-        atomicOr(grid[base + uint(q)], word_range_mask(q, begin, end));
-    }
+    int first = begin >> 5, last = (end - 1) >> 5;
+    atomicOr(grid[base + uint(first)], word_range_mask(first, begin, end));
+    for (int q = first + 1; q < last; ++q) grid[base + uint(q)] = 0xFFFFFFFFu;
+    if (last > first) atomicOr(grid[base + uint(last)], word_range_mask(last, begin, end));
 }
 
 // A later round's half: decided, or on to the next round with c at L and H (its middle's

@@ -320,17 +320,26 @@ SVO_KERNELS = (CLASSIFY_GRID, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS, DOWNLOA
 # -- fill_mode="winding": segments between crossing marks, s per segment, runs decided ------
 
 _COLUMNS_PUSH = (("window", WINDOW), ("box", COLUMN_BOX))
+# tiles per workgroup of winding_columns' count and sum: one tile's 16 threads leave a GPU
+# mostly idle (the emission, whose writes are a tile's slots, runs a tile per workgroup)
+COLUMN_TILES = 4
 WINDING_COUNT = Kernel(
-    "winding_columns", {"grid": 0, "offsets": 1}, _COLUMNS_PUSH, {"COLUMNS_STAGE": 0}
+    "winding_columns",
+    {"grid": 0, "offsets": 1},
+    _COLUMNS_PUSH,
+    {"COLUMNS_STAGE": 0, "COLUMN_TILES": COLUMN_TILES},
 )
 WINDING_EMIT = Kernel(
-    "winding_columns", {"grid": 0, "offsets": 1, "runs": 2}, _COLUMNS_PUSH, {"COLUMNS_STAGE": 1}
+    "winding_columns",
+    {"grid": 0, "offsets": 1, "runs": 2},
+    _COLUMNS_PUSH,
+    {"COLUMNS_STAGE": 1, "COLUMN_TILES": 1},
 )
 WINDING_SUM = Kernel(
     "winding_columns",
     {"grid": 0, "offsets": 1, "crossings": 2},
     _COLUMNS_PUSH,
-    {"COLUMNS_STAGE": 2},
+    {"COLUMNS_STAGE": 2, "COLUMN_TILES": COLUMN_TILES},
 )
 # points per workgroup of winding_evaluate: whole warps of 32 (wider hardware waves too)
 CURTAIN_GROUP = 64

@@ -225,7 +225,8 @@ class WindingFill:
         sequence = self._begin()
         sequence.fill(offsets.buffer, 0, offsets.size)
         sequence.barrier()
-        sequence.dispatch(self.pipelines.count, {"grid": grid, "offsets": offsets}, push, tiles)
+        groups = -(-tiles // kernels.COLUMN_TILES)
+        sequence.dispatch(self.pipelines.count, {"grid": grid, "offsets": offsets}, push, groups)
         sequence.barrier()
         total = self.scan.record(sequence, self.pool, offsets.buffer, tiles + 1, "winding")
         sequence.mark("winding_segments")
@@ -260,7 +261,7 @@ class WindingFill:
             self.pipelines.sum,
             {"grid": grid, "offsets": signed.offsets, "crossings": signed.crossings},
             {"window": slab, "box": self.box},
-            slab.tiles,
+            -(-slab.tiles // kernels.COLUMN_TILES),
         )
         sequence.fill(grid.buffer, 0, grid.size)
         sequence.barrier()
