@@ -3,8 +3,10 @@
 //
 // FILL_STAGE 0, flips: one workgroup per non-empty tile, one thread per voxel column. Each
 // crossing flips one bit, at the first voxel whose centre lies above it. A thread owns its
-// column's words: no atomics. Columns of up to REGISTER_WORDS words (512 voxels) collect
-// their flips in registers and touch memory once at the end; deeper ones flip in memory. A
+// column's words. Columns of up to REGISTER_WORDS words (512 voxels) collect their flips in
+// registers and touch memory once at the end; deeper ones flip in memory, with an atomic XOR
+// although no other thread shares the word: its result is not waited for, where a load and a
+// store would wait for the load at every crossing (the marks' OR stays plain: not faster). A
 // dispatch handles at most PAIRS_PER_ROUND pairs of every tile (pairs [first + round *
 // PAIRS_PER_ROUND, ...)); the host records fill_rounds rounds, enough for the largest tile it
 // expects, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl); rounds
@@ -323,8 +325,10 @@ void main() {
 #elif FILL_STAGE == 0
 #if MARK_CROSSINGS
 #define FLIP |=
+#define FLIP_MEMORY(word, bits) word |= bits
 #else
 #define FLIP ^=
+#define FLIP_MEMORY(word, bits) atomicXor(word, bits)
 #endif
 
 // One crossing into the column's flips (registers or the grid) and its sums (k == n, step
@@ -341,14 +345,14 @@ void add_crossing(Crossing x, int n, bool in_registers, uint base, inout uint fl
             flips[q] FLIP uint(q == uint(k) >> 5) * bit;
         }
     } else {
-        grid[base + uint(min(k, n - 1) >> 5)] FLIP bit;
+        FLIP_MEMORY(grid[base + uint(min(k, n - 1) >> 5)], bit);
     }
 #else
     if (k < n) {
         if (in_registers) {
             flips[k >> 5] FLIP 1u << (k & 31);
         } else {
-            grid[base + uint(k >> 5)] FLIP 1u << (k & 31);
+            FLIP_MEMORY(grid[base + uint(k >> 5)], 1u << (k & 31));
         }
     }
 #endif

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from voxelizer import SVO, VARIANTS, OpenMeshWarning
+from voxelizer import SVO, VARIANTS, Mesh, OpenMeshWarning
 from voxelizer.pipeline.passes import SORTS
 from voxelizer.reference import voxelize_reference
 
@@ -34,6 +34,27 @@ def test_dense_non_cubic_grids(gpu, variant, shape):
         assert np.array_equal(grid.origin, expected.origin)
         assert_same_voxels(grid.to_numpy(), expected.to_numpy())
         assert grid.stats.shape == tuple(shape)
+
+
+# Columns deeper than the fill keeps in registers (16 words, 512 voxels): its flips go to the
+# grid in memory, and a tile's parity is made there. The models are stretched along z to fill
+# the columns.
+DEEP_SHAPES = [(12, 8, 600), (8, 12, 1100)]
+
+
+@pytest.mark.parametrize("shape", DEEP_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_columns_deeper_than_the_fills_registers(gpu, variant, shape):
+    for name in ("bunny.ply", "torus_knot.ply"):
+        model = load_model(name)
+        extent = np.ptp(model.vertices, axis=0)
+        # z the longest side in voxels: the columns' full depth
+        stretch = shape[2] * max(extent[0] / shape[0], extent[1] / shape[1]) / extent[2]
+        tall = Mesh(model.vertices * np.array([1.0, 1.0, stretch]), model.faces)
+        grid = gpu.voxelize_dense(tall, shape, variant=variant)
+        expected = voxelize_reference(tall, shape).to_numpy()
+        assert expected[:, :, 512:].any()  # solid voxels past the registers' words
+        assert_same_voxels(grid.to_numpy(), expected)
 
 
 @pytest.mark.parametrize("sort", SORTS)
