@@ -1,8 +1,9 @@
 #version 460
 // fill_mode="winding": c (winding.glsl) at points of the runs of winding_decide.comp,
-// CURTAIN_GROUP / point_spread points per workgroup, summed over the boundary edges [edge_first, edge_end)
-// (the host splits the edges into chunks; the sums start cleared): x = the terms that grow
-// with the height, y = the others, z = a bound on the rounding of x + y (all over 4 pi).
+// CURTAIN_GROUP / point_spread points per workgroup, summed over the boundary edges
+// [edge_first, edge_end) (the host splits the edges into chunks; the sums start cleared):
+// x = the terms that grow with the height, y = the others, z = a bound on the rounding of
+// x + y (all over 4 pi).
 // The points, by stage:
 //   0 (first round): the lowest and highest voxels of the column's range in the box, for
 //     each column's first run r only (curtain[2r], [2r + 1]): they bound c on every segment
@@ -49,7 +50,8 @@ layout(push_constant) uniform Params {
     int column_lo;       // the lowest voxel of every column (box k_lo)
     int column_hi;       // one past its highest (box k_hi)
     uint bound_columns;  // stage 0, all edges in this dispatch: try the column bound
-    uint point_spread;   // stages 1 and 2: a workgroup takes CURTAIN_GROUP / point_spread
+    uint point_spread;   // a workgroup takes CURTAIN_GROUP / point_spread points (stage 0: 1,
+                         // the tile bound needs a tile's points together)
 };
 
 // The column bound's halves (azimuth_bound summed over every other edge) of the two points
@@ -120,11 +122,9 @@ void evaluate_listed() {
 void main() {
     uint lane = gl_LocalInvocationID.x;
     if (lane == 0u) listed_count = 0u;
-    // stage 0: every lane a point (the tile bound needs a tile's points together)
-    uint spread = stage == 0u ? 1u : point_spread;
-    uint index = flat_group_id() * (gl_WorkGroupSize.x / spread) + lane;
+    uint index = flat_group_id() * (gl_WorkGroupSize.x / point_spread) + lane;
     uint run_index = index, which = 1u;  // which: 0 the low point, 1 the middle, 2 the high
-    bool listed = index < point_count && lane < gl_WorkGroupSize.x / spread;
+    bool listed = index < point_count && lane < gl_WorkGroupSize.x / point_spread;
     uint at = stage == 2u ? 3u * index + 1u : index;
     uint tile = index / uint(2 * TILE_COLUMNS), local = index % uint(2 * TILE_COLUMNS);
     if (stage == 0u) {  // 2 TILE_COLUMNS points per tile: its columns' first runs (if any)

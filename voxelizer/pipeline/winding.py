@@ -225,7 +225,7 @@ class WindingFill:
         sequence = self._begin()
         sequence.fill(offsets.buffer, 0, offsets.size)
         sequence.barrier()
-        groups = -(-tiles // kernels.COLUMN_TILES)
+        groups = workgroups(tiles, kernels.COLUMN_TILES)
         sequence.dispatch(self.pipelines.count, {"grid": grid, "offsets": offsets}, push, groups)
         sequence.barrier()
         total = self.scan.record(sequence, self.pool, offsets.buffer, tiles + 1, "winding")
@@ -261,7 +261,7 @@ class WindingFill:
             self.pipelines.sum,
             {"grid": grid, "offsets": signed.offsets, "crossings": signed.crossings},
             {"window": slab, "box": self.box},
-            -(-slab.tiles // kernels.COLUMN_TILES),
+            workgroups(slab.tiles, kernels.COLUMN_TILES),
         )
         sequence.fill(grid.buffer, 0, grid.size)
         sequence.barrier()
@@ -308,7 +308,7 @@ class WindingFill:
             # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
             stage, count_before = min(rounds, 2), count
             points = (2 * TILE_COLUMNS * slab.tiles, 3 * count, count)[stage]
-            spread = point_spread(points) if stage else 1
+            spread = point_spread(points) if stage else 1  # stage 0: a tile's points together
             if stage == 1:
                 curtain = self.pool.binding(curtain_names[0], count * 48)
             if stage < 2:
