@@ -585,3 +585,20 @@ def test_write_preview_refuses_other_image_names(tmp_path):
     with pytest.raises(OutputError, match="the preview is a PNG image") as caught:
         write_preview(np.zeros((8, 8, 8), bool), tmp_path / "x.jpg")
     assert not caught.value.exists and leftovers(tmp_path) == []
+
+
+def test_a_ctrl_c_as_the_temporary_is_created_leaves_nothing(tmp_path, monkeypatch):
+    """A SIGINT that arrives just after the temporary file is created (before the writer's
+    cleanup knows it) once left it behind, empty; it is now held until the cleanup does."""
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    create = output._create_temp
+
+    def create_then_interrupt(target: Path) -> Path:
+        temp = create(target)
+        os.kill(os.getpid(), signal.SIGINT)
+        return temp
+
+    monkeypatch.setattr(output, "_create_temp", create_then_interrupt)
+    with pytest.raises(KeyboardInterrupt), open_output(tmp_path / "out.bin") as fh:
+        fh.write(b"never")
+    assert os.listdir(tmp_path) == []

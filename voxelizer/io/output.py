@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import OutputError
+from ..gpu.interrupts import interrupts_deferred
 
 # Errors of os.link that mean "this filesystem has no hard links", not "cannot write".
 _NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP}
@@ -53,9 +54,13 @@ def open_output(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Bi
     path = Path(path)
     if not overwrite and os.path.lexists(path):  # refuse before writing anything
         raise OutputError.file_exists(path)
-    temp = _create_temp(path)
+    temp: Path | None = None
     handed_off = False
     try:
+        # A Ctrl-C held until the temporary exists and the cleanup below knows it: raised
+        # between the two, it left an empty temporary behind.
+        with interrupts_deferred():
+            temp = _create_temp(path)
         with open(temp, "wb") as fh:
             try:
                 yield fh
@@ -78,7 +83,7 @@ def open_output(path: str | os.PathLike, overwrite: bool = False) -> Iterator[Bi
     except OSError as exc:
         raise _cannot_write(path, exc) from exc
     finally:
-        if not handed_off:
+        if temp is not None and not handed_off:
             _remove_quietly(temp)
 
 
