@@ -357,6 +357,12 @@ class Device:
     def validation_messages(self) -> list[str]:
         return self.instance.messages
 
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the device is of type CPU (lavapipe): its driver compiles each kernel for
+        the host, at the kernel's first dispatch (gpu.kernels.cpu_defines)."""
+        return self.info.kind == "CPU"
+
     def has_subgroup(self, feature: int) -> bool:
         """Whether compute shaders may use a VK_SUBGROUP_FEATURE_* class of operations."""
         return bool(self.subgroup_features & feature)

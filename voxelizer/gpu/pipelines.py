@@ -18,7 +18,7 @@ from ..errors import ShaderError, VoxelizerError
 from .compiler import spirv_module
 from .device import Device
 from .interrupts import interrupts_deferred
-from .kernels import Kernel
+from .kernels import Kernel, cpu_defines
 from .loader import vk
 
 
@@ -34,7 +34,8 @@ class ComputePipeline:
     """A kernel on a device: its SPIR-V module, a descriptor-set layout with one storage
     buffer per declared binding, its push-constant range and the pipeline, made on first use
     (`handle`, `layout`, `set_layout`). `shared_defines` are those of the kernel's family
-    (work-group size, variant, device paths); the kernel adds its own."""
+    (work-group size, variant, device paths); the kernel adds its own, and the device's
+    CPU_DEVICE where it is declared cpu_shaped."""
 
     def __init__(self, device: Device, kernel: Kernel, shared_defines: Mapping[str, int]):
         self.device = device
@@ -42,6 +43,8 @@ class ComputePipeline:
         self.name = kernel.label
         self.bindings = kernel.bindings  # buffer name -> binding slot
         self.push_constant_size = kernel.push_size
+        if kernel.cpu_shaped:
+            shared_defines = {**shared_defines, **cpu_defines(device)}
         self.defines = kernel.compile_defines(shared_defines)  # a clash is an error now
         self._objects: _Objects | None = None
         self._destroyed = False
