@@ -17,19 +17,22 @@ queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from contextlib import suppress
 from typing import Any
 
 import numpy as np
 import numpy.typing
 
+from ..errors import VoxelizerError
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
 from .interrupts import interrupts_deferred
 from .loader import vk
 from .pipelines import ComputePipeline
 
-__all__ = ["Binding", "Sequence", "workgroups"]
+__all__ = ["Binding", "FirstDispatches", "Sequence", "build_in_background", "workgroups"]
 
 _SETS_PER_POOL = 64
 _MAX_TIMESTAMPS = 128
@@ -358,7 +361,8 @@ class Sequence:
         self.device.queue_may_be_busy = True
         # The submit and the wait through the wrapper (one call each per submission; the
         # Ctrl-C test of tests/test_process_safety.py interrupts right after the submit).
-        vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
+        with self.device.queue_lock:
+            vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
         vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
         self.device.queue_may_be_busy = False
         return self._timings()
@@ -429,3 +433,155 @@ class _DescriptorWrites:
             write.descriptorCount = 1
             write.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
             write.pBufferInfo = self.infos + index
+
+
+class FirstDispatches:
+    """Each pipeline dispatched once with no workgroups, as soon as it is built. On a CPU
+    device (lavapipe) the driver compiles a kernel at its first dispatch, on its queue's
+    thread (LLVM, a few milliseconds to a few hundred per kernel until its shader cache holds
+    them), so these dispatches get the compiles going while the host reads the mesh and
+    builds the next pipelines, instead of inside the job's first submission. Each is a
+    submission of its own, without a wait: the queue runs them in order, before any later
+    submission. `finish` waits for them all and frees what they used. Used by one thread."""
+
+    BUFFER_BYTES = 256  # bound to every binding: no workgroup reads it
+
+    def __init__(self, device: Device, count: int):
+        self.device = device
+        handle = device.handle
+        self._command_pool = self._descriptor_pool = self._fence = None
+        self._buffer: Buffer | None = None
+        self._submitted = 0
+        try:
+            pool_info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=device.queue_family)
+            self._command_pool = vk.vkCreateCommandPool(handle, pool_info, None)
+            alloc = vk.VkCommandBufferAllocateInfo(
+                commandPool=self._command_pool,
+                level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                commandBufferCount=count,
+            )
+            self._command_buffers = list(vk.vkAllocateCommandBuffers(handle, alloc))
+            self._fence = vk.vkCreateFence(handle, vk.VkFenceCreateInfo(), None)
+            self._buffer = Buffer(device, self.BUFFER_BYTES, name="first_dispatches")
+            if device.push_descriptor_function is None:
+                size = vk.VkDescriptorPoolSize(
+                    type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, descriptorCount=count * 16
+                )
+                info = vk.VkDescriptorPoolCreateInfo(
+                    maxSets=count, poolSizeCount=1, pPoolSizes=[size]
+                )
+                self._descriptor_pool = vk.vkCreateDescriptorPool(handle, info, None)
+        except BaseException:
+            self.finish()
+            raise
+
+    def dispatch(self, pipeline: ComputePipeline) -> None:
+        """Record and submit the pipeline's dispatch of no workgroups (its buffers all bound
+        to one small buffer, its push constants zero); nothing once `count` are submitted."""
+        if self._submitted == len(self._command_buffers) or self._buffer is None:
+            return
+        lib, ffi, device = vk.lib, vk.ffi, self.device
+        command_buffer = self._command_buffers[self._submitted]
+        begin = vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
+        vk.vkBeginCommandBuffer(command_buffer, begin)
+        compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
+        lib.vkCmdBindPipeline(command_buffer, compute, pipeline.handle)
+        writes = _DescriptorWrites(pipeline)
+        for index in range(writes.count):
+            writes.infos[index].buffer = self._buffer.handle
+            writes.infos[index].range = self._buffer.size
+        if device.push_descriptor_function is not None:
+            device.push_descriptor_function(
+                command_buffer, compute, pipeline.layout, 0, writes.count, writes.writes
+            )
+        else:
+            layouts = ffi.new("VkDescriptorSetLayout[]", [pipeline.set_layout])
+            info = ffi.new("VkDescriptorSetAllocateInfo *")
+            info.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
+            info.descriptorPool, info.descriptorSetCount, info.pSetLayouts = (
+                self._descriptor_pool,
+                1,
+                layouts,
+            )
+            descriptor_set = ffi.new("VkDescriptorSet[]", 1)
+            _check(lib.vkAllocateDescriptorSets(device.handle, info, descriptor_set))
+            for index in range(writes.count):
+                writes.writes[index].dstSet = descriptor_set[0]
+            lib.vkUpdateDescriptorSets(device.handle, writes.count, writes.writes, 0, ffi.NULL)
+            lib.vkCmdBindDescriptorSets(
+                command_buffer, compute, pipeline.layout, 0, 1, descriptor_set, 0, ffi.NULL
+            )
+        if pipeline.push_constant_size:
+            zeros = ffi.new("char[]", pipeline.push_constant_size)
+            stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
+            lib.vkCmdPushConstants(
+                command_buffer, pipeline.layout, stage, 0, pipeline.push_constant_size, zeros
+            )
+        lib.vkCmdDispatch(command_buffer, 0, 0, 0)
+        vk.vkEndCommandBuffer(command_buffer)
+        # The Vulkan function itself: this thread's submissions are not a call's (the wrapper
+        # is what tests/test_process_safety.py counts and interrupts).
+        submit = ffi.new("VkSubmitInfo *")
+        submit.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        buffers = ffi.new("VkCommandBuffer[]", [command_buffer])
+        submit.commandBufferCount, submit.pCommandBuffers = 1, buffers
+        with device.queue_lock:
+            _check(lib.vkQueueSubmit(device.queue, 1, submit, ffi.NULL))
+        self._submitted += 1
+
+    def finish(self) -> None:
+        """Wait until the queue has run every dispatch submitted, then free everything."""
+        handle = self.device.handle
+        if self._submitted and self._fence is not None:
+            with self.device.queue_lock:  # no work, only the fence: signalled after the rest
+                _check(vk.lib.vkQueueSubmit(self.device.queue, 0, vk.ffi.NULL, self._fence))
+            fences = vk.ffi.new("VkFence[]", [self._fence])
+            _check(vk.lib.vkWaitForFences(handle, 1, fences, vk.VK_TRUE, 2**64 - 1))
+            self._submitted = 0
+        if self._descriptor_pool is not None:
+            vk.vkDestroyDescriptorPool(handle, self._descriptor_pool, None)
+        if self._command_pool is not None:  # (its command buffers go with it)
+            vk.vkDestroyCommandPool(handle, self._command_pool, None)
+        if self._fence is not None:
+            vk.vkDestroyFence(handle, self._fence, None)
+        if self._buffer is not None:
+            self._buffer.destroy()
+        self._command_pool = self._descriptor_pool = self._fence = self._buffer = None
+
+
+def build_in_background(pipelines: Iterable[ComputePipeline]) -> threading.Thread | None:
+    """Build those of `pipelines` not built yet, in order, on a thread of their own (the
+    driver works outside the GIL), and on a CPU device give each its first dispatch as soon
+    as it is built (FirstDispatches). A dispatch that needs one waits for it; an error stops
+    the thread and is raised again by the dispatch that needs that pipeline. Join the thread
+    before the device or the pipelines are destroyed."""
+    waiting = [pipeline for pipeline in pipelines if not pipeline.built]
+    if not waiting:
+        return None
+    # Not a daemon: the interpreter waits for it before the exit handlers destroy the device.
+    thread = threading.Thread(target=_build_all, args=(waiting,), name="voxelizer-pipelines")
+    thread.start()
+    return thread
+
+
+def _build_all(pipelines: list[ComputePipeline]) -> None:
+    device = pipelines[0].device
+    first: FirstDispatches | None = None
+    try:
+        if device.is_cpu:
+            with suppress(vk.VkError, VoxelizerError):  # then they compile at the job's dispatch
+                first = FirstDispatches(device, len(pipelines))
+        for pipeline in pipelines:
+            try:
+                pipeline.build()
+            except Exception:  # ShaderError, or destroyed meanwhile: the dispatch reports it
+                return
+            if first is not None:
+                try:
+                    first.dispatch(pipeline)
+                except (vk.VkError, VoxelizerError):  # as above, for this one and the rest
+                    first.finish()
+                    first = None
+    finally:
+        if first is not None:
+            first.finish()

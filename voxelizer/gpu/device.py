@@ -317,6 +317,10 @@ class Device:
         except vk.VkError as exc:
             raise DeviceError(f"cannot open {self.info.name} ({type(exc).__name__})") from exc
         self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+        # Held for every submission to the queue and every wait for it to be idle, which
+        # Vulkan requires to be one at a time: the caller's sequence and the first dispatches
+        # of a CPU device (commands.FirstDispatches) submit from two threads.
+        self.queue_lock = threading.Lock()
         # vkCmdPushDescriptorSetKHR as a plain cffi function, or None: descriptor sets instead.
         self.push_descriptor_function: Any = None
         if extensions:
@@ -414,7 +418,8 @@ class Device:
 
     def wait_idle(self) -> None:
         self.check_open()
-        vk.vkDeviceWaitIdle(self.handle)
+        with self.queue_lock:
+            vk.vkDeviceWaitIdle(self.handle)
 
     def settle(self) -> None:
         """Wait for work that an interrupted submit may have left on the queue (Ctrl-C between
@@ -422,7 +427,8 @@ class Device:
         A flag check when nothing was interrupted."""
         self.check_open()
         if self.queue_may_be_busy:
-            vk.vkQueueWaitIdle(self.queue)
+            with self.queue_lock:
+                vk.vkQueueWaitIdle(self.queue)
             self.queue_may_be_busy = False
 
     def close(self) -> None:
@@ -430,7 +436,8 @@ class Device:
             self._closed = True  # the parent's device, inherited by fork: not ours to destroy
         if not self._closed:
             self._closed = True
-            vk.vkDeviceWaitIdle(self.handle)
+            with self.queue_lock:
+                vk.vkDeviceWaitIdle(self.handle)
             vk.vkDestroyDevice(self.handle, None)
             self.instance.release()
 

@@ -1,16 +1,17 @@
 """Compute pipelines: a declared kernel (gpu/kernels.py) built on a device when first used.
 
-A driver does its heavy work in vkCreateComputePipelines (lavapipe translates the SPIR-V
-there, a GPU driver compiles it), and a job uses only some of a family's kernels (one of the
+A driver does its heavy work in vkCreateComputePipelines (a GPU driver compiles the SPIR-V
+there; lavapipe translates it there and compiles it for the CPU at the kernel's first
+dispatch, commands.FirstDispatches), and a job uses only some of a family's kernels (one of the
 two sorts, the soup or the indexed setup), so the Vulkan objects are made when first needed,
 not with the family: at the first dispatch, or before it on a background thread
-(`build_in_background`) while the host reads and checks the mesh.
+(commands.build_in_background) while the host reads and checks the mesh.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,24 +153,3 @@ class ComputePipeline:
             vk.vkDestroyPipelineLayout(device, objects.layout, None)
             vk.vkDestroyDescriptorSetLayout(device, objects.set_layout, None)
             vk.vkDestroyShaderModule(device, objects.module, None)
-
-
-def build_in_background(pipelines: Iterable[ComputePipeline]) -> threading.Thread | None:
-    """Build those of `pipelines` not built yet, in order, on a thread of their own (the
-    driver works outside the GIL). A dispatch that needs one waits for it; an error stops the
-    thread and is raised again by the dispatch that needs that pipeline."""
-    waiting = [pipeline for pipeline in pipelines if not pipeline.built]
-    if not waiting:
-        return None
-    # Not a daemon: the interpreter waits for it before the exit handlers destroy the device.
-    thread = threading.Thread(target=_build_all, args=(waiting,), name="voxelizer-pipelines")
-    thread.start()
-    return thread
-
-
-def _build_all(pipelines: list[ComputePipeline]) -> None:
-    for pipeline in pipelines:
-        try:
-            pipeline.build()
-        except Exception:  # ShaderError, or destroyed meanwhile: the dispatch reports it
-            return
