@@ -278,7 +278,10 @@ class Device:
         index = _choose(physicals, selector)
         self.physical = physicals[index]
         self.info = _describe(index, self.physical)
-        if not _survives_fork(self.physical):
+        # One of Mesa's drivers (lavapipe, RADV, ...): they survive a fork, and keep what
+        # they compile in a shader cache on disk (commands.SecondCompiler).
+        self.mesa_driver = _survives_fork(self.physical)
+        if not self.mesa_driver:
             Instance.fork_unsafe = True
         if selector is None or selector == "":
             why = f"preference (discrete, integrated, virtual GPU, CPU) of {len(physicals)}"

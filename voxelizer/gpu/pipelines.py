@@ -50,11 +50,24 @@ class ComputePipeline:
         self._objects: _Objects | None = None
         self._destroyed = False
         self._lock = threading.Lock()
+        # Clear while a background thread is to give the pipeline its first dispatch
+        # (commands.FirstDispatches): a call's dispatch waits for it to be submitted first.
+        self._no_first_dispatch_due = threading.Event()
+        self._no_first_dispatch_due.set()
 
     @property
     def built(self) -> bool:
         """Whether the Vulkan objects exist (the kernel has been dispatched)."""
         return self._objects is not None
+
+    @property
+    def module_size(self) -> int:
+        """Bytes of the kernel's SPIR-V (0 where there is none to read): what the driver
+        compiles, and about in proportion to the time it takes."""
+        try:
+            return len(spirv_module(self.kernel.source, self.defines))
+        except ShaderError:
+            return 0
 
     @property
     def handle(self) -> Any:
@@ -67,6 +80,18 @@ class ComputePipeline:
     @property
     def set_layout(self) -> Any:
         return self._built().set_layout
+
+    def first_dispatch_due(self, due: bool) -> None:
+        """Whether a background thread is to submit this pipeline's first dispatch."""
+        if due:
+            self._no_first_dispatch_due.clear()
+        else:
+            self._no_first_dispatch_due.set()
+
+    def wait_for_first_dispatch(self) -> None:
+        """Wait until no background thread is still to submit this pipeline's first dispatch,
+        so that a call's dispatch comes after it on the queue (and after its compile)."""
+        self._no_first_dispatch_due.wait()
 
     def build(self) -> None:
         """Make the Vulkan objects now, if not yet (a ShaderError if the module is bad)."""
