@@ -7,9 +7,30 @@
 // tile side in columns) for every kernel (voxelizer/gpu/kernels.py, COMMON_DEFINES); for the
 // passes also FIXED_BITS (fractional bits of grid coordinates), BRANCHLESS and INDEXED (the
 // shader variant, 0 or 1) (voxelizer/pipeline/passes.py, pass_defines).
+//
+// CPU_DEVICE (the passes and the SVO build; voxelizer/gpu/kernels.py, cpu_defines) is 1 on a
+// device of type CPU, such as Mesa's lavapipe. Its driver compiles a kernel for the host's
+// SIMD units at the kernel's first dispatch (LLVM, in every new process until the driver's
+// shader cache holds it), and that time grows with the code the kernel unrolls and inlines,
+// while unrolling gains a CPU little. So some kernels take other shapes there: loops kept as
+// loops and code for GPUs' registers and latency left out, each shape computing the same
+// values. GPU_UNROLL is [[unroll]] on a GPU and a loop on a CPU; CPU_LOOP leaves the choice
+// to a GPU's compiler and keeps the loop on a CPU. Every loop so kept stays within
+// llvmpipe's loop budget (tiles.glsl).
 
 #extension GL_EXT_shader_explicit_arithmetic_types_int64 : require
 #extension GL_EXT_control_flow_attributes : require
+
+#ifndef CPU_DEVICE
+#define CPU_DEVICE 0
+#endif
+#if CPU_DEVICE
+#define GPU_UNROLL [[dont_unroll]]
+#define CPU_LOOP [[dont_unroll]]
+#else
+#define GPU_UNROLL [[unroll]]
+#define CPU_LOOP
+#endif
 
 #define TILE_SIDE (1 << TILE_SHIFT)
 #define TILE_COLUMNS (TILE_SIDE * TILE_SIDE)

@@ -4,9 +4,11 @@
 // FILL_STAGE 0, flips: one workgroup per non-empty tile, one thread per voxel column. Each
 // crossing flips one bit, at the first voxel whose centre lies above it. A thread owns its
 // column's words. Columns of up to REGISTER_WORDS words (512 voxels) collect their flips in
-// registers and touch memory once at the end; deeper ones flip in memory, with an atomic XOR
-// although no other thread shares the word: its result is not waited for, where a load and a
-// store would wait for the load at every crossing (the marks' OR stays plain: not faster). A
+// registers and touch memory once at the end; deeper ones, and every column on a CPU device
+// (CPU_DEVICE, below), flip in memory. A GPU flips there with an atomic XOR although no other
+// thread shares the word: its result is not waited for, where a load and a store would wait
+// for the load at every crossing (the marks' OR stays plain: not faster). A CPU device flips
+// with a plain XOR (the atomic measured 10-25% slower on lavapipe). A
 // dispatch handles at most PAIRS_PER_ROUND pairs of every tile (pairs [first + round *
 // PAIRS_PER_ROUND, ...)); the host records fill_rounds rounds, enough for the largest tile it
 // expects, so no invocation loops past llvmpipe's 65,535-iteration guard (tiles.glsl); rounds
@@ -16,10 +18,11 @@
 // other part of the slab flips bits) the round that takes a tile's last pairs also turns its
 // columns into parity and counts them (below), so stage 1 is not needed.
 //
-// SHARED_RECORDS 1 (subgroups of at least 8 lanes with ballot): pairs go in batches of 8;
-// lane j of each subgroup loads the record of pair j and broadcasts it to the others. Every
-// lane needs every record of its tile, and this loads each once per subgroup instead of once
-// per lane (on lavapipe each memory instruction is a loop over the SIMD lanes).
+// SHARED_RECORDS 1 (subgroups of at least 8 lanes with ballot), on a GPU: pairs go in batches
+// of 8; lane j of each subgroup loads the record of pair j and broadcasts it to the others.
+// Every lane needs every record of its tile, and this loads each once per subgroup instead of
+// once per lane. A CPU device (CPU_DEVICE) does not: its compiler sees that every lane loads
+// the same record and loads it once, and the broadcasts only add code to compile.
 //
 // MARK_CROSSINGS 1 (fill_mode="winding", flips stage only, never finishing): bits are set
 // (OR) instead of flipped, so bit k marks that some crossing lies between the centres of
@@ -57,8 +60,11 @@
 //
 // Grid layout: common.glsl, column_base.
 #extension GL_GOOGLE_include_directive : require
-#if SHARED_RECORDS
+#if SHARED_RECORDS && !(defined(CPU_DEVICE) && CPU_DEVICE)
+#define BROADCAST_RECORDS 1
 #extension GL_KHR_shader_subgroup_ballot : require
+#else
+#define BROADCAST_RECORDS 0
 #endif
 layout(local_size_x = 1 << (2 * TILE_SHIFT)) in;  // a tile's columns, x fastest
 #include "common.glsl"
@@ -122,12 +128,20 @@ void request_next_round(uint end, uint tile_end) {
 }
 #endif
 
-// Pairs per loop iteration. PAIRS_PER_ROUND comes from the host: a multiple of PAIR_BATCH,
-// at most 2^15, so a round makes at most 2^15 / PAIR_BATCH iterations of the pair loop, and
-// at most 2^15 more going over the pairs again for near ties (one per pair): at most 40,960,
-// under llvmpipe's guard (tiles.glsl). Nothing done per pair may loop (the signed fill's
-// count_ranks loops once per round, at most MAX_COLUMN_WORDS trips).
-#define PAIR_BATCH (SHARED_RECORDS != 0 ? 8u : 4u)
+// Pairs per loop iteration, unrolled. PAIRS_PER_ROUND comes from the host: a multiple of
+// PAIR_BATCH, at most 2^15, so a round makes at most 2^15 / PAIR_BATCH iterations of the pair
+// loop, and at most 2^15 more going over the pairs again for near ties (one per pair): at
+// most 49,152 (PAIR_BATCH 2), under llvmpipe's guard (tiles.glsl). Nothing done per pair may
+// loop (the signed fill's count_ranks loops once per round, at most MAX_COLUMN_WORDS trips).
+// A CPU device (CPU_DEVICE) takes 2 pairs per iteration, which its compiler unrolls into a
+// quarter of the code of 8 and which run as fast there, and flips every column in memory (a
+// thread's words stay in its core's cache): no register words, whose unrolled updates and
+// writes took most of the kernel's compile time.
+#if CPU_DEVICE
+#define PAIR_BATCH 2u
+#else
+#define PAIR_BATCH (BROADCAST_RECORDS != 0 ? 8u : 4u)
+#endif
 #define REGISTER_WORDS 16
 
 ivec2 tile_column(uint key) {
@@ -166,9 +180,9 @@ void count_column(uint balance, uint moment, uint solid) {
 #endif
 
 // The record of pair j of the batch that starts at `start` (pairs past the end repeat the
-// last one). `mine` is what this lane loaded for the batch (SHARED_RECORDS).
+// last one). `mine` is what this lane loaded for the batch (BROADCAST_RECORDS).
 TriangleRecord batch_record(TriangleRecord mine, uint start, uint j, uint end) {
-#if SHARED_RECORDS
+#if BROADCAST_RECORDS
     return TriangleRecord(subgroupBroadcast(mine.a, j), subgroupBroadcast(mine.b, j),
                           subgroupBroadcast(mine.c, j));
 #else
@@ -177,7 +191,7 @@ TriangleRecord batch_record(TriangleRecord mine, uint start, uint j, uint end) {
 }
 
 TriangleRecord lane_record(uint start, uint end) {
-#if SHARED_RECORDS
+#if BROADCAST_RECORDS
     return records[pairs[min(start + min(gl_SubgroupInvocationID, PAIR_BATCH - 1u), end - 1u)].y];
 #else
     return TriangleRecord(ivec4(0), ivec4(0), ivec4(0));
@@ -326,6 +340,9 @@ void main() {
 #if MARK_CROSSINGS
 #define FLIP |=
 #define FLIP_MEMORY(word, bits) word |= bits
+#elif CPU_DEVICE
+#define FLIP ^=
+#define FLIP_MEMORY(word, bits) word ^= bits
 #else
 #define FLIP ^=
 #define FLIP_MEMORY(word, bits) atomicXor(word, bits)
@@ -377,7 +394,11 @@ void main() {
     int n = window.nz;
     uint words = column_words(n);
 
+#if CPU_DEVICE
+    bool in_registers = false;
+#else
     bool in_registers = words <= REGISTER_WORDS;
+#endif
     uint flips[REGISTER_WORDS];
     [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) flips[q] = 0u;
     int balance = 0, moment = 0;

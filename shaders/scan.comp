@@ -113,7 +113,7 @@ void main() {
     uint block = flat_group_id();
     uint offset = block_sums[block];
     uint quad_count = (count + 3u) >> 2;
-    [[unroll]] for (uint q = 0u; q < QUADS_PER_THREAD; ++q) {
+    GPU_UNROLL for (uint q = 0u; q < QUADS_PER_THREAD; ++q) {
         uint quad = block * (SCAN_BLOCK / 4u) + q * WG_SIZE + gl_LocalInvocationID.x;
         if (quad < quad_count) {
             uvec4 values = quads[quad];

@@ -162,6 +162,14 @@ uint forest_rows(BrickSource s) {
     return 4u << s.cube_levels;
 }
 
+#if CPU_DEVICE
+// Column c's part of brick_bits (below): bits 0-3 of `nibble` (voxels z = 0..3).
+uvec2 brick_column_bits(uint nibble, uint c) {
+    return uvec2((nibble & 1u) << c | ((nibble >> 1) & 1u) << (c + 16u),
+                 ((nibble >> 2) & 1u) << c | ((nibble >> 3) & 1u) << (c + 16u));
+}
+#endif
+
 // The 64 voxels of one brick from the words of its 16 columns (x + 4y): bits (0-31, 32-63),
 // bit x + 4y + 16z of the brick is voxel z of column (x, y) at bit `shift` + z of its word.
 uvec2 brick_bits(uint words[16], uint shift) {

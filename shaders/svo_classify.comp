@@ -78,7 +78,7 @@ uvec4 read_quad(bool wanted, uint x, uint y, uint word, uint chunk_end) {
     }
     uvec4 quad = uvec4(0u);
     if (!inside) return quad;
-    [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    GPU_UNROLL for (uint i = 0u; i < 4u; ++i) {
         uint w = word + i;
         if (w < min(words, chunk_end)) quad[i] = grid[(base + w) >> 2][(base + w) & 3u];
     }
@@ -96,8 +96,25 @@ void main() {
     uint quads = (chunk_words + 3u) >> 2;
 
     // Rows: item -> (brick row, column, quad), quad fastest, so a warp reads whole chunks of
-    // columns; each thread takes two items and issues all eight loads before using one.
+    // columns; each thread takes two items and issues all eight loads before using one (on a
+    // GPU; a CPU device, whose loads wait in order anyway, combines each as it comes).
     uint items = 4u * BLOCK * quads;
+#if CPU_DEVICE
+    GPU_UNROLL for (uint k = 0u; k < 2u; ++k) {
+        uint item = tid + k * WG_SIZE;
+        if (item >= items) break;
+        uint q = item % quads, column = (item / quads) % BLOCK, brick_row = item / (quads * BLOCK);
+        uvec4 any_row = uvec4(0u), all_rows = uvec4(~0u);
+        GPU_UNROLL for (uint r = 0u; r < 4u; ++r) {
+            uvec4 quad = read_quad(true, x0 + column, y0 + 4u * brick_row + r, word0 + 4u * q,
+                                   chunk_end);
+            any_row |= quad;
+            all_rows &= quad;
+        }
+        rows_any[brick_row][column][q] = any_row;
+        rows_all[brick_row][column][q] = all_rows;
+    }
+#else
     uvec4 loaded[2][4];
     [[unroll]] for (uint k = 0u; k < 2u; ++k) {
         uint item = tid + k * WG_SIZE;
@@ -114,13 +131,14 @@ void main() {
         rows_any[brick_row][column][q] = loaded[k][0] | loaded[k][1] | loaded[k][2] | loaded[k][3];
         rows_all[brick_row][column][q] = loaded[k][0] & loaded[k][1] & loaded[k][2] & loaded[k][3];
     }
+#endif
     barrier();
 
     // Bricks: 4 columns of a brick column; word w holds 8 bricks along z (a nibble each).
     for (uint item = tid; item < 16u * chunk_words; item += WG_SIZE) {
         uint w = item % chunk_words, bx = (item / chunk_words) & 3u, by = item / (4u * chunk_words);
         uint any_voxel = 0u, all_voxels = ~0u;
-        [[unroll]] for (uint c = 0u; c < 4u; ++c) {
+        GPU_UNROLL for (uint c = 0u; c < 4u; ++c) {
             any_voxel |= rows_any[by][4u * bx + c][w >> 2][w & 3u];
             all_voxels &= rows_all[by][4u * bx + c][w >> 2][w & 3u];
         }
@@ -141,7 +159,7 @@ void main() {
         uvec3 corner = uvec3(octant & 1u, (octant >> 1) & 1u, octant >> 2);
         uint leaf_z = 2u * group_z + corner.z;  // in this chunk
         uint mask = 0u;
-        [[unroll]] for (uint c = 0u; c < 8u; ++c) {
+        GPU_UNROLL for (uint c = 0u; c < 8u; ++c) {
             uint bits = bricks[2u * corner.y + ((c >> 1) & 1u)][2u * corner.x + (c & 1u)][leaf_z >> 2];
             uint b = 2u * (leaf_z & 3u) + (c >> 2);
             uint any_voxel = (bits >> b) & 1u, all_voxels = (bits >> (8u + b)) & 1u;
@@ -166,7 +184,7 @@ void main() {
         uvec3 node = uvec3(block.x, block.y, 2u * word0 + group_z);
         if (node.z >= (leaves_per_side >> 1)) continue;
         uint mask = 0u, mixed_bricks = 0u;
-        [[unroll]] for (uint c = 0u; c < 8u; ++c) {
+        GPU_UNROLL for (uint c = 0u; c < 8u; ++c) {
             uint leaf_mask = leaves[8u * group_z + c];
             mask |= child_bits(leaf_mask, c);
             mixed_bricks += bitCount(leaf_mask & 0xFFu);
@@ -184,7 +202,7 @@ void main() {
         uint children = mask_start(source, level + 1u), start = mask_start(source, level);
         for (uint code = flat_invocation_id(); code < level_size(source, level); code += threads) {
             uint mask = 0u;
-            [[unroll]] for (uint c = 0u; c < 8u; ++c) mask |= child_bits(masks[children + 8u * code + c], c);
+            GPU_UNROLL for (uint c = 0u; c < 8u; ++c) mask |= child_bits(masks[children + 8u * code + c], c);
             masks[start + code] = mask;
             write_counts(level, code, mask);
         }

@@ -118,7 +118,7 @@ void main() {
     uint children = mask_start(source, level + 1u) + 8u * code;
     if (level + 1u < leaf_level_) {
         uint child_counts = count_start(source, level + 1u) + 8u * code;
-        for (uint c = 0u; c < 8u; ++c) {
+        CPU_LOOP for (uint c = 0u; c < 8u; ++c) {
             if ((mixed >> c & 1u) != 0u) {
                 write_node(first + child_rank(mixed, c), masks[children + c], counts[child_counts + c]);
             }
@@ -126,7 +126,7 @@ void main() {
     } else {  // a group node: its children are leaves, whose children are bricks
         uint first_brick = counts[group_start(source) + code] - node_count();
         uvec3 corner = 2u * forest_node(source, level, code);
-        for (uint c = 0u; c < 8u; ++c) {
+        CPU_LOOP for (uint c = 0u; c < 8u; ++c) {
             uint leaf_mask = masks[children + c];
             if ((mixed >> c & 1u) != 0u) {
                 uvec3 leaf = corner + uvec3(c & 1u, (c >> 1) & 1u, c >> 2);
@@ -157,12 +157,26 @@ void main() {
         uint octants = (mixed >> quadrant) & 0x11u;  // child quadrant (z = 0) and quadrant + 4
         if (octants == 0u) continue;
         uint x = voxel.x + 4u * (quadrant & 1u), row = voxel.y + 4u * (quadrant >> 1);
+#if CPU_DEVICE
+        // the two bricks (z = 0, 1) column by column: one load in a loop, no array of words
+        uvec2 brick[2] = uvec2[2](uvec2(0u), uvec2(0u));
+        GPU_UNROLL for (uint c = 0u; c < 16u; ++c) {
+            uint column_word = grid_word(x + (c & 3u), row + (c >> 2), word);
+            brick[0] |= brick_column_bits(column_word >> shift, c);
+            brick[1] |= brick_column_bits(column_word >> (shift + 4u), c);
+        }
+#else
         uint words[16];
         [[unroll]] for (uint c = 0u; c < 16u; ++c) words[c] = grid_word(x + (c & 3u), row + (c >> 2), word);
+#endif
         [[unroll]] for (uint z = 0u; z < 2u; ++z) {
             uint c = quadrant + 4u * z;
             uint index = node.y + child_rank(mixed, c);
+#if CPU_DEVICE
+            if ((mixed >> c & 1u) != 0u && index < brick_capacity) bricks[index] = brick[z];
+#else
             if ((mixed >> c & 1u) != 0u && index < brick_capacity) bricks[index] = brick_bits(words, shift + 4u * z);
+#endif
         }
     }
 }

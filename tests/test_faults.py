@@ -8,6 +8,7 @@ then give the exact voxels again, with the validation layer silent throughout.""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,13 +33,18 @@ def device_memory_refused(
     larger_than: int | None = None, at_call: int | None = None
 ) -> Iterator[list[int]]:
     """vkAllocateMemory raises VkErrorOutOfDeviceMemory for allocations over `larger_than`
-    bytes, or for the `at_call`-th allocation (1-based) made inside the block. Yields the
+    bytes, or for the `at_call`-th allocation (1-based) made inside the block by this thread
+    (a call's; the background thread that compiles its kernels ahead on a CPU device only
+    loses its head start when refused: test_a_refused_head_start_changes_nothing). Yields the
     sizes of the allocations attempted, so a test can see that the fault was reached."""
     vulkan = load_vulkan()
     allocate = vulkan.vkAllocateMemory
     attempted: list[int] = []
+    caller = threading.current_thread()
 
     def refusing(device, info, allocator):  # type: ignore[no-untyped-def]
+        if threading.current_thread() is not caller:
+            return allocate(device, info, allocator)
         attempted.append(int(info.allocationSize))
         too_large = larger_than is not None and info.allocationSize > larger_than
         if too_large or len(attempted) == at_call:
@@ -65,6 +71,31 @@ def test_out_of_device_memory_is_a_device_error_and_the_voxelizer_recovers():
         assert_same_voxels(again, reference_grid("bunny.ply", 96).to_numpy())
     finally:
         voxelizer.close()
+
+
+def test_a_refused_head_start_changes_nothing():
+    """Every allocation of the background thread that builds the kernels and gives them their
+    first dispatches refused (its buffer, a second device's): the call compiles them itself,
+    with no error and the exact voxels."""
+    vulkan = load_vulkan()
+    allocate = vulkan.vkAllocateMemory
+    refused: list[int] = []
+
+    def refusing_in_background(device, info, allocator):  # type: ignore[no-untyped-def]
+        if threading.current_thread() is not threading.main_thread():
+            refused.append(int(info.allocationSize))
+            raise vulkan.VkErrorOutOfDeviceMemory()
+        return allocate(device, info, allocator)
+
+    voxelizer = Voxelizer()
+    vulkan.vkAllocateMemory = refusing_in_background
+    try:
+        svo = voxelizer.voxelize(load_model("torus.stl"), 40)
+    finally:
+        vulkan.vkAllocateMemory = allocate
+        voxelizer.close()
+    assert refused  # a CPU device: the thread tried
+    assert_same_voxels(svo.to_numpy(), reference_grid("torus.stl", 40).to_numpy())
 
 
 @pytest.mark.parametrize("output", ["dense", "svo"])

@@ -60,8 +60,10 @@ def test_large_grid_matches_reference(gpu, name, variant):
 def test_paths_for_devices_without_subgroup_operations(monkeypatch, variant):
     """The Hillis-Steele scan and the fill's per-lane record loads, which lavapipe (with
     subgroup arithmetic and ballot) never takes: same voxels, same octree as the reference."""
-    # Both the scan and the fill take their paths from gpu.kernels.subgroup_defines(device).
+    # Both the scan and the fill take their paths from gpu.kernels.subgroup_defines(device);
+    # the fill's GPU shape (a CPU device like lavapipe loads records its own way, cpu_defines).
     monkeypatch.setattr(Device, "has_subgroup", lambda device, feature: False)
+    monkeypatch.setattr(Device, "is_cpu", property(lambda device: False))
     with Voxelizer() as plain:
         assert_same_voxels(
             plain.voxelize_dense(load_model("bunny.ply"), 128, variant=variant).to_numpy(),

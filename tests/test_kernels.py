@@ -21,7 +21,7 @@ import pytest
 
 from voxelizer.gpu import scan
 from voxelizer.gpu.compiler import find_glslang, shader_dir
-from voxelizer.gpu.kernels import COMMON_DEFINES, Kernel, Struct
+from voxelizer.gpu.kernels import COMMON_DEFINES, Kernel, Struct, cpu_choices
 from voxelizer.pipeline import kernels
 from voxelizer.pipeline.passes import VARIANTS, pass_defines
 from voxelizer.pipeline.winding import winding_defines
@@ -52,13 +52,15 @@ def families() -> list[tuple[tuple[Kernel, ...], list[dict[str, int]]]]:
 
 def builds(kernel: Kernel) -> list[dict[str, int]]:
     """The full defines of every build of `kernel` (shared sets that clash with its own
-    defines, e.g. INDEXED=1 for the soup setup, are builds the host never makes)."""
+    defines, e.g. INDEXED=1 for the soup setup, are builds the host never makes), a
+    cpu_shaped kernel's for GPU and CPU devices."""
     found = []
     for members, shared_sets in families():
         if any(member is kernel for member in members):
             for shared in shared_sets:
                 if all(shared.get(name, value) == value for name, value in kernel.defines.items()):
-                    found.append(kernel.compile_defines(shared))
+                    for cpu in cpu_choices() if kernel.cpu_shaped else [{}]:
+                        found.append(kernel.compile_defines({**shared, **cpu}))
     return found
 
 
@@ -256,6 +258,18 @@ def test_declaration_matches_the_glsl_of_every_build(kernel):
     for defines in defines_of_builds:
         problems = mismatches(kernel, defines)
         assert not problems, f"{kernel.label} with {defines}:\n" + "\n".join(problems)
+
+
+@pytest.mark.parametrize("kernel", declared_kernels(), ids=lambda kernel: kernel.label)
+def test_kernels_whose_glsl_has_a_cpu_shape_are_declared_cpu_shaped(kernel):
+    """A kernel is compiled with CPU_DEVICE (gpu.kernels.cpu_defines) iff its GLSL reads it:
+    a shape for CPU devices that a kernel not declared cpu_shaped would never get, and no
+    shipped module twice for a kernel whose code does not change."""
+    differs = False
+    for defines in builds(kernel):
+        texts = {preprocess(kernel.source, {**defines, "CPU_DEVICE": cpu}) for cpu in (0, 1)}
+        differs = differs or len(texts) == 2
+    assert differs == kernel.cpu_shaped, f"{kernel.label}: cpu_shaped is wrong"
 
 
 def test_every_shader_has_a_declaration():

@@ -132,8 +132,9 @@ def test_the_shipped_files_match_the_manifest_and_stay_small() -> None:
         assert compiler.check_spirv(spirv) is None
     total = sum(p.stat().st_size for p in folder.iterdir())
     # 2.05 MiB with the exact near-tie path of the solid fill (shaders/fine.glsl, about 28 kB
-    # in each of the 14 distinct fill modules and 5 kB in setup and emit)
-    assert total < 2.25 * 1024 * 1024, f"{total:,} bytes shipped"
+    # in each of the 14 distinct fill modules and 5 kB in setup and emit); 2.45 MiB with the
+    # CPU shapes of the fill and SVO kernels (10 more modules, CPU_DEVICE in common.glsl)
+    assert total < 2.6 * 1024 * 1024, f"{total:,} bytes shipped"
 
 
 @pytest.mark.slow

@@ -4,7 +4,7 @@ pip install -e '.[dev]').
 Every module the package can request, enumerated from the kernel declarations: each family of
 kernels (the passes, the SVO build, the scan) with every set of shared defines its builder
 uses (each variant, each subgroup configuration a device can have), each kernel adding its
-own defines. Identical modules (defines that a source never reads) are stored once, named by
+own defines (and a cpu_shaped kernel CPU_DEVICE 0 and 1: GPU and CPU devices). Identical modules (defines that a source never reads) are stored once, named by
 their SHA-256; voxelizer/spirv/manifest.json maps each (source, defines) to its file with the
 digests gpu/compiler.py checks at run time. Run it again after editing or merging any shader;
 `--check` compares the shipped files with a fresh build instead of writing.
@@ -36,7 +36,7 @@ from .gpu.compiler import (
     shipped_dir,
     source_digest,
 )
-from .gpu.kernels import COMMON_DEFINES, Kernel, subgroup_choices
+from .gpu.kernels import COMMON_DEFINES, Kernel, cpu_choices, subgroup_choices
 from .pipeline import kernels
 from .pipeline.passes import VARIANTS, pass_defines
 from .pipeline.winding import winding_defines
@@ -74,16 +74,17 @@ def families() -> tuple[Family, ...]:
 
 
 def requested_modules() -> list[tuple[str, dict[str, int]]]:
-    """(source, full defines) of every module the package can request, each once, sorted.
-    A shared set that clashes with a kernel's own defines (INDEXED=1 for the soup setup) is
-    a build the host never makes."""
+    """(source, full defines) of every module the package can request, each once, sorted:
+    a cpu_shaped kernel's both with CPU_DEVICE 0 and 1. A shared set that clashes with a
+    kernel's own defines (INDEXED=1 for the soup setup) is a build the host never makes."""
     found: dict[tuple[str, str], dict[str, int]] = {}
     for family in families():
         for kernel in family.kernels:
             for shared in family.shared:
                 if all(shared.get(name, value) == value for name, value in kernel.defines.items()):
-                    defines = kernel.compile_defines(shared)
-                    found[kernel.source, define_key(defines)] = defines
+                    for cpu in cpu_choices() if kernel.cpu_shaped else [{}]:
+                        defines = kernel.compile_defines({**shared, **cpu})
+                        found[kernel.source, define_key(defines)] = defines
     return [(source, found[source, key]) for source, key in sorted(found)]
 
 

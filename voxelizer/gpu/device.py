@@ -278,7 +278,10 @@ class Device:
         index = _choose(physicals, selector)
         self.physical = physicals[index]
         self.info = _describe(index, self.physical)
-        if not _survives_fork(self.physical):
+        # One of Mesa's drivers (lavapipe, RADV, ...): they survive a fork, and keep what
+        # they compile in a shader cache on disk (commands.SecondCompiler).
+        self.mesa_driver = _survives_fork(self.physical)
+        if not self.mesa_driver:
             Instance.fork_unsafe = True
         if selector is None or selector == "":
             why = f"preference (discrete, integrated, virtual GPU, CPU) of {len(physicals)}"
@@ -317,6 +320,10 @@ class Device:
         except vk.VkError as exc:
             raise DeviceError(f"cannot open {self.info.name} ({type(exc).__name__})") from exc
         self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+        # Held for every submission to the queue and every wait for it to be idle, which
+        # Vulkan requires to be one at a time: the caller's sequence and the first dispatches
+        # of a CPU device (commands.FirstDispatches) submit from two threads.
+        self.queue_lock = threading.Lock()
         # vkCmdPushDescriptorSetKHR as a plain cffi function, or None: descriptor sets instead.
         self.push_descriptor_function: Any = None
         if extensions:
@@ -356,6 +363,12 @@ class Device:
     @property
     def validation_messages(self) -> list[str]:
         return self.instance.messages
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the device is of type CPU (lavapipe): its driver compiles each kernel for
+        the host, at the kernel's first dispatch (gpu.kernels.cpu_defines)."""
+        return self.info.kind == "CPU"
 
     def has_subgroup(self, feature: int) -> bool:
         """Whether compute shaders may use a VK_SUBGROUP_FEATURE_* class of operations."""
@@ -408,7 +421,8 @@ class Device:
 
     def wait_idle(self) -> None:
         self.check_open()
-        vk.vkDeviceWaitIdle(self.handle)
+        with self.queue_lock:
+            vk.vkDeviceWaitIdle(self.handle)
 
     def settle(self) -> None:
         """Wait for work that an interrupted submit may have left on the queue (Ctrl-C between
@@ -416,7 +430,8 @@ class Device:
         A flag check when nothing was interrupted."""
         self.check_open()
         if self.queue_may_be_busy:
-            vk.vkQueueWaitIdle(self.queue)
+            with self.queue_lock:
+                vk.vkQueueWaitIdle(self.queue)
             self.queue_may_be_busy = False
 
     def close(self) -> None:
@@ -424,7 +439,8 @@ class Device:
             self._closed = True  # the parent's device, inherited by fork: not ours to destroy
         if not self._closed:
             self._closed = True
-            vk.vkDeviceWaitIdle(self.handle)
+            with self.queue_lock:
+                vk.vkDeviceWaitIdle(self.handle)
             vk.vkDestroyDevice(self.handle, None)
             self.instance.release()
 

@@ -1,8 +1,8 @@
 """Kernel declarations: the interface of each compute shader, written once, in Python.
 
 A `Kernel` names a shader source (shaders/<source>.comp), the storage buffers it binds
-(name -> binding slot), its push-constant fields in order, and the defines that select its
-variant. The host derives the descriptor-set layout and the push-constant size from it, packs
+(name -> binding slot), its push-constant fields in order, the defines that select its
+variant, and whether its GLSL takes another shape on a CPU device (`cpu_shaped`). The host derives the descriptor-set layout and the push-constant size from it, packs
 push values by name, and checks every dispatch's buffers by name, so no slot number or byte
 count is typed at a call site. tests/test_kernels.py checks every declaration against its
 preprocessed GLSL, for every define combination the host compiles.
@@ -54,6 +54,18 @@ def subgroup_defines(device: Device) -> dict[str, int]:
     }
 
 
+def cpu_defines(device: Device) -> dict[str, int]:
+    """CPU_DEVICE, 1 on a device of type CPU (lavapipe), for the kernels declared cpu_shaped:
+    such a driver compiles each kernel on the host at its first dispatch, and they take shapes
+    that compile to less code there (shaders/common.glsl)."""
+    return {"CPU_DEVICE": int(device.is_cpu)}
+
+
+def cpu_choices() -> list[dict[str, int]]:
+    """Every value cpu_defines can return, for builds that must serve any device."""
+    return [{"CPU_DEVICE": 0}, {"CPU_DEVICE": 1}]
+
+
 @dataclasses.dataclass(frozen=True)
 class Struct:
     """A GLSL struct of scalars inside a push-constant block, e.g. Window (common.glsl).
@@ -92,8 +104,11 @@ class Kernel:
         bindings: Mapping[str, int],
         push: tuple[tuple[str, FieldType], ...] = (),
         defines: Mapping[str, int] | None = None,
+        cpu_shaped: bool = False,
     ):
         self.source = source
+        # Compiled with the device's CPU_DEVICE too (cpu_defines): its GLSL has a CPU shape.
+        self.cpu_shaped = cpu_shaped
         self.bindings: Mapping[str, int] = MappingProxyType(dict(bindings))
         self.push = tuple(push)
         self.defines: Mapping[str, int] = MappingProxyType(dict(defines or {}))

@@ -1,16 +1,17 @@
 """Compute pipelines: a declared kernel (gpu/kernels.py) built on a device when first used.
 
-A driver does its heavy work in vkCreateComputePipelines (lavapipe translates the SPIR-V
-there, a GPU driver compiles it), and a job uses only some of a family's kernels (one of the
+A driver does its heavy work in vkCreateComputePipelines (a GPU driver compiles the SPIR-V
+there; lavapipe translates it there and compiles it for the CPU at the kernel's first
+dispatch, commands.FirstDispatches), and a job uses only some of a family's kernels (one of the
 two sorts, the soup or the indexed setup), so the Vulkan objects are made when first needed,
 not with the family: at the first dispatch, or before it on a background thread
-(`build_in_background`) while the host reads and checks the mesh.
+(commands.build_in_background) while the host reads and checks the mesh.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..errors import ShaderError, VoxelizerError
 from .compiler import spirv_module
 from .device import Device
 from .interrupts import interrupts_deferred
-from .kernels import Kernel
+from .kernels import Kernel, cpu_defines
 from .loader import vk
 
 
@@ -34,7 +35,8 @@ class ComputePipeline:
     """A kernel on a device: its SPIR-V module, a descriptor-set layout with one storage
     buffer per declared binding, its push-constant range and the pipeline, made on first use
     (`handle`, `layout`, `set_layout`). `shared_defines` are those of the kernel's family
-    (work-group size, variant, device paths); the kernel adds its own."""
+    (work-group size, variant, device paths); the kernel adds its own, and the device's
+    CPU_DEVICE where it is declared cpu_shaped."""
 
     def __init__(self, device: Device, kernel: Kernel, shared_defines: Mapping[str, int]):
         self.device = device
@@ -42,15 +44,30 @@ class ComputePipeline:
         self.name = kernel.label
         self.bindings = kernel.bindings  # buffer name -> binding slot
         self.push_constant_size = kernel.push_size
+        if kernel.cpu_shaped:
+            shared_defines = {**shared_defines, **cpu_defines(device)}
         self.defines = kernel.compile_defines(shared_defines)  # a clash is an error now
         self._objects: _Objects | None = None
         self._destroyed = False
         self._lock = threading.Lock()
+        # Clear while a background thread is to give the pipeline its first dispatch
+        # (commands.FirstDispatches): a call's dispatch waits for it to be submitted first.
+        self._no_first_dispatch_due = threading.Event()
+        self._no_first_dispatch_due.set()
 
     @property
     def built(self) -> bool:
         """Whether the Vulkan objects exist (the kernel has been dispatched)."""
         return self._objects is not None
+
+    @property
+    def module_size(self) -> int:
+        """Bytes of the kernel's SPIR-V (0 where there is none to read): what the driver
+        compiles, and about in proportion to the time it takes."""
+        try:
+            return len(spirv_module(self.kernel.source, self.defines))
+        except ShaderError:
+            return 0
 
     @property
     def handle(self) -> Any:
@@ -63,6 +80,18 @@ class ComputePipeline:
     @property
     def set_layout(self) -> Any:
         return self._built().set_layout
+
+    def first_dispatch_due(self, due: bool) -> None:
+        """Whether a background thread is to submit this pipeline's first dispatch."""
+        if due:
+            self._no_first_dispatch_due.clear()
+        else:
+            self._no_first_dispatch_due.set()
+
+    def wait_for_first_dispatch(self) -> None:
+        """Wait until no background thread is still to submit this pipeline's first dispatch,
+        so that a call's dispatch comes after it on the queue (and after its compile)."""
+        self._no_first_dispatch_due.wait()
 
     def build(self) -> None:
         """Make the Vulkan objects now, if not yet (a ShaderError if the module is bad)."""
@@ -149,24 +178,3 @@ class ComputePipeline:
             vk.vkDestroyPipelineLayout(device, objects.layout, None)
             vk.vkDestroyDescriptorSetLayout(device, objects.set_layout, None)
             vk.vkDestroyShaderModule(device, objects.module, None)
-
-
-def build_in_background(pipelines: Iterable[ComputePipeline]) -> threading.Thread | None:
-    """Build those of `pipelines` not built yet, in order, on a thread of their own (the
-    driver works outside the GIL). A dispatch that needs one waits for it; an error stops the
-    thread and is raised again by the dispatch that needs that pipeline."""
-    waiting = [pipeline for pipeline in pipelines if not pipeline.built]
-    if not waiting:
-        return None
-    # Not a daemon: the interpreter waits for it before the exit handlers destroy the device.
-    thread = threading.Thread(target=_build_all, args=(waiting,), name="voxelizer-pipelines")
-    thread.start()
-    return thread
-
-
-def _build_all(pipelines: list[ComputePipeline]) -> None:
-    for pipeline in pipelines:
-        try:
-            pipeline.build()
-        except Exception:  # ShaderError, or destroyed meanwhile: the dispatch reports it
-            return

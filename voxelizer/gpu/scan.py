@@ -22,7 +22,9 @@ _SCAN_BINDINGS = {"values": 0, "block_sums": 1}
 # Scan every block of SCAN_BLOCK values in place and write each block's total.
 SCAN_BLOCKS = Kernel("scan", _SCAN_BINDINGS, (("count", "uint"),), {"SCAN_ADD": 0})
 # Add each block's scanned offset back to its values.
-ADD_BLOCK_OFFSETS = Kernel("scan", _SCAN_BINDINGS, (("count", "uint"),), {"SCAN_ADD": 1})
+ADD_BLOCK_OFFSETS = Kernel(
+    "scan", _SCAN_BINDINGS, (("count", "uint"),), {"SCAN_ADD": 1}, cpu_shaped=True
+)
 
 
 def scan_defines(subgroups: Mapping[str, int]) -> dict[str, int]:

@@ -4,8 +4,9 @@
 Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_STAGE,
 WRITE_STAGE, FACE_IDS) or its binning (CONSERVATIVE) are declarations of their own; the
 pass kernels get the variant's other defines (BRANCHLESS) and the device's subgroup paths
-from passes.pass_defines, the SVO kernels gpu.kernels.COMMON_DEFINES. The scan is
-gpu/scan.py's.
+from passes.pass_defines, the SVO kernels gpu.kernels.COMMON_DEFINES. The fill and the SVO
+kernels are cpu_shaped: they also get the device's CPU_DEVICE (gpu.kernels.cpu_defines). The
+scan is gpu/scan.py's.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ FILL_FLIPS = Kernel(
     {**_FILL_BINDINGS, **_ROUND_BINDINGS},
     _FILL_PUSH,
     {**_FLIPS_DEFINES, "MARK_CROSSINGS": 0},
+    cpu_shaped=True,
 )
 # shaders/common.glsl: the voxels whose centres lie inside the surface's bounding box.
 COLUMN_BOX = Struct(
@@ -136,6 +138,7 @@ FILL_MARKS = Kernel(
     {**_FILL_BINDINGS, **_ROUND_BINDINGS},
     _FILL_PUSH,
     {**_FLIPS_DEFINES, "MARK_CROSSINGS": 1},
+    cpu_shaped=True,
 )
 FILL_SIGNED = Kernel(
     "fill",
@@ -143,12 +146,14 @@ FILL_SIGNED = Kernel(
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
     # the words of the deepest column: the signed fill's shared counts of marks (fill.comp)
     {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1, "MAX_COLUMN_WORDS": MAX_RESOLUTION // 32},
+    cpu_shaped=True,
 )
 FILL_PARITY = Kernel(
     "fill",
     _FILL_BINDINGS,
     _FILL_PUSH,
     {"FILL_STAGE": 1, "PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND},
+    cpu_shaped=True,
 )
 
 # -- surface voxelization: conservative binning (passes 1 and 3), then the surface pass ---------
@@ -274,12 +279,14 @@ CLASSIFY_GRID = Kernel(
         ("chunks", "uint"),
     ),
     {"CLASSIFY_STAGE": 0},
+    cpu_shaped=True,
 )
 CLASSIFY_NODES = Kernel(
     "svo_classify",
     {"masks": 1, "counts": 2},
     (("source", BRICK_SOURCE), ("level_high", "uint"), ("level_low", "uint")),
     {"CLASSIFY_STAGE": 1},
+    cpu_shaped=True,
 )
 
 _WRITE_PUSH = (
@@ -301,18 +308,21 @@ WRITE_NODES = Kernel(
     },
     _WRITE_PUSH,
     {"WRITE_STAGE": 0},
+    cpu_shaped=True,
 )
 WRITE_BRICKS = Kernel(
     "svo_write",
     {"counts": 0, "grid": 1, "nodes": 2, "leaves": 3, "bricks": 4},
     _WRITE_PUSH,
     {"WRITE_STAGE": 1},
+    cpu_shaped=True,
 )
 DOWNLOAD_ARRAYS = Kernel(
     "svo_write",
     {"counts": 0, "nodes": 2, "bricks": 4, "host_nodes": 5, "host_bricks": 6},
     _WRITE_PUSH,
     {"WRITE_STAGE": 2},
+    cpu_shaped=True,
 )
 
 SVO_KERNELS = (CLASSIFY_GRID, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS, DOWNLOAD_ARRAYS)

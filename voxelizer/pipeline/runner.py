@@ -15,6 +15,7 @@ holds a lock).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -24,9 +25,8 @@ import numpy as np
 
 from ..components import Run, mesh_components, union_runs
 from ..gpu.buffers import Buffer, BufferPool
-from ..gpu.commands import Binding, Sequence
+from ..gpu.commands import Binding, Sequence, build_in_background
 from ..gpu.device import Device
-from ..gpu.pipelines import build_in_background
 from ..gpu.scan import Scan
 from ..grid import ColumnBits, pack_columns
 from ..log import get_logger
@@ -108,6 +108,7 @@ class Pipeline:
         self._svo: SVOPipelines | None = None
         self._face_gather: FaceGather | None = None
         self._winding_pipelines: WindingPipelines | None = None
+        self._builders: list[threading.Thread] = []  # prepare's threads, joined by close
 
     # -- the two results ---------------------------------------------------------------------
 
@@ -585,23 +586,28 @@ class Pipeline:
 
     def prepare(self, variant: str, sort: str, svo: bool) -> None:
         """Start building the kernels a parity job of this kind dispatches, in the order it
-        dispatches them, on a background thread: the caller reads and checks the mesh
-        meanwhile. Those built already cost nothing; a job needing others builds them."""
+        dispatches them, on a background thread (on a CPU device each also gets its first
+        dispatch there, which compiles it: commands.FirstDispatches): the caller reads and
+        checks the mesh meanwhile. Those built already cost nothing; a job needing others
+        builds them."""
         passes = self._pass_kernels(variant)
         scan = self._scan_kernels()
-        if sort == "counting":
-            grouping = [passes.count_pairs, passes.scatter_pairs, passes.mark_counts]
-            grouping.append(passes.compact_counts)
+        wanted = [passes.setup, scan.scan_blocks, scan.add_offsets]
+        if sort == "counting":  # one submission: the pair count sizes the later dispatches
+            wanted += [passes.pair_dispatch, passes.emit, passes.count_pairs]
+            wanted += [passes.scatter_pairs, passes.mark_counts, passes.compact_counts]
         else:
-            grouping = [passes.sort_blocks, passes.sort_step, passes.sort_merge, passes.mark]
-            grouping.append(passes.compact)
-        wanted = [passes.setup, scan.scan_blocks, scan.add_offsets, passes.emit, *grouping]
+            wanted += [passes.emit, passes.sort_blocks, passes.sort_step, passes.sort_merge]
+            wanted += [passes.mark, passes.compact]
         wanted.append(passes.fill_flips)
         if svo:
             tree = self._svo_kernels()
             wanted += [tree.classify_grid, tree.classify_nodes]
             wanted += [tree.write_nodes, tree.write_bricks, tree.download]
-        build_in_background(wanted)
+        self._builders = [thread for thread in self._builders if thread.is_alive()]
+        thread = build_in_background(wanted)
+        if thread is not None:
+            self._builders.append(thread)
 
     def _stats(self, job: Job) -> Stats:
         self._growth_at_start = self._pool.growth_ms
@@ -624,7 +630,11 @@ class Pipeline:
         _log.debug("GPU ms: %s, total %.3f", _ms(stats.gpu_ms), stats.gpu_total_ms)
 
     def close(self) -> None:
-        """Wait for the device, then free every kernel and buffer (the device stays open)."""
+        """Wait for the background builds and the device, then free every kernel and buffer
+        (the device stays open)."""
+        for thread in self._builders:
+            thread.join()
+        self._builders.clear()
         self.device.wait_idle()
         for kernels in self._passes.values():
             kernels.destroy()
