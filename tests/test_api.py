@@ -47,8 +47,25 @@ def test_dense_grid_describes_its_placement(gpu):
 
 def test_module_function_uses_the_default_variant_and_device():
     grid = voxelize_dense(PROJECT_MODELS / "gear.ply", grid=32)
-    assert grid.stats.variant == voxelizer.DEFAULT_VARIANT == "branchless"
+    assert voxelizer.DEFAULT_VARIANT == "auto" and grid.stats.variant == "combined"
     assert grid.count() == reference_grid("gear.ply", 32).count()
+
+
+@pytest.mark.parametrize("output", ["svo", "dense"])
+def test_auto_runs_the_soup_variant_where_the_budget_cannot_hold_the_vertices(output):
+    """bunny's 34,817 vertices take 1.67 MB in the indexed variants, more than half of a 3 MiB
+    budget: "combined" is refused, "auto" runs "branchless", and both agree with the
+    reference where they run."""
+    mesh = load_mesh(shared_model("bunny.ply"))
+    call = voxelizer.voxelize if output == "svo" else voxelizer.voxelize_dense
+    with pytest.raises(voxelizer.MemoryBudgetError, match="indexed variants hold"):
+        call(mesh, 48, variant="combined", max_memory="3MiB")
+    tight = call(mesh, 48, max_memory="3MiB")
+    roomy = call(mesh, 48)
+    assert (tight.stats.variant, roomy.stats.variant) == ("branchless", "combined")
+    expected = reference_grid("bunny.ply", 48).to_numpy()
+    for result in (tight, roomy):
+        assert_same_voxels(result.to_numpy(), expected)
 
 
 @pytest.mark.parametrize(

@@ -310,7 +310,7 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
     assert doc["device"]["name"] and doc["commit"] != ""
     printed = capsys.readouterr().out
     assert printed == (tmp_path / "run.md").read_text() + "\n"
-    assert "| gear | 1,920 | 16 | branchless | counting |" in printed
+    assert "| gear | 1,920 | 16 | combined | counting |" in printed
     if plots:
         figures = {p.name: p.read_bytes() for p in (tmp_path / "plots").iterdir()}
         assert set(figures) >= {"runtime.png", "passes.png", "memory.png"}

@@ -45,6 +45,16 @@ def test_summary_line_and_npz_round_trip(tmp_path, capsys):
     assert np.allclose(saved.origin, expected.origin) and saved.voxel_size == expected.voxel_size
 
 
+def test_the_summary_names_the_variant_that_ran(capsys):
+    """The default, "auto", names the variant it chose: combined, or branchless where the
+    budget cannot hold the indexed vertex buffer (bunny's 1.67 MB in a 3 MiB budget)."""
+    model = shared_model("bunny.ply")
+    for memory, variant in (([], "combined"), (["--max-memory", "3MiB"], "branchless")):
+        code, stdout, stderr = run_cli(capsys, model, "--grid", 32, *memory)
+        assert code == 0, stderr
+        assert stdout.strip().endswith(f", {variant})"), stdout
+
+
 def test_stats_table(capsys):
     code, stdout, _ = run_cli(capsys, GEAR, "--grid", 32, "--stats")
     assert code == 0

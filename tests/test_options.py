@@ -31,7 +31,7 @@ def test_defaults_are_checked_values():
     options = Options.create()
     assert (options.shape, options.voxel_size, options.bounds) == (None, None, None)
     assert (options.variant, options.fill_mode, options.sort) == (
-        "branchless",
+        "auto",
         "parity",
         "counting",
     )

@@ -25,7 +25,7 @@ from .io import load, load_mesh, save, write_preview
 from .io.mesh_files import find_meshes
 from .mesh import Mesh, Topology
 from .options import Options
-from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANTS
+from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANT_CHOICES, VARIANTS
 from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
 from .svo import SVO, FaceIds
@@ -54,6 +54,7 @@ __all__ = [
     "SURFACES",
     "SVO",
     "VARIANTS",
+    "VARIANT_CHOICES",
     "BatchResult",
     "DenseGrid",
     "DeviceError",

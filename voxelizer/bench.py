@@ -36,7 +36,7 @@ from .benchmarks.report import markdown, write_json
 from .errors import VoxelizerError
 from .grid import DenseGrid
 from .mesh import Mesh
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, VARIANTS
+from .pipeline.passes import DEFAULT_SORT, INDEXED_CHOICE, SORTS, VARIANTS
 from .stats import Stats
 from .svo import SVO
 
@@ -217,10 +217,11 @@ def git_commit() -> tuple[str | None, bool]:
 
 
 def reference_row(rows: list[dict], model: str, grid: int) -> dict | None:
-    """Our row the peers are compared with: the default variant and sort if measured, else
-    the fastest configuration of that model and grid."""
+    """Our row the peers are compared with: the default variant (as "auto" runs it with the
+    default budget) and sort if measured, else the fastest configuration of that model and
+    grid."""
     ok = [r for r in rows if r["model"] == model and r["grid"] == grid and r["status"] == "ok"]
-    default = [r for r in ok if r["variant"] == DEFAULT_VARIANT and r["sort"] == DEFAULT_SORT]
+    default = [r for r in ok if r["variant"] == INDEXED_CHOICE and r["sort"] == DEFAULT_SORT]
     candidates = default or sorted(ok, key=lambda r: r["wall_ms"]["median"])
     return candidates[0] if candidates else None
 
@@ -411,7 +412,7 @@ def parser() -> argparse.ArgumentParser:
         "else ./models; in a development checkout the Stanford models are in ../shared/models)",
     )
     p.add_argument("--grids", nargs="+", type=int, default=[128, 256, 512], metavar="N")
-    p.add_argument("--variants", nargs="+", default=[DEFAULT_VARIANT], choices=list(VARIANTS))
+    p.add_argument("--variants", nargs="+", default=[INDEXED_CHOICE], choices=list(VARIANTS))
     p.add_argument("--sorts", nargs="+", default=[DEFAULT_SORT], choices=list(SORTS))
     p.add_argument(
         "--output",

@@ -35,7 +35,15 @@ from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
 from .options import Options
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANTS
+from .pipeline.passes import (
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    INDEXED_CHOICE,
+    SORTS,
+    SOUP_CHOICE,
+    SURFACES,
+    VARIANT_CHOICES,
+)
 from .pipeline.runner import FILL_MODES, MODES
 from .placement import (
     DEFAULT_GRID,
@@ -208,7 +216,8 @@ def _parser() -> argparse.ArgumentParser:
         "--variant",
         default=DEFAULT_VARIANT,
         metavar="NAME",
-        help=f"shader variant: {', '.join(VARIANTS)} (default {DEFAULT_VARIANT})",
+        help=f"shader variant: {', '.join(VARIANT_CHOICES)} (default {DEFAULT_VARIANT}: "
+        f"{INDEXED_CHOICE}, or {SOUP_CHOICE} where the memory budget cannot hold the vertices)",
     )
     parser.add_argument(
         "--fill-mode",
@@ -364,8 +373,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error("a model file is required (or --list-devices)")
     if args.check:
         return _check(parser, args)
-    if args.variant not in VARIANTS:
-        parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANTS)})")
+    if args.variant not in VARIANT_CHOICES:
+        parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANT_CHOICES)})")
     _check_mode(parser, args)
     if args.bounds is not None:
         try:
@@ -414,7 +423,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         print(
             f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
             f"{shape_text(svo.shape)}, {svo.count():,} {VOXEL_NOUNS[args.mode]}, {seconds:.2f} s "
-            f"({svo.stats.device}, {args.variant})"
+            f"({svo.stats.device}, {svo.stats.variant})"
             + (f" -> {', '.join(written)}" if written else "")
         )
     if args.stats:

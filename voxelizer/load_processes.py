@@ -39,7 +39,7 @@ from .log import get_logger
 from .mesh import Mesh
 from .options import Options
 from .parallel import use_threads
-from .pipeline.passes import VARIANTS
+from .pipeline.passes import uploads_soup
 from .placement import GridLike, GridPlacement
 
 PROTOCOL = 5
@@ -60,7 +60,7 @@ def prepared_mesh(
         checked = Options.create(grid, **options)
         placement = GridPlacement.around(mesh, checked.shape, checked.voxel_size, checked.bounds)
         placement.placed_vertices(mesh)
-        if make_soup and not VARIANTS[checked.variant]["INDEXED"]:
+        if make_soup and uploads_soup(checked.variant):
             placement.make_soup(mesh)  # copied by the device's thread instead of gathered
     except VoxelizerError:
         pass

@@ -14,7 +14,7 @@ import numpy.typing
 
 from .budget import parse_size
 from .errors import FillModeError, GridError, ModeError, VariantError
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANTS
+from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANT_CHOICES
 from .pipeline.runner import FILL_MODES, MODES, Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
 
@@ -74,7 +74,7 @@ class Options:
             shape=None if grid is None else check_shape(grid),
             voxel_size=None if voxel_size is None else check_voxel_size(voxel_size),
             bounds=box,
-            variant=_choice(variant, VARIANTS, "variant", VariantError),
+            variant=_choice(variant, VARIANT_CHOICES, "variant", VariantError),
             fill_mode=_choice(fill_mode, FILL_MODES, "fill mode", FillModeError),
             sort=_choice(sort, SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),

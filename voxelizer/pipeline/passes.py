@@ -46,7 +46,22 @@ VARIANTS = {
     "indexed": {"BRANCHLESS": 0, "INDEXED": 1},
     "combined": {"BRANCHLESS": 1, "INDEXED": 1},
 }
-DEFAULT_VARIANT = "branchless"
+# "auto" (the default) runs INDEXED_CHOICE, whose upload is the vertices and indices as they
+# are: no host gather of a triangle soup (36 bytes a triangle, through staging), which a new
+# mesh pays in full, for the same time in the passes on a GPU (docs/benchmarks.md). Where
+# the budget cannot hold its whole vertex buffer beside the batches, it runs SOUP_CHOICE.
+AUTO_VARIANT = "auto"
+INDEXED_CHOICE = "combined"
+SOUP_CHOICE = "branchless"
+VARIANT_CHOICES = (AUTO_VARIANT, *VARIANTS)
+DEFAULT_VARIANT = AUTO_VARIANT
+
+
+def uploads_soup(variant: str) -> bool:
+    """Whether `variant` uploads a triangle soup ("auto" reads indices wherever it can)."""
+    return variant in VARIANTS and not VARIANTS[variant]["INDEXED"]
+
+
 # Pass 4 groups the pairs by tile: "bitonic" is the sort of the original design, "counting"
 # a histogram over the tile keys with a scatter (no sorting network, far fewer dispatches).
 SORTS = ("counting", "bitonic")

@@ -24,6 +24,7 @@ from typing import Literal, overload
 import numpy as np
 
 from ..components import Run, mesh_components, union_runs
+from ..errors import MemoryBudgetError
 from ..gpu.buffers import Buffer, BufferPool
 from ..gpu.commands import Binding, Sequence, build_in_background
 from ..gpu.device import Device
@@ -36,7 +37,10 @@ from ..stats import Stats
 from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
 from .passes import (
+    AUTO_VARIANT,
     FACE_ID_BYTES,
+    INDEXED_CHOICE,
+    SOUP_CHOICE,
     PassPipelines,
     PassRunner,
     SurfacePipelines,
@@ -216,17 +220,20 @@ class Pipeline:
     ) -> ColumnBits | OctreeArrays:
         """Voxelize grid-space `vertices` (the job's faces) on a grid of `shape`, slab by slab
         as the plan says: the grid's words (`dense`) or the SVO arrays."""
-        passes = self._pass_kernels(job.variant)
-        plan = make_plan(
-            self.device,
-            shape,
-            job.mesh.triangle_count,
-            len(vertices),
-            passes.indexed,
-            job.max_memory,
-            svo=not dense,
-            dense=dense,
-            whole_only=whole_only,
+        passes, plan = self._kernels_and_plan(
+            job,
+            stats,
+            lambda indexed: make_plan(
+                self.device,
+                shape,
+                job.mesh.triangle_count,
+                len(vertices),
+                indexed,
+                job.max_memory,
+                svo=not dense,
+                dense=dense,
+                whole_only=whole_only,
+            ),
         )
         stats.memory.budget_bytes = plan.budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
@@ -435,24 +442,27 @@ class Pipeline:
         """The job's mode ("surface", or "both" with parity) slab by slab as the plan says:
         the grid's words (`dense`) or the SVO arrays, and with `face_ids` each slab's voxels
         that carry one (sparse, so an SVO's never need the dense grid on the host)."""
-        passes = self._pass_kernels(job.variant)
         kind = "conservative" if job.mode == "both" else job.surface
-        plan = make_plan(
-            self.device,
-            job.shape,
-            job.mesh.triangle_count,
-            len(job.vertices),
-            passes.indexed,
-            job.max_memory,
-            svo=not dense,
-            dense=dense,
-            voxel_bytes=FACE_ID_BYTES if face_ids else 0,
-            exact=job.mode == "both",  # the fill runs too
+        passes, plan = self._kernels_and_plan(
+            job,
+            stats,
+            lambda indexed: make_plan(
+                self.device,
+                job.shape,
+                job.mesh.triangle_count,
+                len(job.vertices),
+                indexed,
+                job.max_memory,
+                svo=not dense,
+                dense=dense,
+                voxel_bytes=FACE_ID_BYTES if face_ids else 0,
+                exact=job.mode == "both",  # the fill runs too
+            ),
         )
         stats.memory.budget_bytes = plan.budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
         runner = self._pass_runner(
-            job, passes, plan, stats, surface=self._surface_kernels(job.variant, kind)
+            job, passes, plan, stats, surface=self._surface_kernels(passes.variant, kind)
         )
         outputs = _SlabOutputs(self, plan, job.shape, job, stats, dense)
         marked: list[MarkedVoxels] = []
@@ -496,16 +506,19 @@ class Pipeline:
         edges = boundary.nbytes if boundary is not None else 0
         # the segment lists grow with a slab's columns: a share of the budget, at most a quarter
         reserve = 2 * edges + min(WINDING_COLUMN_RESERVE * nx * ny, budget // 4)
-        passes = self._pass_kernels(job.variant)
-        plan = make_plan(
-            self.device,
-            job.shape,
-            job.mesh.triangle_count,
-            len(job.vertices),
-            passes.indexed,
-            max(budget - reserve, 0),
-            svo=not dense,
-            dense=dense,
+        passes, plan = self._kernels_and_plan(
+            job,
+            stats,
+            lambda indexed: make_plan(
+                self.device,
+                job.shape,
+                job.mesh.triangle_count,
+                len(job.vertices),
+                indexed,
+                max(budget - reserve, 0),
+                svo=not dense,
+                dense=dense,
+            ),
         )
         stats.memory.budget_bytes = budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
@@ -558,6 +571,24 @@ class Pipeline:
             soup=job.soup if own and not passes.indexed else None,
         )  # fmt: skip
 
+    def _kernels_and_plan(
+        self, job: Job, stats: Stats, plan: Callable[[bool], Plan]
+    ) -> tuple[PassPipelines, Plan]:
+        """The job's pass kernels and their plan (`plan(indexed)`), the variant that ran in
+        `stats`. Variant "auto" runs INDEXED_CHOICE where its plan fits the budget, else
+        SOUP_CHOICE, which holds no vertex buffer (its plan says what fits nowhere)."""
+        if job.variant != AUTO_VARIANT:
+            passes = self._pass_kernels(job.variant)
+            made = plan(passes.indexed)
+        else:
+            try:
+                made, variant = plan(True), INDEXED_CHOICE
+            except MemoryBudgetError:
+                made, variant = plan(False), SOUP_CHOICE
+            passes = self._pass_kernels(variant)
+        stats.variant = passes.variant
+        return passes, made
+
     def _pass_kernels(self, variant: str) -> PassPipelines:
         if variant not in self._passes:
             self._passes[variant] = PassPipelines(self.device, variant)
@@ -590,7 +621,7 @@ class Pipeline:
         dispatch there, which compiles it: commands.FirstDispatches): the caller reads and
         checks the mesh meanwhile. Those built already cost nothing; a job needing others
         builds them."""
-        passes = self._pass_kernels(variant)
+        passes = self._pass_kernels(INDEXED_CHOICE if variant == AUTO_VARIANT else variant)
         scan = self._scan_kernels()
         wanted = [passes.setup, scan.scan_blocks, scan.add_offsets]
         if sort == "counting":  # one submission: the pair count sizes the later dispatches
