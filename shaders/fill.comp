@@ -387,13 +387,15 @@ bool shared_gap = false;
 
 // A crossing's mark `bit` (0: none) in grid word `index`, with its sign, after the test of
 // the mark already there. Only where there is a mark (a branch in every variant): on a CPU
-// device, only the lanes with a crossing then touch memory.
+// device, only the lanes with a crossing then touch memory. The signs of a word without
+// marks are not read (none of them counts).
 void mark_in_memory(uint index, uint bit, int step) {
     if (bit == 0u) return;
     uint marks = grid[index];
     shared_gap = shared_gap || (marks & bit) != 0u || step == 0;
     grid[index] = marks | bit;
-    signs[index] = step > 0 ? signs[index] | bit : signs[index] & ~bit;
+    uint up = uint(step > 0) * bit;
+    signs[index] = marks == 0u ? up : (signs[index] & ~bit) | up;
 }
 
 // The sign of a crossing whose mark `bit` (0: none) goes to the register word of voxel k.
@@ -409,7 +411,8 @@ void sign_in_registers(int k, uint bit, int step) {
 }
 
 // The end of a marking thread: its register words' marks and signs into memory (with the
-// tests of the header), and its tile flagged where two crossings met in a gap.
+// tests of the header; the signs of a word without earlier marks are written, not read),
+// and its tile flagged where two crossings met in a gap.
 void store_marks(ivec2 column, uint base, uint words, bool in_registers,
                  uint flips[REGISTER_WORDS]) {
     if (in_registers) {
@@ -420,7 +423,10 @@ void store_marks(ivec2 column, uint base, uint words, bool in_registers,
                 shared_gap = shared_gap || (marks & flips[q]) != 0u;
                 bits_set += uint(bitCount(flips[q]));
                 grid[base + q] = marks | flips[q];
-                if (flips[q] != 0u) signs[base + q] = (signs[base + q] & ~flips[q]) | rising[q];
+                if (flips[q] != 0u) {
+                    signs[base + q] = marks == 0u ? rising[q]
+                                                  : (signs[base + q] & ~flips[q]) | rising[q];
+                }
             }
         }
         shared_gap = shared_gap || bits_set != marks_made;
