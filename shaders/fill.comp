@@ -27,10 +27,21 @@
 // MARK_CROSSINGS 1 (fill_mode="winding", flips stage only, never finishing): bits are set
 // (OR) instead of flipped, so bit k marks that some crossing lies between the centres of
 // voxels k - 1 and k, even where two crossings cancel out (winding_columns.comp cuts columns
-// there); no column sums are kept.
+// there); no column sums are kept. The same bit of `signs` (a plane laid out as the grid, not
+// cleared: only marked bits are ever read) gets the crossing's step (triangle.glsl's c.w):
+// set for +1 (a triangle facing down), clear for -1. That is the gap's whole share of s
+// where one crossing marks it, as nearly always; where a second crossing lands on a gap
+// already marked (in this dispatch or an earlier part, round or batch of the slab), one bit
+// cannot hold their sum, and the thread flags its tile in tile_flags (entry 1 + the tile's
+// index in the slab; entry 0 counts the tiles flagged). Exactly: a thread owns its column's
+// words, so in memory it tests each mark's bit before it sets it, and in registers it counts
+// the marks it makes and compares them with the bits they set, and tests those bits against
+// memory when it writes them. A mark without a step (none is expected) flags its tile too.
+// winding_columns.comp reads s of every unflagged tile's segments off the signs.
 //
 // SIGNED_CROSSINGS 1 (fill_mode="winding", flips stage only, after winding_columns.comp has
-// cut the columns into segments at the marks, which the grid still holds): each crossing
+// cut the columns into segments at the marks, which the grid still holds), for the tiles
+// the marking fill flagged only (the others' workgroups return at once): each crossing
 // adds its step (triangle.glsl's c.w: -1 for a triangle facing up, +1 facing down) to
 // crossings[] of the segment that starts at it (the first segment for crossings at or below
 // the box's lowest voxel; none above the box); winding_columns.comp then sums them up each
@@ -83,6 +94,15 @@ layout(std430, binding = 4) buffer Grid { uint grid[]; };
 #ifndef SIGNED_CROSSINGS
 #define SIGNED_CROSSINGS 0
 #endif
+#ifndef MARK_CROSSINGS
+#define MARK_CROSSINGS 0
+#endif
+#if SIGNED_CROSSINGS || MARK_CROSSINGS
+layout(std430, binding = 11) buffer TileFlags { uint tile_flags[]; };  // count, then per tile
+#endif
+#if MARK_CROSSINGS
+layout(std430, binding = 10) buffer Signs { uint signs[]; };  // per mark: its step is +1
+#endif
 #if SIGNED_CROSSINGS
 layout(std430, binding = 5) readonly buffer Offsets { uint offsets[]; };  // winding_columns
 layout(std430, binding = 6) buffer Crossings { int crossings[]; };  // per slot
@@ -125,6 +145,14 @@ void request_next_round(uint end, uint tile_end) {
     if (end < tile_end && fill_round + 1u < fill_rounds && gl_LocalInvocationID.x == 0u) {
         round_dispatch[fill_round + 1u] = uvec4(group_count, 0u);
     }
+}
+
+// The index of a column's tile among the slab's tiles (a part's window may start at a later
+// row): winding_columns.comp's, for tile_flags and the segments' offsets.
+uint slab_tile(ivec2 column) {
+    uint tiles_per_row = uint(window.nx) >> TILE_SHIFT;
+    return uint(column.x >> TILE_SHIFT)
+         + uint((column.y - window.buffer_row) >> TILE_SHIFT) * tiles_per_row;
 }
 #endif
 
@@ -304,15 +332,13 @@ void main() {
     Tile tile = tiles[tile_index];
     uint first = tile.first + fill_round * PAIRS_PER_ROUND;
     if (first >= tile.end) return;
+    ivec2 column = tile_column(tile.key);
+    uint tile_in_slab = slab_tile(column);
+    if (tile_flags[1u + tile_in_slab] == 0u) return;  // its segments' s came from the signs
     uint end = min(tile.end, first + PAIRS_PER_ROUND);
     request_next_round(end, tile.end);
-    ivec2 column = tile_column(tile.key);
     uint base = column_base(window, column);
-    // the tile's index among the slab's tiles (a part's window may start at a later row)
-    uint tiles_per_row = uint(window.nx) >> TILE_SHIFT;
-    uint slab_tile = uint(column.x >> TILE_SHIFT)
-                   + uint((column.y - window.buffer_row) >> TILE_SHIFT) * tiles_per_row;
-    uint group = offsets[slab_tile];
+    uint group = offsets[tile_in_slab];
     bool inside = column_in_box(box, column);
     if (inside) count_ranks(base);
     int n = window.nz;
@@ -339,13 +365,76 @@ void main() {
 #elif FILL_STAGE == 0
 #if MARK_CROSSINGS
 #define FLIP |=
-#define FLIP_MEMORY(word, bits) word |= bits
+#define FLIP_MEMORY(index, bits, step) mark_in_memory(index, bits, step)
+#define SIGN_IN_REGISTERS(k, bits, step) sign_in_registers(k, bits, step)
 #elif CPU_DEVICE
 #define FLIP ^=
-#define FLIP_MEMORY(word, bits) word ^= bits
+#define FLIP_MEMORY(index, bits, step) grid[index] ^= bits
+#define SIGN_IN_REGISTERS(k, bits, step)
 #else
 #define FLIP ^=
-#define FLIP_MEMORY(word, bits) atomicXor(word, bits)
+#define FLIP_MEMORY(index, bits, step) atomicXor(grid[index], bits)
+#define SIGN_IN_REGISTERS(k, bits, step)
+#endif
+
+#if MARK_CROSSINGS
+// What the marking fill keeps besides its marks (MARK_CROSSINGS, above), per thread: the
+// signs of the marks it holds in registers, how many marks it made there, and whether two
+// crossings of its column met in one gap (or a mark has no step).
+uint rising[REGISTER_WORDS];
+uint marks_made = 0u;
+bool shared_gap = false;
+
+// A crossing's mark `bit` (0: none) in grid word `index`, with its sign, after the test of
+// the mark already there. Only where there is a mark (a branch in every variant): on a CPU
+// device, only the lanes with a crossing then touch memory. The signs of a word without
+// marks are not read (none of them counts).
+void mark_in_memory(uint index, uint bit, int step) {
+    if (bit == 0u) return;
+    uint marks = grid[index];
+    shared_gap = shared_gap || (marks & bit) != 0u || step == 0;
+    grid[index] = marks | bit;
+    uint up = uint(step > 0) * bit;
+    signs[index] = marks == 0u ? up : (signs[index] & ~bit) | up;
+}
+
+// The sign of a crossing whose mark `bit` (0: none) goes to the register word of voxel k.
+void sign_in_registers(int k, uint bit, int step) {
+    marks_made += uint(bit != 0u);
+    shared_gap = shared_gap || (bit != 0u && step == 0);
+    uint up = uint(step > 0) * bit;
+#if BRANCHLESS
+    [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) rising[q] |= uint(q == uint(k) >> 5) * up;
+#else
+    rising[k >> 5] |= up;
+#endif
+}
+
+// The end of a marking thread: its register words' marks and signs into memory (with the
+// tests of the header; the signs of a word without earlier marks are written, not read),
+// and its tile flagged where two crossings met in a gap.
+void store_marks(ivec2 column, uint base, uint words, bool in_registers,
+                 uint flips[REGISTER_WORDS]) {
+    if (in_registers) {
+        uint bits_set = 0u;
+        [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
+            if (q < words) {
+                uint marks = grid[base + q];
+                shared_gap = shared_gap || (marks & flips[q]) != 0u;
+                bits_set += uint(bitCount(flips[q]));
+                grid[base + q] = marks | flips[q];
+                if (flips[q] != 0u) {
+                    signs[base + q] = marks == 0u ? rising[q]
+                                                  : (signs[base + q] & ~flips[q]) | rising[q];
+                }
+            }
+        }
+        shared_gap = shared_gap || bits_set != marks_made;
+    }
+    if (shared_gap && atomicOr(tile_flags[1u + slab_tile(column)], 1u) == 0u) {
+        atomicAdd(tile_flags[0], 1u);
+    }
+}
 #endif
 
 // One crossing into the column's flips (registers or the grid) and its sums (k == n, step
@@ -361,15 +450,17 @@ void add_crossing(Crossing x, int n, bool in_registers, uint base, inout uint fl
         [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
             flips[q] FLIP uint(q == uint(k) >> 5) * bit;
         }
+        SIGN_IN_REGISTERS(k, bit, x.step);
     } else {
-        FLIP_MEMORY(grid[base + uint(min(k, n - 1) >> 5)], bit);
+        FLIP_MEMORY(base + uint(min(k, n - 1) >> 5), bit, x.step);
     }
 #else
     if (k < n) {
         if (in_registers) {
             flips[k >> 5] FLIP 1u << (k & 31);
+            SIGN_IN_REGISTERS(k, 1u << (k & 31), x.step);
         } else {
-            FLIP_MEMORY(grid[base + uint(k >> 5)], 1u << (k & 31));
+            FLIP_MEMORY(base + uint(k >> 5), 1u << (k & 31), x.step);
         }
     }
 #endif
@@ -401,6 +492,9 @@ void main() {
 #endif
     uint flips[REGISTER_WORDS];
     [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) flips[q] = 0u;
+#if MARK_CROSSINGS
+    [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) rising[q] = 0u;
+#endif
     int balance = 0, moment = 0;
     uint near_ties = 0u;
     for (uint start = first; start < end; start += PAIR_BATCH) {
@@ -424,12 +518,14 @@ void main() {
     uvec2 sums = uvec2(balance, moment);
     uint index = column_index(column);
     if (!finishing) {
+#if MARK_CROSSINGS
+        store_marks(column, base, words, in_registers, flips);
+#else
         if (in_registers) {
             [[unroll]] for (uint q = 0u; q < REGISTER_WORDS; ++q) {
                 if (q < words) grid[base + q] FLIP flips[q];
             }
         }
-#if !MARK_CROSSINGS
         // Without finish the host cleared column_sums for the slab, and other parts add to
         // them; with it, a tile's first round starts them.
         bool earlier = continued || finish == 0u;

@@ -15,11 +15,18 @@
 // group - offsets[tile]), or nothing. So neighbouring slots are the r-th segments of
 // neighbouring columns: mostly close, as winding_evaluate.comp's groups like them.
 //
+// s of a segment: the marking fill (MARK_CROSSINGS) also left in `signs` the step of the
+// crossing at each mark (bit set: +1, clear: -1), and flagged in tile_flags (entry 1 +
+// tile) the tiles where two crossings share a mark. In an unflagged tile each mark is one
+// crossing, so s of a segment is the sum of the steps at the marks at or below its first
+// voxel. A flagged tile's crossings are added by the signed fill (SIGNED_CROSSINGS).
+//
 // COLUMNS_STAGE 0, count: m of the tile into offsets[tile] (the host clears them, scans them).
 // COLUMNS_STAGE 1, emit: every slot's segment as the first run of winding_decide.comp,
-//   (i | j << 16, begin | end << 16, slot, the slot of the column's first segment), or ~0.
-// COLUMNS_STAGE 2, sum: crossings[] holds each segment's share of s (fill.comp with
-//   SIGNED_CROSSINGS); the running sum up the column makes it s.
+//   (i | j << 16, begin | end << 16, slot, the slot of the column's first segment), or ~0;
+//   and into crossings[] of every slot, s from the signs (0 in a flagged tile).
+// COLUMNS_STAGE 2, sum, flagged tiles only: crossings[] holds each segment's share of s
+//   (fill.comp with SIGNED_CROSSINGS); the running sum up the column makes it s.
 //
 // Grid layout: common.glsl, column_base.
 #extension GL_GOOGLE_include_directive : require
@@ -34,8 +41,13 @@ layout(std430, binding = 1) readonly buffer Offsets { uint offsets[]; };  // sca
 #endif
 #if COLUMNS_STAGE == 1
 layout(std430, binding = 2) writeonly buffer Runs { uvec4 runs[]; };
+layout(std430, binding = 3) writeonly buffer Crossings { int crossings[]; };
+layout(std430, binding = 4) readonly buffer Signs { uint signs[]; };
 #elif COLUMNS_STAGE == 2
 layout(std430, binding = 2) buffer Crossings { int crossings[]; };
+#endif
+#if COLUMNS_STAGE != 0
+layout(std430, binding = 5) readonly buffer TileFlags { uint tile_flags[]; };
 #endif
 
 layout(push_constant) uniform Params {
@@ -59,12 +71,19 @@ shared uint most[COLUMN_TILES];
 #endif
 
 #if COLUMNS_STAGE == 1
-void emit(uint group, uint ij, int begin, int end, uint column_slot) {
+void emit(uint group, uint ij, int begin, int end, uint column_slot, int s) {
     runs[slot(group)] = uvec4(ij, uint(begin) | (uint(end) << 16), slot(group), column_slot);
+    crossings[slot(group)] = s;
 }
 
 void emit_nothing(uint group) {
     runs[slot(group)] = uvec4(NO_POINT);
+    crossings[slot(group)] = 0;
+}
+
+// The steps of the marks of `marks` (one crossing each) summed: +1 where the sign is set.
+int steps(uint marks, uint rising) {
+    return 2 * bitCount(marks & rising) - bitCount(marks);
 }
 #endif
 
@@ -98,23 +117,32 @@ void main() {
     uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
     if (inside_box) {
         uint ij = uint(column.x) | (uint(column.y) << 16);
+        bool signed_marks = tile_flags[1u + tile_index] == 0u;  // else s comes in the sum
+        int s = 0;  // of the marks at or below the voxel the segment starts at
+        for (int q = 0; signed_marks && q <= box.k_lo >> 5; ++q) {
+            uint below = grid[base + uint(q)] & word_range_mask(q, 0, box.k_lo + 1);
+            s += steps(below, signs[base + uint(q)]);
+        }
         int begin = box.k_lo;
         for (int q = first_word; q <= last_word; ++q) {
             uint marks = grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, box.k_hi);
+            uint rising = signed_marks && marks != 0u ? signs[base + uint(q)] : 0u;
             while (marks != 0u) {
+                uint mark = marks & (0u - marks);
                 int k = 32 * q + findLSB(marks);
                 marks &= marks - 1u;
-                emit(group, ij, begin, k, slot(offsets[tile_index]));
+                emit(group, ij, begin, k, slot(offsets[tile_index]), s);
+                s += signed_marks ? steps(mark, rising) : 0;
                 group += 1u;
                 begin = k;
             }
         }
-        emit(group, ij, begin, box.k_hi, slot(offsets[tile_index]));
+        emit(group, ij, begin, box.k_hi, slot(offsets[tile_index]), s);
         group += 1u;
     }
     for (; group < groups_end; ++group) emit_nothing(group);
 #else
-    if (!real) return;
+    if (!real || tile_flags[1u + tile_index] == 0u) return;  // s came from the signs
     uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
     int s = 0;
     for (; group < groups_end; ++group) {

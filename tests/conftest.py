@@ -12,7 +12,11 @@ os.environ["VOXELIZER_VALIDATION"] = "1"  # before any Vulkan object exists
 import pytest
 
 from voxelizer.api import Voxelizer, close_shared
-from voxelizer.gpu.device import Instance
+from voxelizer.gpu.device import Device, Instance
+from voxelizer.gpu.kernels import cpu_defines, subgroup_defines
+from voxelizer.gpu.pipelines import ComputePipeline
+from voxelizer.pipeline import kernels
+from voxelizer.pipeline.passes import pass_defines
 
 from .helpers import SHARED_MODELS
 
@@ -48,3 +52,17 @@ def models_dir() -> Path:
     if not SHARED_MODELS.is_dir():
         raise FileNotFoundError(f"{SHARED_MODELS} is missing: the tests need ../shared/models")
     return SHARED_MODELS
+
+
+@pytest.fixture(params=["gpu shape", "cpu shape"])
+def shaped(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
+    """A Voxelizer on lavapipe whose kernels take the GPU shape or the CPU shape
+    (shaders/common.glsl, CPU_DEVICE), by taking the device for a GPU or a CPU."""
+    on_cpu = request.param == "cpu shape"
+    monkeypatch.setattr(Device, "is_cpu", property(lambda device: on_cpu))
+    with Voxelizer() as voxelizer:
+        assert cpu_defines(voxelizer.device) == {"CPU_DEVICE": int(on_cpu)}
+        defines = pass_defines("branchless", subgroup_defines(voxelizer.device))
+        fill = ComputePipeline(voxelizer.device, kernels.FILL_FLIPS, defines)  # never built
+        assert fill.defines["CPU_DEVICE"] == int(on_cpu)
+        yield voxelizer

@@ -1,8 +1,9 @@
 """The kernels' two shapes (shaders/common.glsl, CPU_DEVICE): lavapipe, a CPU device, takes
 the CPU shapes of the fill and the SVO build (batches of 2 pairs, flips in memory, loops kept
 as loops), which every other test runs; here it runs the GPU shapes too (register words,
-batches of 8 broadcast records, the rows preloaded), by taking the device for a GPU. Both
-give the reference's voxels, octrees and near-tie decisions bit for bit."""
+batches of 8 broadcast records, the rows preloaded), by taking the device for a GPU (the
+`shaped` fixture, tests/conftest.py). Both give the reference's voxels, octrees and near-tie
+decisions bit for bit."""
 
 from __future__ import annotations
 
@@ -10,29 +11,12 @@ import numpy as np
 import pytest
 
 from voxelizer import SVO, VARIANTS, Voxelizer
-from voxelizer.gpu.device import Device
-from voxelizer.gpu.kernels import cpu_defines, subgroup_defines
-from voxelizer.gpu.pipelines import ComputePipeline
-from voxelizer.pipeline import kernels
-from voxelizer.pipeline.passes import pass_defines
+from voxelizer.gpu.kernels import cpu_defines
 from voxelizer.reference import solid_columns
 
 from .cad_shapes import cases
 from .exact_rational import exact_solid
 from .helpers import assert_same_svo, assert_same_voxels, load_model, random_soup, reference_grid
-
-
-@pytest.fixture(params=["gpu shape", "cpu shape"])
-def shaped(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    """A Voxelizer on lavapipe whose kernels take the GPU shape or the CPU shape."""
-    on_cpu = request.param == "cpu shape"
-    monkeypatch.setattr(Device, "is_cpu", property(lambda device: on_cpu))
-    with Voxelizer() as voxelizer:
-        assert cpu_defines(voxelizer.device) == {"CPU_DEVICE": int(on_cpu)}
-        defines = pass_defines("branchless", subgroup_defines(voxelizer.device))
-        fill = ComputePipeline(voxelizer.device, kernels.FILL_FLIPS, defines)  # never built
-        assert fill.defines["CPU_DEVICE"] == int(on_cpu)
-        yield voxelizer
 
 
 def test_lavapipe_takes_the_cpu_shapes(gpu: Voxelizer) -> None:

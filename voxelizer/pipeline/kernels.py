@@ -131,18 +131,28 @@ COLUMN_BOX = Struct(
         ("k_hi", "int"),
     ),
 )
-# fill_mode="winding": the flips stage with OR, marking every crossing; then, once the
-# columns are cut into segments at the marks, adding each crossing's sign to its segment.
+# fill_mode="winding": the flips stage with OR, marking every crossing and recording its
+# sign, flagging the tiles where two crossings share a mark; then, once the columns are cut
+# into segments at the marks, for the flagged tiles, adding each crossing's sign to its
+# segment.
+_TILE_FLAG_BINDINGS = {"tile_flags": 11}
 FILL_MARKS = Kernel(
     "fill",
-    {**_FILL_BINDINGS, **_ROUND_BINDINGS},
+    {**_FILL_BINDINGS, **_ROUND_BINDINGS, "signs": 10, **_TILE_FLAG_BINDINGS},
     _FILL_PUSH,
     {**_FLIPS_DEFINES, "MARK_CROSSINGS": 1},
     cpu_shaped=True,
 )
 FILL_SIGNED = Kernel(
     "fill",
-    {**_TILE_PASS_BINDINGS, "offsets": 5, "crossings": 6, **_FINE_BINDINGS, **_ROUND_BINDINGS},
+    {
+        **_TILE_PASS_BINDINGS,
+        "offsets": 5,
+        "crossings": 6,
+        **_FINE_BINDINGS,
+        **_ROUND_BINDINGS,
+        **_TILE_FLAG_BINDINGS,
+    },
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
     # the words of the deepest column: the signed fill's shared counts of marks (fill.comp)
     {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1, "MAX_COLUMN_WORDS": MAX_RESOLUTION // 32},
@@ -341,13 +351,13 @@ WINDING_COUNT = Kernel(
 )
 WINDING_EMIT = Kernel(
     "winding_columns",
-    {"grid": 0, "offsets": 1, "runs": 2},
+    {"grid": 0, "offsets": 1, "runs": 2, "crossings": 3, "signs": 4, "tile_flags": 5},
     _COLUMNS_PUSH,
     {"COLUMNS_STAGE": 1, "COLUMN_TILES": 1},
 )
 WINDING_SUM = Kernel(
     "winding_columns",
-    {"grid": 0, "offsets": 1, "crossings": 2},
+    {"grid": 0, "offsets": 1, "crossings": 2, "tile_flags": 5},
     _COLUMNS_PUSH,
     {"COLUMNS_STAGE": 2, "COLUMN_TILES": COLUMN_TILES},
 )

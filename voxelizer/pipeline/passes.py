@@ -203,14 +203,27 @@ class SurfacePipelines:
 
 
 @dataclass(frozen=True)
+class CrossingMarks:
+    """What the marking fill of fill_mode="winding" writes besides the marks in the grid: the
+    step of the crossing at each mark (a plane laid out as the grid), and a flag per tile of
+    the slab where two crossings share a mark (entry 0 counts them; cleared with the grid)."""
+
+    signs: Binding
+    tile_flags: Binding
+
+
+@dataclass(frozen=True)
 class SignedCrossings:
     """What the signed fill of fill_mode="winding" adds to the flips stage: the slab's
-    segments (winding_columns.comp's group offsets per tile), the sums it adds to, and the
-    box of columns and voxels that can be solid."""
+    segments (winding_columns.comp's group offsets per tile), the sums it adds to, the box
+    of columns and voxels that can be solid, and the tiles it runs for (those flagged in
+    CrossingMarks.tile_flags, `flagged_tiles` of them)."""
 
     offsets: Binding
     crossings: Binding
     box: dict[str, int]
+    tile_flags: Binding
+    flagged_tiles: int
 
 
 @dataclass(frozen=True)
@@ -260,6 +273,7 @@ class _SlabState:
     window: Window
     clear: bool = True  # the next submission clears the grid and the column counts first
     sums_cleared: bool = False  # column_sums zeroed for parts that add to them
+    marks: CrossingMarks | None = None  # fill_mode="winding": its tile flags cleared too
 
 
 class PassRunner:
@@ -355,16 +369,17 @@ class PassRunner:
         slab: Window,
         grid: Binding,
         download: bool = False,
-        marks: bool = False,
+        marks: CrossingMarks | None = None,
         signed: SignedCrossings | None = None,
         then: Callable[[], object] | None = None,
     ) -> Buffer | None:
         """Leave the solid bits of the slab's rows in `grid` (cleared first). With `download`,
         the last submission also copies them into a staging buffer, which is returned. For
         fill_mode="winding": with `marks`, instead a bit at the first voxel above every
-        crossing; with `signed`, the grid (those marks) is left as it is and each crossing's
-        sign is added to its segment (shaders/fill.comp, SIGNED_CROSSINGS). Neither computes
-        the parity or the column counts, nor downloads.
+        crossing, with its sign and the tiles' flags in `marks`; with `signed`, the grid
+        (those marks) is left as it is and, in the flagged tiles, each crossing's sign is
+        added to its segment (shaders/fill.comp, MARK_CROSSINGS and SIGNED_CROSSINGS).
+        Neither computes the parity or the column counts, nor downloads.
 
         `then` records more work on the finished grid (the SVO build) into the same
         submission, where the slab is done in one (its only part, counted and filled at
@@ -381,8 +396,8 @@ class PassRunner:
             for first in range(0, self.triangles, self.batch_triangles)
         ]
         work = [(slab, batch) for batch in batches]
-        winding = marks or signed is not None
-        self._slab = _SlabState(slab, clear=signed is None)
+        winding = marks is not None or signed is not None
+        self._slab = _SlabState(slab, clear=signed is None, marks=marks)
         fills = 0
         staging: Buffer | None = None
         while work:
@@ -406,11 +421,12 @@ class PassRunner:
             finish = alone and not winding
             staging = self._fill(window, pair_count, grid, finish, download, marks, signed)
             fills += 1
-        if (fills != 1 and not winding) or (marks and fills == 0):
+        if (fills != 1 and not winding) or (marks is not None and fills == 0):
             # several parts, or none (the grid is still cleared there)
             staging = self._parity_all(grid, download and not winding)
         last = self._last_fill
-        if marks and fills == 1 and len(batches) == 1 and last is not None and last.window == slab:
+        one_part = fills == 1 and len(batches) == 1 and last is not None and last.window == slab
+        if marks is not None and one_part:
             self._kept_fill = last  # the signed fill of the slab reuses its grouped pairs
         self.stats.count(slabs=int(signed is None), parts=fills)
         if signed is not None:
@@ -528,6 +544,9 @@ class PassRunner:
         sequence = self.sequence
         sequence.fill(grid.buffer, 0, grid.size)
         sequence.fill(self._column_counts(), 0)
+        if self._slab.marks is not None:
+            flags = self._slab.marks.tile_flags
+            sequence.fill(flags.buffer, 0, flags.size)
         sequence.barrier()
         self._slab.clear = False
 
@@ -728,7 +747,7 @@ class PassRunner:
         grid: Binding,
         finish: bool,
         download: bool,
-        marks: bool = False,
+        marks: CrossingMarks | None = None,
         signed: SignedCrossings | None = None,
     ) -> Buffer | None:
         """Submission 2: emission, grouping by tile, marking, compaction, fill, of the part
@@ -764,7 +783,7 @@ class PassRunner:
         grid: Binding,
         finish: bool,
         dispatch: Buffer | None = None,
-        marks: bool = False,
+        marks: CrossingMarks | None = None,
         signed: SignedCrossings | None = None,
     ) -> Buffer:
         """Record emission, grouping, marking, compaction and the fill of the part counted
@@ -814,12 +833,16 @@ class PassRunner:
         extra: dict[str, object] = {}
         if signed is not None:  # fill_mode="winding": signs into segments, no column counts
             flips, extra = pipelines.fill_signed, {"box": signed.box}
-            bindings.update(offsets=signed.offsets, crossings=signed.crossings)
+            bindings.update(
+                offsets=signed.offsets, crossings=signed.crossings, tile_flags=signed.tile_flags
+            )
         else:  # the marks of fill_mode="winding" leave the column sums alone
-            flips = pipelines.fill_marks if marks else flips
+            if marks is not None:
+                flips = pipelines.fill_marks
+                bindings.update(signs=marks.signs, tile_flags=marks.tile_flags)
             bindings["column_counts"] = self._column_counts()
             bindings["column_sums"] = self._column_sums(
-                needed=not marks and (not finish or rounds > 1)
+                needed=marks is None and (not finish or rounds > 1)
             )
         self._record_rounds(flips, bindings, window, rounds, finish, extra, fill_args)
         self._last_fill = _RecordedFill(window, bindings, fill_args, rounds)
@@ -861,9 +884,11 @@ class PassRunner:
             bindings = {
                 name: binding
                 for name, binding in kept.bindings.items()
-                if name not in ("column_counts", "column_sums")
+                if name not in ("column_counts", "column_sums", "signs")
             }
-            bindings.update(offsets=signed.offsets, crossings=signed.crossings)
+            bindings.update(
+                offsets=signed.offsets, crossings=signed.crossings, tile_flags=signed.tile_flags
+            )
             self._record_rounds(
                 self.pipelines.fill_signed, bindings, kept.window, kept.rounds, False,
                 {"box": signed.box}, kept.fill_args,

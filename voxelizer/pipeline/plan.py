@@ -84,10 +84,13 @@ def make_plan(
     whole_only: bool = False,
     voxel_bytes: int = 0,
     exact: bool = True,
+    grid_planes: int = 1,
 ) -> Plan:
     """`voxel_bytes`: bytes per voxel of a per-voxel attribute the slab also holds on the
     device (face ids), downloaded through a staging copy of the same size. `exact`: the fill
-    runs (not a surface alone), and holds the fine vertices its near ties read."""
+    runs (not a surface alone), and holds the fine vertices its near ties read.
+    `grid_planes`: device buffers of the grid's size (a bit per voxel) the slab holds, the
+    grid and others (fill_mode="winding": the signs of the marks)."""
     budget = default_budget(device) if budget is None else int(budget)
     limit = device.max_storage_range
     nx, ny, nz = shape
@@ -103,7 +106,8 @@ def make_plan(
         download = grid if dense else 0  # the staging copy the bits come back through
         attribute = nx * rows * nz * voxel_bytes
         largest = max(grid, sums, forest.largest_classify_buffer() if svo else 0, attribute)
-        return grid + sums + classify + download + 2 * attribute, largest
+        total = grid_planes * grid + sums + classify + download + 2 * attribute
+        return total, largest
 
     per_triangle = triangle_bytes(indexed, exact)
     fixed = vertex_bytes(indexed, vertices, exact)

@@ -494,10 +494,12 @@ class Pipeline:
 
     def _winding_fill(self, job: Job, stats: Stats, dense: bool) -> ColumnBits | OctreeArrays:
         """fill_mode="winding" (pipeline/winding.py): slab by slab, the passes mark every
-        crossing, WindingFill cuts the columns into segments there, the passes run again to
-        add each crossing's sign to its segment, and WindingFill replaces the marks by the
-        winding bits, which then go the way parity bits go (download, or the SVO build on
-        the device). The boundary and the segment lists are kept out of the plan's budget."""
+        crossing with its sign, WindingFill cuts the columns into segments there and sums
+        the signs, the passes run again only for the tiles where two crossings share a mark
+        (to add each crossing's sign to its segment), and WindingFill replaces the marks by
+        the winding bits, which then go the way parity bits go (download, or the SVO build
+        on the device). The plan counts the signs' plane beside the grid; the boundary and
+        the segment lists are kept out of its budget."""
         started = time.perf_counter()
         boundary = mesh_boundary(job.mesh, job.vertices)
         stats.add_host(winding_boundary=(time.perf_counter() - started) * 1e3)
@@ -518,6 +520,7 @@ class Pipeline:
                 max(budget - reserve, 0),
                 svo=not dense,
                 dense=dense,
+                grid_planes=2,  # the marks and their signs
             ),
         )
         stats.memory.budget_bytes = budget
@@ -532,10 +535,12 @@ class Pipeline:
         outputs = _SlabOutputs(self, plan, job.shape, job, stats, dense)
         for slab in plan.slabs():
             grid = self._pool.binding("grid", slab.grid_bytes)
-            runner.voxelize(slab, grid, marks=True)
-            signed = fill.segments(slab, grid)
+            marks = fill.marks(slab)
+            runner.voxelize(slab, grid, marks=marks)
+            signed = fill.segments(slab, grid, marks)
             if signed is not None:
-                runner.voxelize(slab, grid, signed=signed)
+                if signed.flagged_tiles:  # two crossings share a mark there
+                    runner.voxelize(slab, grid, signed=signed)
                 fill.finish(slab, grid, signed)
             outputs.keep(slab, grid)
         return outputs.result()

@@ -7,11 +7,13 @@ predicates) and c is the solid angle of the vertical curtain hanging up from the
 boundary, a sum over the boundary edges only. A mesh whose boundary cancels (closed, or
 closed parts in any orientation, overlapping or not) has no boundary edge: w = s exactly.
 
-Per slab: the passes mark the first voxel above every crossing (fill.comp, MARK_CROSSINGS);
-the runs of voxels between marks inside the surface's bounding box are the segments, on
-which s is one integer (winding_columns.comp); the passes run again and add each crossing's
-sign to its segment (fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment
-is a run. First round: a bound on c over whole tiles and columns (the angles the boundary
+Per slab: the passes mark the first voxel above every crossing (fill.comp, MARK_CROSSINGS)
+and record its sign in a second plane; the runs of voxels between marks inside the surface's
+bounding box are the segments, on which s is one integer (winding_columns.comp), summed from
+the signs up each column. Where two crossings share a mark (rare: coincident or nearly
+coincident sheets), one sign cannot hold their sum: the marking fill flags the tile, and
+for the flagged tiles only the passes run again and add each crossing's sign to its segment
+(fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment is a run. First round: a bound on c over whole tiles and columns (the angles the boundary
 edges subtend) decides the columns far from the boundary; the others evaluate c at the two
 ends of their range, which bounds c on all of it (each edge's term is monotonic along the
 column). A run not decided is evaluated at its ends and middle, then halved round after
@@ -38,7 +40,7 @@ from ..mesh import Mesh
 from ..placement import FIXED_BITS
 from ..stats import Stats
 from . import kernels
-from .passes import TILE_SIDE, SignedCrossings, Window
+from .passes import TILE_SIDE, CrossingMarks, SignedCrossings, Window
 
 EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
 # Lanes a later curtain round aims to keep busy: with fewer points than this, a workgroup
@@ -192,9 +194,9 @@ class WindingPipelines:
 
 
 class WindingFill:
-    """Turns the crossing marks of one slab at a time into winding bits, in place: `segments`
-    after the marking passes, `finish` after the signed ones. One per voxelization: it
-    uploads the boundary with the first slab."""
+    """Turns the crossing marks of one slab at a time into winding bits, in place: `marks`
+    for the marking passes, `segments` after them, `finish` after the signed ones (if any
+    tile is flagged). One per voxelization: it uploads the boundary with the first slab."""
 
     def __init__(
         self,
@@ -216,9 +218,18 @@ class WindingFill:
         if boundary is not None:
             stats.count(winding_boundary_edges=boundary.edge_count)
 
-    def segments(self, slab: Window, grid: Binding) -> SignedCrossings | None:
-        """Cut the slab's columns into segments at the marks in `grid`: what the signed
-        passes need (None: no voxel can be solid, and the grid is cleared)."""
+    def marks(self, slab: Window) -> CrossingMarks:
+        """The buffers the marking passes of `slab` write besides its grid (the passes clear
+        the tile flags; the signs need no clearing)."""
+        return CrossingMarks(
+            self.pool.binding("winding_signs", slab.grid_bytes),
+            self.pool.binding("winding_tile_flags", (slab.tiles + 1) * 4),
+        )
+
+    def segments(self, slab: Window, grid: Binding, marks: CrossingMarks) -> SignedCrossings | None:
+        """Cut the slab's columns into segments at the marks in `grid`, with s of the
+        unflagged tiles' segments: what the signed passes need for the flagged tiles (None:
+        no voxel can be solid, and the grid is cleared)."""
         tiles = slab.tiles
         offsets = self.pool.binding("winding_offsets", (tiles + 1) * 4)
         push = {"window": slab, "box": self.box}
@@ -231,8 +242,11 @@ class WindingFill:
         total = self.scan.record(sequence, self.pool, offsets.buffer, tiles + 1, "winding")
         sequence.mark("winding_segments")
         staging = sequence.download(total, 4)
+        flagged_staging = sequence.download(marks.tile_flags.buffer, 4)
         self._submit("winding_count_submission")
         slots = int(staging.read(np.uint32, 1)[0]) * TILE_COLUMNS if self.boundary else 0
+        flagged = int(flagged_staging.read(np.uint32, 1)[0])
+        self.stats.count(winding_flagged_tiles=flagged)
         self._slots = slots
         sequence = self._begin()
         if not slots:
@@ -243,26 +257,42 @@ class WindingFill:
             return None
         runs = self.pool.binding("winding_runs", slots * 16)
         crossings = self.pool.binding("winding_crossings", slots * 4)
-        sequence.fill(crossings.buffer, 0, crossings.size)
         sequence.dispatch(
-            self.pipelines.emit, {"grid": grid, "offsets": offsets, "runs": runs}, push, tiles
+            self.pipelines.emit,
+            {
+                "grid": grid,
+                "offsets": offsets,
+                "runs": runs,
+                "crossings": crossings,
+                "signs": marks.signs,
+                "tile_flags": marks.tile_flags,
+            },
+            push,
+            tiles,
         )
         sequence.barrier()
         sequence.mark("winding_segments")
         self._submit("winding_segments_submission")
         self.stats.count(winding_segments=slots)
-        return SignedCrossings(offsets, crossings, self.box)
+        return SignedCrossings(offsets, crossings, self.box, marks.tile_flags, flagged)
 
     def finish(self, slab: Window, grid: Binding, signed: SignedCrossings) -> None:
-        """After the signed passes: s per segment, the grid cleared, the runs decided."""
+        """After the signed passes (if any tile is flagged): s per segment, the grid
+        cleared, the runs decided."""
         sequence = self._begin()
         self._upload_edges()
-        sequence.dispatch(
-            self.pipelines.sum,
-            {"grid": grid, "offsets": signed.offsets, "crossings": signed.crossings},
-            {"window": slab, "box": self.box},
-            workgroups(slab.tiles, kernels.COLUMN_TILES),
-        )
+        if signed.flagged_tiles:
+            sequence.dispatch(
+                self.pipelines.sum,
+                {
+                    "grid": grid,
+                    "offsets": signed.offsets,
+                    "crossings": signed.crossings,
+                    "tile_flags": signed.tile_flags,
+                },
+                {"window": slab, "box": self.box},
+                workgroups(slab.tiles, kernels.COLUMN_TILES),
+            )
         sequence.fill(grid.buffer, 0, grid.size)
         sequence.barrier()
         sequence.mark("winding_segments")
