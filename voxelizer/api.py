@@ -40,7 +40,7 @@ from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
 from .options import Options
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT
+from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
 from .pipeline.runner import Job, Pipeline, Progress
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
@@ -208,9 +208,14 @@ class Voxelizer:
             return
         try:
             if not self._closed:
-                self._pipeline.prepare(options.variant, options.sort, svo)
+                self._pipeline.prepare(self.likely_variant(options.variant), options.sort, svo)
         finally:
             self._lock.release()
+
+    def likely_variant(self, variant: str) -> str:
+        """The variant a call given `variant` runs unless its budget is tight: "auto" as this
+        device resolves it (pipeline.passes.auto_variants)."""
+        return auto_variants(self.device.is_cpu)[0] if variant == AUTO_VARIANT else variant
 
     def _prepare(self, mesh: MeshLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
         """Load and check the mesh, place the grid."""

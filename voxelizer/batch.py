@@ -229,7 +229,7 @@ class MeshWorker:
                     and readers.started.is_set()  # until then, the threads read
                     and isinstance(task.source, (str, os.PathLike))
                 ):
-                    request = readers.submit(task.source, settings.grid, settings.options)
+                    request = readers.submit(task.source, settings.grid, self._reading_options())
                     loading.append((task, request))
                 else:
                     loading.append((task, loaders.submit(self._load, task)))
@@ -272,6 +272,15 @@ class MeshWorker:
                 pending.cancel()  # a reading process drops it; a thread pool's is cancelled
             loaders.shutdown(wait=True, cancel_futures=True)
             writers.shutdown(wait=True, cancel_futures=True)
+
+    def _reading_options(self) -> dict[str, Any]:
+        """The options a reading process prepares a mesh for: the variant as this worker's
+        device runs it once that is open, so that the process makes the triangle soup where
+        a soup variant will upload it (until then, the passes gather their own)."""
+        options = self.settings.options
+        if not isinstance(self._voxelizer, Voxelizer):
+            return options
+        return {**options, "variant": self._voxelizer.likely_variant(options["variant"])}
 
     def _load(self, task: MeshTask) -> _Loaded:
         started = time.perf_counter()

@@ -217,7 +217,8 @@ def _parser() -> argparse.ArgumentParser:
         default=DEFAULT_VARIANT,
         metavar="NAME",
         help=f"shader variant: {', '.join(VARIANT_CHOICES)} (default {DEFAULT_VARIANT}: "
-        f"{INDEXED_CHOICE}, or {SOUP_CHOICE} where the memory budget cannot hold the vertices)",
+        f"{INDEXED_CHOICE} on a GPU unless the memory budget cannot hold its vertex buffer, "
+        f"else {SOUP_CHOICE})",
     )
     parser.add_argument(
         "--fill-mode",

@@ -39,12 +39,12 @@ from .merge import merge_forests
 from .passes import (
     AUTO_VARIANT,
     FACE_ID_BYTES,
-    INDEXED_CHOICE,
-    SOUP_CHOICE,
+    VARIANTS,
     PassPipelines,
     PassRunner,
     SurfacePipelines,
     Window,
+    auto_variants,
     fine_vertices_of,
 )
 from .plan import Plan, default_budget, make_plan
@@ -580,17 +580,21 @@ class Pipeline:
         self, job: Job, stats: Stats, plan: Callable[[bool], Plan]
     ) -> tuple[PassPipelines, Plan]:
         """The job's pass kernels and their plan (`plan(indexed)`), the variant that ran in
-        `stats`. Variant "auto" runs INDEXED_CHOICE where its plan fits the budget, else
-        SOUP_CHOICE, which holds no vertex buffer (its plan says what fits nowhere)."""
-        if job.variant != AUTO_VARIANT:
-            passes = self._pass_kernels(job.variant)
-            made = plan(passes.indexed)
-        else:
+        `stats`. Variant "auto" runs the first of auto_variants whose plan fits the budget
+        (the last one's plan says what fits nowhere)."""
+        choices = [job.variant]
+        if job.variant == AUTO_VARIANT:
+            choices = list(auto_variants(self.device.is_cpu))
+        for variant in choices[:-1]:
             try:
-                made, variant = plan(True), INDEXED_CHOICE
+                made = plan(bool(VARIANTS[variant]["INDEXED"]))
             except MemoryBudgetError:
-                made, variant = plan(False), SOUP_CHOICE
-            passes = self._pass_kernels(variant)
+                continue  # the next choice holds less
+            break
+        else:
+            variant = choices[-1]
+            made = plan(bool(VARIANTS[variant]["INDEXED"]))
+        passes = self._pass_kernels(variant)
         stats.variant = passes.variant
         return passes, made
 
@@ -626,7 +630,7 @@ class Pipeline:
         dispatch there, which compiles it: commands.FirstDispatches): the caller reads and
         checks the mesh meanwhile. Those built already cost nothing; a job needing others
         builds them."""
-        passes = self._pass_kernels(INDEXED_CHOICE if variant == AUTO_VARIANT else variant)
+        passes = self._pass_kernels(variant)
         scan = self._scan_kernels()
         wanted = [passes.setup, scan.scan_blocks, scan.add_offsets]
         if sort == "counting":  # one submission: the pair count sizes the later dispatches
