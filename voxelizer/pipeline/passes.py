@@ -66,7 +66,8 @@ def auto_variants(cpu_device: bool) -> tuple[str, ...]:
 
 
 def uploads_soup(variant: str) -> bool:
-    """Whether `variant` uploads a triangle soup ("auto" reads indices wherever it can)."""
+    """Whether `variant` uploads a triangle soup (not known for "auto" before its device
+    resolves it: Voxelizer.likely_variant)."""
     return variant in VARIANTS and not VARIANTS[variant]["INDEXED"]
 
 

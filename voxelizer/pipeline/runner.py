@@ -19,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Literal, overload
+from typing import Any, Literal, overload
 
 import numpy as np
 
@@ -221,19 +221,7 @@ class Pipeline:
         """Voxelize grid-space `vertices` (the job's faces) on a grid of `shape`, slab by slab
         as the plan says: the grid's words (`dense`) or the SVO arrays."""
         passes, plan = self._kernels_and_plan(
-            job,
-            stats,
-            lambda indexed: make_plan(
-                self.device,
-                shape,
-                job.mesh.triangle_count,
-                len(vertices),
-                indexed,
-                job.max_memory,
-                svo=not dense,
-                dense=dense,
-                whole_only=whole_only,
-            ),
+            job, stats, shape, job.max_memory, svo=not dense, dense=dense, whole_only=whole_only
         )
         stats.memory.budget_bytes = plan.budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
@@ -446,18 +434,12 @@ class Pipeline:
         passes, plan = self._kernels_and_plan(
             job,
             stats,
-            lambda indexed: make_plan(
-                self.device,
-                job.shape,
-                job.mesh.triangle_count,
-                len(job.vertices),
-                indexed,
-                job.max_memory,
-                svo=not dense,
-                dense=dense,
-                voxel_bytes=FACE_ID_BYTES if face_ids else 0,
-                exact=job.mode == "both",  # the fill runs too
-            ),
+            job.shape,
+            job.max_memory,
+            svo=not dense,
+            dense=dense,
+            voxel_bytes=FACE_ID_BYTES if face_ids else 0,
+            exact=job.mode == "both",  # the fill runs too
         )
         stats.memory.budget_bytes = plan.budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
@@ -511,17 +493,11 @@ class Pipeline:
         passes, plan = self._kernels_and_plan(
             job,
             stats,
-            lambda indexed: make_plan(
-                self.device,
-                job.shape,
-                job.mesh.triangle_count,
-                len(job.vertices),
-                indexed,
-                max(budget - reserve, 0),
-                svo=not dense,
-                dense=dense,
-                grid_planes=2,  # the marks and their signs
-            ),
+            job.shape,
+            max(budget - reserve, 0),
+            svo=not dense,
+            dense=dense,
+            grid_planes=2,  # the marks and their signs
         )
         stats.memory.budget_bytes = budget
         stats.count_max(slab_rows=plan.slab_rows, triangle_batch=plan.batch_triangles)
@@ -577,23 +553,30 @@ class Pipeline:
         )  # fmt: skip
 
     def _kernels_and_plan(
-        self, job: Job, stats: Stats, plan: Callable[[bool], Plan]
+        self, job: Job, stats: Stats, shape: Shape, budget: int | None, **options: Any
     ) -> tuple[PassPipelines, Plan]:
-        """The job's pass kernels and their plan (`plan(indexed)`), the variant that ran in
-        `stats`. Variant "auto" runs the first of auto_variants whose plan fits the budget
-        (the last one's plan says what fits nowhere)."""
+        """The job's pass kernels and their plan (make_plan's `options` for a grid of
+        `shape`), the variant that ran in `stats`. Variant "auto" runs the first of
+        auto_variants whose plan fits the budget (the last one's plan says what fits
+        nowhere)."""
+
+        def plan(variant: str) -> Plan:
+            indexed = bool(VARIANTS[variant]["INDEXED"])
+            triangles, vertices = job.mesh.triangle_count, len(job.vertices)
+            return make_plan(self.device, shape, triangles, vertices, indexed, budget, **options)
+
         choices = [job.variant]
         if job.variant == AUTO_VARIANT:
             choices = list(auto_variants(self.device.is_cpu))
         for variant in choices[:-1]:
             try:
-                made = plan(bool(VARIANTS[variant]["INDEXED"]))
+                made = plan(variant)
             except MemoryBudgetError:
                 continue  # the next choice holds less
             break
         else:
             variant = choices[-1]
-            made = plan(bool(VARIANTS[variant]["INDEXED"]))
+            made = plan(variant)
         passes = self._pass_kernels(variant)
         stats.variant = passes.variant
         return passes, made
