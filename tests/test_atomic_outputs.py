@@ -28,7 +28,7 @@ import pytest
 import voxelizer.api
 from voxelizer import OutputError, cli, write_preview
 from voxelizer.io import OUTPUT_FORMATS, output
-from voxelizer.io.output import all_or_nothing, open_output
+from voxelizer.io.output import all_or_nothing, check_output_path, open_output
 
 from .helpers import PROJECT_MODELS, assert_one_line_error, cli_usage_error, run_cli
 
@@ -601,4 +601,9 @@ def test_a_ctrl_c_as_the_temporary_is_created_leaves_nothing(tmp_path, monkeypat
     monkeypatch.setattr(output, "_create_temp", create_then_interrupt)
     with pytest.raises(KeyboardInterrupt), open_output(tmp_path / "out.bin") as fh:
         fh.write(b"never")
+    assert os.listdir(tmp_path) == []
+    # The same for the probe with which a command checks its outputs before the long work
+    # (seen once in CI's random-SIGINT test: an empty `.out.json.<token>.tmp`).
+    with pytest.raises(KeyboardInterrupt):
+        check_output_path(tmp_path / "out.json")
     assert os.listdir(tmp_path) == []

@@ -176,7 +176,8 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> None:
         raise OutputError(f"{path}: cannot write (it is a folder)", path=path)
     if not overwrite and os.path.lexists(path):
         raise OutputError.file_exists(path)
-    _remove_quietly(_create_temp(path))
+    with interrupts_deferred():  # a Ctrl-C between the two left the probe behind
+        _remove_quietly(_create_temp(path))
 
 
 def _temp_name(target: Path, token: str) -> str:
