@@ -94,28 +94,27 @@ def all_or_nothing() -> Iterator[None]:
     targets untouched, and a refusal while committing removes those already committed."""
     staged: list[_Staged] = []
     token = _batch.set(staged)
-    try:
-        yield
-    except BaseException:
-        for item in staged:
-            _remove_quietly(item.temp)
-        raise
-    finally:
-        _batch.reset(token)
     # Exclusive creations first: they are the commits a file appearing meanwhile can refuse.
     # A file to be replaced is kept under a temporary name (a second hard link) until all
-    # are committed, so that a failure or a Ctrl-C at any point of the commits (between a
-    # rename and the next, or while one is synced) can put every target back as it was.
-    ordered = sorted(staged, key=lambda item: item.overwrite)
+    # are committed, so that a failure or a Ctrl-C at any point (while writing, between the
+    # block and the commits, between a rename and the next, or while one is synced) can put
+    # every target back as it was and remove every temporary.
+    ordered = staged
     backups: dict[Path, Path] = {}
     try:
+        try:
+            yield
+        finally:
+            _batch.reset(token)
+        ordered = sorted(staged, key=lambda item: item.overwrite)
         for item in ordered:
             if item.overwrite:
                 _keep_older(item.target, backups)
         for item in ordered:
             _commit(item)
     except BaseException:
-        _roll_back(ordered, backups)
+        with interrupts_deferred():  # a second Ctrl-C waits for the roll-back
+            _roll_back(ordered, backups)
         raise
     try:
         for backup in backups.values():
