@@ -46,6 +46,7 @@ FIXED_BITS = 16
 # coordinates below 8 are rounded, by at most 2**-50). shaders/fine.glsl has the same value.
 FINE_BITS = 49
 MAX_RESOLUTION = 8192
+PLACEMENT_BLOCK_ROWS = 1 << 16  # vertices placed at a time: 1.5 MB of float64, in the cache
 DEFAULT_GRID = 512  # the cube used when neither a grid nor a voxel size is asked for
 AXES = "xyz"
 # Parity along x, y or z (fill_mode="vote"): the vertex coordinates are rotated cyclically so
@@ -254,7 +255,13 @@ class GridPlacement:
             rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
             return fixed_gap(grid_out[rows], fine_out[rows])
 
-        gaps = map_row_chunks(len(vertices), place)
+        def place_blocks(start: int, stop: int) -> int:
+            """place() a cache-sized block at a time: its dozen passes then read the cache,
+            not memory (8.9 against 12.5 ms for 800k vertices on 2 cores)."""
+            blocks = range(start, stop, PLACEMENT_BLOCK_ROWS)
+            return max(place(a, min(a + PLACEMENT_BLOCK_ROWS, stop)) for a in blocks)
+
+        gaps = map_row_chunks(len(vertices), place_blocks)
         return grid_out, fine_out, max(gaps)
 
     def placed_vertices(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray]:
