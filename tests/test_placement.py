@@ -10,7 +10,15 @@ from tests import shapes
 from voxelizer import GridError, MeshError
 from voxelizer.io import load_mesh
 from voxelizer.mesh import Mesh
-from voxelizer.placement import DEFAULT_GRID, GridPlacement, check_shape, shape_text
+from voxelizer.parallel import MIN_ROWS
+from voxelizer.placement import (
+    DEFAULT_GRID,
+    PLACEMENT_BLOCK_ROWS,
+    GridPlacement,
+    check_shape,
+    fixed_gap,
+    shape_text,
+)
 
 
 def random_mesh(seed: int, scale=(1.0, 1.0, 1.0), shift=(0.0, 0.0, 0.0)) -> Mesh:
@@ -184,6 +192,28 @@ def test_grid_vertices_clip_per_axis():
     g = placement.grid_vertices(np.array([[-1.0, 9.0, 12.5], [17.0, -0.5, 3.0]]))
     assert g.dtype == np.float32
     assert g.tolist() == [[0, 8, 12], [16, 0, 3]]
+
+
+def test_placing_many_vertices_block_by_block_equals_placing_each_alone():
+    """Vertices are placed a cache-sized block at a time (PLACEMENT_BLOCK_ROWS), in several
+    threads: across the blocks' seams every row equals the row placed alone, the rounding
+    gap is the largest over all rows, and no rows at all give empty arrays."""
+    rows = 2 * PLACEMENT_BLOCK_ROWS + 12_345
+    assert rows > MIN_ROWS  # so the rows are split between threads too
+    vertices = np.random.default_rng(7).uniform(-1.0, 33.0, (rows, 3))
+    placement = GridPlacement((32, 32, 32), np.zeros(3), 1.0)
+    mesh = Mesh(vertices, np.arange(rows - rows % 3).reshape(-1, 3))
+    grid, fine = placement.placed_vertices(mesh)
+    seams = [
+        r for b in range(1, 3) for r in (b * PLACEMENT_BLOCK_ROWS - 1, b * PLACEMENT_BLOCK_ROWS)
+    ]
+    for row in [0, *seams, rows - 1]:
+        assert np.array_equal(grid[row], placement.grid_vertices(vertices[row : row + 1])[0])
+        assert np.array_equal(fine[row], placement.fine_vertices(vertices[row : row + 1])[0])
+    used = mesh.used
+    assert placement.placed_fixed_gap(mesh) == fixed_gap(grid[used], fine[used])
+    assert placement.grid_vertices(np.zeros((0, 3))).shape == (0, 3)
+    assert placement.fine_vertices(np.zeros((0, 3))).shape == (0, 3)
 
 
 def test_placed_vertices_are_computed_once_per_mesh_and_grid():
