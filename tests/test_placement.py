@@ -198,14 +198,14 @@ def test_placing_many_vertices_block_by_block_equals_placing_each_alone():
     """Vertices are placed a cache-sized block at a time (PLACEMENT_BLOCK_ROWS), in several
     threads: across the blocks' seams every row equals the row placed alone, the rounding
     gap is the largest over all rows, and no rows at all give empty arrays."""
-    rows = 2 * PLACEMENT_BLOCK_ROWS + 12_345
+    rows = 4 * PLACEMENT_BLOCK_ROWS + 12_345
     assert rows > MIN_ROWS  # so the rows are split between threads too
     vertices = np.random.default_rng(7).uniform(-1.0, 33.0, (rows, 3))
     placement = GridPlacement((32, 32, 32), np.zeros(3), 1.0)
     mesh = Mesh(vertices, np.arange(rows - rows % 3).reshape(-1, 3))
     grid, fine = placement.placed_vertices(mesh)
     seams = [
-        r for b in range(1, 3) for r in (b * PLACEMENT_BLOCK_ROWS - 1, b * PLACEMENT_BLOCK_ROWS)
+        r for b in range(1, 5) for r in (b * PLACEMENT_BLOCK_ROWS - 1, b * PLACEMENT_BLOCK_ROWS)
     ]
     for row in [0, *seams, rows - 1]:
         assert np.array_equal(grid[row], placement.grid_vertices(vertices[row : row + 1])[0])
