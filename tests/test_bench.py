@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voxelizer import bench, load_mesh
+from voxelizer import Voxelizer, bench, load_mesh
 from voxelizer.benchmarks import meshes, peers
 from voxelizer.benchmarks.bandwidth import bandwidth_fractions, device_bandwidth, pass_bytes
 from voxelizer.benchmarks.report import markdown, write_json
-from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
+from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES, auto_variants
 from voxelizer.reference import voxelize_reference
 
 from .helpers import PROJECT_MODELS, edge_uses, load_model, signed_volume
@@ -310,7 +310,10 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
     assert doc["device"]["name"] and doc["commit"] != ""
     printed = capsys.readouterr().out
     assert printed == (tmp_path / "run.md").read_text() + "\n"
-    assert "| gear | 1,920 | 16 | combined | counting |" in printed
+    with Voxelizer() as probe:  # the default: the variant "auto" runs on this device
+        default = auto_variants(probe.device.is_cpu)[0]
+    assert ok["variant"] == default and doc["settings"]["variants"] == [default]
+    assert f"| gear | 1,920 | 16 | {default} | counting |" in printed
     if plots:
         figures = {p.name: p.read_bytes() for p in (tmp_path / "plots").iterdir()}
         assert set(figures) >= {"runtime.png", "passes.png", "memory.png"}

@@ -36,7 +36,7 @@ from .benchmarks.report import markdown, write_json
 from .errors import VoxelizerError
 from .grid import DenseGrid
 from .mesh import Mesh
-from .pipeline.passes import DEFAULT_SORT, INDEXED_CHOICE, SORTS, VARIANTS
+from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, SORTS, VARIANTS
 from .stats import Stats
 from .svo import SVO
 
@@ -216,12 +216,12 @@ def git_commit() -> tuple[str | None, bool]:
     return head.stdout.strip(), bool(changes.stdout.strip())
 
 
-def reference_row(rows: list[dict], model: str, grid: int) -> dict | None:
-    """Our row the peers are compared with: the default variant (as "auto" runs it with the
-    default budget) and sort if measured, else the fastest configuration of that model and
-    grid."""
+def reference_row(rows: list[dict], model: str, grid: int, variant: str) -> dict | None:
+    """Our row the peers are compared with: the default configuration (`variant`, what "auto"
+    runs on the device with the default budget, and the default sort) if measured, else the
+    fastest configuration of that model and grid."""
     ok = [r for r in rows if r["model"] == model and r["grid"] == grid and r["status"] == "ok"]
-    default = [r for r in ok if r["variant"] == INDEXED_CHOICE and r["sort"] == DEFAULT_SORT]
+    default = [r for r in ok if r["variant"] == variant and r["sort"] == DEFAULT_SORT]
     candidates = default or sorted(ok, key=lambda r: r["wall_ms"]["median"])
     return candidates[0] if candidates else None
 
@@ -230,6 +230,8 @@ def run(args: argparse.Namespace) -> dict:
     """The whole benchmark: the matrix, the peers, the CLI; returns the results document."""
     with Voxelizer(args.device) as probe:
         device = describe_device(probe)
+        default_variant = probe.likely_variant(AUTO_VARIANT)
+    args.variants = args.variants or [default_variant]
     gbps = args.bandwidth if args.bandwidth is not None else device_bandwidth(device["name"])
     commit, dirty = git_commit()
     doc: dict[str, Any] = {
@@ -299,7 +301,7 @@ def run(args: argparse.Namespace) -> dict:
                         _progress(f"  {grid}³ {variant}/{sort}: skipped ({row['reason']})")
                     doc["rows"].append(row)
             if ours is not None:
-                our_row = reference_row(doc["rows"], name, grid)
+                our_row = reference_row(doc["rows"], name, grid, default_variant)
                 assert our_row is not None  # `ours` came from an "ok" row of this model and grid
                 doc["peers"] += run_peers(args, name, mesh, grid, ours, our_row)
     if not args.no_cli:
@@ -412,7 +414,12 @@ def parser() -> argparse.ArgumentParser:
         "else ./models; in a development checkout the Stanford models are in ../shared/models)",
     )
     p.add_argument("--grids", nargs="+", type=int, default=[128, 256, 512], metavar="N")
-    p.add_argument("--variants", nargs="+", default=[INDEXED_CHOICE], choices=list(VARIANTS))
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        choices=list(VARIANTS),
+        help="default: the one the default variant, auto, runs on the device",
+    )
     p.add_argument("--sorts", nargs="+", default=[DEFAULT_SORT], choices=list(SORTS))
     p.add_argument(
         "--output",
