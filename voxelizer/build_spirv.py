@@ -4,9 +4,10 @@ pip install -e '.[dev]').
 Every module the package can request, enumerated from the kernel declarations: each family of
 kernels (the passes, the SVO build, the scan) with every set of shared defines its builder
 uses (each variant, each subgroup configuration a device can have), each kernel adding its
-own defines (and a cpu_shaped kernel CPU_DEVICE 0 and 1: GPU and CPU devices). Identical modules (defines that a source never reads) are stored once, named by
-their SHA-256; voxelizer/spirv/manifest.json maps each (source, defines) to its file with the
-digests gpu/compiler.py checks at run time. Run it again after editing or merging any shader;
+own defines (and a cpu_shaped kernel CPU_DEVICE 0 and 1: GPU and CPU devices). Identical
+modules (defines that a source never reads) are stored once, named by their SHA-256;
+voxelizer/spirv/manifest.json maps each (source, defines) to its file with the digests
+gpu/compiler.py checks at run time. Run it again after editing or merging any shader;
 `--check` compares the shipped files with a fresh build instead of writing.
 """
 
