@@ -9,9 +9,10 @@
 //     each column's first run r only (curtain[2r], [2r + 1]): they bound c on every segment
 //     of the column. 2 TILE_COLUMNS points per tile, its first group of slots
 //     (winding_columns.comp: offsets), so a tile's columns are evaluated together.
-//   1 (second round): each run's lowest voxel, middle ((begin + end) / 2) and highest
-//     (curtain[3r], [3r + 1], [3r + 2]; a run of one voxel: its middle only); an end that
-//     is its column's end in the box is copied from stage 0's evaluation (columns[]).
+//   1 (second round): each run's lowest voxel and highest (curtain[3r], [3r + 2]; a run of
+//     one voxel: its middle, curtain[3r + 1], only): most runs are decided by their ends,
+//     and the later rounds evaluate the middles of the others. An end that is its column's
+//     end in the box is copied from stage 0's evaluation (columns[]).
 //   2 (later rounds): each run's middle (curtain[3r + 1]); winding_decide.comp carried the
 //     two others over from the round before.
 // A workgroup evaluates its points together: those that need c are listed, and each gets
@@ -40,6 +41,8 @@ layout(std430, binding = 3) readonly buffer Offsets { uint offsets[]; };  // win
 layout(std430, binding = 4) readonly buffer Columns { vec4 columns[]; };  // stage 0's curtain
 // winding_decide.comp's next_count, and the points whose c was evaluated (winding_evaluations)
 layout(std430, binding = 5) buffer Counts { uint next_count; uint evaluated; };
+
+#include "curtain.glsl"
 
 layout(push_constant) uniform Params {
     Window window;       // the slab (stage 0: where each tile's columns are)
@@ -78,25 +81,6 @@ vec4 bound_curtain(uint which, float above, float below) {
     return which == 0u ? vec4(-below, 0.0, 0.0, 1.0) : vec4(above, 0.0, 0.0, 1.0);
 }
 
-// One lane's part of c at P: the edges edge_first + slice, + lanes, ... below edge_end.
-// (growing terms, other terms, the terms' own rounding bounds, the sum of |terms|).
-vec4 curtain_part(ivec3 p, uint slice, uint lanes) {
-    vec4 sums = vec4(0.0);
-    for (uint e = edge_first + slice; e < edge_end; e += lanes) {
-        ivec4 start = edges[2u * e], end = edges[2u * e + 1u];
-        vec2 strip = strip_solid_angle(start.xyz, end.xyz, p);
-        float term = float(start.w) * strip.x;
-        if (term > 0.0) {
-            sums.x += term;
-        } else {
-            sums.y += term;
-        }
-        sums.z += abs(float(start.w)) * strip.y;
-        sums.w += abs(term);
-    }
-    return sums;
-}
-
 // c at the listed points over the edges [edge_first, edge_end), added to curtain[]: a point
 // gets `lanes` lanes (the most that fit, a power of two), each sums every lanes-th edge, and
 // the first adds the parts in lane order. Called by the whole workgroup.
@@ -107,16 +91,13 @@ void evaluate_listed() {
     uint lanes = 1u << findMSB(gl_WorkGroupSize.x / count);
     uint point = lane / lanes, slice = lane % lanes;
     ivec4 target = listed_points[min(point, count - 1u)];
-    parts[lane] = point < count ? curtain_part(target.xyz, slice, lanes) : vec4(0.0);
+    parts[lane] = point < count
+        ? curtain_part(target.xyz, edge_first, edge_end, slice, lanes) : vec4(0.0);
     barrier();
     if (point >= count || slice != 0u) return;
     vec4 sums = vec4(0.0);
     for (uint part = lane; part < lane + lanes; ++part) sums += parts[part];
-    // the sums' own rounding: n terms of one sign summed in m <= n parts and added are
-    // within (n + m) 2^-24 of their sum; (2 n + 16) 2^-24 covers it
-    float n = float(edge_end - edge_first);
-    float bound = sums.z + sums.w * (n + 8.0) / 8388608.0;
-    curtain[uint(target.w)] += vec4(sums.x, sums.y, bound, 0.0) / FOUR_PI;
+    curtain[uint(target.w)] += curtain_value(sums, edge_end - edge_first);
 }
 
 void main() {
@@ -140,7 +121,7 @@ void main() {
     uvec4 run = listed ? runs[run_index] : uvec4(NO_POINT);
     uint run_begin = run.y & 0xFFFFu, run_end = run.y >> 16;
     bool has_point = run.x != NO_POINT && (stage != 0u || run.z == run.w)
-                  && (stage != 1u || which == 1u || run_end - run_begin > 1u);
+                  && (stage != 1u || (which == 1u) == (run_end - run_begin == 1u));
     uint k = which == 0u ? run_begin : which == 1u ? (run_begin + run_end) >> 1 : run_end - 1u;
     if (stage == 0u) k = which == 0u ? uint(column_lo) : uint(column_hi - 1);
     uint column_end = which == 0u ? uint(column_lo) : uint(column_hi - 1);

@@ -158,6 +158,19 @@ def test_boundary_edges_in_several_dispatches(gpu, monkeypatch):
     assert 0 < bounded < evaluated <= got.stats.counts["winding_points"]
 
 
+@pytest.mark.parametrize("steps", [1, 3])
+def test_halves_left_for_later_dispatches(gpu, monkeypatch, steps):
+    """winding_bisect with a budget of `steps` evaluations per run and dispatch: the halves
+    it leaves go on in the next dispatch, with the same voxels and the same evaluations."""
+    whole = gpu.voxelize_dense(Mesh(*TILTED), N, fill_mode="winding", bounds=CUBE)
+    monkeypatch.setattr(winding, "BISECT_STEPS", steps)
+    got = gpu.voxelize_dense(Mesh(*TILTED), N, fill_mode="winding", bounds=CUBE)
+    counts, before = got.stats.counts, whole.stats.counts
+    assert counts["winding_rounds"] > before["winding_rounds"] >= 3
+    assert counts["winding_evaluations"] == before["winding_evaluations"]
+    assert_same_voxels(got.to_numpy(), _reference(TILTED))
+
+
 @pytest.mark.parametrize("shape", [TILTED, OPEN_CUBE_ON_CENTRES], ids=["tilted", "on-centres"])
 def test_the_column_bound_holds(shape):
     """winding.glsl's bound on a whole column: each edge's strip, seen from any height of the

@@ -390,7 +390,31 @@ WINDING_DECIDE = Kernel(
         "next_count": 5,
         "next_curtain": 6,
     },
-    (("window", WINDOW), ("run_count", "uint"), ("whole_columns", "uint")),
+    (("window", WINDOW), ("run_count", "uint"), ("stage", "uint")),
+)
+# halves a run may leave to the next winding_bisect dispatch: its buffers hold as many per run
+BISECT_LEFT = 4
+WINDING_BISECT = Kernel(
+    "winding_bisect",
+    {
+        "edges": 0,
+        "grid": 1,
+        "runs": 2,
+        "curtain": 3,
+        "crossings": 4,
+        "next": 5,
+        "counts": 6,
+        "next_curtain": 7,
+    },
+    (("window", WINDOW), ("run_count", "uint"), ("edge_count", "uint"), ("step_budget", "uint")),
+    {"CURTAIN_GROUP": CURTAIN_GROUP, "STACK_LEFT": BISECT_LEFT},
 )
 
-WINDING_KERNELS = (WINDING_COUNT, WINDING_EMIT, WINDING_SUM, WINDING_CURTAIN, WINDING_DECIDE)
+WINDING_KERNELS = (
+    WINDING_COUNT,
+    WINDING_EMIT,
+    WINDING_SUM,
+    WINDING_CURTAIN,
+    WINDING_DECIDE,
+    WINDING_BISECT,
+)

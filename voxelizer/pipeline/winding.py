@@ -16,10 +16,12 @@ for the flagged tiles only the passes run again and add each crossing's sign to 
 (fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment is a run. First round: a bound on c over whole tiles and columns (the angles the boundary
 edges subtend) decides the columns far from the boundary; the others evaluate c at the two
 ends of their range, which bounds c on all of it (each edge's term is monotonic along the
-column). A run not decided is evaluated at its ends and middle, then halved round after
-round, each half carrying c at its two ends, so a round evaluates one new point per run
-(winding_evaluate.comp, winding_decide.comp). A closed mesh needs no round beyond the first
-and evaluates no solid angle.
+column). A run not decided is evaluated at its own two ends (most are decided there), then
+halved, each half carrying c at its two ends, so each halving evaluates one new point
+(winding_evaluate.comp, winding_decide.comp). The halvings run in one dispatch, a workgroup
+per run going depth first (winding_bisect.comp), where every edge fits in one; otherwise
+round after round. A closed mesh needs no round beyond the first and evaluates no solid
+angle.
 """
 
 from __future__ import annotations
@@ -43,11 +45,18 @@ from . import kernels
 from .passes import TILE_SIDE, CrossingMarks, SignedCrossings, Window
 
 EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
+# Evaluations per run in one winding_bisect dispatch: a run of 2^16 voxels takes 16 to come
+# down to single voxels along one path; with EDGE_CHUNK edges a lane's loops stay within
+# llvmpipe's budget.
+BISECT_STEPS = 24
 # Lanes a later curtain round aims to keep busy: with fewer points than this, a workgroup
 # takes fewer points and gives each more lanes (the same on every device, so that the sums
 # round the same everywhere).
 CURTAIN_LANES = 1 << 18
 TILE_COLUMNS = TILE_SIDE * TILE_SIDE  # columns of a tile: slots per group of segments
+# The rounds' buffers: a round reads one of each pair and writes the other (3 per run)
+_RUN_NAMES = ("winding_runs", "winding_runs_next")
+_CURTAIN_NAMES = ("winding_curtain_next", "winding_curtain_carried")
 _ONE = 1 << FIXED_BITS
 _HALF = _ONE >> 1
 
@@ -187,9 +196,10 @@ class WindingPipelines:
         self.sum = ComputePipeline(device, kernels.WINDING_SUM, defines)
         self.curtain = ComputePipeline(device, kernels.WINDING_CURTAIN, defines)
         self.decide = ComputePipeline(device, kernels.WINDING_DECIDE, defines)
+        self.bisect = ComputePipeline(device, kernels.WINDING_BISECT, defines)
 
     def destroy(self) -> None:
-        for pipeline in (self.count, self.emit, self.sum, self.curtain, self.decide):
+        for pipeline in (self.count, self.emit, self.sum, self.curtain, self.decide, self.bisect):
             pipeline.destroy()
 
 
@@ -327,26 +337,30 @@ class WindingFill:
         assert self.boundary is not None and self._edges is not None
         edge_count, sequence = self.boundary.edge_count, self.sequence
         crossings, offsets = signed.crossings, signed.offsets
-        run_names = ("winding_runs", "winding_runs_next")
-        # later rounds read one of these and write the other (3 per run)
-        curtain_names = ("winding_curtain_next", "winding_curtain_carried")
         next_count = self.pool.binding("winding_next_count", 16)
         rounds = 0
         columns = self.pool.binding("winding_curtain", count * 32)  # 2 per column's first run
         curtain = columns
+        bisect = edge_count <= EDGE_CHUNK  # the later rounds in one dispatch each
         while count:
             # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
             stage, count_before = min(rounds, 2), count
+            if stage == 2 and bisect:
+                runs, curtain, count = self._bisect(
+                    slab, grid, runs, curtain, count, signed, rounds
+                )
+                rounds += 1
+                continue
             points = (2 * TILE_COLUMNS * slab.tiles, 3 * count, count)[stage]
             spread = point_spread(points) if stage else 1  # stage 0: a tile's points together
             if stage == 1:
-                curtain = self.pool.binding(curtain_names[0], count * 48)
+                curtain = self.pool.binding(_CURTAIN_NAMES[0], count * 48)
             if stage < 2:
                 sequence.fill(curtain.buffer, 0, curtain.size)
             following = self.pool.binding(
-                run_names[(rounds + 1) % 2], count * (32 if stage else 16)
+                _RUN_NAMES[(rounds + 1) % 2], count * (32 if stage else 16)
             )
-            carried = self.pool.binding(curtain_names[rounds % 2], count * 96 if stage else 16)
+            carried = self.pool.binding(_CURTAIN_NAMES[rounds % 2], count * 96 if stage else 16)
             sequence.fill(next_count.buffer, 0, next_count.size)
             sequence.barrier()
             for first in range(0, edge_count, EDGE_CHUNK):
@@ -386,7 +400,7 @@ class WindingFill:
                     "next_count": next_count,
                     "next_curtain": carried,
                 },
-                {"window": slab, "run_count": count, "whole_columns": int(stage == 0)},
+                {"window": slab, "run_count": count, "stage": stage},
                 workgroups(count, WG_SIZE),
             )
             sequence.barrier()
@@ -402,3 +416,56 @@ class WindingFill:
             if count:
                 sequence = self._begin()
         self.stats.count_max(winding_rounds=rounds)
+
+    def _bisect(
+        self,
+        slab: Window,
+        grid: Binding,
+        runs: Binding,
+        curtain: Binding,
+        count: int,
+        signed: SignedCrossings,
+        round_index: int,
+    ) -> tuple[Binding, Binding, int]:
+        """One winding_bisect dispatch over `count` runs with c at their ends (3 per run in
+        `curtain`), writing what it leaves into the buffers the round does not read (as
+        _decide's rounds alternate them). The sequence is begun, and is submitted. Returns
+        what it left: runs, their curtain and their count."""
+        assert self.boundary is not None and self._edges is not None
+        sequence, left = self.sequence, kernels.BISECT_LEFT
+        next_count = self.pool.binding("winding_next_count", 16)
+        following = self.pool.binding(_RUN_NAMES[(round_index + 1) % 2], count * left * 16)
+        carried = self.pool.binding(_CURTAIN_NAMES[round_index % 2], count * left * 48)
+        sequence.fill(next_count.buffer, 0, next_count.size)
+        sequence.barrier()
+        sequence.dispatch(
+            self.pipelines.bisect,
+            {
+                "edges": self._edges,
+                "grid": grid,
+                "runs": runs,
+                "curtain": curtain,
+                "crossings": signed.crossings,
+                "next": following,
+                "counts": next_count,
+                "next_curtain": carried,
+            },
+            {
+                "window": slab,
+                "run_count": count,
+                "edge_count": self.boundary.edge_count,
+                "step_budget": BISECT_STEPS,
+            },
+            count,
+        )
+        sequence.barrier()
+        sequence.mark("winding_bisect")
+        staging = sequence.download(next_count.buffer, 8)
+        self._submit("winding_decide_submission")
+        left_count, evaluations = (int(v) for v in staging.read(np.uint32, 2))
+        self.stats.count(
+            winding_runs=count, winding_points=evaluations, winding_evaluations=evaluations
+        )
+        if left_count:
+            self._begin()
+        return following, carried, left_count

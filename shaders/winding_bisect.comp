@@ -1,0 +1,120 @@
+#version 460
+// fill_mode="winding": the rounds after the second in one dispatch. A workgroup takes one
+// run that winding_decide.comp left undecided, with c at its ends (L and H: curtain[3r] and
+// [3r + 2]), and halves it as the rounds of winding_evaluate.comp and winding_decide.comp
+// would: c at the middle voxel M = (begin + end) / 2, summed over every boundary edge by all
+// the group's lanes (each every CURTAIN_GROUP-th edge, the parts added in a fixed order, the
+// same on every device), then [begin, M) decided with (L, M) and [M, end) with (M, H)
+// (winding_runs.glsl); an undecided half goes on the group's stack, depth first. After
+// step_budget evaluations, or when the stack holds STACK_LEFT halves, what is left goes to
+// the next dispatch in winding_decide.comp's format (next, next_curtain). One dispatch a
+// round instead of two, and a round takes a run down to its single voxels where the rounds
+// took a dispatch per halving: they were a few microseconds of work each, and many of them.
+// The host dispatches it only when every edge fits in one (winding.py, EDGE_CHUNK).
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x = CURTAIN_GROUP) in;  // before the includes (gl_WorkGroupSize)
+#include "common.glsl"
+#include "exact.glsl"
+#include "winding.glsl"
+
+// STACK_LEFT (a define of the host's, kernels.BISECT_LEFT): halves a run leaves to the next
+// dispatch at most, as many as the host's buffers hold per run
+#define PART_GROUPS 8  // the lanes' parts are added in PART_GROUPS groups, then the groups
+
+layout(std430, binding = 0) readonly buffer Edges { ivec4 edges[]; };  // (x0, m), (x1, 0)
+layout(std430, binding = 1) buffer Grid { uint grid[]; };
+layout(std430, binding = 2) readonly buffer Runs { uvec4 runs[]; };  // winding_decide.comp
+layout(std430, binding = 3) readonly buffer Curtain { vec4 curtain[]; };  // 3 per run
+layout(std430, binding = 4) readonly buffer Crossings { int crossings[]; };  // s per slot
+layout(std430, binding = 5) writeonly buffer Next { uvec4 next[]; };  // STACK_LEFT per run
+// runs left for the next dispatch, and the points whose c was evaluated (winding_evaluations)
+layout(std430, binding = 6) buffer Counts { uint next_count; uint evaluated; };
+layout(std430, binding = 7) writeonly buffer NextCurtain { vec4 next_curtain[]; };  // 3 per
+
+layout(push_constant) uniform Params {
+    Window window;
+    uint run_count;
+    uint edge_count;   // all of them: [0, edge_count)
+    uint step_budget;  // evaluations per run and dispatch
+};
+
+#include "curtain.glsl"
+#include "winding_runs.glsl"
+
+// The halves still to decide: (begin | end << 16, c at L, c at H), the top last.
+shared uint stack_span[STACK_LEFT];
+shared vec4 stack_low[STACK_LEFT];
+shared vec4 stack_high[STACK_LEFT];
+shared uint stack_size;
+shared vec4 parts[gl_WorkGroupSize.x];
+shared vec4 group_parts[PART_GROUPS];
+
+// A half with c at its ends: decided, or pushed. Returns the stack's new size.
+uint decide_or_push(uvec4 run, int begin, int end, float s, vec4 low, vec4 high, uint size) {
+    int solid = verdict(s, low, high);
+    if (solid == 1) fill_run(run.x, begin, end);
+    if (solid != UNDECIDED) return size;
+    stack_span[size] = uint(begin) | (uint(end) << 16);
+    stack_low[size] = low;
+    stack_high[size] = high;
+    return size + 1u;
+}
+
+void main() {
+    uint lane = gl_LocalInvocationID.x;
+    uint index = flat_group_id();
+    if (index >= run_count) return;  // the whole group
+    uvec4 run = runs[index];
+    if (run.x == NO_POINT) return;  // the whole group
+    float s = float(crossings[run.z]);
+    if (lane == 0u) {
+        stack_span[0] = run.y;
+        stack_low[0] = curtain[3u * index];
+        stack_high[0] = curtain[3u * index + 2u];
+        stack_size = 1u;
+    }
+    barrier();
+    uint steps = 0u;
+    for (; steps < step_budget; ++steps) {
+        uint size = stack_size;  // the same in every lane (written before a barrier)
+        if (size == 0u || size == uint(STACK_LEFT)) break;
+        uint span = stack_span[size - 1u];
+        int begin = int(span & 0xFFFFu), end = int(span >> 16);
+        int m = (begin + end) >> 1;
+        ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, uint(m)));
+        parts[lane] = curtain_part(p, 0u, edge_count, lane, gl_WorkGroupSize.x);
+        barrier();
+        const uint width = gl_WorkGroupSize.x / PART_GROUPS;
+        if (lane < PART_GROUPS) {
+            vec4 sums = vec4(0.0);
+            for (uint q = lane * width; q < (lane + 1u) * width; ++q) sums += parts[q];
+            group_parts[lane] = sums;
+        }
+        barrier();
+        if (lane == 0u) {
+            vec4 sums = vec4(0.0);
+            for (uint q = 0u; q < PART_GROUPS; ++q) sums += group_parts[q];
+            vec4 middle = curtain_value(sums, edge_count);
+            vec4 low = stack_low[size - 1u], high = stack_high[size - 1u];
+            size -= 1u;  // popped
+            if (end - begin == 1) {
+                decide_voxel(run, begin, s, middle);
+            } else {
+                size = decide_or_push(run, begin, m, s, low, middle, size);
+                if (end - m == 1) {
+                    decide_voxel(run, m, s, middle);
+                } else {
+                    size = decide_or_push(run, m, end, s, middle, high, size);
+                }
+            }
+            stack_size = size;
+        }
+        barrier();
+    }
+    uint left = stack_size;
+    if (lane < left) {
+        uint span = stack_span[lane];
+        defer_run(run, int(span & 0xFFFFu), int(span >> 16), stack_low[lane], stack_high[lane]);
+    }
+    if (lane == 0u && steps != 0u) atomicAdd(evaluated, steps);
+}
