@@ -5,7 +5,13 @@
 // would: c at the middle voxel M = (begin + end) / 2, summed over every boundary edge by all
 // the group's lanes (each every CURTAIN_GROUP-th edge, the parts added in a fixed order, the
 // same on every device), then [begin, M) decided with (L, M) and [M, end) with (M, H)
-// (winding_runs.glsl); an undecided half goes on the group's stack, depth first. After
+// (winding_runs.glsl); an undecided half goes on the group's stack, depth first. Where the
+// estimates of w at L and H lie on both sides of 1/2, M is where w would cross it if it
+// were linear in the height instead of the middle (every other split, so that a run
+// halves at least every two), which takes a run to the voxels around the crossing in a few
+// evaluations. c at L is always c at the run's lowest voxel (winding_decide.comp's second
+// round evaluates the runs' ends, and each split keeps it), so a lower half of one voxel
+// needs no evaluation. After
 // step_budget evaluations, or when the stack holds STACK_LEFT halves, what is left goes to
 // the next dispatch in winding_decide.comp's format (next, next_curtain). One dispatch a
 // round instead of two, and a round takes a run down to its single voxels where the rounds
@@ -23,7 +29,8 @@ layout(local_size_x = CURTAIN_GROUP) in;  // before the includes (gl_WorkGroupSi
 
 layout(std430, binding = 0) readonly buffer Edges { ivec4 edges[]; };  // (x0, m), (x1, 0)
 layout(std430, binding = 1) buffer Grid { uint grid[]; };
-layout(std430, binding = 2) readonly buffer Runs { uvec4 runs[]; };  // winding_decide.comp
+// (i | j << 16, begin | end << 16, slot, 1: split in the middle next), winding_decide.comp
+layout(std430, binding = 2) readonly buffer Runs { uvec4 runs[]; };
 layout(std430, binding = 3) readonly buffer Curtain { vec4 curtain[]; };  // 3 per run
 layout(std430, binding = 4) readonly buffer Crossings { int crossings[]; };  // s per slot
 layout(std430, binding = 5) writeonly buffer Next { uvec4 next[]; };  // STACK_LEFT per run
@@ -45,19 +52,32 @@ layout(push_constant) uniform Params {
 shared uint stack_span[STACK_LEFT];
 shared vec4 stack_low[STACK_LEFT];
 shared vec4 stack_high[STACK_LEFT];
+shared bool stack_halves[STACK_LEFT];  // split in the middle (the parent was interpolated)
 shared uint stack_size;
 shared vec4 parts[gl_WorkGroupSize.x];
 shared vec4 group_parts[PART_GROUPS];
 
 // A half with c at its ends: decided, or pushed. Returns the stack's new size.
-uint decide_or_push(uvec4 run, int begin, int end, float s, vec4 low, vec4 high, uint size) {
+uint decide_or_push(
+    uvec4 run, int begin, int end, float s, vec4 low, vec4 high, bool halves, uint size
+) {
     int solid = verdict(s, low, high);
     if (solid == 1) fill_run(run.x, begin, end);
     if (solid != UNDECIDED) return size;
     stack_span[size] = uint(begin) | (uint(end) << 16);
     stack_low[size] = low;
     stack_high[size] = high;
+    stack_halves[size] = halves;
     return size + 1u;
+}
+
+// Where to split [begin, end): the middle, or, where the estimates of w - 1/2 at its ends
+// (c at begin and at or above end - 1) differ in sign, where the line between them crosses 0.
+int split_at(int begin, int end, float s, vec4 low, vec4 high, bool halves) {
+    float below = s - (low.x + low.y) - 0.5, above = s - (high.x + high.y) - 0.5;
+    if (halves || (below > 0.0) == (above > 0.0)) return (begin + end) >> 1;
+    float t = below / (below - above);  // in [0, 1]
+    return clamp(begin + int(t * float(end - begin)), begin + 1, end - 1);
 }
 
 void main() {
@@ -71,6 +91,7 @@ void main() {
         stack_span[0] = run.y;
         stack_low[0] = curtain[3u * index];
         stack_high[0] = curtain[3u * index + 2u];
+        stack_halves[0] = run.w != 0u;  // (winding_decide.comp's runs: 0)
         stack_size = 1u;
     }
     barrier();
@@ -80,7 +101,9 @@ void main() {
         if (size == 0u || size == uint(STACK_LEFT)) break;
         uint span = stack_span[size - 1u];
         int begin = int(span & 0xFFFFu), end = int(span >> 16);
-        int m = (begin + end) >> 1;
+        vec4 low = stack_low[size - 1u], high = stack_high[size - 1u];
+        bool halves = stack_halves[size - 1u];
+        int m = end - begin == 1 ? begin : split_at(begin, end, s, low, high, halves);
         ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, uint(m)));
         parts[lane] = curtain_part(p, 0u, edge_count, lane, gl_WorkGroupSize.x);
         barrier();
@@ -95,16 +118,19 @@ void main() {
             vec4 sums = vec4(0.0);
             for (uint q = 0u; q < PART_GROUPS; ++q) sums += group_parts[q];
             vec4 middle = curtain_value(sums, edge_count);
-            vec4 low = stack_low[size - 1u], high = stack_high[size - 1u];
             size -= 1u;  // popped
             if (end - begin == 1) {
                 decide_voxel(run, begin, s, middle);
             } else {
-                size = decide_or_push(run, begin, m, s, low, middle, size);
+                if (m - begin == 1) {
+                    decide_voxel(run, begin, s, low);
+                } else {
+                    size = decide_or_push(run, begin, m, s, low, middle, !halves, size);
+                }
                 if (end - m == 1) {
                     decide_voxel(run, m, s, middle);
                 } else {
-                    size = decide_or_push(run, m, end, s, middle, high, size);
+                    size = decide_or_push(run, m, end, s, middle, high, !halves, size);
                 }
             }
             stack_size = size;
@@ -114,7 +140,8 @@ void main() {
     uint left = stack_size;
     if (lane < left) {
         uint span = stack_span[lane];
-        defer_run(run, int(span & 0xFFFFu), int(span >> 16), stack_low[lane], stack_high[lane]);
+        uint how = uint(stack_halves[lane]);
+        defer_run(run, int(span & 0xFFFFu), int(span >> 16), stack_low[lane], stack_high[lane], how);
     }
     if (lane == 0u && steps != 0u) atomicAdd(evaluated, steps);
 }

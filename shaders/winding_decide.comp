@@ -46,7 +46,7 @@ layout(push_constant) uniform Params {
 void decide_half(uvec4 run, int begin, int end, float s, vec4 low, vec4 high) {
     int solid = verdict(s, low, high);
     if (solid == 1) fill_run(run.x, begin, end);
-    if (solid == UNDECIDED) defer_run(run, begin, end, low, high);
+    if (solid == UNDECIDED) defer_run(run, begin, end, low, high, 0u);
 }
 
 void main() {

@@ -39,10 +39,10 @@ void decide_voxel(uvec4 run, int k, float s, vec4 at) {
 }
 
 // An undecided run [begin, end) on to the next round, with c at L and H (its middle's sum
-// cleared for the next evaluation).
-void defer_run(uvec4 run, int begin, int end, vec4 low, vec4 high) {
+// cleared for the next evaluation), and `how` (winding_bisect.comp: how to split it).
+void defer_run(uvec4 run, int begin, int end, vec4 low, vec4 high, uint how) {
     uint slot = atomicAdd(next_count, 1u);
-    next[slot] = uvec4(run.x, uint(begin) | (uint(end) << 16), run.z, 0u);
+    next[slot] = uvec4(run.x, uint(begin) | (uint(end) << 16), run.z, how);
     next_curtain[3u * slot] = low;
     next_curtain[3u * slot + 1u] = vec4(0.0);
     next_curtain[3u * slot + 2u] = high;
