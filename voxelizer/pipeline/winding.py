@@ -319,6 +319,16 @@ class WindingFill:
         self.stats.add_gpu(self.sequence.submit())
         self.stats.add_host({label: (time.perf_counter() - self._started) * 1e3})
 
+    def _end_round(self, label: str, next_count: Binding) -> tuple[int, int]:
+        """Mark the round's last pass, submit, and read what it left: (runs for the next
+        round, points whose c was evaluated)."""
+        self.sequence.barrier()
+        self.sequence.mark(label)
+        staging = self.sequence.download(next_count.buffer, 8)
+        self._submit("winding_decide_submission")
+        left, evaluations = (int(v) for v in staging.read(np.uint32, 2))
+        return left, evaluations
+
     def _upload_edges(self) -> None:
         if self._edges is not None or self.boundary is None:
             return
@@ -403,11 +413,7 @@ class WindingFill:
                 {"window": slab, "run_count": count, "stage": stage},
                 workgroups(count, WG_SIZE),
             )
-            sequence.barrier()
-            sequence.mark("winding_decide")
-            staging = sequence.download(next_count.buffer, 8)
-            self._submit("winding_decide_submission")
-            count, evaluations = (int(v) for v in staging.read(np.uint32, 2))
+            count, evaluations = self._end_round("winding_decide", next_count)
             self.stats.count(
                 winding_runs=count_before, winding_points=points, winding_evaluations=evaluations
             )
@@ -458,11 +464,7 @@ class WindingFill:
             },
             count,
         )
-        sequence.barrier()
-        sequence.mark("winding_bisect")
-        staging = sequence.download(next_count.buffer, 8)
-        self._submit("winding_decide_submission")
-        left_count, evaluations = (int(v) for v in staging.read(np.uint32, 2))
+        left_count, evaluations = self._end_round("winding_bisect", next_count)
         self.stats.count(
             winding_runs=count, winding_points=evaluations, winding_evaluations=evaluations
         )
