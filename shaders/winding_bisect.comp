@@ -1,22 +1,20 @@
 #version 460
-// fill_mode="winding": the rounds after the second in one dispatch. A workgroup takes one
+// fill_mode="winding": the rounds after the second, in one dispatch. A workgroup takes one
 // run that winding_decide.comp left undecided, with c at its ends (L and H: curtain[3r] and
-// [3r + 2]), and halves it as the rounds of winding_evaluate.comp and winding_decide.comp
-// would: c at the middle voxel M = (begin + end) / 2, summed over every boundary edge by all
-// the group's lanes (each every CURTAIN_GROUP-th edge, the parts added in a fixed order, the
-// same on every device), then [begin, M) decided with (L, M) and [M, end) with (M, H)
-// (winding_runs.glsl); an undecided half goes on the group's stack, depth first. Where the
-// estimates of w at L and H lie on both sides of 1/2, M is where w would cross it if it
-// were linear in the height instead of the middle (every other split, so that a run
-// halves at least every two), which takes a run to the voxels around the crossing in a few
-// evaluations. c at L is always c at the run's lowest voxel (winding_decide.comp's second
-// round evaluates the runs' ends, and each split keeps it), so a lower half of one voxel
-// needs no evaluation. After
-// step_budget evaluations, or when the stack holds STACK_LEFT halves, what is left goes to
-// the next dispatch in winding_decide.comp's format (next, next_curtain). One dispatch a
-// round instead of two, and a round takes a run down to its single voxels where the rounds
-// took a dispatch per halving: they were a few microseconds of work each, and many of them.
-// The host dispatches it only when every edge fits in one (winding.py, EDGE_CHUNK).
+// [3r + 2]), and splits it as the rounds of winding_evaluate.comp and winding_decide.comp
+// would: c at a voxel M, summed over every boundary edge by all the group's lanes (each
+// every CURTAIN_GROUP-th edge, the parts added in a fixed order), then [begin, M) decided
+// with (L, M) and [M, end) with (M, H) (winding_runs.glsl); an undecided half goes on the
+// group's stack, depth first.
+// M is the middle, (begin + end) / 2, except where the estimates of w at L and H lie on both
+// sides of 1/2: then it is where w would cross 1/2 if it were linear in the height (every
+// other split, so that a run is at least halved every two).
+// c at L is always c at the run's lowest voxel (winding_decide.comp's second round evaluates
+// the runs' own ends, and each split keeps it), so a lower half of one voxel is decided
+// without an evaluation.
+// After step_budget evaluations, or when the stack holds STACK_LEFT halves, what is left
+// goes to the next dispatch in winding_decide.comp's format (next, next_curtain). The host
+// dispatches this only when every edge fits in one dispatch (winding.py, EDGE_CHUNK).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = CURTAIN_GROUP) in;  // before the includes (gl_WorkGroupSize)
 #include "common.glsl"

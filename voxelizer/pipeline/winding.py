@@ -13,8 +13,10 @@ bounding box are the segments, on which s is one integer (winding_columns.comp),
 the signs up each column. Where two crossings share a mark (rare: coincident or nearly
 coincident sheets), one sign cannot hold their sum: the marking fill flags the tile, and
 for the flagged tiles only the passes run again and add each crossing's sign to its segment
-(fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment is a run. First round: a bound on c over whole tiles and columns (the angles the boundary
-edges subtend) decides the columns far from the boundary; the others evaluate c at the two
+(fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment is a run.
+
+First round: a bound on c over whole tiles and columns (the angles the boundary edges
+subtend) decides the columns far from the boundary; the others evaluate c at the two
 ends of their range, which bounds c on all of it (each edge's term is monotonic along the
 column). A run not decided is evaluated at its own two ends (most are decided there), then
 halved, each half carrying c at its two ends, so each halving evaluates one new point
@@ -353,7 +355,8 @@ class WindingFill:
         curtain = columns
         bisect = edge_count <= EDGE_CHUNK  # the later rounds in one dispatch each
         while count:
-            # stage 0: the columns' ends; 1: each run's ends and middle; 2: the middles
+            # stage 0: the columns' ends; 1: each run's own ends (a run of one voxel: it);
+            # 2: the middles
             stage, count_before = min(rounds, 2), count
             if stage == 2 and bisect:
                 runs, curtain, count = self._bisect(
