@@ -21,12 +21,21 @@
 // crossing, so s of a segment is the sum of the steps at the marks at or below its first
 // voxel. A flagged tile's crossings are added by the signed fill (SIGNED_CROSSINGS).
 //
-// COLUMNS_STAGE 0, count: m of the tile into offsets[tile] (the host clears them, scans them).
+// Decided columns: where winding_bound.comp bounded c within 0.49 of 0 on a whole column,
+// a voxel is solid iff s >= 1 there. In an unflagged tile (s known from the signs) such a
+// column lists no segment: its voxels are written here, in place of its marks.
+//
+// COLUMNS_STAGE 0, count: m of the tile into offsets[tile] (the host clears them, scans
+//   them), counting no segment of a decided column of an unflagged tile.
 // COLUMNS_STAGE 1, emit: every slot's segment as the first run of winding_decide.comp,
 //   (i | j << 16, begin | end << 16, slot, the slot of the column's first segment), or ~0;
-//   and into crossings[] of every slot, s from the signs (0 in a flagged tile).
+//   and into crossings[] of every slot, s from the signs (0 in a flagged tile). Then each
+//   column's words are written: a decided column's voxels, zeros elsewhere (the grid the
+//   decisions fill), except in a flagged tile with segments, whose marks the signed fill
+//   reads.
 // COLUMNS_STAGE 2, sum, flagged tiles only: crossings[] holds each segment's share of s
-//   (fill.comp with SIGNED_CROSSINGS); the running sum up the column makes it s.
+//   (fill.comp with SIGNED_CROSSINGS); the running sum up the column makes it s. The tile's
+//   words are then cleared.
 //
 // Grid layout: common.glsl, column_base.
 #extension GL_GOOGLE_include_directive : require
@@ -46,8 +55,10 @@ layout(std430, binding = 4) readonly buffer Signs { uint signs[]; };
 #elif COLUMNS_STAGE == 2
 layout(std430, binding = 2) buffer Crossings { int crossings[]; };
 #endif
-#if COLUMNS_STAGE != 0
 layout(std430, binding = 5) readonly buffer TileFlags { uint tile_flags[]; };
+#if COLUMNS_STAGE != 2
+// winding_bound.comp's (phi_+, phi_-) / 2 pi per column of the window's tiles
+layout(std430, binding = 6) readonly buffer Bounds { vec2 bounds[]; };
 #endif
 
 layout(push_constant) uniform Params {
@@ -70,6 +81,15 @@ uint slot(uint group) {
 shared uint most[COLUMN_TILES];
 #endif
 
+#if COLUMNS_STAGE != 2
+// Whether s alone decides the column (winding_bound.comp), in a tile whose s the signs give.
+bool decided_column(uint tile_index, bool inside_box) {
+    if (!inside_box || tile_flags[1u + tile_index] != 0u) return false;
+    vec2 bound = bounds[tile_index * uint(TILE_COLUMNS) + tile_lane()];
+    return max(bound.x, bound.y) < 0.49;
+}
+#endif
+
 #if COLUMNS_STAGE == 1
 void emit(uint group, uint ij, int begin, int end, uint column_slot, int s) {
     runs[slot(group)] = uvec4(ij, uint(begin) | (uint(end) << 16), slot(group), column_slot);
@@ -85,7 +105,78 @@ void emit_nothing(uint group) {
 int steps(uint marks, uint rising) {
     return 2 * bitCount(marks & rising) - bitCount(marks);
 }
+
+// Bits [lo, hi) of a word (0 <= lo <= hi <= 32).
+uint bit_range(uint lo, uint hi) {
+    uint below_hi = hi >= 32u ? 0xFFFFFFFFu : (1u << hi) - 1u;
+    return below_hi & ~((1u << lo) - 1u);
+}
+
+// The words a column's thread stages per step (STAGED_WORDS per column), which the tile's
+// threads then store together, a column's words at a time: each thread storing its own
+// column's words one by one writes a sliver of many memory lines at once, several times
+// slower than whole lines.
+#define STAGED_WORDS 16
+shared uint staged[TILE_COLUMNS * STAGED_WORDS];
+shared bool column_written[TILE_COLUMNS];
+
+// Words [from, from + STAGED_WORDS) of a decided column (solid where s >= 1, s summed from
+// the signs up the column, in the box only) into staged[]; s carries from the words below.
+void stage_decided(uint base, int from, int words, inout int s) {
+    for (int q = from; q < from + STAGED_WORDS; ++q) {
+        uint box_bits = q < words ? word_range_mask(q, box.k_lo, box.k_hi) : 0u;
+        uint marks = box_bits == 0u ? 0u
+                   : grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, box.k_hi);
+        uint rising = marks != 0u ? signs[base + uint(q)] : 0u;
+        uint solid = 0u, piece = 0u;  // bits from `piece` up to the next mark have s
+        while (marks != 0u) {
+            uint at = uint(findLSB(marks));
+            if (s >= 1) solid |= bit_range(piece, at);
+            s += (rising >> at & 1u) != 0u ? 1 : -1;
+            piece = at;
+            marks &= marks - 1u;
+        }
+        if (s >= 1) solid |= bit_range(piece, 32u);
+        staged[tile_lane() * STAGED_WORDS + uint(q - from)] = solid & box_bits;
+    }
+}
+
+// Every column's words of the tile rewritten where column_written says (a decided column's
+// voxels, zeros for the others), STAGED_WORDS per column at a time, the tile's threads
+// storing one column's staged words together. Called by the whole workgroup (barriers),
+// after every read of the marks but stage_decided's.
+void write_columns(uint tile_index, bool decided, uint base, int s) {
+    int words = int(column_words(window.nz));
+    uint lane = tile_lane();
+    for (int from = 0; from < words; from += STAGED_WORDS) {
+        if (decided) {
+            stage_decided(base, from, words, s);
+        } else {
+            for (uint w = 0u; w < uint(STAGED_WORDS); ++w) staged[lane * STAGED_WORDS + w] = 0u;
+        }
+        barrier();
+        for (uint c = 0u; c < uint(TILE_COLUMNS); ++c) {
+            // lanes take words: the column's [from, from + STAGED_WORDS), TILE_COLUMNS at a time
+            ivec2 other = key_tile(window, tile_index) * TILE_SIDE
+                        + ivec2(c & (TILE_SIDE - 1), c >> TILE_SHIFT);
+            uint other_base = column_base(window, other);
+            for (uint w = lane; w < uint(STAGED_WORDS); w += uint(TILE_COLUMNS)) {
+                int q = from + int(w);
+                if (column_written[c] && q < words) {
+                    grid[other_base + uint(q)] = staged[c * STAGED_WORDS + w];
+                }
+            }
+        }
+        barrier();
+    }
+}
 #endif
+
+// Every word of a column cleared (a flagged tile's, after the signed fill read its marks).
+void clear_column(uint base) {
+    int words = int(column_words(window.nz));
+    for (int q = 0; q < words; ++q) grid[base + uint(q)] = 0u;
+}
 
 void main() {
     uint in_group = gl_LocalInvocationID.x / uint(TILE_COLUMNS);
@@ -101,7 +192,7 @@ void main() {
     int first_word = (box.k_lo + 1) >> 5, last_word = (box.k_hi - 1) >> 5;
 #if COLUMNS_STAGE == 0
     uint count = 0u;
-    if (inside_box) {
+    if (inside_box && !decided_column(tile_index, inside_box)) {
         count = 1u;
         for (int q = first_word; q <= last_word; ++q) {
             count += bitCount(grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, box.k_hi));
@@ -113,16 +204,19 @@ void main() {
     barrier();
     if (lane == 0u && real) offsets[tile_index] = most[in_group];
 #elif COLUMNS_STAGE == 1
-    if (!real) return;
+    if (!real) return;  // the whole group (one tile per workgroup)
     uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
-    if (inside_box) {
+    bool flagged = tile_flags[1u + tile_index] != 0u;
+    bool decided = decided_column(tile_index, inside_box);
+    // of the marks at or below the voxel a segment (or the decided column's box) starts at
+    int s = 0;
+    for (int q = 0; !flagged && inside_box && q <= box.k_lo >> 5; ++q) {
+        uint below = grid[base + uint(q)] & word_range_mask(q, 0, box.k_lo + 1);
+        s += steps(below, signs[base + uint(q)]);
+    }
+    if (inside_box && !decided) {  // its segments listed
         uint ij = uint(column.x) | (uint(column.y) << 16);
-        bool signed_marks = tile_flags[1u + tile_index] == 0u;  // else s comes in the sum
-        int s = 0;  // of the marks at or below the voxel the segment starts at
-        for (int q = 0; signed_marks && q <= box.k_lo >> 5; ++q) {
-            uint below = grid[base + uint(q)] & word_range_mask(q, 0, box.k_lo + 1);
-            s += steps(below, signs[base + uint(q)]);
-        }
+        bool signed_marks = !flagged;  // else s comes in the sum
         int begin = box.k_lo;
         for (int q = first_word; q <= last_word; ++q) {
             uint marks = grid[base + uint(q)] & word_range_mask(q, box.k_lo + 1, box.k_hi);
@@ -141,6 +235,10 @@ void main() {
         group += 1u;
     }
     for (; group < groups_end; ++group) emit_nothing(group);
+    // a flagged tile with segments keeps its marks for the signed fill (the sum clears them)
+    column_written[tile_lane()] = !(flagged && groups_end > offsets[tile_index]);
+    barrier();  // every segment's marks read
+    write_columns(tile_index, decided, base, s);
 #else
     if (!real || tile_flags[1u + tile_index] == 0u) return;  // s came from the signs
     uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
@@ -149,5 +247,6 @@ void main() {
         s += crossings[slot(group)];
         crossings[slot(group)] = s;
     }
+    clear_column(base);
 #endif
 }

@@ -21,11 +21,9 @@
 // list's length, so every run of the same job rounds it the same way; few points in a group
 // (most are decided by a bound, or a later round has few runs: point_spread) cost a few
 // edges per lane instead of all of them.
-// In the first round, when one dispatch holds every edge (bound_columns), a cheap bound of
-// c on whole columns comes first (winding.glsl): each tile's, from its centre
-// (tile_azimuth_bound), then, where that is too weak, each column's own (azimuth_bound);
-// only where both are too weak to decide the column's segments by s alone are its ends
-// evaluated.
+// In the first round, a column that winding_bound.comp decided (bounds[]: c is within 0.49
+// of 0 on all of it, so s alone decides its segments) is not evaluated; only flagged tiles
+// list such columns' segments.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = CURTAIN_GROUP) in;  // before the includes (gl_WorkGroupSize)
 #include "common.glsl"
@@ -41,6 +39,8 @@ layout(std430, binding = 3) readonly buffer Offsets { uint offsets[]; };  // win
 layout(std430, binding = 4) readonly buffer Columns { vec4 columns[]; };  // stage 0's curtain
 // winding_decide.comp's next_count, and the points whose c was evaluated (winding_evaluations)
 layout(std430, binding = 5) buffer Counts { uint next_count; uint evaluated; };
+// winding_bound.comp's (phi_+, phi_-) / 2 pi per column of the window's tiles (stage 0)
+layout(std430, binding = 6) readonly buffer Bounds { vec2 bounds[]; };
 
 #include "curtain.glsl"
 
@@ -52,27 +52,13 @@ layout(push_constant) uniform Params {
     uint stage;          // above: 0, 1 or 2
     int column_lo;       // the lowest voxel of every column (box k_lo)
     int column_hi;       // one past its highest (box k_hi)
-    uint bound_columns;  // stage 0, all edges in this dispatch: try the column bound
-    uint point_spread;   // a workgroup takes CURTAIN_GROUP / point_spread points (stage 0: 1,
-                         // the tile bound needs a tile's points together)
+    uint point_spread;   // a workgroup takes CURTAIN_GROUP / point_spread points (stage 0: 1)
 };
 
-// The column bound's halves (azimuth_bound summed over every other edge) of the two points
-// of each column: point 2r sums the even edges, 2r + 1 the odd ones.
-shared vec2 half_sums[gl_WorkGroupSize.x];
-// The tile bound's parts (tile_azimuth_bound): the tile's point t sums the edges
-// e = t (mod 2 TILE_COLUMNS); every point of the tile adds the parts up in the same order.
-shared vec2 tile_parts[gl_WorkGroupSize.x];
 // The points that evaluate c: (P, where c goes); each lane's part of a listed point's sums.
 shared ivec4 listed_points[gl_WorkGroupSize.x];
 shared uint listed_count;
 shared vec4 parts[gl_WorkGroupSize.x];
-
-// 1 / 2 pi rounded up (0.1591549431 < 0.15915500), times the sums' rounding: n terms of
-// one sign, summed in m parts and added, are within (n + m) 2^-24 of their sum.
-float column_bound(float sum, float count) {
-    return sum * (1.0 + (count + float(2 * TILE_COLUMNS) + 8.0) / 8388608.0) * 0.15915500;
-}
 
 // The curtain of a point of a column decided by a bound: winding_decide.comp reads
 // s - above and s + below as the bounds of w on each of the column's segments (w = 1 marks
@@ -135,48 +121,15 @@ void main() {
         }
     }
     ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, k));
-    if (bound_columns != 0u) {  // uniform: every point reaches the barriers
+    if (stage == 0u && has_point) {
         // winding.glsl: -phi_- / 2 pi <= c <= phi_+ / 2 pi on the whole column. Where both
         // are below 0.49, s (an integer) decides every segment: the low point stores
         // -phi_- / 2 pi as its growing part, the high point phi_+ / 2 pi, so that
         // winding_decide.comp's bounds on a segment are s - phi_+ / 2 pi and s + phi_- / 2 pi
         // (both at least 0.01 from 1/2, which no rounding of the comparison can cross).
-        // First the bound of the whole tile (from its centre), then, where that is too
-        // weak, the column's own.
-        float count = float(edge_end - edge_first);
-        vec2 sums = vec2(0.0);
-        if (listed) {  // the tile has columns in the box
-            ivec2 origin = key_tile(window, tile) * TILE_SIDE;
-            ivec2 centre = (origin << FIXED_BITS) + ((TILE_SIDE / 2) << FIXED_BITS);
-            // the columns' centres are within (TILE_SIDE - 1) / sqrt(2) voxels of it
-            float radius = float((TILE_SIDE - 1) << FIXED_BITS) * 0.70711;
-            for (uint e = edge_first + local; e < edge_end; e += uint(2 * TILE_COLUMNS)) {
-                sums += tile_azimuth_bound(edges[2u * e], edges[2u * e + 1u], centre, radius);
-            }
-        }
-        tile_parts[lane] = sums;
-        barrier();
-        sums = vec2(0.0);
-        for (uint part = lane - local; part < lane - local + uint(2 * TILE_COLUMNS); ++part) {
-            sums += tile_parts[part];
-        }
-        float above = column_bound(sums.x, count), below = column_bound(sums.y, count);
-        bool tile_decided = max(above, below) < 0.49;
-        sums = vec2(0.0);
-        if (has_point && !tile_decided) {
-            for (uint e = edge_first + (index & 1u); e < edge_end; e += 2u) {
-                sums += azimuth_bound(edges[2u * e], edges[2u * e + 1u], p);
-            }
-        }
-        half_sums[lane] = sums;
-        barrier();
-        if (!tile_decided) {
-            sums += half_sums[lane ^ 1u];
-            above = column_bound(sums.x, count);
-            below = column_bound(sums.y, count);
-        }
-        if (has_point && max(above, below) < 0.49) {  // the tile's bound or the column's
-            curtain[at] = bound_curtain(which, above, below);
+        vec2 bound = bounds[tile * uint(TILE_COLUMNS) + (local >> 1)];
+        if (max(bound.x, bound.y) < 0.49) {
+            curtain[at] = bound_curtain(which, bound.x, bound.y);
             evaluate = false;
         }
     }

@@ -340,18 +340,32 @@ SVO_KERNELS = (CLASSIFY_GRID, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS, DOWNLOA
 # -- fill_mode="winding": segments between crossing marks, s per segment, runs decided ------
 
 _COLUMNS_PUSH = (("window", WINDOW), ("box", COLUMN_BOX))
+# the columns that s alone decides, from the boundary edges (before the segments)
+WINDING_BOUND = Kernel(
+    "winding_bound",
+    {"edges": 0, "bounds": 1},
+    (("window", WINDOW), ("box", COLUMN_BOX), ("edge_count", "uint")),
+)
 # tiles per workgroup of winding_columns' count and sum: one tile's 16 threads leave a GPU
 # mostly idle (the emission, whose writes are a tile's slots, runs a tile per workgroup)
 COLUMN_TILES = 4
 WINDING_COUNT = Kernel(
     "winding_columns",
-    {"grid": 0, "offsets": 1},
+    {"grid": 0, "offsets": 1, "tile_flags": 5, "bounds": 6},
     _COLUMNS_PUSH,
     {"COLUMNS_STAGE": 0, "COLUMN_TILES": COLUMN_TILES},
 )
 WINDING_EMIT = Kernel(
     "winding_columns",
-    {"grid": 0, "offsets": 1, "runs": 2, "crossings": 3, "signs": 4, "tile_flags": 5},
+    {
+        "grid": 0,
+        "offsets": 1,
+        "runs": 2,
+        "crossings": 3,
+        "signs": 4,
+        "tile_flags": 5,
+        "bounds": 6,
+    },
     _COLUMNS_PUSH,
     {"COLUMNS_STAGE": 1, "COLUMN_TILES": 1},
 )
@@ -365,7 +379,15 @@ WINDING_SUM = Kernel(
 CURTAIN_GROUP = 64
 WINDING_CURTAIN = Kernel(
     "winding_evaluate",
-    {"edges": 0, "runs": 1, "curtain": 2, "offsets": 3, "columns": 4, "counts": 5},
+    {
+        "edges": 0,
+        "runs": 1,
+        "curtain": 2,
+        "offsets": 3,
+        "columns": 4,
+        "counts": 5,
+        "bounds": 6,
+    },
     (
         ("window", WINDOW),
         ("point_count", "uint"),
@@ -374,7 +396,6 @@ WINDING_CURTAIN = Kernel(
         ("stage", "uint"),
         ("column_lo", "int"),
         ("column_hi", "int"),
-        ("bound_columns", "uint"),
         ("point_spread", "uint"),
     ),
     {"CURTAIN_GROUP": CURTAIN_GROUP},
@@ -411,6 +432,7 @@ WINDING_BISECT = Kernel(
 )
 
 WINDING_KERNELS = (
+    WINDING_BOUND,
     WINDING_COUNT,
     WINDING_EMIT,
     WINDING_SUM,

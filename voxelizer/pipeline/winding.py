@@ -15,10 +15,12 @@ coincident sheets), one sign cannot hold their sum: the marking fill flags the t
 for the flagged tiles only the passes run again and add each crossing's sign to its segment
 (fill.comp, SIGNED_CROSSINGS), summed up each column. Then each segment is a run.
 
-First round: a bound on c over whole tiles and columns (the angles the boundary edges
-subtend) decides the columns far from the boundary; the others evaluate c at the two
-ends of their range, which bounds c on all of it (each edge's term is monotonic along the
-column). A run not decided is evaluated at its own two ends (most are decided there), then
+Before the segments, a bound on c over whole tiles and columns (the angles the boundary
+edges subtend, winding_bound.comp) decides the columns far from the boundary: there s alone
+decides (solid iff s >= 1), and outside the flagged tiles their voxels are written at once,
+with no segment listed (every column of a closed mesh). First round: the other columns
+evaluate c at the two ends of their range, which bounds c on all of it (each edge's term is
+monotonic along the column). A run not decided is evaluated at its own two ends (most are decided there), then
 halved, each half carrying c at its two ends, so each halving evaluates one new point
 (winding_evaluate.comp, winding_decide.comp). The halvings run in one dispatch, a workgroup
 per run going depth first (winding_bisect.comp), where every edge fits in one; otherwise
@@ -61,6 +63,7 @@ _RUN_NAMES = ("winding_runs", "winding_runs_next")
 _CURTAIN_NAMES = ("winding_curtain_next", "winding_curtain_carried")
 _ONE = 1 << FIXED_BITS
 _HALF = _ONE >> 1
+_UNDECIDED = 0x7F7F7F7F  # a float bound of 3.4e38: no column decided by it
 
 
 def winding_defines() -> dict[str, int]:
@@ -193,6 +196,7 @@ class WindingPipelines:
 
     def __init__(self, device: Device):
         defines = winding_defines()
+        self.bound = ComputePipeline(device, kernels.WINDING_BOUND, defines)
         self.count = ComputePipeline(device, kernels.WINDING_COUNT, defines)
         self.emit = ComputePipeline(device, kernels.WINDING_EMIT, defines)
         self.sum = ComputePipeline(device, kernels.WINDING_SUM, defines)
@@ -201,7 +205,8 @@ class WindingPipelines:
         self.bisect = ComputePipeline(device, kernels.WINDING_BISECT, defines)
 
     def destroy(self) -> None:
-        for pipeline in (self.count, self.emit, self.sum, self.curtain, self.decide, self.bisect):
+        columns = (self.bound, self.count, self.emit, self.sum)
+        for pipeline in (*columns, self.curtain, self.decide, self.bisect):
             pipeline.destroy()
 
 
@@ -225,6 +230,7 @@ class WindingFill:
         names = ("i_lo", "i_hi", "j_lo", "j_hi", "k_lo", "k_hi")
         self.box = column_box(boundary.box, shape) if boundary else dict.fromkeys(names, 0)
         self._edges: Binding | None = None
+        self._bounds: Binding | None = None
         self._started = 0.0
         self._slots = 0
         if boundary is not None:
@@ -240,16 +246,24 @@ class WindingFill:
 
     def segments(self, slab: Window, grid: Binding, marks: CrossingMarks) -> SignedCrossings | None:
         """Cut the slab's columns into segments at the marks in `grid`, with s of the
-        unflagged tiles' segments: what the signed passes need for the flagged tiles (None:
-        no voxel can be solid, and the grid is cleared)."""
+        unflagged tiles' segments: what the signed passes need for the flagged tiles. The
+        columns decided by the bound are written in place of their marks (None: no segment
+        is left, and the grid holds the slab's voxels)."""
         tiles = slab.tiles
         offsets = self.pool.binding("winding_offsets", (tiles + 1) * 4)
         push = {"window": slab, "box": self.box}
         sequence = self._begin()
+        bounds = self._bound_columns(slab)
         sequence.fill(offsets.buffer, 0, offsets.size)
         sequence.barrier()
         groups = workgroups(tiles, kernels.COLUMN_TILES)
-        sequence.dispatch(self.pipelines.count, {"grid": grid, "offsets": offsets}, push, groups)
+        flags = marks.tile_flags
+        sequence.dispatch(
+            self.pipelines.count,
+            {"grid": grid, "offsets": offsets, "tile_flags": flags, "bounds": bounds},
+            push,
+            groups,
+        )
         sequence.barrier()
         total = self.scan.record(sequence, self.pool, offsets.buffer, tiles + 1, "winding")
         sequence.mark("winding_segments")
@@ -261,14 +275,8 @@ class WindingFill:
         self.stats.count(winding_flagged_tiles=flagged)
         self._slots = slots
         sequence = self._begin()
-        if not slots:
-            sequence.fill(grid.buffer, 0, grid.size)
-            sequence.barrier()
-            sequence.mark("winding_decide")
-            self._submit("winding_decide_submission")
-            return None
-        runs = self.pool.binding("winding_runs", slots * 16)
-        crossings = self.pool.binding("winding_crossings", slots * 4)
+        runs = self.pool.binding("winding_runs", max(slots, 1) * 16)
+        crossings = self.pool.binding("winding_crossings", max(slots, 1) * 4)
         sequence.dispatch(
             self.pipelines.emit,
             {
@@ -277,7 +285,8 @@ class WindingFill:
                 "runs": runs,
                 "crossings": crossings,
                 "signs": marks.signs,
-                "tile_flags": marks.tile_flags,
+                "tile_flags": flags,
+                "bounds": bounds,
             },
             push,
             tiles,
@@ -286,11 +295,13 @@ class WindingFill:
         sequence.mark("winding_segments")
         self._submit("winding_segments_submission")
         self.stats.count(winding_segments=slots)
-        return SignedCrossings(offsets, crossings, self.box, marks.tile_flags, flagged)
+        if not slots:
+            return None
+        return SignedCrossings(offsets, crossings, self.box, flags, flagged)
 
     def finish(self, slab: Window, grid: Binding, signed: SignedCrossings) -> None:
-        """After the signed passes (if any tile is flagged): s per segment, the grid
-        cleared, the runs decided."""
+        """After the signed passes (if any tile is flagged): s per segment, the flagged
+        tiles' marks cleared, the runs decided."""
         sequence = self._begin()
         self._upload_edges()
         if signed.flagged_tiles:
@@ -305,7 +316,6 @@ class WindingFill:
                 {"window": slab, "box": self.box},
                 workgroups(slab.tiles, kernels.COLUMN_TILES),
             )
-        sequence.fill(grid.buffer, 0, grid.size)
         sequence.barrier()
         sequence.mark("winding_segments")
         runs = self.pool.binding("winding_runs", self._slots * 16)
@@ -331,15 +341,33 @@ class WindingFill:
         left, evaluations = (int(v) for v in staging.read(np.uint32, 2))
         return left, evaluations
 
-    def _upload_edges(self) -> None:
-        if self._edges is not None or self.boundary is None:
-            return
-        edges = self.boundary.edges
-        self._edges = self.pool.binding("winding_edges", max(edges.nbytes, 16))
-        if edges.nbytes:
-            self.sequence.upload(self._edges.buffer, edges)
-        self.sequence.barrier()
-        self.sequence.mark("upload")
+    def _upload_edges(self) -> Binding:
+        if self._edges is None:
+            edges = self.boundary.edges if self.boundary is not None else np.zeros(0, np.int32)
+            self._edges = self.pool.binding("winding_edges", max(edges.nbytes, 16))
+            if edges.nbytes:
+                self.sequence.upload(self._edges.buffer, edges)
+                self.sequence.barrier()
+                self.sequence.mark("upload")
+        return self._edges
+
+    def _bound_columns(self, slab: Window) -> Binding:
+        """Record winding_bound.comp over the slab's tiles, where one dispatch holds every
+        edge (otherwise every column stays undecided: the bounds are set above 0.49)."""
+        bounds = self.pool.binding("winding_bounds", slab.tiles * TILE_COLUMNS * 8)
+        self._bounds = bounds
+        edge_count = self.boundary.edge_count if self.boundary is not None else 0
+        if edge_count > EDGE_CHUNK:
+            self.sequence.fill(bounds.buffer, _UNDECIDED)
+            return bounds
+        self.sequence.dispatch(
+            self.pipelines.bound,
+            {"edges": self._upload_edges(), "bounds": bounds},
+            {"window": slab, "box": self.box, "edge_count": edge_count},
+            workgroups(slab.tiles * 2 * TILE_COLUMNS, 4 * TILE_COLUMNS),
+        )
+        self.sequence.mark("winding_bound")
+        return bounds
 
     def _decide(
         self, slab: Window, grid: Binding, runs: Binding, count: int, signed: SignedCrossings
@@ -347,7 +375,8 @@ class WindingFill:
         """Rounds of winding_evaluate and winding_decide until no run is left. Continues the
         sequence begun and submits it."""
         assert self.boundary is not None and self._edges is not None
-        edge_count, sequence = self.boundary.edge_count, self.sequence
+        assert self._bounds is not None
+        edge_count, sequence, bounds = self.boundary.edge_count, self.sequence, self._bounds
         crossings, offsets = signed.crossings, signed.offsets
         next_count = self.pool.binding("winding_next_count", 16)
         rounds = 0
@@ -386,6 +415,7 @@ class WindingFill:
                         "offsets": offsets,
                         "columns": columns if stage == 1 else offsets,  # read in stage 1 only
                         "counts": next_count,
+                        "bounds": bounds,  # read in stage 0 only
                     },
                     {
                         "window": slab,
@@ -395,7 +425,6 @@ class WindingFill:
                         "stage": stage,
                         "column_lo": self.box["k_lo"],
                         "column_hi": self.box["k_hi"],
-                        "bound_columns": int(stage == 0 and edge_count <= EDGE_CHUNK),
                         "point_spread": spread,
                     },
                     workgroups(points * spread, kernels.CURTAIN_GROUP),
