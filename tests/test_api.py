@@ -47,6 +47,19 @@ def test_dense_grid_describes_its_placement(gpu):
     assert set(grid.stats.gpu_ms) >= {"setup", "scan", "emit", "sort", "mark", "compact", "fill"}
 
 
+@pytest.mark.parametrize("dense", [True, False])
+def test_count_voxels_false_leaves_the_count_to_the_caller(gpu, dense):
+    """count_voxels=False (a batch counts on its writer threads): no count in the stats,
+    the same voxels, and count() gives what the stats would have said."""
+    call = gpu.voxelize_dense if dense else gpu.voxelize
+    path = shared_model("torus.stl")
+    counted = call(path, 32)
+    uncounted = call(path, 32, count_voxels=False)
+    assert "solid_voxels" not in uncounted.stats.counts
+    assert uncounted.count() == counted.stats.counts["solid_voxels"] == counted.count() > 0
+    assert np.array_equal(uncounted.to_numpy(), counted.to_numpy())
+
+
 def test_module_function_uses_the_default_variant_and_device():
     grid = voxelize_dense(PROJECT_MODELS / "gear.ply", grid=32)
     on_cpu = voxelizer.Voxelizer().device.is_cpu

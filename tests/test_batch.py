@@ -20,8 +20,10 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from contextlib import nullcontext
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -218,6 +220,31 @@ def test_voxelize_many_dense_and_files(tree, tmp_path):
     for result in written:
         assert result.status == "done" and result.result is None and result.output is not None
         assert_same_grid(voxelizer.load(result.output), single_dense(paths[result.index]))
+
+
+@pytest.mark.parametrize(("format", "mode"), [("npz", "solid"), ("svo", "solid"), ("npz", "both")])
+def test_voxelize_many_counts_written_results_on_writer_threads(
+    tree, tmp_path, monkeypatch, format, mode
+):
+    """A result that goes to a file is counted by the thread that writes it, not the one
+    that drives the device; the count is the single call's all the same."""
+    paths = sorted(tree.rglob("*.ply"))
+    expected = [voxelizer.voxelize_dense(path, grid=GRID, mode=mode).count() for path in paths]
+    counted_on: list[str] = []
+
+    def recorded(count: Callable[[Any], int]) -> Callable[[Any], int]:
+        def wrapper(self: Any) -> int:
+            counted_on.append(threading.current_thread().name)
+            return count(self)
+
+        return wrapper
+
+    monkeypatch.setattr(DenseGrid, "count", recorded(DenseGrid.count))
+    monkeypatch.setattr(SVO, "count", recorded(SVO.count))
+    out = tmp_path / "out"
+    results = list(voxelize_many(paths, grid=GRID, out_dir=out, format=format, mode=mode))
+    assert all(r.solid_voxels == expected[r.index] for r in results)
+    assert counted_on and all(name.startswith("voxelizer-write") for name in counted_on)
 
 
 def test_voxelize_many_checks_before_any_work(tmp_path):

@@ -369,31 +369,72 @@ def test_batches_with_forked_then_execd_helpers(tmp_path):
     assert run.stdout.split("\n")[:3] == ["forked 2", "forked 0 3", "same"]
 
 
-DEVICES_CHECKED = """
+BATCH_COMMAND = """
 import sys
 import voxelizer.batch
 from voxelizer.cli import main
+from voxelizer.gpu.device import Device
 from voxelizer.load_processes import shared_load_processes
 
 voxelizer.batch.default_load_processes = lambda workers=1: 2  # as on a host with cores to spare
-code = main([*sys.argv[1:], "--grid", "16", "--devices", "0", "--quiet"])
-print("exit", code, "forked", shared_load_processes(2).forked)
+real_init = Device.__init__
+forked_at_open = []
+
+def recorded_init(self, *args, **kwargs):
+    forked_at_open.append(shared_load_processes(2).forked)
+    real_init(self, *args, **kwargs)
+
+Device.__init__ = recorded_init
+code = main([*sys.argv[1:], "--grid", "16", "--quiet"])
+print("exit", code, "forked", shared_load_processes(2).forked, "before", *forked_at_open)
 """
 
 
-def test_the_batch_command_forks_its_helpers_before_checking_devices(tmp_path):
-    """`--devices` makes the command open Vulkan to check them; the helpers are started
-    before, so they are still forked (ready at once), and every output is written."""
+def batch_inputs(tmp_path: Path) -> tuple[Path, int]:
+    """A folder of six meshes (enough for two helpers), and how many."""
     files = [shared_model("bunny.ply"), PROJECT_MODELS / "gear.ply", shared_model("torus.stl")]
     files = files * 2
     inputs = tmp_path / "in"
     for number, path in enumerate(files):
         (inputs / str(number)).mkdir(parents=True)
         shutil.copyfile(path, inputs / str(number) / Path(path).name)
-    run = run_script(tmp_path, "devices.py", DEVICES_CHECKED, inputs, "--out-dir", tmp_path / "out")
+    return inputs, len(files)
+
+
+@pytest.mark.parametrize("devices", [[], ["--devices", "0"]])
+def test_the_batch_command_forks_its_helpers_before_vulkan_opens(tmp_path, devices):
+    """The helpers are started before the device opens, and before `--devices` makes the
+    command open Vulkan to check them, so they are forked (ready at once); every output is
+    written."""
+    inputs, count = batch_inputs(tmp_path)
+    run = run_script(
+        tmp_path, "batch.py", BATCH_COMMAND, inputs, "--out-dir", tmp_path / "out", *devices
+    )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["exit", "0", "forked", "2"], run.stdout
-    assert len(list((tmp_path / "out").rglob("*.svo"))) == len(files)
+    assert run.stdout.split() == [*("exit", "0", "forked", "2", "before", "2")], run.stdout
+    assert len(list((tmp_path / "out").rglob("*.svo"))) == count
+
+
+def test_a_device_that_fails_to_open_is_one_line_with_helpers_forked(tmp_path):
+    """A device that cannot be opened ends the batch with one line, status 1, no
+    traceback, and the forked helpers do not keep the process from ending."""
+    inputs, _ = batch_inputs(tmp_path)
+    env = {**_with_project_path(), "VOXELIZER_DEVICE": "no-such-device"}
+    script = tmp_path / "batch.py"
+    script.write_text(textwrap.dedent(BATCH_COMMAND))
+    run = subprocess.run(
+        [sys.executable, str(script), inputs, "--out-dir", tmp_path / "out"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr  # the script's own status; main's is printed
+    assert run.stdout.split()[:4] == ["exit", "1", "forked", "2"], run.stdout
+    assert run.stderr.startswith("voxelize: error: no Vulkan device matches 'no-such-device'")
+    assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not list((tmp_path / "out").rglob("*.svo"))
 
 
 THREADS = """

@@ -95,6 +95,40 @@ def test_the_heavy_packages_are_there_to_be_imported(tmp_path: Path) -> None:
     assert "trimesh" in _heavy(_python(code + REPORT_HEAVY, tmp_path))
 
 
+# Modules only some runs use: each format's reader and writer, the converters to other
+# libraries, the voxels' surface mesh.
+ON_USE = (
+    "voxelizer.io.binvox_file",
+    "voxelizer.io.vox_file",
+    "voxelizer.io.vox_writer",
+    "voxelizer.io.vti_file",
+    "voxelizer.io.svo_file",
+    "voxelizer.io.npz_file",
+    "voxelizer.io.mesh_writer",
+    "voxelizer.convert",
+    "voxelizer.surface",
+    "fractions",
+)
+
+
+def test_the_command_imports_the_formats_it_uses_only(tmp_path: Path) -> None:
+    """`import voxelizer.cli` imports no format's module, no converter; writing .npz files
+    imports the .npz module and no other format's."""
+    report = "import sys, json\nprint(json.dumps(sorted(set(ON_USE) & set(sys.modules))))\n"
+    setup = f"ON_USE = {ON_USE!r}\n"
+    imported = _python(setup + "import voxelizer.cli\n" + report, tmp_path)
+    assert json.loads(imported.stdout.strip().splitlines()[-1]) == []
+    path = tmp_path / "box.ply"
+    path.write_bytes(BOX_FILES["ply"])
+    batch = (
+        "from voxelizer.cli import main\n"
+        f"assert main([{str(path)!r}, '--out-dir', {str(tmp_path / 'out')!r}, '--format', "
+        "'npz', '--grid', '8', '--quiet']) == 0\n"
+    )
+    written = _python(setup + batch + report, tmp_path)
+    assert json.loads(written.stdout.strip().splitlines()[-1]) == ["voxelizer.io.npz_file"]
+
+
 @pytest.mark.parametrize("flag", ["--help", "--version"])
 def test_help_and_version_import_no_heavy_package(tmp_path: Path, flag: str) -> None:
     code = (

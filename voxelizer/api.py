@@ -99,6 +99,7 @@ class Voxelizer:
         grid: GridLike | None = None,
         *,
         warn: bool = True,
+        count_voxels: bool = True,
         **options: Unpack[VoxelizeOptions],
     ) -> SVO:
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid.
@@ -112,7 +113,10 @@ class Voxelizer:
         "surface"), attributes (["face"], modes "surface" and "both": the SVO also stores
         each surface voxel's face id, SVO.to_numpy(attribute="face")). warn=False: no
         OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
-        thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data."""
+        thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
+        count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
+        result, ~1 ms at 256³; result.count() gives it), for a caller that counts them on
+        another thread (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
@@ -128,7 +132,8 @@ class Voxelizer:
             started = time.perf_counter()
             svo = svo.with_face_ids(marked.voxels, marked.ids)
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
-        svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
+        if count_voxels:
+            svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
         if warn:
             _warn_from_counts(svo.stats.counts, checked.fill_mode)
         return svo
@@ -139,6 +144,7 @@ class Voxelizer:
         grid: GridLike | None = None,
         *,
         warn: bool = True,
+        count_voxels: bool = True,
         **options: Unpack[VoxelizeOptions],
     ) -> DenseGrid:
         """Voxelization on a dense grid (mode "solid": voxel set iff its centre is inside
@@ -160,7 +166,8 @@ class Voxelizer:
             result = DenseGrid.of_columns(voxels, placement, merged, face_ids=faces)
         else:
             result = DenseGrid(voxels, placement, merged, face_ids=faces)
-        result.stats.counts[voxel_count_label(checked.mode)] = result.count()
+        if count_voxels:
+            result.stats.counts[voxel_count_label(checked.mode)] = result.count()
         if warn:
             _warn_from_counts(result.stats.counts, checked.fill_mode)
         return result

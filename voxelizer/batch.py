@@ -309,8 +309,15 @@ class MeshWorker:
         try:
             # Warnings as data, not caught through the warnings module: its catching is one
             # state for the whole process, and the caller's thread warns at the same time
-            # (BatchRun, or another worker in this process).
-            result = call(loaded.mesh, self.settings.grid, warn=False, **options)
+            # (BatchRun, or another worker in this process). A result that goes to a file has
+            # its voxels counted by the writer thread (_write), off this one's path.
+            result = call(
+                loaded.mesh,
+                self.settings.grid,
+                warn=False,
+                count_voxels=task.output is None,
+                **options,
+            )
             if len(messages) > reported:  # only with VOXELIZER_VALIDATION=1: a bug to report
                 raise DeviceError(f"vulkan validation layer: {messages[reported]}")
         except (VoxelizerError, MemoryError) as exc:
@@ -333,6 +340,9 @@ class MeshWorker:
         assert task.output is not None
         started = time.perf_counter()
         try:
+            # Left to this thread by _voxelize: numpy counts without the GIL, beside the device.
+            label = voxel_count_label(self.settings.options["mode"])
+            result.stats.counts[label] = result.count()
             task.output.parent.mkdir(parents=True, exist_ok=True)
             save(result, task.output, overwrite=task.replace, up_axis=self.settings.up_axis)
         except OSError as exc:

@@ -8,7 +8,6 @@ import os
 import re
 import time
 from collections.abc import Sequence
-from fractions import Fraction
 
 import numpy as np
 
@@ -46,6 +45,8 @@ def parse_size(size: int | str) -> int:
                 "unit (KiB, MiB, GiB, TiB, kB, MB, GB, TB), e.g. 512MiB or 1.5GB"
             )
         assert match is not None  # a unit in UNITS comes from a match
+        from fractions import Fraction  # exact: '1.1GB' is 1,100,000,000 bytes
+
         value = Fraction(match.group(1)) * UNITS[unit]
         if UNITS[unit] == 1 and value.denominator != 1:
             raise MemoryBudgetError(f"memory size {size!r}: a number of bytes must be whole")

@@ -28,11 +28,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing
 
-from . import convert
 from .errors import GridError, MeshError
 from .mesh import Mesh
 from .parallel import map_row_chunks
-from .surface import voxel_surface
 
 if TYPE_CHECKING:
     import trimesh  # imported by to_trimesh: `import voxelizer` stays light
@@ -466,9 +464,13 @@ class Placed(ABC):
         return self.placement.voxel_size
 
     # --- other libraries and notebooks (voxelizer.convert; files are voxelizer.io's) --------
+    # voxelizer.convert and voxelizer.surface are imported where they are used: a
+    # voxelization (the command's above all) needs neither.
 
     def to_mesh(self) -> trimesh.Trimesh:
         """The voxels' outer faces, closed and outward (see voxelizer.surface)."""
+        from .surface import voxel_surface
+
         return voxel_surface(self.to_numpy(), self.placement.origin, self.voxel_size)
 
     def to_trimesh(self) -> trimesh.voxel.VoxelGrid:
@@ -483,21 +485,29 @@ class Placed(ABC):
     def to_open3d(self) -> Any:
         """open3d.geometry.VoxelGrid of the solid voxels, with our origin and voxel size: its
         voxel (i, j, k) is ours and get_voxel_center_coordinate gives our centre."""
+        from . import convert
+
         return convert.to_open3d(self.to_numpy(), self.placement.origin, self.voxel_size)
 
     def to_pyvista(self) -> Any:
         """pyvista.ImageData whose cell (i, j, k) is voxel (i, j, k): origin the grid corner,
         spacing h, dimensions shape + 1, cell data "solid" (uint8 0/1)."""
+        from . import convert
+
         return convert.to_pyvista(self.to_numpy(), self.placement.origin, self.voxel_size)
 
     def to_torch(self, device: Any = None) -> Any:
         """torch bool tensor (nx, ny, nz) of the voxels, on `device` (default the CPU, sharing
         memory with to_numpy() as np.asarray does); needs torch (pip install torch)."""
+        from . import convert
+
         return convert.to_torch(self.to_numpy(), device)
 
     def __dlpack__(self, **kwargs: Any) -> Any:
         """DLPack export of to_numpy() (torch.from_dlpack, jax, cupy...): bool, or uint8 0/1
         on numpy releases whose DLPack has no bool (before 1.25)."""
+        from . import convert
+
         return convert.dlpack_array(self.to_numpy()).__dlpack__(**kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:
@@ -508,12 +518,16 @@ class Placed(ABC):
     def _repr_png_(self) -> bytes | None:
         """The three-view preview as PNG bytes (voxelizer.write_preview's image), for
         notebooks; None above 512^3 voxels, which would be densified on every display."""
+        from . import convert
+
         if math.prod(self.shape) > convert.PREVIEW_MAX_VOXELS:
             return None
         return convert.preview_png(self.to_numpy())
 
     def _repr_html_(self) -> str:
         """Shape, voxel size, origin and solid voxels, with the preview inline."""
+        from . import convert
+
         return convert.summary_html(
             type(self).__name__,
             self.shape,

@@ -3,25 +3,26 @@ and .vox give a DenseGrid."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import FormatError
-from ..grid import DenseGrid
-from ..svo import SVO
-from .binvox_file import read_binvox
-from .npz_file import read_npz
-from .svo_file import read_svo
-from .vox_file import read_vox
-from .vti_file import read_vti
 
-READERS: dict[str, Callable[[str | os.PathLike], SVO | DenseGrid]] = {
-    ".svo": read_svo,
-    ".npz": read_npz,
-    ".vti": read_vti,
-    ".binvox": read_binvox,
-    ".vox": read_vox,
+if TYPE_CHECKING:
+    from ..grid import DenseGrid
+    from ..svo import SVO
+
+# suffix -> (module of voxelizer.io, its reader): a format's module is imported when a file of
+# it is read, so that `import voxelizer` (and the command) pays for no format it does not use.
+READERS: dict[str, tuple[str, str]] = {
+    ".svo": (".svo_file", "read_svo"),
+    ".npz": (".npz_file", "read_npz"),
+    ".vti": (".vti_file", "read_vti"),
+    ".binvox": (".binvox_file", "read_binvox"),
+    ".vox": (".vox_file", "read_vox"),
 }
 INPUT_FORMATS = tuple(READERS)
 
@@ -39,4 +40,7 @@ def load(path: str | os.PathLike) -> SVO | DenseGrid:
             f"{path}: cannot load {suffix or 'files without an extension'}: "
             f"voxelizer.load reads {', '.join(INPUT_FORMATS)}"
         )
-    return READERS[suffix](path)
+    module, name = READERS[suffix]
+    reader: Callable[[str | os.PathLike], SVO | DenseGrid]
+    reader = getattr(importlib.import_module(module, __package__), name)
+    return reader(path)

@@ -7,6 +7,7 @@ set) and reports any OSError as an OutputError (see voxelizer.io.output).
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -16,12 +17,7 @@ import numpy as np
 from ..errors import OutputError
 from ..grid import DenseGrid
 from ..placement import Placed, shape_text
-from .mesh_writer import write_mesh
-from .npz_file import write_npz
 from .output import open_output
-from .svo_file import write_svo
-from .vox_writer import write_vox
-from .vti_file import write_vti
 
 
 def save(
@@ -44,8 +40,13 @@ def save(
             path=path,
         )
     if up_axis is None:
-        WRITERS[suffix](result, path, overwrite)
+        module, name = WRITERS[suffix]
+        writer: Callable[[Placed, str | os.PathLike, bool], None]
+        writer = getattr(importlib.import_module(module, __package__), name)
+        writer(result, path, overwrite)
     elif suffix == ".vox":
+        from .vox_writer import write_vox
+
         write_vox(result, path, overwrite, up_axis=up_axis)
     else:
         raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
@@ -101,14 +102,17 @@ def _binvox_runs(flat: np.ndarray) -> np.ndarray:
     return np.stack([values.astype(np.uint8), counts.astype(np.uint8)], axis=1).ravel()
 
 
-WRITERS: dict[str, Callable[[Placed, str | os.PathLike, bool], None]] = {
-    ".svo": write_svo,
-    ".binvox": write_binvox,
-    ".vox": write_vox,
-    ".npz": write_npz,
-    ".vti": write_vti,
-    ".ply": write_mesh,
-    ".obj": write_mesh,
-    ".glb": write_mesh,
+# suffix -> (module of voxelizer.io, its writer): a format's module is imported when a file of
+# it is written, so that `import voxelizer` (and a batch, which writes one format) pays for
+# no format it does not use.
+WRITERS: dict[str, tuple[str, str]] = {
+    ".svo": (".svo_file", "write_svo"),
+    ".binvox": (".writers", "write_binvox"),
+    ".vox": (".vox_writer", "write_vox"),
+    ".npz": (".npz_file", "write_npz"),
+    ".vti": (".vti_file", "write_vti"),
+    ".ply": (".mesh_writer", "write_mesh"),
+    ".obj": (".mesh_writer", "write_mesh"),
+    ".glb": (".mesh_writer", "write_mesh"),
 }
 OUTPUT_FORMATS = tuple(WRITERS)
