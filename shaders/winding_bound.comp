@@ -6,13 +6,13 @@
 // winding_columns.comp writes its voxels at once, with no segment to list: most columns of
 // an open mesh, and every column of a closed one (no edge: c = 0).
 // First the bound of the whole tile (tile_azimuth_bound, from its centre), then, where that
-// is too weak, the column's own (azimuth_bound). Two tiles per workgroup, two lanes per
-// column: the tile's 32 lanes split the edges for the tile's bound, a column's two lanes
-// (even and odd edges) for its own, every part added in a fixed order.
+// is too weak, the column's own (azimuth_bound). BOUND_LANES lanes per column: the tile's
+// lanes split the edges for the tile's bound, a column's lanes for its own, every part added
+// in a fixed order.
 // bounds[16 tile + column in tile] = (phi_+, phi_-) / 2 pi, rounded up; undecided where
 // either is 0.49 or more. Only columns of the box are written.
 #extension GL_GOOGLE_include_directive : require
-layout(local_size_x = 4 << (2 * TILE_SHIFT)) in;  // two tiles, two lanes per column
+layout(local_size_x = BOUND_GROUP) in;  // whole tiles: BOUND_LANES * TILE_COLUMNS divides it
 #include "common.glsl"
 #include "exact.glsl"
 #include "winding.glsl"
@@ -26,23 +26,24 @@ layout(push_constant) uniform Params {
     uint edge_count;
 };
 
-// The tile bound's parts: the tile's lane t sums the edges e = t (mod 2 TILE_COLUMNS); every
+#define TILE_LANES (BOUND_LANES * TILE_COLUMNS)
+// The tile bound's parts: the tile's lane t sums the edges e = t (mod TILE_LANES); every
 // lane of the tile adds the parts up in the same order.
 shared vec2 tile_parts[gl_WorkGroupSize.x];
-// The column bound's halves: the column's lane 2c sums the even edges, 2c + 1 the odd ones.
-shared vec2 half_sums[gl_WorkGroupSize.x];
+// The column bound's parts: the column's lane p sums the edges e = p (mod BOUND_LANES).
+shared vec2 column_parts[gl_WorkGroupSize.x];
 
 // 1 / 2 pi rounded up (0.1591549431 < 0.15915500), times the sums' rounding: n terms of
 // one sign, summed in m parts and added, are within (n + m) 2^-24 of their sum.
 float column_bound(float sum, float count) {
-    return sum * (1.0 + (count + float(2 * TILE_COLUMNS) + 8.0) / 8388608.0) * 0.15915500;
+    return sum * (1.0 + (count + float(TILE_LANES) + 8.0) / 8388608.0) * 0.15915500;
 }
 
 void main() {
     uint lane = gl_LocalInvocationID.x;
     uint index = flat_invocation_id();
-    uint tile = index / uint(2 * TILE_COLUMNS), local = index % uint(2 * TILE_COLUMNS);
-    uint in_tile = local >> 1;
+    uint tile = index / uint(TILE_LANES), local = index % uint(TILE_LANES);
+    uint in_tile = local / uint(BOUND_LANES), part = local % uint(BOUND_LANES);
     int rows = window.row_hi - window.row_lo;
     uint tiles = uint(window.nx >> TILE_SHIFT) * uint(rows >> TILE_SHIFT);
     bool real = tile < tiles;  // not past the window (the last group)
@@ -59,31 +60,30 @@ void main() {
         ivec2 centre = (origin << FIXED_BITS) + ((TILE_SIDE / 2) << FIXED_BITS);
         // the columns' centres are within (TILE_SIDE - 1) / sqrt(2) voxels of it
         float radius = float((TILE_SIDE - 1) << FIXED_BITS) * 0.70711;
-        for (uint e = local; e < edge_count; e += uint(2 * TILE_COLUMNS)) {
+        for (uint e = local; e < edge_count; e += uint(TILE_LANES)) {
             sums += tile_azimuth_bound(edges[2u * e], edges[2u * e + 1u], centre, radius);
         }
     }
     tile_parts[lane] = sums;
     barrier();
     sums = vec2(0.0);
-    for (uint part = lane - local; part < lane - local + uint(2 * TILE_COLUMNS); ++part) {
-        sums += tile_parts[part];
-    }
+    for (uint q = lane - local; q < lane - local + uint(TILE_LANES); ++q) sums += tile_parts[q];
     float above = column_bound(sums.x, count), below = column_bound(sums.y, count);
     bool tile_decided = max(above, below) < 0.49;
     sums = vec2(0.0);
     if (in_box && !tile_decided) {
         ivec3 p = ivec3(column_centre(column), 0);  // azimuth_bound reads x and y only
-        for (uint e = local & 1u; e < edge_count; e += 2u) {
+        for (uint e = part; e < edge_count; e += uint(BOUND_LANES)) {
             sums += azimuth_bound(edges[2u * e], edges[2u * e + 1u], p);
         }
     }
-    half_sums[lane] = sums;
+    column_parts[lane] = sums;
     barrier();
     if (!tile_decided) {
-        sums += half_sums[lane ^ 1u];
+        sums = vec2(0.0);
+        for (uint q = lane - part; q < lane - part + uint(BOUND_LANES); ++q) sums += column_parts[q];
         above = column_bound(sums.x, count);
         below = column_bound(sums.y, count);
     }
-    if (in_box && (local & 1u) == 0u) bounds[tile * uint(TILE_COLUMNS) + in_tile] = vec2(above, below);
+    if (in_box && part == 0u) bounds[tile * uint(TILE_COLUMNS) + in_tile] = vec2(above, below);
 }

@@ -117,8 +117,9 @@ uint bit_range(uint lo, uint hi) {
 // column's words one by one writes a sliver of many memory lines at once, several times
 // slower than whole lines.
 #define STAGED_WORDS 16
-shared uint staged[TILE_COLUMNS * STAGED_WORDS];
-shared bool column_written[TILE_COLUMNS];
+#define GROUP_COLUMNS (COLUMN_TILES * TILE_COLUMNS)
+shared uint staged[GROUP_COLUMNS * STAGED_WORDS];
+shared bool column_written[GROUP_COLUMNS];
 
 // Words [from, from + STAGED_WORDS) of a decided column (solid where s >= 1, s summed from
 // the signs up the column, in the box only) into staged[]; s carries from the words below.
@@ -137,7 +138,7 @@ void stage_decided(uint base, int from, int words, inout int s) {
             marks &= marks - 1u;
         }
         if (s >= 1) solid |= bit_range(piece, 32u);
-        staged[tile_lane() * STAGED_WORDS + uint(q - from)] = solid & box_bits;
+        staged[gl_LocalInvocationID.x * STAGED_WORDS + uint(q - from)] = solid & box_bits;
     }
 }
 
@@ -147,12 +148,13 @@ void stage_decided(uint base, int from, int words, inout int s) {
 // after every read of the marks but stage_decided's.
 void write_columns(uint tile_index, bool decided, uint base, int s) {
     int words = int(column_words(window.nz));
-    uint lane = tile_lane();
+    uint lane = tile_lane(), first = gl_LocalInvocationID.x - lane;  // the tile's first thread
     for (int from = 0; from < words; from += STAGED_WORDS) {
+        uint mine = gl_LocalInvocationID.x * STAGED_WORDS;
         if (decided) {
             stage_decided(base, from, words, s);
         } else {
-            for (uint w = 0u; w < uint(STAGED_WORDS); ++w) staged[lane * STAGED_WORDS + w] = 0u;
+            for (uint w = 0u; w < uint(STAGED_WORDS); ++w) staged[mine + w] = 0u;
         }
         barrier();
         for (uint c = 0u; c < uint(TILE_COLUMNS); ++c) {
@@ -162,8 +164,8 @@ void write_columns(uint tile_index, bool decided, uint base, int s) {
             uint other_base = column_base(window, other);
             for (uint w = lane; w < uint(STAGED_WORDS); w += uint(TILE_COLUMNS)) {
                 int q = from + int(w);
-                if (column_written[c] && q < words) {
-                    grid[other_base + uint(q)] = staged[c * STAGED_WORDS + w];
+                if (column_written[first + c] && q < words) {
+                    grid[other_base + uint(q)] = staged[(first + c) * STAGED_WORDS + w];
                 }
             }
         }
@@ -204,9 +206,10 @@ void main() {
     barrier();
     if (lane == 0u && real) offsets[tile_index] = most[in_group];
 #elif COLUMNS_STAGE == 1
-    if (!real) return;  // the whole group (one tile per workgroup)
-    uint group = offsets[tile_index], groups_end = offsets[tile_index + 1u];
-    bool flagged = tile_flags[1u + tile_index] != 0u;
+    // a tile past the window (the last group, or folded) only takes part in the barriers
+    uint group_start = real ? offsets[tile_index] : 0u, group = group_start;
+    uint groups_end = real ? offsets[tile_index + 1u] : 0u;
+    bool flagged = real && tile_flags[1u + tile_index] != 0u;
     bool decided = decided_column(tile_index, inside_box);
     // of the marks at or below the voxel a segment (or the decided column's box) starts at
     int s = 0;
@@ -225,18 +228,18 @@ void main() {
                 uint mark = marks & (0u - marks);
                 int k = 32 * q + findLSB(marks);
                 marks &= marks - 1u;
-                emit(group, ij, begin, k, slot(offsets[tile_index]), s);
+                emit(group, ij, begin, k, slot(group_start), s);
                 s += signed_marks ? steps(mark, rising) : 0;
                 group += 1u;
                 begin = k;
             }
         }
-        emit(group, ij, begin, box.k_hi, slot(offsets[tile_index]), s);
+        emit(group, ij, begin, box.k_hi, slot(group_start), s);
         group += 1u;
     }
     for (; group < groups_end; ++group) emit_nothing(group);
     // a flagged tile with segments keeps its marks for the signed fill (the sum clears them)
-    column_written[tile_lane()] = !(flagged && groups_end > offsets[tile_index]);
+    column_written[gl_LocalInvocationID.x] = real && !(flagged && groups_end > group_start);
     barrier();  // every segment's marks read
     write_columns(tile_index, decided, base, s);
 #else

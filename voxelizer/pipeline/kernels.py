@@ -340,15 +340,20 @@ SVO_KERNELS = (CLASSIFY_GRID, CLASSIFY_NODES, WRITE_NODES, WRITE_BRICKS, DOWNLOA
 # -- fill_mode="winding": segments between crossing marks, s per segment, runs decided ------
 
 _COLUMNS_PUSH = (("window", WINDOW), ("box", COLUMN_BOX))
-# the columns that s alone decides, from the boundary edges (before the segments)
+# the columns that s alone decides, from the boundary edges (before the segments), with
+# BOUND_LANES lanes per column in workgroups of BOUND_GROUP
+BOUND_LANES = 2
+BOUND_GROUP = 64
 WINDING_BOUND = Kernel(
     "winding_bound",
     {"edges": 0, "bounds": 1},
     (("window", WINDOW), ("box", COLUMN_BOX), ("edge_count", "uint")),
+    {"BOUND_LANES": BOUND_LANES, "BOUND_GROUP": BOUND_GROUP},
 )
-# tiles per workgroup of winding_columns' count and sum: one tile's 16 threads leave a GPU
-# mostly idle (the emission, whose writes are a tile's slots, runs a tile per workgroup)
+# tiles per workgroup of winding_columns' count and sum, and of its emission: one tile's 16
+# threads leave a GPU mostly idle
 COLUMN_TILES = 4
+EMIT_TILES = 4
 WINDING_COUNT = Kernel(
     "winding_columns",
     {"grid": 0, "offsets": 1, "tile_flags": 5, "bounds": 6},
@@ -367,7 +372,7 @@ WINDING_EMIT = Kernel(
         "bounds": 6,
     },
     _COLUMNS_PUSH,
-    {"COLUMNS_STAGE": 1, "COLUMN_TILES": 1},
+    {"COLUMNS_STAGE": 1, "COLUMN_TILES": EMIT_TILES},
 )
 WINDING_SUM = Kernel(
     "winding_columns",

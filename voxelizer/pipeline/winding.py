@@ -289,7 +289,7 @@ class WindingFill:
                 "bounds": bounds,
             },
             push,
-            tiles,
+            workgroups(tiles, kernels.EMIT_TILES),
         )
         sequence.barrier()
         sequence.mark("winding_segments")
@@ -364,7 +364,7 @@ class WindingFill:
             self.pipelines.bound,
             {"edges": self._upload_edges(), "bounds": bounds},
             {"window": slab, "box": self.box, "edge_count": edge_count},
-            workgroups(slab.tiles * 2 * TILE_COLUMNS, 4 * TILE_COLUMNS),
+            workgroups(slab.tiles * kernels.BOUND_LANES * TILE_COLUMNS, kernels.BOUND_GROUP),
         )
         self.sequence.mark("winding_bound")
         return bounds
