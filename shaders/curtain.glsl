@@ -2,21 +2,25 @@
 // angles (winding.glsl), split between lanes (winding_evaluate.comp, winding_bisect.comp).
 // The includer declares edges[] ((x0, m), (x1, 0) per edge) and includes winding.glsl.
 
+// An edge's term (count m, its strip's angle and rounding bound) into a lane's sums.
+void add_term(inout vec4 sums, int m, vec2 strip) {
+    float term = float(m) * strip.x;
+    if (term > 0.0) {
+        sums.x += term;
+    } else {
+        sums.y += term;
+    }
+    sums.z += abs(float(m)) * strip.y;
+    sums.w += abs(term);
+}
+
 // One lane's part of c at P: the edges first + slice, + lanes, ... below end. (growing
 // terms, other terms, the terms' own rounding bounds, the sum of |terms|).
 vec4 curtain_part(ivec3 p, uint first, uint end, uint slice, uint lanes) {
     vec4 sums = vec4(0.0);
     for (uint e = first + slice; e < end; e += lanes) {
         ivec4 start = edges[2u * e], stop = edges[2u * e + 1u];
-        vec2 strip = strip_solid_angle(start.xyz, stop.xyz, p);
-        float term = float(start.w) * strip.x;
-        if (term > 0.0) {
-            sums.x += term;
-        } else {
-            sums.y += term;
-        }
-        sums.z += abs(float(start.w)) * strip.y;
-        sums.w += abs(term);
+        add_term(sums, start.w, strip_solid_angle(start.xyz, stop.xyz, p));
     }
     return sums;
 }

@@ -73,6 +73,49 @@ bool in_strip(ivec3 x0, ivec3 x1, ivec3 p) {
     return after_start && before_end && height * direction > 0;
 }
 
+// strip_solid_angle (below) in parts: what depends on P's column only (x and y), the same
+// at every height (winding_bisect.comp keeps it for a run's column; in_plane: det == 0
+// exactly), and the term at a height.
+struct StripColumn {
+    float det;     // det (exact) rounded once
+    float dot_xy;  // A.B, A^2 and B^2 in x and y
+    float a2;
+    float b2;
+    bool in_plane;
+};
+
+StripColumn strip_column(ivec3 x0, ivec3 x1, ivec2 p) {
+    const float scale = 1.0 / float(1 << FIXED_BITS);
+    int64_t det = edge_function(x1.xy, x0.xy, p);  // A.(B x z) = (A x B)_z, A = x1 - P
+    vec2 a = vec2(x1.xy - p) * scale, b = vec2(x0.xy - p) * scale;
+    return StripColumn(float(det) * scale * scale, dot(a, b), dot(a, a), dot(b, b), det == 0);
+}
+
+// P's column in the strip's vertical plane: entered from the side (+e, +e^2) says, or missed.
+vec2 strip_in_plane(ivec3 x0, ivec3 x1, ivec3 p) {
+    if (x0.xy == x1.xy) return vec2(0.0);  // a vertical edge sweeps no area
+    int64_t nx = int64_t(x1.y - x0.y), ny = int64_t(x0.x - x1.x);  // det's gradient in P
+    bool positive = nx != 0 ? nx > 0 : ny > 0;  // det's sign at (+e, +e^2)
+    float omega = in_strip(x0, x1, p) ? (positive ? 2.0 * PI : -2.0 * PI) : 0.0;
+    return vec2(omega, 0.0);  // exact
+}
+
+// The term at height p_z of a strip whose column part is `column` (not in_plane), from the
+// heights z0, z1 of the edge's ends.
+vec2 strip_above(StripColumn column, int z0, int z1, int pz) {
+    const float scale = 1.0 / float(1 << FIXED_BITS);
+    float az = float(z1 - pz) * scale, bz = float(z0 - pz) * scale;
+    float la = sqrt(column.a2 + az * az), lb = sqrt(column.b2 + bz * bz);
+    float det_value = column.det;
+    float den = la * lb + (column.dot_xy + az * bz) + bz * la + az * lb;
+    float omega = 2.0 * atan2_accurate(det_value, den);
+    // 1 / |(det, den)| (|det| >= 2^-32 here: the clamp never binds; within 2 ulp in Vulkan)
+    float inverse_spread = inversesqrt(max(det_value * det_value + den * den, 1e-30));
+    float error = 2.0 * (abs(det_value) / 8388608.0 + la * lb / 262144.0) * inverse_spread
+                + 2.0 / 1048576.0 + abs(omega) / 8388608.0;
+    return vec2(omega, error);
+}
+
 // The strip above boundary edge x0 -> x1 seen from P: x = its signed solid angle, y = a bound
 // on x's rounding error.
 //
@@ -85,25 +128,9 @@ bool in_strip(ivec3 x0, ivec3 x1, ivec3 p) {
 // (the side of the plane, or the nudge's side) does not change: each m_e x is monotonic in
 // the height, increasing where m_e x > 0 (winding_decide.comp bounds w on a run with this).
 vec2 strip_solid_angle(ivec3 x0, ivec3 x1, ivec3 p) {
-    int64_t det = edge_function(x1.xy, x0.xy, p.xy);  // A.(B x z) = (A x B)_z, A = x1 - P
-    if (det == 0) {
-        if (x0.xy == x1.xy) return vec2(0.0);  // a vertical edge sweeps no area
-        int64_t nx = int64_t(x1.y - x0.y), ny = int64_t(x0.x - x1.x);  // det's gradient in P
-        bool positive = nx != 0 ? nx > 0 : ny > 0;  // det's sign at (+e, +e^2)
-        float omega = in_strip(x0, x1, p) ? (positive ? 2.0 * PI : -2.0 * PI) : 0.0;
-        return vec2(omega, 0.0);  // exact
-    }
-    const float scale = 1.0 / float(1 << FIXED_BITS);
-    vec3 a = vec3(x1 - p) * scale, b = vec3(x0 - p) * scale;
-    float la = length(a), lb = length(b);
-    float det_value = float(det) * scale * scale;
-    float den = la * lb + dot(a, b) + b.z * la + a.z * lb;
-    float omega = 2.0 * atan2_accurate(det_value, den);
-    // 1 / |(det, den)| (|det| >= 2^-32 here: the clamp never binds; within 2 ulp in Vulkan)
-    float inverse_spread = inversesqrt(max(det_value * det_value + den * den, 1e-30));
-    float error = 2.0 * (abs(det_value) / 8388608.0 + la * lb / 262144.0) * inverse_spread
-                + 2.0 / 1048576.0 + abs(omega) / 8388608.0;
-    return vec2(omega, error);
+    StripColumn column = strip_column(x0, x1, p.xy);
+    if (column.in_plane) return strip_in_plane(x0, x1, p);
+    return strip_above(column, x0.z, x1.z, p.z);
 }
 
 // A bound on c along a whole column, cheap and rigorous (winding_evaluate.comp's first

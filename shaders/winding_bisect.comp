@@ -55,6 +55,42 @@ shared uint stack_size;
 shared vec4 parts[gl_WorkGroupSize.x];
 shared vec4 group_parts[PART_GROUPS];
 
+// Every point of a run is in the run's column: where the lanes' first CACHED_EDGES edges
+// each are all the edges, a lane keeps its edges' column parts (winding.glsl, StripColumn)
+// for the whole run, and each point costs only the terms' heights.
+#define CACHED_EDGES 4
+StripColumn cached[CACHED_EDGES];
+ivec3 cached_ends[CACHED_EDGES];  // (z0, z1, m)
+
+void cache_edges(ivec2 column) {
+    uint lane = gl_LocalInvocationID.x;
+    [[unroll]] for (uint k = 0u; k < CACHED_EDGES; ++k) {
+        uint e = lane + k * gl_WorkGroupSize.x;
+        if (e < edge_count) {
+            ivec4 start = edges[2u * e], stop = edges[2u * e + 1u];
+            cached[k] = strip_column(start.xyz, stop.xyz, column);
+            cached_ends[k] = ivec3(start.z, stop.z, start.w);
+        }
+    }
+}
+
+// curtain_part(p, 0, edge_count, lane, CURTAIN_GROUP) from the cached column parts: the same
+// terms, added in the same order.
+vec4 cached_part(ivec3 p) {
+    uint lane = gl_LocalInvocationID.x;
+    vec4 sums = vec4(0.0);
+    [[unroll]] for (uint k = 0u; k < CACHED_EDGES; ++k) {
+        uint e = lane + k * gl_WorkGroupSize.x;
+        if (e < edge_count) {
+            vec2 strip = cached[k].in_plane
+                ? strip_in_plane(edges[2u * e].xyz, edges[2u * e + 1u].xyz, p)
+                : strip_above(cached[k], cached_ends[k].x, cached_ends[k].y, p.z);
+            add_term(sums, cached_ends[k].z, strip);
+        }
+    }
+    return sums;
+}
+
 // A half with c at its ends: decided, or pushed. Returns the stack's new size.
 uint decide_or_push(
     uvec4 run, int begin, int end, float s, vec4 low, vec4 high, bool halves, uint size
@@ -93,6 +129,8 @@ void main() {
         stack_size = 1u;
     }
     barrier();
+    bool use_cache = edge_count <= gl_WorkGroupSize.x * CACHED_EDGES;  // the same in every lane
+    if (use_cache) cache_edges(voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, 0u)).xy);
     uint steps = 0u;
     for (; steps < step_budget; ++steps) {
         uint size = stack_size;  // the same in every lane (written before a barrier)
@@ -103,7 +141,8 @@ void main() {
         bool halves = stack_halves[size - 1u];
         int m = end - begin == 1 ? begin : split_at(begin, end, s, low, high, halves);
         ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, uint(m)));
-        parts[lane] = curtain_part(p, 0u, edge_count, lane, gl_WorkGroupSize.x);
+        parts[lane] = use_cache ? cached_part(p)
+                                : curtain_part(p, 0u, edge_count, lane, gl_WorkGroupSize.x);
         barrier();
         const uint width = gl_WorkGroupSize.x / PART_GROUPS;
         if (lane < PART_GROUPS) {
