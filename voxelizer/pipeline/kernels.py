@@ -395,7 +395,7 @@ WINDING_CURTAIN = Kernel(
     },
     (
         ("window", WINDOW),
-        ("point_count", "uint"),
+        ("item_count", "uint"),
         ("edge_first", "uint"),
         ("edge_end", "uint"),
         ("stage", "uint"),

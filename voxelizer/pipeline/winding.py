@@ -184,10 +184,10 @@ def column_box(box: np.ndarray, shape: tuple[int, int, int]) -> dict[str, int]:
 # -- the GPU work -----------------------------------------------------------------------------
 
 
-def point_spread(points: int) -> int:
-    """How thinly a curtain round spreads its points: a workgroup takes CURTAIN_GROUP / this
-    many (a power of two, 1 to CURTAIN_GROUP)."""
-    spread = max(CURTAIN_LANES // max(points, 1), 1)
+def point_spread(items: int) -> int:
+    """How thinly a curtain round spreads its items (columns or runs, one or two points
+    each): a workgroup takes CURTAIN_GROUP / this many (a power of two, 1 to CURTAIN_GROUP)."""
+    spread = max(CURTAIN_LANES // max(items, 1), 1)
     return min(1 << (spread.bit_length() - 1), kernels.CURTAIN_GROUP)
 
 
@@ -393,8 +393,10 @@ class WindingFill:
                 )
                 rounds += 1
                 continue
-            points = (2 * TILE_COLUMNS * slab.tiles, 3 * count, count)[stage]
-            spread = point_spread(points) if stage else 1  # stage 0: a tile's points together
+            # items: a column (stage 0) or a run, with up to two points (one in stage 2)
+            items = (TILE_COLUMNS * slab.tiles, count, count)[stage]
+            points = (2 * items, 3 * count, count)[stage]  # the most it may evaluate
+            spread = point_spread(items)
             if stage == 1:
                 curtain = self.pool.binding(_CURTAIN_NAMES[0], count * 48)
             if stage < 2:
@@ -419,7 +421,7 @@ class WindingFill:
                     },
                     {
                         "window": slab,
-                        "point_count": points,
+                        "item_count": items,
                         "edge_first": first,
                         "edge_end": min(first + EDGE_CHUNK, edge_count),
                         "stage": stage,
@@ -427,7 +429,7 @@ class WindingFill:
                         "column_hi": self.box["k_hi"],
                         "point_spread": spread,
                     },
-                    workgroups(points * spread, kernels.CURTAIN_GROUP),
+                    workgroups(items * spread, kernels.CURTAIN_GROUP),
                 )
                 sequence.barrier()
             sequence.mark("winding_curtain")
