@@ -31,6 +31,7 @@ layout(local_size_x = CURTAIN_GROUP) in;  // before the includes (gl_WorkGroupSi
 #include "winding.glsl"
 
 #define NO_POINT 0xFFFFFFFFu
+#define PART_RUN 8  // parts added in runs of this many first
 
 layout(std430, binding = 0) readonly buffer Edges { ivec4 edges[]; };  // (x0, m), (x1, 0)
 layout(std430, binding = 1) readonly buffer Runs { uvec4 runs[]; };  // winding_decide.comp
@@ -106,9 +107,23 @@ void evaluate_listed() {
     ivec2 column = ivec2(target.x & 0xFFFF, target.x >> 16);
     if (item < count) item_parts(column, target.y, target.z, slice, lanes);
     barrier();
+    // more than PART_RUN parts: runs of PART_RUN added first, then the runs' sums
+    uint step = lanes > uint(PART_RUN) ? uint(PART_RUN) : 1u;
+    if (step > 1u) {
+        if (item < count && slice % step == 0u) {
+            vec4 run_a = vec4(0.0), run_b = vec4(0.0);
+            for (uint part = lane; part < lane + step; ++part) {
+                run_a += parts[part];
+                run_b += second_parts[part];
+            }
+            parts[lane] = run_a;
+            second_parts[lane] = run_b;
+        }
+        barrier();
+    }
     if (item >= count || slice != 0u) return;
     vec4 sums_a = vec4(0.0), sums_b = vec4(0.0);
-    for (uint part = lane; part < lane + lanes; ++part) {
+    for (uint part = lane; part < lane + lanes; part += step) {
         sums_a += parts[part];
         sums_b += second_parts[part];
     }
