@@ -20,9 +20,10 @@ edges subtend, winding_bound.comp) decides the columns far from the boundary: th
 decides (solid iff s >= 1), and outside the flagged tiles their voxels are written at once,
 with no segment listed (every column of a closed mesh). First round: the other columns
 evaluate c at the two ends of their range, which bounds c on all of it (each edge's term is
-monotonic along the column). A run not decided is evaluated at its own two ends (most are decided there), then
-halved, each half carrying c at its two ends, so each halving evaluates one new point
-(winding_evaluate.comp, winding_decide.comp). The halvings run in one dispatch, a workgroup
+monotonic along the column). A run not decided is evaluated at its own two ends (most are
+decided there), then halved, each half carrying c at its two ends, so each halving
+evaluates one new point (winding_evaluate.comp, winding_decide.comp). Points of one column
+share each edge's x-y part of its term (winding.glsl, StripColumn). The halvings run in one dispatch, a workgroup
 per run going depth first (winding_bisect.comp), where every edge fits in one; otherwise
 round after round. A closed mesh needs no round beyond the first and evaluates no solid
 angle.
