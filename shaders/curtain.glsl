@@ -14,15 +14,27 @@ void add_term(inout vec4 sums, int m, vec2 strip) {
     sums.w += abs(term);
 }
 
-// One lane's part of c at P: the edges first + slice, + lanes, ... below end. (growing
+// One lane's parts of c at one or two heights of a column (k_b < 0: k_a only): the edges
+// first + slice, + lanes, ... below end, each edge's x-y part found once for both (growing
 // terms, other terms, the terms' own rounding bounds, the sum of |terms|).
-vec4 curtain_part(ivec3 p, uint first, uint end, uint slice, uint lanes) {
-    vec4 sums = vec4(0.0);
+void curtain_parts(ivec2 column, int k_a, int k_b, uint first, uint end, uint slice,
+                   uint lanes, out vec4 sums_a, out vec4 sums_b) {
+    sums_a = vec4(0.0);
+    sums_b = vec4(0.0);
+    ivec2 centre = voxel_centre(uvec3(uvec2(column), 0u)).xy;
+    ivec3 p_a = ivec3(centre, voxel_centre(uvec3(0u, 0u, uint(k_a))).z);
+    ivec3 p_b = ivec3(centre, voxel_centre(uvec3(0u, 0u, uint(max(k_b, 0)))).z);
     for (uint e = first + slice; e < end; e += lanes) {
         ivec4 start = edges[2u * e], stop = edges[2u * e + 1u];
-        add_term(sums, start.w, strip_solid_angle(start.xyz, stop.xyz, p));
+        StripColumn part = strip_column(start.xyz, stop.xyz, centre);
+        if (part.in_plane) {
+            add_term(sums_a, start.w, strip_in_plane(start.xyz, stop.xyz, p_a));
+            if (k_b >= 0) add_term(sums_b, start.w, strip_in_plane(start.xyz, stop.xyz, p_b));
+        } else {
+            add_term(sums_a, start.w, strip_above(part, start.z, stop.z, p_a.z));
+            if (k_b >= 0) add_term(sums_b, start.w, strip_above(part, start.z, stop.z, p_b.z));
+        }
     }
-    return sums;
 }
 
 // The parts of n edges' terms, added up: (growing, other, their rounding bound, 0) over

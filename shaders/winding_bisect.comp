@@ -55,10 +55,14 @@ shared uint stack_size;
 shared vec4 parts[gl_WorkGroupSize.x];
 shared vec4 group_parts[PART_GROUPS];
 
-// Every point of a run is in the run's column: where the lanes' first CACHED_EDGES edges
-// each are all the edges, a lane keeps its edges' column parts (winding.glsl, StripColumn)
-// for the whole run, and each point costs only the terms' heights.
+// Every point of a run is in the run's column: with at most CACHE_EDGES edges (the host's
+// kernels.BISECT_CACHED_EDGES), a lane keeps its edges' column parts (winding.glsl,
+// StripColumn; CACHED_EDGES per lane) for the whole run, and each point costs only the
+// terms' heights.
 #define CACHED_EDGES 4
+#if CACHE_EDGES > CACHED_EDGES * CURTAIN_GROUP
+#error CACHE_EDGES: more edges than the lanes' registers hold
+#endif
 StripColumn cached[CACHED_EDGES];
 ivec3 cached_ends[CACHED_EDGES];  // (z0, z1, m)
 
@@ -74,8 +78,8 @@ void cache_edges(ivec2 column) {
     }
 }
 
-// curtain_part(p, 0, edge_count, lane, CURTAIN_GROUP) from the cached column parts: the same
-// terms, added in the same order.
+// curtain_parts at p over every edge (lane, + CURTAIN_GROUP, ...) from the cached column
+// parts: the same terms, added in the same order.
 vec4 cached_part(ivec3 p) {
     uint lane = gl_LocalInvocationID.x;
     vec4 sums = vec4(0.0);
@@ -129,7 +133,7 @@ void main() {
         stack_size = 1u;
     }
     barrier();
-    bool use_cache = edge_count <= gl_WorkGroupSize.x * CACHED_EDGES;  // the same in every lane
+    bool use_cache = edge_count <= uint(CACHE_EDGES);  // the same in every lane
     if (use_cache) cache_edges(voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, 0u)).xy);
     uint steps = 0u;
     for (; steps < step_budget; ++steps) {
@@ -141,8 +145,13 @@ void main() {
         bool halves = stack_halves[size - 1u];
         int m = end - begin == 1 ? begin : split_at(begin, end, s, low, high, halves);
         ivec3 p = voxel_centre(uvec3(run.x & 0xFFFFu, run.x >> 16, uint(m)));
-        parts[lane] = use_cache ? cached_part(p)
-                                : curtain_part(p, 0u, edge_count, lane, gl_WorkGroupSize.x);
+        if (use_cache) {
+            parts[lane] = cached_part(p);
+        } else {
+            vec4 unused;
+            curtain_parts(ivec2(run.x & 0xFFFFu, run.x >> 16), m, -1, 0u, edge_count, lane,
+                          gl_WorkGroupSize.x, parts[lane], unused);
+        }
         barrier();
         const uint width = gl_WorkGroupSize.x / PART_GROUPS;
         if (lane < PART_GROUPS) {

@@ -72,28 +72,6 @@ vec4 bound_curtain(uint which, float above, float below) {
     return which == 0u ? vec4(-below, 0.0, 0.0, 1.0) : vec4(above, 0.0, 0.0, 1.0);
 }
 
-// One lane's parts of c at the item's points (k_b < 0: one point), over the edges first +
-// slice, + lanes, ... below end: curtain_part's sums, each edge's column part found once.
-void item_parts(ivec2 column, int k_a, int k_b, uint slice, uint lanes) {
-    vec4 sums_a = vec4(0.0), sums_b = vec4(0.0);
-    ivec2 centre = voxel_centre(uvec3(uvec2(column), 0u)).xy;
-    ivec3 p_a = ivec3(centre, voxel_centre(uvec3(0u, 0u, uint(k_a))).z);
-    ivec3 p_b = ivec3(centre, voxel_centre(uvec3(0u, 0u, uint(max(k_b, 0)))).z);
-    for (uint e = edge_first + slice; e < edge_end; e += lanes) {
-        ivec4 start = edges[2u * e], stop = edges[2u * e + 1u];
-        StripColumn part = strip_column(start.xyz, stop.xyz, centre);
-        if (part.in_plane) {
-            add_term(sums_a, start.w, strip_in_plane(start.xyz, stop.xyz, p_a));
-            if (k_b >= 0) add_term(sums_b, start.w, strip_in_plane(start.xyz, stop.xyz, p_b));
-        } else {
-            add_term(sums_a, start.w, strip_above(part, start.z, stop.z, p_a.z));
-            if (k_b >= 0) add_term(sums_b, start.w, strip_above(part, start.z, stop.z, p_b.z));
-        }
-    }
-    parts[gl_LocalInvocationID.x] = sums_a;
-    second_parts[gl_LocalInvocationID.x] = sums_b;
-}
-
 // c at the listed items' points over the edges [edge_first, edge_end), added to curtain[]:
 // an item gets `lanes` lanes (the most that fit, a power of two), each sums every lanes-th
 // edge, and the first adds the parts in lane order. Called by the whole workgroup.
@@ -105,7 +83,10 @@ void evaluate_listed() {
     uint item = lane / lanes, slice = lane % lanes;
     ivec3 target = listed_points[min(item, count - 1u)];
     ivec2 column = ivec2(target.x & 0xFFFF, target.x >> 16);
-    if (item < count) item_parts(column, target.y, target.z, slice, lanes);
+    if (item < count) {
+        curtain_parts(column, target.y, target.z, edge_first, edge_end, slice, lanes,
+                      parts[lane], second_parts[lane]);
+    }
     barrier();
     // more than PART_RUN parts: runs of PART_RUN added first, then the runs' sums
     uint step = lanes > uint(PART_RUN) ? uint(PART_RUN) : 1u;

@@ -16,8 +16,9 @@ import trimesh
 
 import voxelizer
 from voxelizer import VARIANTS
+from voxelizer.gpu.kernels import Kernel
 from voxelizer.mesh import Mesh
-from voxelizer.pipeline import winding
+from voxelizer.pipeline import kernels, winding
 from voxelizer.reference import solid_columns
 from voxelizer.reference_winding import (
     ONE,
@@ -169,6 +170,23 @@ def test_halves_left_for_later_dispatches(gpu, monkeypatch, steps):
     assert counts["winding_rounds"] > before["winding_rounds"] >= 3
     assert counts["winding_evaluations"] == before["winding_evaluations"]
     assert_same_voxels(got.to_numpy(), _reference(TILTED))
+
+
+def test_halvings_without_the_column_cache(gpu, monkeypatch):
+    """winding_bisect beyond the edges whose x-y parts its lanes keep (each point sums every
+    edge's whole term): the same voxels and evaluations as with the cache."""
+    cached = gpu.voxelize_dense(Mesh(*TILTED), N, fill_mode="winding", bounds=CUBE)
+    bisect = kernels.WINDING_BISECT
+    uncached = Kernel(
+        bisect.source, bisect.bindings, bisect.push, {**bisect.defines, "CACHE_EDGES": 0}
+    )
+    monkeypatch.setattr(kernels, "WINDING_BISECT", uncached)
+    with voxelizer.Voxelizer() as fresh:  # its own winding pipelines, built with the patch
+        got = fresh.voxelize_dense(Mesh(*TILTED), N, fill_mode="winding", bounds=CUBE)
+    assert got.stats.counts["winding_rounds"] >= 3  # the halvings ran
+    assert got.stats.counts["winding_evaluations"] == cached.stats.counts["winding_evaluations"]
+    assert_same_voxels(got.to_numpy(), _reference(TILTED))
+    assert_same_voxels(got.to_numpy(), cached.to_numpy())
 
 
 @pytest.mark.parametrize("shape", [TILTED, OPEN_CUBE_ON_CENTRES], ids=["tilted", "on-centres"])

@@ -350,10 +350,9 @@ WINDING_BOUND = Kernel(
     (("window", WINDOW), ("box", COLUMN_BOX), ("edge_count", "uint")),
     {"BOUND_LANES": BOUND_LANES, "BOUND_GROUP": BOUND_GROUP},
 )
-# tiles per workgroup of winding_columns' count and sum, and of its emission: one tile's 16
-# threads leave a GPU mostly idle
+# tiles per workgroup of winding_columns' count, emission and sum: one tile's 16 threads
+# leave a GPU mostly idle
 COLUMN_TILES = 4
-EMIT_TILES = 4
 WINDING_COUNT = Kernel(
     "winding_columns",
     {"grid": 0, "offsets": 1, "tile_flags": 5, "bounds": 6},
@@ -372,7 +371,7 @@ WINDING_EMIT = Kernel(
         "bounds": 6,
     },
     _COLUMNS_PUSH,
-    {"COLUMNS_STAGE": 1, "COLUMN_TILES": EMIT_TILES},
+    {"COLUMNS_STAGE": 1, "COLUMN_TILES": COLUMN_TILES},
 )
 WINDING_SUM = Kernel(
     "winding_columns",
@@ -420,6 +419,9 @@ WINDING_DECIDE = Kernel(
 )
 # halves a run may leave to the next winding_bisect dispatch: its buffers hold as many per run
 BISECT_LEFT = 4
+# boundary edges up to which a winding_bisect lane keeps its edges' x-y parts for the whole
+# run (its registers hold 4 edges)
+BISECT_CACHED_EDGES = 4 * CURTAIN_GROUP
 WINDING_BISECT = Kernel(
     "winding_bisect",
     {
@@ -433,7 +435,7 @@ WINDING_BISECT = Kernel(
         "next_curtain": 7,
     },
     (("window", WINDOW), ("run_count", "uint"), ("edge_count", "uint"), ("step_budget", "uint")),
-    {"CURTAIN_GROUP": CURTAIN_GROUP, "STACK_LEFT": BISECT_LEFT},
+    {"CURTAIN_GROUP": CURTAIN_GROUP, "STACK_LEFT": BISECT_LEFT, "CACHE_EDGES": BISECT_CACHED_EDGES},
 )
 
 WINDING_KERNELS = (

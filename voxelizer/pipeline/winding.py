@@ -290,7 +290,7 @@ class WindingFill:
                 "bounds": bounds,
             },
             push,
-            workgroups(tiles, kernels.EMIT_TILES),
+            workgroups(tiles, kernels.COLUMN_TILES),
         )
         sequence.barrier()
         sequence.mark("winding_segments")
