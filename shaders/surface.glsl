@@ -159,10 +159,10 @@ void side_axes(inout ivec2 range, ivec2 a, ivec2 b, ivec2 c, int u0, int n) {
     side_axis(range, c, a, b, u0, n);
 }
 
-// Voxels of the column whose closed cubes the closed triangle meets (EMPTY if none).
-ivec2 conservative_range(ivec3 a, ivec3 b, ivec3 c, ivec2 column, int nz) {
+// Voxels of a column whose closed square the triangle touches (square_touched, touch.glsl)
+// whose closed cubes the closed triangle meets (EMPTY if none).
+ivec2 touched_column_range(ivec3 a, ivec3 b, ivec3 c, ivec2 column, int nz) {
     ivec2 corner = column << FIXED_BITS;
-    if (!square_touched(a, b, c, corner, ONE)) return EMPTY;
     int z_low = min(min(a.z, b.z), c.z), z_high = max(max(a.z, b.z), c.z);
     ivec2 range = ivec2(max(((z_low + (ONE - 1)) >> FIXED_BITS) - 1, 0),
                         min(z_high >> FIXED_BITS, nz - 1));
@@ -188,6 +188,12 @@ ivec2 conservative_range(ivec3 a, ivec3 b, ivec3 c, ivec2 column, int nz) {
         constrain(range, lower, normal.z, nz);
     }
     return range;
+}
+
+// Voxels of the column whose closed cubes the closed triangle meets (EMPTY if none).
+ivec2 conservative_range(ivec3 a, ivec3 b, ivec3 c, ivec2 column, int nz) {
+    if (!square_touched(a, b, c, column << FIXED_BITS, ONE)) return EMPTY;
+    return touched_column_range(a, b, c, column, nz);
 }
 
 // -- thin -------------------------------------------------------------------------------------

@@ -179,41 +179,26 @@ SETUP_INDEXED_CONSERVATIVE = Kernel(
 )
 EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1})
 
-# The surface pass (shaders/surface.comp) visits each pair once, in one dispatch, within
-# llvmpipe's 65,535 loop trips per invocation: at most SURFACE_ONE_PASS_PAIRS pairs of a tile
-# (a quarter as many trips of the pair loop), one trip of each of its at most two inner loops
-# (word, voxel) per pair, and SURFACE_INNER_BUDGET further inner trips: 2,048 + 16,384 +
-# 32,768 = 51,200. What does not fit goes to the fallback (CHUNKED 1): rounds of
-# SURFACE_PAIRS_PER_ROUND pairs of a tile, chunks of a column's voxels in registers.
-SURFACE_ONE_PASS_PAIRS = 1 << 13
-SURFACE_INNER_BUDGET = 1 << 15
-SURFACE_TILES_PER_GROUP = 2  # tiles of the pass per workgroup: 32 threads, a full subgroup
-SURFACE_PAIRS_PER_ROUND = 1 << 17  # pairs of one tile per fallback round
-SURFACE_CHUNK_VOXELS = 512  # voxels of a column one fallback chunk marks
-FACE_ID_CHUNK_VOXELS = 32  # the same with face ids (one id per voxel in registers)
+# The surface pass (shaders/surface.comp): each workgroup takes SURFACE_GROUP_PAIRS pairs of
+# the grouped list with SURFACE_GROUP_THREADS threads (each thread tests a pair's column per
+# step: TILE_COLUMNS candidates per pair, CANDIDATES_PER_THREAD steps).
+SURFACE_GROUP_PAIRS = 32
+SURFACE_GROUP_THREADS = 128
 _SURFACE_PUSH = (
     ("window", WINDOW),
     ("ny", "int"),
-    ("fallback_rounds", "uint"),
+    ("pair_count", "uint"),
     ("triangle_offset", "uint"),
 )
 
 
-def _surface_kernel(thin: bool, face_ids: bool, chunked: bool = False) -> Kernel:
-    bindings = {
-        **_TILE_PASS_BINDINGS,
-        **({"face_ids": 5} if face_ids else {}),
-        **({} if chunked else {"fallback_dispatch": 6}),
-    }
+def _surface_kernel(thin: bool, face_ids: bool) -> Kernel:
+    bindings = {"records": 0, "pairs": 1, "grid": 4, **({"face_ids": 5} if face_ids else {})}
     defines = {
         "THIN": int(thin),
         "FACE_IDS": int(face_ids),
-        "CHUNKED": int(chunked),
-        "PAIRS_PER_ROUND": SURFACE_PAIRS_PER_ROUND,
-        "CHUNK_VOXELS": FACE_ID_CHUNK_VOXELS if face_ids else SURFACE_CHUNK_VOXELS,
-        "ONE_PASS_PAIRS": SURFACE_ONE_PASS_PAIRS,
-        "INNER_BUDGET": SURFACE_INNER_BUDGET,
-        **({} if chunked else {"TILES_PER_GROUP": SURFACE_TILES_PER_GROUP}),
+        "GROUP_PAIRS": SURFACE_GROUP_PAIRS,
+        "GROUP_THREADS": SURFACE_GROUP_THREADS,
     }
     return Kernel("surface", bindings, _SURFACE_PUSH, defines)
 
@@ -222,11 +207,6 @@ SURFACE_CONSERVATIVE = _surface_kernel(thin=False, face_ids=False)
 SURFACE_THIN = _surface_kernel(thin=True, face_ids=False)
 SURFACE_CONSERVATIVE_FACES = _surface_kernel(thin=False, face_ids=True)
 SURFACE_THIN_FACES = _surface_kernel(thin=True, face_ids=True)
-SURFACE_FALLBACKS = {  # (thin, face_ids): the fallback of that pass
-    (thin, face_ids): _surface_kernel(thin, face_ids, chunked=True)
-    for face_ids in (False, True)
-    for thin in (False, True)
-}
 SURFACE_KERNELS = (
     SETUP_SOUP_CONSERVATIVE,
     SETUP_INDEXED_CONSERVATIVE,
@@ -235,7 +215,6 @@ SURFACE_KERNELS = (
     SURFACE_THIN,
     SURFACE_CONSERVATIVE_FACES,
     SURFACE_THIN_FACES,
-    *SURFACE_FALLBACKS.values(),
 )
 
 # -- face ids for the SVO: the voxels of a slab's face-id grid that hold one, gathered ----------

@@ -33,12 +33,7 @@ from ..parallel import copy_rows, for_row_chunks, map_row_chunks
 from ..placement import FINE_BITS, FIXED_BITS, fixed_gap, to_fine
 from ..stats import Stats
 from . import kernels
-from .kernels import (
-    FACE_ID_CHUNK_VOXELS,
-    FILL_PAIRS_PER_ROUND,
-    SURFACE_CHUNK_VOXELS,
-    SURFACE_PAIRS_PER_ROUND,
-)
+from .kernels import FILL_PAIRS_PER_ROUND
 
 VARIANTS = {
     "naive": {"BRANCHLESS": 0, "INDEXED": 0},
@@ -89,7 +84,6 @@ INDEX_BYTES = 12  # a triangle's vertex indices, 3 uint32
 MAX_FIXED_ERROR = 1 << (FIXED_BITS - 8)
 COLUMN_SUM_BYTES = 8  # (balance, moment) per column (shaders/fill.comp)
 COUNT_RANGE = 1 << 32  # pair totals the 32-bit scan of the tile counts can hold
-MAX_GROUPS_Z = 65535  # workgroups along z every device takes (the surface fallback's layers)
 # Pairs the one-submission path records room for at least (PassRunner._speculative_capacity):
 # 2 MiB in each of the two pair buffers; more where the pool's buffers have grown.
 SPECULATIVE_PAIRS = 1 << 18
@@ -168,10 +162,9 @@ NO_FACE = 0xFFFFFFFF
 
 
 class SurfacePipelines:
-    """What surface voxelization adds to a variant's passes (its grouping and compaction are
-    the variant's own): the conservative binning (setup and emission with CONSERVATIVE 1) and
-    the surface pass of one kind with its fallback, built once; those with face ids on first
-    use."""
+    """What surface voxelization adds to a variant's passes (its grouping is the variant's
+    own): the conservative binning (setup and emission with CONSERVATIVE 1) and the surface
+    pass of one kind, built once; the pass with face ids on first use."""
 
     def __init__(self, device: Device, variant: str, surface: str):
         self.variant, self.surface = variant, surface  # checked by the caller's Options
@@ -186,27 +179,22 @@ class SurfacePipelines:
         self.mark = self._build(
             kernels.SURFACE_THIN if self._thin else kernels.SURFACE_CONSERVATIVE
         )
-        self.fallback = self._build(kernels.SURFACE_FALLBACKS[self._thin, False])
-        self._faces: tuple[ComputePipeline, ComputePipeline] | None = None
+        self._faces: ComputePipeline | None = None
 
     def _build(self, kernel: Kernel) -> ComputePipeline:
         return ComputePipeline(self._device, kernel, self._defines)
 
     @property
-    def with_faces(self) -> tuple[ComputePipeline, ComputePipeline]:
-        """The pass with face ids and its fallback."""
+    def with_faces(self) -> ComputePipeline:
+        """The pass with face ids."""
         if self._faces is None:
-            thin = self._thin
-            self._faces = (
-                self._build(
-                    kernels.SURFACE_THIN_FACES if thin else kernels.SURFACE_CONSERVATIVE_FACES
-                ),
-                self._build(kernels.SURFACE_FALLBACKS[thin, True]),
+            self._faces = self._build(
+                kernels.SURFACE_THIN_FACES if self._thin else kernels.SURFACE_CONSERVATIVE_FACES
             )
         return self._faces
 
     def destroy(self) -> None:
-        for pipeline in (self.setup, self.emit, self.mark, self.fallback, *(self._faces or ())):
+        for pipeline in (self.setup, self.emit, self.mark, *([self._faces] if self._faces else [])):
             pipeline.destroy()
         self._faces = None
 
@@ -980,9 +968,7 @@ class PassRunner:
             if may_wrap and self._pair_bound(window, batch) >= COUNT_RANGE:
                 work[:0] = self._split(window, batch)
                 continue
-            if not self._pairs_fit(window, pair_count) or (
-                _fallback_layers(window, pair_count, face_ids is not None) > MAX_GROUPS_Z
-            ):
+            if not self._pairs_fit(window, pair_count):
                 work[:0] = self._split(window, batch)
                 continue
             clear_ids = face_ids if parts == 0 else None
@@ -1000,9 +986,9 @@ class PassRunner:
         face_ids: Binding | None,
         clear_ids: Binding | None,
     ) -> None:
-        """Submission 2 of a surface part: conservative emission, grouping by tile,
-        compaction (the variant's own kernels), then the surface pass, one visit per pair, and
-        its fallback, dispatched on what the pass left out (no workgroups when nothing)."""
+        """Submission 2 of a surface part: conservative emission, grouping by tile (the
+        variant's sort; the surface pass needs no tile list), then the surface pass over the
+        grouped pairs, SURFACE_GROUP_PAIRS per workgroup."""
         surface = self.surface
         assert surface is not None  # voxelize_surface checked it
         started = time.perf_counter()
@@ -1011,12 +997,8 @@ class PassRunner:
         sequence.mark("start")
         if clear_ids is not None:
             sequence.fill(clear_ids.buffer, NO_FACE, clear_ids.size)
-        slots = self._pair_slots(pair_count)
-        tiles = 0
         if pair_count:
-            fill_args = self.pool.get("fill_args", 16, INDIRECT)
-            fallback_args = self.pool.get("surface_fallback_args", 16, INDIRECT)
-            sequence.fill(fallback_args, 0)  # no fallback unless the pass leaves pairs out
+            slots = self._pair_slots(pair_count)
             pairs = self.pool.binding("pairs", slots * PAIR_BYTES)
             sequence.fill(
                 pairs.buffer,
@@ -1034,45 +1016,40 @@ class PassRunner:
             sequence.barrier()
             sequence.mark("emit")
             if self.sort == "bitonic":
-                grouped, tile_list = _record_bitonic_tiles(
-                    sequence, self.pipelines, self.scan, self.pool, pairs, pair_count, slots,
-                    window.tiles, fill_args, self.device.max_groups_x,
-                )  # fmt: skip
+                _record_sort(sequence, self.pipelines, pairs, slots)
+                sequence.mark("sort")
+                grouped = pairs
             else:
-                grouped, tile_list = _record_counting_tiles(
+                grouped, _, _ = _record_counting_sort(
                     sequence, self.pipelines, self.scan, self.pool, pairs, pair_count,
-                    self._total, None, window.tiles, fill_args, self.device.max_groups_x,
+                    self._total, None, window.tiles,
                 )  # fmt: skip
-            bindings = self._tile_bindings(grouped, tile_list, fill_args, grid)
-            kernel, fallback = surface.mark, surface.fallback
+            bindings: dict[str, Binding | Buffer] = {
+                "records": self._records,
+                "pairs": grouped,
+                "grid": grid,
+            }
+            kernel = surface.mark
             if face_ids is not None:
                 bindings["face_ids"] = face_ids
-                kernel, fallback = surface.with_faces
+                kernel = surface.with_faces
             push = {
                 "window": window,
                 "ny": grid_rows,
-                "fallback_rounds": workgroups(pair_count, SURFACE_PAIRS_PER_ROUND),
+                "pair_count": pair_count,
                 "triangle_offset": first_triangle,
             }
-            sequence.dispatch_indirect(
-                kernel, {**bindings, "fallback_dispatch": fallback_args}, push, fill_args
+            sequence.dispatch(
+                kernel, bindings, push, workgroups(pair_count, kernels.SURFACE_GROUP_PAIRS)
             )
             sequence.barrier()
-            sequence.dispatch_indirect(fallback, bindings, push, fallback_args)
-            sequence.barrier()
             sequence.mark("surface")
-            tile_staging = sequence.download(fill_args, 16)
-            fallback_staging = sequence.download(fallback_args, 16)
         elif clear_ids is not None:
             sequence.barrier()
         self.stats.add_gpu(sequence.submit())
         self.stats.add_host(surface_submission=(time.perf_counter() - started) * 1e3)
-        fallbacks = 0
-        if pair_count:
-            tiles = int(tile_staging.read(np.uint32, 4)[3])
-            fallbacks = int(fallback_staging.read(np.uint32, 4)[2] > 0)
-        self.stats.count(surface_pairs=pair_count, surface_tiles=tiles, surface_fallbacks=fallbacks)
-        self.stats.count_max(sort_size=slots if pair_count else 0)
+        self.stats.count(surface_pairs=pair_count)
+        self.stats.count_max(sort_size=self._pair_slots(pair_count) if pair_count else 0)
 
     def _pair_bound(self, window: Window, batch: tuple[int, int]) -> int:
         """An upper bound of the part's pair count, from the tiles of the triangles' bounding
@@ -1087,13 +1064,6 @@ class PassRunner:
             + 1
         )
         return int((x_tiles * np.maximum(rows, 0)).sum())
-
-
-def _fallback_layers(window: Window, pair_count: int, face_ids: bool) -> int:
-    """Workgroups along z of the surface pass's fallback: its rounds of pairs times the
-    chunks of a column (shaders/surface.comp)."""
-    chunk = FACE_ID_CHUNK_VOXELS if face_ids else SURFACE_CHUNK_VOXELS
-    return workgroups(pair_count, SURFACE_PAIRS_PER_ROUND) * workgroups(window.nz, chunk)
 
 
 def geometry_bytes(indexed: bool) -> int:
@@ -1244,7 +1214,7 @@ def _record_bitonic_tiles(
     return pairs, tiles
 
 
-def _record_counting_tiles(
+def _record_counting_sort(
     sequence: Sequence,
     pipelines: PassPipelines,
     scan: Scan,
@@ -1254,12 +1224,10 @@ def _record_counting_tiles(
     total: Buffer,
     dispatch: Buffer | None,
     keys: int,
-    fill_args: Buffer,
-    max_groups_x: int,
-) -> tuple[Binding, Binding]:
-    """Passes 4-6 by counting: a histogram of the pairs over all tile keys of the window,
-    its scan, a scatter into tile order; then flags and compaction over the tile keys. The
-    pair kernels read the count from `total` (the tile-count scan's); they run over
+) -> tuple[Binding, Binding, Binding]:
+    """Pass 4 by counting: a histogram of the pairs over all tile keys of the window, its
+    scan, a scatter into tile order: (the grouped pairs, the counts, their exclusive scan).
+    The pair kernels read the count from `total` (the tile-count scan's); they run over
     `pair_count` pairs, or, with `dispatch`, as many as pair_dispatch.comp sized them for."""
     counts = pool.binding("tile_pair_counts", keys * 4)
     starts = pool.binding("tile_starts", keys * 4)
@@ -1289,6 +1257,27 @@ def _record_counting_tiles(
     sequence.barrier()
     over_pairs(pipelines.scatter_pairs, cursors)
     sequence.mark("sort")
+    return grouped, counts, starts
+
+
+def _record_counting_tiles(
+    sequence: Sequence,
+    pipelines: PassPipelines,
+    scan: Scan,
+    pool: BufferPool,
+    pairs: Binding,
+    pair_count: int,
+    total: Buffer,
+    dispatch: Buffer | None,
+    keys: int,
+    fill_args: Buffer,
+    max_groups_x: int,
+) -> tuple[Binding, Binding]:
+    """Passes 4-6 by counting (_record_counting_sort), then flags and compaction over the
+    tile keys."""
+    grouped, counts, starts = _record_counting_sort(
+        sequence, pipelines, scan, pool, pairs, pair_count, total, dispatch, keys
+    )
     flags = pool.binding("flags", keys * 4)
     sequence.dispatch(
         pipelines.mark_counts,
