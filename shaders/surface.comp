@@ -5,8 +5,7 @@
 // neighbouring ones, and a tile with many pairs is shared among many workgroups: every
 // workgroup has the same bounded work, whatever the mesh crowds into one tile. Two steps:
 //  1. For every candidate (pair, column of its tile): does the triangle's xy-projection touch
-//     the column's closed square (touch.glsl)? Those that do go to a queue in shared memory
-//     (a quarter or so of the candidates at 1024^3).
+//     the column's closed square (touch.glsl)? Those that do go to a queue in shared memory.
 //  2. The threads share out the queue. For each item, exactly, the contiguous range of voxels
 //     [k0, k1] of the column that the triangle marks, ORed into the grid word by word (atomics:
 //     workgroups meet in the same columns), and with FACE_IDS each voxel's id lowered to the
