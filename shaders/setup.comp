@@ -4,7 +4,9 @@
 // step), and counts the tiles holding at least one column centre the triangle covers (exactly
 // the tiles pair emission will write). With CONSERVATIVE 1 (surface voxelization) it counts
 // instead every tile whose closed square the triangle's projection touches, degenerate
-// projections included (shaders/touch.glsl).
+// projections included (shaders/touch.glsl), and also counts each such pair in its tile's
+// entry of TilePairs: scanned, that says where emission writes the pair so that the pairs
+// come out grouped by tile (no sort).
 #extension GL_GOOGLE_include_directive : require
 #ifndef CONSERVATIVE
 #define CONSERVATIVE 0
@@ -25,6 +27,9 @@ layout(std430, binding = 0) readonly buffer Soup { float soup[]; };           //
 layout(std430, binding = 2) writeonly buffer Records { TriangleRecord records[]; };
 layout(std430, binding = 3) writeonly buffer TileCounts { uint tile_counts[]; };
 layout(std430, binding = 4) buffer WrapFlag { uint may_wrap; };  // cleared by the host
+#if CONSERVATIVE
+layout(std430, binding = 5) buffer TilePairs { uint tile_pairs[]; };  // per tile key; cleared by the host
+#endif
 
 layout(push_constant) uniform Params {
     uint triangle_count;
@@ -94,7 +99,10 @@ void main() {
 #if CONSERVATIVE
             ivec2 span = touched_tile_span(a, b, c, ty, lo, hi);
             for (int tx = span.x; tx <= span.y; ++tx) {
-                tiles += uint(tile_touched(a, b, c, ivec2(tx, ty)));
+                if (tile_touched(a, b, c, ivec2(tx, ty))) {
+                    ++tiles;
+                    atomicAdd(tile_pairs[tile_key(window, ivec2(tx, ty))], 1u);
+                }
             }
 #else
             ivec2 span = candidate_tiles(a, b, c, ty, lo, hi);

@@ -168,16 +168,24 @@ FILL_PARITY = Kernel(
 
 # -- surface voxelization: conservative binning (passes 1 and 3), then the surface pass ---------
 
+# Setup also counts the pairs of each tile key (tile_pairs); emission places each pair at its
+# tile's cursor in that count's scan: the pairs come out grouped by tile, with no pass 4.
+_CONSERVATIVE_SETUP_OUTPUTS = {**_SETUP_OUTPUTS, "tile_pairs": 5}
 SETUP_SOUP_CONSERVATIVE = Kernel(
-    "setup", {"soup": 0, **_SETUP_OUTPUTS}, _SETUP_PUSH, {"INDEXED": 0, "CONSERVATIVE": 1}
+    "setup",
+    {"soup": 0, **_CONSERVATIVE_SETUP_OUTPUTS},
+    _SETUP_PUSH,
+    {"INDEXED": 0, "CONSERVATIVE": 1},
 )
 SETUP_INDEXED_CONSERVATIVE = Kernel(
     "setup",
-    {"vertices": 0, "indices": 1, **_SETUP_OUTPUTS},
+    {"vertices": 0, "indices": 1, **_CONSERVATIVE_SETUP_OUTPUTS},
     _SETUP_PUSH,
     {"INDEXED": 1, "CONSERVATIVE": 1},
 )
-EMIT_CONSERVATIVE = Kernel("emit", EMIT.bindings, EMIT.push, {"CONSERVATIVE": 1})
+EMIT_CONSERVATIVE = Kernel(
+    "emit", {"records": 0, "tile_cursors": 3, "pairs": 2}, EMIT.push, {"CONSERVATIVE": 1}
+)
 
 # The surface pass (shaders/surface.comp): each workgroup takes SURFACE_GROUP_PAIRS pairs of
 # the grouped list with SURFACE_GROUP_THREADS threads (each thread tests a pair's column per

@@ -581,9 +581,11 @@ class PassRunner:
     def _record_count(
         self, window: Window, batch: tuple[int, int], setup: ComputePipeline | None = None
     ) -> float:
-        """Record upload (if another batch is up), setup (the variant's kernel, or `setup`)
-        and the scan of the tile counts; the records, the scanned offsets and the total stay
-        on the device for the next passes. Returns the host milliseconds of the upload."""
+        """Record upload (if another batch is up), setup (the variant's kernel, or `setup`:
+        the conservative binning's, which also counts the pairs of each tile key) and the
+        scan of the tile counts (and of the per-key counts); the records, the scanned offsets
+        and the total (and the per-key cursors) stay on the device for the next passes.
+        Returns the host milliseconds of the upload."""
         sequence = self.sequence
         upload_ms = self._upload(batch, exact=setup is None)
         sequence.barrier()
@@ -593,13 +595,17 @@ class PassRunner:
         offsets = self.pool.binding("tile_counts", count * 4)
         wrap_flag = self.pool.binding("wrap_flag", 16)
         sequence.fill(wrap_flag.buffer, 0, 16)
+        outputs = {"records": records, "tile_counts": offsets, "wrap_flag": wrap_flag}
+        if setup is not None:
+            outputs["tile_pairs"] = self.pool.binding("tile_pairs", window.tiles * 4)
+            sequence.fill(outputs["tile_pairs"].buffer, 0, window.tiles * 4)
         sequence.barrier()
         tile_limit = (
             (COUNT_RANGE - 1) // count if count * window.tiles >= COUNT_RANGE else 2**32 - 1
         )
         sequence.dispatch(
             setup or self.pipelines.setup,
-            {**self._geometry, "records": records, "tile_counts": offsets, "wrap_flag": wrap_flag},
+            {**self._geometry, **outputs},
             {
                 "triangle_count": count,
                 "window": window,
@@ -611,6 +617,9 @@ class PassRunner:
         sequence.barrier()
         sequence.mark("setup")
         self._total = self.scan.record(sequence, self.pool, offsets.buffer, count, "tile_counts")
+        if setup is not None:
+            self._tile_cursors = outputs["tile_pairs"]
+            self.scan.record(sequence, self.pool, self._tile_cursors.buffer, window.tiles, "tiles")
         sequence.mark("scan")
         self._records, self._offsets, self._count = records, offsets, count
         self._wrap_flag = wrap_flag
@@ -986,9 +995,9 @@ class PassRunner:
         face_ids: Binding | None,
         clear_ids: Binding | None,
     ) -> None:
-        """Submission 2 of a surface part: conservative emission, grouping by tile (the
-        variant's sort; the surface pass needs no tile list), then the surface pass over the
-        grouped pairs, SURFACE_GROUP_PAIRS per workgroup."""
+        """Submission 2 of a surface part: conservative emission, which writes the pairs
+        grouped by tile (at the per-key cursors of submission 1), then the surface pass over
+        them, SURFACE_GROUP_PAIRS per workgroup."""
         surface = self.surface
         assert surface is not None  # voxelize_surface checked it
         started = time.perf_counter()
@@ -998,35 +1007,19 @@ class PassRunner:
         if clear_ids is not None:
             sequence.fill(clear_ids.buffer, NO_FACE, clear_ids.size)
         if pair_count:
-            slots = self._pair_slots(pair_count)
-            pairs = self.pool.binding("pairs", slots * PAIR_BYTES)
-            sequence.fill(
-                pairs.buffer,
-                0xFFFFFFFF,
-                (slots - pair_count) * PAIR_BYTES,
-                offset=pair_count * PAIR_BYTES,
-            )  # bitonic padding sorts last
+            pairs = self.pool.binding("grouped_pairs", pair_count * PAIR_BYTES)
             sequence.barrier()
             sequence.dispatch(
                 surface.emit,
-                {"records": self._records, "offsets": self._offsets, "pairs": pairs},
+                {"records": self._records, "tile_cursors": self._tile_cursors, "pairs": pairs},
                 {"triangle_count": self._count, "window": window, "fixed_error": 0},
                 workgroups(self._count, WG_SIZE),
             )
             sequence.barrier()
             sequence.mark("emit")
-            if self.sort == "bitonic":
-                _record_sort(sequence, self.pipelines, pairs, slots)
-                sequence.mark("sort")
-                grouped = pairs
-            else:
-                grouped, _, _ = _record_counting_sort(
-                    sequence, self.pipelines, self.scan, self.pool, pairs, pair_count,
-                    self._total, None, window.tiles,
-                )  # fmt: skip
             bindings: dict[str, Binding | Buffer] = {
                 "records": self._records,
-                "pairs": grouped,
+                "pairs": pairs,
                 "grid": grid,
             }
             kernel = surface.mark
@@ -1049,7 +1042,6 @@ class PassRunner:
         self.stats.add_gpu(sequence.submit())
         self.stats.add_host(surface_submission=(time.perf_counter() - started) * 1e3)
         self.stats.count(surface_pairs=pair_count)
-        self.stats.count_max(sort_size=self._pair_slots(pair_count) if pair_count else 0)
 
     def _pair_bound(self, window: Window, batch: tuple[int, int]) -> int:
         """An upper bound of the part's pair count, from the tiles of the triangles' bounding
@@ -1214,7 +1206,7 @@ def _record_bitonic_tiles(
     return pairs, tiles
 
 
-def _record_counting_sort(
+def _record_counting_tiles(
     sequence: Sequence,
     pipelines: PassPipelines,
     scan: Scan,
@@ -1224,10 +1216,12 @@ def _record_counting_sort(
     total: Buffer,
     dispatch: Buffer | None,
     keys: int,
-) -> tuple[Binding, Binding, Binding]:
-    """Pass 4 by counting: a histogram of the pairs over all tile keys of the window, its
-    scan, a scatter into tile order: (the grouped pairs, the counts, their exclusive scan).
-    The pair kernels read the count from `total` (the tile-count scan's); they run over
+    fill_args: Buffer,
+    max_groups_x: int,
+) -> tuple[Binding, Binding]:
+    """Passes 4-6 by counting: a histogram of the pairs over all tile keys of the window,
+    its scan, a scatter into tile order; then flags and compaction over the tile keys. The
+    pair kernels read the count from `total` (the tile-count scan's); they run over
     `pair_count` pairs, or, with `dispatch`, as many as pair_dispatch.comp sized them for."""
     counts = pool.binding("tile_pair_counts", keys * 4)
     starts = pool.binding("tile_starts", keys * 4)
@@ -1257,27 +1251,6 @@ def _record_counting_sort(
     sequence.barrier()
     over_pairs(pipelines.scatter_pairs, cursors)
     sequence.mark("sort")
-    return grouped, counts, starts
-
-
-def _record_counting_tiles(
-    sequence: Sequence,
-    pipelines: PassPipelines,
-    scan: Scan,
-    pool: BufferPool,
-    pairs: Binding,
-    pair_count: int,
-    total: Buffer,
-    dispatch: Buffer | None,
-    keys: int,
-    fill_args: Buffer,
-    max_groups_x: int,
-) -> tuple[Binding, Binding]:
-    """Passes 4-6 by counting (_record_counting_sort), then flags and compaction over the
-    tile keys."""
-    grouped, counts, starts = _record_counting_sort(
-        sequence, pipelines, scan, pool, pairs, pair_count, total, dispatch, keys
-    )
     flags = pool.binding("flags", keys * 4)
     sequence.dispatch(
         pipelines.mark_counts,
