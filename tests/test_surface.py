@@ -195,8 +195,8 @@ def test_both_with_other_fill_modes(gpu, fill_mode):
 
 
 def test_columns_deeper_than_one_chunk(gpu):
-    """nz = 1100: the pass's word loops run over many words (the fallback's chunks are 512
-    voxels, 32 with face ids); a steep octahedron spans all of them."""
+    """nz = 1100: the pass's word loops run over many of a column's 35 words (and its voxel
+    loops, with face ids, over a thousand voxels); a steep octahedron spans them."""
     vertices, faces = octahedron((1.0, 1.0, 50.0), 1.0)
     vertices[:, 2] = (vertices[:, 2] - 50.0) * 125.0 + 50.0  # 250 tall, 2 wide: 1000 voxels
     shape = (8, 8, 1100)

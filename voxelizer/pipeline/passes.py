@@ -162,9 +162,9 @@ NO_FACE = 0xFFFFFFFF
 
 
 class SurfacePipelines:
-    """What surface voxelization adds to a variant's passes (its grouping is the variant's
-    own): the conservative binning (setup and emission with CONSERVATIVE 1) and the surface
-    pass of one kind, built once; the pass with face ids on first use."""
+    """What surface voxelization adds to a variant's passes: the conservative binning (setup
+    and emission with CONSERVATIVE 1, whose pairs come out grouped by tile: no sort) and the
+    surface pass of one kind, built once; the pass with face ids on first use."""
 
     def __init__(self, device: Device, variant: str, surface: str):
         self.variant, self.surface = variant, surface  # checked by the caller's Options
