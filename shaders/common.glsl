@@ -96,6 +96,11 @@ ivec2 key_tile(Window w, uint key) {
     return ivec2(key % tiles_per_row, key / tiles_per_row + uint(w.row_lo >> TILE_SHIFT));
 }
 
+// Column `lane` (0 to TILE_COLUMNS - 1, x fastest) of the tile with that key.
+ivec2 tile_lane_column(Window w, uint key, uint lane) {
+    return key_tile(w, key) * TILE_SIDE + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
+}
+
 // 32-bit words per voxel column, and where column (i, j) starts in the grid buffer:
 // COLUMN_WORDS consecutive uints, voxel k in bit k % 32 of word k / 32; bits past nz stay 0.
 uint column_words(int nz) {

@@ -173,8 +173,7 @@ uint slab_tile(ivec2 column) {
 #define REGISTER_WORDS 16
 
 ivec2 tile_column(uint key) {
-    uint lane = gl_LocalInvocationID.x;
-    return key_tile(window, key) * TILE_SIDE + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
+    return tile_lane_column(window, key, gl_LocalInvocationID.x);
 }
 
 // Index of column (i, j) in the grid buffer's column order (column_base without the words).

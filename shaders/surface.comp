@@ -60,19 +60,6 @@ layout(push_constant) uniform Params {
 shared uint queue[CANDIDATES];  // step 1's touched candidates: pair slot * TILE_COLUMNS + lane
 shared uint queued;
 
-// Bits base - 31 ... of the range [range.x, range.y] that fall in the word of voxels [base, base + 32).
-uint range_mask(ivec2 range, int base) {
-    int low = clamp(range.x - base, 0, 32), high = clamp(range.y + 1 - base, 0, 32);
-    uint through = high >= 32 ? 0xFFFFFFFFu : (1u << high) - 1u;
-    uint before = low >= 32 ? 0xFFFFFFFFu : (1u << low) - 1u;
-    return through & ~before;
-}
-
-// Lane l of a tile is its column (l % TILE_SIDE, l / TILE_SIDE).
-ivec2 lane_column(uint key, uint lane) {
-    return key_tile(window, key) * TILE_SIDE + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
-}
-
 // The voxels of a touched column that the triangle marks.
 ivec2 marked_range(TriangleRecord r, ivec2 column) {
 #if THIN
@@ -85,7 +72,7 @@ ivec2 marked_range(TriangleRecord r, ivec2 column) {
 void mark(ivec2 range, ivec2 column, uint triangle) {
     uint base = column_base(window, column);
     for (int word = range.x >> 5; word <= range.y >> 5 && range.x <= range.y; ++word) {
-        atomicOr(grid[base + uint(word)], range_mask(range, word << 5));
+        atomicOr(grid[base + uint(word)], word_range_mask(word, range.x, range.y + 1));
     }
 #if FACE_IDS
     uint face = triangle_offset + triangle;
@@ -108,7 +95,7 @@ void main() {
         if (index < pair_count) {
             uvec2 pair = pairs[index];
             TriangleRecord r = records[pair.y];
-            ivec2 column = lane_column(pair.x, candidate % TILE_COLUMNS);
+            ivec2 column = tile_lane_column(window, pair.x, candidate % TILE_COLUMNS);
             if (square_touched(r.a.xyz, r.b.xyz, r.c.xyz, column << FIXED_BITS, ONE)) {
                 queue[atomicAdd(queued, 1u)] = candidate;
             }
@@ -120,7 +107,7 @@ void main() {
     for (uint item = gl_LocalInvocationID.x; item < items; item += GROUP_THREADS) {
         uint candidate = queue[item];
         uvec2 pair = pairs[first + candidate / TILE_COLUMNS];
-        ivec2 column = lane_column(pair.x, candidate % TILE_COLUMNS);
+        ivec2 column = tile_lane_column(window, pair.x, candidate % TILE_COLUMNS);
         mark(marked_range(records[pair.y], column), column, pair.y);
     }
 }

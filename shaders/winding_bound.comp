@@ -48,7 +48,7 @@ void main() {
     uint tiles = uint(window.nx >> TILE_SHIFT) * uint(rows >> TILE_SHIFT);
     bool real = tile < tiles;  // not past the window (the last group)
     ivec2 origin = key_tile(window, tile) * TILE_SIDE;
-    ivec2 column = origin + ivec2(in_tile & (TILE_SIDE - 1), in_tile >> TILE_SHIFT);
+    ivec2 column = tile_lane_column(window, tile, in_tile);
     bool in_box = real && column_in_box(box, column);
     // any column of the tile in the box (the tile's corners against the box)
     bool tile_in_box = real && box.k_lo < box.k_hi

@@ -106,12 +106,6 @@ int steps(uint marks, uint rising) {
     return 2 * bitCount(marks & rising) - bitCount(marks);
 }
 
-// Bits [lo, hi) of a word (0 <= lo <= hi <= 32).
-uint bit_range(uint lo, uint hi) {
-    uint below_hi = hi >= 32u ? 0xFFFFFFFFu : (1u << hi) - 1u;
-    return below_hi & ~((1u << lo) - 1u);
-}
-
 // The words a column's thread stages per step (STAGED_WORDS per column), which the tile's
 // threads then store together, a column's words at a time: each thread storing its own
 // column's words one by one writes a sliver of many memory lines at once, several times
@@ -132,12 +126,12 @@ void stage_decided(uint base, int from, int words, inout int s) {
         uint solid = 0u, piece = 0u;  // bits from `piece` up to the next mark have s
         while (marks != 0u) {
             uint at = uint(findLSB(marks));
-            if (s >= 1) solid |= bit_range(piece, at);
+            if (s >= 1) solid |= word_range_mask(0, int(piece), int(at));
             s += (rising >> at & 1u) != 0u ? 1 : -1;
             piece = at;
             marks &= marks - 1u;
         }
-        if (s >= 1) solid |= bit_range(piece, 32u);
+        if (s >= 1) solid |= word_range_mask(0, int(piece), 32);
         staged[gl_LocalInvocationID.x * STAGED_WORDS + uint(q - from)] = solid & box_bits;
     }
 }
@@ -159,8 +153,7 @@ void write_columns(uint tile_index, bool decided, uint base, int s) {
         barrier();
         for (uint c = 0u; c < uint(TILE_COLUMNS); ++c) {
             // lanes take words: the column's [from, from + STAGED_WORDS), TILE_COLUMNS at a time
-            ivec2 other = key_tile(window, tile_index) * TILE_SIDE
-                        + ivec2(c & (TILE_SIDE - 1), c >> TILE_SHIFT);
+            ivec2 other = tile_lane_column(window, tile_index, c);
             uint other_base = column_base(window, other);
             for (uint w = lane; w < uint(STAGED_WORDS); w += uint(TILE_COLUMNS)) {
                 int q = from + int(w);
@@ -187,8 +180,7 @@ void main() {
     uint tiles = uint(window.nx >> TILE_SHIFT) * uint(rows >> TILE_SHIFT);
     bool real = tile_index < tiles;  // not past the window (the last group, or folded)
     uint lane = tile_lane();
-    ivec2 column = key_tile(window, tile_index) * TILE_SIDE
-                 + ivec2(lane & (TILE_SIDE - 1), lane >> TILE_SHIFT);
+    ivec2 column = tile_lane_column(window, tile_index, lane);
     uint base = column_base(window, column);
     bool inside_box = real && column_in_box(box, column);
     int first_word = (box.k_lo + 1) >> 5, last_word = (box.k_hi - 1) >> 5;

@@ -23,10 +23,10 @@ evaluate c at the two ends of their range, which bounds c on all of it (each edg
 monotonic along the column). A run not decided is evaluated at its own two ends (most are
 decided there), then halved, each half carrying c at its two ends, so each halving
 evaluates one new point (winding_evaluate.comp, winding_decide.comp). Points of one column
-share each edge's x-y part of its term (winding.glsl, StripColumn). The halvings run in one dispatch, a workgroup
-per run going depth first (winding_bisect.comp), where every edge fits in one; otherwise
-round after round. A closed mesh needs no round beyond the first and evaluates no solid
-angle.
+share each edge's x-y part of its term (winding.glsl, StripColumn). The halvings run in one
+dispatch, a workgroup per run going depth first (winding_bisect.comp), where every edge fits
+in one; otherwise round after round. A closed mesh needs no round beyond the first and
+evaluates no solid angle.
 """
 
 from __future__ import annotations
