@@ -495,6 +495,33 @@ def test_cli_log_records(tree, tmp_path, capsys):
     assert sorted(r["status"] for r in records[6:]) == ["failed"] + ["skipped"] * 5
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_command_leaves_at_once_with_everything_written(tree, tmp_path, jobs):
+    """`python -m voxelizer` (as the `voxelize` script) ends by os._exit once main returns:
+    the summary still reaches a pipe, the log has every record, the files are whole and
+    equal to the single calls', a failed mesh still makes the status 1, and no worker or
+    reading process outlives the command's own wait for it."""
+    bad = tree / "bad.ply"
+    bad.write_bytes(BAD_PLY)
+    out, log = tmp_path / "out", tmp_path / "log.jsonl"
+    command = [sys.executable, "-m", "voxelizer", str(tree), "--out-dir", str(out)]
+    command += ["--grid", str(GRID), "--format", "npz", "--log", str(log), "--jobs", str(jobs)]
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as users run it
+    result = subprocess.run(
+        command, cwd=PROJECT_ROOT, env=buffered, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stdout.startswith("5 meshes: 4 done, 0 skipped, 1 failed in ")
+    assert result.stdout.endswith("\n")
+    assert result.stderr.splitlines()[-1].startswith(f"voxelize: error: {bad}: cannot read mesh")
+    assert len(log.read_text().splitlines()) == 5
+    assert files_under(out) == ["a/b/sphere.npz", "a/gear.npz", "c/torus.npz", "top.npz"]
+    for relative, source in TREE.items():
+        assert_same_grid(
+            voxelizer.load(out / Path(relative).with_suffix(".npz")), single_dense(source)
+        )
+
+
 def test_cli_jobs_2_equals_jobs_1(tree, tmp_path, capfd):
     outputs = {}
     for jobs in (1, 2):

@@ -23,7 +23,13 @@ import voxelizer
 from voxelizer import voxelize_many
 from voxelizer.errors import MeshError
 from voxelizer.io import load_mesh
-from voxelizer.load_processes import LoadProcesses, fork_allowed, prepared_mesh
+from voxelizer.load_processes import (
+    REPLY_PIPE_BYTES,
+    LoadProcesses,
+    fork_allowed,
+    prepared_mesh,
+    widen_pipe,
+)
 from voxelizer.placement import GridPlacement
 
 from .helpers import PROJECT_MODELS, shared_model
@@ -77,6 +83,39 @@ def test_a_helper_sends_the_mesh_prepared_as_here(helpers):
             voxelizer.voxelize_dense(mesh, grid, **options).to_numpy(),
             voxelizer.voxelize_dense(here, grid, **options).to_numpy(),
         ), (grid, options)
+
+
+def pipe_bytes(fd: int) -> int:
+    import fcntl
+
+    return fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
+
+
+def test_reply_pipes_are_widened(helpers):
+    """A mesh of megabytes crosses a helper's reply pipe in a few reads: the pipe holds
+    REPLY_PIPE_BYTES (Linux lets any user grow a pipe to 1 MiB)."""
+    with open("/proc/sys/fs/pipe-max-size") as limit:
+        expected = min(REPLY_PIPE_BYTES, int(limit.read()))
+    read_end, write_end = os.pipe()
+    try:
+        assert pipe_bytes(read_end) < expected
+        widen_pipe(read_end)
+        assert pipe_bytes(read_end) == pipe_bytes(write_end) == expected
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    # Each helper's pipes, seen from the helper (/proc/PID/fd): its reply pipe is the wide one.
+    for pid in helpers.helper_pids():
+        sizes = []
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            link = f"/proc/{pid}/fd/{fd}"
+            if os.readlink(link).startswith("pipe:"):
+                opened = os.open(link, os.O_RDONLY | os.O_NONBLOCK)
+                try:
+                    sizes.append(pipe_bytes(opened))
+                finally:
+                    os.close(opened)
+        assert expected in sizes, sizes
 
 
 def test_a_helper_reports_what_reading_here_reports(helpers, tmp_path):

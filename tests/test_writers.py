@@ -3,6 +3,9 @@ preview image's proportions."""
 
 from __future__ import annotations
 
+import io
+import zipfile
+
 import numpy as np
 import pytest
 import trimesh
@@ -11,7 +14,7 @@ from trimesh.exchange.binvox import load_binvox
 import voxelizer
 from voxelizer import DenseGrid, OutputError
 from voxelizer.io import OUTPUT_FORMATS, save
-from voxelizer.io.npz_file import packed_bits
+from voxelizer.io.npz_file import packed_bits, write_npy
 from voxelizer.io.preview import render_views
 
 from .helpers import noisy_blobs, placed, read_vox, vox_voxels
@@ -131,3 +134,35 @@ def test_npz_bits_of_a_transposed_grid_are_those_of_its_copy(shape):
     expected = np.packbits(np.ascontiguousarray(voxels), axis=None)
     assert np.array_equal(packed_bits(voxels), expected)
     assert np.array_equal(packed_bits(np.ascontiguousarray(voxels)), expected)
+
+
+NPY_CASES = {
+    "0-d float64": np.asanyarray(np.float64(0.125)),
+    "int64 shape": np.array([24, 16, 40], np.int64),
+    "uint8 bits": np.arange(1000, dtype=np.uint8),
+    "transposed int32": np.arange(24, dtype=np.int32).reshape(2, 3, 4).transpose(1, 0, 2),
+    "bool 3-d": np.arange(60).reshape(3, 4, 5) % 3 == 0,
+    "empty": np.zeros((0, 3), np.float32),
+}
+
+
+@pytest.mark.parametrize("case", NPY_CASES)
+def test_npy_members_are_written_as_numpy_writes_them(case):
+    """write_npy hands numpy's bytes over without its copy: the same header (0-d stays 0-d),
+    the same data in C order, in a plain buffer and in a compressed zip member."""
+    array = NPY_CASES[case]
+    expected = io.BytesIO()
+    np.lib.format.write_array(expected, array, allow_pickle=False)
+    written = io.BytesIO()
+    write_npy(written, array)
+    assert written.getvalue() == expected.getvalue()
+    archive_bytes = io.BytesIO()
+    with (
+        zipfile.ZipFile(archive_bytes, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as archive,
+        archive.open("a.npy", "w", force_zip64=True) as member,
+    ):
+        write_npy(member, array)
+    with zipfile.ZipFile(archive_bytes) as archive:
+        assert archive.read("a.npy") == expected.getvalue()
+    loaded = np.load(io.BytesIO(expected.getvalue()))
+    assert loaded.shape == array.shape and np.array_equal(loaded, array)

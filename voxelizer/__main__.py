@@ -3,9 +3,7 @@ unactivated venv, a user install) or to be sure which interpreter runs it."""
 
 from __future__ import annotations
 
-import sys
-
-from .cli import main
+from .cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -32,6 +32,11 @@ from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any, NoReturn, Union
 
+try:
+    import fcntl
+except ImportError:  # not on this system: pipes keep their size
+    fcntl = None  # type: ignore[assignment]
+
 from .errors import MeshError, VoxelizerError
 from .gpu.device import vulkan_instance_exists
 from .io.meshes import MeshLike, load_mesh
@@ -43,6 +48,11 @@ from .pipeline.passes import uploads_soup
 from .placement import GridLike, GridPlacement
 
 PROTOCOL = 5
+# A reply pipe's size where the system allows it (Linux lets any user grow a pipe to 1 MiB,
+# fs.pipe-max-size): a mesh of megabytes crosses in a few reads instead of a hundred of the
+# default 64 KiB, and after each read the serving thread takes the GIL back from the device's
+# thread, which needs it between its Vulkan calls.
+REPLY_PIPE_BYTES = 1 << 20
 _log = get_logger(__name__)
 
 
@@ -291,6 +301,7 @@ def _fork_one(siblings: list[int], mask: set[int | signal.Signals]) -> tuple[int
         _forked_main(request_read, reply_write, [request_write, reply_read, *siblings], mask)
     os.close(request_read)
     os.close(reply_write)
+    widen_pipe(reply_read)
     return pid, request_write, reply_read
 
 
@@ -329,6 +340,7 @@ def _start() -> subprocess.Popen[bytes]:
         bufsize=1 << 20,
     )
     assert helper.stdout is not None
+    widen_pipe(helper.stdout.fileno())
     try:
         if pickle.load(helper.stdout) == ("ready", None):
             return helper
@@ -378,6 +390,15 @@ def _forget_shared_after_fork() -> None:
 
 atexit.register(_close_shared)
 os.register_at_fork(after_in_child=_forget_shared_after_fork)
+
+
+def widen_pipe(fd: int) -> None:
+    """Grow the pipe of `fd` to REPLY_PIPE_BYTES where the system has the call and allows the
+    size (else it stays as it is: only slower)."""
+    grow = getattr(fcntl, "F_SETPIPE_SZ", None) if fcntl is not None else None
+    if grow is not None:
+        with suppress(OSError):
+            fcntl.fcntl(fd, grow, REPLY_PIPE_BYTES)
 
 
 def _send(channel: IO[bytes], message: object) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import zipfile
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 
@@ -39,7 +40,18 @@ def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
     ):
         for name, array in arrays.items():  # the members np.savez_compressed would write
             with archive.open(f"{name}.npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
+                write_npy(member, np.asanyarray(array))
+
+
+def write_npy(member: IO[bytes], array: np.ndarray) -> None:
+    """The bytes np.lib.format.write_array writes (a version 1.0 header, then the data in C
+    order), the data handed over as a view. write_array copies it into a bytes object first
+    for a file that is not a real one (a zip member), a copy that holds the GIL for
+    milliseconds: in a batch, the device's thread waits that long for it between its Vulkan
+    calls (crc32 and the compressor, which this view goes to, release it)."""
+    data = array if array.flags.c_contiguous else array.copy(order="C")  # keeps 0-d as 0-d
+    np.lib.format.write_array_header_1_0(member, np.lib.format.header_data_from_array_1_0(data))
+    member.write(data.reshape(-1).view(np.uint8).data)
 
 
 def packed_bits(voxels: np.ndarray) -> np.ndarray:
