@@ -583,8 +583,9 @@ class PassRunner:
     ) -> float:
         """Record upload (if another batch is up), setup (the variant's kernel, or `setup`:
         the conservative binning's, which also counts the pairs of each tile key) and the
-        scan of the tile counts (and of the per-key counts); the records, the scanned offsets
-        and the total (and the per-key cursors) stay on the device for the next passes.
+        scan of the tile counts (the conservative binning's: of the per-key counts instead);
+        the records, the scanned offsets (or per-key cursors) and the total stay on the
+        device for the next passes.
         Returns the host milliseconds of the upload."""
         sequence = self.sequence
         upload_ms = self._upload(batch, exact=setup is None)
@@ -616,10 +617,16 @@ class PassRunner:
         )
         sequence.barrier()
         sequence.mark("setup")
-        self._total = self.scan.record(sequence, self.pool, offsets.buffer, count, "tile_counts")
-        if setup is not None:
+        if setup is None:
+            self._total = self.scan.record(
+                sequence, self.pool, offsets.buffer, count, "tile_counts"
+            )
+        else:
+            # Conservative emission needs only the per-key cursors, whose total is the pairs'.
             self._tile_cursors = outputs["tile_pairs"]
-            self.scan.record(sequence, self.pool, self._tile_cursors.buffer, window.tiles, "tiles")
+            self._total = self.scan.record(
+                sequence, self.pool, self._tile_cursors.buffer, window.tiles, "tiles"
+            )
         sequence.mark("scan")
         self._records, self._offsets, self._count = records, offsets, count
         self._wrap_flag = wrap_flag
