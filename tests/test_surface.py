@@ -273,6 +273,16 @@ def test_a_crowded_tile_is_shared_among_workgroups(gpu):
     assert count // SURFACE_GROUP_PAIRS > 1000
 
 
+def test_the_pair_total_holds_the_last_tile(gpu):
+    """A small triangle in the grid's first tile and one in its last (the highest tile key):
+    the pairs' total, the scan of the per-tile counts, holds both."""
+    near = [[0, 0, 0], [0.05, 0, 0.02], [0, 0.05, 0.05]]
+    far = [[1, 1, 1], [0.95, 1, 0.98], [1, 0.95, 0.95]]
+    mesh = (np.array(near + far, np.float32), np.array([[0, 1, 2], [3, 4, 5]]))
+    counts = assert_surface_matches_reference(gpu, mesh, (32, 32, 32))
+    assert counts["surface_pairs"] == 2
+
+
 def test_bitonic_sort_and_devices_without_subgroup_operations(gpu, monkeypatch):
     name = "dragon.ply"
     for mode, surface in KINDS:
