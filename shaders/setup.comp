@@ -4,9 +4,9 @@
 // step), and counts the tiles holding at least one column centre the triangle covers (exactly
 // the tiles pair emission will write). With CONSERVATIVE 1 (surface voxelization) it counts
 // instead every tile whose closed square the triangle's projection touches, degenerate
-// projections included (shaders/touch.glsl), and also counts each such pair in its tile's
-// entry of TilePairs: scanned, that says where emission writes the pair so that the pairs
-// come out grouped by tile (no sort).
+// projections included (shaders/touch.glsl), and counts each such pair in its tile's entry
+// of TilePairs instead of the triangle's: scanned, that says where emission writes the pair so
+// that the pairs come out grouped by tile (no sort), and sums to the pairs' total.
 #extension GL_GOOGLE_include_directive : require
 #ifndef CONSERVATIVE
 #define CONSERVATIVE 0
@@ -25,10 +25,11 @@ layout(std430, binding = 1) readonly buffer Indices { uint indices[]; };      //
 layout(std430, binding = 0) readonly buffer Soup { float soup[]; };           // 9 per triangle
 #endif
 layout(std430, binding = 2) writeonly buffer Records { TriangleRecord records[]; };
-layout(std430, binding = 3) writeonly buffer TileCounts { uint tile_counts[]; };
 layout(std430, binding = 4) buffer WrapFlag { uint may_wrap; };  // cleared by the host
 #if CONSERVATIVE
 layout(std430, binding = 5) buffer TilePairs { uint tile_pairs[]; };  // per tile key; cleared by the host
+#else
+layout(std430, binding = 3) writeonly buffer TileCounts { uint tile_counts[]; };
 #endif
 
 layout(push_constant) uniform Params {
@@ -117,6 +118,8 @@ void main() {
     // Crossing it upwards enters the surface where it faces down (as given, clockwise in xy).
     int step = select_int(-1, 1, twice_area < 0);
     records[t].c = ivec4(c, select_int(0, step, covers_columns));
+#if !CONSERVATIVE
     tile_counts[t] = tiles;
+#endif
     if (tiles > tile_limit) atomicOr(may_wrap, 1u);
 }

@@ -168,9 +168,10 @@ FILL_PARITY = Kernel(
 
 # -- surface voxelization: conservative binning (passes 1 and 3), then the surface pass ---------
 
-# Setup also counts the pairs of each tile key (tile_pairs); emission places each pair at its
-# tile's cursor in that count's scan: the pairs come out grouped by tile, with no pass 4.
-_CONSERVATIVE_SETUP_OUTPUTS = {**_SETUP_OUTPUTS, "tile_pairs": 5}
+# Setup counts the pairs of each tile key (tile_pairs) instead of each triangle's; emission
+# places each pair at its tile's cursor in that count's scan: the pairs come out grouped by
+# tile, with no pass 4.
+_CONSERVATIVE_SETUP_OUTPUTS = {"records": 2, "wrap_flag": 4, "tile_pairs": 5}
 SETUP_SOUP_CONSERVATIVE = Kernel(
     "setup",
     {"soup": 0, **_CONSERVATIVE_SETUP_OUTPUTS},

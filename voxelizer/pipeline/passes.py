@@ -583,9 +583,9 @@ class PassRunner:
     ) -> float:
         """Record upload (if another batch is up), setup (the variant's kernel, or `setup`:
         the conservative binning's, which also counts the pairs of each tile key) and the
-        scan of the tile counts (the conservative binning's: of the per-key counts instead);
-        the records, the scanned offsets (or per-key cursors) and the total stay on the
-        device for the next passes.
+        scan of the tile counts (the conservative binning counts pairs per tile key instead:
+        it scans those); the records, the scanned offsets (or per-key cursors) and the total
+        stay on the device for the next passes.
         Returns the host milliseconds of the upload."""
         sequence = self.sequence
         upload_ms = self._upload(batch, exact=setup is None)
@@ -593,11 +593,12 @@ class PassRunner:
         sequence.mark("upload")
         count = batch[1] - batch[0]
         records = self.pool.binding("records", count * RECORD_BYTES)
-        offsets = self.pool.binding("tile_counts", count * 4)
         wrap_flag = self.pool.binding("wrap_flag", 16)
         sequence.fill(wrap_flag.buffer, 0, 16)
-        outputs = {"records": records, "tile_counts": offsets, "wrap_flag": wrap_flag}
-        if setup is not None:
+        outputs = {"records": records, "wrap_flag": wrap_flag}
+        if setup is None:
+            outputs["tile_counts"] = self.pool.binding("tile_counts", count * 4)
+        else:
             outputs["tile_pairs"] = self.pool.binding("tile_pairs", window.tiles * 4)
             sequence.fill(outputs["tile_pairs"].buffer, 0, window.tiles * 4)
         sequence.barrier()
@@ -618,8 +619,9 @@ class PassRunner:
         sequence.barrier()
         sequence.mark("setup")
         if setup is None:
+            self._offsets = outputs["tile_counts"]
             self._total = self.scan.record(
-                sequence, self.pool, offsets.buffer, count, "tile_counts"
+                sequence, self.pool, self._offsets.buffer, count, "tile_counts"
             )
         else:
             # Conservative emission needs only the per-key cursors, whose total is the pairs'.
@@ -628,7 +630,7 @@ class PassRunner:
                 sequence, self.pool, self._tile_cursors.buffer, window.tiles, "tiles"
             )
         sequence.mark("scan")
-        self._records, self._offsets, self._count = records, offsets, count
+        self._records, self._count = records, count
         self._wrap_flag = wrap_flag
         return upload_ms
 
