@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from .command_words import in_command_words
 from .errors import DeviceError, OutputError, VoxelizerError
 from .io.mesh_files import GLOB_CHARACTERS, find_meshes, output_paths, output_suffix
 from .io.output import check_output_path
@@ -310,7 +311,7 @@ def _warnings_above(progress: TerminalProgress) -> Iterator[None]:
         file: TextIO | None = None,
         line: str | None = None,
     ) -> None:
-        progress.write_above(f"voxelize: warning: {message}")
+        progress.write_above(f"voxelize: warning: {in_command_words(str(message))}")
 
     saved = warnings.showwarning
     warnings.showwarning = show

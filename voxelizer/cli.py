@@ -16,9 +16,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from . import __version__
 from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
+from .command_words import in_command_words
 from .errors import (
     GridError,
     MemoryBudgetError,
@@ -172,8 +172,9 @@ EXIT_STATUS_HELP = """exit status:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="voxelize",
-        description="Exact solid voxelization of a triangle mesh on a Vulkan device:\n"
-        "a voxel is set iff its centre is inside the mesh.",
+        description="Exact solid and surface voxelization of triangle meshes on a Vulkan device\n"
+        "(a GPU, or lavapipe on the CPU). By default (--mode solid) a voxel is set iff its\n"
+        "centre is inside the mesh; --mode surface sets the voxels its triangles touch.",
         epilog=EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's lines
     )
@@ -225,9 +226,11 @@ def _parser() -> argparse.ArgumentParser:
         "--fill-mode",
         default="parity",
         choices=FILL_MODES,
-        help="parity (default: exact for closed meshes), vote (parity along "
-        "six ray directions, four must agree: repairs small holes) or union (closed parts "
-        "counted by their winding: overlapping parts give their union)",
+        help="how the solid's inside is counted: parity (default: exact for closed meshes; "
+        "where two parts overlap, the overlap comes out empty), winding (the generalized winding number: for open meshes, "
+        "scans and overlapping parts; it bridges holes), vote (parity along six ray "
+        "directions, four must agree: repairs small holes) or union (closed parts counted by their winding: "
+        "overlapping parts give their union)",
     )
     parser.add_argument(
         "--mode",
@@ -312,8 +315,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_batch_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the version (voxelizer.__version__)"
+    )
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version: the package's metadata is read only when it is asked for (~30 ms)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        from .version import package_version
+
+        parser.exit(message=f"voxelize {package_version()}\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -361,7 +378,7 @@ def _one_line_warning(
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
-    print(f"voxelize: warning: {_in_command_words(str(message))}", file=sys.stderr)
+    print(f"voxelize: warning: {in_command_words(str(message))}", file=sys.stderr)
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -508,16 +525,7 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             attributes=["face"] if args.face_ids else [],
         )
     except ModeError as exc:
-        parser.error(_in_command_words(str(exc)))
-
-
-def _in_command_words(text: str) -> str:
-    """The API's words (mode='both', fill_mode='union') as the command's (--mode both)."""
-    return re.sub(
-        r"\b(fill_mode|mode|surface)='(\w+)'",
-        lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
-        text,
-    )
+        parser.error(in_command_words(str(exc)))
 
 
 def _check_dense_output(
