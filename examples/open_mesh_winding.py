@@ -38,10 +38,12 @@ def main(out_dir: Path) -> None:
     assert caught and issubclass(caught[0].category, voxelizer.OpenMeshWarning)
     print(f"parity warns: {caught[0].message}")
 
-    for fill_mode in ("parity", "vote", "winding"):
-        grid = parity if fill_mode == "parity" else voxelizer.voxelize_dense(
+    grids = {"parity": parity}
+    for fill_mode in ("vote", "winding"):
+        grids[fill_mode] = voxelizer.voxelize_dense(
             holed, grid=GRID, bounds=box, fill_mode=fill_mode, warn=False
         )
+    for fill_mode, grid in grids.items():
         wrong = np.count_nonzero(grid.to_numpy() != closed)
         print(f"{fill_mode:8} {grid.count():7,} voxels, {wrong:6,} differ from the closed knot")
         voxelizer.write_preview(grid, out_dir / f"holed-{fill_mode}.png", overwrite=True)

@@ -30,7 +30,13 @@ from voxelizer import OutputError, cli, write_preview
 from voxelizer.io import OUTPUT_FORMATS, output
 from voxelizer.io.output import all_or_nothing, check_output_path, open_output
 
-from .helpers import PROJECT_MODELS, assert_one_line_error, cli_usage_error, run_cli
+from .helpers import (
+    PROJECT_MODELS,
+    RESTORE_SIGINT,
+    assert_one_line_error,
+    cli_usage_error,
+    run_cli,
+)
 
 MODEL = PROJECT_MODELS / "gear.ply"
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -248,7 +254,7 @@ def run_interrupted(args: list[object], after: float | None) -> tuple[int, dict[
     interrupted): (exit status, {"writing": when writing began, "seconds": main's time}, as
     far as it got, stderr)."""
     child = subprocess.Popen(
-        [sys.executable, "-c", INTERRUPTIBLE_COMMAND, *map(str, args)],
+        [sys.executable, "-c", RESTORE_SIGINT + INTERRUPTIBLE_COMMAND, *map(str, args)],
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -315,6 +321,7 @@ def test_ctrl_c_while_the_device_opens_waits_for_it_at_exit(tmp_path):
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_sigint_at_random_moments_of_a_run_leaves_all_outputs_or_none(tmp_path):
     """Real SIGINTs at random moments of a run that voxelizes, then writes a mesh, a preview
     and the statistics; half the moments fall before the writing began (in an uninterrupted
@@ -587,10 +594,18 @@ def test_write_preview_refuses_other_image_names(tmp_path):
     assert not caught.value.exists and leftovers(tmp_path) == []
 
 
-def test_a_ctrl_c_as_the_temporary_is_created_leaves_nothing(tmp_path, monkeypatch):
+@pytest.fixture
+def ctrl_c_handler():
+    """Ctrl-C's handler in this process, for a test that sends itself SIGINT (a launcher may
+    have started the run with SIGINT ignored); the handler before is restored after it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_as_the_temporary_is_created_leaves_nothing(tmp_path, monkeypatch, ctrl_c_handler):
     """A SIGINT that arrives just after the temporary file is created (before the writer's
     cleanup knows it) once left it behind, empty; it is now held until the cleanup does."""
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     create = output._create_temp
 
     def create_then_interrupt(target: Path) -> Path:

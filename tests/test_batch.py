@@ -40,6 +40,7 @@ from voxelizer.svo import SVO
 
 from .helpers import (
     PROJECT_MODELS,
+    RESTORE_SIGINT,
     FakeTerminal,
     assert_same_svo,
     cli_usage_error,
@@ -636,7 +637,9 @@ def test_interrupted_batch_leaves_whole_files_and_resumes(tmp_path, jobs):
     for name, source in sources.items():
         shutil.copyfile(source, folder / name)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "voxelizer", str(folder), "--out-dir", str(out)]
+    # `python -m voxelizer`, with Ctrl-C's handler whatever SIGINT's state in this process
+    as_module = "import runpy; runpy.run_module('voxelizer', run_name='__main__', alter_sys=True)"
+    command = [sys.executable, "-c", RESTORE_SIGINT + as_module, str(folder), "--out-dir", str(out)]
     command += ["--grid", "64", "--format", "npz", "--jobs", str(jobs)]
     process = subprocess.Popen(
         command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

@@ -89,6 +89,7 @@ def test_svo_face_ids_of_shared_models(gpu, name):
                       reference_faces(name, 48))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_svo_face_ids_in_slabs_and_batches(gpu):
     """Slabs of rows (forests merged) and triangle batches: each slab's ids are gathered
     from its own face-id grid and placed in the merged tree."""

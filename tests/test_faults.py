@@ -98,7 +98,7 @@ def test_a_refused_head_start_changes_nothing():
     assert_same_voxels(svo.to_numpy(), reference_grid("torus.stl", 40).to_numpy())
 
 
-@pytest.mark.parametrize("output", ["dense", "svo"])
+@pytest.mark.parametrize("output", ["dense", pytest.param("svo", marks=pytest.mark.slow)])
 def test_every_allocation_of_a_call_may_fail(output):
     """The k-th allocation of a call on a new Voxelizer fails, for every k the call makes: each
     time one DeviceError, and the next call on the same Voxelizer is exact."""

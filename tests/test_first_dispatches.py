@@ -172,6 +172,7 @@ def run_on_cache(cache: Path, **env: str) -> dict:
     return report
 
 
+@pytest.mark.slow
 def test_a_cold_driver_cache_shares_the_compiles_with_a_second_device(tmp_path: Path) -> None:
     """The first process on an empty cache opens a second device that compiles some of the
     kernels; the next finds them cached and opens none; with Mesa's cache turned off none

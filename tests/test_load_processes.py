@@ -32,7 +32,7 @@ from voxelizer.load_processes import (
 )
 from voxelizer.placement import GridPlacement
 
-from .helpers import PROJECT_MODELS, shared_model
+from .helpers import PROJECT_MODELS, RESTORE_SIGINT, shared_model
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = {"variant": "branchless", "fill_mode": "parity", "mode": "solid"}
@@ -223,7 +223,7 @@ def test_ctrl_c_ends_the_batch_and_its_helpers(tmp_path):
     """SIGINT to the whole process group, as a terminal sends it: the helpers ignore it
     (no traceback from them), the batch stops and its helpers end with it."""
     script = tmp_path / "interrupted.py"
-    script.write_text(textwrap.dedent(INTERRUPTED))
+    script.write_text(RESTORE_SIGINT + textwrap.dedent(INTERRUPTED))
     process = subprocess.Popen(
         [sys.executable, str(script), *[str(shared_model("bunny.ply"))] * 4],
         cwd=tmp_path,

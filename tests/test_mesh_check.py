@@ -229,6 +229,7 @@ def _two_bunnies():
     return combine((bunny.vertices, bunny.faces), (bunny.vertices + shift, bunny.faces))
 
 
+@pytest.mark.slow
 def test_every_variant_sort_and_split_counts_the_same(gpu):
     """An open scan and two overlapping bunnies at 256³, whole and with a budget that forces
     slabs, triangle batches and split parts (the per-column sums across dispatches)."""
@@ -325,6 +326,7 @@ def test_one_submission_per_slab_in_the_common_case(gpu, monkeypatch):
     assert_same_voxels(grid.to_numpy(), reference_grid("torus.stl", 48).to_numpy())
 
 
+@pytest.mark.slow
 def test_a_tile_with_more_pairs_than_a_fill_round_in_one_and_two_submissions(monkeypatch):
     """70,000 flat tetrahedra stacked over one tile, with an inside-out box (overlap columns)
     and a lone triangle (open columns) over the same tile: 280,000 pairs, more than one fill

@@ -39,6 +39,8 @@ from .helpers import (
 
 MODELS = sorted(SHARED_MODELS.glob("*.ply")) + sorted(SHARED_MODELS.glob("*.stl"))
 MODELS += sorted(PROJECT_MODELS.glob("*.ply"))
+# Their text versions take 20-50 s each to write and read on lavapipe's 2 cores.
+LARGE_MODELS = ("armadillo.ply", "bunny.ply", "bunny_scan.ply", "dragon.ply")
 
 
 def trimesh_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -108,7 +110,14 @@ def test_every_model_reads_as_trimesh_reads_it(path):
     assert mesh.triangle_count > 0
 
 
-@pytest.mark.parametrize("path", MODELS, ids=lambda path: path.name)
+@pytest.mark.parametrize(
+    "path",
+    [
+        pytest.param(path, marks=pytest.mark.slow) if path.name in LARGE_MODELS else path
+        for path in MODELS
+    ],
+    ids=lambda path: path.name,
+)
 def test_every_model_as_obj_and_ascii_stl_reads_as_trimesh_reads_it(tmp_path, path):
     """Each model written by trimesh's exporters as OBJ (with normals) and as ASCII STL."""
     model = trimesh.Trimesh(*trimesh_arrays(path), process=False)

@@ -26,7 +26,7 @@ from voxelizer.gpu.device import Instance
 from voxelizer.parallel import for_row_chunks
 from voxelizer.reference import voxelize_reference
 
-from .helpers import PROJECT_MODELS, load_model, placed
+from .helpers import PROJECT_MODELS, RESTORE_SIGINT, load_model, placed
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 TORUS_KNOT = PROJECT_MODELS / "torus_knot.ply"
@@ -265,7 +265,9 @@ CREATED_OBJECTS = ["vkCreateComputePipelines", "vkCreateShaderModule", "vkCreate
 
 
 def test_sigint_right_after_a_vulkan_object_is_created_leaks_nothing():
-    result = run_python("-c", CREATE_INTERRUPT_SCRIPT, str(TORUS_KNOT), *CREATED_OBJECTS)
+    result = run_python(
+        "-c", RESTORE_SIGINT + CREATE_INTERRUPT_SCRIPT, str(TORUS_KNOT), *CREATED_OBJECTS
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["messages"] == [], report["messages"][:2]
@@ -304,7 +306,7 @@ def test_sigint_while_a_voxelizer_opens_leaves_nothing_behind():
     """A Ctrl-C right after each object a Voxelizer creates as it opens: the constructor
     raises KeyboardInterrupt, destroys what it created (the layer reports no leaked object
     when the instance goes), and the next Voxelizer works."""
-    result = run_python("-c", OPEN_INTERRUPT_SCRIPT, *OPENING_OBJECTS)
+    result = run_python("-c", RESTORE_SIGINT + OPEN_INTERRUPT_SCRIPT, *OPENING_OBJECTS)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["messages"] == [], report["messages"][:2]
@@ -314,7 +316,9 @@ def test_sigint_while_a_voxelizer_opens_leaves_nothing_behind():
 
 def test_sigint_at_any_moment_leaves_the_voxelizer_usable():
     rounds = 50
-    result = run_python("-c", INTERRUPT_SCRIPT, str(TORUS_KNOT), str(rounds), "2024")
+    result = run_python(
+        "-c", RESTORE_SIGINT + INTERRUPT_SCRIPT, str(TORUS_KNOT), str(rounds), "2024"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["messages"] == [], report["messages"][:2]

@@ -236,6 +236,7 @@ def assert_surface_matches_reference(gpu, mesh, shape) -> dict[str, int]:
     return faces_grid.stats.counts
 
 
+@pytest.mark.slow
 def test_triangles_that_span_deep_columns(gpu):
     """1,500 slanted triangles that each span the whole height of a 2,048-deep column, in
     the same few tiles: 64 words (2,048 face-id voxels) per marked column, many such columns
@@ -261,6 +262,7 @@ def crowded_tile(count: int) -> tuple[np.ndarray, np.ndarray]:
     return vertices, np.arange(3 * count + 3).reshape(count + 1, 3)
 
 
+@pytest.mark.slow
 def test_a_crowded_tile_is_shared_among_workgroups(gpu):
     """140,000 small triangles inside one tile: their pairs fill thousands of workgroups
     (SURFACE_GROUP_PAIRS each), which all OR into the same few columns and lower the same

@@ -300,7 +300,7 @@ def test_one_copy_moves_by_a_sixty_fourth_of_a_voxel_along_two_axes(name, moved)
     assert np.array_equal(np.sort(np.abs(off[away[0]])), [0, SPLIT_MOVE, SPLIT_MOVE])
 
 
-@pytest.mark.parametrize("resolution", [32, 64])
+@pytest.mark.parametrize("resolution", [32, pytest.param(64, marks=pytest.mark.slow)])
 def test_a_real_model(gpu, tmp_path, resolution):
     """The bunny, where it has edge and corner contacts: at its own placement (rounded) and
     on a dyadic one (exact), through every reader (open3d's quadratic self-intersection test

@@ -92,7 +92,11 @@ TILTED = _tilted_open_icosphere()
 # --- the reference against the definition ---------------------------------------------------
 
 
-@pytest.mark.parametrize("shape", [OPEN_SPHERE, OPEN_CUBE], ids=["sphere", "cube"])
+@pytest.mark.parametrize(
+    "shape",
+    [pytest.param(OPEN_SPHERE, marks=pytest.mark.slow), OPEN_CUBE],
+    ids=["sphere", "cube"],
+)
 def test_reference_is_the_solid_angle_sum(shape):
     """s - c equals the sum of the triangles' solid angles at every voxel centre in the box
     that is not on the surface (outside the box the rule says empty: |w| < 1/2 there)."""
@@ -249,7 +253,9 @@ def test_the_tile_bound_holds(shape):
     assert checked > 500  # the turn term is needed
 
 
-@pytest.mark.parametrize("name", OPEN_MODELS)
+@pytest.mark.parametrize(
+    "name", [OPEN_MODELS[0], pytest.param(OPEN_MODELS[1], marks=pytest.mark.slow)]
+)
 def test_gpu_equals_the_reference_on_open_models(gpu, name):
     """Real open meshes (suzanne's open eyes, the scan's holes), the placement as the API's."""
     mesh = load_model(name)
@@ -368,7 +374,14 @@ def _stacked(count: int, nz: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize(
-    ("count", "nz"), [(2_000, 8), (8_000, 8), (40_000, 8), (8_000, 128), (8_000, 8192)]
+    ("count", "nz"),
+    [
+        (2_000, 8),
+        (8_000, 8),
+        pytest.param(40_000, 8, marks=pytest.mark.slow),
+        (8_000, 128),
+        (8_000, 8192),
+    ],
 )
 def test_closed_stack_with_many_crossings_per_tile(gpu, variant, count, nz):
     """Thousands of closed flat tetrahedra over one tile: 4 pairs of that tile and 2

@@ -193,6 +193,7 @@ def test_a_mark_shared_across_batches_of_triangles(shaped: Voxelizer) -> None:
     assert expected[8:20, 9:21, 13:40].all()  # the outer box above the inner one
 
 
+@pytest.mark.slow
 def test_shared_marks_on_several_slabs(gpu: Voxelizer) -> None:
     """A sphere and its copy a quarter voxel higher (w = 2 inside both, 1 inside one: their
     union), most bottoms and tops of the two in one gap, on slabs of rows with batches of

@@ -330,7 +330,8 @@ class _VersionAction(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
         from .version import package_version
 
-        parser.exit(message=f"voxelize {package_version()}\n")
+        print(f"voxelize {package_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def main(argv: list[str] | None = None) -> int:
