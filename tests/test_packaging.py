@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,3 +94,33 @@ def test_the_install_has_the_licence_the_marker_and_the_metadata(
 def test_the_licence_is_mit() -> None:
     text = (ROOT / "LICENSE").read_text()
     assert text.startswith("MIT License") and "the voxelizer authors" in text
+
+
+def test_every_package_of_the_tree_is_in_the_packages_list() -> None:
+    """pyproject.toml lists the packages (the GLSL sources ship as voxelizer._shaders, from
+    another folder, which package discovery cannot map): a folder of the package that holds
+    modules or shipped data and is missing from the list would be missing from the wheel,
+    and setuptools warns about data folders it was not told of."""
+    listed = set(
+        re.findall(r'^    "(voxelizer[\w.]*)",$', (ROOT / "pyproject.toml").read_text(), re.M)
+    )
+    folders = {
+        ".".join(folder.relative_to(ROOT).parts)
+        for folder in [ROOT / "voxelizer", *(ROOT / "voxelizer").rglob("*")]
+        if folder.is_dir()
+        and folder.name != "__pycache__"
+        and any(f.is_file() and f.suffix in (".py", ".spv", ".json") for f in folder.iterdir())
+    }
+    assert folders | {"voxelizer._shaders"} == listed
+
+
+def test_the_install_script_takes_dev_only() -> None:
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install.sh"), "--tests"], capture_output=True, text=True
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "install.sh: unknown option --tests (the only one is --dev)\n"
+    shown = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "install.sh"), "--help"], capture_output=True, text=True
+    )
+    assert shown.returncode == 0 and "--dev" in shown.stdout and "#" not in shown.stdout

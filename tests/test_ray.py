@@ -27,8 +27,13 @@ from voxelizer.ray import result_of, to_dense, voxelize_dataset, voxelize_files_
 
 from .helpers import PROJECT_MODELS, run_cli, shared_model
 
-# Ray Data's own deprecation notices, about its settings, not ours.
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*")
+pytestmark = [
+    # A real local Ray cluster, started for the module (4-5 s on lavapipe's 2 cores), and
+    # tests of several seconds each on it.
+    pytest.mark.slow,
+    # Ray Data's own deprecation notices, about its settings, not ours.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*"),
+]
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 GRID = 16
 SOURCES = {
