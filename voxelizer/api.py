@@ -112,10 +112,11 @@ class Voxelizer:
           voxels the triangles touch, of the kind `surface`: "conservative", the default,
           or "thin") or "both" (the solid united with the conservative surface).
         - fill_mode, how the solid's inside is counted: "parity" (default: exact for closed
-          meshes; where two parts overlap, the overlap comes out empty), "winding" (the generalized winding number: for
-          open meshes, scans and overlapping parts; it bridges holes), "vote" (parity along
-          six ray directions, four must agree) or "union" (closed parts counted by their
-          winding: overlapping parts give their union).
+          meshes; where two parts overlap, the overlap comes out empty), "winding" (the
+          generalized winding number: for open meshes, scans and overlapping parts; it
+          bridges holes), "vote" (parity along six ray directions, four must agree) or
+          "union" (closed parts counted by their winding: overlapping parts give their
+          union).
         - variant, sort: the shader variant and the pairs' sort (the same voxels with each).
         - voxel_size, bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's
           box; it must contain the mesh), max_memory (bytes or "2GiB"), progress (a callable

@@ -227,10 +227,10 @@ def _parser() -> argparse.ArgumentParser:
         default="parity",
         choices=FILL_MODES,
         help="how the solid's inside is counted: parity (default: exact for closed meshes; "
-        "where two parts overlap, the overlap comes out empty), winding (the generalized winding number: for open meshes, "
-        "scans and overlapping parts; it bridges holes), vote (parity along six ray "
-        "directions, four must agree: repairs small holes) or union (closed parts counted by their winding: "
-        "overlapping parts give their union)",
+        "where two parts overlap, the overlap comes out empty), winding (the generalized "
+        "winding number: for open meshes, scans and overlapping parts; it bridges holes), "
+        "vote (parity along six ray directions, four must agree: repairs small holes) or "
+        "union (closed parts counted by their winding: overlapping parts give their union)",
     )
     parser.add_argument(
         "--mode",
