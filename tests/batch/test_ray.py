@@ -1,0 +1,208 @@
+"""voxelizer.ray on a real local Ray cluster (started once for this module, 2 CPUs, lavapipe).
+
+Every result is compared with the single-process call on the same file, bit for bit with its
+placement. The actors inherit VOXELIZER_VALIDATION=1 (conftest): a validation message there
+turns that mesh into a failed row, which these tests would see. One test kills every actor
+while the batch runs: Ray restarts them and retries their batches, and the outputs are each
+written once and whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+import ray.data
+
+import voxelizer
+from voxelizer.grid import DenseGrid
+from voxelizer.ray import result_of, to_dense, voxelize_dataset, voxelize_files_on_ray
+
+from ..helpers import PROJECT_MODELS, run_cli, shared_model
+
+pytestmark = [
+    # A real local Ray cluster, started for the module (4-5 s on lavapipe's 2 cores), and
+    # tests of several seconds each on it.
+    pytest.mark.slow,
+    # Ray Data's own deprecation notices, about its settings, not ours.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*"),
+]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+GRID = 16
+SOURCES = {
+    "gear.ply": PROJECT_MODELS / "gear.ply",
+    "knot.ply": PROJECT_MODELS / "torus_knot.ply",
+    "sub/sphere.ply": PROJECT_MODELS / "hollow_sphere.ply",
+    "sub/torus.stl": shared_model("torus.stl"),
+}
+BAD_PLY = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nend_header\n1\n"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster for this module; its workers import this checkout's voxelizer."""
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(PROJECT_ROOT)}},
+    )
+    ray.data.DataContext.get_current().enable_progress_bars = False
+
+    @ray.remote(num_cpus=0.5)
+    def imported_from() -> tuple[str, str | None]:
+        import voxelizer as worker_voxelizer
+
+        return worker_voxelizer.__file__, os.environ.get("VOXELIZER_VALIDATION")
+
+    try:
+        where, validation = ray.get(imported_from.remote(), timeout=120)
+        assert Path(where).resolve() == (PROJECT_ROOT / "voxelizer" / "__init__.py").resolve()
+        assert validation == "1"
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "in"
+    for relative, source in SOURCES.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, root / relative)
+    return root
+
+
+def single(path: Path, grid: int = GRID) -> DenseGrid:
+    return voxelizer.voxelize_dense(path, grid=grid)
+
+
+def assert_same_grid(got: DenseGrid | voxelizer.SVO, expected: DenseGrid) -> None:
+    assert got.shape == expected.shape
+    assert np.array_equal(got.to_numpy(), expected.to_numpy())
+    assert np.array_equal(got.origin, expected.origin) and got.voxel_size == expected.voxel_size
+
+
+def files_under(folder: Path) -> list[str]:
+    """Every file below `folder` (temporaries included), as sorted relative paths."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_dataset_of_paths_to_columns_with_a_bad_mesh(cluster, tree):
+    """Rows of paths (one of them no mesh) -> rows of packed bits equal to the single call;
+    the bad one is a failed row with a one-line error naming it, the others go on."""
+    (tree / "bad.ply").write_bytes(BAD_PLY)
+    paths = [tree / name for name in SOURCES] + [tree / "bad.ply"]
+    dataset = ray.data.from_items([{"path": str(p), "index": i} for i, p in enumerate(paths)])
+    rows = sorted(voxelize_dataset(dataset, grid=GRID).take_all(), key=lambda r: r["index"])
+    assert [int(r["index"]) for r in rows] == list(range(len(paths)))
+    for path, row in zip(paths[:-1], rows[:-1]):
+        assert row["status"] == "done", row["error"]
+        expected = single(path)
+        assert_same_grid(to_dense(row), expected)
+        assert result_of(row).solid_voxels == expected.count()
+        assert row["device"].startswith("llvmpipe")
+    bad = result_of(rows[-1])
+    assert bad.status == "failed" and bad.solid_voxels is None
+    assert bad.error is not None and bad.error.startswith(f"{tree / 'bad.ply'}: ")
+    assert "\n" not in bad.error
+    with pytest.raises(ValueError, match="no voxels in a failed row"):
+        to_dense(rows[-1])
+
+
+def test_dataset_of_bytes_to_files(cluster, tmp_path):
+    """Rows carrying the file's bytes and name (no shared file system needed to read) ->
+    files under out_dir named after `name`, equal to the single call's."""
+    names = ["gear.ply", "torus.stl"]
+    sources = [SOURCES["gear.ply"], SOURCES["sub/torus.stl"]]
+    dataset = ray.data.from_items(
+        [{"name": n, "bytes": s.read_bytes()} for n, s in zip(names, sources)]
+    )
+    out = tmp_path / "out"
+    rows = voxelize_dataset(dataset, grid=GRID, out_dir=out, format="npz", actors=1).take_all()
+    assert sorted(r["status"] for r in rows) == ["done", "done"], [r["error"] for r in rows]
+    assert "bits" not in rows[0]  # the voxels went to files
+    assert files_under(out) == ["gear.npz", "torus.npz"]
+    for name, source in zip(names, sources):
+        assert_same_grid(voxelizer.load(out / Path(name).with_suffix(".npz")), single(source))
+
+
+def test_cli_on_the_cluster_mirrors_the_tree_and_logs(cluster, tree, tmp_path, capsys):
+    """`voxelize DIR --out-dir OUT --ray auto` (this process is connected: the batch runs on
+    its cluster): the same files as the single calls, a log record per mesh, then a rerun
+    with --skip-existing that voxelizes nothing."""
+    out, log = tmp_path / "out", tmp_path / "log.jsonl"
+    args = [tree, "--out-dir", out, "--grid", GRID, "--format", "npz", "--ray", "auto"]
+    code, stdout, stderr = run_cli(capsys, *args, "--log", log)
+    assert code == 0, stderr
+    assert stdout.startswith("4 meshes: 4 done, 0 skipped, 0 failed in ")
+    assert files_under(out) == ["gear.npz", "knot.npz", "sub/sphere.npz", "sub/torus.npz"]
+    for relative, source in SOURCES.items():
+        output = (out / relative).with_suffix(".npz")
+        assert_same_grid(voxelizer.load(output), single(source))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(r["input"] for r in records) == sorted(str(tree / r) for r in SOURCES)
+    assert all(r["status"] == "done" and r["error"] is None for r in records)
+    code, stdout, stderr = run_cli(capsys, *args, "--skip-existing")
+    assert code == 0, stderr
+    assert stdout.startswith("4 meshes: 0 done, 4 skipped, 0 failed in ")
+
+
+def _actor_processes() -> list[int]:
+    """The process ids of this machine's Ray Data map actors (their process title)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"ray::MapWorker"):
+            found.append(int(entry.name))
+    return found
+
+
+def test_killed_actors_lose_and_duplicate_nothing(cluster, tmp_path):
+    """Every actor killed (SIGKILL) after the first result: Ray restarts them and retries
+    their batches; each mesh's result comes once, each output is there once and whole (no
+    temporary left), and equal to the single call's."""
+    sources = [SOURCES["sub/torus.stl"], SOURCES["sub/sphere.ply"]] * 5
+    folder = tmp_path / "in"
+    folder.mkdir()
+    inputs = []
+    for number, source in enumerate(sources):
+        inputs.append(folder / f"m{number:02d}{source.suffix}")
+        shutil.copyfile(source, inputs[-1])
+    out = tmp_path / "out"
+    results = []
+    killed: list[int] = []
+    missing_after_kill = 0
+    with voxelize_files_on_ray(
+        inputs, out_dir=out, format="npz", grid=64, batch_size=1, actors=2
+    ) as run:
+        for result in run:
+            results.append(result)
+            if not killed:
+                deadline = time.monotonic() + 60
+                while not (killed := _actor_processes()) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                for pid in killed:
+                    os.kill(pid, signal.SIGKILL)
+                missing_after_kill = len(inputs) - len(list(out.glob("*.npz")))
+    assert killed
+    assert missing_after_kill > 0  # written after the kill: by the restarted actors
+    assert sorted(r.index for r in results) == list(range(len(inputs)))
+    assert all(r.status == "done" for r in results), [r.error for r in results if r.error]
+    assert files_under(out) == sorted(f"m{n:02d}.npz" for n in range(len(inputs)))
+    expected = {source: single(source, 64) for source in set(sources)}
+    for number, source in enumerate(sources):
+        assert_same_grid(voxelizer.load(out / f"m{number:02d}.npz"), expected[source])

@@ -1,0 +1,69 @@
+"""Outputs pinned by digest: the SVO arrays, the .svo file bytes and the dense bits of several
+models, variants, sorts, fill modes, shapes and slab plans, as main produced them before the
+pipeline was restructured. A refactoring that changes one voxel or one SVO byte fails here.
+
+Regenerate (only for an intended change of the output): VOXELIZER_WRITE_DIGESTS=1 pytest
+tests/test_outputs_unchanged.py.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+import voxelizer
+
+from ..helpers import PROJECT_MODELS, model_path
+
+DIGESTS = PROJECT_MODELS.parent / "tests" / "data" / "digests.json"
+
+# (case name, model, grid, options for voxelize / voxelize_dense)
+CASES = [
+    ("torus_knot-64-naive", "torus_knot.ply", 64, {"variant": "naive"}),
+    ("torus_knot-64-branchless", "torus_knot.ply", 64, {"variant": "branchless"}),
+    ("torus_knot-64-indexed", "torus_knot.ply", 64, {"variant": "indexed"}),
+    ("torus_knot-64-combined", "torus_knot.ply", 64, {"variant": "combined"}),
+    ("torus_knot-64-bitonic", "torus_knot.ply", 64, {"sort": "bitonic"}),
+    ("hollow_sphere-96", "hollow_sphere.ply", 96, {"variant": "combined"}),
+    ("gear-80x48x32", "gear.ply", (80, 48, 32), {}),
+    ("bunny-128", "bunny.ply", 128, {"variant": "indexed"}),
+    ("dragon-128-bitonic", "dragon.ply", 128, {"sort": "bitonic"}),
+    ("bunny_scan-64-vote", "bunny_scan.ply", 64, {"fill_mode": "vote"}),
+    ("armadillo-256-slabs", "armadillo.ply", 256, {"max_memory": "6MiB"}),
+    ("suzanne-256x128x192-slabs", "suzanne.ply", (256, 128, 192), {"max_memory": "3MiB"}),
+]
+
+
+def _digest(*arrays: np.ndarray | bytes) -> str:
+    digest = hashlib.sha256()
+    for array in arrays:
+        digest.update(array if isinstance(array, bytes) else np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def _outputs(gpu, model: str, grid, options: dict, tmp_path) -> dict[str, str]:
+    svo = gpu.voxelize(model_path(model), grid, **options)
+    dense = gpu.voxelize_dense(model_path(model), grid, **options)
+    path = tmp_path / "out.svo"
+    voxelizer.save(svo, path)
+    return {
+        "svo_arrays": _digest(svo.nodes, svo.bricks, svo.level_offsets),
+        "svo_file": _digest(path.read_bytes()),
+        "dense_bits": _digest(np.packbits(dense.to_numpy(), axis=None)),
+        "solid": str(dense.count()),
+    }
+
+
+@pytest.mark.parametrize("name, model, grid, options", CASES, ids=[case[0] for case in CASES])
+def test_outputs_match_the_stored_digests(gpu, tmp_path, name, model, grid, options):
+    found = _outputs(gpu, model, grid, options, tmp_path)
+    if os.environ.get("VOXELIZER_WRITE_DIGESTS"):
+        stored = json.loads(DIGESTS.read_text()) if DIGESTS.is_file() else {}
+        stored[name] = found
+        DIGESTS.write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n")
+    stored = json.loads(DIGESTS.read_text())
+    assert found == stored[name]
