@@ -1,9 +1,9 @@
 """The code blocks of the Markdown pages (README.md, docs/**/*.md), and the script that runs
 one page's blocks: ```python blocks in order in one namespace, ```bash blocks with bash
-(-e, pipefail), all in the working directory the caller gives (tests/test_docs.py makes one
+(-e, pipefail), all in the working directory the caller gives (tests/faces/test_docs.py makes one
 holding `models/` and `shared/`). ```text and the other languages are not run.
 
-Run as a script: `python tests/doc_blocks.py PAGE.md [NAME]`; it exits 1 at the first block that
+Run as a script: `python tests/faces/doc_blocks.py PAGE.md [NAME]`; it exits 1 at the first block that
 fails, naming the page and the block's first line."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 (one test per page: its python blocks in order in one namespace, its bash blocks with the
 venv's commands on PATH, in a fresh directory holding `models/` and a `shared/` link to the
 shared models), every script in examples/ and the example notebook, all with the validation
-layer on. A failure names the page and the line of the block (tests/doc_blocks.py)."""
+layer on. A failure names the page and the line of the block (tests/faces/doc_blocks.py)."""
 
 from __future__ import annotations
 

@@ -252,7 +252,7 @@ def mismatches(kernel: Kernel, defines: Mapping[str, int]) -> list[str]:
 @pytest.mark.parametrize("kernel", declared_kernels(), ids=lambda kernel: kernel.label)
 def test_declaration_matches_the_glsl_of_every_build(kernel):
     defines_of_builds = builds(kernel)
-    assert defines_of_builds, f"{kernel.label}: no family builds it (tests/test_kernels.py)"
+    assert defines_of_builds, f"{kernel.label}: no family builds it (tests/gpu/test_kernels.py)"
     with ThreadPoolExecutor() as workers:  # glslang runs in parallel; the results are cached
         list(workers.map(lambda defines: preprocess(kernel.source, defines), defines_of_builds))
     for defines in defines_of_builds:

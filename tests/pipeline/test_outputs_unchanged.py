@@ -3,7 +3,7 @@ models, variants, sorts, fill modes, shapes and slab plans, as main produced the
 pipeline was restructured. A refactoring that changes one voxel or one SVO byte fails here.
 
 Regenerate (only for an intended change of the output): VOXELIZER_WRITE_DIGESTS=1 pytest
-tests/test_outputs_unchanged.py.
+tests/pipeline/test_outputs_unchanged.py.
 """
 
 from __future__ import annotations

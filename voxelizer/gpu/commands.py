@@ -372,7 +372,7 @@ class Sequence:
         # Set before the submit: an interrupt just after it must still find the flag set.
         self.device.queue_may_be_busy = True
         # The submit and the wait through the wrapper (one call each per submission; the
-        # Ctrl-C test of tests/test_process_safety.py interrupts right after the submit).
+        # Ctrl-C test of tests/gpu/test_process_safety.py interrupts right after the submit).
         with self.device.queue_lock:
             vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
         vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
@@ -544,7 +544,7 @@ class FirstDispatches:
         lib.vkCmdDispatch(command_buffer, 0, 0, 0)
         vk.vkEndCommandBuffer(command_buffer)
         # The Vulkan function itself: this thread's submissions are not a call's (the wrapper
-        # is what tests/test_process_safety.py counts and interrupts).
+        # is what tests/gpu/test_process_safety.py counts and interrupts).
         submit = ffi.new("VkSubmitInfo *")
         submit.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
         buffers = ffi.new("VkCommandBuffer[]", [command_buffer])

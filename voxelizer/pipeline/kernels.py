@@ -1,5 +1,5 @@
 """The kernels of the seven passes, of the surface pass and of the SVO build, declared once
-(gpu/kernels.py says how; tests/test_kernels.py checks each against its GLSL).
+(gpu/kernels.py says how; tests/gpu/test_kernels.py checks each against its GLSL).
 
 Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_STAGE,
 WRITE_STAGE, FACE_IDS) or its binning (CONSERVATIVE) are declarations of their own; the
