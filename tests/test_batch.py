@@ -1,4 +1,4 @@
-"""Many meshes: voxelize_many and the command's batch mode (voxelizer/batch.py, batch_cli.py).
+"""Many meshes: voxelize_many and the command's batch mode (voxelizer/batch/).
 
 Every voxelization here is compared with the single call on the same file (bit for bit, with
 its placement), and every refusal happens before any file is written. The worker processes
@@ -31,7 +31,7 @@ import trimesh
 
 import voxelizer
 from voxelizer import BatchResult, DeviceError, GridError, OutputError, voxelize_many
-from voxelizer.batch import worker_share
+from voxelizer.batch.pool import worker_share
 from voxelizer.gpu.device import Instance
 from voxelizer.grid import DenseGrid
 from voxelizer.io.mesh_files import find_meshes, output_paths
@@ -599,11 +599,11 @@ def test_cli_refuses_to_overwrite_without_force(tree, tmp_path, capsys):
 
 
 def test_cli_progress_over_meshes(tree, tmp_path, capsys, monkeypatch):
-    import voxelizer.batch_cli
+    import voxelizer.batch.cli
     from voxelizer.progress import TerminalProgress
 
     monkeypatch.setattr(
-        voxelizer.batch_cli,
+        voxelizer.batch.cli,
         "TerminalProgress",
         functools.partial(TerminalProgress, delay=0.0, interval=0.0),
     )

@@ -1,5 +1,5 @@
 """The `voxelize` command: one mesh in, one solid voxelization out, one summary line; several
-meshes go to the batch mode of voxelizer.batch_cli."""
+meshes go to the batch mode of voxelizer.batch.cli."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from . import __version__
-from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
+from .batch.cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
 from .errors import (
     GridError,
@@ -35,7 +35,7 @@ from .io.preview import PREVIEW_SUFFIX, write_preview
 from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
-from .options import Options
+from .options import Options, batch_options_of
 from .pipeline.passes import (
     DEFAULT_SORT,
     DEFAULT_VARIANT,
@@ -68,16 +68,9 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
         mesh,
         args.grid,
         device=args.device,
-        variant=args.variant,
-        fill_mode=args.fill_mode,
-        sort=args.sort,
-        voxel_size=args.voxel_size,
-        bounds=args.bounds,
-        max_memory=args.max_memory,
         progress=progress,
-        mode=args.mode,
-        surface=args.surface,
         attributes=["face"] if args.face_ids else [],
+        **batch_options_of(args),  # the options of the same names
     )
 
 
