@@ -177,6 +177,18 @@ def _parser() -> argparse.ArgumentParser:
         help="mesh file (PLY, OBJ, STL, OFF, GLB, ...); several, a directory, a glob or "
         "@list.txt make a batch (see --out-dir)",
     )
+    _add_grid_arguments(parser)
+    _add_method_arguments(parser)
+    _add_output_arguments(parser)
+    _add_run_arguments(parser)
+    add_batch_arguments(parser)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
+    return parser
+
+
+def _add_grid_arguments(parser: argparse.ArgumentParser) -> None:
+    """The grid: its size, its box, the device memory it may take."""
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
         "--grid",
@@ -206,6 +218,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="device memory budget, e.g. 512MiB, 2GiB, 1.5GB or plain bytes",
     )
+
+
+def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
+    """How to voxelize: the shader variant, the fill, the mode and its surface, the sort."""
     parser.add_argument(
         "--variant",
         default=DEFAULT_VARIANT,
@@ -248,6 +264,10 @@ def _parser() -> argparse.ArgumentParser:
         choices=SORTS,
         help=f"how pass 4 groups pairs by tile (default {DEFAULT_SORT})",
     )
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a single voxelization writes."""
     parser.add_argument(
         "-o",
         "--output",
@@ -267,6 +287,10 @@ def _parser() -> argparse.ArgumentParser:
         "--preview", metavar="PNG", help="write a PNG with three shaded views of the voxels"
     )
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The device, what to report, and the runs that do not voxelize."""
     parser.add_argument(
         "--device",
         metavar="INDEX|NAME",
@@ -303,10 +327,6 @@ def _parser() -> argparse.ArgumentParser:
         help="log the device chosen, the memory plan and the shader modules to stderr "
         "(instead of the progress line); -vv also the GPU time per pass",
     )
-    add_batch_arguments(parser)
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
