@@ -110,7 +110,12 @@ class OutputFormat:
 def check_output_shape(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
     """OutputError unless the format that `path` names holds a grid of this shape: .binvox
     holds cubes only. The command calls it before the GPU work, the writer again."""
-    if Path(path).suffix.lower() == ".binvox" and len(set(shape)) != 1:
+    if Path(path).suffix.lower() == ".binvox":
+        _check_cubic(path, shape)
+
+
+def _check_cubic(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
+    if len(set(shape)) != 1:
         raise OutputError(
             f"{path}: .binvox holds cubic grids only, not {shape_text(shape)} "
             "(use .svo, .npz or .vox)",
@@ -126,7 +131,7 @@ def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = Fals
     pairs with runs of at most 255. Cubic grids only: binvox has one scale for the whole grid,
     which readers divide by each side (trimesh 4 cannot even load other shapes).
     """
-    check_output_shape(path, result.shape)
+    _check_cubic(path, result.shape)
     n = result.shape[0]
     columns = result.columns if isinstance(result, DenseGrid) else None
     if columns is None:
@@ -166,8 +171,8 @@ WRITERS: dict[str, tuple[str, str]] = {
     ".vox": (".vox_writer", "write_vox"),
     ".npz": (".npz_file", "write_npz"),
     ".vti": (".vti_file", "write_vti"),
-    ".ply": (".mesh_writer", "write_mesh"),
-    ".obj": (".mesh_writer", "write_mesh"),
-    ".glb": (".mesh_writer", "write_mesh"),
+    ".ply": (".mesh_writer", "write_ply"),
+    ".obj": (".mesh_writer", "write_obj"),
+    ".glb": (".mesh_writer", "write_glb"),
 }
 OUTPUT_FORMATS = tuple(WRITERS)
