@@ -100,8 +100,8 @@ class Voxelizer:
         OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
         thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
         count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-        result, ~1 ms at 256³; result.count() gives it), for a caller that counts them on
-        another thread (a batch, on the thread that writes the result's file)."""
+        result; result.count() gives it), for a caller that counts them on another thread
+        (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)

@@ -217,7 +217,8 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 def _start_reading(count: int, devices: str | None, jobs: int | None) -> None:
     """The reading helpers of the worker in this process, started before anything here opens
     Vulkan (checking --devices does): then they are forked, ready at once and reading while
-    the device opens, not started by exec (~0.3 s). voxelize_many takes them as they are."""
+    the device opens, not started by exec (which costs a Python start and the imports).
+    voxelize_many takes them as they are."""
     from .engine import default_load_processes, device_list
     from .readers import shared_load_processes
 
