@@ -168,7 +168,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # Every path before any work: inputs, output collisions, existing files, the log.
     out_dir = Path(args.out_dir)
     files = find_meshes(args.model, exclude=out_dir)
-    outputs = output_paths(files.paths, out_dir, output_format.suffix, files.root)
+    outputs = output_paths(files.paths, out_dir, output_format.suffix, root=files.root)
     if not args.force and not args.skip_existing:
         existing = [output for output in outputs if os.path.lexists(output)]
         if existing:
@@ -182,7 +182,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         check_output_path(log_path, overwrite=True)  # a folder that takes files; appended to
     devices = args.devices if args.devices is not None else args.device
     if args.ray is None:
-        _start_reading(len(files.paths), devices, args.jobs)
+        _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs)
     if devices is not None and args.ray is None:
         _check_devices(devices)
 
@@ -214,7 +214,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 1 if tally["failed"] else 0
 
 
-def _start_reading(count: int, devices: str | None, jobs: int | None) -> None:
+def _start_reading(*, meshes: int, devices: str | None, jobs: int | None) -> None:
     """The reading helpers of the worker in this process, started before anything here opens
     Vulkan (checking --devices does): then they are forked, ready at once and reading while
     the device opens, not started by exec (which costs a Python start and the imports).
@@ -227,7 +227,7 @@ def _start_reading(count: int, devices: str | None, jobs: int | None) -> None:
     except DeviceError:
         return  # _check_devices says what is wrong
     helpers = default_load_processes(workers)
-    if helpers and count >= 2 * helpers:  # as voxelize_many decides
+    if helpers and meshes >= 2 * helpers:  # as voxelize_many decides
         shared_load_processes(helpers)
 
 

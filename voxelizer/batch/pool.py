@@ -267,7 +267,7 @@ class WorkerPool:
         with _sigint_blocked():  # the child inherits the mask; it unblocks once ready
             process.start()
         writer.close()  # the worker holds the only write end: its death ends the pipe
-        self._handles[slot] = _Handle(process, inbox, reader, device)
+        self._handles[slot] = _Handle(process=process, inbox=inbox, messages=reader, device=device)
 
     def _top_up(self) -> None:
         """Hand queued meshes to the ready workers, each up to its share."""

@@ -102,7 +102,7 @@ class OutputFormat:
         elif self.takes_up_axis:
             from .vox_writer import write_vox
 
-            write_vox(result, path, overwrite, up_axis=up_axis)
+            write_vox(result, path, overwrite=overwrite, up_axis=up_axis)
         else:
             raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
 
