@@ -623,9 +623,9 @@ def run() -> NoReturn:
     flushed here. What the usual exit would still do (close the device and the driver, let
     the reading helpers go, take Python's modules apart) is a measurable part of a short
     batch command (docs/benchmarks.md, "The batch command's last second"), and the system
-    does it at once: the device's memory goes with the process, and the
-    helpers see their input end and leave. A process that made multiprocessing's resources
-    (the worker processes of --jobs) exits the usual way: their finalizers must run, or
+    does it at once: the device's memory goes with the process, and the helpers see their
+    input end and leave. A process that made multiprocessing's resources (the worker
+    processes of --jobs) exits the usual way: their finalizers must run, or
     multiprocessing's resource tracker reports them as leaked. Code that calls main()
     itself keeps the usual exit."""
     code = main()
