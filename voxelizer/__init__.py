@@ -31,7 +31,7 @@ from .stats import Stats
 from .svo import SVO, FaceIds
 
 if TYPE_CHECKING:
-    from .batch import BatchResult, voxelize_many
+    from .batch.engine import BatchResult, voxelize_many
 
 _BATCH_NAMES = ("BatchResult", "voxelize_many")
 
@@ -41,9 +41,9 @@ def __getattr__(name: str) -> Any:
     package's metadata) on first use only: a single voxelization, the command line included,
     starts without importing them."""
     if name in _BATCH_NAMES:
-        from . import batch
+        from .batch import engine
 
-        return getattr(batch, name)
+        return getattr(engine, name)
     if name == "__version__":
         from .version import package_version
 
