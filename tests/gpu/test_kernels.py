@@ -249,6 +249,10 @@ def mismatches(kernel: Kernel, defines: Mapping[str, int]) -> list[str]:
     return problems
 
 
+# Slow: each kernel runs glslang's preprocessor over every build (1-1.5 s a kernel on
+# lavapipe's 2 cores, 40 s in all), a check that matters where a shader or a declaration
+# changed; test_a_wrong_declaration_is_caught keeps the check itself in the quick run.
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel", declared_kernels(), ids=lambda kernel: kernel.label)
 def test_declaration_matches_the_glsl_of_every_build(kernel):
     defines_of_builds = builds(kernel)
@@ -260,6 +264,7 @@ def test_declaration_matches_the_glsl_of_every_build(kernel):
         assert not problems, f"{kernel.label} with {defines}:\n" + "\n".join(problems)
 
 
+@pytest.mark.slow  # glslang's preprocessor per kernel, as above
 @pytest.mark.parametrize("kernel", declared_kernels(), ids=lambda kernel: kernel.label)
 def test_kernels_whose_glsl_has_a_cpu_shape_are_declared_cpu_shaped(kernel):
     """A kernel is compiled with CPU_DEVICE (gpu.kernels.cpu_defines) iff its GLSL reads it:

@@ -39,8 +39,9 @@ from ..helpers import (
 
 MODELS = sorted(SHARED_MODELS.glob("*.ply")) + sorted(SHARED_MODELS.glob("*.stl"))
 MODELS += sorted(PROJECT_MODELS.glob("*.ply"))
-# Their text versions take 20-50 s each to write and read on lavapipe's 2 cores.
-LARGE_MODELS = ("armadillo.ply", "bunny.ply", "bunny_scan.ply", "dragon.ply")
+# Their text versions take 20-50 s each to write and read on lavapipe's 2 cores (torus.stl's
+# about 3 s).
+LARGE_MODELS = ("armadillo.ply", "bunny.ply", "bunny_scan.ply", "dragon.ply", "torus.stl")
 
 
 def trimesh_arrays(path: Path) -> tuple[np.ndarray, np.ndarray]:
