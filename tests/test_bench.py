@@ -13,7 +13,8 @@ from voxelizer import Voxelizer, bench, load_mesh
 from voxelizer.benchmarks import meshes, peers
 from voxelizer.benchmarks.bandwidth import bandwidth_fractions, device_bandwidth, pass_bytes
 from voxelizer.benchmarks.report import markdown, write_json
-from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES, auto_variants
+from voxelizer.choices import variant_candidates
+from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
 from voxelizer.reference import voxelize_reference
 
 from .helpers import PROJECT_MODELS, edge_uses, load_model, signed_volume
@@ -311,7 +312,7 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed == (tmp_path / "run.md").read_text() + "\n"
     with Voxelizer() as probe:  # the default: the variant "auto" runs on this device
-        default = auto_variants(probe.device.is_cpu)[0]
+        default = variant_candidates("auto", probe.device.is_cpu)[0]
     assert ok["variant"] == default and doc["settings"]["variants"] == [default]
     assert f"| gear | 1,920 | 16 | {default} | counting |" in printed
     if plots:

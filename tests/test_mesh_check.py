@@ -16,6 +16,7 @@ import trimesh
 
 import voxelizer
 from voxelizer import VARIANTS, OpenMeshWarning, OverlapWarning, Voxelizer, check_mesh
+from voxelizer.choices import SORTS
 from voxelizer.pipeline import passes
 from voxelizer.reference import column_counts
 
@@ -241,7 +242,7 @@ def test_every_variant_sort_and_split_counts_the_same(gpu):
         found = set()
         for variant in VARIANTS:
             split_budget = indexed_budget if VARIANTS[variant]["INDEXED"] else 6 << 20
-            for sort in passes.SORTS:
+            for sort in SORTS:
                 for max_memory in (None, split_budget):
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")

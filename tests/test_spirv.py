@@ -19,12 +19,12 @@ import pytest
 import voxelizer.gpu
 import voxelizer.pipeline
 from voxelizer import ShaderError, Voxelizer, build_spirv
+from voxelizer.choices import SORTS, VARIANTS
 from voxelizer.gpu import compiler, pipelines
 from voxelizer.gpu.kernels import SUBGROUP_FLAGS, Kernel, subgroup_defines
 from voxelizer.io import load_mesh
 from voxelizer.log import LOGGER_NAME
 from voxelizer.mesh import Mesh
-from voxelizer.pipeline.passes import SORTS, VARIANTS
 from voxelizer.reference_surface import voxelize_surface_reference
 
 from .helpers import (

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing
 
 from .budget import check_dense_fits
+from .choices import DEFAULT_SORT, DEFAULT_VARIANT, variant_candidates
 from .errors import (
     DeviceError,
     MeshError,
@@ -40,7 +41,6 @@ from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
 from .options import Options
-from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
 from .pipeline.runner import Job, Pipeline, Progress
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
@@ -221,8 +221,8 @@ class Voxelizer:
 
     def likely_variant(self, variant: str) -> str:
         """The variant a call given `variant` runs unless its budget is tight: "auto" as this
-        device resolves it (pipeline.passes.auto_variants)."""
-        return auto_variants(self.device.is_cpu)[0] if variant == AUTO_VARIANT else variant
+        device resolves it (choices.variant_candidates)."""
+        return variant_candidates(variant, self.device.is_cpu)[0]
 
     def _prepare(self, mesh: MeshLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
         """Load and check the mesh, place the grid."""

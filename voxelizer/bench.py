@@ -33,10 +33,10 @@ from .benchmarks import peers as peer_tools
 from .benchmarks.bandwidth import TRANSFERS, bandwidth_fractions, device_bandwidth, pass_bytes
 from .benchmarks.meshes import check_model, model_path, resolve_model
 from .benchmarks.report import markdown, write_json
+from .choices import AUTO_VARIANT, DEFAULT_SORT, SORTS, VARIANTS, is_indexed
 from .errors import VoxelizerError
 from .grid import DenseGrid
 from .mesh import Mesh
-from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, SORTS, VARIANTS
 from .stats import Stats
 from .svo import SVO
 
@@ -317,7 +317,7 @@ def _add_bandwidth(row: dict, gbps: float | None) -> None:
         row["vertices"],
         counts.get("pairs", 0),
         counts.get("tiles", 0),
-        bool(VARIANTS[row["variant"]]["INDEXED"]),
+        is_indexed(row["variant"]),
         row["sort"],
         svo.get("nodes"),
         svo.get("bricks"),

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from .choices import VARIANTS
 from .gpu import scan
 from .gpu.compiler import (
     GLSLANG_FLAGS,
@@ -39,7 +40,7 @@ from .gpu.compiler import (
 )
 from .gpu.kernels import COMMON_DEFINES, Kernel, cpu_choices, subgroup_choices
 from .pipeline import kernels
-from .pipeline.passes import VARIANTS, pass_defines
+from .pipeline.passes import pass_defines
 from .pipeline.winding import winding_defines
 
 

@@ -19,6 +19,17 @@ from typing import NoReturn, TextIO
 from . import __version__
 from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
+from .choices import (
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    FILL_MODES,
+    INDEXED_CHOICE,
+    MODES,
+    SORTS,
+    SOUP_CHOICE,
+    SURFACES,
+    VARIANT_CHOICES,
+)
 from .errors import (
     GridError,
     MemoryBudgetError,
@@ -36,16 +47,6 @@ from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
 from .options import Options
-from .pipeline.passes import (
-    DEFAULT_SORT,
-    DEFAULT_VARIANT,
-    INDEXED_CHOICE,
-    SORTS,
-    SOUP_CHOICE,
-    SURFACES,
-    VARIANT_CHOICES,
-)
-from .pipeline.runner import FILL_MODES, MODES
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,

@@ -13,9 +13,17 @@ import numpy as np
 import numpy.typing
 
 from .budget import parse_size
+from .choices import (
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    FILL_MODES,
+    MODES,
+    SORTS,
+    SURFACES,
+    VARIANT_CHOICES,
+)
 from .errors import FillModeError, GridError, ModeError, VariantError
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANT_CHOICES
-from .pipeline.runner import FILL_MODES, MODES, Progress
+from .pipeline.runner import Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
 
 

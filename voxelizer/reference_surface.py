@@ -34,6 +34,7 @@ from typing import cast
 import numpy as np
 import numpy.typing
 
+from .choices import SURFACES
 from .components import mesh_components
 from .grid import DenseGrid
 from .mesh import Mesh
@@ -41,8 +42,6 @@ from .placement import MAX_RESOLUTION, GridLike, GridPlacement, Shape
 from .reference import ONE, solid_columns, to_fixed, union_columns, vote_columns
 
 HALF = ONE >> 1
-SURFACES = ("conservative", "thin")
-MODES = ("solid", "surface", "both")
 
 # Candidate (triangle, voxel) pairs tested per batch: bounds memory however large a
 # triangle is.

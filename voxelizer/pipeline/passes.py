@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..choices import DEFAULT_SORT, VARIANTS, is_indexed
 from ..errors import VoxelizerError
 from ..gpu.buffers import INDIRECT, STORAGE, Binding, Buffer, BufferPool
 from ..gpu.commands import Sequence, workgroups
@@ -34,42 +35,6 @@ from ..placement import FINE_BITS, FIXED_BITS, fixed_gap, to_fine
 from ..stats import Stats
 from . import kernels
 from .kernels import FILL_PAIRS_PER_ROUND
-
-VARIANTS = {
-    "naive": {"BRANCHLESS": 0, "INDEXED": 0},
-    "branchless": {"BRANCHLESS": 1, "INDEXED": 0},
-    "indexed": {"BRANCHLESS": 0, "INDEXED": 1},
-    "combined": {"BRANCHLESS": 1, "INDEXED": 1},
-}
-# The default, "auto", runs the first of auto_variants whose plan fits the budget.
-AUTO_VARIANT = "auto"
-INDEXED_CHOICE = "combined"
-SOUP_CHOICE = "branchless"
-VARIANT_CHOICES = (AUTO_VARIANT, *VARIANTS)
-DEFAULT_VARIANT = AUTO_VARIANT
-
-
-def auto_variants(cpu_device: bool) -> tuple[str, ...]:
-    """What "auto" tries, in order, until one's plan fits the budget. On a GPU the indexed
-    variant first: it uploads the vertices and indices as they are, with no host gather of a
-    triangle soup (36 bytes a triangle, through staging) for a new mesh to pay, and its
-    passes take the same time there (docs/benchmarks.md); the soup variant where the budget
-    cannot hold the whole vertex buffer. On a CPU device (lavapipe) the soup variant: there
-    the indexed setup's gathers cost more than the host's gather saves (1.6M triangles:
-    setup 41 against 27.5 ms)."""
-    return (SOUP_CHOICE,) if cpu_device else (INDEXED_CHOICE, SOUP_CHOICE)
-
-
-def uploads_soup(variant: str) -> bool:
-    """Whether `variant` uploads a triangle soup (not known for "auto" before its device
-    resolves it: Voxelizer.likely_variant)."""
-    return variant in VARIANTS and not VARIANTS[variant]["INDEXED"]
-
-
-# Pass 4 groups the pairs by tile: "bitonic" is the sort of the original design, "counting"
-# a histogram over the tile keys with a scatter (no sorting network, far fewer dispatches).
-SORTS = ("counting", "bitonic")
-DEFAULT_SORT = "counting"
 
 TILE_SIDE = 1 << TILE_SHIFT
 SORT_BLOCK = 2 * WG_SIZE  # values one sort workgroup holds in shared memory
@@ -108,7 +73,7 @@ class PassPipelines:
 
     def __init__(self, device: Device, variant: str):
         self.variant = variant  # one of VARIANTS (checked by the caller's Options)
-        self.indexed = bool(VARIANTS[variant]["INDEXED"])
+        self.indexed = is_indexed(variant)
         defines = pass_defines(variant, subgroup_defines(device))
 
         def build(kernel: Kernel) -> ComputePipeline:
@@ -156,7 +121,6 @@ class PassPipelines:
             pipeline.destroy()
 
 
-SURFACES = ("conservative", "thin")  # the surface kinds of mode "surface" (shaders/surface.comp)
 FACE_ID_BYTES = 4  # per voxel of a slab, for the face ids of a surface (uint32, none = -1)
 NO_FACE = 0xFFFFFFFF
 
@@ -170,7 +134,7 @@ class SurfacePipelines:
         self.variant, self.surface = variant, surface  # checked by the caller's Options
         self._device = device
         self._defines = pass_defines(variant, subgroup_defines(device))
-        indexed = bool(VARIANTS[variant]["INDEXED"])
+        indexed = is_indexed(variant)
         self._thin = surface == "thin"
         self.setup = self._build(
             kernels.SETUP_INDEXED_CONSERVATIVE if indexed else kernels.SETUP_SOUP_CONSERVATIVE

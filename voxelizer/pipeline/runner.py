@@ -23,6 +23,7 @@ from typing import Any, Literal, overload
 
 import numpy as np
 
+from ..choices import is_indexed, variant_candidates
 from ..components import Run, mesh_components, union_runs
 from ..errors import MemoryBudgetError
 from ..gpu.buffers import Buffer, BufferPool
@@ -37,14 +38,11 @@ from ..stats import Stats
 from .face_ids import FaceGather, MarkedVoxels, download_marked, gather_marked
 from .merge import merge_forests
 from .passes import (
-    AUTO_VARIANT,
     FACE_ID_BYTES,
-    VARIANTS,
     PassPipelines,
     PassRunner,
     SurfacePipelines,
     Window,
-    auto_variants,
     fine_vertices_of,
 )
 from .plan import Plan, default_budget, make_plan
@@ -60,8 +58,6 @@ from .svo_build import (
 from .winding import WindingFill, WindingPipelines, mesh_boundary
 
 _log = get_logger(__name__)
-FILL_MODES = ("parity", "vote", "union", "winding")
-MODES = ("solid", "surface", "both")  # "both": the solid united with the conservative surface
 WINDING_COLUMN_RESERVE = 40  # bytes per grid column kept out of the plan for winding's lists
 VOTES_NEEDED = 4  # of six ray directions, in fill_mode="vote"
 COLUMN_COUNTS = ("open_columns", "overlap_columns")  # the fill's mesh check (shaders/fill.comp)
@@ -556,18 +552,15 @@ class Pipeline:
         self, job: Job, stats: Stats, shape: Shape, budget: int | None, **options: Any
     ) -> tuple[PassPipelines, Plan]:
         """The job's pass kernels and their plan (make_plan's `options` for a grid of
-        `shape`), the variant that ran in `stats`. Variant "auto" runs the first of
-        auto_variants whose plan fits the budget (the last one's plan says what fits
-        nowhere)."""
+        `shape`), the variant that ran in `stats`: the first of the job's variant candidates
+        whose plan fits the budget (the last one's plan says what fits nowhere)."""
 
         def plan(variant: str) -> Plan:
-            indexed = bool(VARIANTS[variant]["INDEXED"])
+            indexed = is_indexed(variant)
             triangles, vertices = job.mesh.triangle_count, len(job.vertices)
             return make_plan(self.device, shape, triangles, vertices, indexed, budget, **options)
 
-        choices = [job.variant]
-        if job.variant == AUTO_VARIANT:
-            choices = list(auto_variants(self.device.is_cpu))
+        choices = variant_candidates(job.variant, self.device.is_cpu)
         for variant in choices[:-1]:
             try:
                 made = plan(variant)
