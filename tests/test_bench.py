@@ -14,7 +14,7 @@ from voxelizer.benchmarks import meshes, peers
 from voxelizer.benchmarks.bandwidth import bandwidth_fractions, device_bandwidth, pass_bytes
 from voxelizer.benchmarks.report import markdown, write_json
 from voxelizer.choices import variant_candidates
-from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
+from voxelizer.pipeline.layout import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
 from voxelizer.reference import voxelize_reference
 
 from .helpers import PROJECT_MODELS, edge_uses, load_model, signed_volume

@@ -13,7 +13,7 @@ from voxelizer.gpu.buffers import STAGING, BufferPool
 from voxelizer.gpu.commands import Sequence
 from voxelizer.gpu.device import Device
 from voxelizer.mesh import Mesh
-from voxelizer.pipeline.passes import fixed_error, fixed_error_of_gap
+from voxelizer.pipeline.geometry import fixed_error, fixed_error_of_gap
 from voxelizer.placement import GridPlacement, fixed_gap
 from voxelizer.reference import voxelize_reference
 

@@ -24,7 +24,7 @@ from voxelizer.gpu import scan
 from voxelizer.gpu.compiler import find_glslang, shader_dir
 from voxelizer.gpu.kernels import COMMON_DEFINES, Kernel, Struct, cpu_choices
 from voxelizer.pipeline import kernels
-from voxelizer.pipeline.passes import pass_defines
+from voxelizer.pipeline.kernels import pass_defines
 from voxelizer.pipeline.winding import winding_defines
 
 # Every value subgroup_defines can give: the kernels must match whatever the device has.

@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing
 
 from .budget import check_dense_fits
-from .choices import DEFAULT_SORT, DEFAULT_VARIANT, variant_candidates
+from .choices import DEFAULT_SORT, DEFAULT_SURFACE, DEFAULT_VARIANT, variant_candidates
 from .errors import (
     DeviceError,
     MeshError,
@@ -41,8 +41,10 @@ from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
 from .options import Options
-from .pipeline.runner import Job, Pipeline, Progress
+from .pipeline.job import Job
+from .pipeline.runner import Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
+from .progress import Progress
 from .stats import Stats
 from .svo import SVO
 
@@ -200,9 +202,16 @@ class Voxelizer:
         ):
             raise MeshError(f"grid-space vertices must be a finite (V, 3) array inside [0, {n}]")
         mesh = load_mesh((vertices.astype(np.float64), faces))  # checks the faces
-        job = Job(mesh, vertices, (n, n, n), checked.variant, checked.sort,
-                  max_memory=checked.max_memory, mode=checked.mode,
-                  surface=checked.surface or "conservative")  # fmt: skip
+        job = Job(
+            mesh=mesh,
+            vertices=vertices,
+            shape=(n, n, n),
+            variant=checked.variant,
+            sort=checked.sort,
+            max_memory=checked.max_memory,
+            mode=checked.mode,
+            surface=checked.surface or DEFAULT_SURFACE,
+        )
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
@@ -238,19 +247,19 @@ class Voxelizer:
     def _job(mesh: Mesh, placement: GridPlacement, options: Options) -> Job:
         grid_vertices, fine_vertices = placement.placed_vertices(mesh)
         return Job(
-            mesh,
-            grid_vertices,
-            placement.shape,
-            options.variant,
-            options.sort,
-            options.fill_mode,
-            options.max_memory,
-            options.progress,
-            options.mode,
-            options.surface or "conservative",
-            fine_vertices,
-            placement.placed_fixed_gap(mesh),
-            placement.placed_soup(mesh),
+            mesh=mesh,
+            vertices=grid_vertices,
+            shape=placement.shape,
+            variant=options.variant,
+            sort=options.sort,
+            fill_mode=options.fill_mode,
+            max_memory=options.max_memory,
+            progress=options.progress,
+            mode=options.mode,
+            surface=options.surface or DEFAULT_SURFACE,
+            fine=fine_vertices,
+            fixed_gap=placement.placed_fixed_gap(mesh),
+            soup=placement.placed_soup(mesh),
         )
 
     @contextmanager

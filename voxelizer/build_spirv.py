@@ -40,7 +40,7 @@ from .gpu.compiler import (
 )
 from .gpu.kernels import COMMON_DEFINES, Kernel, cpu_choices, subgroup_choices
 from .pipeline import kernels
-from .pipeline.passes import pass_defines
+from .pipeline.kernels import pass_defines
 from .pipeline.winding import winding_defines
 
 

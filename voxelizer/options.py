@@ -23,8 +23,8 @@ from .choices import (
     VARIANT_CHOICES,
 )
 from .errors import FillModeError, GridError, ModeError, VariantError
-from .pipeline.runner import Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
+from .progress import Progress
 
 
 @dataclass(frozen=True, eq=False)

@@ -47,7 +47,7 @@ from ..mesh import Mesh
 from ..placement import FIXED_BITS
 from ..stats import Stats
 from . import kernels
-from .passes import TILE_SIDE, CrossingMarks, SignedCrossings, Window
+from .layout import TILE_SIDE, CrossingMarks, SignedCrossings, Window
 
 EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
 # Evaluations per run in one winding_bisect dispatch: a run of 2^16 voxels takes 16 to come
