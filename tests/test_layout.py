@@ -173,3 +173,30 @@ def test_the_data_model_opens_no_files(module):
             if name in FILE_CALLS:
                 calls.append(f"line {node.lineno}: {name}()")
     assert not calls, f"{module} touches files: {', '.join(calls)}"
+
+
+def reached_from(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others (module-level imports)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+REFERENCE_MODULES = [name for name in MODULES if name.split(".")[:2] == ["voxelizer", "reference"]]
+
+
+@pytest.mark.parametrize("module", REFERENCE_MODULES)
+def test_the_reference_never_reaches_the_pipeline_or_the_gpu(module):
+    """The CPU references are the oracle the GPU is checked against: written apart, they
+    import neither the pipeline nor the Vulkan layer, not even through another module (nor
+    by a deferred import of their own)."""
+    graph = import_graph()
+    for node in all_imports(TREES[module]):  # deferred imports too
+        graph[module] |= {target for target, _ in imported(module, node) if target != module}
+    reached = reached_from(graph, module)
+    assert not {m for m in reached if m.startswith(("voxelizer.pipeline", "voxelizer.gpu"))}

@@ -25,7 +25,7 @@ from voxelizer.gpu.kernels import SUBGROUP_FLAGS, Kernel, subgroup_defines
 from voxelizer.io import load_mesh
 from voxelizer.log import LOGGER_NAME
 from voxelizer.mesh import Mesh
-from voxelizer.reference_surface import voxelize_surface_reference
+from voxelizer.reference.surface import voxelize_surface_reference
 
 from .helpers import (
     assert_one_line_error,

@@ -18,7 +18,7 @@ from voxelizer import Voxelizer
 from voxelizer.mesh import Mesh
 from voxelizer.pipeline.kernels import FILL_PAIRS_PER_ROUND
 from voxelizer.pipeline.plan import make_plan
-from voxelizer.reference_winding import winding_columns
+from voxelizer.reference.winding import winding_columns
 
 from .helpers import assert_same_voxels
 from .shapes import Shape, box, box_expected, combine, inverted, tetrahedron

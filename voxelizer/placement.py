@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 MIN_RESOLUTION = 8
 # Grid coordinates become fixed point with this many fractional bits (shaders/exact.glsl and
-# voxelizer/reference.py); n * 2**FIXED_BITS <= 2**29 on every axis keeps every product in range.
+# voxelizer/reference/solid.py); n * 2**FIXED_BITS <= 2**29 on every axis keeps every
+# product in range.
 FIXED_BITS = 16
 # The solid decisions are exact for grid coordinates on the lattice of 2**-FINE_BITS (an int64
 # up to 2**62 for coordinates up to 8192; float64 itself has that step from 8 up, so only
