@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voxelizer import Voxelizer, bench, load_mesh
+from voxelizer import Voxelizer, load_mesh
+from voxelizer.benchmarks import __main__ as bench
 from voxelizer.benchmarks import meshes, peers
 from voxelizer.benchmarks.bandwidth import bandwidth_fractions, device_bandwidth, pass_bytes
 from voxelizer.benchmarks.report import markdown, write_json
