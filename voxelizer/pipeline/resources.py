@@ -7,8 +7,9 @@ from __future__ import annotations
 import threading
 
 from ..gpu.buffers import BufferPool
-from ..gpu.commands import Sequence, build_in_background
+from ..gpu.commands import Sequence
 from ..gpu.device import Device
+from ..gpu.first_dispatches import build_in_background
 from ..gpu.scan import Scan
 from .face_ids import FaceGather
 from .kernels import PassPipelines
@@ -68,7 +69,7 @@ class Resources:
     def prepare(self, variant: str, sort: str, svo: bool) -> None:
         """Start building the kernels a parity job of this kind dispatches, in the order it
         dispatches them, on a background thread (on a CPU device each also gets its first
-        dispatch there, which compiles it: commands.FirstDispatches): the caller reads and
+        dispatch there, which compiles it: first_dispatches.FirstDispatches): the caller reads and
         checks the mesh meanwhile. Those built already cost nothing; a job needing others
         builds them."""
         passes = self.passes(variant)
