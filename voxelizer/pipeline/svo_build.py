@@ -38,8 +38,8 @@ from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import SCAN_BLOCK, Scan
 from ..grid import grid_bytes
 from ..log import get_logger
+from ..octree import octree_levels, padded_resolution
 from ..stats import Stats
-from ..svo import octree_levels, padded_resolution
 from . import kernels
 
 _log = get_logger(__name__)
