@@ -183,16 +183,6 @@ class Sequence:
         staging.write_once(data)
         self.copy(staging, target, data.nbytes)
 
-    def upload_view(
-        self, target: Buffer, shape: tuple[int, ...], dtype: numpy.typing.DTypeLike = np.float32
-    ) -> np.ndarray:
-        """Record a copy into `target` from a staging buffer, and return that staging memory
-        as an array for the caller to fill before submit(): data computed on the host goes
-        there directly, with no array of its own in between."""
-        staging, view = self._staging_view(target, shape, dtype)
-        staging.forget()
-        return view
-
     def upload_made(
         self,
         target: Buffer,
@@ -202,8 +192,9 @@ class Sequence:
         part: Hashable,
         make: Callable[[np.ndarray], None],
     ) -> bool:
-        """upload_view, with the staging memory filled by make(view) now, unless it holds
-        what make would write already: what it last made from these very read-only
+        """Record a copy into `target` from a staging buffer of `shape` and `dtype`, filled by
+        make(view) now (data computed on the host goes there directly, with no array of its
+        own in between), unless it holds what make would write already: what it last made from these very read-only
         `sources` (their `part`), as for a repeated call on the same mesh and grid. Returns
         whether make ran."""
         staging, view = self._staging_view(target, shape, dtype)
