@@ -117,8 +117,7 @@ class Voxelizer:
         OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
         thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
         count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-        result, ~1 ms at 256³; result.count() gives it), for a caller that counts them on
-        another thread (a batch, on the thread that writes the result's file)."""
+        result; result.count() gives it), for a caller that counts them on another thread (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
@@ -355,8 +354,8 @@ def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
 def check_mesh(mesh: MeshLike) -> Topology:
     """The edge-level report of a mesh (a file path, a Mesh, a trimesh.Trimesh or (vertices,
     faces)): boundary and non-manifold edges, degenerate and duplicate triangles, edges and
-    triangles compared by vertex position. A host pass over every edge (about 90 ms per
-    100,000 triangles on one core), so voxelizing never runs it: a voxelization warns from
+    triangles compared by vertex position. A host pass over every edge (several times the
+    GPU's work: docs/benchmarks.md, "Figures behind the code"), so voxelizing never runs it: a voxelization warns from
     the column counts its fill pass makes instead (OpenMeshWarning, OverlapWarning)."""
     return load_mesh(mesh).topology
 

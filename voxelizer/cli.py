@@ -435,8 +435,9 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _open_device_meanwhile(device: str | None) -> None:
-    """Open the device on a thread while this one reads the mesh: the driver's start-up
-    (~0.15 s on a GPU) and the reading overlap. A failure is left to the voxelization, which
+    """Open the device on a thread while this one reads the mesh: the driver's start-up (a
+    large share of a short run: docs/benchmarks.md, "End to end on the H100") and the reading
+    overlap. A failure is left to the voxelization, which
     asks for the same shared Voxelizer (waiting for this one) and reports it. Not a daemon:
     a run that ends early (an error, Ctrl-C) waits for it at exit, as the driver's code must
     not run on while the process tears the loader down (a segfault)."""
@@ -608,9 +609,9 @@ def run() -> NoReturn:
 
     When main returns, every output is written, synced and in place; the streams are
     flushed here. What the usual exit would still do (close the device and the driver, let
-    the reading helpers go, take Python's modules apart) cost 0.1-0.2 s of a 1.1 s batch
-    command on the H100 machine (docs/benchmarks.md, "The batch command's last second"),
-    and the system does it at once: the device's memory goes with the process, and the
+    the reading helpers go, take Python's modules apart) is a tenth or more of a short batch
+    command (docs/benchmarks.md, "The batch command's last second"), and the system does it
+    at once: the device's memory goes with the process, and the
     helpers see their input end and leave. A process that made multiprocessing's resources
     (the worker processes of --jobs) exits the usual way: their finalizers must run, or
     multiprocessing's resource tracker reports them as leaked. Code that calls main()

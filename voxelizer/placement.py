@@ -256,7 +256,7 @@ class GridPlacement:
 
         def place_blocks(start: int, stop: int) -> int:
             """place() a cache-sized block at a time: its dozen passes then read the cache,
-            not memory (8.9 against 12.6 ms for 800k vertices on 2 cores)."""
+            not memory (docs/benchmarks.md, "Figures behind the code")."""
             blocks = range(start, stop, PLACEMENT_BLOCK_ROWS)
             return max((place(a, min(a + PLACEMENT_BLOCK_ROWS, stop)) for a in blocks), default=0)
 

@@ -248,15 +248,16 @@ def _build_and_dispatch(pipelines: list[ComputePipeline]) -> None:
         first.finish()
 
 
-# A first dispatch still running this long after its submission compiles its kernel (a
-# kernel the driver's shader cache holds loads in 1-3 ms on lavapipe; the first kernel of a
-# call, triangle setup, compiles in 50-70 ms there on a 2-core host).
+# A first dispatch still running this long after its submission compiles its kernel: a
+# kernel the driver's shader cache holds loads well within it on lavapipe, and a compile
+# takes several times as long (docs/benchmarks.md, "Figures behind the code").
 COLD_COMPILE_S = 0.01
 CACHE_OFF_VARIABLES = ("MESA_SHADER_CACHE_DISABLE", "MESA_GLSL_CACHE_DISABLE")
 QUEUED = 2  # first dispatches kept submitted per device: one compiling, one next
 POLL_S = 0.001  # while both devices have QUEUED and no pipeline is left to build
 # The work of compiling a kernel, to hand out the longest first: its SPIR-V's bytes and
-# this many more (on lavapipe a kernel takes about 10 ms plus 2 ms per kB of SPIR-V).
+# this many more (on lavapipe a kernel's compile has a fixed part besides one in proportion
+# to its SPIR-V: docs/benchmarks.md, "Figures behind the code").
 COMPILE_BYTES_PER_KERNEL = 4096
 
 

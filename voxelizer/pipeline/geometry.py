@@ -172,7 +172,8 @@ class Geometry:
             return
 
         # Each corner as one 12-byte item, indexed by intp: np.take then moves whole corners
-        # and converts no indices (twice as fast as taking float rows by uint32).
+        # and converts no indices (faster than taking float rows by uint32: docs/benchmarks.md,
+        # "Figures behind the code").
         corners = self.vertices.view(np.dtype((np.void, 12))).reshape(-1)
         target = soup.reshape(-1, 3).view(np.dtype((np.void, 12))).reshape(-1)
 

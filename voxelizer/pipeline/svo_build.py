@@ -48,8 +48,8 @@ MAX_CHUNK_WORDS = 32  # words of a column one classification workgroup reads (MA
 BLOCK_COLUMNS = 16  # columns per side of that workgroup's block (BLOCK)
 ONE_GROUP_NODES = 1024  # levels this small are classified together by one workgroup
 # First capacity of the output arrays, per (P/4) x (S/4) bricks of a forest's cross-section:
-# surfaces of the shared models at 128^3 - 512^3 store 1.8-2.6 mixed bricks and 0.4 nodes per
-# brick there; a mesh with more surface costs one more submission, once per Voxelizer.
+# above what the shared models' surfaces store (docs/benchmarks.md, "Figures behind the
+# code"); a mesh with more surface costs one more submission, once per Voxelizer.
 BRICKS_PER_CROSS_SECTION = 4
 NODES_PER_BRICK = 0.5
 MIN_CAPACITY = 1024
