@@ -118,7 +118,7 @@ class Binning:
         count = batch[1] - batch[0]
         records = self.pool.binding("records", count * RECORD_BYTES)
         wrap_flag = self.pool.binding("wrap_flag", 16)
-        sequence.fill(wrap_flag.buffer, 0, 16)
+        sequence.fill(wrap_flag.buffer, 0, size=16)
         if setup is None:
             offsets, keys, label = self.pool.binding("tile_counts", count * 4), count, "tile_counts"
             outputs = {"records": records, "wrap_flag": wrap_flag, "tile_counts": offsets}
@@ -150,7 +150,10 @@ class Binning:
         sequence.mark("setup")
         total = self.scan.record(sequence, self.pool, offsets.buffer, keys, label)
         sequence.mark("scan")
-        return Counted(window, batch, uploaded, records, offsets, total, wrap_flag, upload_ms)
+        return Counted(
+            window=window, batch=batch, uploaded=uploaded, records=records, offsets=offsets,
+            total=total, wrap_flag=wrap_flag, upload_ms=upload_ms,
+        )  # fmt: skip
 
     def record_pair_dispatch(self, counted: Counted, capacity: int) -> Buffer:
         """Record the dispatch sizes of passes 3-6 from the GPU's pair count, for at most
@@ -213,7 +216,10 @@ class Binning:
             grouped, tiles = self._record_counting_tiles(
                 pair_buffer, pairs, counted.total, dispatch, window, fill_args
             )
-        return Binned(counted, grouped, tiles, fill_args, pairs, dispatch is not None)
+        return Binned(
+            counted=counted, pairs=grouped, tiles=tiles, fill_args=fill_args, pair_count=pairs,
+            sized_on_device=dispatch is not None,
+        )  # fmt: skip
 
     def pair_slots(self, pair_count: int) -> int:
         return pair_slots(pair_count, self.sort)

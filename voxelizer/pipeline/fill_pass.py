@@ -150,8 +150,12 @@ class FillPass:
                 needed=marks is None and (not finish or rounds > 1)
             )
         window = counted.window
-        self._record_rounds(flips, bindings, window, rounds, finish, extra, binned.fill_args)
-        return RecordedFill(window, bindings, binned.fill_args, rounds)
+        self._record_rounds(
+            flips, bindings, window, binned.fill_args, rounds=rounds, finish=finish, extra=extra
+        )
+        return RecordedFill(
+            window=window, bindings=bindings, fill_args=binned.fill_args, rounds=rounds
+        )
 
     def record_signed_again(self, kept: RecordedFill, signed: SignedCrossings) -> None:
         """The signed fill of fill_mode="winding" over the pairs the marking fill of the same
@@ -167,8 +171,8 @@ class FillPass:
             offsets=signed.offsets, crossings=signed.crossings, tile_flags=signed.tile_flags
         )
         self._record_rounds(
-            self.pipelines.fill_signed, bindings, kept.window, kept.rounds, False,
-            {"box": signed.box}, kept.fill_args,
+            self.pipelines.fill_signed, bindings, kept.window, kept.fill_args,
+            rounds=kept.rounds, finish=False, extra={"box": signed.box},
         )  # fmt: skip
 
     def record_parity(self, slab: SlabGrid) -> None:
@@ -200,10 +204,11 @@ class FillPass:
         flips: ComputePipeline,
         bindings: Bindings,
         window: Window,
+        fill_args: Buffer,
+        *,
         rounds: int,
         finish: bool,
         extra: Mapping[str, object],
-        fill_args: Buffer,
     ) -> None:
         """The fill's rounds over the grouped pairs in `bindings`."""
         sequence = self.sequence

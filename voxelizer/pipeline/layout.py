@@ -9,7 +9,7 @@ plan (plan.py) only composes them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..gpu.buffers import Binding
 from ..gpu.kernels import TILE_SHIFT, WG_SIZE
@@ -55,8 +55,8 @@ class Window:
         tile_rows = self.rows >> TILE_SHIFT
         middle = self.row_lo + (tile_rows // 2 << TILE_SHIFT)
         return (
-            Window(self.nx, self.nz, self.row_lo, middle, self.buffer_row),
-            Window(self.nx, self.nz, middle, self.row_hi, self.buffer_row),
+            replace(self, row_hi=middle),
+            replace(self, row_lo=middle),
         )
 
 

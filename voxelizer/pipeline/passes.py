@@ -225,7 +225,7 @@ class PassRunner:
         self.stats.add_host(
             upload=upload_ms, setup_submission=(time.perf_counter() - started) * 1e3 - upload_ms
         )
-        return PartCount(counted, pair_count, may_wrap)
+        return PartCount(counted=counted, pairs=pair_count, may_wrap=may_wrap)
 
     def _count_and_fill(
         self,
@@ -260,9 +260,9 @@ class PassRunner:
         then_ms = (time.perf_counter() - started) * 1e3 - recorded_ms  # charged by `then`
         self.stats.add_gpu(sequence.submit())
         count = PartCount(
-            counted,
-            int(total_staging.read(np.uint32, 1)[0]),
-            bool(wrap_staging.read(np.uint32, 1)[0]),
+            counted=counted,
+            pairs=int(total_staging.read(np.uint32, 1)[0]),
+            may_wrap=bool(wrap_staging.read(np.uint32, 1)[0]),
         )
         counts = counts_staging.read(np.uint32, 4)
         self.stats.add_host(
@@ -277,7 +277,7 @@ class PassRunner:
         self._count_columns(counts)
         self.stats.count(pairs=count.pairs, tiles=int(tile_staging.read(np.uint32, 4)[3]))
         self.stats.count_max(sort_size=count.pairs)
-        return OneSubmission(count, FilledSlab(grid_staging, recorded))
+        return OneSubmission(count, FilledSlab(staging=grid_staging, recorded=recorded))
 
     def _fill(
         self,
@@ -298,7 +298,9 @@ class PassRunner:
         sequence.mark("start")
         slab.record_clear()
         tile_staging = None
-        recorded = RecordedFill(count.counted.window, None, None, 0)
+        recorded = RecordedFill(
+            window=count.counted.window, bindings=None, fill_args=None, rounds=0
+        )
         if pairs:
             binned = self.binning.record_grouping(count.counted, pairs)
             recorded = self.fill.record(binned, slab, finish=finish, marks=marks, signed=signed)

@@ -53,7 +53,7 @@ class Plan:
     def slabs(self) -> list[Window]:
         nx, ny, nz = self.shape
         return [
-            Window(nx, nz, lo, min(lo + self.slab_rows, ny), lo)
+            Window(nx=nx, nz=nz, row_lo=lo, row_hi=min(lo + self.slab_rows, ny), buffer_row=lo)
             for lo in range(0, ny, self.slab_rows)
         ]
 
@@ -62,10 +62,10 @@ class Plan:
             return Forest.whole_grid(self.shape)
         return Forest(
             self.shape,
-            self.slab_rows,
-            slab.row_lo // self.slab_rows,
-            slab.row_lo,
-            slab.row_hi - slab.row_lo,
+            cube_side=self.slab_rows,
+            cube_y=slab.row_lo // self.slab_rows,
+            buffer_row=slab.row_lo,
+            buffer_rows=slab.rows,
         )
 
 
@@ -130,7 +130,10 @@ def make_plan(
         f"{budget:,}",
         f"{pair_budget:,}",
     )
-    return Plan((nx, ny, nz), budget, rows, whole, batch, pair_budget)
+    return Plan(
+        shape=(nx, ny, nz), budget=budget, slab_rows=rows, whole=whole, batch_triangles=batch,
+        pair_budget=pair_budget,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -148,8 +151,12 @@ class _SlabSizes:
     def of(self, rows: int, whole: bool) -> tuple[int, int]:
         """(bytes of the slab's buffers, the largest single buffer)."""
         nx, _, nz = self.shape
-        window = Window(nx, nz, 0, rows, 0)
-        forest = Forest.whole_grid(self.shape) if whole else Forest(self.shape, rows, 0, 0, rows)
+        window = Window(nx=nx, nz=nz, row_lo=0, row_hi=rows, buffer_row=0)
+        forest = (
+            Forest.whole_grid(self.shape)
+            if whole
+            else Forest(self.shape, cube_side=rows, cube_y=0, buffer_row=0, buffer_rows=rows)
+        )
         grid = window.grid_bytes
         sums = column_sums_bytes(nx, rows)  # the fill's, for a slab of several parts
         classify = forest.classify_bytes() if self.svo else 0

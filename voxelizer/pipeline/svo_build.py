@@ -204,7 +204,8 @@ class Forest:
     @staticmethod
     def whole_grid(shape: tuple[int, int, int]) -> Forest:
         nx, ny, nz = shape
-        return Forest((nx, ny, nz), octree_shape(max(shape))[0], 0, 0, ny)
+        padded = octree_shape(max(shape))[0]
+        return Forest((nx, ny, nz), cube_side=padded, cube_y=0, buffer_row=0, buffer_rows=ny)
 
 
 class SVOPipelines:
@@ -386,7 +387,7 @@ def record_svo(
     else:
         if forest.cubes % 4:
             sequence.fill(counts.buffer, 0, 4 * 2 * _quad(forest.cubes))
-        sequence.fill(counts.buffer, 0, 4, offset=4 * forest.count_end)
+        sequence.fill(counts.buffer, 0, size=4, offset=4 * forest.count_end)
     sequence.barrier()
     across, rows, chunks = forest.classify_blocks()
     sequence.dispatch(
