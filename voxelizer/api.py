@@ -36,8 +36,8 @@ from .errors import (
     VoxelizerError,
 )
 from .gpu.device import Device
-from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
+from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
 from .options import Options

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import numpy.typing
 
+from ..interrupts import interrupts_deferred
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
-from .interrupts import interrupts_deferred
 from .loader import vk
 from .pipelines import ComputePipeline
 

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ShaderError, VoxelizerError
+from ..interrupts import interrupts_deferred
 from .compiler import spirv_module
 from .device import Device
-from .interrupts import interrupts_deferred
 from .kernels import Kernel, cpu_defines
 from .loader import vk
 
