@@ -321,3 +321,40 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
         assert set(figures) >= {"runtime.png", "passes.png", "memory.png"}
         for name, data in figures.items():
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, name
+
+
+@pytest.mark.slow
+def test_trees_side_by_side_time_every_pass_of_both(tmp_path):
+    """The trees benchmark on two copies of this package: each runs in its own process, both
+    give the same voxels, and the table has every pass of the case with a ratio."""
+    import shutil
+    import subprocess
+    import sys
+
+    from voxelizer.benchmarks import trees
+
+    copies = [tmp_path / "first", tmp_path / "second"]
+    for copy in copies:
+        shutil.copytree(
+            Path(trees.__file__).parents[1], copy / "voxelizer",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )  # fmt: skip
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "voxelizer.benchmarks.trees", "--trees", *map(str, copies),
+            "--models", str(PROJECT_MODELS / "torus_knot.ply"), "--grids", "16",
+            "--cases", "parity, combined, counting", "--rounds", "1", "--repeat", "2",
+            "--warmup", "0", "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = (out / "passes.md").read_text()
+    assert "differ" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| torus_knot | 16 |")]
+    passes = {row.split(" | ")[3] for row in rows}
+    assert {"setup", "scan", "emit", "fill", "svo_classify", "sum"} <= passes
+    assert all(float(row.split(" | ")[-1].rstrip(" |")) > 0 for row in rows)
+    rounds = json.loads((out / "passes.json").read_text())
+    assert [Path(found[0]["package"]).parent for found in rounds.values()] == copies
