@@ -19,12 +19,11 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing
 
 from .budget import check_dense_fits
 from .choices import DEFAULT_SORT, DEFAULT_SURFACE, DEFAULT_VARIANT, variant_candidates
@@ -40,31 +39,15 @@ from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
-from .options import Options
+from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
-from .progress import Progress
 from .stats import Stats
 from .svo import SVO
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-
-class VoxelizeOptions(TypedDict, total=False):
-    """The keyword options of every voxelize call; Options.create documents and checks them."""
-
-    variant: str
-    fill_mode: str
-    sort: str
-    voxel_size: float | None
-    bounds: numpy.typing.ArrayLike | None
-    max_memory: int | str | None
-    progress: Progress | None
-    mode: str
-    surface: str | None
-    attributes: Collection[str]
 
 
 class Voxelizer:
@@ -95,6 +78,7 @@ class Voxelizer:
     def device_name(self) -> str:
         return self.device.name
 
+    @option_keywords(VoxelizeOptions)
     def voxelize(
         self,
         mesh: MeshLike,
@@ -117,7 +101,8 @@ class Voxelizer:
         OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
         thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
         count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-        result; result.count() gives it), for a caller that counts them on another thread (a batch, on the thread that writes the result's file)."""
+        result; result.count() gives it), for a caller that counts them on another thread
+        (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
@@ -139,6 +124,7 @@ class Voxelizer:
             _warn_from_counts(svo.stats.counts, checked.fill_mode)
         return svo
 
+    @option_keywords(VoxelizeOptions)
     def voxelize_dense(
         self,
         mesh: MeshLike,
@@ -406,6 +392,7 @@ def _forget_shared_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 
+@option_keywords(VoxelizeOptions)
 def voxelize(
     mesh: MeshLike,
     grid: GridLike | None = None,
@@ -417,6 +404,7 @@ def voxelize(
     return shared_voxelizer(device).voxelize(mesh, grid, **options)
 
 
+@option_keywords(VoxelizeOptions)
 def voxelize_dense(
     mesh: MeshLike,
     grid: GridLike | None = None,
