@@ -21,6 +21,7 @@ import time
 import warnings
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
@@ -45,6 +46,7 @@ from .pipeline.runner import Job, Pipeline, Progress
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
+from .thin import needs_surface_count, thin_warning
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -134,8 +136,9 @@ class Voxelizer:
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
         if count_voxels:
             svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
+            self.count_thin_surface(loaded, svo, checked)
         if warn:
-            _warn_from_counts(svo.stats.counts, checked.fill_mode)
+            _warn_from_counts(svo.stats.counts, checked.fill_mode, checked.mode)
         return svo
 
     def voxelize_dense(
@@ -168,8 +171,9 @@ class Voxelizer:
             result = DenseGrid(voxels, placement, merged, face_ids=faces)
         if count_voxels:
             result.stats.counts[voxel_count_label(checked.mode)] = result.count()
+            self.count_thin_surface(loaded, result, checked)
         if warn:
-            _warn_from_counts(result.stats.counts, checked.fill_mode)
+            _warn_from_counts(result.stats.counts, checked.fill_mode, checked.mode)
         return result
 
     def voxelize_grid(
@@ -206,6 +210,29 @@ class Voxelizer:
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
+
+    def count_thin_surface(self, mesh: Mesh, result: SVO | DenseGrid, options: Options) -> None:
+        """For a solid result whose count is in its stats (`solid_voxels`): where it may be
+        thin (voxelizer.thin: empty, or small beside the estimated surface), count the voxels
+        the surface touches on the same grid with the surface pass, as `surface_voxels`, for
+        the ThinResultWarning. A plainly thick result costs a host comparison only. Called
+        by voxelize after counting; a batch, which counts on its writer threads, calls it
+        there."""
+        counts = result.stats.counts
+        if options.mode != "solid" or "solid_voxels" not in counts:
+            return
+        if not needs_surface_count(counts["solid_voxels"], mesh, result.placement):
+            return
+        started = time.perf_counter()
+        surface = replace(
+            options, mode="surface", surface="conservative", fill_mode="parity", progress=None
+        )
+        job = self._job(mesh, result.placement, surface)
+        with self._locked():
+            (nodes, bricks, level_offsets), run = self._pipeline.svo(job)
+        counted = SVO(nodes, bricks, level_offsets, result.placement, run, verify=False)
+        counts["surface_voxels"] = counted.count()
+        result.stats.add_host(thin_check=(time.perf_counter() - started) * 1e3)
 
     def _start_kernels(self, options: Options, svo: bool) -> None:
         """Have the kernels of this call built in the background while the mesh is read and
@@ -289,17 +316,21 @@ class Voxelizer:
         self.close()
 
 
-def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
-    """The warnings a call with these column counts gives: where the fill's counts say that
+def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -> list[Warning]:
+    """The warnings a call with these counts gives: where the fill's column counts say that
     parity may not mean "inside": columns whose crossings do not balance (an open surface),
     or else, in parity and vote modes, columns through overlapping, nested or inside-out
     parts. (The grid contains the whole mesh, `bounds` too, so no column is open because the
-    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns:
-    none. As data, for callers that voxelize with warn=False (the warnings module's catching
-    is not thread-safe)."""
-    if fill_mode == "winding":
-        return []
+    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns.
+    In mode "solid", where the counts hold the solid's count: a ThinResultWarning where the
+    result is empty or thin (voxelizer.thin). As data, for callers that voxelize with
+    warn=False (the warnings module's catching is not thread-safe)."""
     found: list[Warning] = []
+    thin = thin_warning(counts, mode, fill_mode)
+    if thin is not None:
+        found.append(thin)
+    if fill_mode == "winding":
+        return found
     open_columns = counts.get("open_columns", 0)
     if open_columns:
         advice = {
@@ -336,10 +367,10 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
     return found
 
 
-def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
+def _warn_from_counts(counts: dict[str, int], fill_mode: str, mode: str) -> None:
     """mesh_warnings, warned. Called by the Voxelizer methods, so the warning points at their
     caller's caller (the module functions' user)."""
-    for warning in mesh_warnings(counts, fill_mode):
+    for warning in mesh_warnings(counts, fill_mode, mode):
         warnings.warn(warning, stacklevel=4)
 
 

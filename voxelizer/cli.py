@@ -26,6 +26,7 @@ from .errors import (
     OpenMeshWarning,
     OutputError,
     OverlapWarning,
+    ThinResultWarning,
     VoxelizerError,
 )
 from .io.mesh_files import find_meshes
@@ -327,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
             warnings.simplefilter("always", OverlapWarning)
+            warnings.simplefilter("always", ThinResultWarning)
             warnings.showwarning = _one_line_warning
             with stderr_logging(args.verbose, prefix="voxelize: "):
                 return _run(parser, args)

@@ -86,3 +86,11 @@ class SVOFormatError(FormatError):
 
 class MemoryBudgetError(VoxelizerError):
     """A memory budget that cannot be parsed, or that is too small for the grid asked for."""
+
+
+class ThinResultWarning(UserWarning):
+    """In mode "solid": the result is empty, or has fewer voxels than THIN_RATIO (see
+    voxelizer.thin) times the voxels its surface touches: most of the mesh is thinner than a
+    voxel (sheets, thin rods, one-sided parts) and vanished between the voxel centres.
+    mode='both' keeps them as surface voxels; fill_mode='winding' fills what an open surface
+    nearly encloses."""
