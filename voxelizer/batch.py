@@ -37,19 +37,22 @@ import numpy.typing
 
 from .api import Voxelizer, mesh_warnings, shared_voxelizer, voxel_count_label
 from .budget import check_dense_fits
-from .errors import DeviceError, OutputError, VoxelizerError
+from .errors import DeviceError, OutputError, ThinResultWarning, VoxelizerError
 from .grid import DenseGrid
 from .io.mesh_files import output_paths, output_suffix
 from .io.meshes import MeshLike
 from .io.output import check_output_path, remove_temporaries
 from .io.writers import save
+from .io.zarr_store import write_chunk
 from .load_processes import prepared_mesh, running_load_processes, shared_load_processes
 from .log import get_logger
 from .mesh import Mesh
 from .options import Options
 from .parallel import use_threads
 from .placement import GridLike
+from .shards import check_shard_shape, is_shard_format, open_store, recorded, shard_tasks
 from .svo import SVO
+from .thin import thin_warning
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -100,6 +103,8 @@ class BatchResult:
     error: str | None = None
     device: str = ""
     warnings: tuple[Warning, ...] = field(default=(), repr=False)
+    origin: tuple[float, float, float] | None = None  # the grid's placement, where done
+    voxel_size: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -117,6 +122,8 @@ class BatchResult:
             "seconds": round(self.seconds, 6),
             "error": self.error,
             "device": self.device,
+            "warnings": [str(warning) for warning in self.warnings],
+            "thin": any(isinstance(warning, ThinResultWarning) for warning in self.warnings),
         }
 
 
@@ -147,6 +154,7 @@ class BatchSettings:
     threads: int = 2
     prefetch: int = 4
     load_processes: int = 0  # helper processes reading mesh files (0: the loader threads)
+    shards: bool = False  # outputs are the chunks of a voxel shard store (format "zarr")
 
 
 class TaskSource(Protocol):
@@ -324,7 +332,7 @@ class MeshWorker:
             seconds = loaded.seconds + time.perf_counter() - started
             return self._failed(task, exc, seconds)
         seconds = loaded.seconds + time.perf_counter() - started
-        found = tuple(mesh_warnings(result.stats.counts, options["fill_mode"]))
+        found = tuple(mesh_warnings(result.stats.counts, options["fill_mode"], options["mode"]))
         if task.output is None:
             return self._done(loaded, result, result, seconds, found)
         return result, seconds, found
@@ -343,14 +351,27 @@ class MeshWorker:
             # Left to this thread by _voxelize: numpy counts without the GIL, beside the device.
             label = voxel_count_label(self.settings.options["mode"])
             result.stats.counts[label] = result.count()
-            task.output.parent.mkdir(parents=True, exist_ok=True)
-            save(result, task.output, overwrite=task.replace, up_axis=self.settings.up_axis)
+            found += self._thin(loaded, result)
+            if self.settings.shards:
+                write_chunk(result, task.output)
+            else:
+                task.output.parent.mkdir(parents=True, exist_ok=True)
+                save(result, task.output, overwrite=task.replace, up_axis=self.settings.up_axis)
         except OSError as exc:
             error = OutputError(f"{task.output}: cannot write ({exc.strerror or exc})")
             return self._failed(task, error, seconds + time.perf_counter() - started)
         except (VoxelizerError, MemoryError) as exc:
             return self._failed(task, exc, seconds + time.perf_counter() - started)
         return self._done(loaded, result, None, seconds + time.perf_counter() - started, found)
+
+    def _thin(self, loaded: _Loaded, result: SVO | DenseGrid) -> tuple[Warning, ...]:
+        """The ThinResultWarning of a result counted on this thread (voxelizer.thin; the
+        surface pass runs, through the Voxelizer's lock, only for a result that may be thin)."""
+        assert loaded.mesh is not None
+        options = Options.create(self.settings.grid, **self.settings.options)
+        self.voxelizer.count_thin_surface(loaded.mesh, result, options)
+        warning = thin_warning(result.stats.counts, options.mode, options.fill_mode)
+        return () if warning is None else (warning,)
 
     def _done(
         self,
@@ -375,6 +396,8 @@ class MeshWorker:
             seconds=seconds,
             device=self.voxelizer.device_name,
             warnings=found,
+            origin=(float(result.origin[0]), float(result.origin[1]), float(result.origin[2])),
+            voxel_size=result.voxel_size,
         )
 
     def _failed(self, task: MeshTask, error: BaseException, seconds: float) -> BatchResult:
@@ -856,17 +879,22 @@ def voxelize_many(
         raise DeviceError(f"jobs must be at least 1, not {jobs}")
     threads = default_threads(workers) if threads is None else max(1, int(threads))
     prefetch = 2 * threads if prefetch is None else max(1, int(prefetch))
-    tasks = plan_tasks(list(inputs), out_dir, format, root, overwrite)
+    inputs = list(inputs)
+    shards = out_dir is not None and is_shard_format(format)
+    if shards:
+        tasks: list[MeshTask] = []
+    else:
+        tasks = plan_tasks(inputs, out_dir, format, root, overwrite)
     if load_processes is None:
         load_processes = default_load_processes(workers)
         if len(tasks) < 2 * load_processes and running_load_processes() < load_processes:
             load_processes = 0  # a few meshes: starting the helpers would cost more
     elif load_processes < 0:
         raise VoxelizerError(f"load_processes must be 0 or more, not {load_processes}")
-    suffix = output_suffix(format) if out_dir is not None else None
+    suffix = output_suffix(format) if out_dir is not None and not shards else None
     if up_axis is not None and suffix != ".vox":
         raise OutputError("up_axis is for .vox outputs (format='vox') only")
-    if out_dir is not None:
+    if out_dir is not None and not shards:
         make_out_dir(Path(out_dir))
         if suffix != ".svo" and checked.shape is not None:
             check_dense_fits(checked.shape, f"format {format!r}")
@@ -880,11 +908,39 @@ def voxelize_many(
         threads=threads,
         prefetch=max(prefetch, load_processes + 2),
         load_processes=int(load_processes),
+        shards=shards,
     )
+    if shards:
+        assert out_dir is not None
+        return _shard_run(inputs, out_dir, checked, settings, selectors, workers, overwrite,
+                          skip_existing)  # fmt: skip
     skipped = [t for t in tasks if skip_existing and t.output and os.path.lexists(t.output)]
     todo = [t for t in tasks if not (skip_existing and t.output and os.path.lexists(t.output))]
     worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
     return BatchRun(_results(skipped, todo, worker_devices, settings), len(tasks))
+
+
+def _shard_run(
+    inputs: list[MeshLike],
+    store: str | os.PathLike,
+    checked: Options,
+    settings: BatchSettings,
+    selectors: list[str | int | None],
+    workers: int,
+    overwrite: bool,
+    skip_existing: bool,
+) -> BatchRun:
+    """voxelize_many into one voxel shard store at `store` (voxelizer.shards)."""
+    shape = check_shard_shape(checked.shape, checked.voxel_size)
+    check_dense_fits(shape, "format 'zarr'")
+    labels = [task.label for task in plan_tasks(inputs, None, "svo", None, False)]
+    writer = open_store(store, labels, shape, options=settings.options, overwrite=overwrite,
+                        skip_existing=skip_existing)  # fmt: skip
+    skipped, todo = shard_tasks(writer, inputs, labels)
+    settings = replace(settings, grid=shape)
+    worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
+    results = _results(skipped, todo, worker_devices, settings)
+    return BatchRun(recorded(results, writer), len(inputs))
 
 
 def options_of(options: Options) -> dict[str, Any]:

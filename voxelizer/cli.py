@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from . import __version__
-from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
+from .batch_cli import (
+    add_batch_arguments,
+    batch_requested,
+    command_words,
+    refuse_batch_options,
+    run_batch,
+)
 from .budget import check_dense_fits, parse_size
 from .errors import (
     GridError,
@@ -513,13 +519,7 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error(_in_command_words(str(exc)))
 
 
-def _in_command_words(text: str) -> str:
-    """The API's words (mode='both', fill_mode='union') as the command's (--mode both)."""
-    return re.sub(
-        r"\b(fill_mode|mode|surface)='(\w+)'",
-        lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
-        text,
-    )
+_in_command_words = command_words  # (the batch's warnings speak the same words)
 
 
 def _check_dense_output(
