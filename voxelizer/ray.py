@@ -24,6 +24,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ import numpy as np
 import ray
 import ray.data
 
+from . import errors
 from .api import Voxelizer
 from .batch import (
     BatchOptions,
@@ -53,6 +55,7 @@ from .io.mesh_files import output_suffix
 from .io.output import remove_temporaries
 from .options import Options
 from .placement import GridLike, GridPlacement, check_shape
+from .shards import check_shard_shape, is_shard_format, open_store, recorded, shard_tasks
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -125,7 +128,11 @@ class VoxelizeBatch:
             load_processes=load_processes,
         )
         self.out_dir = None if out_dir is None else Path(out_dir)
-        self.suffix = output_suffix(format)
+        if is_shard_format(format):  # rows name their chunks (voxelize_files_on_ray)
+            self.settings = replace(self.settings, shards=True)
+            self.suffix = ""
+        else:
+            self.suffix = output_suffix(format)
         self.root = None if root is None else Path(root)
         self.overwrite = overwrite
         self.skip_existing = skip_existing
@@ -225,6 +232,11 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
         "seconds": np.array([r.seconds for r in results], np.float64),
         "device": np.array([r.device for r in results], dtype=object),
         "warnings": np.array(["\n".join(str(w) for w in r.warnings) for r in results], object),
+        "warning_kinds": np.array(
+            ["\n".join(type(w).__name__ for w in r.warnings) for r in results], object
+        ),
+        "origin": np.array([(np.nan,) * 3 if r.origin is None else r.origin for r in results]),
+        "voxel_size": np.array([np.nan if r.voxel_size is None else r.voxel_size for r in results]),
     }
     if with_voxels:
         grids = [r.result for r in results]
@@ -233,12 +245,6 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
             bits[row] = np.zeros(0, np.uint8) if grid is None else np.packbits(grid.to_numpy())
         columns["bits"] = bits
         columns["shape"] = np.array([(0, 0, 0) if g is None else g.shape for g in grids], np.int64)
-        columns["origin"] = np.array(
-            [(np.nan,) * 3 if g is None else g.origin for g in grids], np.float64
-        )
-        columns["voxel_size"] = np.array(
-            [np.nan if g is None else g.voxel_size for g in grids], np.float64
-        )
     return columns
 
 
@@ -268,6 +274,8 @@ def result_of(row: dict[str, Any]) -> BatchResult:
         return None if value == _NO_COUNT else value
 
     status: Status = str(row["status"])  # type: ignore[assignment]
+    origin = [float(v) for v in np.asarray(row["origin"], np.float64).reshape(3)]
+    voxel_size = float(row["voxel_size"])
     return BatchResult(
         index=int(row.get("index", -1)),
         input=str(row["input"]),
@@ -279,8 +287,25 @@ def result_of(row: dict[str, Any]) -> BatchResult:
         seconds=float(row["seconds"]),
         error=str(row["error"]) or None,
         device=str(row["device"]),
-        warnings=tuple(OpenMeshWarning(text) for text in str(row["warnings"]).split("\n") if text),
+        warnings=_warnings_of(row),
+        origin=None if np.isnan(origin).any() else (origin[0], origin[1], origin[2]),
+        voxel_size=None if np.isnan(voxel_size) else voxel_size,
     )
+
+
+def _warnings_of(row: dict[str, Any]) -> tuple[Warning, ...]:
+    """A row's warnings as the types they were raised as (OpenMeshWarning for a row of a
+    dataset written without their kinds)."""
+    texts = [text for text in str(row["warnings"]).split("\n") if text]
+    kinds = str(row.get("warning_kinds", "")).split("\n")
+    found: list[Warning] = []
+    for at, text in enumerate(texts):
+        kind = getattr(errors, kinds[at], None) if at < len(kinds) else None
+        if isinstance(kind, type) and issubclass(kind, Warning):
+            found.append(kind(text))
+        else:
+            found.append(OpenMeshWarning(text))
+    return tuple(found)
 
 
 def voxelize_dataset(
@@ -336,7 +361,10 @@ def voxelize_files_on_ray(
     running cluster), an address, or None (the cluster this process is connected to, else a
     new local one). The driver plans every output (and which ones a retry may replace:
     those that did not exist before), so a retried batch writes each file once."""
-    Options.create(grid, **options)
+    checked = Options.create(grid, **options)
+    if is_shard_format(format):
+        return _shards_on_ray(paths, address, out_dir, checked, skip_existing, overwrite,
+                              actors, batch_size, grid, dict(options))  # fmt: skip
     tasks = plan_tasks(list(paths), out_dir, format, root, overwrite)
     suffix = output_suffix(format)
     if up_axis is not None and suffix != ".vox":
@@ -367,6 +395,36 @@ def voxelize_files_on_ray(
         ),
         len(tasks),
     )
+
+
+def _shards_on_ray(
+    paths: Sequence[str | os.PathLike],
+    address: str | None,
+    store: str | os.PathLike,
+    checked: Options,
+    skip_existing: bool,
+    overwrite: bool,
+    actors: int | None,
+    batch_size: int,
+    grid: GridLike | None,
+    options: dict[str, Any],
+) -> BatchRun:
+    """voxelize_files_on_ray into one voxel shard store (voxelizer.shards): the actors write
+    their meshes' chunks, this driver the table."""
+    shape = check_shard_shape(checked.shape, checked.voxel_size)
+    labels = [os.fspath(path) for path in paths]
+    writer = open_store(store, labels, shape, options=options_of(checked), overwrite=overwrite,
+                        skip_existing=skip_existing)  # fmt: skip
+    skipped, todo = shard_tasks(writer, list(paths), labels)
+    rows = [
+        {"index": t.index, "path": labels[t.index], "output": str(t.output), "replace": True}
+        for t in todo
+    ]
+    results = _ray_results(
+        rows, skipped, address, batch_size=batch_size, actors=actors, grid=shape,
+        format="zarr", up_axis=None, options=dict(options),
+    )  # fmt: skip
+    return BatchRun(recorded(results, writer), len(labels))
 
 
 def _ray_results(
