@@ -19,10 +19,10 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing
@@ -40,7 +40,7 @@ from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
-from .options import Options
+from .options import AUTO_FILL, Options
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
 from .pipeline.runner import Job, Pipeline, Progress
 from .placement import GridLike, GridPlacement, check_resolution
@@ -50,6 +50,8 @@ from .thin import needs_surface_count, thin_warning
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+R = TypeVar("R", SVO, DenseGrid)
 
 
 class VoxelizeOptions(TypedDict, total=False):
@@ -120,6 +122,8 @@ class Voxelizer:
         result, ~1 ms at 256³; result.count() gives it), for a caller that counts them on
         another thread (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
+        if checked.fill_mode == AUTO_FILL:
+            return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         job = self._job(loaded, placement, checked)
@@ -154,6 +158,8 @@ class Voxelizer:
         the mesh). Arguments as for voxelize; attributes=["face"] (modes "surface" and
         "both") also fills DenseGrid.face_ids."""
         checked = Options.create(grid, **options)
+        if checked.fill_mode == AUTO_FILL:
+            return self._auto(self.voxelize_dense, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
@@ -210,6 +216,40 @@ class Voxelizer:
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
+
+    def _auto(
+        self,
+        call: Callable[..., R],
+        mesh: MeshLike,
+        grid: GridLike | None,
+        warn: bool,
+        count_voxels: bool,
+        options: VoxelizeOptions,
+    ) -> R:
+        """fill_mode="auto": parity, then winding where the parity fill's column counts find
+        the surface open or parts overlapping (counts["auto_winding"] says which ran: 0 or
+        1). A closed, consistently oriented mesh costs one parity run; others a second run."""
+        loaded = load_mesh(mesh)
+        parity = call(
+            loaded,
+            grid,
+            warn=False,
+            count_voxels=count_voxels,
+            **{**options, "fill_mode": "parity"},
+        )
+        counts = parity.stats.counts
+        if not (counts.get("open_columns", 0) or counts.get("overlap_columns", 0)):
+            counts["auto_winding"] = 0
+            result = parity
+        else:
+            result = call(
+                loaded, grid, warn=False, count_voxels=count_voxels,
+                **{**options, "fill_mode": "winding"},
+            )  # fmt: skip
+            result.stats.counts["auto_winding"] = 1
+        if warn:
+            _warn_from_counts(result.stats.counts, AUTO_FILL, options.get("mode", "solid"))
+        return result
 
     def count_thin_surface(self, mesh: Mesh, result: SVO | DenseGrid, options: Options) -> None:
         """For a solid result whose count is in its stats (`solid_voxels`): where it may be
@@ -329,19 +369,21 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -
     thin = thin_warning(counts, mode, fill_mode)
     if thin is not None:
         found.append(thin)
-    if fill_mode == "winding":
+    if fill_mode in ("winding", AUTO_FILL):  # (auto: parity only where no column counted)
         return found
     open_columns = counts.get("open_columns", 0)
     if open_columns:
         advice = {
             "vote": "voting between six ray directions decides the voxels near the gaps "
-            "(counted along +z)",
+            "(counted along +z); fill_mode='winding' fills what the surface nearly encloses",
             "union": "its open parts are filled together by the parity rule and added to the "
-            "union of its closed parts; fill_mode='vote' repairs small holes",
+            "union of its closed parts; fill_mode='winding' fills what the surface nearly "
+            "encloses",
         }.get(
             fill_mode,
             "voxels there follow the parity rule but may not be what you want; "
-            "fill_mode='vote' repairs small holes",
+            "fill_mode='winding' fills what the surface nearly encloses (fill_mode='auto' "
+            "picks it for such meshes only)",
         )
         found.append(
             OpenMeshWarning(
@@ -360,8 +402,9 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -
                 f"the mesh has overlapping, nested or inside-out parts: {overlap_columns:,} "
                 f"{'column passes' if overlap_columns == 1 else 'columns pass'}{along} where "
                 "it winds around a voxel centre other than 0 or 1 times; parity fills such "
-                "parts by their exclusive or (an overlap comes out empty); fill_mode='union' "
-                "fills their union"
+                "parts by their exclusive or (an overlap comes out empty); fill_mode='winding' "
+                "or fill_mode='union' fills their union (fill_mode='auto' picks winding for "
+                "such meshes only)"
             )
         )
     return found

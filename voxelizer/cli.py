@@ -42,7 +42,7 @@ from .io.preview import PREVIEW_SUFFIX, write_preview
 from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
-from .options import Options
+from .options import FILL_CHOICES, Options
 from .pipeline.passes import (
     DEFAULT_SORT,
     DEFAULT_VARIANT,
@@ -52,7 +52,7 @@ from .pipeline.passes import (
     SURFACES,
     VARIANT_CHOICES,
 )
-from .pipeline.runner import FILL_MODES, MODES
+from .pipeline.runner import MODES
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,
@@ -231,10 +231,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--fill-mode",
         default="parity",
-        choices=FILL_MODES,
-        help="parity (default: exact for closed meshes), vote (parity along "
-        "six ray directions, four must agree: repairs small holes) or union (closed parts "
-        "counted by their winding: overlapping parts give their union)",
+        choices=FILL_CHOICES,
+        help="parity (default: exact for closed meshes), winding (inside where the surface "
+        "winds around the voxel centre more than half: open meshes, overlapping parts), "
+        "auto (parity, or winding where the parity fill finds the mesh open or overlapping: "
+        "data in the wild), vote (parity along six ray directions, four must agree) or "
+        "union (closed parts counted by their winding: overlapping parts give their union)",
     )
     parser.add_argument(
         "--mode",

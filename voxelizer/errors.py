@@ -65,7 +65,8 @@ class OpenMeshWarning(UserWarning):
     """Columns of the grid cross the mesh's surface unbalanced (an odd number of times, or
     more often inwards than outwards): the surface is open there. Parity is still
     deterministic, but voxels near the gaps may be wrong in any sense that matters
-    (fill_mode="vote" repairs small holes)."""
+    (fill_mode="winding" fills what the surface nearly encloses; fill_mode="auto" picks it
+    for such meshes only)."""
 
 
 class OverlapWarning(UserWarning):
