@@ -860,6 +860,9 @@ def voxelize_many(
     vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default: their
     deepest common folder; in-memory meshes are named by index). An existing output is a
     failed mesh unless overwrite (replace it) or skip_existing (a "skipped" result).
+    format "zarr": out_dir is one voxel shard store for the whole batch (voxelizer.shards;
+    one grid shape: a grid, not voxel_size); an existing store is refused unless overwrite
+    (replaced) or skip_existing (resumed: the meshes it does not hold are voxelized).
     threads: loader and writer threads per worker; prefetch: meshes read ahead per worker;
     load_processes: helper processes per worker that read mesh files (None: some where the
     host has 8 cores or more, see default_load_processes; 0: the loader threads read them).
