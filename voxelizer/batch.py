@@ -50,7 +50,7 @@ from .mesh import Mesh
 from .options import Options
 from .parallel import use_threads
 from .placement import GridLike
-from .shards import check_shard_shape, is_shard_format, open_store, recorded, shard_tasks
+from .shards import check_shard_shape, is_shard_format, open_store, recorded, shard_outputs
 from .svo import SVO
 from .thin import thin_warning
 
@@ -939,7 +939,9 @@ def _shard_run(
     labels = [task.label for task in plan_tasks(inputs, None, "svo", None, False)]
     writer = open_store(store, labels, shape, options=settings.options, overwrite=overwrite,
                         skip_existing=skip_existing)  # fmt: skip
-    skipped, todo = shard_tasks(writer, inputs, labels)
+    stored, missing, chunks = shard_outputs(writer, len(inputs))
+    skipped = [MeshTask(i, inputs[i], labels[i], chunks[i], replace=True) for i in stored]
+    todo = [MeshTask(i, inputs[i], labels[i], chunks[i], replace=True) for i in missing]
     settings = replace(settings, grid=shape)
     worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
     results = _results(skipped, todo, worker_devices, settings)

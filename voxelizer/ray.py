@@ -55,7 +55,7 @@ from .io.mesh_files import output_suffix
 from .io.output import remove_temporaries
 from .options import Options
 from .placement import GridLike, GridPlacement, check_shape
-from .shards import check_shard_shape, is_shard_format, open_store, recorded, shard_tasks
+from .shards import check_shard_shape, is_shard_format, open_store, recorded, shard_outputs
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -415,10 +415,10 @@ def _shards_on_ray(
     labels = [os.fspath(path) for path in paths]
     writer = open_store(store, labels, shape, options=options_of(checked), overwrite=overwrite,
                         skip_existing=skip_existing)  # fmt: skip
-    skipped, todo = shard_tasks(writer, list(paths), labels)
+    stored, missing, chunks = shard_outputs(writer, len(labels))
+    skipped = [MeshTask(i, labels[i], labels[i], chunks[i], replace=True) for i in stored]
     rows = [
-        {"index": t.index, "path": labels[t.index], "output": str(t.output), "replace": True}
-        for t in todo
+        {"index": i, "path": labels[i], "output": str(chunks[i]), "replace": True} for i in missing
     ]
     results = _ray_results(
         rows, skipped, address, batch_size=batch_size, actors=actors, grid=shape,

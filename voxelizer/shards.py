@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -20,10 +21,36 @@ from .errors import OutputError
 from .io.zarr_store import Row, ShardWriter, chunk_path
 from .placement import Shape
 
-if TYPE_CHECKING:
-    from .batch import BatchResult, MeshTask
-
 SHARD_FORMAT = "zarr"
+
+
+class Recorded(Protocol):
+    """What a store's row is made of: voxelizer.batch.BatchResult's fields (a protocol, so
+    that this module, which the batch engine imports, imports nothing of it)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def input(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def warnings(self) -> tuple[Warning, ...]: ...
+    @property
+    def triangles(self) -> int | None: ...
+    @property
+    def solid_voxels(self) -> int | None: ...
+    @property
+    def open_columns(self) -> int | None: ...
+    @property
+    def origin(self) -> tuple[float, float, float] | None: ...
+    @property
+    def voxel_size(self) -> float | None: ...
+
+
+R = TypeVar("R", bound=Recorded)
 
 
 def is_shard_format(format: str) -> bool:
@@ -54,22 +81,16 @@ def open_store(
     )
 
 
-def shard_tasks(
-    writer: ShardWriter, sources: list[Any], labels: list[str]
-) -> tuple[list[MeshTask], list[MeshTask]]:
-    """(stored already, to voxelize): one task per mesh, its output its chunk file, which
-    may be replaced (a chunk left by a stopped batch has no row)."""
-    from .batch import MeshTask
-
-    tasks = [
-        MeshTask(i, source, labels[i], chunk_path(writer.path, i), replace=True)
-        for i, source in enumerate(sources)
-    ]
-    stored = [task for task in tasks if writer.stored(task.index)]
-    return stored, [task for task in tasks if not writer.stored(task.index)]
+def shard_outputs(writer: ShardWriter, count: int) -> tuple[list[int], list[int], list[Path]]:
+    """(meshes stored already, meshes to voxelize, every mesh's chunk file): a task's
+    output is its chunk, which may be replaced (a chunk left by a stopped batch has no row)."""
+    stored = [index for index in range(count) if writer.stored(index)]
+    held = set(stored)
+    todo = [index for index in range(count) if index not in held]
+    return stored, todo, [chunk_path(writer.path, index) for index in range(count)]
 
 
-def row_of(result: BatchResult) -> Row:
+def row_of(result: Recorded) -> Row:
     def count(value: int | None) -> int:
         return -1 if value is None else int(value)
 
@@ -87,7 +108,7 @@ def row_of(result: BatchResult) -> Row:
     )
 
 
-def recorded(results: Iterator[BatchResult], writer: ShardWriter) -> Iterator[BatchResult]:
+def recorded(results: Iterator[R], writer: ShardWriter) -> Iterator[R]:
     """The results, each recorded in the store's table as it passes (a skipped mesh keeps
     the row it has); the table written whole when they end, or stop."""
     try:
