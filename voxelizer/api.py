@@ -19,13 +19,12 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, TypedDict, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import numpy.typing
 
 from .budget import check_dense_fits
 from .errors import (
@@ -40,9 +39,9 @@ from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology
-from .options import AUTO_FILL, Options
+from .options import AUTO_FILL, Options, VoxelizeOptions, option_keywords
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
-from .pipeline.runner import Job, Pipeline, Progress
+from .pipeline.runner import Job, Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
@@ -52,21 +51,6 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 R = TypeVar("R", SVO, DenseGrid)
-
-
-class VoxelizeOptions(TypedDict, total=False):
-    """The keyword options of every voxelize call; Options.create documents and checks them."""
-
-    variant: str
-    fill_mode: str
-    sort: str
-    voxel_size: float | None
-    bounds: numpy.typing.ArrayLike | None
-    max_memory: int | str | None
-    progress: Progress | None
-    mode: str
-    surface: str | None
-    attributes: Collection[str]
 
 
 class Voxelizer:
@@ -97,6 +81,7 @@ class Voxelizer:
     def device_name(self) -> str:
         return self.device.name
 
+    @option_keywords(VoxelizeOptions)
     def voxelize(
         self,
         mesh: MeshLike,
@@ -119,8 +104,8 @@ class Voxelizer:
         OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
         thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
         count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-        result, ~1 ms at 256³; result.count() gives it), for a caller that counts them on
-        another thread (a batch, on the thread that writes the result's file)."""
+        result; result.count() gives it), for a caller that counts them on another thread
+        (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
@@ -145,6 +130,7 @@ class Voxelizer:
             _warn_from_counts(svo.stats.counts, checked.fill_mode, checked.mode)
         return svo
 
+    @option_keywords(VoxelizeOptions)
     def voxelize_dense(
         self,
         mesh: MeshLike,
@@ -472,6 +458,7 @@ def _forget_shared_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 
+@option_keywords(VoxelizeOptions)
 def voxelize(
     mesh: MeshLike,
     grid: GridLike | None = None,
@@ -483,6 +470,7 @@ def voxelize(
     return shared_voxelizer(device).voxelize(mesh, grid, **options)
 
 
+@option_keywords(VoxelizeOptions)
 def voxelize_dense(
     mesh: MeshLike,
     grid: GridLike | None = None,

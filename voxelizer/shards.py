@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
 from .errors import OutputError
-from .io.zarr_store import Row, ShardWriter, chunk_path
-from .placement import Shape
+from .io.writers import OutputFormat
+from .io.zarr_store import Row, ShardWriter, chunk_path, write_chunk
+from .placement import Placed, Shape
 
 SHARD_FORMAT = "zarr"
 
@@ -53,8 +55,30 @@ class Recorded(Protocol):
 R = TypeVar("R", bound=Recorded)
 
 
-def is_shard_format(format: str) -> bool:
-    return format.lower().lstrip(".") == SHARD_FORMAT
+@dataclass(frozen=True)
+class ShardFormat(OutputFormat):
+    """format "zarr" as a batch's tasks hold it: a task's output is its chunk in the store,
+    written from the dense grid (write_chunk; always replaced: its row says whether it is
+    stored)."""
+
+    suffix: str = ".zarr"
+
+    def write(
+        self,
+        result: Placed,
+        path: str | os.PathLike,
+        *,
+        overwrite: bool = False,
+        up_axis: str | None = None,
+    ) -> None:
+        if up_axis is not None:
+            raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
+        write_chunk(result, path)
+
+
+def is_shard_format(format: object) -> bool:
+    name = getattr(format, "suffix", format)
+    return isinstance(name, str) and name.lower().lstrip(".") == SHARD_FORMAT
 
 
 def check_shard_shape(shape: Shape | None, voxel_size: float | None) -> Shape:
