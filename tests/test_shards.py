@@ -195,3 +195,15 @@ def test_the_command_line_writes_resumes_and_logs(gpu, tree, tmp_path, capsys):
     assert code == 1 and "file exists (use --force to overwrite" in stderr
     code, stdout, stderr = run_cli(capsys, *args, "--skip-existing")
     assert stdout.startswith("6 meshes: 0 done, 5 skipped, 1 failed in ")
+
+
+def test_the_options_are_kept_as_attributes(gpu, tree):
+    store = tree.parent / "grids.zarr"
+    box = [[-2, -2, -2], [2, 2, 2]]
+    list(
+        voxelizer.voxelize_many(
+            [tree / "gear.ply"], grid=8, bounds=box, out_dir=store, format="zarr"
+        )
+    )
+    options = zarr.open_group(store, mode="r").attrs["voxelizer"]["options"]
+    assert options["bounds"] == box and options["fill_mode"] == "parity"

@@ -101,8 +101,19 @@ def open_store(
     skip_existing: bool,
 ) -> ShardWriter:
     return ShardWriter.create(
-        store, labels, shape, options=options, overwrite=overwrite, resume=skip_existing
-    )
+        store, labels, shape, options=_plain_options(options), overwrite=overwrite,
+        resume=skip_existing,
+    )  # fmt: skip
+
+
+def _plain_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options as the store's attributes keep them (JSON: arrays as lists; no callback)."""
+    plain: dict[str, Any] = {}
+    for name, value in options.items():
+        if callable(value) or name in ("progress", "attributes"):
+            continue
+        plain[name] = value.tolist() if isinstance(value, np.ndarray) else value
+    return plain
 
 
 def shard_outputs(writer: ShardWriter, count: int) -> tuple[list[int], list[int], list[Path]]:
