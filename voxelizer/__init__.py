@@ -16,6 +16,7 @@ from .errors import (
     OverlapWarning,
     ShaderError,
     SVOFormatError,
+    ThinResultWarning,
     VariantError,
     VoxelizerError,
 )
@@ -73,6 +74,7 @@ __all__ = [
     "SVOFormatError",
     "ShaderError",
     "Stats",
+    "ThinResultWarning",
     "Topology",
     "VariantError",
     "Voxelizer",
