@@ -210,6 +210,7 @@ def test_the_reference_never_reaches_the_pipeline_or_the_gpu(module):
 
 BASE = {"errors", "log", "parallel", "stats", "progress", "interrupts", "choices"}
 MODEL = {
+    "thin",
     "mesh",
     "placement",
     "components",
@@ -221,7 +222,8 @@ MODEL = {
     "render",
     "convert",
 }
-FACES = {"options", "api", "cli", "ray", "__main__"}
+FACES = {"options", "api", "cli", "ray", "normalize", "torch", "__main__"}
+IO = {"shards"}  # the shard store as an output format, beside io/ (whose writers it extends)
 FOLDERS = {
     "gpu": "gpu",
     "pipeline": "pipeline",
@@ -250,7 +252,7 @@ def layer_of(module: str) -> str | None:
     name = parts[1]
     if name in FOLDERS:
         return FOLDERS[name]
-    for layer, names in (("base", BASE), ("model", MODEL), ("faces", FACES)):
+    for layer, names in (("base", BASE), ("model", MODEL), ("io", IO), ("faces", FACES)):
         if name in names:
             return layer
     return None

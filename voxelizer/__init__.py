@@ -17,6 +17,7 @@ from .errors import (
     OverlapWarning,
     ShaderError,
     SVOFormatError,
+    ThinResultWarning,
     VariantError,
     VoxelizerError,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "SVOFormatError",
     "ShaderError",
     "Stats",
+    "ThinResultWarning",
     "Topology",
     "VariantError",
     "Voxelizer",

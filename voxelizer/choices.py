@@ -31,6 +31,10 @@ DEFAULT_SORT = "counting"
 # How the crossings of a column become a solid (pipeline/fills/ has one strategy for each).
 FILL_MODES = ("parity", "vote", "union", "winding")
 DEFAULT_FILL_MODE = "parity"
+# "auto": parity where the parity fill finds every column closed and no part overlapping,
+# else winding (voxelizer.api resolves it per mesh, from the parity run's column counts).
+AUTO_FILL = "auto"
+FILL_CHOICES = (*FILL_MODES, AUTO_FILL)
 
 MODES = ("solid", "surface", "both")  # "both": the solid united with the conservative surface
 DEFAULT_MODE = "solid"
