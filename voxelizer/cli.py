@@ -16,8 +16,24 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from .batch.cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
+from .batch.cli import (
+    add_batch_arguments,
+    batch_requested,
+    refuse_batch_options,
+    run_batch,
+)
 from .budget import check_dense_fits, parse_size
+from .choices import (
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    FILL_CHOICES,
+    INDEXED_CHOICE,
+    MODES,
+    SORTS,
+    SOUP_CHOICE,
+    SURFACES,
+    VARIANT_CHOICES,
+)
 from .command_words import in_command_words
 from .errors import (
     GridError,
@@ -26,6 +42,7 @@ from .errors import (
     OpenMeshWarning,
     OutputError,
     OverlapWarning,
+    ThinResultWarning,
     VoxelizerError,
 )
 from .io.mesh_files import find_meshes
@@ -36,16 +53,6 @@ from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
 from .options import Options, batch_options_of
-from .pipeline.passes import (
-    DEFAULT_SORT,
-    DEFAULT_VARIANT,
-    INDEXED_CHOICE,
-    SORTS,
-    SOUP_CHOICE,
-    SURFACES,
-    VARIANT_CHOICES,
-)
-from .pipeline.runner import FILL_MODES, MODES
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,
@@ -190,6 +197,19 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _VersionAction(argparse.Action):
+    """--version: the package's metadata is read only when it is asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        from .version import package_version
+
+        print(f"voxelize {package_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
+
+
 def _add_grid_arguments(parser: argparse.ArgumentParser) -> None:
     """The grid: its size, its box, the device memory it may take."""
     size = parser.add_mutually_exclusive_group()
@@ -236,11 +256,11 @@ def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fill-mode",
         default="parity",
-        choices=FILL_MODES,
-        help="how the solid's inside is counted: parity (default: exact for closed meshes; "
-        "where two parts overlap, the overlap comes out empty), winding (the generalized "
-        "winding number: for open meshes, scans and overlapping parts; it bridges holes), "
-        "vote (parity along six ray directions, four must agree: repairs small holes) or "
+        choices=FILL_CHOICES,
+        help="parity (default: exact for closed meshes), winding (inside where the surface "
+        "winds around the voxel centre more than half: open meshes, overlapping parts), "
+        "auto (parity, or winding where the parity fill finds the mesh open or overlapping: "
+        "data in the wild), vote (parity along six ray directions, four must agree) or "
         "union (closed parts counted by their winding: overlapping parts give their union)",
     )
     parser.add_argument(
@@ -334,19 +354,6 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-class _VersionAction(argparse.Action):
-    """--version: the package's metadata is read only when it is asked for (~30 ms)."""
-
-    def __init__(self, option_strings: list[str], dest: str, help: str | None = None):
-        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
-        from .version import package_version
-
-        print(f"voxelize {package_version()}")  # on stdout, as argparse's own version action
-        parser.exit()
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = _parser()
@@ -358,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
             warnings.simplefilter("always", OverlapWarning)
+            warnings.simplefilter("always", ThinResultWarning)
             warnings.showwarning = _one_line_warning
             with stderr_logging(args.verbose, prefix="voxelize: "):
                 return _run(parser, args)

@@ -19,10 +19,21 @@ import numpy as np
 import numpy.typing
 
 from .budget import parse_size
+from .choices import (
+    AUTO_FILL,
+    DEFAULT_FILL_MODE,
+    DEFAULT_MODE,
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    FILL_CHOICES,
+    MODES,
+    SORTS,
+    SURFACES,
+    VARIANT_CHOICES,
+)
 from .errors import FillModeError, GridError, ModeError, VariantError
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANT_CHOICES
-from .pipeline.runner import FILL_MODES, MODES, Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
+from .progress import Progress
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -52,12 +63,12 @@ class VoxelizeOptions(BatchOptions, total=False):
 
 DEFAULTS: VoxelizeOptions = {
     "variant": DEFAULT_VARIANT,
-    "fill_mode": "parity",
+    "fill_mode": DEFAULT_FILL_MODE,
     "sort": DEFAULT_SORT,
     "voxel_size": None,
     "bounds": None,
     "max_memory": None,
-    "mode": "solid",
+    "mode": DEFAULT_MODE,
     "surface": None,
     "progress": None,
     "attributes": (),
@@ -151,7 +162,7 @@ class Options:
             voxel_size=None if voxel_size is None else check_voxel_size(voxel_size),
             bounds=box,
             variant=_choice(given["variant"], VARIANT_CHOICES, "variant", VariantError),
-            fill_mode=_choice(given["fill_mode"], FILL_MODES, "fill mode", FillModeError),
+            fill_mode=_choice(given["fill_mode"], FILL_CHOICES, "fill mode", FillModeError),
             sort=_choice(given["sort"], SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),
             progress=given["progress"],
@@ -186,7 +197,7 @@ def _surface_kind(mode: str, surface: object, fill_mode: object) -> str | None:
                 "mode='both' adds the conservative surface; surface='thin' is for mode='surface'"
             )
         return "conservative"
-    if fill_mode != "parity":
+    if fill_mode not in ("parity", AUTO_FILL):
         raise ModeError(f"fill_mode={fill_mode!r} fills a solid; mode='surface' has none")
     return "conservative" if surface is None else str(surface)
 
