@@ -110,8 +110,9 @@ class Voxelizer:
         - fill_mode, how the solid's inside is counted: "parity" (default: exact for closed
           meshes; where two parts overlap, the overlap comes out empty), "winding" (the
           generalized winding number: for open meshes, scans and overlapping parts; it
-          bridges holes), "vote" (parity along six ray directions, four must agree) or
-          "union" (closed parts counted by their winding: overlapping parts give their
+          bridges holes), "auto" (parity, or winding where the parity fill finds the mesh
+          open or overlapping), "vote" (parity along six ray directions, four must agree)
+          or "union" (closed parts counted by their winding: overlapping parts give their
           union).
         - variant, sort: the shader variant and the pairs' sort (the same voxels with each).
         - voxel_size, bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's

@@ -55,6 +55,7 @@ def test_every_option_of_help_is_in_the_command_line_page(help_text: str) -> Non
 
 def test_every_fill_mode_is_in_help_the_docstring_and_the_pages(help_text: str) -> None:
     fill_mode_help = help_text[help_text.index("  --fill-mode") : help_text.index("  --mode")]
+    fill_mode_help = " ".join(fill_mode_help.split())
     docstring = voxelizer.Voxelizer.voxelize.__doc__ or ""
     for mode in FILL_MODES:
         assert re.search(rf"\b{mode} \(", fill_mode_help), (mode, fill_mode_help)
@@ -73,9 +74,9 @@ def test_the_library_speaks_python_and_recommends_winding_for_open_meshes() -> N
     for fill_mode in ("parity", "vote", "union"):
         (warning,) = voxelizer.mesh_warnings({"open_columns": 3}, fill_mode)
         assert isinstance(warning, voxelizer.OpenMeshWarning)
-        assert 'fill_mode="winding"' in str(warning) and "--fill-mode" not in str(warning)
+        assert "fill_mode='winding'" in str(warning) and "--fill-mode" not in str(warning)
     (overlap,) = voxelizer.mesh_warnings({"overlap_columns": 3}, "parity")
-    assert 'fill_mode="union"' in str(overlap)
+    assert "fill_mode='union'" in str(overlap)
 
 
 def test_command_words() -> None:
@@ -91,7 +92,7 @@ def test_the_command_warns_in_its_own_words(capsys, tmp_path) -> None:
     assert code == 0
     (line,) = stderr.strip().splitlines()
     assert line.startswith("voxelize: warning: the mesh is not closed")
-    assert line.endswith("--fill-mode winding bridges holes (the generalized winding number)")
+    assert "--fill-mode winding" in line and "fill_mode" not in line, line
     folder = tmp_path / "scans"
     folder.mkdir()
     for name in ("a.ply", "b.ply"):
