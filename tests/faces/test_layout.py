@@ -222,7 +222,17 @@ MODEL = {
     "render",
     "convert",
 }
-FACES = {"options", "api", "cli", "ray", "normalize", "torch", "__main__"}
+FACES = {
+    "options",
+    "api",
+    "cli",
+    "ray",
+    "normalize",
+    "torch",
+    "__main__",
+    "version",
+    "command_words",
+}
 IO = {"shards"}  # the shard store as an output format, beside io/ (whose writers it extends)
 FOLDERS = {
     "gpu": "gpu",
