@@ -2,7 +2,15 @@
 
 from typing import TYPE_CHECKING, Any
 
-from .api import Voxelizer, check_mesh, mesh_warnings, voxelize, voxelize_dense
+from .api import (
+    Voxelizer,
+    check_mesh,
+    load_triangle_grid,
+    mesh_warnings,
+    triangle_grid,
+    voxelize,
+    voxelize_dense,
+)
 from .errors import (
     DeviceError,
     FillModeError,
@@ -23,12 +31,14 @@ from .gpu.device import list_devices
 from .grid import DenseGrid
 from .io import load, load_mesh, save, write_preview
 from .io.mesh_files import find_meshes
+from .io.trigrid_file import save_triangle_grid
 from .mesh import Mesh, Topology
 from .options import Options
 from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANT_CHOICES, VARIANTS
 from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
 from .svo import SVO, FaceIds
+from .trigrid import TriangleGrid
 
 if TYPE_CHECKING:
     from .batch import BatchResult, voxelize_many
@@ -74,6 +84,7 @@ __all__ = [
     "ShaderError",
     "Stats",
     "Topology",
+    "TriangleGrid",
     "VariantError",
     "Voxelizer",
     "VoxelizerError",
@@ -82,8 +93,11 @@ __all__ = [
     "list_devices",
     "load",
     "load_mesh",
+    "load_triangle_grid",
     "mesh_warnings",
     "save",
+    "save_triangle_grid",
+    "triangle_grid",
     "voxelize",
     "voxelize_dense",
     "voxelize_many",

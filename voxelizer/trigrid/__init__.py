@@ -9,8 +9,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
-import numpy as np
-
 from ..errors import GridError
 from ..mesh import Mesh
 from .build import TOP_DENSITY, DeviceGrid, GridEngine
@@ -69,4 +67,3 @@ def build_triangle_grid(
     )  # fmt: skip
     stats.add_host(placement=place_ms)
     return TriangleGrid(placement, levels, device=device, stats=stats)
-

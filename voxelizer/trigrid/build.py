@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GridError, VoxelizerError
-from ..gpu.buffers import INDIRECT, STORAGE, Binding, Buffer, BufferPool
+from ..gpu.buffers import INDIRECT, STORAGE, Binding, Buffer, BufferPool, Usage
 from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
 from ..gpu.interrupts import interrupts_deferred
@@ -153,7 +153,7 @@ class GridEngine:
         if self._closed:
             raise VoxelizerError("the device of this triangle grid is closed")
 
-    def own(self, grid: DeviceGrid, name: str, size: int, usage=STORAGE) -> Buffer:
+    def own(self, grid: DeviceGrid, name: str, size: int, usage: Usage = STORAGE) -> Buffer:
         """A buffer of `size` bytes that `grid` keeps (GridError where one buffer cannot
         hold it)."""
         if size > self.device.max_storage_range:
@@ -203,7 +203,9 @@ class GridEngine:
         """Build the grid of float32 grid-space `vertices` (placement.grid_vertices) and
         uint32 `faces`. levels=2: `placement` is the top level's, each top cell cut by
         `leaf_density` leaves per reference."""
-        if not (1 <= small_columns <= MAX_THREAD_COLUMNS and 1 <= chunk_columns <= MAX_THREAD_COLUMNS):
+        if not (
+            1 <= small_columns <= MAX_THREAD_COLUMNS and 1 <= chunk_columns <= MAX_THREAD_COLUMNS
+        ):
             raise ValueError(f"columns per thread must be 1 to {MAX_THREAD_COLUMNS}")
         with self.lock:
             self.check_open()
@@ -392,7 +394,9 @@ class GridEngine:
         )
         sequence.barrier()
         sequence.mark(f"{name}_count")
-        unit_total = self.scan.record(sequence, pool, units.buffer, level.items, f"trigrid_{name}_units")
+        unit_total = self.scan.record(
+            sequence, pool, units.buffer, level.items, f"trigrid_{name}_units"
+        )
         arguments = self._unit_dispatch(level, unit_total)
         sequence.dispatch_indirect(
             level.count_units,
@@ -425,9 +429,7 @@ class GridEngine:
         self.sequence.barrier()
         return arguments
 
-    def _record_emit(
-        self, level: _Level, ends: Buffer, ids: Buffer, cells: Binding | None
-    ) -> None:
+    def _record_emit(self, level: _Level, ends: Buffer, ids: Buffer, cells: Binding | None) -> None:
         """Record the emission of one level (its units' state from _record_count)."""
         sequence = self.sequence
         units, unit_total, arguments = self._level_state.pop(level.name)
@@ -454,7 +456,7 @@ class GridEngine:
         """Submit and wait, the GPU and host milliseconds added to `stats`."""
         started = time.perf_counter()
         stats.add_gpu(self.sequence.submit())
-        stats.add_host(**{f"{label}_submission": (time.perf_counter() - started) * 1e3})
+        stats.add_host({f"{label}_submission": (time.perf_counter() - started) * 1e3})
 
     def _total(self, read: tuple[Buffer, Buffer | None], what: str) -> int:
         """The 64-bit total read back (and checked against the 32-bit scan's, when given)."""

@@ -28,14 +28,12 @@ from typing import Any
 import numpy as np
 import numpy.typing
 
-from ..convert import optional_module
 from ..errors import VoxelizerError
 from ..placement import FIXED_BITS
 from ..stats import Stats
 from . import queries
 from .build import DeviceGrid
 from .placement import CellPlacement, Shape
-from .reference import reference_trace
 
 ONE = 1 << FIXED_BITS
 # The keys of to_numpy() (and of the .npz file): every grid's, then a two-level grid's.
@@ -146,7 +144,9 @@ class TriangleGrid:
         first = int(host["leaf_start"][cell])
         count = int(np.prod(host["resolutions"][cell]))
         offsets, ids = host["leaf_offsets"], host["leaf_triangle_ids"]
-        return [np.sort(ids[offsets[leaf] : offsets[leaf + 1]]) for leaf in range(first, first + count)]
+        return [
+            np.sort(ids[offsets[leaf] : offsets[leaf + 1]]) for leaf in range(first, first + count)
+        ]
 
     def _cell_key(self, i: int, j: int, k: int) -> int:
         index = (int(i), int(j), int(k))
@@ -180,6 +180,8 @@ class TriangleGrid:
     def to_torch(self, device: Any = None) -> dict[str, Any]:
         """to_numpy()'s arrays as torch tensors on `device` (default the CPU); needs torch
         (pip install torch)."""
+        from ..convert import optional_module  # (on use: `import voxelizer` stays light)
+
         torch = optional_module("torch", "TriangleGrid.to_torch()")
         return {
             name: torch.as_tensor(np.array(array), device=device)
@@ -251,12 +253,16 @@ class TriangleGrid:
         )
         left = np.flatnonzero(hits["triangle"] == queries.UNFINISHED)
         if len(left):  # rays llvmpipe's loop budget stopped: the same arithmetic on the CPU
+            from .reference import reference_trace  # (rare: `import voxelizer` stays light)
+
             hits[left] = reference_trace(
                 self.corners, o_grid[left], d_grid[left], t_min, t_max, any_hit
             )
         return hits
 
-    def triangles_in_box(self, lo: numpy.typing.ArrayLike, hi: numpy.typing.ArrayLike) -> np.ndarray:
+    def triangles_in_box(
+        self, lo: numpy.typing.ArrayLike, hi: numpy.typing.ArrayLike
+    ) -> np.ndarray:
         """int32, increasing: the triangles that touch the closed box [lo, hi] (world
         coordinates, lo <= hi), exactly, with the box's corners rounded to the grid's
         fixed point as the vertices are."""
@@ -266,7 +272,9 @@ class TriangleGrid:
         device = self._on_device()
         return queries.triangles_in_box(device.engine, device, lo_fixed, hi_fixed)
 
-    def fixed_box(self, lo: numpy.typing.ArrayLike, hi: numpy.typing.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    def fixed_box(
+        self, lo: numpy.typing.ArrayLike, hi: numpy.typing.ArrayLike
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The box [lo, hi] (world) in fixed point, clipped to the grid (int64 (3,) each; lo
         above hi on some axis where the box misses the grid)."""
         low = np.asarray(lo, np.float64).reshape(-1)
@@ -306,7 +314,9 @@ class TriangleGrid:
         )
 
 
-def _rays(origins: numpy.typing.ArrayLike, directions: numpy.typing.ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+def _rays(
+    origins: numpy.typing.ArrayLike, directions: numpy.typing.ArrayLike
+) -> tuple[np.ndarray, np.ndarray]:
     o = np.asarray(origins, np.float64)
     d = np.asarray(directions, np.float64)
     if o.ndim == 1:

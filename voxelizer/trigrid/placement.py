@@ -86,9 +86,13 @@ class CellPlacement:
         and `triangles` triangles: at most one of resolution, cell_size and density (none:
         DEFAULT_DENSITY). With `bounds` ([[xmin, ymin, zmin], [xmax, ymax, zmax]]) the grid
         is placed on that box instead, which must contain the vertices."""
-        given = [name for name, value in _choices(resolution, cell_size, density) if value is not None]
+        given = [
+            name for name, value in _choices(resolution, cell_size, density) if value is not None
+        ]
         if len(given) > 1:
-            raise GridError(f"give one of resolution, cell_size and density, not {' and '.join(given)}")
+            raise GridError(
+                f"give one of resolution, cell_size and density, not {' and '.join(given)}"
+            )
         low = np.asarray(low, np.float64)
         high = np.asarray(high, np.float64)
         if bounds is not None:
@@ -134,12 +138,14 @@ def _choices(*values: object) -> list[tuple[str, object]]:
 
 
 def _resolution(resolution: int | Sequence[int]) -> Shape:
-    values = [resolution] * 3 if np.ndim(resolution) == 0 else list(resolution)  # type: ignore[arg-type]
+    values: list[object] = (
+        [resolution] * 3 if isinstance(resolution, (int, np.integer)) else list(resolution)
+    )
     if len(values) != 3 or any(
         isinstance(n, bool) or not isinstance(n, (int, np.integer)) for n in values
     ):
         raise GridError(f"resolution must be an integer or three integers, not {resolution!r}")
-    shape = (int(values[0]), int(values[1]), int(values[2]))
+    shape = (int(values[0]), int(values[1]), int(values[2]))  # type: ignore[call-overload]
     _check_sides(shape, "resolution")
     return shape
 

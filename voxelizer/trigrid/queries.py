@@ -127,7 +127,9 @@ def trace(
 # -- boxes -----------------------------------------------------------------------------------
 
 
-def box_cells(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+def box_cells(
+    lo: np.ndarray, hi: np.ndarray, shape: tuple[int, int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """The first cell and the count of cells along each axis whose closed boxes touch the
     closed fixed-point box [lo, hi] (counts of 0 where none do)."""
     first = np.maximum(-(-lo // ONE) - 1, 0)
@@ -135,7 +137,9 @@ def box_cells(lo: np.ndarray, hi: np.ndarray, shape: tuple[int, int, int]) -> tu
     return first, np.maximum(last - first + 1, 0)
 
 
-def triangles_in_box(engine: GridEngine, grid: DeviceGrid, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+def triangles_in_box(
+    engine: GridEngine, grid: DeviceGrid, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray:
     """int32 indices, increasing, of the triangles that touch the fixed-point box [lo, hi]
     (int64 (3,) each, lo <= hi, within the grid's box)."""
     shape = grid.placement.shape

@@ -17,15 +17,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..placement import FIXED_BITS
 from ..reference import to_fixed
 from ..reference_surface import conservative_marks
-from ..placement import FIXED_BITS
 
 ONE = 1 << FIXED_BITS
 RAYS_PER_STEP = 1 << 18  # (ray, triangle) pairs tested at once
 
 
-def fixed_corners(grid_vertices: np.ndarray, faces: np.ndarray, shape: tuple[int, int, int]) -> np.ndarray:
+def fixed_corners(
+    grid_vertices: np.ndarray, faces: np.ndarray, shape: tuple[int, int, int]
+) -> np.ndarray:
     """int64 (T, 3, 3): each triangle's fixed-point corners, as given (the build's Records)."""
     faces = np.asarray(faces, np.int64).reshape(-1, 3)
     return to_fixed(grid_vertices, faces, shape)[faces]
@@ -40,7 +42,9 @@ def grouped(keys: np.ndarray, triangles: np.ndarray, count: int) -> tuple[np.nda
     return offsets, triangles[order].astype(np.int32)
 
 
-def reference_cells(corners: np.ndarray, shape: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+def reference_cells(
+    corners: np.ndarray, shape: tuple[int, int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     """The uniform grid: offsets (cells + 1) and triangle ids, each cell's sorted."""
     pairs = list(conservative_marks(corners, shape))
     triangles = np.concatenate([t for t, _ in pairs]) if pairs else np.zeros(0, np.int64)
@@ -59,7 +63,8 @@ def reference_leaves(
     base = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
     keys, triangles = [], []
     for scale in np.unique(resolutions[counts > 0], axis=0):
-        scaled = tuple(int(n) for n in np.array(shape) * scale)
+        nx, ny, nz = (int(n) for n in np.array(shape) * scale)
+        scaled = (nx, ny, nz)
         chosen = np.flatnonzero((resolutions == scale).all(axis=1))
         for tri, flat in conservative_marks(corners * scale, scaled):
             cell = np.stack(np.unravel_index(flat, scaled), axis=1)
@@ -118,7 +123,9 @@ def _trace_chunk(
     t_lo = np.ldexp(np.float32(t_min), exponent).astype(np.float32)
     t_hi = np.ldexp(np.float32(t_max), exponent).astype(np.float32)
     m = np.abs(d)
-    kz = np.where((m[:, 0] >= m[:, 1]) & (m[:, 0] >= m[:, 2]), 0, np.where(m[:, 1] >= m[:, 2], 1, 2))
+    kz = np.where(
+        (m[:, 0] >= m[:, 1]) & (m[:, 0] >= m[:, 2]), 0, np.where(m[:, 1] >= m[:, 2], 1, 2)
+    )
     kx = (kz + 1) % 3
     ky = (kx + 1) % 3
     rows = np.arange(count)
