@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ..errors import GridError
 from ..mesh import Mesh
-from .build import TOP_DENSITY, DeviceGrid, GridEngine
+from .build import CHUNK_COLUMNS, SMALL_COLUMNS, TOP_DENSITY, DeviceGrid, GridEngine
 from .grid import TriangleGrid
 from .placement import DEFAULT_DENSITY, CellPlacement
 
@@ -38,9 +38,12 @@ def build_triangle_grid(
     levels: int = 1,
     bounds: object = None,
     branchless: int = 1,
+    small_columns: int = SMALL_COLUMNS,
+    chunk_columns: int = CHUNK_COLUMNS,
 ) -> TriangleGrid:
     """The grid of `mesh` built on the engine's device (voxelizer.triangle_grid documents
-    the arguments)."""
+    the arguments). branchless (the exact tests' variant), small_columns and chunk_columns
+    (the load balance, shaders/cells.comp) change how it is built, never the result."""
     if isinstance(levels, bool) or levels not in LEVELS:
         raise GridError(f"levels must be 1 or 2, not {levels!r}")
     started = time.perf_counter()
@@ -63,7 +66,7 @@ def build_triangle_grid(
     place_ms = (time.perf_counter() - started) * 1e3
     device, stats = engine.build(
         vertices, faces, placement, levels=levels, leaf_density=leaf_density,
-        branchless=branchless,
+        branchless=branchless, small_columns=small_columns, chunk_columns=chunk_columns,
     )  # fmt: skip
     stats.add_host(placement=place_ms)
     return TriangleGrid(placement, levels, device=device, stats=stats)

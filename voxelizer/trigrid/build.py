@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import threading
 import time
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -91,7 +90,9 @@ class DeviceGrid:
         return bool(self.buffers) or self.triangles == 0
 
     def destroy(self) -> None:
+        """Free the buffers (once: later calls, and the engine's close, do nothing more)."""
         buffers, self.buffers = self.buffers, {}
+        self.engine.forget(self)
         for buffer in buffers.values():
             buffer.destroy()
 
@@ -134,7 +135,7 @@ class GridEngine:
         self.scan = Scan(device)
         self.lock = threading.Lock()
         self._pipelines: dict[tuple[Kernel, int], ComputePipeline] = {}
-        self._grids: weakref.WeakSet[DeviceGrid] = weakref.WeakSet()
+        self._grids: set[DeviceGrid] = set()  # built and not destroyed yet
         self._closed = False
         # Per level of the build running: its units, their total and their dispatch size,
         # from the count's recording to the emission's.
@@ -170,6 +171,9 @@ class GridEngine:
     def adopt(self, grid: DeviceGrid) -> None:
         """Free `grid`'s buffers when the engine closes, if they are still held then."""
         self._grids.add(grid)
+
+    def forget(self, grid: DeviceGrid) -> None:
+        self._grids.discard(grid)
 
     def close(self) -> None:
         with self.lock:

@@ -22,6 +22,7 @@ space, and its hits are those traverse.comp decides (first hit, any hit; waterti
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -60,9 +61,17 @@ class TriangleGrid:
         self.placement = placement
         self.levels = levels
         self.stats = stats if stats is not None else Stats(shape=placement.shape)
-        self._device = device
+        self._device: DeviceGrid | None = None
+        self._freed: weakref.finalize | None = None
         self._arrays = arrays
         self._uploader = uploader  # makes the device buffers of a grid read from a file
+        if device is not None:
+            self._hold(device)
+
+    def _hold(self, device: DeviceGrid) -> None:
+        """Keep `device`, freed with this grid (by close, or when it is collected)."""
+        self._device = device
+        self._freed = weakref.finalize(self, device.destroy)
 
     # -- the placement ---------------------------------------------------------------------
 
@@ -191,7 +200,7 @@ class TriangleGrid:
     @property
     def nbytes(self) -> int:
         """Host bytes of the arrays (those of to_numpy)."""
-        return sum(array.nbytes for array in self._host().values())
+        return sum(array.nbytes for array in self.to_numpy().values())
 
     @property
     def device_bytes(self) -> int:
@@ -204,7 +213,8 @@ class TriangleGrid:
         if self._device is None:
             if self._uploader is None:
                 raise VoxelizerError("this triangle grid is closed")
-            self._device = self._uploader()
+            self._hold(self._uploader())
+        assert self._device is not None
         return self._device
 
     def intersect(
@@ -295,10 +305,9 @@ class TriangleGrid:
 
     def close(self) -> None:
         """Free the device buffers; the arrays stay readable if they were read before."""
-        device, self._device = self._device, None
-        self._uploader = None
-        if device is not None:
-            device.destroy()
+        self._device, self._uploader = None, None
+        if self._freed is not None:
+            self._freed()
 
     def __enter__(self) -> TriangleGrid:
         return self

@@ -138,9 +138,10 @@ def _choices(*values: object) -> list[tuple[str, object]]:
 
 
 def _resolution(resolution: int | Sequence[int]) -> Shape:
-    values: list[object] = (
-        [resolution] * 3 if isinstance(resolution, (int, np.integer)) else list(resolution)
-    )
+    if isinstance(resolution, (str, bytes)) or not isinstance(resolution, (Sequence, np.ndarray)):
+        values: list[object] = [resolution] * 3
+    else:
+        values = list(resolution)
     if len(values) != 3 or any(
         isinstance(n, bool) or not isinstance(n, (int, np.integer)) for n in values
     ):

@@ -113,29 +113,38 @@ def reference_trace(
 def _trace_chunk(
     points: np.ndarray, o: np.ndarray, d: np.ndarray, t_min: float, t_max: float
 ) -> np.ndarray:
-    count = len(o)
-    result = np.zeros(count, HIT_DTYPE)
+    result = np.zeros(len(o), HIT_DTYPE)
     result["t"], result["triangle"] = np.inf, -1
     largest = np.abs(d).max(axis=1)
     live = largest > 0
     exponent = np.frexp(np.where(live, largest, np.float32(1)))[1]
     d = np.ldexp(d, -exponent[:, None]).astype(np.float32)
-    t_lo = np.ldexp(np.float32(t_min), exponent).astype(np.float32)
-    t_hi = np.ldexp(np.float32(t_max), exponent).astype(np.float32)
     m = np.abs(d)
-    kz = np.where(
-        (m[:, 0] >= m[:, 1]) & (m[:, 0] >= m[:, 2]), 0, np.where(m[:, 1] >= m[:, 2], 1, 2)
-    )
+    kz = np.where((m[:, 0] >= m[:, 1]) & (m[:, 0] >= m[:, 2]), 0, np.where(m[:, 1] >= m[:, 2], 1, 2))
+    for axis in range(3):  # the rays sheared along each axis, together
+        rays = np.flatnonzero(live & (kz == axis))
+        if len(rays):
+            t_lo = np.ldexp(np.float32(t_min), exponent[rays]).astype(np.float32)
+            t_hi = np.ldexp(np.float32(t_max), exponent[rays]).astype(np.float32)
+            t, triangle, u, v = _woop(points, o[rays], d[rays], axis, t_lo, t_hi)
+            result["t"][rays] = np.ldexp(t, -exponent[rays])
+            result["triangle"][rays], result["u"][rays], result["v"][rays] = triangle, u, v
+    return result
+
+
+def _woop(
+    points: np.ndarray, o: np.ndarray, d: np.ndarray, kz: int, t_lo: np.ndarray, t_hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """traverse.comp's test_triangle for rays sheared along axis kz, against every
+    triangle: the least t (then triangle) of each ray's hits, with u and v (inf, -1, 0, 0
+    for none). float32 throughout, each operation in the shader's order."""
     kx = (kz + 1) % 3
     ky = (kx + 1) % 3
-    rows = np.arange(count)
-    dx, dy, dz = d[rows, kx][:, None], d[rows, ky][:, None], d[rows, kz][:, None]
+    dx, dy, dz = (d[:, axis, None, None] for axis in (kx, ky, kz))  # (R, 1, 1)
     shifted = points[None, :, :, :] - o[:, None, None, :]  # (R, T, corner, axis), rounded
-    along_x = np.take_along_axis(shifted, kx[:, None, None, None], axis=3)[..., 0]
-    along_y = np.take_along_axis(shifted, ky[:, None, None, None], axis=3)[..., 0]
-    along_z = np.take_along_axis(shifted, kz[:, None, None, None], axis=3)[..., 0]
-    sheared_x = along_x * dz[:, :, None] - dx[:, :, None] * along_z  # (R, T, corner)
-    sheared_y = along_y * dz[:, :, None] - dy[:, :, None] * along_z
+    along_z = shifted[..., kz]
+    sheared_x = shifted[..., kx] * dz - dx * along_z  # (R, T, corner)
+    sheared_y = shifted[..., ky] * dz - dy * along_z
     ax, bx, cx = sheared_x[..., 0], sheared_x[..., 1], sheared_x[..., 2]
     ay, by, cy = sheared_y[..., 0], sheared_y[..., 1], sheared_y[..., 2]
     u = cx * by - cy * bx
@@ -144,19 +153,24 @@ def _trace_chunk(
     mixed = ((u < 0) | (v < 0) | (w < 0)) & ((u > 0) | (v > 0) | (w > 0))
     det = u + v + w
     along = u * along_z[..., 0] + v * along_z[..., 1] + w * along_z[..., 2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        t = along / (det * dz)
-        hit = ~mixed & (det != 0) & (t >= t_lo[:, None]) & (t <= t_hi[:, None]) & live[:, None]
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        t = along / (det * dz[:, :, 0])
+        hit = ~mixed & (det != 0) & (t >= t_lo[:, None]) & (t <= t_hi[:, None])
         t = np.where(hit, t, np.float32(np.inf))
         best = np.argmin(t, axis=1)  # the first least t: the least triangle among ties
+        rows = np.arange(len(o))
         found = hit[rows, best]
-        chosen = rows[found]
         pick = best[found]
-        result["t"][chosen] = np.ldexp(t[chosen, pick], -exponent[chosen])
-        result["triangle"][chosen] = pick
-        result["u"][chosen] = v[chosen, pick] / det[chosen, pick]
-        result["v"][chosen] = w[chosen, pick] / det[chosen, pick]
-    return result
+        chosen = rows[found]
+        t_best = np.full(len(o), np.inf, np.float32)
+        triangle = np.full(len(o), -1, np.int32)
+        u_best = np.zeros(len(o), np.float32)
+        v_best = np.zeros(len(o), np.float32)
+        t_best[chosen] = t[chosen, pick]
+        triangle[chosen] = pick
+        u_best[chosen] = v[chosen, pick] / det[chosen, pick]
+        v_best[chosen] = w[chosen, pick] / det[chosen, pick]
+    return t_best, triangle, u_best, v_best
 
 
 # -- boxes: every triangle, exactly ----------------------------------------------------------
