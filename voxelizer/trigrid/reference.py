@@ -120,7 +120,9 @@ def _trace_chunk(
     exponent = np.frexp(np.where(live, largest, np.float32(1)))[1]
     d = np.ldexp(d, -exponent[:, None]).astype(np.float32)
     m = np.abs(d)
-    kz = np.where((m[:, 0] >= m[:, 1]) & (m[:, 0] >= m[:, 2]), 0, np.where(m[:, 1] >= m[:, 2], 1, 2))
+    kz = np.where(
+        (m[:, 0] >= m[:, 1]) & (m[:, 0] >= m[:, 2]), 0, np.where(m[:, 1] >= m[:, 2], 1, 2)
+    )
     for axis in range(3):  # the rays sheared along each axis, together
         rays = np.flatnonzero(live & (kz == axis))
         if len(rays):
