@@ -72,7 +72,7 @@ struct Placed {
     ivec3 hi;
     ivec2 first;  // the columns whose closed squares the triangle's bounding box touches,
     ivec2 last;   // inside [lo.xy, hi.xy] (first > last where none)
-    int depth;    // cells of the whole lattice along the turned z
+    ivec3 size;   // cells of the whole lattice, turned
 };
 
 ivec3 turned(ivec3 v, ivec3 axes) {
@@ -116,7 +116,7 @@ Placed place(ivec3 a, ivec3 b, ivec3 c, ivec3 scale, ivec3 size, ivec3 lo, ivec3
     }
     p.lo = turned(lo, p.axes);
     p.hi = turned(hi, p.axes);
-    p.depth = turned(size, p.axes).z;
+    p.size = turned(size, p.axes);
     touched_rectangle(p.a, p.b, p.c, p.lo.xy, p.hi.xy, p.first, p.last);
     return p;
 }
@@ -137,7 +137,7 @@ ivec2 rectangle_column(Placed p, uint n) {
 // (empty when x > y): none unless its closed square is touched.
 ivec2 touched_cells(Placed p, ivec2 column) {
     if (!square_touched(p.a, p.b, p.c, column << FIXED_BITS, ONE)) return EMPTY;
-    ivec2 range = touched_column_range(p.a, p.b, p.c, column, p.depth);
+    ivec2 range = touched_column_range(p.a, p.b, p.c, column, p.size.z);
     return ivec2(max(range.x, p.lo.z), min(range.y, p.hi.z));
 }
 
@@ -228,6 +228,74 @@ uint cell_key(Target target, ivec3 cell) {
     return target.base + (l.x * uint(target.dims.y) + l.y) * uint(target.dims.z) + l.z;
 }
 
+// Counts or writes one touched cell.
+void mark(Target target, uint triangle, ivec3 cell) {
+    uint key = cell_key(target, cell);
+#if CELL_STAGE == 0
+    atomicAdd(cell_ends[key], 1u);
+#else
+    uint slot = atomicAdd(cell_ends[key], 1u);
+    triangle_ids[slot] = triangle;
+#if EMIT_CELLS
+    reference_cells[slot] = key;
+#endif
+#endif
+}
+
+// The cells of the lattice whose closed boxes the triangle's bounding box touches: first
+// to last along each axis (turned).
+void box_cells(Placed p, out ivec3 first, out ivec3 last) {
+    ivec3 low = min(min(p.a, p.b), p.c), high = max(max(p.a, p.b), p.c);
+    first = max(((low + (ONE - 1)) >> FIXED_BITS) - 1, ivec3(0));
+    last = min(high >> FIXED_BITS, p.size - 1);
+}
+
+// Whether the closed triangle's projection along `axis` (turned) touches the closed square
+// of cell (u, v) of the other two axes, taken cyclically after it.
+bool projection_touches(Placed p, int axis, ivec2 cell) {
+    ivec2 corner = cell << FIXED_BITS;
+    if (axis == 2) return square_touched(p.a, p.b, p.c, corner, ONE);
+    if (axis == 0) return square_touched(p.a.yzx, p.b.yzx, p.c.yzx, corner, ONE);
+    return square_touched(p.a.zxy, p.b.zxy, p.c.zxy, corner, ONE);
+}
+
+// The cells of a triangle whose bounding box touches few: returns false where it leaves
+// them to the columns (visit), else marks them and sets `marked`. Where the box touches
+// one cell along some axis, every point of the triangle lies within that cell's range along
+// it, so the triangle touches a cell of that layer iff its projection touches the cell's
+// square (touch.glsl): one test per cell, taken where the layer has at most small_columns
+// cells. Where the box touches at most two cells in all, the triangle touches both, and no
+// test is needed (along the axis of two, the box's ends are corners of the triangle on
+// both sides of the cells' common plane or on it, so the triangle meets that plane inside
+// the one cell the box spans along the other axes); the projection's tests agree.
+bool few_cells(Placed p, Target target, uint triangle, out uint marked) {
+    marked = 0u;
+    ivec3 first, last;
+    box_cells(p, first, last);
+    ivec3 span = last - first + 1;
+    int axis = span.z == 1 ? 2 : (span.x == 1 ? 0 : (span.y == 1 ? 1 : -1));
+    if (axis < 0) return false;
+    bool all_touched = span.x * span.y * span.z <= 2;
+    if (!all_touched && uint(span.x * span.y * span.z) > small_columns) return false;
+    // (the item's own cells only: those of a top cell, for a second level)
+    first = max(first, p.lo);
+    last = min(last, p.hi);
+    int u = axis == 2 ? 0 : (axis == 0 ? 1 : 2), v = axis == 2 ? 1 : (axis == 0 ? 2 : 0);
+    for (int i = first[u]; i <= last[u]; ++i) {
+        for (int j = first[v]; j <= last[v]; ++j) {
+            if (all_touched || projection_touches(p, axis, ivec2(i, j))) {
+                ivec3 cell;
+                cell[axis] = first[axis];
+                cell[u] = i;
+                cell[v] = j;
+                mark(target, triangle, unturned(cell, p.axes));
+                ++marked;
+            }
+        }
+    }
+    return true;
+}
+
 // Counts or writes the touched cells of columns [from, to) of the rectangle; returns how
 // many there were.
 uint visit(Placed p, Target target, uint triangle, uint from, uint to) {
@@ -236,16 +304,7 @@ uint visit(Placed p, Target target, uint triangle, uint from, uint to) {
         ivec2 column = rectangle_column(p, n);
         ivec2 range = touched_cells(p, column);
         for (int k = range.x; k <= range.y; ++k) {
-            uint key = cell_key(target, unturned(ivec3(column, k), p.axes));
-#if CELL_STAGE == 0
-            atomicAdd(cell_ends[key], 1u);
-#else
-            uint slot = atomicAdd(cell_ends[key], 1u);
-            triangle_ids[slot] = triangle;
-#if EMIT_CELLS
-            reference_cells[slot] = key;
-#endif
-#endif
+            mark(target, triangle, unturned(ivec3(column, k), p.axes));
         }
         marked += uint(max(range.y - range.x + 1, 0));
     }
@@ -282,6 +341,13 @@ uint run(uint item) {
     Target target;
     uint triangle;
     Placed p = placed_item(item, target, triangle);
+    uint marked;
+    if (few_cells(p, target, triangle, marked)) {
+#if CELL_STAGE == 0
+        units[item] = 0u;
+#endif
+        return marked;
+    }
     uint area = rectangle_area(p);
     bool alone = area <= small_columns;
 #if CELL_STAGE == 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+import numpy as np
+
 from ..errors import GridError
 from ..mesh import Mesh
 from .build import CHUNK_COLUMNS, SMALL_COLUMNS, TOP_DENSITY, DeviceGrid, GridEngine
@@ -61,8 +63,9 @@ def build_triangle_grid(
             placement = CellPlacement.fit(low, high, mesh.triangle_count, density=TOP_DENSITY,
                                           bounds=bounds)  # fmt: skip
         leaf_density = DEFAULT_DENSITY if density is None else float(density)
-    vertices = placement.grid_vertices(mesh.vertices)
-    faces = mesh.indices
+    key = ("trigrid", placement.shape, placement.origin.tobytes(), placement.cell_size.tobytes())
+    vertices = mesh.placed(key, lambda: _frozen(placement.grid_vertices(mesh.vertices)))
+    faces = mesh.indices  # (read-only: a rebuild of this mesh and placement uploads nothing)
     place_ms = (time.perf_counter() - started) * 1e3
     device, stats = engine.build(
         vertices, faces, placement, levels=levels, leaf_density=leaf_density,
@@ -70,3 +73,8 @@ def build_triangle_grid(
     )  # fmt: skip
     stats.add_host(placement=place_ms)
     return TriangleGrid(placement, levels, device=device, stats=stats)
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array

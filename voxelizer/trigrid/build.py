@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -60,6 +61,7 @@ RECORD_BYTES = 48  # TriangleRecord (triangle.glsl)
 TOP_DENSITY = 1.0 / 16.0
 LEAF_LIMIT = 255
 NO_WRAP = 0xFFFFFFFF  # pair_dispatch.comp's capacity: any unit count fits
+SPARE_SLACK = 1 << 20  # a spare buffer up to twice the size asked for, plus this, is reused
 
 
 @dataclass(eq=False)
@@ -93,8 +95,7 @@ class DeviceGrid:
         """Free the buffers (once: later calls, and the engine's close, do nothing more)."""
         buffers, self.buffers = self.buffers, {}
         self.engine.forget(self)
-        for buffer in buffers.values():
-            buffer.destroy()
+        self.engine.release(buffers)
 
 
 @dataclass
@@ -137,6 +138,9 @@ class GridEngine:
         self._pipelines: dict[tuple[Kernel, int], ComputePipeline] = {}
         self._grids: set[DeviceGrid] = set()  # built and not destroyed yet
         self._closed = False
+        self._spares: dict[str, Buffer] = {}  # the buffers of the grid destroyed last
+        # The read-only arrays whose upload the pool's geometry buffers hold (_upload_geometry)
+        self._resident: tuple[weakref.ref[np.ndarray], weakref.ref[np.ndarray]] | None = None
         # Per level of the build running: its units, their total and their dispatch size,
         # from the count's recording to the emission's.
         self._level_state: dict[str, tuple[Binding, Buffer, Buffer]] = {}
@@ -163,6 +167,12 @@ class GridEngine:
                 f"{self.device.name} holds ({self.device.max_storage_range:,}); ask for fewer "
                 "cells (a lower density)"
             )
+        spare = self._spares.pop(name, None)
+        if spare is not None and size <= spare.size <= 2 * size + SPARE_SLACK:
+            grid.buffers[name] = spare  # (a dict entry: nothing to interrupt)
+            return spare
+        if spare is not None:
+            spare.destroy()
         with interrupts_deferred():  # kept by the grid before a Ctrl-C unwinds
             buffer = Buffer(self.device, size, usage, name=f"trigrid_{name}")
             grid.buffers[name] = buffer
@@ -175,6 +185,43 @@ class GridEngine:
     def forget(self, grid: DeviceGrid) -> None:
         self._grids.discard(grid)
 
+    def release(self, buffers: dict[str, Buffer]) -> None:
+        """Keep a destroyed grid's buffers for the next build to reuse (those of the last
+        grid only: a rebuild of the same mesh, an animation's next frame, allocate nothing),
+        freeing those they replace; free them at once when the engine is closed."""
+        for name, buffer in buffers.items():
+            old = None if self._closed else self._spares.get(name)
+            if self._closed:
+                old = buffer
+            else:
+                self._spares[name] = buffer
+            if old is not None:
+                old.destroy()
+
+    def forget_geometry(self) -> None:
+        """The next build uploads its geometry, whatever the device holds."""
+        self._resident = None
+
+    def _upload_geometry(self, vertices: np.ndarray, faces: np.ndarray) -> dict[str, Binding]:
+        """Record the upload of the grid-space vertices and the faces, unless the device
+        holds these very arrays already (read-only ones, given again: a rebuild of the same
+        mesh and placement uploads nothing)."""
+        sequence, pool = self.sequence, self.pool
+        geometry = {
+            "vertices": pool.binding("trigrid_vertices", vertices.nbytes),
+            "indices": pool.binding("trigrid_indices", faces.nbytes),
+        }
+        arrays = (vertices, faces)
+        held = self._resident
+        if held is not None and all(ref() is array for ref, array in zip(held, arrays)):
+            return geometry
+        self._resident = None
+        sequence.upload(geometry["vertices"].buffer, np.ascontiguousarray(vertices, np.float32))
+        sequence.upload(geometry["indices"].buffer, np.ascontiguousarray(faces, np.uint32))
+        if not any(array.flags.writeable for array in arrays):
+            self._resident = (weakref.ref(vertices), weakref.ref(faces))
+        return geometry
+
     def close(self) -> None:
         with self.lock:
             if self._closed:
@@ -182,6 +229,9 @@ class GridEngine:
             self._closed = True
             for grid in list(self._grids):
                 grid.destroy()
+            for spare in self._spares.values():
+                spare.destroy()
+            self._spares.clear()
             for pipeline in self._pipelines.values():
                 pipeline.destroy()
             self._pipelines.clear()
@@ -243,10 +293,7 @@ class GridEngine:
         sequence = self.sequence
         sequence.begin()
         sequence.mark("start")
-        vertex_buffer = self.pool.binding("trigrid_vertices", vertices.nbytes)
-        index_buffer = self.pool.binding("trigrid_indices", faces.nbytes)
-        sequence.upload(vertex_buffer.buffer, np.ascontiguousarray(vertices, np.float32))
-        sequence.upload(index_buffer.buffer, np.ascontiguousarray(faces, np.uint32))
+        geometry = self._upload_geometry(vertices, faces)
         used.update(vertices=vertices.nbytes, indices=faces.nbytes)
         sequence.barrier()
         sequence.mark("upload")
@@ -267,7 +314,6 @@ class GridEngine:
             small_columns,
             chunk_columns,
         )
-        geometry = {"vertices": vertex_buffer, "indices": index_buffer}
         ends = self.own(grid, "cell_ends", placement.cells * 4)
         read = self._record_count(top, ends, geometry, used)
         self._submit(stats, "count")

@@ -209,6 +209,11 @@ class TriangleGrid:
 
     # -- the queries -------------------------------------------------------------------------
 
+    @property
+    def device_grid(self) -> DeviceGrid:
+        """The device buffers (uploaded first for a grid read from a file)."""
+        return self._on_device()
+
     def _on_device(self) -> DeviceGrid:
         if self._device is None:
             if self._uploader is None:

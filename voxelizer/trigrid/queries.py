@@ -124,6 +124,37 @@ def trace(
         return staging.read(HIT_DTYPE, count)
 
 
+def stage_rays(engine: GridEngine, origins: np.ndarray, directions: np.ndarray) -> None:
+    """Upload grid-space rays into the engine's ray buffers, for trace_staged (a benchmark
+    times the traversal alone, the rays on the device as a GPU ray tracer's are)."""
+    with engine.lock:
+        engine.check_open()
+        engine.sequence.begin()
+        upload_rays(engine, origins, directions)
+        engine.sequence.submit()
+
+
+def trace_staged(
+    engine: GridEngine,
+    grid: DeviceGrid,
+    count: int,
+    *,
+    any_hit: bool = False,
+    download: bool = False,
+) -> tuple[np.ndarray | None, dict[str, float]]:
+    """Trace the `count` rays stage_rays left on the device, in one submission: the hits
+    (with `download`) and the GPU milliseconds per label."""
+    with engine.lock:
+        _check(engine, grid)
+        sequence = engine.sequence
+        sequence.begin()
+        sequence.mark("start")
+        hits = record_trace(engine, grid, count, 0.0, float("inf"), any_hit)
+        staging = sequence.download(hits, count * HIT_DTYPE.itemsize) if download else None
+        gpu_ms = sequence.submit()
+        return (None if staging is None else staging.read(HIT_DTYPE, count)), gpu_ms
+
+
 # -- boxes -----------------------------------------------------------------------------------
 
 
