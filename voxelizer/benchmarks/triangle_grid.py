@@ -300,6 +300,8 @@ def table(document: dict[str, Any]) -> str:
         if "per_reference_vs_homogeneous" in row:
             ratios = f"{row['per_reference_vs_homogeneous']:.2f} per ref. of the homogeneous"
         method = row["method"] + (f" ({row['columns']})" if "columns" in row else "")
+        if "status" in row:
+            method += f" ({row['status']}: {row['reason']})"
         references = row.get("references", 0) + row.get("leaf_references", 0)
         lines.append(
             f"| {row['model']} | {row['triangles']:,} | {method} | {number('build_s', 1e3, 3)} "

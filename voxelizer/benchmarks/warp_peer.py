@@ -1,10 +1,10 @@
 """NVIDIA Warp as a peer of triangle grids (benchmarks/triangle_grid.py): its BVH build
 (`wp.Mesh`) and first-hit queries (`wp.mesh_query_ray`) on a CUDA device. Imported only
-where `import warp` works (a trimmed Warp 1.0.2 wheel on the GPU machine)."""
+where `import warp` works (a trimmed Warp 1.0.2 wheel on the GPU machine).
 
-from __future__ import annotations
+No `from __future__ import annotations` here: Warp reads the kernel's annotations as types."""
 
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import warp as wp
@@ -41,7 +41,7 @@ def version() -> str:
     return str(wp.config.version)
 
 
-def cuda_device() -> str | None:
+def cuda_device() -> Optional[str]:  # noqa: UP045 (annotations are evaluated here)
     return "cuda:0" if wp.is_cuda_available() else None
 
 
