@@ -90,6 +90,20 @@ struct Ray {
 uint trips = 0u;
 bool done = false;  // the best hit is final (or, for QUERY 1, a hit was found)
 Hit best = Hit(INF, -1, 0.0, 0.0);
+// The last MAILBOX triangles tested (a triangle spans a few neighbouring cells: the walk
+// meets it again at once), which are not tested again: the result is the same.
+#define MAILBOX 4
+uint recent[MAILBOX] = uint[MAILBOX](0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu);
+uint recent_next = 0u;
+
+bool tested_recently(uint id) {
+    bool seen = recent[0] == id || recent[1] == id || recent[2] == id || recent[3] == id;
+    if (!seen) {
+        recent[recent_next] = id;
+        recent_next = (recent_next + 1u) & (MAILBOX - 1u);
+    }
+    return seen;
+}
 
 void test_triangle(Ray r, uint id) {
     TriangleRecord record = records[id];
@@ -126,10 +140,11 @@ void test_cell(Ray r, uint first, uint end) {
     for (uint slot = first; slot < end && !done; ++slot) {
         if (++trips > TRIP_BUDGET) return;
 #if LEVELS == 2
-        test_triangle(r, leaf_ids[slot]);
+        uint id = leaf_ids[slot];
 #else
-        test_triangle(r, triangle_ids[slot]);
+        uint id = triangle_ids[slot];
 #endif
+        if (!tested_recently(id)) test_triangle(r, id);
     }
 }
 

@@ -123,10 +123,14 @@ def ours(
         "columns": f"{small},{chunk}",
     }
 
+    gpu_ms: list[float] = []  # the passes' GPU time of every build without an upload
+
     def build() -> TriangleGrid:
         grid = build_triangle_grid(engine, mesh, density=density, levels=levels,
                                    small_columns=small, chunk_columns=chunk)  # fmt: skip
         grid.close()  # (its buffers go to the next build: a rebuild allocates nothing)
+        if "upload" not in grid.stats.gpu_ms:
+            gpu_ms.append(sum(grid.stats.gpu_ms.values()))
         return grid
 
     def build_and_upload() -> TriangleGrid:
@@ -136,7 +140,7 @@ def ours(
     row["build_s"], grid = timed(build, runs)
     row["build_upload_s"], _ = timed(build_and_upload, runs)
     stats = grid.stats
-    row["build_gpu_ms"] = sum(ms for label, ms in stats.gpu_ms.items() if label != "upload")
+    row["build_gpu_ms"] = min(gpu_ms)
     row.update(
         shape="x".join(map(str, grid.shape)),
         references=stats.counts["references"],

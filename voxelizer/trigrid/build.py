@@ -218,6 +218,8 @@ class GridEngine:
         self._resident = None
         sequence.upload(geometry["vertices"].buffer, np.ascontiguousarray(vertices, np.float32))
         sequence.upload(geometry["indices"].buffer, np.ascontiguousarray(faces, np.uint32))
+        sequence.barrier()
+        sequence.mark("upload")
         if not any(array.flags.writeable for array in arrays):
             self._resident = (weakref.ref(vertices), weakref.ref(faces))
         return geometry
@@ -295,8 +297,6 @@ class GridEngine:
         sequence.mark("start")
         geometry = self._upload_geometry(vertices, faces)
         used.update(vertices=vertices.nbytes, indices=faces.nbytes)
-        sequence.barrier()
-        sequence.mark("upload")
         records = self.own(grid, "records", triangles * RECORD_BYTES)
         two = grid.levels == 2
         top = _Level(
