@@ -4,13 +4,15 @@
 // [lo, hi] (fixed point too: the host rounds its corners as it rounds the vertices),
 // decided by the separating-axis test on 13 axes in integers (box_touched).
 //
-//   BOX_STAGE 0: one workgroup per cell the box touches (the cells first + [0, count)),
+// One module for the three stages (the shipped SPIR-V stays small: tests/test_spirv.py); the
+// push constant `stage` chooses, and every stage binds every buffer.
+//   stage 0: one workgroup per cell the box touches (the cells first + [0, count)),
 //     its threads sharing the cell's triangles; a triangle that touches the box sets its
 //     bit in Flags (cleared by the host). A triangle in several cells is tested in each
 //     until one sets its bit.
-//   BOX_STAGE 1: one thread per word of Flags: its bits counted into WordCounts, which the
+//   stage 1: one thread per word of Flags: its bits counted into WordCounts, which the
 //     host scans.
-//   BOX_STAGE 2: one thread per word: the indices of its bits written to Found from its
+//   stage 2: one thread per word: the indices of its bits written to Found from its
 //     scanned count on, so the triangles come out in increasing order, each once.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
@@ -20,20 +22,12 @@ layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGro
 #include "touch.glsl"
 #include "surface.glsl"
 
-#if BOX_STAGE == 0
 layout(std430, binding = 0) restrict readonly buffer Records { TriangleRecord records[]; };
 layout(std430, binding = 1) restrict readonly buffer CellEnds { uint cell_ends[]; };
 layout(std430, binding = 2) restrict readonly buffer TriangleIds { uint triangle_ids[]; };
 layout(std430, binding = 3) restrict buffer Flags { uint flags[]; };
-#else
-layout(std430, binding = 3) restrict readonly buffer Flags { uint flags[]; };
-#endif
-#if BOX_STAGE == 1
-layout(std430, binding = 4) restrict writeonly buffer WordCounts { uint word_counts[]; };
-#elif BOX_STAGE == 2
-layout(std430, binding = 4) restrict readonly buffer WordCounts { uint word_counts[]; };
+layout(std430, binding = 4) restrict buffer WordCounts { uint word_counts[]; };
 layout(std430, binding = 5) restrict writeonly buffer Found { uint found[]; };
-#endif
 
 layout(push_constant) uniform Params {
     int lo_x;  // the box, fixed point
@@ -52,6 +46,7 @@ layout(push_constant) uniform Params {
     int ny;
     int nz;
     uint word_count;  // words of Flags
+    uint stage;
 };
 
 // The projections of the closed triangle and the closed box [lo, hi] onto the axis
@@ -98,8 +93,7 @@ bool box_touched(ivec3 a, ivec3 b, ivec3 c, ivec3 lo, ivec3 hi) {
     return below.hi >= 0 && above.hi >= 0;
 }
 
-void main() {
-#if BOX_STAGE == 0
+void test_cell_triangles() {
     uint group = flat_group_id();
     uvec3 count = uvec3(count_x, count_y, count_z);
     if (group >= count.x * count.y * count.z) return;
@@ -116,12 +110,19 @@ void main() {
         TriangleRecord r = records[t];
         if (box_touched(r.a.xyz, r.b.xyz, r.c.xyz, lo, hi)) atomicOr(flags[t >> 5], bit);
     }
-#else
+}
+
+void main() {
+    if (stage == 0u) {
+        test_cell_triangles();
+        return;
+    }
     uint word = flat_invocation_id();
     if (word >= word_count) return;
-#if BOX_STAGE == 1
-    word_counts[word] = uint(bitCount(flags[word]));
-#else
+    if (stage == 1u) {
+        word_counts[word] = uint(bitCount(flags[word]));
+        return;
+    }
     uint bits = flags[word];
     uint slot = word_counts[word];
     while (bits != 0u) {
@@ -129,6 +130,4 @@ void main() {
         found[slot++] = word * 32u + uint(low);
         bits &= bits - 1u;
     }
-#endif
-#endif
 }

@@ -4,33 +4,36 @@
 // emit.comp with CONSERVATIVE 1) made three-dimensional: a cell stands for a tile, and the
 // cells a triangle touches are exactly those --mode surface marks for it (below).
 //
-//   CELL_STAGE 0 (count): every touched cell's entry of CellEnds counts the triangle; the
-//     host scans CellEnds into each cell's first slot.
-//   CELL_STAGE 1 (emit): every touched cell takes the next slot of its entry (counting it
-//     up) and writes the triangle's index there (with EMIT_CELLS, also the cell's key, for
-//     a second level). Afterwards each entry holds its cell's end: cell c's triangles are
+// One module for every step; a push constant chooses (the shipped SPIR-V stays small:
+// tests/test_spirv.py), so every step binds every buffer (the host binds a stand-in where
+// a step reads none):
+//   stage 0 (count): every touched cell's entry of CellEnds counts the triangle; the host
+//     scans CellEnds into each cell's first slot.
+//   stage 1 (emit): every touched cell takes the next slot of its entry (counting it up)
+//     and writes the triangle's index there (with emit_cells, also the cell's key, for a
+//     second level). Afterwards each entry holds its cell's end: cell c's triangles are
 //     slots [ends[c - 1], ends[c]), grouped by cell, in no particular order within a cell.
 //
-// The items are the triangles (LEVEL 1: a uniform grid, whose cells are keyed
-// (i * ny + j) * nz + k) or the references of a built top level (LEVEL 2: the triangle
-// ids[j] in top cell cells[j], whose leaves are that cell cut Resolutions[cell] times along
-// each axis, keyed from LeafBase[cell] on in the same order).
+// The items are the triangles (level 1: a uniform grid, whose cells are keyed
+// (i * ny + j) * nz + k) or the references of a built top level (level 2: the triangle
+// TopIds[j] in top cell TopCells[j], whose leaves are that cell cut Resolutions[cell] times
+// along each axis, keyed from LeafBase[cell] on in the same order).
 //
 // Load balance (after Costa, Pereira and Jorge 2024): an item whose columns (below)
-// number at most small_columns is done by one thread (OVER_UNITS 0), which marks at most 4
+// number at most small_columns is done by one thread (over_units 0), which marks at most 4
 // cells per column. A larger one is cut into units of chunk_columns columns: the items'
-// pass writes each item's unit count to Units, the host scans them, and OVER_UNITS 1 runs
+// count writes each item's unit count to Units, the host scans them, and over_units 1 runs
 // one thread per unit (finding its item by a binary search of the scanned counts), so that
 // a triangle that spans thousands of cells is spread over many threads instead of
 // stalling its workgroup. Every pass over units reads their total from UnitTotal (the
 // scan's) and is dispatched indirectly (pair_dispatch.comp sizes it).
 //
-// LEVEL 1, CELL_STAGE 0, OVER_UNITS 0 is also the triangles' setup: it reads the
-// grid-space corners (float32, through Indices), converts them to fixed point as the
-// surface does (triangle.glsl, to_fixed) and keeps them as given in Records for the other
-// passes and the queries. CELL_STAGE 0 also adds its counts to Totals, a 64-bit total
-// (low word, high word) of the references, summed per workgroup first: the host checks it
-// before it sizes the triangle ids (the scan of CellEnds is 32 bits).
+// The count of level 1 over the triangles is also their setup: it reads the grid-space
+// corners (float32, through Indices), converts them to fixed point as the surface does
+// (triangle.glsl, to_fixed) and keeps them as given in Records for the other steps and the
+// queries. Every count also adds to Totals, a 64-bit total (low word, high word) of the
+// references, summed per workgroup first: the host checks it before it sizes the triangle
+// ids (the scan of CellEnds is 32 bits).
 //
 // Loop trips per invocation (llvmpipe's budget, tiles.glsl): at most small_columns or
 // chunk_columns columns (at most 4096: voxelizer/trigrid/build.py), each with at most 4
@@ -141,44 +144,31 @@ ivec2 touched_cells(Placed p, ivec2 column) {
     return ivec2(max(range.x, p.lo.z), min(range.y, p.hi.z));
 }
 
-#define SETUP (LEVEL == 1 && CELL_STAGE == 0 && OVER_UNITS == 0)
-
-#if SETUP
 layout(std430, binding = 0) restrict readonly buffer Vertices { float vertices[]; };  // 3 per vertex
 layout(std430, binding = 1) restrict readonly buffer Indices { uint indices[]; };     // 3 per triangle
-layout(std430, binding = 2) restrict writeonly buffer Records { TriangleRecord records[]; };
-#else
-layout(std430, binding = 2) restrict readonly buffer Records { TriangleRecord records[]; };
-#endif
+layout(std430, binding = 2) restrict buffer Records { TriangleRecord records[]; };
 layout(std430, binding = 3) restrict buffer CellEnds { uint cell_ends[]; };  // counts, cursors, ends
-#if CELL_STAGE == 0 && OVER_UNITS == 0
-layout(std430, binding = 4) restrict writeonly buffer Units { uint units[]; };  // per item
-#elif OVER_UNITS
-layout(std430, binding = 4) restrict readonly buffer Units { uint units[]; };  // scanned
-layout(std430, binding = 6) restrict readonly buffer UnitTotal { uint unit_total; };
-#endif
-#if CELL_STAGE == 0
+layout(std430, binding = 4) restrict buffer Units { uint units[]; };  // per item, then scanned
 layout(std430, binding = 5) restrict buffer Totals { uint totals[]; };  // (low, high), cleared
-#else
+layout(std430, binding = 6) restrict readonly buffer UnitTotal { uint unit_total; };
 layout(std430, binding = 7) restrict writeonly buffer TriangleIds { uint triangle_ids[]; };
-#if EMIT_CELLS
 layout(std430, binding = 8) restrict writeonly buffer ReferenceCells { uint reference_cells[]; };
-#endif
-#endif
-#if LEVEL == 2
 layout(std430, binding = 9) restrict readonly buffer TopIds { uint top_ids[]; };
 layout(std430, binding = 10) restrict readonly buffer TopCells { uint top_cells[]; };
 layout(std430, binding = 11) restrict readonly buffer Resolutions { uvec4 resolutions[]; };
 layout(std430, binding = 12) restrict readonly buffer LeafBase { uint leaf_base[]; };
-#endif
 
 layout(push_constant) uniform Params {
     uint item_count;
-    int nx;  // the grid's cells (LEVEL 2: the top level's)
+    int nx;  // the grid's cells (level 2: the top level's)
     int ny;
     int nz;
     uint small_columns;  // items with at most this many columns are done by one thread
     uint chunk_columns;  // columns per unit of a larger item
+    uint stage;          // 0: count, 1: emit
+    uint over_units;     // 0: one thread per item, 1: one per unit
+    uint emit_cells;     // 1: the emission also writes each reference's cell
+    uint level;          // 1: the grid's triangles, 2: a top level's references
 };
 
 // Where an item's cells go: keys base + ((l.x * dims.y + l.y) * dims.z + l.z), l = cell - lo.
@@ -188,29 +178,31 @@ struct Target {
     ivec3 dims;
 };
 
-#if SETUP
 vec3 corner(uint t, uint k) {
     uint v = indices[3u * t + k];
     return vec3(vertices[3u * v], vertices[3u * v + 1u], vertices[3u * v + 2u]);
 }
-#endif
 
 // The item's triangle on its lattice, where its cells go, and the triangle's index.
 Placed placed_item(uint item, out Target target, out uint triangle) {
     ivec3 shape = ivec3(nx, ny, nz);
-#if LEVEL == 1
-    triangle = item;
-#if SETUP
-    ivec3 a = to_fixed(corner(item, 0u)), b = to_fixed(corner(item, 1u));
-    ivec3 c = to_fixed(corner(item, 2u));
-    records[item] = TriangleRecord(ivec4(a, 0), ivec4(b, 0), ivec4(c, 0));
-#else
-    TriangleRecord r = records[item];
-    ivec3 a = r.a.xyz, b = r.b.xyz, c = r.c.xyz;
-#endif
-    target = Target(0u, ivec3(0), shape);
-    return place(a, b, c, ivec3(1), shape, ivec3(0), shape - 1);
-#else
+    if (level == 1u) {
+        triangle = item;
+        ivec3 a, b, c;
+        if (stage == 0u && over_units == 0u) {  // the setup
+            a = to_fixed(corner(item, 0u));
+            b = to_fixed(corner(item, 1u));
+            c = to_fixed(corner(item, 2u));
+            records[item] = TriangleRecord(ivec4(a, 0), ivec4(b, 0), ivec4(c, 0));
+        } else {
+            TriangleRecord r = records[item];
+            a = r.a.xyz;
+            b = r.b.xyz;
+            c = r.c.xyz;
+        }
+        target = Target(0u, ivec3(0), shape);
+        return place(a, b, c, ivec3(1), shape, ivec3(0), shape - 1);
+    }
     triangle = top_ids[item];
     uint key = top_cells[item];
     ivec3 top = ivec3(int(key / uint(ny * nz)), int((key / uint(nz)) % uint(ny)),
@@ -220,7 +212,6 @@ Placed placed_item(uint item, out Target target, out uint triangle) {
     target = Target(leaf_base[key], top * scale, scale);
     return place(r.a.xyz, r.b.xyz, r.c.xyz, scale, shape * scale, top * scale,
                  top * scale + scale - 1);
-#endif
 }
 
 uint cell_key(Target target, ivec3 cell) {
@@ -231,15 +222,11 @@ uint cell_key(Target target, ivec3 cell) {
 // Counts or writes one touched cell.
 void mark(Target target, uint triangle, ivec3 cell) {
     uint key = cell_key(target, cell);
-#if CELL_STAGE == 0
-    atomicAdd(cell_ends[key], 1u);
-#else
     uint slot = atomicAdd(cell_ends[key], 1u);
-    triangle_ids[slot] = triangle;
-#if EMIT_CELLS
-    reference_cells[slot] = key;
-#endif
-#endif
+    if (stage == 1u) {
+        triangle_ids[slot] = triangle;
+        if (emit_cells != 0u) reference_cells[slot] = key;
+    }
 }
 
 // The cells of the lattice whose closed boxes the triangle's bounding box touches: first
@@ -311,7 +298,6 @@ uint visit(Placed p, Target target, uint triangle, uint from, uint to) {
     return marked;
 }
 
-#if OVER_UNITS
 // The item unit u belongs to: the last item whose first unit is at most u (units[0] = 0).
 uint unit_item(uint u) {
     uint lo = 0u, hi = item_count - 1u;
@@ -326,7 +312,7 @@ uint unit_item(uint u) {
     return lo;
 }
 
-uint run(uint u) {
+uint run_unit(uint u) {
     if (u >= unit_total) return 0u;
     uint item = unit_item(u);
     Target target;
@@ -335,44 +321,34 @@ uint run(uint u) {
     uint first = (u - units[item]) * chunk_columns;
     return visit(p, target, triangle, first, min(first + chunk_columns, rectangle_area(p)));
 }
-#else
-uint run(uint item) {
+
+uint run_item(uint item) {
     if (item >= item_count) return 0u;
     Target target;
     uint triangle;
     Placed p = placed_item(item, target, triangle);
     uint marked;
     if (few_cells(p, target, triangle, marked)) {
-#if CELL_STAGE == 0
-        units[item] = 0u;
-#endif
+        if (stage == 0u) units[item] = 0u;
         return marked;
     }
     uint area = rectangle_area(p);
     bool alone = area <= small_columns;
-#if CELL_STAGE == 0
-    units[item] = alone ? 0u : (area + chunk_columns - 1u) / chunk_columns;
-#endif
+    if (stage == 0u) units[item] = alone ? 0u : (area + chunk_columns - 1u) / chunk_columns;
     return alone ? visit(p, target, triangle, 0u, area) : 0u;
 }
-#endif
 
-#if CELL_STAGE == 0
 shared uint group_marks;
-#endif
 
 void main() {
-#if CELL_STAGE == 0
     if (gl_LocalInvocationID.x == 0u) group_marks = 0u;
     barrier();
-    uint marked = run(flat_invocation_id());
-    if (marked != 0u) atomicAdd(group_marks, marked);
+    uint index = flat_invocation_id();
+    uint marked = over_units != 0u ? run_unit(index) : run_item(index);
+    if (stage == 0u && marked != 0u) atomicAdd(group_marks, marked);
     barrier();
     if (gl_LocalInvocationID.x == 0u && group_marks != 0u) {
         uint before = atomicAdd(totals[0], group_marks);
         if (before + group_marks < before) atomicAdd(totals[1], 1u);  // the low word wrapped
     }
-#else
-    run(flat_invocation_id());
-#endif
 }

@@ -1,8 +1,10 @@
 #version 460
 // Triangle grids: rays through the grid, one thread per ray (voxelizer/trigrid/queries.py).
-// QUERY 0 finds the first hit (the least t, then the least triangle index), QUERY 1 any hit
-// (occlusion: it stops at the first one it finds). LEVELS 2 walks a two-level grid: the top
-// cells, and inside each the leaves it was cut into (cells.comp, subgrid.comp).
+// Query 0 finds the first hit (the least t, then the least triangle index), query 1 any hit
+// (occlusion: it stops at the first one it finds). Levels 2 walks a two-level grid: the top
+// cells, and inside each the leaves it was cut into (cells.comp, subgrid.comp). Both are
+// push constants: one module (the shipped SPIR-V stays small), so a one-level walk binds
+// stand-ins for the leaves' buffers.
 //
 // Rays come in grid space (origin and direction as the host maps them, float32): a ray's
 // parameter t is the same in world and grid space. The direction is first scaled by a
@@ -32,19 +34,13 @@
 // A, B, C as the face lists them). Every operation up to the division is marked precise (no
 // fused multiply-add), so voxelizer/trigrid/reference.py repeats it bit for bit in numpy.
 //
-// Loop budget: on a CPU device (CPU_DEVICE, llvmpipe's guard of 65,535 loop iterations per
-// invocation: tiles.glsl) a ray that would make more than TRIP_BUDGET steps and tests in all
-// stops and reports triangle -2; the host finishes it on the CPU.
+// Loop budget: on a CPU device (llvmpipe's guard of 65,535 loop iterations per invocation:
+// tiles.glsl) the host passes a trip_budget: a ray that would make more steps and tests in
+// all stops and reports triangle -2, and the host finishes it on the CPU.
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = WG_SIZE) in;  // before the includes: they read gl_WorkGroupSize
 #include "common.glsl"
 #include "triangle.glsl"
-
-#if CPU_DEVICE
-#define TRIP_BUDGET 60000u
-#else
-#define TRIP_BUDGET 0xFFFFFFFFu
-#endif
 
 struct Hit {
     float t;       // +inf: no hit
@@ -59,12 +55,10 @@ layout(std430, binding = 2) restrict readonly buffer TriangleIds { uint triangle
 layout(std430, binding = 3) restrict readonly buffer Origins { float origins[]; };     // 3 per ray
 layout(std430, binding = 4) restrict readonly buffer Directions { float directions[]; };  // 3 per ray
 layout(std430, binding = 5) restrict writeonly buffer Hits { Hit hits[]; };
-#if LEVELS == 2
 layout(std430, binding = 6) restrict readonly buffer Resolutions { uvec4 resolutions[]; };
 layout(std430, binding = 7) restrict readonly buffer LeafBase { uint leaf_base[]; };
 layout(std430, binding = 8) restrict readonly buffer LeafEnds { uint leaf_ends[]; };
 layout(std430, binding = 9) restrict readonly buffer LeafIds { uint leaf_ids[]; };
-#endif
 
 layout(push_constant) uniform Params {
     uint ray_count;
@@ -73,6 +67,9 @@ layout(push_constant) uniform Params {
     int nz;
     float t_min;  // the hits counted: t_min <= t <= t_max (world units, as given)
     float t_max;
+    uint query;        // 0: first hit, 1: any hit
+    uint levels;       // 1 or 2
+    uint trip_budget;  // steps and tests a ray may make (llvmpipe's loop budget)
 };
 
 #define INF uintBitsToFloat(0x7F800000u)
@@ -88,7 +85,7 @@ struct Ray {
 };
 
 uint trips = 0u;
-bool done = false;  // the best hit is final (or, for QUERY 1, a hit was found)
+bool done = false;  // the best hit is final (or, for query 1, a hit was found)
 Hit best = Hit(INF, -1, 0.0, 0.0);
 // The last MAILBOX triangles tested (a triangle spans a few neighbouring cells: the walk
 // meets it again at once), which are not tested again: the result is the same.
@@ -129,21 +126,15 @@ void test_triangle(Ray r, uint id) {
     if (!(t >= r.t_lo && t <= r.t_hi)) return;
     if (t < best.t || (t == best.t && int(id) < best.triangle)) {
         best = Hit(t, int(id), v / det, w / det);
-#if QUERY == 1
-        done = true;
-#endif
+        done = done || query == 1u;
     }
 }
 
 // Tests the triangles of slots [first, end) of a cell's list.
 void test_cell(Ray r, uint first, uint end) {
     for (uint slot = first; slot < end && !done; ++slot) {
-        if (++trips > TRIP_BUDGET) return;
-#if LEVELS == 2
-        uint id = leaf_ids[slot];
-#else
-        uint id = triangle_ids[slot];
-#endif
+        if (++trips > trip_budget) return;
+        uint id = levels == 2u ? leaf_ids[slot] : triangle_ids[slot];
         if (!tested_recently(id)) test_triangle(r, id);
     }
 }
@@ -195,7 +186,6 @@ uint cell_key(ivec3 cell, ivec3 shape) {
     return (uint(cell.x) * uint(shape.y) + uint(cell.y)) * uint(shape.z) + uint(cell.z);
 }
 
-#if LEVELS == 2
 // The leaves of top cell `top` (key `key`) that the ray crosses between t_enter and t_exit.
 void walk_leaves(Ray r, ivec3 top, uint key, float t_enter, float t_exit) {
     ivec3 scale = ivec3(resolutions[key].xyz);
@@ -203,7 +193,7 @@ void walk_leaves(Ray r, ivec3 top, uint key, float t_enter, float t_exit) {
     uint base = leaf_base[key];
     Walk w = start_walk(r, vec3(top), 1.0 / vec3(scale), scale, t_enter);
     while (!done) {
-        if (++trips > TRIP_BUDGET) return;
+        if (++trips > trip_budget) return;
         uint leaf = base + cell_key(w.cell, scale);
         test_cell(r, leaf == 0u ? 0u : leaf_ends[leaf - 1u], leaf_ends[leaf]);
         float leave = leave_t(w);
@@ -211,7 +201,6 @@ void walk_leaves(Ray r, ivec3 top, uint key, float t_enter, float t_exit) {
         if (done || leave >= t_exit || !step_walk(r, w)) return;
     }
 }
-#endif
 
 // The cells (top cells) the ray crosses between t0 and t1.
 void walk_grid(Ray r, float t0, float t1) {
@@ -219,14 +208,14 @@ void walk_grid(Ray r, float t0, float t1) {
     Walk w = start_walk(r, vec3(0.0), vec3(1.0), shape, t0);
     float t_enter = t0;
     while (!done) {
-        if (++trips > TRIP_BUDGET) return;
+        if (++trips > trip_budget) return;
         float leave = min(leave_t(w), t1);
         uint key = cell_key(w.cell, shape);
-#if LEVELS == 2
-        walk_leaves(r, w.cell, key, t_enter, leave);
-#else
-        test_cell(r, key == 0u ? 0u : cell_ends[key - 1u], cell_ends[key]);
-#endif
+        if (levels == 2u) {
+            walk_leaves(r, w.cell, key, t_enter, leave);
+        } else {
+            test_cell(r, key == 0u ? 0u : cell_ends[key - 1u], cell_ends[key]);
+        }
         if (best.t <= leave) done = true;
         if (done || leave >= t1 || !step_walk(r, w)) return;
         t_enter = leave;
@@ -269,7 +258,7 @@ void trace(uint index) {
     }
     if (!(t0 <= t1)) return;
     walk_grid(r, t0, t1);
-    if (trips > TRIP_BUDGET) {
+    if (trips > trip_budget) {
         best = Hit(INF, -2, 0.0, 0.0);
     } else if (best.triangle >= 0) {
         best.t = ldexp(best.t, -r.exponent);

@@ -100,21 +100,21 @@ class DeviceGrid:
 
 @dataclass
 class _Level:
-    """What the count and the emission of one level bind besides their own buffers."""
+    """One level's count and emission (cells.comp): its kernel, what every step of it binds
+    besides its own buffers, and its push constants."""
 
     name: str
-    count: ComputePipeline
-    count_units: ComputePipeline
-    emit: ComputePipeline
-    emit_units: ComputePipeline
+    level: int  # 1: the grid's triangles, 2: the top level's references
+    cells: ComputePipeline
     shared: dict[str, Binding | Buffer]
     items: int
     shape: Shape
-    cells: int
+    cell_count: int
     small_columns: int
     chunk_columns: int
+    emit_cells: bool = False  # the emission also writes each reference's cell
 
-    def push(self) -> dict[str, object]:
+    def push(self, stage: int, over_units: bool) -> dict[str, object]:
         return {
             "item_count": self.items,
             "nx": self.shape[0],
@@ -122,6 +122,10 @@ class _Level:
             "nz": self.shape[2],
             "small_columns": self.small_columns,
             "chunk_columns": self.chunk_columns,
+            "stage": stage,
+            "over_units": int(over_units),
+            "emit_cells": int(self.emit_cells),
+            "level": self.level,
         }
 
 
@@ -301,18 +305,15 @@ class GridEngine:
         two = grid.levels == 2
         top = _Level(
             "cells",
-            self.pipeline(kernels.COUNT_TRIANGLES, branchless),
-            self.pipeline(kernels.COUNT_TRIANGLE_UNITS, branchless),
-            self.pipeline(kernels.EMIT_TOP if two else kernels.EMIT_TRIANGLES, branchless),
-            self.pipeline(
-                kernels.EMIT_TOP_UNITS if two else kernels.EMIT_TRIANGLE_UNITS, branchless
-            ),
+            1,
+            self.pipeline(kernels.CELLS, branchless),
             {"records": records},
             triangles,
             placement.shape,
             placement.cells,
             small_columns,
             chunk_columns,
+            emit_cells=two,
         )
         ends = self.own(grid, "cell_ends", placement.cells * 4)
         read = self._record_count(top, ends, geometry, used)
@@ -390,10 +391,8 @@ class GridEngine:
         leaf_ends = self.own(grid, "leaf_ends", grid.leaves * 4)
         leaves = _Level(
             "leaves",
-            self.pipeline(kernels.COUNT_LEAVES, branchless),
-            self.pipeline(kernels.COUNT_LEAF_UNITS, branchless),
-            self.pipeline(kernels.EMIT_LEAVES, branchless),
-            self.pipeline(kernels.EMIT_LEAF_UNITS, branchless),
+            2,
+            self.pipeline(kernels.CELLS, branchless),
             {
                 "records": grid.buffers["records"],
                 "top_ids": top_ids,
@@ -432,15 +431,14 @@ class GridEngine:
         totals = pool.binding(f"trigrid_{name}_totals", 16)
         units = pool.binding(f"trigrid_{name}_units", level.items * 4)
         used[f"{name}_units"] = level.items * 4
-        sequence.fill(ends, 0, level.cells * 4)
+        sequence.fill(ends, 0, level.cell_count * 4)
         sequence.fill(totals.buffer, 0, 16)
         sequence.barrier()
-        push = level.push()
+        bindings = self._cells_bindings(
+            level, {**geometry, "cell_ends": ends, "units": units, "totals": totals}
+        )
         sequence.dispatch(
-            level.count,
-            {**level.shared, **geometry, "cell_ends": ends, "units": units, "totals": totals},
-            push,
-            workgroups(level.items, WG_SIZE),
+            level.cells, bindings, level.push(0, False), workgroups(level.items, WG_SIZE)
         )
         sequence.barrier()
         sequence.mark(f"{name}_count")
@@ -448,20 +446,27 @@ class GridEngine:
             sequence, pool, units.buffer, level.items, f"trigrid_{name}_units"
         )
         arguments = self._unit_dispatch(level, unit_total)
-        sequence.dispatch_indirect(
-            level.count_units,
-            {**level.shared, "cell_ends": ends, "units": units, "unit_total": unit_total,
-             "totals": totals},
-            push,
-            arguments,
-            offset=16,
-        )  # fmt: skip
+        bindings["unit_total"] = unit_total
+        sequence.dispatch_indirect(level.cells, bindings, level.push(0, True), arguments, 16)
         sequence.barrier()
         sequence.mark(f"{name}_count_units")
-        cell_total = self.scan.record(sequence, pool, ends, level.cells, f"trigrid_{name}_ends")
+        cell_total = self.scan.record(
+            sequence, pool, ends, level.cell_count, f"trigrid_{name}_ends"
+        )
         sequence.mark(f"{name}_scan")
         self._level_state[name] = (units, unit_total, arguments)
         return sequence.download(totals.buffer, 8), sequence.download(cell_total, 4)
+
+    def _cells_bindings(
+        self, level: _Level, given: Mapping[str, Binding | Buffer]
+    ) -> dict[str, Binding | Buffer]:
+        """Every buffer cells.comp declares: the level's and the step's, a stand-in for the
+        rest (which the step does not touch)."""
+        stand_in = self.pool.binding("trigrid_stand_in", 16)
+        bindings: dict[str, Binding | Buffer] = dict.fromkeys(kernels.CELLS.bindings, stand_in)
+        bindings.update(level.shared)
+        bindings.update(given)
+        return bindings
 
     def _unit_dispatch(self, level: _Level, unit_total: Buffer) -> Buffer:
         """Record the indirect dispatch size of the passes over the units (pair_dispatch.comp:
@@ -483,22 +488,21 @@ class GridEngine:
         """Record the emission of one level (its units' state from _record_count)."""
         sequence = self.sequence
         units, unit_total, arguments = self._level_state.pop(level.name)
-        outputs: dict[str, Binding | Buffer] = {"cell_ends": ends, "triangle_ids": ids}
+        given: dict[str, Binding | Buffer] = {
+            "cell_ends": ends,
+            "triangle_ids": ids,
+            "units": units,
+            "unit_total": unit_total,
+        }
         if cells is not None:
-            outputs["reference_cells"] = cells
-        push = level.push()
+            given["reference_cells"] = cells
+        bindings = self._cells_bindings(level, given)
         sequence.dispatch(
-            level.emit, {**level.shared, **outputs}, push, workgroups(level.items, WG_SIZE)
+            level.cells, bindings, level.push(1, False), workgroups(level.items, WG_SIZE)
         )
         sequence.barrier()
         sequence.mark(f"{level.name}_emit")
-        sequence.dispatch_indirect(
-            level.emit_units,
-            {**level.shared, **outputs, "units": units, "unit_total": unit_total},
-            push,
-            arguments,
-            offset=16,
-        )
+        sequence.dispatch_indirect(level.cells, bindings, level.push(1, True), arguments, 16)
         sequence.barrier()
         sequence.mark(f"{level.name}_emit_units")
 

@@ -35,12 +35,18 @@ def _check(engine: GridEngine, grid: DeviceGrid) -> None:
         raise ValueError("this triangle grid is closed")
 
 
-def grid_bindings(grid: DeviceGrid) -> dict[str, Binding | Buffer]:
-    """The buffers traverse.comp binds for `grid` (the leaves' too for two levels)."""
-    names = ["records", "cell_ends", "triangle_ids"]
-    if grid.levels == 2:
-        names += ["resolutions", "leaf_base", "leaf_ends", "leaf_ids"]
-    return {name: grid.buffers[name] for name in names}
+LEAF_BUFFERS = ("resolutions", "leaf_base", "leaf_ends", "leaf_ids")
+
+
+def grid_bindings(engine: GridEngine, grid: DeviceGrid) -> dict[str, Binding | Buffer]:
+    """The grid's buffers traverse.comp binds (for one level, stand-ins for the leaves')."""
+    bindings: dict[str, Binding | Buffer] = {
+        name: grid.buffers[name] for name in ("records", "cell_ends", "triangle_ids")
+    }
+    stand_in = engine.pool.binding("trigrid_stand_in", 16)
+    for name in LEAF_BUFFERS:
+        bindings[name] = grid.buffers[name] if grid.levels == 2 else stand_in
+    return bindings
 
 
 # -- rays ------------------------------------------------------------------------------------
@@ -70,15 +76,12 @@ def record_trace(
     device buffer (HIT_DTYPE per ray)."""
     pool, sequence = engine.pool, engine.sequence
     hits = pool.get("trigrid_hits", count * HIT_DTYPE.itemsize)
-    if grid.levels == 2:
-        kernel = kernels.ANY_HIT_LEAVES if any_hit else kernels.FIRST_HIT_LEAVES
-    else:
-        kernel = kernels.ANY_HIT if any_hit else kernels.FIRST_HIT
     shape = grid.placement.shape
+    budget = kernels.CPU_TRIP_BUDGET if engine.device.is_cpu else kernels.NO_TRIP_BUDGET
     sequence.dispatch(
-        engine.pipeline(kernel, branchless),
+        engine.pipeline(kernels.TRAVERSE, branchless),
         {
-            **grid_bindings(grid),
+            **grid_bindings(engine, grid),
             "origins": Binding(pool.get("trigrid_origins", count * 12), count * 12),
             "directions": Binding(pool.get("trigrid_directions", count * 12), count * 12),
             "hits": Binding(hits, count * HIT_DTYPE.itemsize),
@@ -90,6 +93,9 @@ def record_trace(
             "nz": shape[2],
             "t_min": float(t_min),
             "t_max": float(t_max),
+            "query": int(any_hit),
+            "levels": grid.levels,
+            "trip_budget": budget,
         },
         workgroups(count, WG_SIZE),
     )
@@ -191,27 +197,23 @@ def triangles_in_box(
             for index, axis in enumerate("xyz")
         }
         push.update(nx=shape[0], ny=shape[1], nz=shape[2], word_count=words)
+        bindings: dict[str, Binding | Buffer] = {
+            **{name: grid.buffers[name] for name in ("records", "cell_ends", "triangle_ids")},
+            "flags": flags,
+            "word_counts": counts,
+            "found": found,
+        }
+        box = engine.pipeline(kernels.BOX)
         sequence.begin()
         sequence.mark("start")
         sequence.fill(flags.buffer, 0, words * 4)
         sequence.barrier()
-        top = {name: grid.buffers[name] for name in ("records", "cell_ends", "triangle_ids")}
-        sequence.dispatch(engine.pipeline(kernels.BOX_TEST), {**top, "flags": flags}, push, cells)
+        sequence.dispatch(box, bindings, {**push, "stage": 0}, cells)
         sequence.barrier()
-        sequence.dispatch(
-            engine.pipeline(kernels.BOX_COUNT),
-            {"flags": flags, "word_counts": counts},
-            push,
-            workgroups(words, WG_SIZE),
-        )
+        sequence.dispatch(box, bindings, {**push, "stage": 1}, workgroups(words, WG_SIZE))
         sequence.barrier()
         total = engine.scan.record(sequence, pool, counts.buffer, words, "trigrid_box")
-        sequence.dispatch(
-            engine.pipeline(kernels.BOX_LIST),
-            {"flags": flags, "word_counts": counts, "found": found},
-            push,
-            workgroups(words, WG_SIZE),
-        )
+        sequence.dispatch(box, bindings, {**push, "stage": 2}, workgroups(words, WG_SIZE))
         sequence.barrier()
         total_staging = sequence.download(total, 4)
         sequence.submit()
