@@ -79,6 +79,7 @@ struct Ray {
     vec3 o;
     vec3 d;      // scaled: the largest component in [1/2, 1)
     ivec3 k;     // kx, ky, kz
+    vec3 inverse;  // 1 / d where d != 0 (the walk's boundaries: no division a step)
     int exponent;  // d was scaled by 2^-exponent: t = t' 2^-exponent
     float t_lo;    // t_min and t_max for the scaled direction
     float t_hi;
@@ -87,19 +88,14 @@ struct Ray {
 uint trips = 0u;
 bool done = false;  // the best hit is final (or, for query 1, a hit was found)
 Hit best = Hit(INF, -1, 0.0, 0.0);
-// The last MAILBOX triangles tested (a triangle spans a few neighbouring cells: the walk
-// meets it again at once), which are not tested again: the result is the same.
-#define MAILBOX 4
-uint recent[MAILBOX] = uint[MAILBOX](0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu);
-uint recent_next = 0u;
+// The last four triangles tested (a triangle spans a few neighbouring cells: the walk meets
+// it again at once), which are not tested again: the result is the same.
+uvec4 recent = uvec4(0xFFFFFFFFu);  // the last four, newest first
 
 bool tested_recently(uint id) {
-    bool seen = recent[0] == id || recent[1] == id || recent[2] == id || recent[3] == id;
-    if (!seen) {
-        recent[recent_next] = id;
-        recent_next = (recent_next + 1u) & (MAILBOX - 1u);
-    }
-    return seen;
+    if (any(equal(recent, uvec4(id)))) return true;
+    recent = uvec4(id, recent.xyz);
+    return false;
 }
 
 void test_triangle(Ray r, uint id) {
@@ -153,7 +149,7 @@ struct Walk {
 
 float boundary_t(Ray r, Walk w, int axis) {
     float side = w.corner[axis] + float(w.cell[axis] + int(w.step[axis] > 0)) * w.size[axis];
-    return w.step[axis] == 0 ? INF : (side - r.o[axis]) / r.d[axis];
+    return w.step[axis] == 0 ? INF : (side - r.o[axis]) * r.inverse[axis];
 }
 
 Walk start_walk(Ray r, vec3 corner, vec3 size, ivec3 count, float t_enter) {
@@ -228,6 +224,7 @@ Ray make_ray(vec3 o, vec3 d) {
     float largest = max(abs(d.x), max(abs(d.y), abs(d.z)));
     frexp(largest, r.exponent);
     r.d = ldexp(d, ivec3(-r.exponent));
+    r.inverse = vec3(1.0) / mix(r.d, vec3(1.0), equal(r.d, vec3(0.0)));
     r.t_lo = ldexp(t_min, r.exponent);
     r.t_hi = ldexp(t_max, r.exponent);
     vec3 m = abs(r.d);
