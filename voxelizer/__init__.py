@@ -24,6 +24,7 @@ from .errors import (
     OverlapWarning,
     ShaderError,
     SVOFormatError,
+    ThinResultWarning,
     VariantError,
     VoxelizerError,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "SVOFormatError",
     "ShaderError",
     "Stats",
+    "ThinResultWarning",
     "Topology",
     "TriangleGrid",
     "VariantError",
