@@ -11,6 +11,7 @@ from .api import (
     voxelize,
     voxelize_dense,
 )
+from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOICES, VARIANTS
 from .errors import (
     DeviceError,
     FillModeError,
@@ -32,14 +33,12 @@ from .gpu.device import list_devices
 from .grid import DenseGrid
 from .io import load, load_mesh, save, write_preview
 from .io.mesh_files import find_meshes
-from .io.trigrid_file import save_triangle_grid
 from .mesh import Mesh, Topology
 from .options import Options
-from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANT_CHOICES, VARIANTS
-from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
 from .svo import SVO, FaceIds
 from .trigrid import TriangleGrid
+from .trigrid.files import save_triangle_grid
 
 if TYPE_CHECKING:
     from .batch.engine import BatchResult, voxelize_many

@@ -40,10 +40,10 @@ from ..errors import GridError, VoxelizerError
 from ..gpu.buffers import INDIRECT, STORAGE, Binding, Buffer, BufferPool, Usage
 from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
-from ..gpu.interrupts import interrupts_deferred
 from ..gpu.kernels import WG_SIZE, Kernel
 from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
+from ..interrupts import interrupts_deferred
 from ..placement import MAX_RESOLUTION
 from ..stats import Stats
 from . import kernels

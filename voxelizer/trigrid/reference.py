@@ -3,7 +3,7 @@ queries over all triangles. The tests compare the GPU with them.
 
 * The build: a cell lists a triangle iff the triangle touches the cell's closed box, decided
   on the fixed-point corners (placement.py) by the surface reference's exact 13-axis test
-  (voxelizer/reference_surface.py, conservative_marks), which shares no code with the GPU.
+  (voxelizer/reference/surface.py, conservative_marks), which shares no code with the GPU.
   A two-level grid's leaves are the same decision on the lattice of each top cell's
   resolution (the corners scaled by it, exactly).
 * First hit and any hit: every triangle against every ray, with the arithmetic of
@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..placement import FIXED_BITS
-from ..reference import to_fixed
-from ..reference_surface import conservative_marks
+from ..reference.solid import to_fixed
+from ..reference.surface import conservative_marks
 
 ONE = 1 << FIXED_BITS
 RAYS_PER_STEP = 1 << 18  # (ray, triangle) pairs tested at once

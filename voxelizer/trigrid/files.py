@@ -1,5 +1,5 @@
-""".npz files of a triangle grid: the arrays of TriangleGrid.to_numpy() (voxelizer/trigrid/
-grid.py, GRID_KEYS and, for two levels, LEAF_KEYS), so that numpy alone reads them back, and
+""".npz files of a triangle grid: the arrays of TriangleGrid.to_numpy() (grid.py, GRID_KEYS
+and, for two levels, LEAF_KEYS), so that numpy alone reads them back, and
 voxelizer.load_triangle_grid makes a grid of them again (its queries run on a device)."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import zipfile
 import numpy as np
 
 from ..errors import FormatError
-from ..trigrid.grid import GRID_KEYS, TriangleGrid
-from ..trigrid.placement import CellPlacement
-from .output import open_output
+from ..io.output import open_output
+from .grid import GRID_KEYS, TriangleGrid
+from .placement import CellPlacement
 
 
 def save_triangle_grid(
@@ -20,7 +20,7 @@ def save_triangle_grid(
 ) -> None:
     """Write the grid's arrays to an .npz file (refused if it exists, unless `overwrite`;
     written whole or not at all)."""
-    from .npz_file import NPZ_COMPRESS_LEVEL, write_npy  # (on use, as every format)
+    from ..io.npz_file import NPZ_COMPRESS_LEVEL, write_npy  # (on use, as every format)
 
     arrays = grid.to_numpy()
     with (
