@@ -47,7 +47,6 @@ def assert_first_hits_match(grid, origins, directions, t_min=0.0, t_max=np.inf) 
     assert np.allclose(t[hit], expected["t"][hit], rtol=2e-6, atol=0)
     assert (t[~hit] == np.inf).all() and (uv[~hit] == 0).all()
     same = triangle == expected["triangle"]
-    assert same.mean() > 0.99
     for ray in np.flatnonzero(~same):  # ties: the GPU's triangle is hit at the same t
         alone = reference_trace(
             grid.corners[[triangle[ray]]], o_grid[[ray]], d_grid[[ray]], t_min, t_max

@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         f"Device: {document['device']}; {document['rays']:,} rays; minimum of "
         f"{document['runs']} runs; λ = {document['density']}\n\n" + table(document) + "\n"
     )
-    (args.out / "results.md").write_text(markdown)
+    (args.out / "results.md").write_text(markdown, encoding="utf-8")
     (args.out / "results.json").write_text(json.dumps(document, indent=2) + "\n")
     print(markdown)
     return 0
