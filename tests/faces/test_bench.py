@@ -358,3 +358,45 @@ def test_trees_side_by_side_time_every_pass_of_both(tmp_path):
     assert all(float(row.split(" | ")[-1].rstrip(" |")) > 0 for row in rows)
     rounds = json.loads((out / "passes.json").read_text())
     assert [Path(found[0]["package"]).parent for found in rounds.values()] == copies
+
+
+@pytest.mark.slow
+def test_datasets_compares_two_trees_beside_their_ceilings(tmp_path, models_dir):
+    """The datasets benchmark with --before a copy of this package: each tree's rounds run
+    in a process importing that tree, and each grid has both trees' rates, the ratios, and
+    the ceilings (parse rate, summed GPU time, the device thread's CPU per mesh)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from voxelizer.benchmarks import datasets
+
+    before = tmp_path / "before"
+    shutil.copytree(
+        Path(datasets.__file__).parents[1], before / "voxelizer",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )  # fmt: skip
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "voxelizer.benchmarks.datasets", "--models-dir",
+            str(models_dir), "--work", str(tmp_path / "work"), "--limit", "2", "--grids", "16",
+            "--rounds", "1", "--ways", "many", "--parse-processes", "1", "--before",
+            str(before), "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads((out / "datasets.json").read_text())
+    assert result["trees"]["before"] == str(before)
+    (grid,) = result["grids"]
+    for tree in ("before", "after"):
+        found = grid[tree]
+        assert found["rounds"]["many"][0] > 0
+        limits = found["ceilings"]
+        assert limits["parse_files_per_s"] > 0 and limits["device_thread_cpu_ms_per_mesh"] > 0
+        assert limits["gpu_ms_per_mesh"] > 0  # lavapipe has timestamps
+    assert grid["after_over_before"]["many"]["best"] > 0
+    assert grid["after_over_before"]["parse_files_per_s"] > 0
+    text = (out / "datasets.md").read_text()
+    assert "| many |" in text and "ceilings: parse" in text
