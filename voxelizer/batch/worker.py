@@ -149,7 +149,7 @@ class MeshWorker:
     def _load(self, task: MeshTask) -> Loaded:
         started = time.perf_counter()
         try:
-            mesh = prepared_mesh(task.source, self.settings.options)
+            mesh = prepared_mesh(task.source, self._reading_options(), make_soup=True)
         except (VoxelizerError, MemoryError) as exc:
             return Loaded(task, seconds=time.perf_counter() - started, error=exc)
         return Loaded(task, mesh, seconds=time.perf_counter() - started)
