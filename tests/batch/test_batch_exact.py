@@ -89,3 +89,32 @@ def test_the_device_thread_finds_the_host_work_done(files, monkeypatch):
     here = threading.current_thread().name
     assert threads["areas"] and here not in threads["areas"]
     assert threads["soup"] and here not in threads["soup"]
+
+
+def test_a_starting_worker_process_reads_its_first_meshes_while_its_device_opens(
+    files, monkeypatch
+):
+    """The spawned worker of a two-worker batch holds meshes before its device is open (it
+    reads them meanwhile), a few only; its results equal the single calls'."""
+    from voxelizer.batch import pool
+
+    held_at_ready: list[int] = []
+    receive = pool.WorkerPool._receive
+
+    def recorded(self: pool.WorkerPool, slot: int):
+        handle = self._handles[slot]
+        was_ready, held = handle.ready, len(handle.assigned)
+        yield from receive(self, slot)
+        if handle.ready and not was_ready:
+            held_at_ready.append(held)
+
+    monkeypatch.setattr(pool.WorkerPool, "_receive", recorded)
+    inputs = files * 4
+    with voxelizer.Voxelizer() as single:
+        expected = [single.voxelize(path, GRID) for path in files]
+    results = list(voxelize_many(inputs, grid=GRID, jobs=2, threads=2, load_processes=0))
+    assert sorted(result.index for result in results) == list(range(len(inputs)))
+    for result in results:
+        assert result.status == "done", result.error
+        assert_same_svo(result.result, expected[result.index % len(files)])
+    assert held_at_ready and 1 <= held_at_ready[0] <= pool.STARTING_SHARE
