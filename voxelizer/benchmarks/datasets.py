@@ -19,7 +19,8 @@ whole dataset), and the ratios of both (`--ways` picks some ways only):
 - `cli_per_file`: one `voxelize FILE -o OUT.npz` process per file, as a shell loop runs it.
 - `cli_batch_zarr` (and `cli_batch_jobs_zarr`): `cli_batch` writing one voxel shard store
   (`--format zarr`) instead of the .npz files; the ratio `cli_batch_zarr_over_cli_batch`.
-  `--devices LIST` runs the batch commands with `--devices LIST` (e.g. 0,1: a worker per GPU).
+  `--devices LIST` runs the batch commands with `--devices LIST` (e.g. 0,1: a worker per GPU),
+  and adds `many_devices`: `many` with `devices=LIST`.
 
 Every run starts from warm caches (one call per grid before the rounds). docs/benchmarks.md,
 "Datasets", gives the figures.
@@ -158,6 +159,10 @@ def ways(
         "cli_per_file": cli_per_file,
     }
     found["cli_batch_zarr"] = lambda: cli_batch(format="zarr")
+    if devices:
+        found["many_devices"] = lambda: sum(
+            r.ok for r in voxelize_many(files, grid=grid, devices=devices)
+        )
     if jobs > 1:
         found["cli_batch_jobs"] = lambda: cli_batch(jobs)
         found["cli_batch_jobs_zarr"] = lambda: cli_batch(jobs, "zarr")
@@ -182,6 +187,7 @@ RATIOS = (
     ("cli_batch", "many_npz"),
     ("cli_batch_zarr", "cli_batch"),
     ("cli_batch_jobs_zarr", "cli_batch_jobs"),
+    ("many_devices", "many"),
 )
 
 
