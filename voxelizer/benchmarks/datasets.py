@@ -169,6 +169,8 @@ def ways(
     # Warm: kernels loaded and buffers grown in both in-process Voxelizers, the CLI's caches.
     v.voxelize(load_mesh(files[0]), grid)
     sum(r.ok for r in voxelize_many(files[:1], grid=grid, devices=device))
+    if devices:  # (this process's shared Voxelizer of the first of them)
+        sum(r.ok for r in voxelize_many(files[:1], grid=grid, devices=devices))
     subprocess.run(
         _command(device) + [str(files[0]), "--grid", str(grid), "-o", str(work / "warm.npz")],
         env=env,
