@@ -19,8 +19,9 @@ whole dataset), and the ratios of both (`--ways` picks some ways only):
 - `cli_per_file`: one `voxelize FILE -o OUT.npz` process per file, as a shell loop runs it.
 - `cli_batch_zarr` (and `cli_batch_jobs_zarr`): `cli_batch` writing one voxel shard store
   (`--format zarr`) instead of the .npz files; the ratio `cli_batch_zarr_over_cli_batch`.
-  `--devices LIST` runs the batch commands with `--devices LIST` (e.g. 0,1: a worker per GPU),
-  and adds `many_devices`: `many` with `devices=LIST`.
+- `cli_batch_devices` and `many_devices` (with `--devices LIST`, e.g. 0,1: a worker per
+  GPU): `cli_batch` with `--devices LIST` and `many` with `devices=LIST`; the ratios over
+  `cli_batch` and `many` (one device) say how the devices scale.
 
 Every run starts from warm caches (one call per grid before the rounds). docs/benchmarks.md,
 "Datasets", gives the figures.
@@ -130,13 +131,13 @@ def ways(
         run = voxelize_many(files, grid=grid, devices=device, out_dir=out, format="npz")
         return sum(r.ok for r in run)
 
-    def cli_batch(worker_jobs: int = 1, format: str = "npz") -> int:
+    def cli_batch(worker_jobs: int = 1, format: str = "npz", on_devices: bool = False) -> int:
         out = work / f"cli_batch.{format}"
         shutil.rmtree(out, ignore_errors=True)
-        command = _command(None if devices else device)
+        command = _command(None if on_devices else device)
         command += [str(dataset), "--out-dir", str(out), "--grid", str(grid)]
         command += ["--format", format] + (["--jobs", str(worker_jobs)] if worker_jobs > 1 else [])
-        command += ["--devices", devices] if devices else []
+        command += ["--devices", str(devices)] if on_devices else []
         subprocess.run(command, env=env, check=True, capture_output=True, timeout=3600)
         if format == "zarr":
             return len(list((out / "voxels").glob("c.*")))
@@ -160,6 +161,7 @@ def ways(
     }
     found["cli_batch_zarr"] = lambda: cli_batch(format="zarr")
     if devices:
+        found["cli_batch_devices"] = lambda: cli_batch(on_devices=True)
         found["many_devices"] = lambda: sum(
             r.ok for r in voxelize_many(files, grid=grid, devices=devices)
         )
@@ -190,6 +192,7 @@ RATIOS = (
     ("cli_batch_zarr", "cli_batch"),
     ("cli_batch_jobs_zarr", "cli_batch_jobs"),
     ("many_devices", "many"),
+    ("cli_batch_devices", "cli_batch"),
 )
 
 
@@ -425,7 +428,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--copies", type=int, default=1, help="24 files per copy (default 24)")
     parser.add_argument("--limit", type=int, default=None, help="the first N files only")
     parser.add_argument("--device", default=None)
-    parser.add_argument("--devices", default=None, help="the batch commands' --devices")
+    parser.add_argument(
+        "--devices", default=None, help="also time cli_batch_devices and many_devices on these"
+    )
     parser.add_argument("--ways", default=None, help="comma-separated: time only these ways")
     parser.add_argument(
         "--parse-processes", type=int, default=None,
