@@ -114,17 +114,7 @@ def ways(
         return len(files)
 
     def many() -> int:
-        cpu_started = time.thread_time()
-        done, gpu_ms, timed = 0, 0.0, True
-        for result in voxelize_many(files, grid=grid, devices=device):
-            done += result.ok
-            times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
-            gpu_ms += sum(times.values()) if times else 0.0
-            timed = timed and bool(times)
-        figures["device_cpu_ms"].append((time.thread_time() - cpu_started) * 1e3 / len(files))
-        if timed:
-            figures["gpu_ms"].append(gpu_ms / len(files))
-        return done
+        return _many(files, grid, device, figures)
 
     def many_npz() -> int:
         out = _fresh(work / "many_npz")
@@ -168,19 +158,42 @@ def ways(
     if jobs > 1:
         found["cli_batch_jobs"] = lambda: cli_batch(jobs)
         found["cli_batch_jobs_zarr"] = lambda: cli_batch(jobs, "zarr")
-    # Warm: kernels loaded and buffers grown in both in-process Voxelizers, the CLI's caches.
-    v.voxelize(load_mesh(files[0]), grid)
-    sum(r.ok for r in voxelize_many(files[:1], grid=grid, devices=device))
+    _warm(v, files[0], work, grid, device, devices)
+    return found
+
+
+def _many(files: list[Path], grid: int, device: str | None, figures: dict[str, list[float]]) -> int:
+    """The way `many`, adding its summed GPU ms and its device thread's (this thread's: one
+    device's worker runs in the caller's thread) CPU ms per mesh to `figures`."""
+    cpu_started = time.thread_time()
+    done, gpu_ms, timed = 0, 0.0, True
+    for result in voxelize_many(files, grid=grid, devices=device):
+        done += result.ok
+        times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
+        gpu_ms += sum(times.values()) if times else 0.0
+        timed = timed and bool(times)
+    figures["device_cpu_ms"].append((time.thread_time() - cpu_started) * 1e3 / len(files))
+    if timed:
+        figures["gpu_ms"].append(gpu_ms / len(files))
+    return done
+
+
+def _warm(
+    v: Voxelizer, path: Path, work: Path, grid: int, device: str | None, devices: str | None
+) -> None:
+    """Kernels loaded and buffers grown in the in-process Voxelizers (the loop's, the shared
+    ones of voxelize_many), the command's caches."""
+    v.voxelize(load_mesh(path), grid)
+    sum(r.ok for r in voxelize_many([path], grid=grid, devices=device))
     if devices:  # (this process's shared Voxelizer of the first of them)
-        sum(r.ok for r in voxelize_many(files[:1], grid=grid, devices=devices))
+        sum(r.ok for r in voxelize_many([path], grid=grid, devices=devices))
     subprocess.run(
-        _command(device) + [str(files[0]), "--grid", str(grid), "-o", str(work / "warm.npz")],
-        env=env,
+        _command(device) + [str(path), "--grid", str(grid), "-o", str(work / "warm.npz")],
+        env=_environment(),
         check=True,
         capture_output=True,
         timeout=600,
     )
-    return found
 
 
 # The ratios reported: (numerator way, denominator way), each of the best and the median rounds.
