@@ -9,6 +9,7 @@ from functools import cache
 
 import numpy as np
 
+from .grid_spec import voxel_size_text
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 
@@ -227,5 +228,5 @@ class DenseGrid(Placed):
     def __repr__(self) -> str:
         return (
             f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
-            f"voxel_size={self.voxel_size:g})"
+            f"voxel_size={voxel_size_text(self.voxel_size)})"
         )

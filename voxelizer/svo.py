@@ -8,7 +8,7 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,6 +17,7 @@ import numpy.typing
 from .budget import check_dense_fits
 from .errors import SVOFormatError
 from .grid import bit_count
+from .grid_spec import voxel_size_text
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 
@@ -119,21 +120,32 @@ def _brick_codes(shape: Shape, levels: int, start: int, stop: int) -> np.ndarray
     return sx[start:stop, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
 
 
+def brick_shape(shape: Sequence[int]) -> Shape:
+    """The shape rounded up to whole bricks (a multiple of 4 on each side)."""
+    x, y, z = (-(-int(n) // 4) * 4 for n in shape)
+    return x, y, z
+
+
 def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """bool[i, j, k] grid of shape (nx, ny, nz), each a multiple of 4 from 8 up ->
+    """bool[i, j, k] grid of shape (nx, ny, nz), each side from 1 up ->
     (nodes, bricks, level_offsets).
 
     The CPU reference of the format: brick values, then node states bottom-up, each level
     kept in Morton order so that the children of node m are entries 8m..8m+7 of the level
     below. The tree covers the cube P^3, P = padded_resolution(max(shape)); padding voxels
-    (index >= the side on any axis) are empty and only ever fill whole bricks.
+    (index >= the side on any axis) are empty: they fill whole bricks, and the rest of the
+    bricks that straddle a side (for a side that is not a multiple of 4).
     """
     voxels = np.asarray(voxels)
-    if voxels.dtype != bool or voxels.ndim != 3 or any(n < 8 or n % 4 for n in voxels.shape):
+    if voxels.dtype != bool or voxels.ndim != 3 or not all(voxels.shape):
         raise ValueError(
-            f"expected a bool (nx, ny, nz) array with each side a multiple of 4 "
-            f"from 8 up, got {voxels.dtype} {voxels.shape}"
+            f"expected a bool (nx, ny, nz) array with each side at least 1, got "
+            f"{voxels.dtype} {voxels.shape}"
         )
+    if brick_shape(voxels.shape) != voxels.shape:  # padded to whole bricks, empty
+        padded = np.zeros(brick_shape(voxels.shape), bool)
+        padded[: voxels.shape[0], : voxels.shape[1], : voxels.shape[2]] = voxels
+        voxels = padded
     shape = voxels.shape
     levels = octree_levels(padded_resolution(max(shape)))
     # Only the non-empty bricks inside the shape are kept (never the (P/4)^3 of the cube).
@@ -418,7 +430,7 @@ class SVO(Placed):
     def bounds(self) -> np.ndarray:
         """(2, 3) world min and max corner of the (nx, ny, nz) grid."""
         origin = np.asarray(self.placement.origin, np.float64)
-        return np.array([origin, origin + np.array(self.shape, np.float64) * self.voxel_size])
+        return np.array([origin, origin + np.array(self.shape, np.float64) * self.spacing])
 
     # --- the arrays -----------------------------------------------------------------------
 
@@ -459,8 +471,11 @@ class SVO(Placed):
         return total
 
     def volume(self) -> float:
-        """Solid volume in world units: count * h^3."""
-        return self.count() * self.voxel_size**3
+        """Solid volume in world units: count * h^3 (count * hx * hy * hz)."""
+        if isinstance(self.voxel_size, float):
+            return self.count() * self.voxel_size**3
+        hx, hy, hz = self.voxel_size
+        return self.count() * hx * hy * hz
 
     def to_numpy(self, attribute: str | None = None) -> np.ndarray:
         """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy(), built
@@ -472,13 +487,16 @@ class SVO(Placed):
             return self._face_grid(attribute)
         check_dense_fits(shape, "SVO.to_numpy")
         full_starts, full_stops = self._full_ranges()
-        out = np.empty(shape, bool)
-        for start, stop in _brick_slabs(shape):
-            codes = _brick_codes(shape, levels, start, stop)
+        bricks = brick_shape(shape)  # whole bricks, cut to the shape at the end
+        out = np.empty(bricks, bool)
+        for start, stop in _brick_slabs(bricks):
+            codes = _brick_codes(bricks, levels, start, stop)
             _unpack_bricks(
                 self._brick_values(codes, full_starts, full_stops), out[4 * start : 4 * stop]
             )
-        return out
+        if bricks == shape:
+            return out
+        return np.ascontiguousarray(out[: shape[0], : shape[1], : shape[2]])
 
     def _face_grid(self, attribute: str) -> np.ndarray:
         if attribute != "face":
@@ -523,7 +541,7 @@ class SVO(Placed):
         points = np.asarray(points, np.float64)
         if points.ndim != 2 or points.shape[1] != 3:
             raise ValueError(f"points must be an (M, 3) array, not {points.shape}")
-        origin, h = np.asarray(self.placement.origin, np.float64), self.voxel_size
+        origin, h = np.asarray(self.placement.origin, np.float64), self.placement.spacing
         with np.errstate(invalid="ignore", over="ignore"):
             cell = np.floor((points - origin) / h)
             cell += origin + (cell + 1) * h <= points  # rounding put the point one cell low
@@ -578,7 +596,7 @@ class SVO(Placed):
     def world_boxes(self) -> np.ndarray:
         """(M, 2, 3) world min and max corners of solid_boxes(), same order."""
         corners, sizes = self.solid_boxes()
-        origin, h = np.asarray(self.placement.origin, np.float64), self.voxel_size
+        origin, h = np.asarray(self.placement.origin, np.float64), self.placement.spacing
         low = origin + corners * h
         return np.stack([low, origin + (corners + sizes[:, None]) * h], axis=1)
 
@@ -590,7 +608,7 @@ class SVO(Placed):
         usual choice for culling, collision and display). `rule="majority"`: iff more than
         half of its 8**level fine voxels are (closer in volume; thin parts may vanish).
         Same origin; each side n becomes ceil(n / 2**level) rounded up to a multiple of 4 (at
-        least 8); fine voxels beyond the shape count as empty. level goes up to depth - 3
+        least 8), as it always has; fine voxels beyond the shape count as empty. level goes up to depth - 3
         (root of 8^3). Face ids do not carry over to a coarser level.
         """
         if (
@@ -617,7 +635,7 @@ class SVO(Placed):
         solid = codes[counts > 0] if rule == "any" else codes[counts * 2 > f**3]
         x, y, z = morton_decode(solid, cells).T
         voxels[x, y, z] = True
-        placement = GridPlacement(coarse, self.origin, self.voxel_size * f)
+        placement = GridPlacement(coarse, self.origin, tuple(self.placement.spacing * f))
         return SVO.from_dense(voxels, placement)
 
     def _solid_below(self, cells: int) -> tuple[np.ndarray, np.ndarray]:
@@ -685,7 +703,7 @@ class SVO(Placed):
             f"SVO({shape_text(self.shape)}, {self.count():,} solid voxels, "
             f"{self.node_count:,} nodes, "
             f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
-            f"voxel_size={self.voxel_size:g})"
+            f"voxel_size={voxel_size_text(self.voxel_size)})"
         )
 
 
@@ -859,14 +877,20 @@ def _check_structure(svo: SVO) -> _Tree:
             f"{len(bricks)} bricks stored, the last level has {len(codes)} mixed children"
         )
     # Padding (index >= the side on some axis) must be empty: every full cube and every brick
-    # lies inside the shape.
+    # lies inside the whole bricks of the shape, every full cube inside the shape, and the
+    # bricks that straddle a side have no voxel beyond it.
+    outside = SVOFormatError(
+        f"solid voxels beyond the {shape_text(svo.shape)} grid (in the padding up to P = {p})"
+    )
     for level, found in [*enumerate(full_codes, start=1), (levels, codes)]:
         side = p >> level
-        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > shape).any():
-            raise SVOFormatError(
-                f"solid voxels beyond the {shape_text(svo.shape)} grid (in the "
-                f"padding up to P = {p})"
-            )
+        limit = np.array(brick_shape(svo.shape)) if level == levels else shape
+        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > limit).any():
+            raise outside
+    if len(codes) and (shape % 4).any():
+        edge = ((morton_decode(codes, levels) + 1) * 4 > shape).any(axis=1)
+        if (_mask_voxels(codes[edge], bricks[edge], levels) >= shape).any():
+            raise outside
     tree = _Tree(codes, full_codes)
     if svo._faces is not None:
         _check_faces(svo, tree, svo._faces)
