@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING, Any
 from .api import Voxelizer, check_mesh, mesh_warnings, voxelize, voxelize_dense
 from .errors import (
     DeviceError,
+    EmptyGridWarning,
     FillModeError,
     FormatError,
     GridError,
@@ -58,6 +59,7 @@ __all__ = [
     "BatchResult",
     "DenseGrid",
     "DeviceError",
+    "EmptyGridWarning",
     "FaceIds",
     "FillModeError",
     "FormatError",

@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypedDict
 
@@ -29,6 +29,7 @@ import numpy.typing
 from .budget import check_dense_fits
 from .errors import (
     DeviceError,
+    EmptyGridWarning,
     MeshError,
     OpenMeshWarning,
     OverlapWarning,
@@ -42,7 +43,7 @@ from .mesh import Mesh, Topology
 from .options import Options
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
 from .pipeline.runner import Job, Pipeline, Progress
-from .placement import GridLike, GridPlacement, check_resolution
+from .placement import GridLike, GridPlacement, PadLike, check_resolution
 from .stats import Stats
 from .svo import SVO
 
@@ -56,8 +57,10 @@ class VoxelizeOptions(TypedDict, total=False):
     variant: str
     fill_mode: str
     sort: str
-    voxel_size: float | None
+    voxel_size: float | Sequence[float] | None
     bounds: numpy.typing.ArrayLike | None
+    box_fit: str
+    pad: PadLike
     max_memory: int | str | None
     progress: Progress | None
     mode: str
@@ -105,10 +108,14 @@ class Voxelizer:
         """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid.
         Grids larger than one buffer or the memory budget are voxelized slab by slab.
 
-        grid: N (the cube N^3) or (nx, ny, nz); or voxel_size= instead (world units); neither:
-        512^3. Keyword-only: variant, fill_mode ("parity", "vote" or "union"), sort, voxel_size,
-        bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's box; it must
-        contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total)),
+        grid: N (the cube N^3) or (nx, ny, nz), each side from 1 to 8192; or voxel_size=
+        instead (world units: h, or (hx, hy, hz)); neither: 512^3. Keyword-only: variant,
+        fill_mode ("parity", "vote", "union" or "winding"), sort, voxel_size, bounds ([[xmin,
+        ymin, zmin], [xmax, ymax, zmax]], default the mesh's box: the grid is this box
+        exactly, and a box that cuts the mesh crops it), box_fit ("cover" or "inside": bounds
+        that are not a whole number of voxels), pad (empty voxels added around: k, (kx, ky,
+        kz) or ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi))); docs/guide/grids.md states the
+        rules. max_memory (bytes or "2GiB"), progress ((stage, done, total)),
         mode ("solid", "surface" or "both"), surface ("conservative" or "thin", for mode
         "surface"), attributes (["face"], modes "surface" and "both": the SVO also stores
         each surface voxel's face id, SVO.to_numpy(attribute="face")). warn=False: no
@@ -120,6 +127,8 @@ class Voxelizer:
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
+        if not placement.holds_part_of(loaded):
+            return SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
         job = self._job(loaded, placement, checked)
         marked = None
         with self._locked():
@@ -154,6 +163,10 @@ class Voxelizer:
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
+        if not placement.holds_part_of(loaded):
+            empty = ColumnBits.empty(placement.shape)
+            stats = _empty_stats(loaded, placement, checked, stats, warn)
+            return DenseGrid.of_columns(empty, placement, stats)
         job = self._job(loaded, placement, checked)
         faces = None
         with self._locked():
@@ -229,7 +242,14 @@ class Voxelizer:
         started = time.perf_counter()
         loaded = load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
-        placement = GridPlacement.around(loaded, options.shape, options.voxel_size, options.bounds)
+        placement = GridPlacement.around(
+            loaded,
+            options.shape,
+            options.voxel_size,
+            options.bounds,
+            box_fit=options.box_fit,
+            pad=options.pad,
+        )
         stats = Stats()
         stats.add_host(load=load_ms)
         return loaded, placement, stats
@@ -350,6 +370,33 @@ def check_mesh(mesh: MeshLike) -> Topology:
     100,000 triangles on one core), so voxelizing never runs it: a voxelization warns from
     the column counts its fill pass makes instead (OpenMeshWarning, OverlapWarning)."""
     return load_mesh(mesh).topology
+
+
+def _empty_stats(
+    mesh: Mesh, placement: GridPlacement, options: Options, before: Stats, warn: bool
+) -> Stats:
+    """The stats of a grid beside the mesh (no GPU work), warned about unless warn=False
+    (the counts hold it as empty_grid = 1 either way)."""
+    stats = Stats(
+        fill_mode=options.fill_mode,
+        shape=placement.shape,
+        mode=options.mode,
+        surface=options.surface if options.mode == "surface" and options.surface else "",
+        host_ms=dict(before.host_ms),
+    )
+    stats.count(triangles=mesh.triangle_count, empty_grid=1)
+    stats.counts[voxel_count_label(options.mode)] = 0
+    if warn:
+        low, high = mesh.bounds
+        warnings.warn(
+            EmptyGridWarning(
+                f"the grid ({placement.describe()}) holds no part of the mesh, whose box is "
+                f"({', '.join(f'{v:g}' for v in low)}) to ({', '.join(f'{v:g}' for v in high)}):"
+                " every voxel is empty"
+            ),
+            stacklevel=4,
+        )
+    return stats
 
 
 def voxel_count_label(mode: str) -> str:

@@ -48,7 +48,7 @@ from .log import get_logger
 from .mesh import Mesh
 from .options import Options
 from .parallel import use_threads
-from .placement import GridLike
+from .placement import GridLike, PadLike
 from .svo import SVO
 
 if TYPE_CHECKING:
@@ -69,8 +69,10 @@ class BatchOptions(TypedDict, total=False):
     variant: str
     fill_mode: str
     sort: str
-    voxel_size: float | None
+    voxel_size: float | Sequence[float] | None
     bounds: numpy.typing.ArrayLike | None
+    box_fit: str
+    pad: PadLike
     max_memory: int | str | None
     mode: str
     surface: str | None
@@ -895,6 +897,8 @@ def options_of(options: Options) -> dict[str, Any]:
         "sort": options.sort,
         "voxel_size": options.voxel_size,
         "bounds": None if options.bounds is None else options.bounds.tolist(),
+        "box_fit": options.box_fit,
+        "pad": options.pad,
         "max_memory": options.max_memory,
         "mode": options.mode,
         "surface": options.surface,

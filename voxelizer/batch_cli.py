@@ -261,6 +261,8 @@ def _results(args: argparse.Namespace, paths: list[Path], root: Path, suffix: st
         "sort": args.sort,
         "voxel_size": args.voxel_size,
         "bounds": args.bounds,
+        "box_fit": args.box_fit,
+        "pad": args.pad,
         "max_memory": args.max_memory,
         "mode": args.mode,
         "surface": args.surface,

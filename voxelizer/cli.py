@@ -47,11 +47,19 @@ from .pipeline.passes import (
 )
 from .pipeline.runner import FILL_MODES, MODES
 from .placement import (
+    BOX_FITS,
     DEFAULT_GRID,
+    NO_PADDING,
     GridPlacement,
+    Padding,
+    PadLike,
+    VoxelSize,
     check_bounds,
+    check_grid_request,
+    check_pad,
     check_shape,
     check_voxel_size,
+    padded_shape,
     shape_text,
 )
 from .progress import TerminalProgress
@@ -73,6 +81,8 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
         sort=args.sort,
         voxel_size=args.voxel_size,
         bounds=args.bounds,
+        box_fit=args.box_fit,
+        pad=args.pad,
         max_memory=args.max_memory,
         progress=progress,
         mode=args.mode,
@@ -100,34 +110,50 @@ def _grid_value(text: str) -> int | tuple[int, int, int]:
     return grid
 
 
+# Options that take several numbers: (the full name, the shortest prefix argparse takes for
+# it, the most numbers). --bounds keeps its six words; the others' numbers are joined into
+# one word (--pad 1 2 3 -> --pad=1,2,3), so that one number or several are both one value and
+# never swallow the MODEL after them.
+_NUMBER_OPTIONS = (("--bounds", "--b", 6), ("--voxel-size", "--vox", 3), ("--pad", "--pa", 6))
+
+
 def _bounds_as_values(argv: list[str]) -> list[str]:
-    """argv with the numbers after --bounds marked as values, and --bounds=A,B,... split.
+    """argv with the numbers after --bounds marked as values and --bounds=A,B,... split, and
+    the numbers after --voxel-size and --pad joined into one value.
 
     argparse takes a word that starts with '-' for an option unless it is a plain negative
     integer or decimal, so `--bounds -1e3 ...` failed; a leading space makes such a number
     a value (float() ignores the space)."""
     words: list[str] = []
-    pending = 0  # values of --bounds still to come
-    for index, word in enumerate(argv):
+    index = 0
+    while index < len(argv):
+        word = argv[index]
         if word == "--":  # the rest are positional
             return words + argv[index:]
         name, equals, joined = word.partition("=")
-        if len(name) > 2 and "--bounds".startswith(name):
-            pending = 6
-            if not equals:
-                words.append(word)
-                continue
+        option = next(
+            (o for o in _NUMBER_OPTIONS if name.startswith(o[1]) and o[0].startswith(name)), None
+        )
+        index += 1
+        if option is None:
+            words.append(word)
+            continue
+        full, _, most = option
+        values = joined.split(",") if equals else []
+        while not equals and len(values) < most and index < len(argv) and _is_number(argv[index]):
+            values.append(argv[index])
+            index += 1
+        if full == "--bounds":
             words.append(name)
-            values = joined.split(",")
             words.extend(_as_value(value) for value in values)
-            pending = max(0, 6 - len(values))
-            continue
-        if pending and _is_number(word):
-            words.append(_as_value(word))
-            pending -= 1
-            continue
-        pending = 0
-        words.append(word)
+            while len(values) < most and index < len(argv) and _is_number(argv[index]):
+                values.append(argv[index])
+                words.append(_as_value(argv[index]))
+                index += 1
+        elif values:
+            words.append(f"{name}={','.join(values)}")
+        else:
+            words.append(word)
     return words
 
 
@@ -144,13 +170,42 @@ def _as_value(word: str) -> str:
     return f" {word}" if word.startswith("-") and _is_number(word) else word
 
 
-def _voxel_size_value(text: str) -> float:
+def _voxel_size_value(text: str) -> VoxelSize:
+    """--voxel-size H or HX HY HZ (joined as H,H,H by _bounds_as_values), checked."""
+    words = text.split(",")
     try:
-        return check_voxel_size(float(text))
-    except (ValueError, GridError):
+        sizes = [float(word) for word in words]
+    except ValueError:
         raise argparse.ArgumentTypeError(
-            f"voxel size must be a positive finite number, not {text!r}"
+            f"voxel size must be one positive number or three (HX HY HZ), not {text!r}"
         ) from None
+    try:
+        return check_voxel_size(sizes[0] if len(sizes) == 1 else sizes)
+    except GridError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _pad_value(text: str) -> Padding:
+    """--pad K, KX KY KZ or XLO XHI YLO YHI ZLO ZHI (joined by _bounds_as_values), checked."""
+    try:
+        sides = [int(word) for word in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"pad must be whole numbers of voxels (K, KX KY KZ or XLO XHI YLO YHI ZLO ZHI), "
+            f"not {text!r}"
+        ) from None
+    if len(sides) not in (1, 3, 6):
+        raise argparse.ArgumentTypeError(
+            f"pad takes 1, 3 or 6 numbers (K, KX KY KZ or XLO XHI YLO YHI ZLO ZHI), "
+            f"not {len(sides)}: {text!r}"
+        )
+    pad: PadLike = sides[0] if len(sides) == 1 else sides
+    if len(sides) == 6:
+        pad = [sides[0:2], sides[2:4], sides[4:6]]
+    try:
+        return check_pad(pad)
+    except GridError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _memory_value(text: str) -> int:
@@ -165,7 +220,8 @@ EXIT_STATUS_HELP = """exit status:
   0    success
   1    bad input or environment (a missing or broken mesh, no such device, an
        output that exists, a grid the device cannot hold)
-  2    usage error (an unknown option or option value)
+  2    usage error (an unknown option or option value, a grid that cannot be
+       placed: a size, box or padding out of range)
   130  interrupted (Ctrl-C)"""
 
 
@@ -189,23 +245,40 @@ def _parser() -> argparse.ArgumentParser:
         "--grid",
         type=_grid_value,
         metavar="N|NXxNYxNZ",
-        help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); "
-        f"each a multiple of 4 from 8 up (default {DEFAULT_GRID})",
+        help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); each from 1 "
+        f"to 8192 (default {DEFAULT_GRID}); with --bounds the box is cut into exactly "
+        "these voxels",
     )
     size.add_argument(
         "--voxel-size",
         type=_voxel_size_value,
-        metavar="H",
-        help="voxel side in world units instead of --grid: each side of the grid "
-        "becomes the fewest voxels (a multiple of 4) that cover the box",
+        metavar="H [HY HZ]",
+        help="voxel size in world units instead of --grid: H (cubes) or HX HY HZ; with "
+        "--bounds the grid starts at the box's min corner and covers it (see --box-fit), "
+        "without it the grid is centred on the mesh, each side a multiple of 4",
     )
     parser.add_argument(
         "--bounds",
         type=float,
         nargs=6,
         metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
-        help="place the grid on this box instead of the mesh's bounding box "
-        "(it must contain the mesh)",
+        help="the grid is this box exactly: voxel (0, 0, 0)'s corner at its min corner; a box "
+        "that cuts the mesh crops it (the part inside is voxelized as without the box)",
+    )
+    parser.add_argument(
+        "--box-fit",
+        choices=BOX_FITS,
+        default="cover",
+        help="with --bounds and --voxel-size, where the box is not a whole number of voxels: "
+        "cover (default: the last voxel reaches past the box) or inside (the grid stays in it)",
+    )
+    parser.add_argument(
+        "--pad",
+        type=_pad_value,
+        default=NO_PADDING,
+        metavar="K [KY KZ | ...]",
+        help="add K empty voxels around the grid on every side; KX KY KZ per axis, or "
+        "XLO XHI YLO YHI ZLO ZHI per side",
     )
     parser.add_argument(
         "--max-memory",
@@ -334,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"voxelize: error: {command_line_message(exc)}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, GridError) else 1
     except MemoryError as exc:  # what no check foresaw: still one line, not a traceback
         if args.debug:
             raise
@@ -383,6 +456,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
         except GridError as exc:
             parser.error(str(exc))
+    try:
+        shape = None if args.grid is None else check_shape(args.grid)
+        check_grid_request(shape, args.voxel_size, args.bounds, args.box_fit)
+    except GridError as exc:
+        parser.error(str(exc))
     if batch_requested(args):
         return run_batch(parser, args)
     refuse_batch_options(parser, args)
@@ -532,13 +610,24 @@ def _check_dense_output(
         return args.model, 0.0
     mesh: MeshLike = args.model
     load_ms = 0.0
-    if args.voxel_size is None:
+    voxel_size: VoxelSize = 1.0  # (cubes: a grid without bounds always has them)
+    if args.voxel_size is None and args.bounds is None:
         shape = check_shape(args.grid or DEFAULT_GRID)
+        pad: Padding = args.pad
+        shape = padded_shape(shape, pad)
     else:
         mesh, load_ms = _loaded(args.model)
-        shape = GridPlacement.around(mesh, None, args.voxel_size, args.bounds).shape
+        placement = GridPlacement.around(
+            mesh,
+            None if args.grid is None else check_shape(args.grid),
+            args.voxel_size,
+            args.bounds,
+            box_fit=args.box_fit,
+            pad=args.pad,
+        )
+        shape, voxel_size = placement.shape, placement.voxel_size
     if output is not None:
-        check_output_shape(output, shape)
+        check_output_shape(output, shape, voxel_size)
     check_dense_fits(shape, str(dense[0]))
     return mesh, load_ms
 

@@ -79,6 +79,12 @@ class ColumnBits:
             )
 
     @classmethod
+    def empty(cls, shape: Shape) -> ColumnBits:
+        """The words of a grid with no voxel set."""
+        nx, ny, nz = shape
+        return cls(np.zeros(nx * ny * column_words(nz), np.uint32), shape)
+
+    @classmethod
     def of_voxels(cls, voxels: np.ndarray) -> ColumnBits:
         """The words of a bool[i, j, k] array."""
         nx, ny, nz = voxels.shape

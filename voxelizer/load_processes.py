@@ -68,7 +68,14 @@ def prepared_mesh(
     mesh.indices  # noqa: B018 - computed now, cached
     try:
         checked = Options.create(grid, **options)
-        placement = GridPlacement.around(mesh, checked.shape, checked.voxel_size, checked.bounds)
+        placement = GridPlacement.around(
+            mesh,
+            checked.shape,
+            checked.voxel_size,
+            checked.bounds,
+            box_fit=checked.box_fit,
+            pad=checked.pad,
+        )
         placement.placed_vertices(mesh)
         if make_soup and uploads_soup(checked.variant):
             placement.make_soup(mesh)  # copied by the device's thread instead of gathered

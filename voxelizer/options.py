@@ -6,7 +6,7 @@ Every face (the API functions, the Voxelizer methods, the CLI through them) buil
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,17 +16,30 @@ from .budget import parse_size
 from .errors import FillModeError, GridError, ModeError, VariantError
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANT_CHOICES
 from .pipeline.runner import FILL_MODES, MODES, Progress
-from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
+from .placement import (
+    NO_PADDING,
+    GridLike,
+    Padding,
+    PadLike,
+    Shape,
+    VoxelSize,
+    check_bounds,
+    check_box_fit,
+    check_grid_request,
+    check_pad,
+    check_shape,
+    check_voxel_size,
+)
 
 
 @dataclass(frozen=True, eq=False)
 class Options:
-    """A checked request: grid shape or voxel size, bounds, variant, fill mode, sort, memory
-    budget, progress callback, mode, surface kind and attributes. Build it with
-    `Options.create`."""
+    """A checked request: grid shape or voxel size, bounds, box fit, padding, variant, fill
+    mode, sort, memory budget, progress callback, mode, surface kind and attributes. Build it
+    with `Options.create`."""
 
     shape: Shape | None  # None with voxel_size, or for the default grid
-    voxel_size: float | None
+    voxel_size: VoxelSize | None  # h, or (hx, hy, hz)
     bounds: np.ndarray | None  # float64 (2, 3), read-only
     variant: str
     fill_mode: str
@@ -36,6 +49,8 @@ class Options:
     mode: str = "solid"
     surface: str | None = None  # the surface's kind for modes "surface" and "both", else None
     attributes: tuple[str, ...] = ()  # per-voxel attributes asked for: "face"
+    box_fit: str = "cover"  # bounds not a whole number of voxels: "cover" them or "inside"
+    pad: Padding = NO_PADDING  # empty voxels added: ((x_lo, y_lo, z_lo), (x_hi, y_hi, z_hi))
 
     @classmethod
     def create(
@@ -45,8 +60,10 @@ class Options:
         variant: str = DEFAULT_VARIANT,
         fill_mode: str = "parity",
         sort: str = DEFAULT_SORT,
-        voxel_size: float | None = None,
+        voxel_size: float | Sequence[float] | None = None,
         bounds: numpy.typing.ArrayLike | None = None,
+        box_fit: str = "cover",
+        pad: PadLike = 0,
         max_memory: int | str | None = None,
         progress: Progress | None = None,
         mode: str = "solid",
@@ -59,21 +76,33 @@ class Options:
         mode: "solid" (voxels whose centres are inside), "surface" (voxels the triangles
         touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
         solid united with the conservative surface). attributes: ["face"] also gives each
-        surface voxel the smallest index of the triangles that mark it (DenseGrid and SVO)."""
+        surface voxel the smallest index of the triangles that mark it (DenseGrid and SVO).
+
+        Placement (docs/guide/grids.md): voxel_size h or (hx, hy, hz); bounds, the box the
+        grid is (voxel (0, 0, 0)'s corner at its min corner; a box that cuts the mesh crops
+        it); box_fit, where bounds are not a whole number of voxels: "cover" (default) or
+        "inside"; pad, empty voxels added around the grid: k, (kx, ky, kz) or ((x_lo, x_hi),
+        (y_lo, y_hi), (z_lo, z_hi))."""
         if grid is not None and voxel_size is not None:
             raise GridError("give a grid or a voxel size, not both")
         box = None
         if bounds is not None:
             box = check_bounds(bounds)
             box.flags.writeable = False
+        shape = None if grid is None else check_shape(grid)
+        size = None if voxel_size is None else check_voxel_size(voxel_size)
+        box_fit = check_box_fit(box_fit)
+        check_grid_request(shape, size, box, box_fit)
         mode = _choice(mode, MODES, "mode", ModeError)
         return cls(
             mode=mode,
             surface=_surface_kind(mode, surface, fill_mode),
             attributes=_attributes(mode, attributes),
-            shape=None if grid is None else check_shape(grid),
-            voxel_size=None if voxel_size is None else check_voxel_size(voxel_size),
+            shape=shape,
+            voxel_size=size,
             bounds=box,
+            box_fit=box_fit,
+            pad=check_pad(pad),
             variant=_choice(variant, VARIANT_CHOICES, "variant", VariantError),
             fill_mode=_choice(fill_mode, FILL_MODES, "fill mode", FillModeError),
             sort=_choice(sort, SORTS, "sort", VariantError),

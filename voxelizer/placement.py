@@ -26,7 +26,7 @@ placement rules with their formulas):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing
@@ -83,6 +83,7 @@ __all__ = [
     "check_shape",
     "check_voxel_size",
     "fixed_gap",
+    "padded_shape",
     "shape_text",
     "to_fine",
     "voxel_sizes",
@@ -161,6 +162,7 @@ class GridPlacement:
     origin: np.ndarray  # world position of the grid's corner (0, 0, 0), float64 (3,)
     voxel_size: VoxelSize  # world units: h, or (hx, hy, hz)
     clip: bool = True
+    _spacing: np.ndarray = field(init=False, repr=False)  # (hx, hy, hz), read-only
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", check_shape(self.shape))
@@ -174,7 +176,7 @@ class GridPlacement:
     @property
     def spacing(self) -> np.ndarray:
         """(hx, hy, hz), float64 (3,), read-only: the voxel's size along each axis."""
-        return self._spacing  # type: ignore[attr-defined, no-any-return]
+        return self._spacing
 
     @property
     def cubic(self) -> bool:
@@ -464,7 +466,7 @@ class GridPlacement:
     def inside(self, indices: np.typing.ArrayLike) -> np.ndarray:
         """bool (...): which voxel indices (..., 3) lie in the grid."""
         index = np.asarray(indices)
-        return ((index >= 0) & (index < np.array(self.shape))).all(axis=-1)
+        return np.asarray(((index >= 0) & (index < np.array(self.shape))).all(axis=-1))
 
 
 def fixed_gap(grid_vertices: np.ndarray, fine: np.ndarray) -> int:
@@ -556,6 +558,12 @@ def _exact_box(
             )
         sides.append(int(n))
     return (sides[0], sides[1], sides[2]), origin, spacing
+
+
+def padded_shape(shape: Shape, pad: Padding) -> Shape:
+    """The shape with `pad` voxels added before and after on each axis."""
+    (x, y, z), (x_lo, y_lo, z_lo), (x_hi, y_hi, z_hi) = shape, *pad
+    return x + x_lo + x_hi, y + y_lo + y_hi, z + z_lo + z_hi
 
 
 def _padded(

@@ -5,7 +5,8 @@ Voxelizer and runs the batch engine of voxelizer.batch over its rows (loading th
 meshes while the device works). Rows name a mesh by a `path` column, or carry its file's
 `bytes` with a `name` (the file name, for the format and the output's name). Results go to
 files under `out_dir`, or come back as columns: `bits` (np.packbits of the [i, j, k] array,
-as in .npz files), `shape`, `origin`, `voxel_size`; `to_dense(row)` makes a DenseGrid of them.
+as in .npz files), `shape`, `origin`, `voxel_size` (NaN for voxels that are not cubes),
+`spacing` (hx, hy, hz); `to_dense(row)` makes a DenseGrid of them.
 Every row also gets the record of voxelize --log: `input`, `output`, `status`, `error`,
 `triangles`, `solid_voxels`, `open_columns`, `seconds`, `device`, `warnings`. A mesh that fails is
 a row with its error; the others go on.
@@ -237,7 +238,14 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
             [(np.nan,) * 3 if g is None else g.origin for g in grids], np.float64
         )
         columns["voxel_size"] = np.array(
-            [np.nan if g is None else g.voxel_size for g in grids], np.float64
+            [
+                np.nan if g is None or isinstance(g.voxel_size, tuple) else g.voxel_size
+                for g in grids
+            ],
+            np.float64,
+        )
+        columns["spacing"] = np.array(
+            [(np.nan,) * 3 if g is None else g.spacing for g in grids], np.float64
         )
     return columns
 
@@ -253,9 +261,10 @@ def to_dense(row: dict[str, Any]) -> DenseGrid:
     shape = check_shape([int(n) for n in row["shape"]])
     count = shape[0] * shape[1] * shape[2]
     voxels = np.unpackbits(np.asarray(row["bits"], np.uint8), count=count).astype(bool)
-    placement = GridPlacement(
-        shape, np.asarray(row["origin"], np.float64), float(row["voxel_size"])
+    hx, hy, hz = (
+        float(h) for h in (row["spacing"] if "spacing" in row else [row["voxel_size"]] * 3)
     )
+    placement = GridPlacement(shape, np.asarray(row["origin"], np.float64), (hx, hy, hz))
     return DenseGrid(voxels.reshape(shape), placement)
 
 

@@ -364,6 +364,14 @@ class SVO(Placed):
         return self._walked
 
     @classmethod
+    def empty(cls, placement: GridPlacement, stats: Stats | None = None) -> SVO:
+        """The octree of a grid with no solid voxel: the root alone, its masks 0."""
+        levels = octree_levels(padded_resolution(placement.resolution))
+        nodes = np.array([[0, 1 if levels > 1 else 0]], np.uint32)
+        offsets = np.array([0] + [1] * levels, np.uint32)
+        return cls(nodes, np.zeros(0, np.uint64), offsets, placement, stats)
+
+    @classmethod
     def from_dense(
         cls,
         voxels: np.ndarray,
