@@ -449,9 +449,10 @@ class GridPlacement:
         return self.origin + (np.asarray(indices, np.float64) + 0.5) * self.spacing
 
     def world_to_index(self, points: np.typing.ArrayLike) -> np.ndarray:
-        """int64 (..., 3): the voxel holding each world point (..., 3), floor((p - origin) /
-        h) with the placement's own steps (so a mesh vertex's voxel is where the voxelizer
-        sees it; a point on a face between voxels belongs to the upper one). Points outside
+        """int64 (..., 3): the voxel holding each world point (..., 3): floor(g) of its grid
+        coordinate g = (p - origin) / h, taken with the placement's own steps and its one
+        rounding to the fine lattice, so that a mesh vertex's voxel is where the voxelizer
+        sees it; a point on a face between voxels belongs to the upper one. Points outside
         the grid get indices outside [0, shape): test them with `inside(indices)`."""
         p = np.asarray(points, np.float64)
         if p.shape[-1:] != (3,):
@@ -461,7 +462,8 @@ class GridPlacement:
         with np.errstate(over="ignore"):
             g = (p - self.origin) / self.spacing
         limit = float(2 * MAX_RESOLUTION)  # far outside every grid, and an int64 still
-        return np.floor(np.clip(g, -limit, limit)).astype(np.int64)
+        fine = np.rint(np.clip(g, -limit, limit) * float(1 << FINE_BITS)).astype(np.int64)
+        return fine >> FINE_BITS  # floor, negative values too
 
     def inside(self, indices: np.typing.ArrayLike) -> np.ndarray:
         """bool (...): which voxel indices (..., 3) lie in the grid."""
