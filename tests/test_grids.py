@@ -83,7 +83,7 @@ def test_cover_and_inside():
         assert np.array_equal(placement.origin, box[0]) and placement.voxel_size == h
     assert (cover.bounds[1] >= box[1]).all() and (cover.bounds[1] - box[1] < h).all()
     assert (inside.bounds[1] <= box[1]).all() and (box[1] - inside.bounds[1] < h).all()
-    with pytest.raises(GridError, match="less than one voxel.*box_fit='inside' leaves no voxel"):
+    with pytest.raises(GridError, match=r"less than one voxel.*box_fit='inside' leaves no voxel"):
         GridPlacement.fit(unit_box(), voxel_size=0.5, bounds=box, box_fit="inside")
     assert GridPlacement.fit(unit_box(), voxel_size=0.5, bounds=box).shape == (2, 2, 1)
 
