@@ -38,12 +38,16 @@ def main(out_dir: Path) -> None:
     print(f"temperature: {temperature.min():.1f} to {temperature.max():.1f} K")
 
     # Probes at world positions: which cell holds each, and is it solid?
-    probes = np.array([[0.0, 0.0, 0.0], [1.1, 0.1, 0.0], [-1.9, 1.9, 0.9], [3.0, 0.0, 0.0]])
+    solid_cells = np.argwhere(solid)
+    middle = len(solid_cells) // 2
+    in_knot = mask.centres(solid_cells[middle : middle + 1])[0]  # a solid cell's centre
+    probes = np.array([in_knot, [0.0, 0.0, 0.0], [3.0, 0.0, 0.0]])
     cells = mask.world_to_index(probes)
     inside = mask.inside(cells)
     for probe, cell, ok in zip(probes, cells, inside):
-        where = f"cell {tuple(cell)}, solid {bool(solid[tuple(cell)])}" if ok else "outside"
-        print(f"probe {probe}: {where}")
+        where = f"cell {cell.tolist()}, solid: {bool(solid[tuple(cell)])}" if ok else "outside"
+        print(f"probe {np.round(probe, 4).tolist()}: {where}")
+    assert solid[tuple(cells[0])] and not inside[2]
 
     voxelizer.save(mask, out_dir / "mask.npz", overwrite=True)  # shape, origin, the three sizes
     voxelizer.save(mask, out_dir / "mask.vti", overwrite=True)  # ParaView: Spacing = CELL

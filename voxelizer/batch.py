@@ -898,7 +898,7 @@ def options_of(options: Options) -> dict[str, Any]:
         "voxel_size": options.voxel_size,
         "bounds": None if options.bounds is None else options.bounds.tolist(),
         "box_fit": options.box_fit,
-        "pad": options.pad,
+        "pad": tuple(zip(*options.pad)),  # ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi))
         "max_memory": options.max_memory,
         "mode": options.mode,
         "surface": options.surface,

@@ -49,9 +49,7 @@ from .pipeline.runner import FILL_MODES, MODES
 from .placement import (
     BOX_FITS,
     DEFAULT_GRID,
-    NO_PADDING,
     GridPlacement,
-    Padding,
     PadLike,
     VoxelSize,
     check_bounds,
@@ -185,8 +183,9 @@ def _voxel_size_value(text: str) -> VoxelSize:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _pad_value(text: str) -> Padding:
-    """--pad K, KX KY KZ or XLO XHI YLO YHI ZLO ZHI (joined by _bounds_as_values), checked."""
+def _pad_value(text: str) -> PadLike:
+    """--pad K, KX KY KZ or XLO XHI YLO YHI ZLO ZHI (joined by _bounds_as_values), checked,
+    in the form the API takes (numpy.pad's per side)."""
     try:
         sides = [int(word) for word in text.split(",")]
     except ValueError:
@@ -203,9 +202,10 @@ def _pad_value(text: str) -> Padding:
     if len(sides) == 6:
         pad = [sides[0:2], sides[2:4], sides[4:6]]
     try:
-        return check_pad(pad)
+        low, high = check_pad(pad)
     except GridError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    return tuple(zip(low, high))
 
 
 def _memory_value(text: str) -> int:
@@ -275,7 +275,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--pad",
         type=_pad_value,
-        default=NO_PADDING,
+        default=0,
         metavar="K [KY KZ | ...]",
         help="add K empty voxels around the grid on every side; KX KY KZ per axis, or "
         "XLO XHI YLO YHI ZLO ZHI per side",
@@ -613,8 +613,7 @@ def _check_dense_output(
     voxel_size: VoxelSize = 1.0  # (cubes: a grid without bounds always has them)
     if args.voxel_size is None and args.bounds is None:
         shape = check_shape(args.grid or DEFAULT_GRID)
-        pad: Padding = args.pad
-        shape = padded_shape(shape, pad)
+        shape = padded_shape(shape, check_pad(args.pad))
     else:
         mesh, load_ms = _loaded(args.model)
         placement = GridPlacement.around(
@@ -623,7 +622,7 @@ def _check_dense_output(
             args.voxel_size,
             args.bounds,
             box_fit=args.box_fit,
-            pad=args.pad,
+            pad=check_pad(args.pad),
         )
         shape, voxel_size = placement.shape, placement.voxel_size
     if output is not None:

@@ -26,7 +26,9 @@ placement rules with their formulas):
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing
@@ -56,7 +58,21 @@ from .grid_spec import (
 )
 from .mesh import Mesh
 from .parallel import map_row_chunks
-from .placed import Placed
+
+if TYPE_CHECKING:
+    import trimesh  # imported by to_trimesh: `import voxelizer` stays light
+
+from .placement_rules import (
+    MIN_RESOLUTION,
+    WHOLE_VOXEL_TOLERANCE,
+    around_mesh,
+    check_finite_box,
+    check_finite_grid,
+    check_grid_request,
+    exact_box,
+    padded,
+    padded_shape,
+)
 
 __all__ = [
     "AXES",
@@ -68,6 +84,7 @@ __all__ = [
     "MAX_RESOLUTION",
     "MIN_RESOLUTION",
     "NO_PADDING",
+    "WHOLE_VOXEL_TOLERANCE",
     "GridLike",
     "GridPlacement",
     "Padding",
@@ -89,8 +106,6 @@ __all__ = [
     "voxel_sizes",
 ]
 
-# The smallest side the voxel-size rule without bounds makes (and the .vox reader's grids).
-MIN_RESOLUTION = 8
 # Grid coordinates become fixed point with this many fractional bits (shaders/exact.glsl and
 # voxelizer/reference.py); n * 2**FIXED_BITS <= 2**29 on every axis keeps every product in range.
 FIXED_BITS = 16
@@ -99,26 +114,10 @@ FIXED_BITS = 16
 # coordinates below 8 are rounded, by at most 2**-50). shaders/fine.glsl has the same value.
 FINE_BITS = 49
 PLACEMENT_BLOCK_ROWS = 1 << 16  # vertices placed at a time: 1.5 MB of float64, in the cache
-# A box within this many voxels of a whole number of voxels counts as whole (bounds with a
-# voxel size: 4.5 / 0.05 is 90.00000000000001 in float64, and means 90).
-WHOLE_VOXEL_TOLERANCE = 1e-6
 # Parity along x, y or z (fill_mode="vote"): the vertex coordinates are rotated cyclically so
 # that the axis comes last, the GPU's column axis; argsort(order) transposes the result back.
 # The shape rotates with them: (shape[order[0]], shape[order[1]], shape[order[2]]).
 COLUMN_AXIS_ORDERS = ((1, 2, 0), (2, 0, 1), (0, 1, 2))
-
-
-def check_grid_request(
-    shape: Shape | None, voxel_size: VoxelSize | None, bounds: np.ndarray | None, box_fit: str
-) -> None:
-    """GridError for checked options that do not go together."""
-    if shape is not None and voxel_size is not None:
-        raise GridError("give a grid or a voxel size, not both")
-    if box_fit != "cover" and (bounds is None or shape is not None):
-        raise GridError(
-            f"box_fit={box_fit!r} fits voxels of a given size into bounds: it needs bounds "
-            "and no grid (with bounds and a grid the box is always a whole number of voxels)"
-        )
 
 
 @dataclass(frozen=True)
@@ -247,15 +246,15 @@ class GridPlacement:
             box = "the bounds"
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused below
             extent = bmax - bmin
-            _check_finite_box(box, bmin, bmax, extent)
+            check_finite_box(box, bmin, bmax, extent)
             if not (extent > 0).any():
                 raise MeshError("the mesh has zero extent (all vertices are equal)")
             if bounds is None:
-                shape, origin, h = _around_mesh(extent, bmin, bmax, shape, voxel_size)
+                shape, origin, h = around_mesh(extent, bmin, bmax, shape, voxel_size)
             else:
-                shape, origin, h = _exact_box(extent, bmin, shape, voxel_size, box_fit)
-            shape, origin = _padded(shape, origin, h, pad)
-            _check_finite_grid(box, bmin, bmax, np.array(shape, np.float64), origin, h)
+                shape, origin, h = exact_box(extent, bmin, shape, voxel_size, box_fit)
+            shape, origin = padded(shape, origin, h, pad)
+            check_finite_grid(box, bmin, bmax, np.array(shape, np.float64), origin, h)
         size: VoxelSize = float(h[0]) if h[0] == h[1] == h[2] else (h[0], h[1], h[2])
         return cls(shape, origin, size, clip=bounds is None)
 
@@ -492,167 +491,169 @@ def to_fine(grid_vertices: np.ndarray) -> np.ndarray:
     return np.rint(g, out=g).astype(np.int64)
 
 
-# -- the placement rules (the module docstring) ----------------------------------------------
+class Placed(ABC):
+    """The protocol DenseGrid and SVO share, so that writers and callers take either: where
+    the voxels sit, how many are solid, and the voxels as one bool (nx, ny, nz) array
+    (`to_numpy()`, also what `np.asarray(result)` gives), or an attribute they carry as one
+    array of the same shape (`to_numpy(attribute="face")`)."""
 
+    placement: GridPlacement
 
-def _around_mesh(
-    extent: np.ndarray,
-    bmin: np.ndarray,
-    bmax: np.ndarray,
-    shape: Shape | None,
-    voxel_size: VoxelSize | None,
-) -> tuple[Shape, np.ndarray, np.ndarray]:
-    """Without bounds: cubes of the largest side / n, or n from the voxel size rounded up to
-    a multiple of 4 (at least 8); centred on the mesh's box."""
-    if voxel_size is None:
-        shape = (DEFAULT_GRID,) * 3 if shape is None else shape
-        sides = np.array(shape, np.float64)
-        h = float((extent / sides).max())
-        if not h > 0:  # an extent so small that h underflows
-            raise MeshError(f"the mesh's extent {float(extent.max()):g} is too small for a grid")
-        return shape, (bmin + bmax) / 2.0 - sides * h / 2.0, np.full(3, h)
-    spacing = voxel_sizes(voxel_size)
-    shape = _shape_for(extent, spacing, voxel_size)
-    sides = np.array(shape, np.float64)
-    return shape, bmin - (sides * spacing - extent) / 2.0, spacing
+    @abstractmethod
+    def to_numpy(self, attribute: str | None = None) -> np.ndarray:
+        """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]; with
+        attribute="face", the int32 face ids (-1 where none)."""
 
+    @property
+    def attributes(self) -> tuple[str, ...]:
+        """The per-voxel attributes carried: ("face",) with face ids, else ()."""
+        return ()
 
-def _exact_box(
-    extent: np.ndarray,
-    bmin: np.ndarray,
-    shape: Shape | None,
-    voxel_size: VoxelSize | None,
-    box_fit: str,
-) -> tuple[Shape, np.ndarray, np.ndarray]:
-    """With bounds: the box itself, voxel (0, 0, 0)'s corner at its min corner."""
-    origin = np.array(bmin, np.float64)
-    if shape is not None:
-        spacing = extent / np.array(shape, np.float64)
-        for axis in range(3):
-            if not spacing[axis] > 0:
-                raise GridError(
-                    f"the bounds' side {extent[axis]:g} along {AXES[axis]} is too small "
-                    f"for {shape[axis]} voxels"
-                )
-        return shape, origin, spacing
-    if voxel_size is None:  # cubes that fit DEFAULT_GRID along the longest side
-        spacing = np.full(3, float(extent.max()) / DEFAULT_GRID)
-        size: VoxelSize = float(spacing[0])
-    else:
-        spacing, size = voxel_sizes(voxel_size), voxel_size
-    sides = []
-    for axis in range(3):
-        voxels = extent[axis] / spacing[axis]
-        whole = round(voxels) if math.isfinite(voxels) else voxels
-        if abs(voxels - whole) <= WHOLE_VOXEL_TOLERANCE:
-            n = whole
-        else:
-            n = math.ceil(voxels) if box_fit == "cover" else math.floor(voxels)
-        if not n <= MAX_RESOLUTION:
-            raise GridError(
-                f"voxel size {voxel_size_text(size)} needs {voxels:.6g} voxels along "
-                f"{AXES[axis]} for the bounds; each side can be at most {MAX_RESOLUTION}"
-            )
-        if n < 1:
-            raise GridError(
-                f"the bounds are {extent[axis]:g} along {AXES[axis]}, less than one voxel of "
-                f"{spacing[axis]:g}: box_fit='inside' leaves no voxel (use 'cover')"
-            )
-        sides.append(int(n))
-    return (sides[0], sides[1], sides[2]), origin, spacing
+    @abstractmethod
+    def count(self) -> int:
+        """Solid voxels."""
 
+    def __array__(
+        self, dtype: np.typing.DTypeLike | None = None, copy: bool | None = None
+    ) -> np.ndarray:
+        """np.asarray(result): the voxels, as to_numpy() gives them (numpy's copy rules)."""
+        voxels = self.to_numpy()
+        if dtype is not None and np.dtype(dtype) != voxels.dtype:
+            if copy is False:
+                raise ValueError(f"the voxels are bool: {np.dtype(dtype)} needs a copy")
+            return voxels.astype(dtype)
+        return voxels.copy() if copy else voxels
 
-def padded_shape(shape: Shape, pad: Padding) -> Shape:
-    """The shape with `pad` voxels added before and after on each axis."""
-    (x, y, z), (x_lo, y_lo, z_lo), (x_hi, y_hi, z_hi) = shape, *pad
-    return x + x_lo + x_hi, y + y_lo + y_hi, z + z_lo + z_hi
+    @property
+    def shape(self) -> Shape:
+        """(nx, ny, nz): voxels along x, y and z."""
+        return self.placement.shape
 
+    @property
+    def resolution(self) -> int:
+        """The longest side, max(shape) (N for a cube N^3)."""
+        return self.placement.resolution
 
-def _padded(
-    shape: Shape, origin: np.ndarray, spacing: np.ndarray, pad: Padding
-) -> tuple[Shape, np.ndarray]:
-    """The shape and origin with `pad` voxels added before and after on each axis."""
-    lo, hi = pad
-    if lo == hi == (0, 0, 0):
-        return shape, origin
-    sides = tuple(n + a + b for n, a, b in zip(shape, lo, hi))
-    for axis in range(3):
-        if sides[axis] > MAX_RESOLUTION:
-            raise GridError(
-                f"the padded grid has {sides[axis]} voxels along {AXES[axis]} ({shape[axis]} "
-                f"and {lo[axis]} + {hi[axis]} of padding); each side can be at most "
-                f"{MAX_RESOLUTION}"
-            )
-    return (sides[0], sides[1], sides[2]), origin - np.array(lo, np.float64) * spacing
+    @property
+    def origin(self) -> np.ndarray:
+        """World position of the corner of voxel (0, 0, 0)."""
+        return self.placement.origin.copy()
 
+    @property
+    def voxel_size(self) -> VoxelSize:
+        """h, the side of a cubic voxel; (hx, hy, hz) for voxels that are not cubes."""
+        return self.placement.voxel_size
 
-def _check_finite_box(box: str, bmin: np.ndarray, bmax: np.ndarray, extent: np.ndarray) -> None:
-    """GridError unless the box's sides are finite (finite corners far apart overflow)."""
-    for axis in range(3):
-        if not math.isfinite(extent[axis]):
-            raise GridError(
-                f"{box} from {bmin[axis]:g} to {bmax[axis]:g} along {AXES[axis]} is too large: "
-                f"its side overflows to {extent[axis]:g}"
-            )
+    @property
+    def spacing(self) -> np.ndarray:
+        """(hx, hy, hz), float64 (3,): the voxel's size along each axis (cubes too)."""
+        return self.placement.spacing.copy()
 
+    # --- cell centres ------------------------------------------------------------------------
 
-def _check_finite_grid(
-    box: str,
-    bmin: np.ndarray,
-    bmax: np.ndarray,
-    sides: np.ndarray,
-    origin: np.ndarray,
-    spacing: np.ndarray,
-) -> None:
-    """GridError naming the first value that overflowed: the voxel size, the grid's corners,
-    or the box in grid space (the GPU's input). A grid that passes has every referenced
-    vertex at a finite grid coordinate."""
-    far = origin + sides * spacing
-    low, high = (bmin - origin) / spacing, (bmax - origin) / spacing
-    for axis in range(3):
-        name, h = AXES[axis], float(spacing[axis])
-        if not (math.isfinite(h) and h > 0):
-            raise GridError(
-                f"{box} gives a voxel size of {h:g} along {name}: it must be positive and finite"
-            )
-        if not math.isfinite(origin[axis]):
-            raise GridError(
-                f"voxel size {h:g} puts the grid's corner at {origin[axis]:g} along {name}"
-            )
-        if not math.isfinite(far[axis]):
-            raise GridError(
-                f"voxel size {h:g} puts the grid's far corner at {far[axis]:g} along {name}"
-            )
-        if not (math.isfinite(low[axis]) and math.isfinite(high[axis])):
-            raise GridError(
-                f"voxel size {h:g}: {box} along {name} is {low[axis]:g} to {high[axis]:g} "
-                "in grid space, beyond floating point"
-            )
+    @property
+    def xs(self) -> np.ndarray:
+        """float64 (nx,): the x of the voxel centres, origin[0] + (i + 1/2) * hx."""
+        return self.placement.axis_centres(0)
 
+    @property
+    def ys(self) -> np.ndarray:
+        """float64 (ny,): the y of the voxel centres."""
+        return self.placement.axis_centres(1)
 
-def _shape_for(extent: np.ndarray, spacing: np.ndarray, voxel_size: VoxelSize) -> Shape:
-    """Sides that cover `extent` with voxels of `spacing`: multiples of 4, at least 8."""
-    h = voxel_size_text(voxel_size)
-    with np.errstate(over="ignore"):
-        need = np.ceil(extent / spacing)
-    sides = [
-        max(MIN_RESOLUTION, 4 * math.ceil(v / 4)) if math.isfinite(v) else v for v in need.tolist()
-    ]
-    if max(sides) > MAX_RESOLUTION:
-        largest = max(range(3), key=lambda axis: sides[axis])
-        if math.isfinite(sides[largest]) and sides[largest] > 1e6:  # no 300-digit numbers
-            raise GridError(
-                f"voxel size {h} is too small: it needs {need[largest]:.3g} voxels along "
-                f"{AXES[largest]}; each side of the grid can be at most {MAX_RESOLUTION}"
-            )
-        if not all(math.isfinite(v) for v in sides):
-            raise GridError(
-                f"voxel size {h} is too small: each side of the grid can be at "
-                f"most {MAX_RESOLUTION}"
-            )
-        raise GridError(
-            f"voxel size {h} needs a {shape_text(sides)} grid; each side can be "
-            f"at most {MAX_RESOLUTION}"
+    @property
+    def zs(self) -> np.ndarray:
+        """float64 (nz,): the z of the voxel centres."""
+        return self.placement.axis_centres(2)
+
+    def centres(self, indices: numpy.typing.ArrayLike | None = None) -> Any:
+        """(X, Y, Z): the voxel centres' world coordinates, each a read-only (nx, ny, nz)
+        view that stores one axis's values only (no memory per voxel), so that a field
+        f(X, Y, Z) is evaluated at every centre; with (M, 3) integer `indices`, their
+        centres as float64 (M, 3)."""
+        return self.placement.centres(indices)
+
+    def world_to_index(self, points: numpy.typing.ArrayLike) -> np.ndarray:
+        """int64 (..., 3): the index of the voxel holding each world point (..., 3); points
+        outside the grid get indices outside [0, shape) (see `inside`)."""
+        return self.placement.world_to_index(points)
+
+    def inside(self, indices: numpy.typing.ArrayLike) -> np.ndarray:
+        """bool (...): which voxel indices (..., 3) lie in the grid."""
+        return self.placement.inside(indices)
+
+    # --- other libraries and notebooks (voxelizer.convert; files are voxelizer.io's) --------
+    # voxelizer.convert and voxelizer.surface are imported where they are used: a
+    # voxelization (the command's above all) needs neither.
+
+    def to_mesh(self) -> trimesh.Trimesh:
+        """The voxels' outer faces, closed and outward (see voxelizer.surface)."""
+        from .surface import voxel_surface
+
+        return voxel_surface(self.to_numpy(), self.placement.origin, self.placement.spacing)
+
+    def to_trimesh(self) -> trimesh.voxel.VoxelGrid:
+        """The same voxels as a trimesh VoxelGrid; its transform maps index -> voxel centre."""
+        import trimesh
+
+        spacing = self.placement.spacing
+        transform = np.eye(4)
+        transform[:3, :3] *= spacing
+        transform[:3, 3] = np.asarray(self.placement.origin, np.float64) + spacing / 2
+        return trimesh.voxel.VoxelGrid(self.to_numpy(), transform=transform)
+
+    def to_open3d(self) -> Any:
+        """open3d.geometry.VoxelGrid of the solid voxels, with our origin and voxel size: its
+        voxel (i, j, k) is ours and get_voxel_center_coordinate gives our centre (cubic
+        voxels only: GridError for others)."""
+        from . import convert
+
+        return convert.to_open3d(self.to_numpy(), self.placement.origin, self.placement.spacing)
+
+    def to_pyvista(self) -> Any:
+        """pyvista.ImageData whose cell (i, j, k) is voxel (i, j, k): origin the grid corner,
+        spacing (hx, hy, hz), dimensions shape + 1, cell data "solid" (uint8 0/1)."""
+        from . import convert
+
+        return convert.to_pyvista(self.to_numpy(), self.placement.origin, self.placement.spacing)
+
+    def to_torch(self, device: Any = None) -> Any:
+        """torch bool tensor (nx, ny, nz) of the voxels, on `device` (default the CPU, sharing
+        memory with to_numpy() as np.asarray does); needs torch (pip install torch)."""
+        from . import convert
+
+        return convert.to_torch(self.to_numpy(), device)
+
+    def __dlpack__(self, **kwargs: Any) -> Any:
+        """DLPack export of to_numpy() (torch.from_dlpack, jax, cupy...): bool, or uint8 0/1
+        on numpy releases whose DLPack has no bool (before 1.25)."""
+        from . import convert
+
+        return convert.dlpack_array(self.to_numpy()).__dlpack__(**kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """The CPU, where the voxels are (DLPack's (kDLCPU, 0))."""
+        device_type, device_id = self.to_numpy().__dlpack_device__()
+        return int(device_type), int(device_id)
+
+    def _repr_png_(self) -> bytes | None:
+        """The three-view preview as PNG bytes (voxelizer.write_preview's image), for
+        notebooks; None above 512^3 voxels, which would be densified on every display."""
+        from . import convert
+
+        if math.prod(self.shape) > convert.PREVIEW_MAX_VOXELS:
+            return None
+        return convert.preview_png(self.to_numpy())
+
+    def _repr_html_(self) -> str:
+        """Shape, voxel size, origin and solid voxels, with the preview inline."""
+        from . import convert
+
+        return convert.summary_html(
+            type(self).__name__,
+            self.shape,
+            self.placement.origin,
+            self.placement.spacing,
+            self.count(),
+            self._repr_png_(),
         )
-    nx, ny, nz = (int(v) for v in sides)
-    return nx, ny, nz

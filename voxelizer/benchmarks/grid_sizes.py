@@ -112,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
                     row |= measure(v, path, grid, output, args.repeat, args.variant)
                 rows.append(row)
                 summary = (
-                    f"GPU {row['gpu_total_ms']} ms, wall {row['wall_ms']} ms, "
-                    f"shape {row['shape']}"
+                    f"GPU {row['gpu_total_ms']} ms, wall {row['wall_ms']} ms, shape {row['shape']}"
                     if row["status"] == "ok"
                     else row["status"]
                 )
