@@ -126,6 +126,7 @@ def test_any_side_from_one():
         (2, (2, 2, 2), (2, 2, 2)),
         ((1, 0, 3), (1, 0, 3), (1, 0, 3)),
         (((1, 2), (0, 4), (3, 0)), (1, 0, 3), (2, 4, 0)),
+        ((1, (0, 4), 3), (1, 0, 3), (1, 4, 3)),
         (np.array([1, 2, 3]), (1, 2, 3), (1, 2, 3)),
     ],
 )
@@ -133,7 +134,8 @@ def test_padding_adds_voxels_around(pad, low, high):
     """pad adds whole voxels before and after each axis: n + lo + hi, origin - lo * h; around
     a grid that holds the mesh they are empty."""
     mesh = load_mesh(shapes.box((0, 0, 0), (3, 1, 2)))
-    assert check_pad(pad) == (low, high)
+    checked = check_pad(pad)
+    assert checked == tuple(zip(low, high)) and check_pad(checked) == checked
     for kwargs in ({"grid": (12, 4, 8)}, {"voxel_size": (0.25, 0.25, 0.5)},
                    {"voxel_size": 0.25, "bounds": [[0, 0, 0], [3, 1, 2]]}):  # fmt: skip
         plain = GridPlacement.fit(mesh, **kwargs)

@@ -26,10 +26,11 @@ GridLike = int | Sequence[int]  # N for the cube N^3, or (nx, ny, nz)
 # h for cubes, or (hx, hy, hz): a float for cubic voxels, three floats for others
 VoxelSize = float | tuple[float, float, float]
 VoxelSizeLike = float | Sequence[float]
-# Empty voxels added on each side: ((x_lo, y_lo, z_lo), (x_hi, y_hi, z_hi))
-Padding = tuple[Shape, Shape]
+# Empty voxels added before and after each axis, numpy.pad's form (checked, it checks again
+# to itself): ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi))
+Padding = tuple[tuple[int, int], tuple[int, int], tuple[int, int]]
 PadLike = int | Sequence[int] | Sequence[Sequence[int]]
-NO_PADDING: Padding = ((0, 0, 0), (0, 0, 0))
+NO_PADDING: Padding = ((0, 0), (0, 0), (0, 0))
 
 
 def check_resolution(resolution: object, what: str = "grid") -> int:
@@ -138,9 +139,9 @@ def check_box_fit(box_fit: object) -> str:
 
 
 def check_pad(pad: object) -> Padding:
-    """((x_lo, y_lo, z_lo), (x_hi, y_hi, z_hi)) from k (every side), (kx, ky, kz) (both sides
-    of each axis) or ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi)) (numpy.pad's form), each a
-    whole number of voxels from 0 to MAX_RESOLUTION; or GridError."""
+    """((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi)) from k (every side), (kx, ky, kz) (both
+    sides of each axis) or that form itself (numpy.pad's), each a whole number of voxels
+    from 0 to MAX_RESOLUTION; or GridError."""
 
     def side(value: object, what: str) -> int:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -153,20 +154,23 @@ def check_pad(pad: object) -> Padding:
         pad = pad.tolist()
     if not isinstance(pad, Sequence) or isinstance(pad, (str, bytes)):
         k = side(pad, "pad")
-        return (k, k, k), (k, k, k)
+        return (k, k), (k, k), (k, k)
     if len(pad) != 3:
         raise GridError(
             f"pad must be k, (kx, ky, kz) or ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi)), "
             f"not {pad!r}"
         )
-    if all(isinstance(p, Sequence) and not isinstance(p, (str, bytes)) for p in pad):
-        pairs = [list(p) for p in pad]
-        if any(len(p) != 2 for p in pairs):
-            raise GridError(
-                f"pad per side must be ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi)), not {pad!r}"
+    pairs = []
+    for axis, value in zip(AXES, pad):
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+            if len(value) != 2:
+                raise GridError(
+                    f"pad per side must be ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi)), not {pad!r}"
+                )
+            pairs.append(
+                (side(value[0], f"pad before {axis}"), side(value[1], f"pad after {axis}"))
             )
-        lo = tuple(side(p[0], f"pad before {a}") for a, p in zip(AXES, pairs))
-        hi = tuple(side(p[1], f"pad after {a}") for a, p in zip(AXES, pairs))
-    else:
-        lo = hi = tuple(side(p, f"pad along {a}") for a, p in zip(AXES, pad))
-    return (lo[0], lo[1], lo[2]), (hi[0], hi[1], hi[2])
+        else:
+            k = side(value, f"pad along {axis}")
+            pairs.append((k, k))
+    return pairs[0], pairs[1], pairs[2]

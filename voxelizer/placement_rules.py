@@ -110,27 +110,27 @@ def exact_box(
 
 
 def padded_shape(shape: Shape, pad: Padding) -> Shape:
-    """The shape with `pad` voxels added before and after on each axis."""
-    (x, y, z), (x_lo, y_lo, z_lo), (x_hi, y_hi, z_hi) = shape, *pad
-    return x + x_lo + x_hi, y + y_lo + y_hi, z + z_lo + z_hi
+    """The shape with `pad` voxels added before and after each axis."""
+    (x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi) = pad
+    return shape[0] + x_lo + x_hi, shape[1] + y_lo + y_hi, shape[2] + z_lo + z_hi
 
 
 def padded(
     shape: Shape, origin: np.ndarray, spacing: np.ndarray, pad: Padding
 ) -> tuple[Shape, np.ndarray]:
-    """The shape and origin with `pad` voxels added before and after on each axis."""
-    lo, hi = pad
-    if lo == hi == (0, 0, 0):
+    """The shape and origin with `pad` voxels added before and after each axis."""
+    if pad == ((0, 0), (0, 0), (0, 0)):
         return shape, origin
-    sides = tuple(n + a + b for n, a, b in zip(shape, lo, hi))
+    sides = padded_shape(shape, pad)
     for axis in range(3):
         if sides[axis] > MAX_RESOLUTION:
+            lo, hi = pad[axis]
             raise GridError(
                 f"the padded grid has {sides[axis]} voxels along {AXES[axis]} ({shape[axis]} "
-                f"and {lo[axis]} + {hi[axis]} of padding); each side can be at most "
-                f"{MAX_RESOLUTION}"
+                f"and {lo} + {hi} of padding); each side can be at most {MAX_RESOLUTION}"
             )
-    return (sides[0], sides[1], sides[2]), origin - np.array(lo, np.float64) * spacing
+    low = np.array([before for before, _ in pad], np.float64)
+    return sides, origin - low * spacing
 
 
 def check_finite_box(box: str, bmin: np.ndarray, bmax: np.ndarray, extent: np.ndarray) -> None:
