@@ -7,11 +7,13 @@ and against the uncropped grid. The GPU against the reference: tests/test_grids_
 from __future__ import annotations
 
 import math
+import struct
 
 import numpy as np
 import pytest
 
-from voxelizer import GridError
+import voxelizer
+from voxelizer import SVO, DenseGrid, GridError, OutputError
 from voxelizer.io import load_mesh
 from voxelizer.mesh import Mesh
 from voxelizer.placement import (
@@ -410,3 +412,71 @@ def test_the_largest_sides_stay_in_range():
         ],
         1 / 8192,
     )
+
+
+# --- writers and converters: the three sizes, any shape ----------------------------------
+
+
+def three_size_grid(shape=(7, 5, 3)) -> DenseGrid:
+    rng = np.random.default_rng(5)
+    placement = GridPlacement(shape, [0.5, -1.0, 2.0], (0.1, 0.2, 0.05))
+    return DenseGrid(rng.random(shape) < 0.4, placement)
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".vti", ".svo"])
+@pytest.mark.parametrize("shape", [(7, 5, 3), (1, 1, 1), (30, 9, 13)], ids=str)
+def test_files_keep_the_three_sizes_and_any_shape(tmp_path, suffix, shape):
+    grid = three_size_grid(shape)
+    path = tmp_path / f"grid{suffix}"
+    voxelizer.save(grid, path)
+    back = voxelizer.load(path)
+    assert back.shape == shape and back.voxel_size == (0.1, 0.2, 0.05)
+    assert np.array_equal(back.origin, grid.origin)
+    assert_same_voxels(back.to_numpy(), grid.to_numpy())
+    if suffix == ".svo":  # version 4: the three sizes after version 3's header
+        data = path.read_bytes()
+        assert struct.unpack_from("<I", data, 8)[0] == 4
+        assert struct.unpack_from("<3d", data, 128) == (0.1, 0.2, 0.05)
+
+
+def test_cubic_voxels_keep_their_file_versions(tmp_path):
+    """Cubes of any shape are still version 2 (3 with face ids): older readers read them."""
+    placement = GridPlacement((30, 9, 13), np.zeros(3), 0.25)
+    svo = SVO.from_dense(np.ones((30, 9, 13), bool), placement)
+    voxelizer.save(svo, tmp_path / "cube.svo")
+    assert struct.unpack_from("<I", (tmp_path / "cube.svo").read_bytes(), 8)[0] == 2
+    voxelizer.save(svo, tmp_path / "cube.npz")
+    with np.load(tmp_path / "cube.npz") as data:
+        assert data["voxel_size"].shape == () and float(data["voxel_size"]) == 0.25
+
+
+@pytest.mark.parametrize("suffix", [".binvox", ".vox"])
+def test_formats_of_one_size_refuse_three(tmp_path, suffix):
+    grid = three_size_grid((8, 8, 8))
+    with pytest.raises(OutputError, match=rf"\{suffix} holds cubic voxels only.*0.1x0.2x0.05"):
+        voxelizer.save(grid, tmp_path / f"grid{suffix}")
+    assert not (tmp_path / f"grid{suffix}").exists()
+
+
+def test_converters_keep_the_three_sizes():
+    grid = three_size_grid()
+    vg = grid.to_trimesh()
+    assert np.allclose(np.diag(vg.transform)[:3], [0.1, 0.2, 0.05])
+    assert np.allclose(vg.points, grid.centres(np.argwhere(grid.to_numpy())))
+    image = grid.to_pyvista()
+    assert np.allclose(image.spacing, (0.1, 0.2, 0.05))
+    mesh = grid.to_mesh()
+    assert np.isclose(abs(mesh.volume), grid.count() * 0.1 * 0.2 * 0.05)
+    with pytest.raises(GridError, match="cubic voxels only"):
+        grid.to_open3d()
+    svo = SVO.from_dense(grid.to_numpy(), grid.placement)
+    assert np.isclose(svo.volume(), grid.count() * 0.1 * 0.2 * 0.05)
+    assert "voxel_size=0.1x0.2x0.05" in repr(svo) and "0.1x0.2x0.05" in grid._repr_html_()
+    centres = grid.centres(np.argwhere(grid.to_numpy()))
+    assert svo.contains(centres).all()
+
+
+def test_an_empty_svo_is_the_root_alone():
+    for shape in [(1, 1, 1), (9, 3, 5), (100, 2, 2)]:
+        placement = GridPlacement(shape, np.zeros(3), (1.0, 2.0, 3.0))
+        assert SVO.empty(placement) == SVO.from_dense(np.zeros(shape, bool), placement)
