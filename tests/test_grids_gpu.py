@@ -301,3 +301,21 @@ def test_stats_json_of_a_crop(tmp_path, capsys):
     )  # fmt: skip
     assert code == 0, stderr
     assert json.loads(stats.read_text())["shape"] == [32, 64, 16]
+
+
+def test_the_grid_sizes_benchmark_runs(tmp_path, capsys):
+    """A tiny run of the H200 script (python -m voxelizer.benchmarks.grid_sizes): one row per
+    grid and output, the passes' medians side by side, the ratio to the first grid."""
+    from voxelizer.benchmarks import grid_sizes
+
+    args = ["--models", "models/gear.ply", "--grids", "16", "15", "--repeat", "1", "--out"]
+    assert grid_sizes.main([*args, str(tmp_path)]) == 0
+    doc = json.loads((tmp_path / "grid_sizes.json").read_text())
+    rows = {(row["output"], row["grid"]): row for row in doc["rows"]}
+    assert set(rows) == {("dense", 16), ("dense", 15), ("svo", 16), ("svo", 15)}
+    for (output, grid), row in rows.items():
+        assert row["status"] == "ok" and row["shape"] == [grid] * 3
+        assert row["cells"] == grid**3 and row["gpu_ms"]["fill"] > 0 and row["wall_ms"] > 0
+    assert rows["dense", 15]["voxels"] == int(reference(load_model("gear.ply"), 15).sum())
+    table = (tmp_path / "grid_sizes.md").read_text()
+    assert "| 16³ | 15³ |" in table and "GPU ms fill" in table and "cells, ratio" in table
