@@ -313,7 +313,7 @@ def test_the_grid_sizes_benchmark_runs(tmp_path, capsys):
     doc = json.loads((tmp_path / "grid_sizes.json").read_text())
     rows = {(row["output"], row["grid"]): row for row in doc["rows"]}
     assert set(rows) == {("dense", 16), ("dense", 15), ("svo", 16), ("svo", 15)}
-    for (output, grid), row in rows.items():
+    for (_, grid), row in rows.items():
         assert row["status"] == "ok" and row["shape"] == [grid] * 3
         assert row["cells"] == grid**3 and row["gpu_ms"]["fill"] > 0 and row["wall_ms"] > 0
     assert rows["dense", 15]["voxels"] == int(reference(load_model("gear.ply"), 15).sum())
