@@ -13,13 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ..errors import OutputError
+from ..errors import OutputError, ThinResultWarning
 from ..grid import DenseGrid
 from ..io.mesh_files import output_paths
 from ..io.meshes import MeshLike
 from ..io.output import check_output_path
 from ..io.writers import OutputFormat
 from ..options import Options
+from ..placement import VoxelSize
 from ..svo import SVO
 
 Status = Literal["done", "skipped", "failed"]
@@ -52,6 +53,8 @@ class BatchResult:
     error: str | None = None
     device: str = ""
     warnings: tuple[Warning, ...] = field(default=(), repr=False)
+    origin: tuple[float, float, float] | None = None  # the grid's placement, where done
+    voxel_size: VoxelSize | None = None  # h, or (hx, hy, hz)
 
     @property
     def ok(self) -> bool:
@@ -69,6 +72,8 @@ class BatchResult:
             "seconds": round(self.seconds, 6),
             "error": self.error,
             "device": self.device,
+            "warnings": [str(warning) for warning in self.warnings],
+            "thin": any(isinstance(warning, ThinResultWarning) for warning in self.warnings),
         }
 
 
