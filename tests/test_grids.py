@@ -25,8 +25,8 @@ from voxelizer.placement import (
     check_voxel_size,
 )
 from voxelizer.reference import voxelize_reference
-from voxelizer.reference_surface import voxelize_surface_reference
-from voxelizer.reference_winding import voxelize_winding_reference
+from voxelizer.reference.surface import voxelize_surface_reference
+from voxelizer.reference.winding import voxelize_winding_reference
 
 from . import shapes
 from .exact_rational import exact_solid

@@ -15,8 +15,8 @@ import pytest
 import voxelizer
 from voxelizer import SVO, VARIANTS, EmptyGridWarning, Mesh
 from voxelizer.reference import voxelize_reference
-from voxelizer.reference_surface import voxelize_surface_reference
-from voxelizer.reference_winding import voxelize_winding_reference
+from voxelizer.reference.surface import voxelize_surface_reference
+from voxelizer.reference.winding import voxelize_winding_reference
 
 from . import shapes
 from .exact_rational import exact_solid
