@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -24,7 +23,7 @@ from .batch.cli import (
     refuse_batch_options,
     run_batch,
 )
-from .budget import check_dense_fits, parse_size
+from .budget import check_dense_fits
 from .choices import (
     DEFAULT_SORT,
     DEFAULT_VARIANT,
@@ -38,7 +37,6 @@ from .choices import (
 )
 from .errors import (
     GridError,
-    MemoryBudgetError,
     ModeError,
     OpenMeshWarning,
     OutputError,
@@ -46,6 +44,7 @@ from .errors import (
     ThinResultWarning,
     VoxelizerError,
 )
+from .grid_arguments import add_grid_arguments, check_grid_arguments, option_values
 from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
@@ -55,17 +54,11 @@ from .log import stderr_logging
 from .mesh import Mesh
 from .options import Options, batch_options_of
 from .placement import (
-    BOX_FITS,
     DEFAULT_GRID,
     GridPlacement,
-    Padding,
-    PadLike,
     VoxelSize,
-    check_bounds,
-    check_grid_request,
     check_pad,
     check_shape,
-    check_voxel_size,
     padded_shape,
     shape_text,
 )
@@ -89,132 +82,6 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
     )
 
 
-def _grid_value(text: str) -> int | tuple[int, int, int]:
-    """--grid N or NXxNYxNZ, checked (a usage error otherwise)."""
-    match = re.fullmatch(r"(-?\d+)(?:x(-?\d+)x(-?\d+))?", text.strip().lower(), re.ASCII)
-    if match is None:
-        raise argparse.ArgumentTypeError(
-            f"invalid grid {text!r}: write N or NXxNYxNZ (e.g. 512 or 512x256x128)"
-        )
-    sides = [int(side) for side in match.groups() if side is not None]
-    # the pattern matches one side or three
-    grid: int | tuple[int, int, int] = (
-        sides[0] if len(sides) == 1 else (sides[0], sides[1], sides[2])
-    )
-    try:
-        check_shape(grid)
-    except GridError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return grid
-
-
-# Options that take several numbers: (the full name, the shortest prefix argparse takes for
-# it, the most numbers). --bounds keeps its six words; the others' numbers are joined into
-# one word (--pad 1 2 3 -> --pad=1,2,3), so that one number or several are both one value and
-# never swallow the MODEL after them.
-_NUMBER_OPTIONS = (("--bounds", "--b", 6), ("--voxel-size", "--vox", 3), ("--pad", "--pa", 6))
-
-
-def _bounds_as_values(argv: list[str]) -> list[str]:
-    """argv with the numbers after --bounds marked as values and --bounds=A,B,... split, and
-    the numbers after --voxel-size and --pad joined into one value.
-
-    argparse takes a word that starts with '-' for an option unless it is a plain negative
-    integer or decimal, so `--bounds -1e3 ...` failed; a leading space makes such a number
-    a value (float() ignores the space)."""
-    words: list[str] = []
-    index = 0
-    while index < len(argv):
-        word = argv[index]
-        if word == "--":  # the rest are positional
-            return words + argv[index:]
-        name, equals, joined = word.partition("=")
-        option = next(
-            (o for o in _NUMBER_OPTIONS if name.startswith(o[1]) and o[0].startswith(name)), None
-        )
-        index += 1
-        if option is None:
-            words.append(word)
-            continue
-        full, _, most = option
-        values = joined.split(",") if equals else []
-        while not equals and len(values) < most and index < len(argv) and _is_number(argv[index]):
-            values.append(argv[index])
-            index += 1
-        if full == "--bounds":
-            words.append(name)
-            words.extend(_as_value(value) for value in values)
-            while len(values) < most and index < len(argv) and _is_number(argv[index]):
-                values.append(argv[index])
-                words.append(_as_value(argv[index]))
-                index += 1
-        elif values:
-            words.append(f"{name}={','.join(values)}")
-        else:
-            words.append(word)
-    return words
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
-
-
-def _as_value(word: str) -> str:
-    """A number argparse must not read as an option, as a word it reads as a value."""
-    return f" {word}" if word.startswith("-") and _is_number(word) else word
-
-
-def _voxel_size_value(text: str) -> VoxelSize:
-    """--voxel-size H or HX HY HZ (joined as H,H,H by _bounds_as_values), checked."""
-    words = text.split(",")
-    try:
-        sizes = [float(word) for word in words]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"voxel size must be one positive number or three (HX HY HZ), not {text!r}"
-        ) from None
-    try:
-        return check_voxel_size(sizes[0] if len(sizes) == 1 else sizes)
-    except GridError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _pad_value(text: str) -> Padding:
-    """--pad K, KX KY KZ or XLO XHI YLO YHI ZLO ZHI (joined by _bounds_as_values), checked,
-    in the form the API takes (numpy.pad's per side)."""
-    try:
-        sides = [int(word) for word in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"pad must be whole numbers of voxels (K, KX KY KZ or XLO XHI YLO YHI ZLO ZHI), "
-            f"not {text!r}"
-        ) from None
-    if len(sides) not in (1, 3, 6):
-        raise argparse.ArgumentTypeError(
-            f"pad takes 1, 3 or 6 numbers (K, KX KY KZ or XLO XHI YLO YHI ZLO ZHI), "
-            f"not {len(sides)}: {text!r}"
-        )
-    pad: PadLike = sides[0] if len(sides) == 1 else sides
-    if len(sides) == 6:
-        pad = [sides[0:2], sides[2:4], sides[4:6]]
-    try:
-        return check_pad(pad)
-    except GridError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _memory_value(text: str) -> int:
-    try:
-        return parse_size(text)
-    except MemoryBudgetError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-# The exit statuses of `voxelize`, as --help and README.md state them.
 EXIT_STATUS_HELP = """exit status:
   0    success
   1    bad input or environment (a missing or broken mesh, no such device, an
@@ -239,7 +106,7 @@ def _parser() -> argparse.ArgumentParser:
         help="mesh file (PLY, OBJ, STL, OFF, GLB, ...); several, a directory, a glob or "
         "@list.txt make a batch (see --out-dir)",
     )
-    _add_grid_arguments(parser)
+    add_grid_arguments(parser)
     _add_method_arguments(parser)
     _add_output_arguments(parser)
     _add_run_arguments(parser)
@@ -247,56 +114,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
     return parser
-
-
-def _add_grid_arguments(parser: argparse.ArgumentParser) -> None:
-    """The grid: its size, its box, the device memory it may take."""
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument(
-        "--grid",
-        type=_grid_value,
-        metavar="N|NXxNYxNZ",
-        help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); each from 1 "
-        f"to 8192 (default {DEFAULT_GRID}); with --bounds the box is cut into exactly "
-        "these voxels",
-    )
-    size.add_argument(
-        "--voxel-size",
-        type=_voxel_size_value,
-        metavar="H [HY HZ]",
-        help="voxel size in world units instead of --grid: H (cubes) or HX HY HZ; with "
-        "--bounds the grid starts at the box's min corner and covers it (see --box-fit), "
-        "without it the grid is centred on the mesh, each side a multiple of 4",
-    )
-    parser.add_argument(
-        "--bounds",
-        type=float,
-        nargs=6,
-        metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
-        help="the grid is this box exactly: voxel (0, 0, 0)'s corner at its min corner; a box "
-        "that cuts the mesh crops it (the part inside is voxelized as without the box)",
-    )
-    parser.add_argument(
-        "--box-fit",
-        choices=BOX_FITS,
-        default="cover",
-        help="with --bounds and --voxel-size, where the box is not a whole number of voxels: "
-        "cover (default: the last voxel reaches past the box) or inside (the grid stays in it)",
-    )
-    parser.add_argument(
-        "--pad",
-        type=_pad_value,
-        default=0,
-        metavar="K [KY KZ | ...]",
-        help="add K empty voxels around the grid on every side; KX KY KZ per axis, or "
-        "XLO XHI YLO YHI ZLO ZHI per side",
-    )
-    parser.add_argument(
-        "--max-memory",
-        type=_memory_value,
-        metavar="SIZE",
-        help="device memory budget, e.g. 512MiB, 2GiB, 1.5GB or plain bytes",
-    )
 
 
 def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
@@ -413,7 +230,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = _parser()
-        args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(option_values(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:  # Ctrl-C before the run: no traceback either
         print("voxelize: interrupted", file=sys.stderr)
         return 130
@@ -473,16 +290,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.variant not in VARIANT_CHOICES:
         parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANT_CHOICES)})")
     _check_mode(parser, args)
-    if args.bounds is not None:
-        try:
-            args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
-        except GridError as exc:
-            parser.error(str(exc))
-    try:
-        shape = None if args.grid is None else check_shape(args.grid)
-        check_grid_request(shape, args.voxel_size, args.bounds, args.box_fit)
-    except GridError as exc:
-        parser.error(str(exc))
+    check_grid_arguments(parser, args)
     if batch_requested(args):
         return run_batch(parser, args)
     refuse_batch_options(parser, args)
