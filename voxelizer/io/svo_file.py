@@ -170,6 +170,27 @@ def read_svo(path: str | os.PathLike) -> SVO:
     return svo
 
 
+def _attributes_and_sizes(
+    version: int, rest: tuple
+) -> tuple[int, int, tuple[int, int, int] | None, float | tuple[float, float, float]]:
+    """(attributes, reserved word, face id counts or None, voxel size) from the header's
+    fields after the octree's: version 3's attributes, version 4's three sizes (attributes 0
+    with no counts: no face ids; FACE_IDS stands for "as expected" either way)."""
+    h = rest[3]
+    if version < VERSION_ATTRIBUTES:
+        return FACE_IDS, 0, None, h
+    attributes, reserved = rest[7], rest[8]
+    counts: tuple[int, int, int] | None = (rest[9], rest[10], rest[11])
+    if version != VERSION_SPACING:
+        return attributes, reserved, counts, h
+    sizes, reserved_v4 = rest[12:15], rest[15]
+    if h != 0 or reserved_v4 != 0:
+        raise SVOFormatError(f"bad header (voxel size {h}, reserved {reserved_v4})")
+    if attributes == 0 and counts == (0, 0, 0):
+        attributes, counts = FACE_IDS, None  # no face ids
+    return attributes, reserved, counts, (sizes[0], sizes[1], sizes[2])
+
+
 def brick_padding(header_size: int, levels: int) -> int:
     """Zero bytes before the bricks: they start 8-byte aligned (also when there are none)."""
     return (header_size + 4 * (levels + 1)) % 8
@@ -217,19 +238,8 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         sides, (p, levels, reserved), rest = (fields[3],) * 3, fields[4:7], fields[7:]
     else:
         sides, (p, levels, reserved), rest = fields[3:6], fields[6:9], fields[9:]
-    origin, h, node_count, brick_count, solid = rest[0:3], rest[3], rest[4], rest[5], rest[6]
-    attributes, reserved_v3, face_counts = (
-        (rest[7], rest[8], rest[9:12]) if version >= VERSION_ATTRIBUTES else (FACE_IDS, 0, None)
-    )
-    if version == VERSION_SPACING:
-        sizes, reserved_v4 = rest[12:15], rest[15]
-        if attributes == 0 and face_counts == (0, 0, 0):
-            attributes, face_counts = FACE_IDS, None  # no face ids
-        if h != 0 or reserved_v4 != 0:
-            raise SVOFormatError(f"bad header (voxel size {h}, reserved {reserved_v4})")
-        voxel_size: float | tuple[float, float, float] = (sizes[0], sizes[1], sizes[2])
-    else:
-        voxel_size = h
+    origin, node_count, brick_count, solid = rest[0:3], rest[4], rest[5], rest[6]
+    attributes, reserved_v3, face_counts, voxel_size = _attributes_and_sizes(version, rest)
     if header_size != layout.size or reserved != 0 or reserved_v3 != 0:
         raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
     if attributes != FACE_IDS:
@@ -279,5 +289,5 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         brick_count,
         solid,
         expected,
-        None if face_counts is None else tuple(face_counts),
+        face_counts,
     )
