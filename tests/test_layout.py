@@ -212,6 +212,8 @@ BASE = {"errors", "log", "parallel", "stats", "progress", "interrupts", "choices
 MODEL = {
     "thin",
     "mesh",
+    "grid_spec",
+    "placement_rules",
     "placement",
     "components",
     "budget",
@@ -222,7 +224,7 @@ MODEL = {
     "render",
     "convert",
 }
-FACES = {"options", "api", "cli", "ray", "normalize", "torch", "__main__"}
+FACES = {"options", "api", "cli", "grid_arguments", "ray", "normalize", "torch", "__main__"}
 IO = {"shards"}  # the shard store as an output format, beside io/ (whose writers it extends)
 FOLDERS = {
     "gpu": "gpu",
@@ -278,6 +280,7 @@ PIPELINE_LEVELS = {
     "kernels": 0,
     "geometry": 0,
     "job": 0,
+    "gpu_grid": 0,
     "binning": 1,
     "fill_pass": 1,
     "surface_pass": 1,

@@ -336,6 +336,7 @@ class Voxelizer:
             fine=fine_vertices,
             fixed_gap=placement.placed_fixed_gap(mesh),
             soup=placement.placed_soup(mesh),
+            lattice=placement.work(mesh),
         )
 
     @contextmanager
