@@ -77,6 +77,8 @@ def test_any_size_surface_modes(gpu, mode, surface):
         assert expected.to_numpy()[-1].any()  # the far face's layer
         assert_dense_and_svo(gpu, mesh, expected.to_numpy(), grid, **kwargs)
         faces = gpu.voxelize_dense(mesh, grid, attributes=["face"], **kwargs).to_numpy("face")
+        svo = gpu.voxelize(mesh, grid, attributes=["face"], **kwargs)
+        assert np.array_equal(svo.to_numpy("face"), faces)  # the padding marks nothing
         marked = faces >= 0  # every surface voxel carries a face id, and only those
         surface_voxels = voxelize_surface_reference(
             mesh, grid, "surface", surface or "conservative"
@@ -157,9 +159,17 @@ def test_crops_of_the_surface_modes(gpu, mode, surface):
     crop_box = case.box(CROP_OFFSET, CROP_SHAPE)
     expected = voxelize_surface_reference(mesh, bounds=crop_box, **kwargs).to_numpy()
     assert_dense_and_svo(gpu, mesh, expected, bounds=crop_box, **kwargs)
-    whole = gpu.voxelize_dense(mesh, bounds=case.box((0, 0, 0), LATTICE), **kwargs).to_numpy()
+    whole_box = case.box((0, 0, 0), LATTICE)
+    whole = gpu.voxelize_dense(mesh, bounds=whole_box, attributes=["face"], **kwargs)
     (i, j, k), (nx, ny, nz) = CROP_OFFSET, CROP_SHAPE
-    assert_same_voxels(expected, whole[i : i + nx, j : j + ny, k : k + nz])
+    window = (slice(i, i + nx), slice(j, j + ny), slice(k, k + nz))
+    assert_same_voxels(expected, whole.to_numpy()[window])
+    # face ids: the uncropped grid's there, dense and in the SVO
+    ids = whole.to_numpy("face")[window]
+    crop = gpu.voxelize_dense(mesh, bounds=crop_box, attributes=["face"], **kwargs)
+    assert np.array_equal(crop.to_numpy("face"), ids)
+    svo = gpu.voxelize(mesh, bounds=crop_box, attributes=["face"], **kwargs)
+    assert np.array_equal(svo.to_numpy("face"), ids) and (ids >= 0).any()
 
 
 @pytest.mark.parametrize("fill_mode", FILL_MODES)
@@ -319,3 +329,17 @@ def test_the_grid_sizes_benchmark_runs(tmp_path, capsys):
     assert rows["dense", 15]["voxels"] == int(reference(load_model("gear.ply"), 15).sum())
     table = (tmp_path / "grid_sizes.md").read_text()
     assert "| 16³ | 15³ |" in table and "GPU ms fill" in table and "cells, ratio" in table
+
+
+@pytest.mark.parametrize("fill_mode", ["vote", "union", "winding"])
+def test_both_with_face_ids_on_an_odd_size(gpu, fill_mode):
+    """Mode "both" with the host's solids on a grid padded to whole tiles (z too for vote,
+    whose padding may fill): the reference's voxels, and the SVO's face ids the grid's."""
+    mesh = load_model("torus_knot.ply")
+    grid = (29, 18, 11)
+    kwargs = {"mode": "both", "fill_mode": fill_mode}
+    expected = voxelize_surface_reference(mesh, grid, "both", fill_mode=fill_mode).to_numpy()
+    dense = gpu.voxelize_dense(mesh, grid, attributes=["face"], warn=False, **kwargs)
+    assert_same_voxels(dense.to_numpy(), expected)
+    svo = gpu.voxelize(mesh, grid, attributes=["face"], warn=False, **kwargs)
+    assert svo == SVO.from_dense(expected, svo.placement, face_ids=dense.to_numpy("face"))
