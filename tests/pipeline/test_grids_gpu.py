@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 import voxelizer
-from voxelizer import SVO, VARIANTS, EmptyGridWarning, Mesh
+from voxelizer import SVO, VARIANTS, EmptyGridWarning, GridError, Mesh
 from voxelizer.reference import voxelize_reference
 from voxelizer.reference.surface import voxelize_surface_reference
 from voxelizer.reference.winding import voxelize_winding_reference
+from voxelizer.trigrid.reference import reference_cells
 
 from .. import shapes
 from ..exact_rational import exact_solid
@@ -252,3 +253,35 @@ def test_both_with_face_ids_on_an_odd_size(gpu, fill_mode):
     assert_same_voxels(dense.to_numpy(), expected)
     svo = gpu.voxelize(mesh, grid, attributes=["face"], warn=False, **kwargs)
     assert svo == SVO.from_dense(expected, svo.placement, face_ids=dense.to_numpy("face"))
+
+
+# --- triangle grids on cells of three sizes ---------------------------------------------------
+
+
+@pytest.mark.parametrize("cell_size", [(0.05, 0.1, 0.4), (0.4, 0.05, 0.05)], ids=str)
+def test_a_triangle_grid_on_cells_of_three_sizes(gpu, cell_size):
+    """Triangle grids take cells of three sizes (1:8) and odd sides: the cells the GPU lists
+    are the reference's, and each triangle is listed in the cell holding its centroid,
+    found in world units per axis."""
+    mesh = load_model("gear.ply")
+    grid = gpu.triangle_grid(mesh, cell_size=cell_size)
+    low, high = mesh.bounds
+    assert grid.shape == tuple(int(np.ceil(s / h)) for s, h in zip(high - low, cell_size))
+    assert np.array_equal(grid.cell_size, cell_size)
+    arrays = grid.to_numpy()
+    offsets, _ = reference_cells(arrays["corners"].astype(np.int64), grid.shape)
+    assert np.array_equal(arrays["offsets"], offsets)
+    centroids = mesh.vertices[mesh.indices].mean(axis=1)
+    cells = np.floor((centroids - grid.origin) / np.array(cell_size)).astype(np.int64)
+    cells = np.minimum(cells, np.array(grid.shape) - 1)  # a flat top face: its last cells
+    for triangle in range(0, mesh.triangle_count, max(1, mesh.triangle_count // 50)):
+        assert triangle in grid.triangles_in(*cells[triangle])
+    grid = gpu.triangle_grid(mesh, (30, 7, 1))  # the box cut into cells of three sizes
+    assert grid.shape == (30, 7, 1)
+    assert np.allclose(grid.cell_size * (30, 7, 1), high - low)
+
+
+def test_a_triangle_grid_refuses_a_box_that_cuts_the_mesh(gpu):
+    """Unlike voxel grids, a triangle grid does not crop: one line says so."""
+    with pytest.raises(GridError, match="a triangle grid does not crop"):
+        gpu.triangle_grid(load_model("gear.ply"), 8, bounds=[[0, 0, 0], [1, 1, 1]])
