@@ -1,5 +1,6 @@
 """What a grid of any size costs against the power-of-two grid it sits in, side by side:
-`python -m voxelizer.benchmarks.grid_sizes --models bunny.ply --out DIR`.
+`python -m voxelizer.benchmarks.grid_sizes --models-dir ../shared/models --models dragon.ply
+--out DIR`.
 
 The GPU works on grids whose sides along x and y are multiples of 4 (its tiles are 4 x 4
 columns; a column is whole 32-bit words of voxels): a grid of another size runs on the next
@@ -92,18 +93,26 @@ def table(rows: list[dict], device: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m voxelizer.benchmarks.grid_sizes")
-    parser.add_argument("--models", type=Path, nargs="+", required=True, help="mesh files")
-    parser.add_argument("--grids", type=int, nargs="+", default=list(GRIDS))
+    parser.add_argument(
+        "--models", type=Path, nargs="+", required=True,
+        help="mesh files, or names in --models-dir (e.g. dragon.ply)",
+    )  # fmt: skip
+    parser.add_argument("--models-dir", type=Path, default=None, help="where --models are")
+    parser.add_argument(
+        "--grids", type=int, nargs="+", default=list(GRIDS),
+        help="cube sides, the first the base of the ratios (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--outputs", nargs="+", choices=OUTPUTS, default=list(OUTPUTS))
-    parser.add_argument("--variant", default="combined")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--device", default=None)
+    parser.add_argument("--variant", default="combined", help="shader variant (%(default)s)")
+    parser.add_argument("--repeat", type=int, default=5, help="timed calls per row (median)")
+    parser.add_argument("--device", default=None, help="device index or name")
     parser.add_argument("--out", type=Path, required=True, help="folder for the results")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
     device = ""
-    for path in args.models:
+    models = [args.models_dir / p if args.models_dir else p for p in args.models]
+    for path in models:
         for output in args.outputs:
             for grid in args.grids:
                 row: dict[str, Any] = {"model": path.stem, "output": output, "grid": grid}
