@@ -95,18 +95,8 @@ def test_the_grid_sizes_benchmark_runs(tmp_path, capsys):
     grid and output, the passes' medians side by side, the ratio to the first grid."""
     from voxelizer.benchmarks import grid_sizes
 
-    args = [
-        "--models-dir",
-        "models",
-        "--models",
-        "gear.ply",
-        "--grids",
-        "16",
-        "15",
-        "--repeat",
-        "1",
-    ]
-    args += ["--out"]
+    models = ["--models-dir", "models", "--models", "gear.ply"]
+    args = [*models, "--grids", "16", "15", "--repeat", "1", "--out"]
     assert grid_sizes.main([*args, str(tmp_path)]) == 0
     doc = json.loads((tmp_path / "grid_sizes.json").read_text())
     rows = {(row["output"], row["grid"]): row for row in doc["rows"]}
