@@ -69,7 +69,14 @@ def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False
     if options.mode == "solid":
         mesh.axis_areas  # noqa: B018 - what voxelizer.thin estimates a surface by, cached
     try:
-        placement = GridPlacement.around(mesh, options.shape, options.voxel_size, options.bounds)
+        placement = GridPlacement.around(
+            mesh,
+            options.shape,
+            options.voxel_size,
+            options.bounds,
+            box_fit=options.box_fit,
+            pad=options.pad,
+        )
         placement.placed_vertices(mesh)
         if make_soup and uploads_soup(options.variant):
             placement.make_soup(mesh)
