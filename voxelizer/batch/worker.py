@@ -163,9 +163,9 @@ class MeshWorker:
                 self.close()
 
     def _reading_options(self) -> Options:
-        """The options a reading process prepares a mesh for: the variant as this worker's
-        device runs it once that is open, so that the process makes the triangle soup where
-        a soup variant will upload it (until then, the passes gather their own)."""
+        """The options a reading process or a loader thread prepares a mesh for: the variant
+        as this worker's device runs it once that is open, so that the triangle soup is made
+        there where a soup variant will upload it (until then, the passes gather their own)."""
         options = self.settings.options
         if not isinstance(self._voxelizer, Voxelizer):
             return options
