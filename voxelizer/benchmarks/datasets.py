@@ -36,7 +36,9 @@ Each grid's figures stand beside their limits (`ceilings`, printed and in the JS
   timestamps);
 - `device_thread_cpu_ms_per_mesh`: the CPU time of the thread that drives the device in
   `many` (one device: the caller's thread runs the worker), per mesh (`time.thread_time`),
-  and the rate that thread alone allows.
+  and the rate that thread alone allows; `device_thread_other_wait_ms_per_mesh`: the rest of
+  its wall-clock time beyond the GPU's (waiting for the GIL, for a mesh still loading, for a
+  core).
 
 `--before TREE` compares two source trees in one run: TREE is a folder holding a
 `voxelizer` package (`git archive COMMIT voxelizer | tar -x -C TREE`). Each tree's round
@@ -98,7 +100,9 @@ def ways(
 ) -> dict[str, Callable[[], int]]:
     """Each way of voxelizing the dataset at `grid`: a callable that returns meshes done.
     `many` adds its summed GPU ms and its device thread's CPU ms per mesh to `figures`."""
-    figures = {"gpu_ms": [], "device_cpu_ms": []} if figures is None else figures
+    figures = (
+        {"gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": []} if figures is None else figures
+    )
     v = Voxelizer(device)
     env = _environment()
 
@@ -165,16 +169,19 @@ def ways(
 def _many(files: list[Path], grid: int, device: str | None, figures: dict[str, list[float]]) -> int:
     """The way `many`, adding its summed GPU ms and its device thread's (this thread's: one
     device's worker runs in the caller's thread) CPU ms per mesh to `figures`."""
-    cpu_started = time.thread_time()
+    cpu_started, wall_started = time.thread_time(), time.perf_counter()
     done, gpu_ms, timed = 0, 0.0, True
     for result in voxelize_many(files, grid=grid, devices=device):
         done += result.ok
         times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
         gpu_ms += sum(times.values()) if times else 0.0
         timed = timed and bool(times)
-    figures["device_cpu_ms"].append((time.thread_time() - cpu_started) * 1e3 / len(files))
+    cpu_ms = (time.thread_time() - cpu_started) * 1e3 / len(files)
+    wall_ms = (time.perf_counter() - wall_started) * 1e3 / len(files)
+    figures["device_cpu_ms"].append(cpu_ms)
     if timed:
         figures["gpu_ms"].append(gpu_ms / len(files))
+        figures["device_wait_ms"].append(wall_ms - cpu_ms - gpu_ms / len(files))
     return done
 
 
@@ -255,7 +262,9 @@ def measure_rounds(
 ) -> dict[str, Any]:
     """Every round's meshes/s of each way (interleaved), the parse pool's files/s and
     `many`'s device figures per round: the raw figures that `summary` reduces."""
-    figures: dict[str, list[float]] = {"gpu_ms": [], "device_cpu_ms": [], "parse": []}
+    figures: dict[str, list[float]] = {
+        "gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "parse": []
+    }  # fmt: skip
     chosen = ways(files, dataset, work, grid, jobs, device, devices, figures)
     if only is not None:
         chosen = {name: way for name, way in chosen.items() if name in only}
@@ -303,15 +312,21 @@ def ceilings(figures: dict[str, list[float]]) -> dict[str, float | None]:
     def rounded(value: float | None, digits: int) -> float | None:
         return None if value is None else round(value, digits)
 
+    def median(name: str) -> float | None:
+        values = figures.get(name)
+        return statistics.median(values) if values else None
+
     parse = max(figures["parse"]) if figures["parse"] else None
-    gpu = statistics.median(figures["gpu_ms"]) if figures["gpu_ms"] else None
-    cpu = statistics.median(figures["device_cpu_ms"]) if figures["device_cpu_ms"] else None
+    gpu, cpu, wait = median("gpu_ms"), median("device_cpu_ms"), median("device_wait_ms")
     return {
         "parse_files_per_s": rounded(parse, 1),
         "gpu_ms_per_mesh": rounded(gpu, 4),
         "gpu_meshes_per_s": rounded(1e3 / gpu if gpu else None, 1),
         "device_thread_cpu_ms_per_mesh": rounded(cpu, 3),
         "device_thread_meshes_per_s": rounded(1e3 / cpu if cpu else None, 1),
+        # Neither running nor waiting for the GPU: for the GIL, for a mesh still loading,
+        # for a core (wall - CPU - GPU time of `many`, per mesh).
+        "device_thread_other_wait_ms_per_mesh": rounded(wait, 3),
     }
 
 
@@ -330,6 +345,9 @@ def ceiling_lines(found: dict[str, Any]) -> str:
         cpu_text = (
             f"device thread {cpu:.3f} CPU ms/mesh ({limits['device_thread_meshes_per_s']} meshes/s)"
         )
+    wait = limits.get("device_thread_other_wait_ms_per_mesh")
+    if wait is not None:
+        cpu_text += f", waiting {wait:.3f} ms/mesh on other than the GPU"
     parse = limits["parse_files_per_s"]
     parse_text = "parse not measured" if parse is None else f"parse {parse} files/s, all cores"
     return f"{found['grid']}³ ceilings: {parse_text}; {gpu_text}; {cpu_text}"
