@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing
 
 from .errors import GridError, MeshError
-from .mesh import Mesh
+from .mesh import Mesh, real_array
 from .parallel import map_row_chunks
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def check_bounds(bounds: object) -> np.ndarray:
     """float64 (2, 3) [[xmin, ymin, zmin], [xmax, ymax, zmax]], finite with min < max, or
     GridError."""
     try:
-        box = np.array(bounds, dtype=np.float64)
+        box = real_array(bounds, np.float64, "bounds", GridError)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise GridError(
             f"bounds must be numbers [[xmin, ymin, zmin], [xmax, ymax, zmax]], not {bounds!r}"
@@ -137,9 +137,13 @@ class GridPlacement:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", check_shape(self.shape))
-        origin = np.array(self.origin, dtype=np.float64).reshape(3)
+        origin = np.array(real_array(self.origin, np.float64, "origin", GridError)).reshape(3)
+        if not np.isfinite(origin).all():  # what the .svo format (and every reader) refuses
+            raise GridError(f"origin must be finite, not {origin.tolist()}")
         object.__setattr__(self, "origin", origin)
-        object.__setattr__(self, "voxel_size", float(self.voxel_size))
+        h = self.voxel_size
+        h = h[()] if isinstance(h, np.ndarray) and h.ndim == 0 else h  # a 0-d array's number
+        object.__setattr__(self, "voxel_size", check_voxel_size(h))
 
     @property
     def resolution(self) -> int:

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, GridError
+from ..budget import check_host_fits
+from ..errors import FormatError, GridError, MemoryBudgetError
 from ..grid import DenseGrid
 from ..placement import GridPlacement, check_shape
+from .files import read_regular
 
 MAX_HEADER_LINES = 16  # the five of binvox 1, and room for comments
 
@@ -26,15 +28,14 @@ MAX_HEADER_LINES = 16  # the five of binvox 1, and room for comments
 def read_binvox(path: str | os.PathLike) -> DenseGrid:
     """The DenseGrid of a cubic .binvox file; FormatError names the file and what is wrong."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    data = read_regular(path, FormatError)
     try:
         placement, start = _header(data)
         voxels = _runs(data[start:], placement.shape[0])
     except FormatError as exc:
         raise FormatError(f"{path}: {exc}") from None
+    except MemoryBudgetError as exc:
+        raise MemoryBudgetError(f"{path}: {exc}") from None
     return DenseGrid(voxels, placement)
 
 
@@ -92,5 +93,6 @@ def _runs(body: bytes, n: int) -> np.ndarray:
     covered = int(counts.sum(dtype=np.int64))
     if covered != n**3:
         raise FormatError(f"the runs cover {covered} voxels, dim {n} needs {n**3}")
+    check_host_fits(2 * n**3, f"the {n}x{n}x{n} grid")  # the runs expanded, then reordered
     flat = np.repeat(values.astype(bool), counts)
     return np.ascontiguousarray(flat.reshape(n, n, n).transpose(0, 2, 1))  # [x, z, y] -> [x, y, z]

@@ -12,7 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MeshError, OutputError
+from ..errors import MemoryBudgetError, MeshError, OutputError
+from .files import read_regular
 from .writers import OUTPUT_FORMATS
 
 # What a directory is searched for (case-insensitive): the mesh files of common datasets
@@ -84,10 +85,11 @@ def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None)
         raise MeshError(f"{spec}: no such file{where}")
 
     def add_list(list_file: Path) -> None:
-        try:
-            lines = list_file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MeshError(f"@{list_file}: cannot read the list ({exc})") from None
+        try:  # a regular file only: a FIFO or /dev/zero named as the list would never end
+            lines = read_regular(list_file, MeshError).decode("utf-8").splitlines()
+        except (MeshError, MemoryBudgetError, UnicodeDecodeError) as exc:
+            reason = str(exc).removeprefix(f"{list_file}: ")
+            raise MeshError(f"@{list_file}: cannot read the list ({reason})") from None
         entries = [line.strip() for line in lines]
         entries = [line for line in entries if line and not line.startswith("#")]
         if not entries:
