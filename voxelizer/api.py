@@ -32,13 +32,14 @@ from .errors import (
     MeshError,
     OpenMeshWarning,
     OverlapWarning,
+    ReentrantCallError,
     VoxelizerError,
 )
 from .gpu.device import Device
 from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
-from .mesh import Mesh, Topology
+from .mesh import Mesh, Topology, real_array
 from .options import Options
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
 from .pipeline.runner import Job, Pipeline, Progress
@@ -77,6 +78,7 @@ class Voxelizer:
     def __init__(self, device: str | int | None = None):
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread whose call holds the lock
         self._closed = False
         opened: Device | None = None
         try:  # a Ctrl-C or an error while opening leaves no Vulkan object behind
@@ -190,7 +192,7 @@ class Voxelizer:
         checked = Options.create(
             variant=variant, sort=sort, max_memory=max_memory, mode=mode, surface=surface
         )
-        vertices = np.asarray(grid_vertices, np.float32)
+        vertices = real_array(grid_vertices, np.float32, "grid-space vertices", MeshError)
         if (
             vertices.ndim != 2
             or vertices.shape[1] != 3
@@ -259,10 +261,25 @@ class Voxelizer:
         from another process (checked first: the lock itself may have been held at the fork).
         A context manager of the lock's own: released however the work ends (Ctrl-C too)."""
         self._check_process()
+        self._refuse_reentry("voxelize")
         with self._lock:
             if self._closed:
                 raise VoxelizerError("this Voxelizer is closed")
-            yield
+            self._owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._owner = None
+
+    def _refuse_reentry(self, what: str) -> None:
+        """ReentrantCallError if this thread is inside a call of this Voxelizer already (its
+        progress callback calls back): waiting for the lock would wait for itself."""
+        if self._owner == threading.get_ident():
+            raise ReentrantCallError(
+                f"Voxelizer: {what} called from inside a voxelization of the same Voxelizer "
+                "(from its progress callback?), which would wait for itself: call it after "
+                "the voxelization returns, or use another Voxelizer"
+            )
 
     def _check_process(self) -> None:
         if self._pid != os.getpid():
@@ -275,6 +292,7 @@ class Voxelizer:
         if self._pid != os.getpid():
             self._closed = True  # the parent's Vulkan objects: forget them, destroy nothing
             return
+        self._refuse_reentry("close")
         with self._lock:
             if self._closed:
                 return

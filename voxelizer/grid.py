@@ -9,6 +9,7 @@ from functools import cache
 
 import numpy as np
 
+from .errors import ArgumentError
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 
@@ -72,7 +73,7 @@ class ColumnBits:
         nx, ny, nz = self.shape
         expected = (nx * ny * column_words(nz),)
         if self.words.dtype != np.uint32 or self.words.shape != expected:
-            raise ValueError(
+            raise ArgumentError(
                 f"expected uint32 words of shape {expected}, got "
                 f"{self.words.dtype} {self.words.shape}"
             )
@@ -130,7 +131,7 @@ class ColumnBits:
     def __or__(self, other: ColumnBits) -> ColumnBits:
         """The union of two grids of one shape."""
         if other.shape != self.shape:
-            raise ValueError(f"shapes differ: {self.shape} and {other.shape}")
+            raise ArgumentError(f"shapes differ: {self.shape} and {other.shape}")
         return ColumnBits(self.words | other.words, self.shape)
 
 
@@ -160,7 +161,7 @@ class DenseGrid(Placed):
         face_ids: np.ndarray | None = None,
     ):
         if voxels.shape != placement.shape or voxels.dtype != bool:
-            raise ValueError(
+            raise ArgumentError(
                 f"expected a bool array of shape {placement.shape}, got "
                 f"{voxels.dtype} {voxels.shape}"
             )
@@ -178,7 +179,7 @@ class DenseGrid(Placed):
     ) -> DenseGrid:
         """The grid of the GPU's column words, kept as they are (no bool array yet)."""
         if columns.shape != placement.shape:
-            raise ValueError(f"expected words of shape {placement.shape}, got {columns.shape}")
+            raise ArgumentError(f"expected words of shape {placement.shape}, got {columns.shape}")
         grid = cls.__new__(cls)
         grid._voxels, grid._columns = None, columns
         grid._place(placement, stats, face_ids)
@@ -190,7 +191,7 @@ class DenseGrid(Placed):
         if face_ids is not None and (
             face_ids.shape != placement.shape or face_ids.dtype != np.int32
         ):
-            raise ValueError(f"expected int32 face ids of shape {placement.shape}")
+            raise ArgumentError(f"expected int32 face ids of shape {placement.shape}")
         self.face_ids = face_ids
         self.placement = placement
         self.stats = stats if stats is not None else Stats()
@@ -202,16 +203,16 @@ class DenseGrid(Placed):
 
     def to_numpy(self, attribute: str | None = None) -> np.ndarray:
         """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]; attribute="face":
-        face_ids (ValueError when the grid has none)."""
+        face_ids (ArgumentError when the grid has none)."""
         if attribute is None:
             if self._voxels is None:
                 assert self._columns is not None  # one of the two is always the storage
                 self._voxels, self._columns = self._columns.to_numpy(), None
             return self._voxels
         if attribute != "face":
-            raise ValueError(f"attribute must be 'face', not {attribute!r}")
+            raise ArgumentError(f"attribute must be 'face', not {attribute!r}")
         if self.face_ids is None:
-            raise ValueError("this grid has no face ids (voxelize with attributes=['face'])")
+            raise ArgumentError("this grid has no face ids (voxelize with attributes=['face'])")
         return self.face_ids
 
     @property

@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing
 
 from .budget import parse_size
-from .errors import FillModeError, GridError, ModeError, VariantError
+from .errors import ArgumentError, FillModeError, GridError, ModeError, VariantError
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANT_CHOICES
 from .pipeline.runner import FILL_MODES, MODES, Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
@@ -54,7 +54,7 @@ class Options:
         attributes: Collection[str] = (),
     ) -> Options:
         """Check every option (GridError, VariantError, FillModeError, MemoryBudgetError,
-        ModeError).
+        ModeError, ArgumentError).
 
         mode: "solid" (voxels whose centres are inside), "surface" (voxels the triangles
         touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
@@ -78,7 +78,7 @@ class Options:
             fill_mode=_choice(fill_mode, FILL_MODES, "fill mode", FillModeError),
             sort=_choice(sort, SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),
-            progress=progress,
+            progress=_callback(progress),
         )
 
 
@@ -90,6 +90,15 @@ def _choice(value: object, allowed: Collection[str], what: str, error: type[Exce
 
 
 ATTRIBUTES = ("face",)
+
+
+def _callback(progress: object) -> Progress | None:
+    """The progress callback, refused before the work if it cannot be called."""
+    if progress is not None and not callable(progress):
+        raise ArgumentError(
+            f"progress must be a callable taking (stage, done, total), not {progress!r}"
+        )
+    return progress  # callable: called as Progress documents
 
 
 def _surface_kind(mode: str, surface: object, fill_mode: object) -> str | None:

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import OutputError
+from ..errors import ArgumentError, OutputError
 from ..grid import DenseGrid
 from ..placement import Placed, shape_text
+from .files import as_path
 from .output import open_output
 
 
@@ -32,7 +33,11 @@ def save(
     `up_axis` ("z" or "y", .vox only): the grid axis that becomes MagicaVoxel's up (see
     voxelizer.io.vox_writer); without it the grid's own axes are kept.
     """
-    suffix = Path(path).suffix.lower()
+    if not isinstance(result, Placed):
+        raise ArgumentError(
+            f"voxelizer.save writes an SVO or a DenseGrid, not {type(result).__name__}"
+        )
+    suffix = as_path(path, "voxelizer.save").suffix.lower()
     if suffix not in WRITERS:
         raise OutputError(
             f"cannot write {suffix or 'files without an extension'}: "
