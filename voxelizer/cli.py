@@ -19,6 +19,7 @@ from typing import NoReturn, TextIO
 from . import __version__
 from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
+from .console import SIGPIPE_STATUS, guard_streams, one_line
 from .errors import (
     GridError,
     MemoryBudgetError,
@@ -28,6 +29,8 @@ from .errors import (
     OverlapWarning,
     VoxelizerError,
 )
+from .io.files import os_error_text
+from .io.files import resolved as resolved_path
 from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
@@ -169,8 +172,15 @@ EXIT_STATUS_HELP = """exit status:
   130  interrupted (Ctrl-C)"""
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors (which may quote a path) stay one line."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(one_line(message))
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="voxelize",
         description="Exact solid voxelization of a triangle mesh on a Vulkan device:\n"
         "a voxel is set iff its centre is inside the mesh.",
@@ -333,17 +343,33 @@ def main(argv: list[str] | None = None) -> int:
     except VoxelizerError as exc:
         if args.debug:
             raise
-        print(f"voxelize: error: {command_line_message(exc)}", file=sys.stderr)
+        _error_line(command_line_message(exc))
         return 1
     except MemoryError as exc:  # what no check foresaw: still one line, not a traceback
         if args.debug:
             raise
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "MemoryError"
-        print(f"voxelize: error: out of host memory ({detail})", file=sys.stderr)
+        _error_line(f"out of host memory ({detail})")
+        return 1
+    except BrokenPipeError:
+        if getattr(sys.stdout, "broken", False):  # the reader of stdout went away: quietly
+            return SIGPIPE_STATUS
+        if args.debug:
+            raise
+        _error_line("a pipe to a helper process broke")
+        return 1
+    except OSError as exc:  # a path no check foresaw (a loop, a name too long): one line
+        if args.debug:
+            raise
+        _error_line(f"{exc.filename + ': ' if exc.filename else ''}{os_error_text(exc)}")
         return 1
     except KeyboardInterrupt:
         print("voxelize: interrupted", file=sys.stderr)
         return 130
+
+
+def _error_line(message: str) -> None:
+    print(f"voxelize: error: {one_line(message)}", file=sys.stderr)
 
 
 def command_line_message(error: VoxelizerError) -> str:
@@ -361,7 +387,7 @@ def _one_line_warning(
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
-    print(f"voxelize: warning: {_in_command_words(str(message))}", file=sys.stderr)
+    print(f"voxelize: warning: {one_line(_in_command_words(str(message)))}", file=sys.stderr)
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -423,10 +449,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     written = [str(path) for path in (output, preview) if path is not None]
     if not args.quiet:
         print(
-            f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
+            f"{one_line(Path(args.model).name)}: {counts['triangles']:,} triangles, grid "
             f"{shape_text(svo.shape)}, {svo.count():,} {VOXEL_NOUNS[args.mode]}, {seconds:.2f} s "
             f"({svo.stats.device}, {svo.stats.variant})"
-            + (f" -> {', '.join(written)}" if written else "")
+            + (f" -> {one_line(', '.join(written))}" if written else "")
         )
     if args.stats:
         print(format_stats(svo.stats))
@@ -468,12 +494,12 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         try:
             mesh, _ = _loaded(str(path))
         except VoxelizerError as exc:
-            print(f"voxelize: error: {exc}", file=sys.stderr)
+            _error_line(str(exc))
             failed += 1
             continue
         topology = mesh.topology
         verdict = "closed" if topology.closed else "not closed"
-        print(f"{path.name}: {mesh.triangle_count:,} triangles, {verdict}")
+        print(f"{one_line(path.name)}: {mesh.triangle_count:,} triangles, {verdict}")
         for name, value in asdict(topology).items():
             print(f"  {name:<24} {value:>12,}")
     return int(failed > 0)
@@ -562,7 +588,7 @@ def _checked_outputs(
     for option, path in named.items():
         if path is None:
             continue
-        resolved = path.resolve()
+        resolved = resolved_path(path)
         if resolved in seen:
             parser.error(f"{seen[resolved]} and {option} name the same file {path}")
         seen[resolved] = option
@@ -614,12 +640,21 @@ def run() -> NoReturn:
     (the worker processes of --jobs) exits the usual way: their finalizers must run, or
     multiprocessing's resource tracker reports them as leaked. Code that calls main()
     itself keeps the usual exit."""
-    code = main()
-    for stream in (sys.stdout, sys.stderr):
+    stdout = guard_streams()  # closed or broken streams: console's rules
+    try:
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader gone (a closed pipe) or a closed stream
-            code = code or 1
+            code = main()
+        except SystemExit as exc:  # argparse's --help, --version and usage errors
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        stdout.flush()
+    except BrokenPipeError:  # the reader went away (while --help printed, or at the end)
+        code = SIGPIPE_STATUS
+    except OutputError as exc:  # stdout unwritable (a full disk) at the last flush
+        _error_line(str(exc))
+        code = 1
+    if stdout.broken and code == 0:
+        code = SIGPIPE_STATUS
+    sys.stderr.flush()
     if "multiprocessing.resource_tracker" in sys.modules:
         sys.exit(code)
     os._exit(code)

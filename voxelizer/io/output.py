@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from ..errors import OutputError
 from ..gpu.interrupts import interrupts_deferred
+from .files import os_error_text
 
 # Errors of os.link that mean "this filesystem has no hard links", not "cannot write".
 _NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP}
@@ -169,9 +170,10 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> None:
     for callers that check their outputs before long work."""
     path = Path(path)
     folder = path.parent
-    if not folder.is_dir():
+    # os.path's tests, not Path's: those raise for a name too long for the filesystem.
+    if not os.path.isdir(folder):
         raise OutputError(f"{path}: cannot write (no such folder: {folder})", path=path)
-    if path.is_dir():
+    if os.path.isdir(path):
         raise OutputError(f"{path}: cannot write (it is a folder)", path=path)
     if not overwrite and os.path.lexists(path):
         raise OutputError.file_exists(path)
@@ -274,4 +276,4 @@ def _remove_quietly(path: Path) -> None:
 
 
 def _cannot_write(path: Path, exc: OSError) -> OutputError:
-    return OutputError(f"{path}: cannot write ({exc.strerror or exc})", path=path)
+    return OutputError(f"{path}: cannot write ({os_error_text(exc)})", path=path)
