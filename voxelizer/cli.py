@@ -169,7 +169,8 @@ EXIT_STATUS_HELP = """exit status:
   1    bad input or environment (a missing or broken mesh, no such device, an
        output that exists, a grid the device cannot hold)
   2    usage error (an unknown option or option value)
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C)
+  141  the reader of stdout went away (voxelize ... | head): nothing printed"""
 
 
 class _OneLineParser(argparse.ArgumentParser):
