@@ -60,6 +60,9 @@ def test_misused_results_raise_voxelizer_errors():
         (lambda: voxelizer.load(3), "takes a path"),
         (lambda: voxelizer.write_preview(svo, 3), "takes a path"),
         (lambda: DenseGrid(np.ones((8, 8, 4), bool), grid.placement), "expected a bool array"),
+        (lambda: voxelizer.find_meshes(None), "takes paths, not NoneType"),
+        (lambda: voxelizer.find_meshes([3]), "takes paths, not int"),
+        (lambda: voxelizer.mesh_warnings(None, "parity"), "counts must be a mapping"),
     ]
     for call, message in calls:
         with pytest.raises(VoxelizerError, match=message) as caught:
@@ -70,6 +73,14 @@ def test_misused_results_raise_voxelizer_errors():
         svo[8, 0, 0]
     with pytest.raises(IndexError):
         svo[0, 0, -1]
+
+
+def test_find_meshes_takes_one_path_as_one_input():
+    """A str is one input (a folder here), never a sequence of one-letter inputs."""
+    assert len(voxelizer.find_meshes(str(PROJECT_MODELS)).paths) == len(
+        voxelizer.find_meshes([PROJECT_MODELS]).paths
+    )
+    assert voxelizer.find_meshes(GEAR).paths == [GEAR]
 
 
 def test_a_progress_that_is_not_callable_is_refused_before_the_work(gpu):

@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypedDict
 
@@ -28,6 +28,7 @@ import numpy.typing
 
 from .budget import check_dense_fits
 from .errors import (
+    ArgumentError,
     DeviceError,
     MeshError,
     OpenMeshWarning,
@@ -315,6 +316,8 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
     grid cuts the surface.) The winding fill is meant for open meshes and counts no columns:
     none. As data, for callers that voxelize with warn=False (the warnings module's catching
     is not thread-safe)."""
+    if not isinstance(counts, Mapping):
+        raise ArgumentError(f"counts must be a mapping (stats.counts), not {type(counts).__name__}")
     if fill_mode == "winding":
         return []
     found: list[Warning] = []

@@ -89,17 +89,19 @@ def measure(name: str, grid: DenseGrid, out: Path, runs: int) -> dict:
     current, previous = out / f"{name}.binvox", out / f"{name}-previous.binvox"
     words = grid.columns.words
     scratch = np.empty_like(words)
+    current_s = best_seconds(lambda: voxelizer.save(grid, current, overwrite=True), runs)
+    previous_s = best_seconds(lambda: previous_writer(grid, previous), runs)
     row = {
         "grid": name,
         "n": grid.shape[0],
-        "current_s": best_seconds(lambda: voxelizer.save(grid, current, overwrite=True), runs),
-        "previous_s": best_seconds(lambda: previous_writer(grid, previous), runs),
+        "current_s": current_s,
+        "previous_s": previous_s,
+        "ratio": previous_s / current_s,
         "words_copy_s": best_seconds(lambda: np.copyto(scratch, words), runs),
         "words_bytes": int(words.nbytes),
         "file_bytes": current.stat().st_size,
+        "same_file": current.read_bytes() == previous.read_bytes(),
     }
-    row["ratio"] = row["previous_s"] / row["current_s"]
-    row["same_file"] = current.read_bytes() == previous.read_bytes()
     current.unlink()
     previous.unlink()
     return row

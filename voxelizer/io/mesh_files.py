@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MemoryBudgetError, MeshError, OutputError
+from ..errors import ArgumentError, MemoryBudgetError, MeshError, OutputError
 from .files import read_regular
 from .writers import OUTPUT_FORMATS
 
@@ -97,11 +97,26 @@ def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None)
         for entry in entries:
             add(entry, f"@{list_file}")
 
-    for spec in specs:
-        add(os.fspath(spec), None)
+    for spec in _specs(specs):
+        add(spec, None)
     if not found:
         raise MeshError("no input meshes")
     return MeshFiles(list(found.values()), common_root(roots))
+
+
+def _specs(specs: object) -> list[str]:
+    """The inputs as text: one path (a str or a Path) or an iterable of them; ArgumentError
+    for anything else (a str is one input, never its characters)."""
+    if isinstance(specs, (str, os.PathLike)):
+        specs = [specs]
+    if not isinstance(specs, Iterable):
+        raise ArgumentError(f"find_meshes takes paths, not {type(specs).__name__}")
+    texts = []
+    for spec in specs:
+        if not isinstance(spec, (str, os.PathLike)):
+            raise ArgumentError(f"find_meshes takes paths, not {type(spec).__name__}")
+        texts.append(os.fspath(spec))
+    return texts
 
 
 def _glob_root(pattern: str) -> Path:
