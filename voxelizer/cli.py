@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ from .errors import (
     OverlapWarning,
     VoxelizerError,
 )
+from .gpu.interrupts import Terminated, terminate_as_interrupt
 from .io.files import os_error_text
 from .io.files import resolved as resolved_path
 from .io.mesh_files import find_meshes
@@ -170,6 +172,7 @@ EXIT_STATUS_HELP = """exit status:
        output that exists, a grid the device cannot hold)
   2    usage error (an unknown option or option value)
   130  interrupted (Ctrl-C)
+  143  terminated (SIGTERM: timeout, kill, a job scheduler), as cleanly as Ctrl-C
   141  the reader of stdout went away (voxelize ... | head): nothing printed"""
 
 
@@ -331,9 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = _parser()
         args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
-    except KeyboardInterrupt:  # Ctrl-C before the run: no traceback either
-        print("voxelize: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) before the run: no traceback
+        return _interrupted(exc)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
@@ -364,9 +366,18 @@ def main(argv: list[str] | None = None) -> int:
             raise
         _error_line(f"{exc.filename + ': ' if exc.filename else ''}{os_error_text(exc)}")
         return 1
-    except KeyboardInterrupt:
-        print("voxelize: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _interrupted(exc)
+
+
+def _interrupted(interrupt: KeyboardInterrupt) -> int:
+    """The line and status of a run that a Ctrl-C (130) or a SIGTERM (143) ended: the same
+    cleanup for both, every output written whole or not at all."""
+    if isinstance(interrupt, Terminated):
+        print("voxelize: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    print("voxelize: interrupted", file=sys.stderr)
+    return 130
 
 
 def _error_line(message: str) -> None:
@@ -642,6 +653,7 @@ def run() -> NoReturn:
     multiprocessing's resource tracker reports them as leaked. Code that calls main()
     itself keeps the usual exit."""
     stdout = guard_streams()  # closed or broken streams: console's rules
+    terminate_as_interrupt()  # SIGTERM (timeout, kill, Slurm, systemd) ends it as Ctrl-C does
     try:
         try:
             code = main()
