@@ -19,12 +19,11 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing
 
 from .budget import check_dense_fits
 from .errors import (
@@ -41,30 +40,15 @@ from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology, real_array
-from .options import Options
+from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
-from .pipeline.runner import Job, Pipeline, Progress
+from .pipeline.runner import Job, Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
-
-
-class VoxelizeOptions(TypedDict, total=False):
-    """The keyword options of every voxelize call; Options.create documents and checks them."""
-
-    variant: str
-    fill_mode: str
-    sort: str
-    voxel_size: float | None
-    bounds: numpy.typing.ArrayLike | None
-    max_memory: int | str | None
-    progress: Progress | None
-    mode: str
-    surface: str | None
-    attributes: Collection[str]
 
 
 class Voxelizer:
@@ -96,6 +80,7 @@ class Voxelizer:
     def device_name(self) -> str:
         return self.device.name
 
+    @option_keywords(VoxelizeOptions)
     def voxelize(
         self,
         mesh: MeshLike,
@@ -118,8 +103,8 @@ class Voxelizer:
         OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
         thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
         count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-        result, ~1 ms at 256³; result.count() gives it), for a caller that counts them on
-        another thread (a batch, on the thread that writes the result's file)."""
+        result; result.count() gives it), for a caller that counts them on another thread
+        (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
@@ -141,6 +126,7 @@ class Voxelizer:
             _warn_from_counts(svo.stats.counts, checked.fill_mode)
         return svo
 
+    @option_keywords(VoxelizeOptions)
     def voxelize_dense(
         self,
         mesh: MeshLike,
@@ -419,6 +405,7 @@ def _forget_shared_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 
+@option_keywords(VoxelizeOptions)
 def voxelize(
     mesh: MeshLike,
     grid: GridLike | None = None,
@@ -430,6 +417,7 @@ def voxelize(
     return shared_voxelizer(device).voxelize(mesh, grid, **options)
 
 
+@option_keywords(VoxelizeOptions)
 def voxelize_dense(
     mesh: MeshLike,
     grid: GridLike | None = None,

@@ -14,7 +14,6 @@ polyhedron (count * h^3) up to the rounding of its own sum.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -26,22 +25,36 @@ from .output import open_output
 _ROWS = 1 << 16  # vertices or faces formatted at once in an OBJ file
 
 
-def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
-    """The outer faces of the voxels (as SVO.to_mesh()) as PLY, OBJ or GLB, by extension."""
+def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool, *, kind: str) -> None:
+    """The outer faces of the voxels (as SVO.to_mesh()) as `kind`: "ply", "obj" or "glb"."""
     fine, triangles = fine_surface(result.to_numpy())
     origin = np.asarray(result.placement.origin, np.float64)
     h = float(result.voxel_size)
-    suffix = Path(path).suffix.lower()
     with open_output(path, overwrite) as fh:
-        if suffix == ".glb":
+        if kind == "glb":
             fh.write(_glb(fine, triangles, origin, h))
             return
         vertices = origin + fine / FINE * h  # as voxelizer.surface.voxel_surface
         del fine
-        if suffix == ".ply":
+        if kind == "ply":
             _write_ply(fh, vertices, triangles)
         else:
             _write_obj(fh, vertices, triangles)
+
+
+def write_ply(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """The outer faces as binary PLY, whatever the path's extension."""
+    write_mesh(result, path, overwrite=overwrite, kind="ply")
+
+
+def write_obj(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """The outer faces as OBJ text, whatever the path's extension."""
+    write_mesh(result, path, overwrite=overwrite, kind="obj")
+
+
+def write_glb(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """The outer faces as GLB, whatever the path's extension."""
+    write_mesh(result, path, overwrite=overwrite, kind="glb")
 
 
 def _write_ply(fh: BinaryIO, vertices: np.ndarray, triangles: np.ndarray) -> None:
