@@ -222,7 +222,8 @@ def test_ctrl_c_while_writing_leaves_no_file(tmp_path, capsys, monkeypatch, opti
 # imports is not the command's to handle), when it starts writing its files (at the command's
 # all-or-nothing block), and how long main took.
 INTERRUPTIBLE_COMMAND = """
-import contextlib, sys, time
+import contextlib, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the launcher left
 from voxelizer import cli
 
 started = time.perf_counter()
@@ -589,8 +590,17 @@ def test_write_preview_refuses_other_image_names(tmp_path):
 
 def test_a_ctrl_c_as_the_temporary_is_created_leaves_nothing(tmp_path, monkeypatch):
     """A SIGINT that arrives just after the temporary file is created (before the writer's
-    cleanup knows it) once left it behind, empty; it is now held until the cleanup does."""
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    cleanup knows it) once left it behind, empty; it is now held until the cleanup does.
+    Python's own Ctrl-C handler is set here, whatever the launcher left (nohup-like ones
+    ignore SIGINT)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        ctrl_c_as_the_temporary_is_created(tmp_path, monkeypatch)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def ctrl_c_as_the_temporary_is_created(tmp_path: Path, monkeypatch) -> None:
     create = output._create_temp
 
     def create_then_interrupt(target: Path) -> Path:

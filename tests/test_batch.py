@@ -676,6 +676,17 @@ def test_cli_progress_over_meshes(tree, tmp_path, capsys, monkeypatch):
 # --- interrupted and resumed --------------------------------------------------------------------
 
 
+# The command as `voxelize` runs it, with Python's own Ctrl-C handler whatever the launcher
+# left (one that ignores SIGINT passes that on to the processes it starts).
+COMMAND_WITH_CTRL_C = """
+import signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+from voxelizer.cli import run
+sys.argv[0] = "voxelize"
+run()
+"""
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_interrupted_batch_leaves_whole_files_and_resumes(tmp_path, jobs):
     """Ctrl-C part way: status 130, every file present is whole; --skip-existing then does
@@ -686,7 +697,7 @@ def test_interrupted_batch_leaves_whole_files_and_resumes(tmp_path, jobs):
     for name, source in sources.items():
         shutil.copyfile(source, folder / name)
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "voxelizer", str(folder), "--out-dir", str(out)]
+    command = [sys.executable, "-c", COMMAND_WITH_CTRL_C, str(folder), "--out-dir", str(out)]
     command += ["--grid", "64", "--format", "npz", "--jobs", str(jobs)]
     process = subprocess.Popen(
         command, cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True

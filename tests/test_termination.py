@@ -10,13 +10,17 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+import voxelizer
 
 from .helpers import PROJECT_MODELS
 
@@ -30,7 +34,9 @@ import signal, sys
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
 from voxelizer import cli
-print("ready", flush=True)
+if sys.argv[1] == "--say-ready":
+    del sys.argv[1]
+    print("ready", flush=True)
 sys.argv[0] = "voxelize"
 cli.run()
 """
@@ -38,7 +44,7 @@ cli.run()
 
 def start(args: list[object]) -> subprocess.Popen:
     child = subprocess.Popen(
-        [sys.executable, "-c", COMMAND, *map(str, args)],
+        [sys.executable, "-c", COMMAND, "--say-ready", *map(str, args)],
         cwd=PROJECT_ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -81,3 +87,120 @@ def test_sigterm_ends_a_run_as_ctrl_c_does(tmp_path):
             assert child.returncode == 0 and present == outputs, (child.returncode, stderr)
         assert temporaries(tmp_path) == []
     assert terminated >= 1
+
+
+# --- a batch: SIGTERM, SIGKILL, then a resume; its stdout closed or broken ---------------------
+
+BATCH_GRID = "96"
+
+
+def batch_folder(tmp_path: Path, count: int) -> tuple[Path, list[str]]:
+    """`count` copies of one model, m00.ply ...; and their outputs' names (.npz)."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for number in range(count):
+        shutil.copyfile(MODEL, folder / f"m{number:02d}.ply")
+    return folder, [f"m{number:02d}.npz" for number in range(count)]
+
+
+def batch_args(folder: Path, out: Path, jobs: int) -> list[object]:
+    return [folder, "--out-dir", out, "--grid", BATCH_GRID, "--format", "npz", "--jobs", jobs]
+
+
+def wait_for_outputs(out: Path, count: int, child: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and child.poll() is None:
+        if out.is_dir() and sum(name.endswith(".npz") for name in os.listdir(out)) >= count:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{count} outputs did not appear (status {child.poll()})")
+
+
+def assert_whole(out: Path, names: list[str]) -> None:
+    """Every output listed is there and holds the model's voxels."""
+    expected = voxelizer.voxelize_dense(MODEL, int(BATCH_GRID)).to_numpy()
+    assert sorted(n for n in os.listdir(out) if not n.startswith(".")) == sorted(names)
+    for name in names:
+        assert np.array_equal(voxelizer.load(out / name).to_numpy(), expected), name
+
+
+def resume(folder: Path, out: Path, jobs: int) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", COMMAND, *map(str, batch_args(folder, out, jobs)), "--skip-existing"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigterm_ends_a_batch_as_ctrl_c_does_and_it_resumes(tmp_path, jobs):
+    folder, names = batch_folder(tmp_path, 40)
+    out = tmp_path / "out"
+    child = start(batch_args(folder, out, jobs))
+    wait_for_outputs(out, 2, child)
+    child.send_signal(signal.SIGTERM)
+    stdout, stderr = child.communicate(timeout=180)
+    assert child.returncode == 143, stderr
+    assert stderr.strip().splitlines()[-1] == "voxelize: terminated", stderr
+    assert "Traceback" not in stderr
+    assert " before the interrupt: " in stdout, stdout
+    assert temporaries(out) == []
+    written = sorted(n for n in os.listdir(out) if n.endswith(".npz"))
+    assert 2 <= len(written) < len(names)
+    assert_whole(out, written)
+    resumed = resume(folder, out, jobs)
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stdout.startswith(f"{len(names)} meshes: {len(names) - len(written)} done")
+    assert_whole(out, names)
+    assert temporaries(out) == []
+
+
+@pytest.mark.slow
+def test_after_sigkill_a_resumed_batch_removes_its_own_temporaries(tmp_path):
+    """SIGKILL runs no cleanup: the temporaries of the files being written stay. A resumed
+    batch removes those of its own outputs (by the writers' pattern), and nothing else."""
+    folder, names = batch_folder(tmp_path, 40)
+    out = tmp_path / "out"
+    child = start(batch_args(folder, out, 2))
+    wait_for_outputs(out, 2, child)
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+    assert child.returncode == -signal.SIGKILL
+    planted = out / f".{names[-1]}.0123abcd.tmp"  # what a kill while writing it leaves
+    planted.write_bytes(b"half a file")
+    foreign = [out / ".notes.txt.0123abcd.tmp", out / f".{names[-1]}.tmp", out / "mine.tmp"]
+    for path in foreign:  # not a temporary of an output of this batch: left alone
+        path.write_bytes(b"someone else's")
+    resumed = resume(folder, out, 2)
+    assert resumed.returncode == 0, resumed.stderr
+    assert sorted(temporaries(out)) == sorted(path.name for path in foreign)
+    for path in foreign:
+        path.unlink()
+    assert_whole(out, names)
+
+
+@pytest.mark.slow
+def test_a_batch_whose_stdout_goes_away_still_writes_every_file(tmp_path):
+    """The summary line is all a batch prints: a reader gone away ends it quietly (141), a
+    stdout closed at start is one error line (1); the files are written either way."""
+    folder, names = batch_folder(tmp_path, 4)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        gone = subprocess.run(
+            [sys.executable, "-c", COMMAND, *map(str, batch_args(folder, tmp_path / "a", 1))],
+            cwd=PROJECT_ROOT, stdout=write, stderr=subprocess.PIPE, text=True, timeout=300,
+            check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write)
+    assert (gone.returncode, gone.stderr) == (141, "")
+    assert_whole(tmp_path / "a", names)
+    closed = subprocess.run(
+        [sys.executable, "-c", COMMAND, *map(str, batch_args(folder, tmp_path / "b", 1))],
+        cwd=PROJECT_ROOT, stderr=subprocess.PIPE, text=True, timeout=300, check=False,
+        preexec_fn=lambda: os.close(1),
+    )  # fmt: skip
+    assert closed.returncode == 1
+    assert closed.stderr == "voxelize: error: stdout: cannot write (it is closed)\n"
+    assert_whole(tmp_path / "b", names)
