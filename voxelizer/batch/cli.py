@@ -85,8 +85,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         metavar="N",
         help="workers, one Voxelizer each, spread over --devices (default: one per "
-        "device; the first runs in this process, the others in processes of their own); "
-        "with --ray, the number of actors",
+        "device; the first runs in this process, the others in processes of their own; at "
+        "most one per mesh and two per CPU core); with --ray, the number of actors",
     )
     group.add_argument(
         "--devices",
@@ -103,7 +103,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         "--ray",
         metavar="auto|ADDRESS",
         help="run the batch on a Ray cluster (pip install 'voxelizer[ray]'); inputs and "
-        "--out-dir must be paths every node can reach",
+        "--out-dir must be paths every node can reach; an address where no cluster "
+        "answers within 60 s is an error",
     )
 
 
