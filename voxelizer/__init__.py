@@ -19,6 +19,7 @@ from .errors import (
     ReentrantCallError,
     ShaderError,
     SVOFormatError,
+    ThinResultWarning,
     VariantError,
     VoxelizerError,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "SVOFormatError",
     "ShaderError",
     "Stats",
+    "ThinResultWarning",
     "Topology",
     "VariantError",
     "Voxelizer",

@@ -19,9 +19,10 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -40,15 +41,18 @@ from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh
 from .mesh import Mesh, Topology, real_array
-from .options import Options, VoxelizeOptions, option_keywords
+from .options import AUTO_FILL, Options, VoxelizeOptions, option_keywords
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
 from .pipeline.runner import Job, Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
+from .thin import needs_surface_count, thin_warning
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+R = TypeVar("R", SVO, DenseGrid)
 
 
 class Voxelizer:
@@ -106,6 +110,8 @@ class Voxelizer:
         result; result.count() gives it), for a caller that counts them on another thread
         (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
+        if checked.fill_mode == AUTO_FILL:
+            return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         job = self._job(loaded, placement, checked)
@@ -122,8 +128,9 @@ class Voxelizer:
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
         if count_voxels:
             svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
+            self.count_thin_surface(loaded, svo, checked)
         if warn:
-            _warn_from_counts(svo.stats.counts, checked.fill_mode)
+            _warn_from_counts(svo.stats.counts, checked.fill_mode, checked.mode)
         return svo
 
     @option_keywords(VoxelizeOptions)
@@ -140,6 +147,8 @@ class Voxelizer:
         the mesh). Arguments as for voxelize; attributes=["face"] (modes "surface" and
         "both") also fills DenseGrid.face_ids."""
         checked = Options.create(grid, **options)
+        if checked.fill_mode == AUTO_FILL:
+            return self._auto(self.voxelize_dense, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
@@ -157,8 +166,9 @@ class Voxelizer:
             result = DenseGrid(voxels, placement, merged, face_ids=faces)
         if count_voxels:
             result.stats.counts[voxel_count_label(checked.mode)] = result.count()
+            self.count_thin_surface(loaded, result, checked)
         if warn:
-            _warn_from_counts(result.stats.counts, checked.fill_mode)
+            _warn_from_counts(result.stats.counts, checked.fill_mode, checked.mode)
         return result
 
     def voxelize_grid(
@@ -195,6 +205,63 @@ class Voxelizer:
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
+
+    def _auto(
+        self,
+        call: Callable[..., R],
+        mesh: MeshLike,
+        grid: GridLike | None,
+        warn: bool,
+        count_voxels: bool,
+        options: VoxelizeOptions,
+    ) -> R:
+        """fill_mode="auto": parity, then winding where the parity fill's column counts find
+        the surface open or parts overlapping (counts["auto_winding"] says which ran: 0 or
+        1). A closed, consistently oriented mesh costs one parity run; others a second run."""
+        loaded = load_mesh(mesh)
+        parity = call(
+            loaded,
+            grid,
+            warn=False,
+            count_voxels=count_voxels,
+            **{**options, "fill_mode": "parity"},
+        )
+        counts = parity.stats.counts
+        if not (counts.get("open_columns", 0) or counts.get("overlap_columns", 0)):
+            counts["auto_winding"] = 0
+            result = parity
+        else:
+            result = call(
+                loaded, grid, warn=False, count_voxels=count_voxels,
+                **{**options, "fill_mode": "winding"},
+            )  # fmt: skip
+            result.stats.counts["auto_winding"] = 1
+        if warn:
+            _warn_from_counts(result.stats.counts, AUTO_FILL, options.get("mode", "solid"))
+        return result
+
+    def count_thin_surface(self, mesh: Mesh, result: SVO | DenseGrid, options: Options) -> None:
+        """For a solid result whose count is in its stats (`solid_voxels`): where it may be
+        thin (voxelizer.thin: empty, or small beside the estimated surface), count the voxels
+        the surface touches on the same grid with the surface pass, as `surface_voxels`, for
+        the ThinResultWarning. A plainly thick result costs a host comparison only. Called
+        by voxelize after counting; a batch, which counts on its writer threads, calls it
+        there."""
+        counts = result.stats.counts
+        if options.mode != "solid" or "solid_voxels" not in counts:
+            return
+        if not needs_surface_count(counts["solid_voxels"], mesh, result.placement):
+            return
+        started = time.perf_counter()
+        surface = replace(
+            options, mode="surface", surface="conservative", fill_mode="parity", progress=None
+        )
+        job = self._job(mesh, result.placement, surface)
+        with self._locked():
+            (nodes, bricks, level_offsets), run = self._pipeline.svo(job)
+        counted = SVO(nodes, bricks, level_offsets, result.placement, run, verify=False)
+        counts["surface_voxels"] = counted.count()
+        result.stats.add_host(thin_check=(time.perf_counter() - started) * 1e3)
 
     def _start_kernels(self, options: Options, svo: bool) -> None:
         """Have the kernels of this call built in the background while the mesh is read and
@@ -294,30 +361,36 @@ class Voxelizer:
         self.close()
 
 
-def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
-    """The warnings a call with these column counts gives: where the fill's counts say that
+def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -> list[Warning]:
+    """The warnings a call with these counts gives: where the fill's column counts say that
     parity may not mean "inside": columns whose crossings do not balance (an open surface),
     or else, in parity and vote modes, columns through overlapping, nested or inside-out
     parts. (The grid contains the whole mesh, `bounds` too, so no column is open because the
-    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns:
-    none. As data, for callers that voxelize with warn=False (the warnings module's catching
-    is not thread-safe)."""
+    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns.
+    In mode "solid", where the counts hold the solid's count: a ThinResultWarning where the
+    result is empty or thin (voxelizer.thin). As data, for callers that voxelize with
+    warn=False (the warnings module's catching is not thread-safe)."""
     if not isinstance(counts, Mapping):
         raise ArgumentError(f"counts must be a mapping (stats.counts), not {type(counts).__name__}")
-    if fill_mode == "winding":
-        return []
     found: list[Warning] = []
+    thin = thin_warning(counts, mode, fill_mode)
+    if thin is not None:
+        found.append(thin)
+    if fill_mode in ("winding", AUTO_FILL):  # (auto: parity only where no column counted)
+        return found
     open_columns = counts.get("open_columns", 0)
     if open_columns:
         advice = {
             "vote": "voting between six ray directions decides the voxels near the gaps "
-            "(counted along +z)",
+            "(counted along +z); fill_mode='winding' fills what the surface nearly encloses",
             "union": "its open parts are filled together by the parity rule and added to the "
-            "union of its closed parts; fill_mode='vote' repairs small holes",
+            "union of its closed parts; fill_mode='winding' fills what the surface nearly "
+            "encloses",
         }.get(
             fill_mode,
             "voxels there follow the parity rule but may not be what you want; "
-            "fill_mode='vote' repairs small holes",
+            "fill_mode='winding' fills what the surface nearly encloses (fill_mode='auto' "
+            "picks it for such meshes only)",
         )
         found.append(
             OpenMeshWarning(
@@ -336,17 +409,18 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
                 f"the mesh has overlapping, nested or inside-out parts: {overlap_columns:,} "
                 f"{'column passes' if overlap_columns == 1 else 'columns pass'}{along} where "
                 "it winds around a voxel centre other than 0 or 1 times; parity fills such "
-                "parts by their exclusive or (an overlap comes out empty); fill_mode='union' "
-                "fills their union"
+                "parts by their exclusive or (an overlap comes out empty); fill_mode='winding' "
+                "or fill_mode='union' fills their union (fill_mode='auto' picks winding for "
+                "such meshes only)"
             )
         )
     return found
 
 
-def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
+def _warn_from_counts(counts: dict[str, int], fill_mode: str, mode: str) -> None:
     """mesh_warnings, warned. Called by the Voxelizer methods, so the warning points at their
     caller's caller (the module functions' user)."""
-    for warning in mesh_warnings(counts, fill_mode):
+    for warning in mesh_warnings(counts, fill_mode, mode):
         warnings.warn(warning, stacklevel=4)
 
 

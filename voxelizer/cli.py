@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from . import __version__
-from .batch.cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
+from .batch.cli import (
+    add_batch_arguments,
+    batch_requested,
+    command_words,
+    refuse_batch_options,
+    run_batch,
+)
 from .budget import check_dense_fits, parse_size
 from .console import SIGPIPE_STATUS, guard_streams, one_line
 from .errors import (
@@ -28,6 +34,7 @@ from .errors import (
     OpenMeshWarning,
     OutputError,
     OverlapWarning,
+    ThinResultWarning,
     VoxelizerError,
 )
 from .gpu.interrupts import Terminated, terminate_as_interrupt
@@ -40,7 +47,7 @@ from .io.preview import PREVIEW_SUFFIX, write_preview
 from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
-from .options import Options, batch_options_of
+from .options import FILL_CHOICES, Options, batch_options_of
 from .pipeline.passes import (
     DEFAULT_SORT,
     DEFAULT_VARIANT,
@@ -50,7 +57,7 @@ from .pipeline.passes import (
     SURFACES,
     VARIANT_CHOICES,
 )
-from .pipeline.runner import FILL_MODES, MODES
+from .pipeline.runner import MODES
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,
@@ -247,10 +254,12 @@ def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fill-mode",
         default="parity",
-        choices=FILL_MODES,
-        help="parity (default: exact for closed meshes), vote (parity along "
-        "six ray directions, four must agree: repairs small holes) or union (closed parts "
-        "counted by their winding: overlapping parts give their union)",
+        choices=FILL_CHOICES,
+        help="parity (default: exact for closed meshes), winding (inside where the surface "
+        "winds around the voxel centre more than half: open meshes, overlapping parts), "
+        "auto (parity, or winding where the parity fill finds the mesh open or overlapping: "
+        "data in the wild), vote (parity along six ray directions, four must agree) or "
+        "union (closed parts counted by their winding: overlapping parts give their union)",
     )
     parser.add_argument(
         "--mode",
@@ -353,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
             warnings.simplefilter("always", OverlapWarning)
+            warnings.simplefilter("always", ThinResultWarning)
             warnings.showwarning = _one_line_warning
             with stderr_logging(args.verbose, prefix="voxelize: "):
                 return _run(parser, args)
@@ -563,13 +573,7 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error(_in_command_words(str(exc)))
 
 
-def _in_command_words(text: str) -> str:
-    """The API's words (mode='both', fill_mode='union') as the command's (--mode both)."""
-    return re.sub(
-        r"\b(fill_mode|mode|surface)='(\w+)'",
-        lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
-        text,
-    )
+_in_command_words = command_words  # (the batch's warnings speak the same words)
 
 
 def _check_dense_output(

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..console import one_line
-from ..errors import OutputError
+from ..errors import OutputError, ThinResultWarning
 from ..grid import DenseGrid
 from ..io.files import os_error_text, resolved
 from ..io.mesh_files import output_paths, refuse_outputs_of_inputs
@@ -54,6 +54,8 @@ class BatchResult:
     error: str | None = None
     device: str = ""
     warnings: tuple[Warning, ...] = field(default=(), repr=False)
+    origin: tuple[float, float, float] | None = None  # the grid's placement, where done
+    voxel_size: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -71,6 +73,8 @@ class BatchResult:
             "seconds": round(self.seconds, 6),
             "error": self.error,
             "device": self.device,
+            "warnings": [str(warning) for warning in self.warnings],
+            "thin": any(isinstance(warning, ThinResultWarning) for warning in self.warnings),
         }
 
 
