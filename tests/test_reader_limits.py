@@ -8,6 +8,7 @@ from __future__ import annotations
 import bz2
 import json
 import os
+import shutil
 import struct
 import tracemalloc
 import zipfile
@@ -19,7 +20,7 @@ import pytest
 
 import voxelizer
 import voxelizer.budget
-from voxelizer import DenseGrid, FormatError, GridError, MemoryBudgetError, MeshError
+from voxelizer import DenseGrid, FormatError, GridError, MemoryBudgetError, MeshError, OutputError
 from voxelizer.io import load_mesh
 from voxelizer.placement import GridPlacement
 
@@ -369,3 +370,87 @@ def test_the_npz_reader_checks_the_placement(tmp_path, members, message):
 def test_no_grid_has_a_placement_its_files_would_refuse(origin, h):
     with pytest.raises(GridError):
         GridPlacement(8, np.array(origin, float), h)
+
+
+# --- voxel shard stores: the same rules for their files -----------------------------------------
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """A shard store of two meshes at 16³."""
+    from voxelizer import voxelize_many
+
+    path = tmp_path / "grids.zarr"
+    models = [PROJECT_MODELS / "gear.ply", PROJECT_MODELS / "torus_knot.ply"]
+    results = list(voxelize_many(models, grid=16, out_dir=path, format="zarr"))
+    assert [r.status for r in results] == ["done", "done"]
+    return path
+
+
+def test_a_shard_store_refuses_special_files(store):
+    from voxelizer.io.zarr_store import chunk_path, open_shards
+
+    chunk = chunk_path(store, 1)
+    chunk.unlink()
+    chunk.symlink_to("/dev/zero")
+    shards = open_shards(store)
+    with time_limit(2.0), pytest.raises(FormatError, match="not a regular file"):
+        shards.packed(1)
+    metadata = store / "zarr.json"
+    metadata.unlink()
+    os.mkfifo(metadata)
+    with time_limit(2.0), pytest.raises(FormatError, match=r"not a file \(a FIFO\)"):
+        open_shards(store)
+
+
+def test_a_shard_chunk_is_inflated_no_further_than_its_grid(store):
+    """A chunk of 1.5 KB (what the reader takes at 16³) that would inflate to 1.5 MiB, 3000
+    times the grid's 512 packed bytes (at 512³, 32 MiB would inflate to 32 GiB): refused
+    after the grid's worth, without the rest."""
+    from voxelizer.io.zarr_store import GZIP_WBITS, chunk_path, open_shards
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, GZIP_WBITS)
+    bomb = packer.compress(bytes(3 << 19)) + packer.flush()
+    assert len(bomb) < 2 * 512 + 1024  # within the chunk size the reader takes
+    chunk_path(store, 0).write_bytes(bomb)
+    shards = open_shards(store)
+    tracemalloc.start()
+    try:
+        with pytest.raises(FormatError, match="not a chunk of shape"):
+            shards.packed(0)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 << 10, peak
+
+
+def test_a_damaged_shard_table_or_placement_is_a_format_error(store):
+    from voxelizer.io.zarr_store import open_shards
+
+    shards = open_shards(store)
+    with pytest.raises(voxelizer.ArgumentError):
+        shards.packed("0")
+    with pytest.raises(IndexError):
+        shards.packed(2)
+    origin = store / "origin" / "c.0.0"
+    values = np.frombuffer(origin.read_bytes(), "<f8").copy()
+    values[0] = np.nan
+    origin.write_bytes(values.tobytes())
+    with pytest.raises(FormatError, match="mesh 0's placement"):
+        open_shards(store).grid(0)
+    origin.write_bytes(values.tobytes()[:-8])  # a row short
+    with pytest.raises(FormatError, match="not a voxel shard store"):
+        open_shards(store)
+    (store / "input" / "c.0").write_bytes(struct.pack("<II", 2, 1000) + b"x")
+    with pytest.raises(FormatError):
+        open_shards(store)
+
+
+def test_replacing_a_shard_store_never_removes_an_input_inside_it(store):
+    from voxelizer import voxelize_many
+
+    inside = store / "mine.ply"
+    shutil.copyfile(PROJECT_MODELS / "gear.ply", inside)
+    with pytest.raises(OutputError, match="would remove the input"):
+        list(voxelize_many([inside], grid=16, out_dir=store, format="zarr", overwrite=True))
+    assert inside.is_file()
