@@ -50,15 +50,15 @@ def empty_grid(n: int) -> DenseGrid:
 
 @pytest.mark.parametrize("suffix", [".npz", ".vti", ".binvox"])
 def test_a_grid_larger_than_memory_is_refused_before_it_is_unpacked(tmp_path, host_memory, suffix):
-    """A 256³ grid of zeros packs into a few KB; with 8 MiB available the reader refuses it
+    """A 256³ grid of zeros packs into a few KB; with 4 MiB available the reader refuses it
     (naming the file and the memory) before unpacking its 16.7 million voxels."""
     path = tmp_path / f"zeros{suffix}"
     voxelizer.save(empty_grid(256), path)
     assert path.stat().st_size < 200_000
-    host_memory(8 << 20)
+    host_memory(4 << 20)
     tracemalloc.start()
     try:
-        with pytest.raises(MemoryBudgetError, match=f"^{path}: .*only 8.0 MiB is available"):
+        with pytest.raises(MemoryBudgetError, match=f"^{path}: .*only 4.0 MiB is available"):
             voxelizer.load(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -66,20 +66,40 @@ def test_a_grid_larger_than_memory_is_refused_before_it_is_unpacked(tmp_path, ho
     assert peak < 4 << 20, peak
 
 
-def test_read_npz_holds_the_voxels_once(tmp_path):
-    """The unpacked bits are the bool array (a view, not a copy): the peak is the grid's
-    bytes and its packed bits, not twice the grid."""
+@pytest.mark.parametrize("nz", [256, 252])
+def test_read_npz_holds_the_voxels_once(tmp_path, nz):
+    """Columns of whole bytes (nz a multiple of 8): the grid stays as column words, an
+    eighth of its bools, until asked for them. Otherwise the unpacked bits are the bool
+    array (a view, not a copy): the grid's bytes and its bits, not twice the grid."""
     path = tmp_path / "noise.npz"
-    voxels = np.random.default_rng(3).random((256, 256, 256)) < 0.3
-    voxelizer.save(DenseGrid(voxels, GridPlacement(256, np.zeros(3), 1.0)), path)
+    voxels = np.random.default_rng(3).random((256, 256, nz)) < 0.3
+    voxelizer.save(DenseGrid(voxels, GridPlacement(voxels.shape, np.zeros(3), 1.0)), path)
     tracemalloc.start()
     try:
         grid = voxelizer.load(path)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+    assert grid.count() == np.count_nonzero(voxels)
     assert np.array_equal(grid.to_numpy(), voxels)
-    assert peak < 1.3 * voxels.size, peak  # one bool array (+ bits, 1/8): not 2 arrays
+    if nz % 8 == 0:
+        assert peak < voxels.size / 2, peak  # words and bits: no bool array
+    else:
+        assert peak < 1.3 * voxels.size, peak  # one bool array (+ bits, 1/8): not 2 arrays
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 8), (12, 20, 16), (40, 12, 72), (16, 8, 40)])
+def test_packed_bits_become_the_column_words_of_the_same_voxels(shape):
+    from voxelizer.grid import ColumnBits
+
+    voxels = np.random.default_rng(sum(shape)).random(shape) < 0.4
+    bits = np.packbits(voxels, axis=None)
+    columns = ColumnBits.of_packed_bits(bits, shape)
+    assert np.array_equal(columns.to_numpy(), voxels)
+    assert np.array_equal(columns.packed_bits(), bits)
+    assert columns.count() == np.count_nonzero(voxels)
+    with pytest.raises(voxelizer.ArgumentError, match="not whole bytes"):
+        ColumnBits.of_packed_bits(np.packbits(np.zeros((8, 8, 12), bool)), (8, 8, 12))
 
 
 def test_a_zip_of_a_large_mesh_is_refused_before_it_is_unpacked(tmp_path, host_memory):

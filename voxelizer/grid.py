@@ -26,6 +26,15 @@ def _reversed_byte_pairs() -> np.ndarray:
     return reversed_byte[pairs & 0xFF] | (reversed_byte[pairs >> 8] << 8)
 
 
+PACKED_ROWS_BYTES = 1 << 20  # packed bytes turned into words at a time
+
+
+@cache
+def _reversed_bytes() -> np.ndarray:
+    """uint8 -> the same byte with its bits in the opposite order."""
+    return (_reversed_byte_pairs()[:256] & 0xFF).astype(np.uint8)
+
+
 def column_words(nz: int) -> int:
     """32-bit words per voxel column: a column (i, j) holds bits k = 0..nz-1, padded to 32."""
     return (nz + 31) // 32
@@ -83,6 +92,23 @@ class ColumnBits:
         """The words of a bool[i, j, k] array."""
         nx, ny, nz = voxels.shape
         return cls(pack_columns(voxels), (nx, ny, nz))
+
+    @classmethod
+    def of_packed_bits(cls, bits: np.ndarray, shape: Shape) -> ColumnBits:
+        """The words of np.packbits of a bool[i, j, k] array (packed_bits' inverse, an .npz
+        file's bits), for nz a multiple of 8 (each column whole bytes): the bytes put in
+        [j, i] order and each one's bits reversed, without the bools."""
+        nx, ny, nz = shape
+        if nz % 8:
+            raise ArgumentError(f"columns of {nz} voxels are not whole bytes")
+        per_column = nz // 8
+        columns = np.zeros((ny, nx, 4 * column_words(nz)), np.uint8)
+        stored = np.asarray(bits, np.uint8).reshape(nx, ny, per_column).transpose(1, 0, 2)
+        table = _reversed_bytes()
+        rows = max(1, PACKED_ROWS_BYTES // (nx * per_column))  # (take's indices are intp)
+        for low in range(0, ny, rows):
+            columns[low : low + rows, :, :per_column] = table[stored[low : low + rows]]
+        return cls(columns.view(np.uint32).reshape(-1), shape)
 
     def rows(self, row_lo: int, row_hi: int) -> np.ndarray:
         """The words of the column rows j in [row_lo, row_hi) (a view: rows are contiguous)."""

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..budget import check_host_fits
 from ..errors import FormatError, GridError
-from ..grid import DenseGrid
+from ..grid import ColumnBits, DenseGrid
 from ..placement import GridPlacement, Placed, check_shape, shape_text
 from .files import open_regular, os_error_text
 from .output import open_output
@@ -90,14 +90,20 @@ def read_npz(path: str | os.PathLike) -> DenseGrid:
             voxel_count = math.prod(shape)
             bit_bytes = -(-voxel_count // 8)
             faces_member = members.get(FACE_IDS_KEY)
+            # Whole bytes per column and no face ids to check against the voxels: the grid
+            # is kept as column words (an eighth of the bools: voxelizer.grid.ColumnBits).
+            as_words = shape[2] % 8 == 0 and faces_member is None
+            need = 3 * bit_bytes if as_words else bit_bytes + voxel_count
             check_host_fits(
-                bit_bytes + voxel_count * (1 + (4 if faces_member is not None else 0)),
+                need + (4 * voxel_count if faces_member is not None else 0),
                 f"{path}: the {shape_text(shape)} grid",
             )
             bits = _array(
                 archive, members["bits"], (bit_bytes,), "u", 1,
                 lambda found: f"{found} of bits do not fit the shape {shape}",
             )  # fmt: skip
+            if as_words:
+                return DenseGrid.of_columns(ColumnBits.of_packed_bits(bits, shape), placement)
             voxels = np.unpackbits(bits, count=voxel_count).view(bool).reshape(shape)
             del bits
             faces = None
