@@ -180,12 +180,7 @@ def voxelize_many(
     if up_axis is not None and (out_dir is None or not output_format.takes_up_axis):
         raise OutputError("up_axis is for .vox outputs (format='vox') only")
     if out_dir is not None:
-        make_out_dir(Path(out_dir))
-        # What a killed earlier run of this batch left (a SIGKILL runs no cleanup): the
-        # temporaries of its outputs, by the writers' pattern, and nothing else.
-        remove_stale_temporaries(task.output for task in tasks if task.output is not None)
-        if output_format.dense and checked.shape is not None:
-            check_dense_fits(checked.shape, f"format {output_format.name!r}")
+        _prepare_out_dir(Path(out_dir), tasks, output_format, checked)
     elif dense and checked.shape is not None:
         check_dense_fits(checked.shape, "voxelize_many(dense=True)")
     settings = BatchSettings(
@@ -202,6 +197,18 @@ def voxelize_many(
     workers = capped_workers(workers, meshes=len(todo), devices=len(selectors))
     worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
     return BatchRun(_results(skipped, todo, worker_devices, settings), len(tasks))
+
+
+def _prepare_out_dir(
+    out_dir: Path, tasks: list[MeshTask], output_format: OutputFormat, checked: Options
+) -> None:
+    """The output folder made, what a killed earlier run of this batch left there removed (a
+    SIGKILL runs no cleanup: the temporaries of its outputs, by the writers' pattern, and
+    nothing else), and a dense format's grid checked against host memory."""
+    make_out_dir(out_dir)
+    remove_stale_temporaries(task.output for task in tasks if task.output is not None)
+    if output_format.dense and checked.shape is not None:
+        check_dense_fits(checked.shape, f"format {output_format.name!r}")
 
 
 WORKERS_PER_CORE = 2  # a worker waits on its device much of the time: two share a core
