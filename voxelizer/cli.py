@@ -26,6 +26,17 @@ from .batch.cli import (
     run_batch,
 )
 from .budget import check_dense_fits, parse_size
+from .choices import (
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    FILL_CHOICES,
+    INDEXED_CHOICE,
+    MODES,
+    SORTS,
+    SOUP_CHOICE,
+    SURFACES,
+    VARIANT_CHOICES,
+)
 from .console import SIGPIPE_STATUS, guard_streams, one_line
 from .errors import (
     GridError,
@@ -37,7 +48,7 @@ from .errors import (
     ThinResultWarning,
     VoxelizerError,
 )
-from .gpu.interrupts import Terminated, terminate_as_interrupt
+from .interrupts import Terminated, terminate_as_interrupt
 from .io.files import os_error_text
 from .io.files import resolved as resolved_path
 from .io.mesh_files import find_meshes
@@ -47,17 +58,7 @@ from .io.preview import PREVIEW_SUFFIX, write_preview
 from .io.writers import OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
-from .options import FILL_CHOICES, Options, batch_options_of
-from .pipeline.passes import (
-    DEFAULT_SORT,
-    DEFAULT_VARIANT,
-    INDEXED_CHOICE,
-    SORTS,
-    SOUP_CHOICE,
-    SURFACES,
-    VARIANT_CHOICES,
-)
-from .pipeline.runner import MODES
+from .options import Options, batch_options_of
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..api import Voxelizer, shared_voxelizer
 from ..errors import DeviceError, VoxelizerError
-from ..gpu.interrupts import terminate_as_interrupt
+from ..interrupts import terminate_as_interrupt
 from ..io.files import os_error_text
 from ..io.output import remove_temporaries
 from ..log import get_logger

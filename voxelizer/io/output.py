@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import OutputError
-from ..gpu.interrupts import interrupts_deferred
+from ..interrupts import interrupts_deferred
 from .files import os_error_text
 
 # Errors of os.link that mean "this filesystem has no hard links", not "cannot write".

@@ -17,8 +17,9 @@ import numpy as np
 
 from ..budget import check_host_fits
 from ..errors import GridError, SVOFormatError
+from ..octree import octree_levels, padded_resolution
 from ..placement import GridPlacement, Placed, Shape, check_shape, shape_text
-from ..svo import SVO, FaceIds, octree_levels, padded_resolution
+from ..svo import SVO, FaceIds
 from .files import open_regular, os_error_text
 from .output import open_output
 

@@ -1,11 +1,12 @@
-"""Ctrl-C (and SIGTERM, where the program takes it as one) held back while a Vulkan object
-is created and handed to its owner.
+"""Ctrl-C (and SIGTERM, where the program takes it as one) held back while a resource is
+created and handed to its owner: a Vulkan object (gpu/), a temporary file (io/output.py).
 
 A KeyboardInterrupt raised between a vkCreate… call returning and its handle being stored
 where the owner's destroy finds it would leak the object: the validation layer then reports
 it when the device is destroyed (at exit, after every interrupted first call of a command).
-Such short stretches run with SIGINT recorded instead, and the KeyboardInterrupt is raised
-when they end.
+A temporary file created but not yet known to the cleanup would be left behind. Such short
+stretches run with SIGINT recorded instead, and the KeyboardInterrupt is raised when they
+end.
 
 SIGTERM is what `timeout`, `kill`, Slurm, Kubernetes and systemd send. A program that calls
 `terminate_as_interrupt()` (the command does) takes it as a Ctrl-C: `Terminated`, a
