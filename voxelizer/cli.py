@@ -7,7 +7,6 @@ import argparse
 import json
 import os
 import re
-import signal
 import sys
 import threading
 import time
@@ -36,7 +35,7 @@ from .choices import (
     VARIANT_CHOICES,
 )
 from .command_words import in_command_words
-from .console import SIGPIPE_STATUS, guard_streams, one_line
+from .console import SIGPIPE_STATUS, error_line, guard_streams, interrupted_status, one_line
 from .errors import (
     GridError,
     MemoryBudgetError,
@@ -47,7 +46,7 @@ from .errors import (
     ThinResultWarning,
     VoxelizerError,
 )
-from .interrupts import Terminated, terminate_as_interrupt
+from .interrupts import terminate_as_interrupt
 from .io.files import os_error_text
 from .io.files import resolved as resolved_path
 from .io.mesh_files import find_meshes
@@ -373,7 +372,7 @@ def main(argv: list[str] | None = None) -> int:
         parser = _parser()
         args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) before the run: no traceback
-        return _interrupted(exc)
+        return interrupted_status(exc)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
@@ -385,42 +384,28 @@ def main(argv: list[str] | None = None) -> int:
     except VoxelizerError as exc:
         if args.debug:
             raise
-        _error_line(command_line_message(exc))
+        error_line(command_line_message(exc))
         return 1
     except MemoryError as exc:  # what no check foresaw: still one line, not a traceback
         if args.debug:
             raise
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "MemoryError"
-        _error_line(f"out of host memory ({detail})")
+        error_line(f"out of host memory ({detail})")
         return 1
     except BrokenPipeError:
         if getattr(sys.stdout, "broken", False):  # the reader of stdout went away: quietly
             return SIGPIPE_STATUS
         if args.debug:
             raise
-        _error_line("a pipe to a helper process broke")
+        error_line("a pipe to a helper process broke")
         return 1
     except OSError as exc:  # a path no check foresaw (a loop, a name too long): one line
         if args.debug:
             raise
-        _error_line(f"{exc.filename + ': ' if exc.filename else ''}{os_error_text(exc)}")
+        error_line(f"{exc.filename + ': ' if exc.filename else ''}{os_error_text(exc)}")
         return 1
     except KeyboardInterrupt as exc:
-        return _interrupted(exc)
-
-
-def _interrupted(interrupt: KeyboardInterrupt) -> int:
-    """The line and status of a run that a Ctrl-C (130) or a SIGTERM (143) ended: the same
-    cleanup for both, every output written whole or not at all."""
-    if isinstance(interrupt, Terminated):
-        print("voxelize: terminated", file=sys.stderr)
-        return 128 + signal.SIGTERM
-    print("voxelize: interrupted", file=sys.stderr)
-    return 130
-
-
-def _error_line(message: str) -> None:
-    print(f"voxelize: error: {one_line(message)}", file=sys.stderr)
+        return interrupted_status(exc)
 
 
 def command_line_message(error: VoxelizerError) -> str:
@@ -546,7 +531,7 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         try:
             mesh, _ = _loaded(str(path))
         except VoxelizerError as exc:
-            _error_line(str(exc))
+            error_line(str(exc))
             failed += 1
             continue
         topology = mesh.topology
@@ -694,7 +679,7 @@ def run() -> NoReturn:
     except BrokenPipeError:  # the reader went away (while --help printed, or at the end)
         code = SIGPIPE_STATUS
     except OutputError as exc:  # stdout unwritable (a full disk) at the last flush
-        _error_line(str(exc))
+        error_line(str(exc))
         code = 1
     if stdout.broken and code == 0:
         code = SIGPIPE_STATUS

@@ -18,16 +18,33 @@ import errno
 import io
 import os
 import re
+import signal
 import sys
 from typing import TextIO
 
 from .errors import OutputError
+from .interrupts import Terminated
 
 SIGPIPE_STATUS = 128 + 13  # what a shell reports for a process that SIGPIPE ended
 
 # C0 controls but the tab, DEL, C1 controls; and lone surrogates (bytes of a file name that
 # are not UTF-8, as Python decodes them), which a strict stream cannot encode.
 _UNPRINTABLE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def error_line(message: str) -> None:
+    """The command's one error line on stderr."""
+    print(f"voxelize: error: {one_line(message)}", file=sys.stderr)
+
+
+def interrupted_status(interrupt: KeyboardInterrupt) -> int:
+    """The line and status of a run that a Ctrl-C (130) or a SIGTERM (143) ended: the same
+    cleanup for both, every output written whole or not at all."""
+    if isinstance(interrupt, Terminated):
+        print("voxelize: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM
+    print("voxelize: interrupted", file=sys.stderr)
+    return 130
 
 
 def one_line(text: str) -> str:
