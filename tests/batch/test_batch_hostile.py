@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,12 +21,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import trimesh
 
 import voxelizer
 from voxelizer import OutputError, voxelize_many
+from voxelizer.batch.engine import capped_workers
 from voxelizer.batch.tasks import MeshTask
 
 from ..helpers import PROJECT_MODELS, assert_one_line_error, cli_usage_error, run_cli
+from ..shapes import box
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 GRID = 16
@@ -254,6 +258,19 @@ def test_a_worker_process_the_host_refuses_leaves_the_others_working(tmp_path, m
     assert any("cannot start a worker process" in str(w.message) for w in caught), caught
 
 
+def test_workers_are_capped_by_the_host_and_the_cap_is_stated(monkeypatch):
+    """`--jobs 10000` met the host's process limit: two workers per core at most (or one per
+    device, where there are more), and a warning that names each cap."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    with pytest.warns(UserWarning, match=r"10000 workers asked for, 4 started: .* 2 per CPU core"):
+        assert capped_workers(10000, meshes=100, devices=1) == 4
+    with pytest.warns(UserWarning, match="8 started"):
+        assert capped_workers(10000, meshes=100, devices=8) == 8
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert capped_workers(3, meshes=100, devices=1) == 3
+
+
 def test_jobs_must_be_a_whole_number():
     with pytest.raises(voxelizer.ArgumentError, match="jobs must be a whole number"):
         voxelize_many([GEAR], grid=GRID, jobs="2")
@@ -396,6 +413,30 @@ def test_an_output_folder_that_is_the_input_folder_says_so(tmp_path, capsys):
     assert all(path.exists() for path in meshes)
 
 
+# --- 24. a batch's warnings in the command's words ---------------------------------------------
+
+
+def write_open_box(path: Path) -> None:
+    """A box without its top: every column it spans is open (an OpenMeshWarning)."""
+    vertices, faces = box((0.1, 0.2, 0.3), (0.9, 0.7, 0.8))
+    normals = trimesh.Trimesh(vertices, faces, process=False).face_normals
+    trimesh.Trimesh(vertices, faces[normals[:, 2] < 0.5], process=False).export(path)
+
+
+def test_a_batch_warns_in_the_words_of_the_command(tmp_path, capsys):
+    """The single-file command says `--fill-mode winding`; a batch said `fill_mode='winding'`,
+    the API's words, for the same open mesh."""
+    folder = tmp_path / "m"
+    folder.mkdir()
+    write_open_box(folder / "open_box.ply")
+    shutil.copyfile(GEAR, folder / "gear.ply")
+    code, out, err = run_cli(capsys, folder, "--grid", GRID, "--out-dir", tmp_path / "out")
+    assert code == 0 and out.startswith("2 meshes: 2 done"), out + err
+    warned = [line for line in err.splitlines() if line.startswith("voxelize: warning:")]
+    assert any("open_box.ply" in line and "--fill-mode winding" in line for line in warned), err
+    assert not any(re.search(r"\b(fill_mode|mode|surface)=", line) for line in warned), err
+
+
 # --- 25. a file name with a newline in a batch's error line ---------------------------------------
 
 
@@ -408,3 +449,14 @@ def test_a_batch_error_for_a_name_with_a_newline_is_one_line(tmp_path, capsys):
     assert code == 1 and out.startswith("2 meshes: 1 done, 0 skipped, 1 failed"), out
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "bad\\nname.ply: cannot read mesh" in lines[0], err
+
+
+def test_a_batch_warning_for_a_name_with_a_newline_is_one_line(tmp_path, capsys):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    write_open_box(folder / "open\nbox.ply")
+    code, out, err = run_cli(capsys, folder, "--grid", GRID, "--out-dir", tmp_path / "out")
+    assert code == 0 and out.startswith("1 mesh"), out + err
+    lines = err.strip().splitlines()
+    assert all(line.startswith("voxelize: warning:") for line in lines), err
+    assert any("open\\nbox.ply: the mesh is not closed" in line for line in lines), err
