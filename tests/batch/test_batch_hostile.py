@@ -83,13 +83,16 @@ def test_no_output_replaces_an_input_through_a_link(tmp_path):
 # --- 2. names that collide ----------------------------------------------------------------
 
 
-def test_an_in_memory_mesh_and_a_file_never_share_an_output(tmp_path):
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_an_in_memory_mesh_and_a_file_never_share_an_output(tmp_path, overwrite):
+    """With overwrite, only the last result survived; without it, the second failed with
+    "file exists" for a file the batch itself had just written. Refused before any work."""
     d = tmp_path / "d"
     folder_of_meshes(d, 1)
     (d / "m0.ply").rename(d / "mesh0.ply")
     arrays = (voxelizer.load_mesh(GEAR).vertices, voxelizer.load_mesh(GEAR).faces)
     with pytest.raises(OutputError, match=r"would both write .*mesh0\.svo"):
-        voxelize_many([arrays, d / "mesh0.ply"], grid=GRID, out_dir=d / "out", overwrite=True)
+        voxelize_many([arrays, d / "mesh0.ply"], grid=GRID, out_dir=d / "out", overwrite=overwrite)
     assert not (d / "out").exists()
 
 
