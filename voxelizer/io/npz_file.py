@@ -7,7 +7,8 @@ import math
 import os
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -80,48 +81,102 @@ def read_npz(path: str | os.PathLike) -> DenseGrid:
     array is allocated or inflated (a few KB of zeros can claim gigabytes). The bits are
     inflated straight into their array and unpacked into the bools in place."""
     path = Path(path)
-    try:
-        with open_regular(path, FormatError) as file, zipfile.ZipFile(file) as archive:
-            members = _members(archive)
-            missing = [key for key in NPZ_KEYS if key not in members]
-            if missing:
-                raise FormatError(f"{path}: not a voxel grid (.npz without {', '.join(missing)})")
-            placement = _placement(archive, members)
-            shape = placement.shape
-            voxel_count = math.prod(shape)
-            bit_bytes = -(-voxel_count // 8)
-            faces_member = members.get(FACE_IDS_KEY)
-            # Whole bytes per column and no face ids to check against the voxels: the grid
-            # is kept as column words (an eighth of the bools: voxelizer.grid.ColumnBits).
-            as_words = shape[2] % 8 == 0 and faces_member is None
-            need = 3 * bit_bytes if as_words else bit_bytes + voxel_count
-            check_host_fits(
-                need + (4 * voxel_count if faces_member is not None else 0),
-                f"{path}: the {shape_text(shape)} grid",
-            )
-            bits = _array(
-                archive, members["bits"], (bit_bytes,), "u", 1,
-                lambda found: f"{found} of bits do not fit the shape {shape}",
+    with _read_errors(path, "not a voxel grid .npz file"), _archive(path) as archive:
+        members = _members(archive)
+        placement = _placement_of(path, archive, members)
+        shape = placement.shape
+        voxel_count = math.prod(shape)
+        bit_bytes = -(-voxel_count // 8)
+        faces_member = members.get(FACE_IDS_KEY)
+        # Whole bytes per column and no face ids to check against the voxels: the grid is
+        # kept as column words (an eighth of the bools: voxelizer.grid.ColumnBits).
+        as_words = shape[2] % 8 == 0 and faces_member is None
+        need = 3 * bit_bytes if as_words else bit_bytes + voxel_count
+        check_host_fits(
+            need + (4 * voxel_count if faces_member is not None else 0),
+            f"{path}: the {shape_text(shape)} grid",
+        )
+        bits = _bits(archive, members, placement)
+        if as_words:
+            return DenseGrid.of_columns(ColumnBits.of_packed_bits(bits, shape), placement)
+        voxels = np.unpackbits(bits, count=voxel_count).view(bool).reshape(shape)
+        del bits
+        faces = None
+        if faces_member is not None:
+            faces = _array(
+                archive, faces_member, shape, "i", 4,
+                lambda found: f"face ids are not int32 of the shape {shape} ({found})",
             )  # fmt: skip
-            if as_words:
-                return DenseGrid.of_columns(ColumnBits.of_packed_bits(bits, shape), placement)
-            voxels = np.unpackbits(bits, count=voxel_count).view(bool).reshape(shape)
-            del bits
-            faces = None
-            if faces_member is not None:
-                faces = _array(
-                    archive, faces_member, shape, "i", 4,
-                    lambda found: f"face ids are not int32 of the shape {shape} ({found})",
-                )  # fmt: skip
-                if (faces < -1).any() or (~voxels & (faces >= 0)).any():
-                    raise FormatError(f"{path}: a face id below -1, or on an empty voxel")
+            if (faces < -1).any() or (~voxels & (faces >= 0)).any():
+                raise FormatError(f"{path}: a face id below -1, or on an empty voxel")
+    return DenseGrid(voxels, placement, face_ids=faces)
+
+
+def read_npz_bits(path: str | os.PathLike) -> tuple[np.ndarray, GridPlacement]:
+    """The packed bits (np.packbits of the [i, j, k] grid, one byte array) and the placement
+    of an .npz file written by write_npz, checked as read_npz checks them, without unpacking
+    them: for readers that keep the bits packed (the torch dataset)."""
+    path = Path(path)
+    with _read_errors(path, "not a voxel grid .npz file"), _archive(path) as archive:
+        members = _members(archive)
+        placement = _placement_of(path, archive, members)
+        bit_bytes = -(-math.prod(placement.shape) // 8)
+        check_host_fits(bit_bytes, f"{path}: the {shape_text(placement.shape)} grid")
+        return _bits(archive, members, placement), placement
+
+
+def read_npz_arrays(path: str | os.PathLike, what: str) -> dict[str, np.ndarray]:
+    """Every array of an .npz file (by np.load's names), for readers of .npz files other
+    than voxel grids (triangle grids): a regular file, each member's header read before its
+    array is allocated and its size within the member's, host memory for all of them, no
+    pickled objects; FormatError saying `path`: not `what` otherwise."""
+    path = Path(path)
+    with _read_errors(path, f"not {what}"), _archive(path) as archive:
+        members = _members(archive)
+        check_host_fits(sum(info.file_size for info in members.values()), f"{path}: its arrays")
+        return {
+            name: _array(archive, info, None, "biuf", None, _refusal(name))
+            for name, info in members.items()
+        }
+
+
+@contextmanager
+def _archive(path: Path) -> Iterator[zipfile.ZipFile]:
+    """The .npz file `path` as a zip archive, if it is a regular file (FormatError if not)."""
+    with open_regular(path, FormatError) as file, zipfile.ZipFile(file) as archive:
+        yield archive
+
+
+@contextmanager
+def _read_errors(path: Path, what: str) -> Iterator[None]:
+    """Whatever reading `path` raises, as one FormatError naming it (`what` it is not)."""
+    try:
+        yield
     except _BadMember as exc:
         raise FormatError(f"{path}: {exc}") from None
     except OSError as exc:
         raise FormatError(f"{path}: cannot read ({os_error_text(exc)})") from exc
     except (ValueError, TypeError, GridError, zipfile.BadZipFile, EOFError, zlib.error) as exc:
-        raise FormatError(f"{path}: not a voxel grid .npz file ({exc})") from exc
-    return DenseGrid(voxels, placement, face_ids=faces)
+        raise FormatError(f"{path}: {what} ({exc})") from exc
+
+
+def _placement_of(
+    path: Path, archive: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo]
+) -> GridPlacement:
+    missing = [key for key in NPZ_KEYS if key not in members]
+    if missing:
+        raise FormatError(f"{path}: not a voxel grid (.npz without {', '.join(missing)})")
+    return _placement(archive, members)
+
+
+def _bits(
+    archive: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo], placement: GridPlacement
+) -> np.ndarray:
+    shape = placement.shape
+    return _array(
+        archive, members["bits"], (-(-math.prod(shape) // 8),), "u", 1,
+        lambda found: f"{found} of bits do not fit the shape {shape}",
+    )  # fmt: skip
 
 
 class _BadMember(Exception):
