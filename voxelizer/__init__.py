@@ -15,6 +15,7 @@ from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOIC
 from .errors import (
     ArgumentError,
     DeviceError,
+    EmptyGridWarning,
     FillModeError,
     FormatError,
     GridError,
@@ -77,6 +78,7 @@ __all__ = [
     "BatchResult",
     "DenseGrid",
     "DeviceError",
+    "EmptyGridWarning",
     "FaceIds",
     "FillModeError",
     "FormatError",

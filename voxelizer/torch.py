@@ -120,4 +120,7 @@ def _read_npz(path: Path) -> tuple[np.ndarray, int, np.ndarray, float]:
     else:
         voxels = unpacked(bits, nx * ny * nz).reshape(nx, ny, nz)
         packed = np.packbits(voxels, axis=-1)
-    return packed, nz, np.array(placement.origin, np.float64), float(placement.voxel_size)
+    size = placement.voxel_size
+    if isinstance(size, tuple):
+        raise FormatError(f"{path}: voxels that are not cubes ({size}): one voxel size is taken")
+    return packed, nz, np.array(placement.origin, np.float64), float(size)

@@ -67,7 +67,7 @@ def previous_writer(grid: DenseGrid, path: Path) -> None:
     header = (
         f"#binvox 1\ndim {n} {n} {n}\n"
         f"translate {float(origin[0])!r} {float(origin[1])!r} {float(origin[2])!r}\n"
-        f"scale {float(n * grid.voxel_size)!r}\ndata\n"
+        f"scale {float(n * grid.placement.spacing[0])!r}\ndata\n"
     )
     with open_output(path, overwrite=True) as fh:
         fh.write(header.encode("ascii"))

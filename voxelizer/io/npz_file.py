@@ -30,14 +30,17 @@ FACE_IDS_KEY = "face_ids"  # optional: int32 (nx, ny, nz), -1 where no triangle 
 
 
 def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
-    """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size,
+    """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size
+    (a float, or the three sizes (hx, hy, hz) of voxels that are not cubes),
     and the face ids as an int32 [i, j, k] array when the result carries them."""
     columns = result.columns if isinstance(result, DenseGrid) else None
+    size = result.voxel_size
     arrays = {  # the GPU's words packed straight away when the grid still holds them
         "bits": packed_bits(result.to_numpy()) if columns is None else columns.packed_bits(),
         "shape": np.array(result.shape, np.int64),
         "origin": np.asarray(result.placement.origin, np.float64),
-        "voxel_size": np.float64(result.voxel_size),
+        # one float for cubes (as files before voxels of three sizes), else (hx, hy, hz)
+        "voxel_size": np.float64(size) if isinstance(size, float) else np.array(size, np.float64),
     }
     if "face" in result.attributes:
         arrays[FACE_IDS_KEY] = result.to_numpy("face")
@@ -210,14 +213,15 @@ def _placement(archive: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo]) ->
         )
     shape = check_shape(shape_values.tolist())
     origin, voxel_size = small["origin"], small["voxel_size"]
-    if origin.shape != (3,) or voxel_size.size != 1:
-        raise _BadMember("origin must be three numbers and voxel_size one")
-    h = float(voxel_size.reshape(-1)[0])
-    if not (np.isfinite(origin).all() and math.isfinite(h) and h > 0):
+    if origin.shape != (3,) or voxel_size.shape not in ((), (1,), (3,)):
+        raise _BadMember("origin must be three numbers and voxel_size one or three")
+    sizes = voxel_size.astype(np.float64).reshape(-1)
+    if not (np.isfinite(origin).all() and np.isfinite(sizes).all() and (sizes > 0).all()):
         raise _BadMember(
             f"origin and voxel size must be finite, the voxel size positive, not "
-            f"{origin.tolist()} and {h!r}"
+            f"{origin.tolist()} and {sizes.tolist()}"
         )
+    h = float(sizes[0]) if sizes.size == 1 else tuple(sizes.tolist())
     return GridPlacement(shape, origin.astype(np.float64), h)
 
 
