@@ -70,8 +70,8 @@ def check_bounds(bounds: object) -> np.ndarray:
     GridError."""
     try:
         given = np.asarray(bounds)
-        if given.dtype.kind not in "iuf":  # complex, bool, strings: never cast silently
-            raise TypeError
+        if given.dtype.kind in "cb":  # complex or bool: never cast silently
+            raise GridError(f"bounds must be real numbers, not {given.dtype}")
         box = given.astype(np.float64)
     except (TypeError, ValueError):
         raise GridError(

@@ -213,8 +213,10 @@ def _placement(archive: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo]) ->
         )
     shape = check_shape(shape_values.tolist())
     origin, voxel_size = small["origin"], small["voxel_size"]
-    if origin.shape != (3,) or voxel_size.shape not in ((), (1,), (3,)):
-        raise _BadMember("origin must be three numbers and voxel_size one or three")
+    if origin.shape != (3,):
+        raise _BadMember(f"origin must be three numbers, not {origin.shape}")
+    if voxel_size.shape not in ((), (1,), (3,)):
+        raise _BadMember(f"voxel_size must be one number or three, not {voxel_size.shape}")
     sizes = voxel_size.astype(np.float64).reshape(-1)
     if not (np.isfinite(origin).all() and np.isfinite(sizes).all() and (sizes > 0).all()):
         raise _BadMember(
