@@ -95,8 +95,11 @@ def test_a_starting_worker_process_reads_its_first_meshes_while_its_device_opens
     files, monkeypatch
 ):
     """The spawned worker of a two-worker batch holds meshes before its device is open (it
-    reads them meanwhile), a few only; its results equal the single calls'."""
+    reads them meanwhile), a few only; its results equal the single calls'. (The worker in
+    this process takes none here, so that the batch waits for the spawned one.)"""
     from voxelizer.batch import pool
+
+    monkeypatch.setattr(pool._LocalWorker, "next", lambda self, wait: None)
 
     held_at_ready: list[int] = []
     receive = pool.WorkerPool._receive

@@ -89,6 +89,7 @@ def worker_process_main(
         terminate_as_interrupt()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
         use_threads(settings.threads)  # the workers share the cores
+        outbox.send(("imported", None))  # its first meshes may come: they load as it opens
         if settings.load_processes:
             shared_load_processes(settings.load_processes)  # they start while the device opens
         opened: list[Voxelizer] = []
@@ -206,6 +207,7 @@ class _Handle:
     device: str | int | None
     assigned: dict[int, MeshTask] = field(default_factory=dict)
     started: int | None = None  # the mesh on the device now
+    imported: bool = False  # its code runs: it may get meshes to read while its device opens
     ready: bool = False
 
 
@@ -318,8 +320,10 @@ class WorkerPool:
             backlog=self._backlog,
         )
         for handle in self._handles.values():
-            # Until its device is open, no pace of its own: enough to read ahead meanwhile.
-            share = limit if handle.ready else min(limit, STARTING_SHARE)
+            # Until its device is open, no pace of its own: enough to read ahead meanwhile
+            # (none before its imports are done: a script without a main guard fails there).
+            share = min(limit, STARTING_SHARE) if handle.imported else 0
+            share = limit if handle.ready else share
             while len(handle.assigned) < share:
                 try:
                     task = self._todo.popleft()
@@ -343,7 +347,9 @@ class WorkerPool:
                 return
             if kind == "failed_start":
                 raise DeviceError(str(payload))
-            if kind == "ready":
+            if kind == "imported":
+                handle.imported = True
+            elif kind == "ready":
                 handle.ready = True
             elif kind == "start":
                 handle.started = payload
