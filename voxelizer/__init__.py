@@ -14,6 +14,7 @@ from .api import (
 from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOICES, VARIANTS
 from .errors import (
     DeviceError,
+    EmptyGridWarning,
     FillModeError,
     FormatError,
     GridError,
@@ -73,6 +74,7 @@ __all__ = [
     "BatchResult",
     "DenseGrid",
     "DeviceError",
+    "EmptyGridWarning",
     "FaceIds",
     "FillModeError",
     "FormatError",

@@ -15,7 +15,9 @@ class MeshError(VoxelizerError):
 
 
 class GridError(VoxelizerError):
-    """The requested grid is not allowed (not a multiple of 4, too small, too large)."""
+    """The requested grid is not allowed: a side below 1 or over the maximum, a voxel size
+    that is not positive and finite, bounds that are not a box, options that do not go
+    together (docs/guide/grids.md)."""
 
 
 class VariantError(VoxelizerError):
@@ -73,6 +75,11 @@ class OverlapWarning(UserWarning):
     """In parity (and vote) mode: columns of the grid pass through overlapping or nested parts of the
     mesh, or parts facing inwards (the surface winds around a voxel centre other than 0 or 1
     times). Parity fills them by their exclusive or; fill_mode="union" fills their union."""
+
+
+class EmptyGridWarning(UserWarning):
+    """The grid holds no part of the mesh (bounds beside it): every voxel is empty, and no
+    GPU work was done."""
 
 
 class FormatError(VoxelizerError):
