@@ -66,7 +66,7 @@ from .placement import (
     shape_text,
 )
 from .progress import TerminalProgress
-from .stats import Stats
+from .stats import VOXEL_NOUNS, Stats
 from .svo import SVO
 
 
@@ -442,7 +442,6 @@ def _add_topology(stats: Stats, mesh: Mesh) -> None:
 
 
 FACE_ID_FORMATS = (".svo", ".npz")  # the outputs that store face ids
-VOXEL_NOUNS = {"solid": "solid voxels", "surface": "surface voxels", "both": "voxels"}
 
 
 def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -261,6 +261,6 @@ class DenseGrid(Placed):
 
     def __repr__(self) -> str:
         return (
-            f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
+            f"DenseGrid({shape_text(self.shape)}, {self.count()} {self.stats.voxel_noun()}, "
             f"voxel_size={voxel_size_text(self.voxel_size)})"
         )

@@ -475,7 +475,7 @@ class SVO(Placed):
 
     def __repr__(self) -> str:
         return (
-            f"SVO({shape_text(self.shape)}, {self.count():,} solid voxels, "
+            f"SVO({shape_text(self.shape)}, {self.count():,} {self.stats.voxel_noun()}, "
             f"{self.node_count:,} nodes, "
             f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
             f"voxel_size={voxel_size_text(self.voxel_size)})"
