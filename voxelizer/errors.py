@@ -74,6 +74,12 @@ class OverlapWarning(UserWarning):
     times). Parity fills them by their exclusive or; fill_mode="union" fills their union."""
 
 
+class ColorWarning(UserWarning):
+    """Colours that cannot be taken from the mesh as it says: a texture that cannot be
+    read, or texture coordinates outside [0, 1]. The faces concerned take their material's
+    colour instead."""
+
+
 class FormatError(VoxelizerError):
     """A file cannot be read as a voxelization: its extension names no format that
     voxelizer.load reads, it cannot be opened, or its contents break its format."""

@@ -16,11 +16,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
-import numpy as np
-
 from ..errors import MeshError
 from ..mesh import Mesh, checked_mesh, usable_mesh
-from .mesh_parsing import MalformedMesh, MeshBytes, text_bytes
+from .mesh_parsing import MalformedMesh, MeshBytes, ReadMesh, text_bytes
 from .obj_file import read_obj
 from .ply_file import read_ply
 from .stl_file import read_stl
@@ -30,7 +28,7 @@ if TYPE_CHECKING:
 
 MeshLike = Union[Mesh, str, os.PathLike, tuple, "trimesh.Trimesh"]
 
-NATIVE_READERS: dict[str, Callable[[MeshBytes], tuple[np.ndarray, np.ndarray]]] = {
+NATIVE_READERS: dict[str, Callable[[MeshBytes], ReadMesh]] = {
     "ply": read_ply,
     "stl": read_stl,
     "obj": read_obj,
@@ -40,14 +38,23 @@ NATIVE_READERS: dict[str, Callable[[MeshBytes], tuple[np.ndarray, np.ndarray]]] 
 
 def load_mesh(source: MeshLike) -> Mesh:
     """Accept a path to a mesh file (PLY, STL, OBJ, or anything trimesh reads), a
-    trimesh.Trimesh, a Mesh, or (vertices, faces)."""
+    trimesh.Trimesh or trimesh.Scene (with its parts and colours), a Mesh, or (vertices,
+    faces)."""
     if isinstance(source, Mesh):
         return usable_mesh(source, "mesh")
     if isinstance(source, (str, os.PathLike)):
         return read_mesh_file(Path(source))
     if isinstance(source, tuple) and len(source) == 2:
         return checked_mesh(source[0], source[1], "(vertices, faces)")
+    if type(source).__module__.startswith("trimesh") and hasattr(source, "dump"):
+        from .trimesh_meshes import mesh_of_trimesh  # a Scene: its instances are its parts
+
+        return mesh_of_trimesh(source, type(source).__name__)
     if hasattr(source, "vertices") and hasattr(source, "faces"):
+        if type(source).__module__.startswith("trimesh") and hasattr(source, "visual"):
+            from .trimesh_meshes import mesh_of_trimesh
+
+            return mesh_of_trimesh(source, type(source).__name__)
         return checked_mesh(source.vertices, source.faces, type(source).__name__)
     raise MeshError(
         f"cannot voxelize a {type(source).__name__}: pass a file path, a trimesh.Trimesh "
@@ -72,7 +79,7 @@ def read_mesh_file(path: Path) -> Mesh:
                 raise MeshError(f"{path}: cannot read mesh ({label} file): the file is empty")
             data = _mapped(file)
         try:
-            vertices, faces = reader(data)
+            read = reader(data)
         finally:
             if isinstance(data, mmap.mmap):
                 with suppress(BufferError):  # a view held by a traceback: closed when freed
@@ -81,9 +88,10 @@ def read_mesh_file(path: Path) -> Mesh:
         raise MeshError(f"{path}: cannot read mesh ({label} file): {exc}") from None
     except OSError as exc:
         raise MeshError(f"{path}: cannot read mesh ({exc.strerror or exc})") from exc
-    if len(faces) == 0:
+    if len(read.faces) == 0:
         raise MeshError(f"{path}: the mesh has no triangles")
-    return usable_mesh(Mesh(vertices, faces), str(path))
+    appearance = None if read.appearance is None else read.appearance(path)
+    return usable_mesh(Mesh(read.vertices, read.faces, read.parts, appearance), str(path))
 
 
 def _mapped(file: io.BufferedReader) -> MeshBytes:
@@ -115,7 +123,7 @@ def _read_with_trimesh(path: Path, file_type: str) -> Mesh:
                 file_type=file_type if checked is not None else None,
                 resolver=trimesh.resolvers.FilePathResolver(str(path)),
                 process=False,
-                force="mesh",
+                force="scene",  # its instances are the parts (to_mesh's order: trimesh_meshes)
             )
     except MeshError:
         raise
@@ -127,10 +135,9 @@ def _read_with_trimesh(path: Path, file_type: str) -> Mesh:
         raise MeshError(
             f"{path}: cannot read mesh ({label} file): {_library_detail(exc, file_type)}"
         ) from exc
-    # A point cloud or a path has no faces (every Geometry with faces has vertices too).
-    if not hasattr(loaded, "faces") or not hasattr(loaded, "vertices") or loaded.faces is None:
-        raise MeshError(f"{path}: the file holds no triangles")
-    return checked_mesh(loaded.vertices, loaded.faces, str(path))
+    from .trimesh_meshes import mesh_of_trimesh  # a point cloud or a path: no triangles
+
+    return mesh_of_trimesh(loaded, str(path))
 
 
 def _mesh_file_type(path: Path) -> str:
