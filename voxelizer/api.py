@@ -21,11 +21,14 @@ import time
 import warnings
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, TypedDict
+from dataclasses import replace
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 import numpy as np
 import numpy.typing
 
+from .attributes.run import Attributed, AttributeRequest, attributed_voxels
+from .attributes.voxel_values import SolidValues
 from .budget import check_dense_fits
 from .errors import (
     DeviceError,
@@ -37,17 +40,21 @@ from .errors import (
 from .gpu.device import Device
 from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
-from .io.meshes import MeshLike, load_mesh
+from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology
 from .options import Options
+from .pipeline.face_ids import MarkedVoxels
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
-from .pipeline.runner import Job, Pipeline, Progress
+from .pipeline.runner import COLUMN_COUNTS, Job, Pipeline, Progress
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+# One mesh, or a list of meshes voxelized together on one grid (each mesh a part).
+MeshesLike = MeshLike | list[MeshLike]
 
 
 class VoxelizeOptions(TypedDict, total=False):
@@ -63,6 +70,10 @@ class VoxelizeOptions(TypedDict, total=False):
     mode: str
     surface: str | None
     attributes: Collection[str]
+    labels: bool
+    colors: bool
+    overlap: str
+    fill_color: object
 
 
 class Voxelizer:
@@ -95,7 +106,7 @@ class Voxelizer:
 
     def voxelize(
         self,
-        mesh: MeshLike,
+        mesh: MeshesLike,
         grid: GridLike | None = None,
         *,
         warn: bool = True,
@@ -111,7 +122,13 @@ class Voxelizer:
         contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total)),
         mode ("solid", "surface" or "both"), surface ("conservative" or "thin", for mode
         "surface"), attributes (["face"], modes "surface" and "both": the SVO also stores
-        each surface voxel's face id, SVO.to_numpy(attribute="face")). warn=False: no
+        each surface voxel's face id, SVO.to_numpy(attribute="face")), labels (True: the
+        part of every set voxel, SVO.to_numpy(attribute="label"), named by
+        SVO.label_names), overlap ("last" or "smallest": the part an overlap belongs to),
+        colors (True: every set voxel's RGBA, SVO.to_numpy(attribute="color")), fill_color
+        (the inside's colour; default: the nearest surface voxel's along the column). A
+        list of meshes is voxelized together on one grid around them all, each mesh a part
+        (docs/guide/colours-and-labels.md). warn=False: no
         OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
         thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
         count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
@@ -120,6 +137,9 @@ class Voxelizer:
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
+        if checked.labels or checked.colors:
+            svo = self._attributed_svo(loaded, placement, stats, checked)
+            return self._finished(svo, checked, warn, count_voxels)
         job = self._job(loaded, placement, checked)
         marked = None
         with self._locked():
@@ -132,15 +152,11 @@ class Voxelizer:
             started = time.perf_counter()
             svo = svo.with_face_ids(marked.voxels, marked.ids)
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
-        if count_voxels:
-            svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
-        if warn:
-            _warn_from_counts(svo.stats.counts, checked.fill_mode)
-        return svo
+        return self._finished(svo, checked, warn, count_voxels)
 
     def voxelize_dense(
         self,
-        mesh: MeshLike,
+        mesh: MeshesLike,
         grid: GridLike | None = None,
         *,
         warn: bool = True,
@@ -149,11 +165,18 @@ class Voxelizer:
     ) -> DenseGrid:
         """Voxelization on a dense grid (mode "solid": voxel set iff its centre is inside
         the mesh). Arguments as for voxelize; attributes=["face"] (modes "surface" and
-        "both") also fills DenseGrid.face_ids."""
+        "both") also fills DenseGrid.face_ids, labels=True DenseGrid.labels, colors=True
+        DenseGrid.colors."""
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
+        if checked.labels or checked.colors:
+            found = self._attributed(loaded, placement, stats, checked)
+            result = DenseGrid(
+                found.voxels, placement, stats, face_ids=_face_grid(found, placement, checked)
+            ).with_attributes(found.labels, found.colors, found.label_names)
+            return self._finished(result, checked, warn, count_voxels)
         job = self._job(loaded, placement, checked)
         faces = None
         with self._locked():
@@ -166,11 +189,43 @@ class Voxelizer:
             result = DenseGrid.of_columns(voxels, placement, merged, face_ids=faces)
         else:
             result = DenseGrid(voxels, placement, merged, face_ids=faces)
+        return self._finished(result, checked, warn, count_voxels)
+
+    def _finished(
+        self, result: ResultT, options: Options, warn: bool, count_voxels: bool
+    ) -> ResultT:
+        """The result with its voxel count, after the warnings its column counts call for."""
         if count_voxels:
-            result.stats.counts[voxel_count_label(checked.mode)] = result.count()
+            result.stats.counts[voxel_count_label(options.mode)] = result.count()
         if warn:
-            _warn_from_counts(result.stats.counts, checked.fill_mode)
+            _warn_from_counts(result.stats.counts, options.fill_mode, stacklevel=5)
         return result
+
+    def _attributed_svo(
+        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options
+    ) -> SVO:
+        """An SVO with labels or colours: the voxels found densely, then built on the CPU."""
+        check_dense_fits(placement.shape, "labels and colours")
+        found = self._attributed(mesh, placement, stats, options)
+        svo = SVO.from_dense(found.voxels, placement, stats)
+        if "face" in options.attributes and found.marked is not None:
+            svo = svo.with_face_ids(*found.marked)
+        values = SolidValues.of_dense(svo, found.labels, found.colors, found.label_names)
+        return svo.with_values(values)
+
+    def _attributed(
+        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options
+    ) -> Attributed:
+        """The voxels with labels and colours (voxelizer.attributes.run), from the runs of
+        the pipeline they need, on this device and grid, with these options."""
+        request = AttributeRequest(
+            options.labels, options.colors, options.overlap, options.fill_color
+        )
+        runs = _Runs(self, placement, options, stats)
+        with self._locked():
+            found = attributed_voxels(mesh, placement, options.mode, request, runs, "mesh", stats)
+        stats.counts["triangles"] = mesh.triangle_count
+        return found
 
     def voxelize_grid(
         self,
@@ -224,10 +279,10 @@ class Voxelizer:
         device resolves it (pipeline.passes.auto_variants)."""
         return auto_variants(self.device.is_cpu)[0] if variant == AUTO_VARIANT else variant
 
-    def _prepare(self, mesh: MeshLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
-        """Load and check the mesh, place the grid."""
+    def _prepare(self, mesh: MeshesLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
+        """Load and check the mesh (several: one mesh of them, each a part), place the grid."""
         started = time.perf_counter()
-        loaded = load_mesh(mesh)
+        loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
         placement = GridPlacement.around(loaded, options.shape, options.voxel_size, options.bounds)
         stats = Stats()
@@ -336,11 +391,60 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
     return found
 
 
-def _warn_from_counts(counts: dict[str, int], fill_mode: str) -> None:
+def _warn_from_counts(counts: dict[str, int], fill_mode: str, stacklevel: int = 4) -> None:
     """mesh_warnings, warned. Called by the Voxelizer methods, so the warning points at their
     caller's caller (the module functions' user)."""
     for warning in mesh_warnings(counts, fill_mode):
-        warnings.warn(warning, stacklevel=4)
+        warnings.warn(warning, stacklevel=stacklevel)
+
+
+class _Runs:
+    """The pipeline runs voxelizer.attributes.run asks for, on one call's grid and options
+    (its Runs protocol); their times and column counts go into the call's stats."""
+
+    def __init__(
+        self, voxelizer: Voxelizer, placement: GridPlacement, options: Options, stats: Stats
+    ) -> None:
+        self._voxelizer, self._placement, self._options = voxelizer, placement, options
+        self._stats = stats
+        self._first = True
+
+    def _job(self, mesh: Mesh, mode: str) -> Job:
+        options = replace(self._options, mode=mode, surface=self._options.surface or "conservative")
+        return self._voxelizer._job(mesh, self._placement, options)
+
+    def voxels(self, mesh: Mesh, mode: str) -> ColumnBits | np.ndarray:
+        voxels, run = self._voxelizer._pipeline.dense(self._job(mesh, mode))
+        self._add(run)
+        return voxels
+
+    def marked(
+        self, mesh: Mesh, mode: str
+    ) -> tuple[ColumnBits | np.ndarray, np.ndarray, np.ndarray]:
+        voxels, faces, run = self._voxelizer._pipeline.dense_faces(self._job(mesh, mode))
+        self._add(run)
+        marked = MarkedVoxels.of_grid(faces)
+        return voxels, marked.voxels, marked.ids
+
+    def _add(self, run: Stats) -> None:
+        """The first run's stats are the call's (behind its host steps); later runs add their
+        times and column counts."""
+        if self._first:
+            self._first = False
+            merged = _merged(Stats(host_ms=dict(self._stats.host_ms)), run)
+            self._stats.__dict__.update(merged.__dict__)
+            return
+        self._stats.add_times_of(run)
+        self._stats.count(**{name: run.counts.get(name, 0) for name in COLUMN_COUNTS})
+
+
+def _face_grid(found: Attributed, placement: GridPlacement, options: Options) -> np.ndarray | None:
+    """The dense face ids of an attributed call that asked for them."""
+    if "face" not in options.attributes or found.marked is None:
+        return None
+    faces = np.full(placement.shape, -1, np.int32)
+    MarkedVoxels(*found.marked).scatter(faces)
+    return faces
 
 
 def check_mesh(mesh: MeshLike) -> Topology:
@@ -363,6 +467,8 @@ def _merged(before: Stats, run: Stats) -> Stats:
     run.counts.update(before.counts)
     return run
 
+
+ResultT = TypeVar("ResultT", SVO, DenseGrid)
 
 _shared: dict[str, Voxelizer] = {}
 _shared_lock = threading.Lock()
@@ -399,7 +505,7 @@ os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 
 def voxelize(
-    mesh: MeshLike,
+    mesh: MeshesLike,
     grid: GridLike | None = None,
     *,
     device: str | int | None = None,
@@ -410,7 +516,7 @@ def voxelize(
 
 
 def voxelize_dense(
-    mesh: MeshLike,
+    mesh: MeshesLike,
     grid: GridLike | None = None,
     *,
     device: str | int | None = None,

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing
 
+from .attributes.colours import Color, parse_color
+from .attributes.labels import DEFAULT_OVERLAP, OVERLAP_RULES
 from .budget import parse_size
 from .errors import FillModeError, GridError, ModeError, VariantError
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANT_CHOICES
@@ -36,6 +38,10 @@ class Options:
     mode: str = "solid"
     surface: str | None = None  # the surface's kind for modes "surface" and "both", else None
     attributes: tuple[str, ...] = ()  # per-voxel attributes asked for: "face"
+    labels: bool = False  # a label grid of the mesh's parts (voxelizer.attributes.labels)
+    colors: bool = False  # the colour of every set voxel (voxelizer.attributes.colours)
+    overlap: str = DEFAULT_OVERLAP  # which part an overlap of parts belongs to
+    fill_color: Color | None = None  # the inside's colour; None: its column's surface colour
 
     @classmethod
     def create(
@@ -52,6 +58,10 @@ class Options:
         mode: str = "solid",
         surface: str | None = None,
         attributes: Collection[str] = (),
+        labels: bool = False,
+        colors: bool = False,
+        overlap: str = DEFAULT_OVERLAP,
+        fill_color: object = None,
     ) -> Options:
         """Check every option (GridError, VariantError, FillModeError, MemoryBudgetError,
         ModeError).
@@ -59,7 +69,11 @@ class Options:
         mode: "solid" (voxels whose centres are inside), "surface" (voxels the triangles
         touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
         solid united with the conservative surface). attributes: ["face"] also gives each
-        surface voxel the smallest index of the triangles that mark it (DenseGrid and SVO)."""
+        surface voxel the smallest index of the triangles that mark it (DenseGrid and SVO).
+        labels: a label grid of the mesh's parts; overlap: "last" or "smallest", the part an
+        overlap of parts belongs to. colors: every set voxel's colour; fill_color: None
+        (or "nearest"), the colour of the nearest surface voxel along the column, else the
+        colour of every voxel the surface does not mark ("#RRGGBB[AA]" or 3-4 integers)."""
         if grid is not None and voxel_size is not None:
             raise GridError("give a grid or a voxel size, not both")
         box = None
@@ -79,6 +93,10 @@ class Options:
             sort=_choice(sort, SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),
             progress=progress,
+            labels=_flag(labels, "labels"),
+            colors=_flag(colors, "colors"),
+            overlap=_choice(overlap, OVERLAP_RULES, "overlap rule", ModeError),
+            fill_color=_fill_color(fill_color),
         )
 
 
@@ -90,6 +108,19 @@ def _choice(value: object, allowed: Collection[str], what: str, error: type[Exce
 
 
 ATTRIBUTES = ("face",)
+
+
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ModeError(f"{name} must be True or False, not {value!r}")
+    return bool(value)
+
+
+def _fill_color(value: object) -> Color | None:
+    try:
+        return parse_color(value)
+    except ValueError as exc:
+        raise ModeError(f"fill_color: {exc}") from None
 
 
 def _surface_kind(mode: str, surface: object, fill_mode: object) -> str | None:

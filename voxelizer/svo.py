@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import numpy.typing
@@ -311,6 +312,21 @@ class FaceIds:
     __hash__ = None  # type: ignore[assignment]
 
 
+class SolidValuesLike(Protocol):
+    """Values of every solid voxel beside the tree (voxelizer.attributes.voxel_values's
+    SolidValues: labels and colours), as the SVO uses them."""
+
+    @property
+    def label_names(self) -> tuple[str, ...]: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    def dense(self, svo: SVO, name: str) -> np.ndarray: ...
+
+    def check(self, count: int) -> str: ...
+
+
 class SVO(Placed):
     """A solid voxelization as a sparse voxel octree (docs/svo-format.md).
 
@@ -330,6 +346,7 @@ class SVO(Placed):
         *,
         verify: bool = True,
         face_ids: FaceIds | None = None,
+        values: SolidValuesLike | None = None,
     ):
         self.placement = placement
         self.stats = stats if stats is not None else Stats()
@@ -343,6 +360,7 @@ class SVO(Placed):
             np.asarray(level_offsets).reshape(-1), np.uint32, "level_offsets"
         )
         self._faces = face_ids
+        self._values = values  # labels and colours of the solid voxels
         self._walked: _Tree | None = _check_structure(self) if verify else None
 
     @property
@@ -385,9 +403,29 @@ class SVO(Placed):
         out._faces = faces
         return out
 
+    def with_values(self, values: SolidValuesLike | None) -> SVO:
+        """This octree carrying labels and colours of its solid voxels (SVOFormatError when
+        they do not fit it); the tree's arrays are shared, not copied."""
+        if values is not None and values.check(self.count()):
+            raise SVOFormatError(values.check(self.count()))
+        out = copy.copy(self)
+        out._values = values
+        return out
+
     @property
     def attributes(self) -> tuple[str, ...]:
-        return () if self._faces is None else ("face",)
+        faces = () if self._faces is None else ("face",)
+        return faces + (() if self._values is None else self._values.names)
+
+    @property
+    def values(self) -> SolidValuesLike | None:
+        """The labels and colours of the solid voxels, or None."""
+        return self._values
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """The parts' names: label l (to_numpy(attribute="label")) is label_names[l - 1]."""
+        return () if self._values is None else self._values.label_names
 
     @property
     def face_ids(self) -> FaceIds | None:
@@ -468,6 +506,9 @@ class SVO(Placed):
         same shape, the face id of every marked voxel and -1 elsewhere (empty voxels too),
         as DenseGrid.face_ids."""
         shape, levels = self.shape, self.levels
+        if attribute in ("label", "color") and self._values is not None:
+            check_dense_fits(shape, "SVO.to_numpy", voxel_bytes=2 if attribute == "label" else 4)
+            return self._values.dense(self, attribute)
         if attribute is not None:
             return self._face_grid(attribute)
         check_dense_fits(shape, "SVO.to_numpy")
@@ -482,7 +523,10 @@ class SVO(Placed):
 
     def _face_grid(self, attribute: str) -> np.ndarray:
         if attribute != "face":
-            raise ValueError(f"attribute must be 'face', not {attribute!r}")
+            raise ValueError(
+                f"attribute must be one of {', '.join(self.attributes) or 'none'}: "
+                f"this SVO has no {attribute!r}"
+            )
         faces = self.face_ids
         if faces is None:
             raise ValueError("this SVO has no face ids (voxelize with attributes=['face'])")
@@ -574,6 +618,19 @@ class SVO(Placed):
         keys.append((codes << 6) | morton_encode(local[:, 0], local[:, 1], local[:, 2], 2))
         order = np.argsort(np.concatenate(keys), kind="stable")
         return np.concatenate(corners)[order], np.concatenate(sizes)[order]
+
+    def solid_bricks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(Morton codes, int64 ascending; uint64 masks) of every brick that holds a solid
+        voxel: the stored bricks, and the bricks of full cubes (every bit set)."""
+        codes, masks = [self._tree.brick_codes], [self._bricks]
+        for level, full in enumerate(self._tree.full_codes, start=1):
+            shift = 3 * (self.levels - level)
+            if len(full):
+                codes.append(((full << shift)[:, None] + np.arange(1 << shift)).reshape(-1))
+                masks.append(np.full(len(codes[-1]), FULL_BRICK))
+        all_codes = np.concatenate(codes)
+        order = np.argsort(all_codes, kind="stable")
+        return all_codes[order], np.concatenate(masks)[order]
 
     def world_boxes(self) -> np.ndarray:
         """(M, 2, 3) world min and max corners of solid_boxes(), same order."""
@@ -676,6 +733,7 @@ class SVO(Placed):
             and np.array_equal(self._nodes, other._nodes)
             and np.array_equal(self._bricks, other._bricks)
             and self._faces == other._faces
+            and self._values == other._values
         )
 
     __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares by value
@@ -870,4 +928,6 @@ def _check_structure(svo: SVO) -> _Tree:
     tree = _Tree(codes, full_codes)
     if svo._faces is not None:
         _check_faces(svo, tree, svo._faces)
+    if svo._values is not None and svo._values.check(svo.count()):
+        raise SVOFormatError(svo._values.check(svo.count()))
     return tree

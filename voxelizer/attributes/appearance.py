@@ -211,7 +211,8 @@ def joined_parts(
 ) -> Parts:
     """The parts of meshes put one after another: a mesh with parts keeps them (named
     "NAME/PART"), one without is one part named NAME (its entry of `names`)."""
-    ids, all_names = [], []
+    ids: list[np.ndarray] = []
+    all_names: list[str] = []
     for mesh_parts, faces, name in zip(parts, face_counts, names):
         if mesh_parts is None:
             ids.append(np.full(faces, len(all_names), np.int32))
@@ -232,7 +233,9 @@ def joined_appearance(
     filled in for the others (NaN UVs, the default colour)."""
     if all(appearance is None for appearance in appearances):
         return None
-    sources, face_materials, materials = [], [], []
+    sources: list[np.ndarray] = []
+    face_materials: list[np.ndarray] = []
+    materials: list[Material] = []
     uvs: list[np.ndarray | None] = []
     vertex_colors: list[np.ndarray | None] = []
     face_colors: list[np.ndarray | None] = []

@@ -16,6 +16,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
 
+import numpy as np
+
 from ..errors import MeshError
 from ..mesh import Mesh, checked_mesh, usable_mesh
 from .mesh_parsing import MalformedMesh, MeshBytes, ReadMesh, text_bytes
@@ -240,3 +242,28 @@ def _checked_off(data: bytes) -> bytes:
 
 _CHECKED_FORMATS = {"off": _checked_off}
 """Formats read by trimesh whose files we check first, for a clear message."""
+
+
+def load_meshes(sources: list[MeshLike]) -> Mesh:
+    """Several meshes as one, each a part (its own parts as parts of it, named "NAME/PART"):
+    vertices and faces one mesh after another, named by file name (without the extension)
+    or "mesh N" (counted from 1)."""
+    from ..attributes.appearance import joined_appearance, joined_parts
+
+    if not sources:
+        raise MeshError("an empty list of meshes: give one mesh or more")
+    meshes = [load_mesh(source) for source in sources]
+    names = [
+        Path(source).stem if isinstance(source, (str, os.PathLike)) else f"mesh {number}"
+        for number, source in enumerate(sources, start=1)
+    ]
+    if len(meshes) == 1 and meshes[0].parts is not None:
+        return meshes[0]
+    vertex_counts = [len(mesh.vertices) for mesh in meshes]
+    face_counts = [mesh.triangle_count for mesh in meshes]
+    offsets = np.cumsum([0, *vertex_counts[:-1]])
+    vertices = np.vstack([mesh.vertices for mesh in meshes])
+    faces = np.vstack([mesh.faces + offset for mesh, offset in zip(meshes, offsets)])
+    parts = joined_parts([mesh.parts for mesh in meshes], face_counts, names)
+    appearance = joined_appearance([mesh.appearance for mesh in meshes], vertex_counts, face_counts)
+    return usable_mesh(Mesh(vertices, faces, parts, appearance), "the meshes")

@@ -58,11 +58,11 @@ def obj_appearance(path: Path, extras: ObjExtras) -> Appearance:
     )
     materials = []
     for name in unique:
-        material = library.get(str(name))
-        if material is None:
+        found_material = library.get(str(name))
+        if found_material is None:
             problems.append(f"{path}: material {name!r} is not defined in its libraries")
-            material = Material(str(name))
-        materials.append(material)
+            found_material = Material(str(name))
+        materials.append(found_material)
     assert extras.face_materials is not None  # (appearance_maker asks for materials only then)
     face_materials = np.where(
         extras.face_materials >= 0, line_material.reshape(-1)[extras.face_materials], -1

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class ElementLike(Protocol):
     properties: list  # of PropertyLike
 
 
-Column = Callable[[ElementLike, PropertyLike], np.ndarray]
+Column = Callable[[Any, Any], np.ndarray]  # (element, property) -> values
 
 
 def has_extras(vertex: ElementLike, face: ElementLike) -> bool:

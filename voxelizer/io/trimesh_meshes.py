@@ -75,7 +75,7 @@ def _name(geometry: trimesh.Trimesh, number: int) -> str:
 
 def appearance_of(geometry: trimesh.Trimesh) -> Appearance | None:
     """The colours of one trimesh geometry's visual, or None when it has none."""
-    visual = getattr(geometry, "visual", None)
+    visual: Any = getattr(geometry, "visual", None)
     kind = getattr(visual, "kind", None)
     count = len(geometry.faces)
     if kind == "texture":

@@ -1,0 +1,178 @@
+"""Voxel colours: a surface voxel takes the colour of its face at the point of the face
+nearest to the voxel's centre; every other set voxel the colour of the nearest surface voxel
+along its column (+z), or one fill colour.
+
+A face's colour at a point, by its source (voxelizer.attributes.appearance):
+- TEXTURE: the texture's pixel at the point's UV (the corners' UVs weighted by the point's
+  barycentric weights), picked as trimesh's `uv_to_color` picks it (the nearest pixel to
+  (u (W - 1), (1 - v) (H - 1)), rounded half to even), times the material's colour
+  (component by component, /255, rounded);
+- VERTEX: the corners' colours weighted by the same weights, rounded;
+- FACE: the face's colour; MATERIAL: its material's colour (the default grey without one).
+A texture that cannot be read, or a face whose corner UVs leave [0, 1], gives a
+ColorWarning and the material's colour.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ..errors import ColorWarning
+from ..mesh import Mesh
+from ..placement import GridPlacement
+from .appearance import DEFAULT_COLOR, FACE, TEXTURE, VERTEX
+from .closest import closest_weights
+
+CHUNK_VOXELS = 1 << 22  # voxels of the grid whose column colours are found at once
+Color = tuple[int, int, int, int]
+
+
+def surface_colors(
+    mesh: Mesh, placement: GridPlacement, voxels: np.ndarray, face_ids: np.ndarray
+) -> np.ndarray:
+    """RGBA uint8 (M, 4) of voxels (M, 3) [i, j, k] marked by faces `face_ids` (M,)."""
+    appearance = mesh.appearance
+    count = len(face_ids)
+    if appearance is None:
+        return np.tile(np.array(DEFAULT_COLOR, np.uint8), (count, 1))
+    for problem in appearance.problems:
+        warnings.warn(ColorWarning(problem), stacklevel=3)
+    out = appearance.material_colors()[face_ids]
+    sources = appearance.sources[face_ids]
+    needs_point = (sources == TEXTURE) | (sources == VERTEX)
+    weights = np.zeros((count, 3))
+    if needs_point.any():
+        rows = np.flatnonzero(needs_point)
+        corners = mesh.vertices[mesh.faces[face_ids[rows]]]  # (R, 3 corners, 3)
+        points = placement.voxel_centres(voxels[rows])
+        weights[rows] = closest_weights(points, corners[:, 0], corners[:, 1], corners[:, 2])
+    rows = np.flatnonzero(sources == VERTEX)
+    if len(rows):
+        assert appearance.vertex_colors is not None  # (Appearance checks its arrays)
+        corner_colors = appearance.vertex_colors[mesh.faces[face_ids[rows]]].astype(np.float64)
+        mixed = np.einsum("rc,rck->rk", weights[rows], corner_colors)
+        out[rows] = np.floor(np.clip(mixed, 0.0, 255.0) + 0.5)
+    rows = np.flatnonzero(sources == FACE)
+    if len(rows):
+        assert appearance.face_colors is not None
+        out[rows] = appearance.face_colors[face_ids[rows]]
+    rows = np.flatnonzero(sources == TEXTURE)
+    if len(rows):
+        _textured(out, rows, face_ids[rows], weights[rows], mesh)
+    return out
+
+
+def _textured(
+    out: np.ndarray, rows: np.ndarray, face_ids: np.ndarray, weights: np.ndarray, mesh: Mesh
+) -> None:
+    """out[rows] = the texture colour at the weighted UVs, times the material colour, for
+    faces whose texture can be read and whose corner UVs lie in [0, 1]."""
+    appearance = mesh.appearance
+    assert appearance is not None and appearance.corner_uvs is not None
+    corner_uvs = appearance.corner_uvs[face_ids]  # (R, 3, 2)
+    outside = ((corner_uvs < 0.0) | (corner_uvs > 1.0)).any(axis=(1, 2))
+    if outside.any():
+        faces = len(np.unique(face_ids[outside]))
+        warnings.warn(
+            ColorWarning(
+                f"{faces:,} textured {'face has' if faces == 1 else 'faces have'} texture "
+                f"coordinates outside [0, 1] ({int(outside.sum()):,} surface voxels): "
+                "they take their material's colour"
+            ),
+            stacklevel=4,
+        )
+    uvs = np.einsum("rc,rck->rk", weights, corner_uvs)
+    materials = appearance.face_materials[face_ids]
+    for material in np.unique(materials[~outside]).tolist():
+        texture = appearance.materials[material].texture
+        pixels = None if texture is None else texture.pixels()
+        if pixels is None:
+            continue  # (warned by the texture): the material colour stays
+        picked = np.flatnonzero((materials == material) & ~outside)
+        sampled = sample_texture(pixels, uvs[picked]).astype(np.float64)
+        factor = out[rows[picked]].astype(np.float64)  # the material colour
+        out[rows[picked]] = np.floor(sampled * factor / 255.0 + 0.5)
+
+
+def sample_texture(pixels: np.ndarray, uvs: np.ndarray) -> np.ndarray:
+    """RGBA uint8 (N, 4) of an (H, W, 4) image at UVs (N, 2), picked as trimesh's
+    trimesh.visual.color.uv_to_color picks them (v up, the nearest pixel)."""
+    height, width = pixels.shape[:2]
+    x = (uvs[:, 0] * (width - 1)) % width
+    y = ((1.0 - uvs[:, 1]) * (height - 1)) % height
+    rows = y.round().astype(np.int64) % height
+    columns = x.round().astype(np.int64) % width
+    return pixels[rows, columns]
+
+
+def filled_colors(
+    voxels: np.ndarray, marked: np.ndarray, marked_colors: np.ndarray, fill: Color | None
+) -> np.ndarray:
+    """RGBA uint8 (nx, ny, nz, 4) of the set voxels of bool `voxels`, 0 elsewhere: a marked
+    voxel (M, 3) its colour (M, 4); any other, with `fill` None, the colour of the marked
+    voxel nearest along its column (the lower one of two at the same distance; the default
+    grey in a column without one), else `fill`."""
+    nx, ny, nz = voxels.shape
+    out = np.zeros((nx, ny, nz, 4), np.uint8)
+    order = np.argsort(marked[:, 0], kind="stable")
+    marked, marked_colors = marked[order], marked_colors[order]
+    table = np.vstack([marked_colors, [fill if fill is not None else DEFAULT_COLOR]])
+    step = max(1, CHUNK_VOXELS // max(1, ny * nz))
+    for low in range(0, nx, step):
+        high = min(nx, low + step)
+        first, last = np.searchsorted(marked[:, 0], [low, high])
+        index = np.full((high - low, ny, nz), -1, np.int64)
+        i, j, k = marked[first:last].T
+        index[i - low, j, k] = np.arange(first, last)
+        if fill is None:
+            index = _nearest_along_columns(index)
+        solid = voxels[low:high]
+        out[low:high][solid] = table[index[solid]]  # -1: the last row, fill or default
+    return out
+
+
+def _nearest_along_columns(index: np.ndarray) -> np.ndarray:
+    """For every voxel of (X, Y, Z) marks (an index, -1 for none), the mark nearest along
+    its column (axis 2; the lower on a tie), -1 in a column without one."""
+    depth = index.shape[2]
+    has = index >= 0
+    k = np.arange(depth)
+    below = np.where(has, k, -1)
+    np.maximum.accumulate(below, axis=2, out=below)  # the last mark at or below
+    above = np.where(has, k, 2 * depth)
+    above = np.minimum.accumulate(above[:, :, ::-1], axis=2)[:, :, ::-1]  # the next at or above
+    far = 4 * depth
+    to_below = np.where(below >= 0, k - below, far)
+    to_above = np.where(above < 2 * depth, above - k, far)
+    pick = np.where(to_below <= to_above, below, above)
+    found = np.take_along_axis(index, np.clip(pick, 0, depth - 1), axis=2)
+    return np.where(np.minimum(to_below, to_above) < far, found, -1)
+
+
+def parse_color(value: object) -> Color | None:
+    """A fill colour as RGBA: None or "nearest" (the nearest surface voxel's colour), a
+    "#RRGGBB" or "#RRGGBBAA" string (the "#" optional), or three or four integers from 0 to
+    255; ValueError otherwise."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "nearest"):
+        return None
+    if isinstance(value, str):
+        digits = value.strip().removeprefix("#")
+        if len(digits) in (6, 8) and all(c in "0123456789abcdefABCDEF" for c in digits):
+            channels = [int(digits[at : at + 2], 16) for at in range(0, len(digits), 2)]
+            return _rgba(channels)
+        raise ValueError(f"colour {value!r}: write RRGGBB or RRGGBBAA in hexadecimal, or nearest")
+    try:
+        channels = [int(c) for c in value]  # type: ignore[attr-defined]
+        exact = all(int(c) == c for c in value)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):
+        raise ValueError(f"colour {value!r}: give three or four integers from 0 to 255") from None
+    if not exact or len(channels) not in (3, 4) or not all(0 <= c <= 255 for c in channels):
+        raise ValueError(f"colour {value!r}: give three or four integers from 0 to 255")
+    return _rgba(channels)
+
+
+def _rgba(channels: list[int]) -> Color:
+    r, g, b, a = [*channels, 255][:4]
+    return r, g, b, a
