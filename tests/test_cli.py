@@ -80,7 +80,7 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
     "args, message",
     [
         (["--variant", "fastest"], "unknown variant 'fastest'"),
-        (["-o", "out.stl"], "cannot write .stl"),
+        (["-o", "out.3mf"], "cannot write .3mf"),
         (["--grid", "many"], "invalid grid 'many'"),
         (["--grid", "30"], "multiple of 4"),
         (["--grid", "4"], "multiple of 4"),

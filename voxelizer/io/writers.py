@@ -1,5 +1,5 @@
 """Output files of a voxelization, chosen by extension: .svo, .binvox, .vox, .npz, .vti, .ply,
-.obj, .glb. Every writer takes a DenseGrid or an SVO (anything Placed).
+.obj, .glb, .stl. Every writer takes a DenseGrid or an SVO (anything Placed).
 
 Every writer refuses to replace an existing file unless asked (OutputError with `exists`
 set) and reports any OSError as an OutputError (see voxelizer.io.output).
@@ -114,5 +114,12 @@ WRITERS: dict[str, tuple[str, str]] = {
     ".ply": (".mesh_writer", "write_mesh"),
     ".obj": (".mesh_writer", "write_mesh"),
     ".glb": (".mesh_writer", "write_mesh"),
+    ".stl": (".stl_writer", "write_stl"),
+}
+# The formats that hold each attribute of a result (the others write the voxels alone).
+ATTRIBUTE_FORMATS = {
+    "face": (".svo", ".npz"),
+    "label": (".svo", ".npz", ".vti"),
+    "color": (".svo", ".npz", ".vti", ".vox", ".ply", ".obj", ".glb"),
 }
 OUTPUT_FORMATS = tuple(WRITERS)
