@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from . import __version__
+from .attributes.labels import DEFAULT_OVERLAP, OVERLAP_RULES
 from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
 from .errors import (
+    ColorWarning,
     GridError,
     MemoryBudgetError,
     ModeError,
@@ -32,7 +34,8 @@ from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
 from .io.preview import PREVIEW_SUFFIX, write_preview
-from .io.writers import OUTPUT_FORMATS, check_output_shape, save
+from .io.slices import check_slices_folder, write_slices
+from .io.writers import ATTRIBUTE_FORMATS, OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
 from .options import Options
@@ -78,6 +81,10 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
         mode=args.mode,
         surface=args.surface,
         attributes=["face"] if args.face_ids else [],
+        labels=args.labels,
+        colors=args.colors,
+        overlap=args.overlap or DEFAULT_OVERLAP,
+        fill_color=args.fill_color,
     )
 
 
@@ -262,7 +269,38 @@ def _parser() -> argparse.ArgumentParser:
         help="write the voxels, format by extension: .svo (sparse voxel octree), "
         ".binvox, .vox (MagicaVoxel), .npz (packed bits, origin, voxel "
         "size), .vti (VTK image data: ParaView, PyVista), "
-        ".ply/.obj/.glb (the voxels' outer faces as a mesh)",
+        ".ply/.obj/.glb (the voxels' outer faces as a mesh), .stl (the same, binary STL "
+        "for 3D printing)",
+    )
+    parser.add_argument(
+        "--labels",
+        action="store_true",
+        help="also find each voxel's part (OBJ objects and groups, PLY part properties, "
+        "STL solids, glTF primitives): a label grid in -o FILE.svo, .npz or .vti",
+    )
+    parser.add_argument(
+        "--overlap",
+        choices=OVERLAP_RULES,
+        help="with --labels: the part a voxel inside two parts belongs to: last (default, "
+        "the later part in the file) or smallest (the part of fewer voxels)",
+    )
+    parser.add_argument(
+        "--colors",
+        action="store_true",
+        help="also colour each voxel (materials, vertex colours, textures): a palette in "
+        ".vox, vertex colours in .ply/.obj/.glb, colour arrays in .svo, .npz and .vti",
+    )
+    parser.add_argument(
+        "--fill-color",
+        metavar="RRGGBB",
+        help="with --colors: the colour of voxels the surface does not touch (hexadecimal "
+        "RRGGBB or RRGGBBAA); default: the nearest surface voxel's along the column",
+    )
+    parser.add_argument(
+        "--slices",
+        metavar="DIR",
+        help="write a PNG slice stack for 3D printing into DIR: one 1-bit image per z "
+        "layer (white = solid), and slices.json with the layer height",
     )
     parser.add_argument(
         "--up-axis",
@@ -327,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
             warnings.simplefilter("always", OverlapWarning)
+            warnings.simplefilter("always", ColorWarning)
             warnings.showwarning = _one_line_warning
             with stderr_logging(args.verbose, prefix="voxelize: "):
                 return _run(parser, args)
@@ -384,6 +423,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except GridError as exc:
             parser.error(str(exc))
     if batch_requested(args):
+        for flag, value in (("--labels", args.labels), ("--colors", args.colors),
+                            ("--slices", args.slices)):  # fmt: skip
+            if value:
+                parser.error(f"{flag} is for one model (voxelizer.voxelize([...]) puts several "
+                             "meshes in one label grid)")  # fmt: skip
         return run_batch(parser, args)
     refuse_batch_options(parser, args)
     args.model = args.model[0]
@@ -395,6 +439,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(
             "--face-ids stores the ids in an .svo or .npz output (-o FILE.svo or FILE.npz)"
         )
+    _check_attribute_outputs(parser, args, output)
 
     started = time.perf_counter()
     _open_device_meanwhile(args.device)
@@ -413,6 +458,8 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                 save(svo, output, overwrite=args.force, up_axis=args.up_axis)
             if preview is not None:
                 write_preview(svo, preview, overwrite=args.force)
+            if args.slices is not None:
+                write_slices(svo, args.slices, overwrite=args.force)
             if stats_json is not None:
                 _write_json(stats_json, svo.stats.to_dict(), overwrite=args.force)
     finally:
@@ -420,7 +467,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
 
     counts = svo.stats.counts
-    written = [str(path) for path in (output, preview) if path is not None]
+    written = [str(path) for path in (output, preview, args.slices) if path is not None]
     if not args.quiet:
         print(
             f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
@@ -494,7 +541,27 @@ def _add_topology(stats: Stats, mesh: Mesh) -> None:
     stats.count(**asdict(topology))
 
 
-FACE_ID_FORMATS = (".svo", ".npz")  # the outputs that store face ids
+FACE_ID_FORMATS = ATTRIBUTE_FORMATS["face"]  # the outputs that store face ids
+
+
+def _check_attribute_outputs(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, output: Path | None
+) -> None:
+    """--labels and --colors with an output that cannot hold them, and their options without
+    them, are usage errors."""
+    if args.overlap is not None and not args.labels:
+        parser.error("--overlap is for --labels")
+    if args.fill_color is not None and not args.colors:
+        parser.error("--fill-color is for --colors")
+    for flag, asked, attribute in (("--labels", args.labels, "label"),
+                                   ("--colors", args.colors, "color")):  # fmt: skip
+        formats = ATTRIBUTE_FORMATS[attribute]
+        if asked and output is not None and output.suffix.lower() not in formats:
+            parser.error(
+                f"{flag}: {output.suffix} holds no {attribute}s (use {', '.join(formats)})"
+            )
+
+
 VOXEL_NOUNS = {"solid": "solid voxels", "surface": "surface voxels", "both": "voxels"}
 
 
@@ -506,9 +573,10 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             surface=args.surface,
             fill_mode=args.fill_mode,
             attributes=["face"] if args.face_ids else [],
+            fill_color=args.fill_color,
         )
     except ModeError as exc:
-        parser.error(_in_command_words(str(exc)))
+        parser.error(_in_command_words(str(exc)).replace("fill_color: ", "--fill-color: "))
 
 
 def _in_command_words(text: str) -> str:
@@ -528,6 +596,8 @@ def _check_dense_output(
     output's format cannot hold that shape (.binvox: cubes only). With --voxel-size the shape
     follows the mesh's box, so the mesh is read here: (what to voxelize, ms spent reading it)."""
     dense = [path for path in (output, preview) if path and path.suffix.lower() != ".svo"]
+    if args.slices is not None or args.labels or args.colors:
+        dense.append(Path(args.slices or "labels and colours"))
     if not dense:
         return args.model, 0.0
     mesh: MeshLike = args.model
@@ -576,6 +646,8 @@ def _checked_outputs(
     for path in (output, preview, stats_json):
         if path is not None:
             check_output_path(path, overwrite=args.force)
+    if args.slices is not None:
+        check_slices_folder(Path(args.slices), overwrite=args.force)
     return output, preview, stats_json
 
 

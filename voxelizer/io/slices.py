@@ -44,7 +44,7 @@ def layer_names(layers: int) -> list[str]:
 def write_slices(result: Placed, folder: str | os.PathLike, overwrite: bool = False) -> Path:
     """Write the slice stack of a DenseGrid or an SVO into `folder`; the sidecar's path."""
     folder = Path(folder)
-    _check_folder(folder, overwrite)
+    check_slices_folder(folder, overwrite)
     nx, ny, nz = result.shape
     names = layer_names(nz)
     voxels = result.to_numpy()
@@ -93,7 +93,7 @@ def _stack_files(folder: Path) -> set[str]:
         return set()
 
 
-def _check_folder(folder: Path, overwrite: bool) -> None:
+def check_slices_folder(folder: Path, overwrite: bool) -> None:
     """OutputError for a path that is no folder, or a folder holding a stack (unless
     overwrite)."""
     if folder.exists() and not folder.is_dir():

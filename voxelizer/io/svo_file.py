@@ -1,5 +1,5 @@
 """The .svo file of docs/svo-format.md: header, level offsets, nodes, bricks, face ids
-(version 3), CRC-32.
+(version 3), labels and colours (version 4), CRC-32.
 
 The reader trusts nothing: it checks the file's size against its header before allocating
 anything, then the checksum, then (through the SVO constructor) the whole tree.
@@ -7,6 +7,7 @@ anything, then the checksum, then (through the SVO constructor) the whole tree.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import zlib
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..attributes.voxel_values import SolidValues
 from ..errors import GridError, SVOFormatError
 from ..placement import GridPlacement, Placed, Shape, check_shape, shape_text
 from ..svo import SVO, FaceIds, octree_levels, padded_resolution
@@ -23,13 +25,19 @@ from .output import open_output
 MAGIC = b"VOXSVO\r\n"
 VERSION = 2  # the version written without attributes; the reader also knows 1 (cubic grids)
 VERSION_ATTRIBUTES = 3  # the version written with face ids
+VERSION_VALUES = 4  # the version written with labels or colours
 # magic, version, header size, nx, ny, nz, P, L, reserved, origin, voxel size, nodes, bricks,
 # solid voxels
 HEADER = struct.Struct("<8s8I3ddQQQ")
 # Version 3: version 2's fields, then attributes (bit 0: face ids), reserved, the face ids
 # beside the bricks, the bricks of full cubes with ids, and their ids
 HEADER_V3 = struct.Struct("<8s8I3ddQQQ2I3Q")
-FACE_IDS = 1  # bit of the attributes word
+# Version 4: version 3's fields, then the bytes of the label names and a reserved word
+HEADER_V4 = struct.Struct("<8s8I3ddQQQ2I3Q2Q")
+FACE_IDS = 1  # bits of the attributes word
+LABELS = 2
+COLORS = 4
+KNOWN_ATTRIBUTES = FACE_IDS | LABELS | COLORS
 # Version 1: magic, version, header size, N, P, L, reserved, origin, voxel size, nodes, bricks,
 # solid voxels
 HEADER_V1 = struct.Struct("<8s6I3ddQQQ")
@@ -37,6 +45,7 @@ PREFIX = struct.Struct("<8sII")  # magic, version, header size: the same in ever
 CHECKSUM = struct.Struct("<I")
 
 assert HEADER.size == 96 and HEADER_V1.size == 88 and HEADER_V3.size == 128
+assert HEADER_V4.size == 144
 
 
 def as_svo(result: Placed) -> SVO:
@@ -45,18 +54,33 @@ def as_svo(result: Placed) -> SVO:
     if isinstance(result, SVO):
         return result
     faces = result.to_numpy("face") if "face" in result.attributes else None
-    return SVO.from_dense(result.to_numpy(), result.placement, face_ids=faces)
+    svo = SVO.from_dense(result.to_numpy(), result.placement, face_ids=faces)
+    if not {"label", "color"} & set(result.attributes):
+        return svo
+    labels = result.to_numpy("label") if "label" in result.attributes else None
+    colors = result.to_numpy("color") if "color" in result.attributes else None
+    names = tuple(getattr(result, "label_names", ()))
+    return svo.with_values(SolidValues.of_dense(svo, labels, colors, names))
 
 
 def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
     """Write the .svo file of docs/svo-format.md (refuses to replace a file unless asked)."""
     svo = as_svo(result)
     levels, faces = svo.levels, svo.face_ids
+    values = svo.values
+    labels = None if values is None else getattr(values, "labels", None)
+    colors = None if values is None else getattr(values, "colors", None)
     origin = np.asarray(svo.placement.origin, np.float64)
-    layout = HEADER if faces is None else HEADER_V3
+    if labels is not None or colors is not None:
+        layout, version = HEADER_V4, VERSION_VALUES
+    elif faces is not None:
+        layout, version = HEADER_V3, VERSION_ATTRIBUTES
+    else:
+        layout, version = HEADER, VERSION
+    names = json.dumps(list(svo.label_names)).encode() if labels is not None else b""
     fields = [
         MAGIC,
-        VERSION if faces is None else VERSION_ATTRIBUTES,
+        version,
         layout.size,
         *svo.shape,
         svo.padded_resolution,
@@ -68,8 +92,20 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
         svo.brick_count,
         svo.count(),
     ]
-    if faces is not None:
-        fields += [FACE_IDS, 0, len(faces.brick_ids), len(faces.full_codes), len(faces.full_ids)]
+    if version >= VERSION_ATTRIBUTES:
+        attributes = (
+            (FACE_IDS if faces is not None else 0)
+            | (LABELS if labels is not None else 0)
+            | (COLORS if colors is not None else 0)
+        )
+        counts = (
+            (0, 0, 0)
+            if faces is None
+            else (len(faces.brick_ids), len(faces.full_codes), len(faces.full_ids))
+        )
+        fields += [attributes, 0, *counts]
+    if version == VERSION_VALUES:
+        fields += [len(names), 0]
     parts = [
         layout.pack(*fields),
         svo.level_offsets.astype("<u4").tobytes(),
@@ -85,6 +121,12 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
             faces.full_masks.astype("<u8").tobytes(),
             faces.full_ids.astype("<i4").tobytes(),
         ]
+    if version == VERSION_VALUES and faces is not None:
+        parts.append(bytes(4 * (len(faces.full_ids) % 2)))  # the next section 8-byte aligned
+    if labels is not None:
+        parts += [_padded(labels.astype("<u2").tobytes()), _padded(names)]
+    if colors is not None:
+        parts.append(_padded(colors.tobytes()))
     crc = 0
     with open_output(path, overwrite) as fh:
         for part in parts:
@@ -94,15 +136,15 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
 
 
 def read_svo(path: str | os.PathLike) -> SVO:
-    """Read an .svo file (version 3 with face ids, 2, or 1 for a cube): sizes first (before
-    allocating), then checksum, then structure; SVOFormatError names the file and what is
-    wrong."""
+    """Read an .svo file (version 4 with labels or colours, 3 with face ids, 2, or 1 for a
+    cube): sizes first (before allocating), then checksum, then structure; SVOFormatError
+    names the file and what is wrong."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)
             fh.seek(0)
-            head = fh.read(HEADER_V3.size)  # the longest header; shorter ones are a prefix
+            head = fh.read(HEADER_V4.size)  # the longest header; shorter ones are a prefix
             header = read_header(head, size)
             data = head + fh.read(header.file_size - len(head))
         if len(data) != header.file_size:
@@ -125,7 +167,7 @@ def read_svo(path: str | os.PathLike) -> SVO:
     bricks = np.frombuffer(data, "<u8", header.brick_count, at + padding)
     at += padding + 8 * header.brick_count
     faces = None
-    if header.faces is not None:
+    if header.faces is not None and header.attributes & FACE_IDS:
         face_count, full_bricks, full_count = header.faces
         brick_ids = np.frombuffer(data, "<i4", face_count, at)
         at += 4 * face_count
@@ -135,8 +177,16 @@ def read_svo(path: str | os.PathLike) -> SVO:
         full_codes = np.frombuffer(data, "<u8", full_bricks, at)
         full_masks = np.frombuffer(data, "<u8", full_bricks, at + 8 * full_bricks)
         full_ids = np.frombuffer(data, "<i4", full_count, at + 16 * full_bricks)
+        at += 16 * full_bricks + 4 * full_count
+        if header.attributes & (LABELS | COLORS):  # version 4: aligned for what follows
+            if any(data[at : at + 4 * (full_count % 2)]):
+                raise SVOFormatError(f"{path}: padding after the face ids is not zero")
+            at += 4 * (full_count % 2)
+    values, problem = _values(data, at, header)
+    if problem:
+        raise SVOFormatError(f"{path}: {problem}")
     try:
-        if header.faces is not None:
+        if header.faces is not None and header.attributes & FACE_IDS:
             faces = FaceIds.frozen(brick_ids, full_codes, full_masks, full_ids)
         svo = SVO(
             nodes,
@@ -144,6 +194,7 @@ def read_svo(path: str | os.PathLike) -> SVO:
             level_offsets,
             GridPlacement(header.shape, np.array(header.origin), header.voxel_size),
             face_ids=faces,
+            values=values,
         )
     except SVOFormatError as exc:
         raise SVOFormatError(f"{path}: {exc}") from None
@@ -152,6 +203,39 @@ def read_svo(path: str | os.PathLike) -> SVO:
             f"{path}: the header says {header.solid} solid voxels, the tree holds {svo.count()}"
         )
     return svo
+
+
+def _values(data: bytes, at: int, header: SVOHeader) -> tuple[SolidValues | None, str]:
+    """The labels (with their names) and colours of a version 4 file from offset `at`, and
+    "" or why they are wrong (padding, names)."""
+    labels = colors = None
+    names: tuple[str, ...] = ()
+    if header.attributes & LABELS:
+        labels = np.frombuffer(data, "<u2", header.solid, at).astype(np.uint16)
+        at += _aligned(2 * header.solid)
+        raw = data[at : at + header.names_bytes]
+        at += _aligned(header.names_bytes)
+        try:
+            decoded = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return None, "the label names are not a JSON list of strings"
+        if not isinstance(decoded, list) or not all(isinstance(n, str) for n in decoded):
+            return None, "the label names are not a JSON list of strings"
+        names = tuple(decoded)
+    if header.attributes & COLORS:
+        colors = np.frombuffer(data, np.uint8, 4 * header.solid, at).reshape(-1, 4).copy()
+    if labels is None and colors is None:
+        return None, ""
+    return SolidValues(labels, colors, names), ""
+
+
+def _aligned(size: int) -> int:
+    return size + (-size % 8)
+
+
+def _padded(data: bytes) -> bytes:
+    """The bytes with zeros up to a multiple of 8 (every section starts 8-byte aligned)."""
+    return data + bytes(-len(data) % 8)
 
 
 def brick_padding(header_size: int, levels: int) -> int:
@@ -173,6 +257,8 @@ class SVOHeader:
     solid: int
     file_size: int
     faces: tuple[int, int, int] | None  # version 3 with face ids: the three counts
+    attributes: int = 0  # versions 3 and 4: FACE_IDS, LABELS, COLORS
+    names_bytes: int = 0  # version 4 with labels: the label names' JSON
 
 
 def read_header(head: bytes, size: int) -> SVOHeader:
@@ -182,7 +268,12 @@ def read_header(head: bytes, size: int) -> SVOHeader:
     if len(head) < PREFIX.size:
         raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
     _, version, header_size = PREFIX.unpack_from(head)
-    layouts = {1: HEADER_V1, VERSION: HEADER, VERSION_ATTRIBUTES: HEADER_V3}
+    layouts = {
+        1: HEADER_V1,
+        VERSION: HEADER,
+        VERSION_ATTRIBUTES: HEADER_V3,
+        VERSION_VALUES: HEADER_V4,
+    }
     if version not in layouts:
         raise SVOFormatError(
             f"unsupported format version {version} (this reader knows "
@@ -198,12 +289,23 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         sides, (p, levels, reserved), rest = fields[3:6], fields[6:9], fields[9:]
     origin, h, node_count, brick_count, solid = rest[0:3], rest[3], rest[4], rest[5], rest[6]
     attributes, reserved_v3, face_counts = (
-        (rest[7], rest[8], rest[9:12]) if version == VERSION_ATTRIBUTES else (FACE_IDS, 0, None)
+        (rest[7], rest[8], rest[9:12]) if version >= VERSION_ATTRIBUTES else (FACE_IDS, 0, None)
     )
-    if header_size != layout.size or reserved != 0 or reserved_v3 != 0:
+    names_bytes, reserved_v4 = rest[12:14] if version == VERSION_VALUES else (0, 0)
+    if header_size != layout.size or reserved != 0 or reserved_v3 != 0 or reserved_v4 != 0:
         raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
-    if attributes != FACE_IDS:
-        raise SVOFormatError(f"unknown attributes {attributes:#x} (this reader knows face ids)")
+    known = FACE_IDS if version == VERSION_ATTRIBUTES else KNOWN_ATTRIBUTES
+    if (
+        attributes & ~known
+        or (version == VERSION_ATTRIBUTES and attributes != FACE_IDS)
+        or (version == VERSION_VALUES and not attributes & (LABELS | COLORS))
+    ):
+        raise SVOFormatError(
+            f"unknown attributes {attributes:#x} for version {version} (this reader knows "
+            "face ids, labels and colours)"
+        )
+    if names_bytes and not attributes & LABELS:
+        raise SVOFormatError("label names without labels")
     try:
         shape = check_shape(sides)
     except GridError as exc:
@@ -234,6 +336,15 @@ def read_header(head: bytes, size: int) -> SVOHeader:
                 f"{full_count} in {full_bricks} bricks of full cubes"
             )
         expected += 4 * face_count + 4 * (face_count % 2) + 16 * full_bricks + 4 * full_count
+    if version == VERSION_VALUES:
+        if face_counts is not None and attributes & FACE_IDS:
+            expected += 4 * (face_counts[2] % 2)
+        if solid > p**3:
+            raise SVOFormatError(f"impossible count: {solid} solid voxels in {p}^3")
+        if attributes & LABELS:
+            expected += _aligned(2 * solid) + _aligned(names_bytes)
+        if attributes & COLORS:
+            expected += _aligned(4 * solid)
     if size != expected:
         raise SVOFormatError(
             f"size {size} bytes, but the header's counts imply {expected} (truncated or corrupted)"
@@ -249,4 +360,6 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         solid,
         expected,
         None if face_counts is None else tuple(face_counts),
+        attributes,
+        names_bytes,
     )
