@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 import numpy as np
@@ -138,7 +139,7 @@ class Voxelizer:
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         if checked.labels or checked.colors:
-            svo = self._attributed_svo(loaded, placement, stats, checked)
+            svo = self._attributed_svo(loaded, placement, stats, checked, _name(mesh))
             return self._finished(svo, checked, warn, count_voxels)
         job = self._job(loaded, placement, checked)
         marked = None
@@ -172,7 +173,7 @@ class Voxelizer:
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
         if checked.labels or checked.colors:
-            found = self._attributed(loaded, placement, stats, checked)
+            found = self._attributed(loaded, placement, stats, checked, _name(mesh))
             result = DenseGrid(
                 found.voxels, placement, stats, face_ids=_face_grid(found, placement, checked)
             ).with_attributes(found.labels, found.colors, found.label_names)
@@ -202,11 +203,11 @@ class Voxelizer:
         return result
 
     def _attributed_svo(
-        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options
+        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options, name: str
     ) -> SVO:
         """An SVO with labels or colours: the voxels found densely, then built on the CPU."""
         check_dense_fits(placement.shape, "labels and colours")
-        found = self._attributed(mesh, placement, stats, options)
+        found = self._attributed(mesh, placement, stats, options, name)
         svo = SVO.from_dense(found.voxels, placement, stats)
         if "face" in options.attributes and found.marked is not None:
             svo = svo.with_face_ids(*found.marked)
@@ -214,16 +215,17 @@ class Voxelizer:
         return svo.with_values(values)
 
     def _attributed(
-        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options
+        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options, name: str
     ) -> Attributed:
         """The voxels with labels and colours (voxelizer.attributes.run), from the runs of
-        the pipeline they need, on this device and grid, with these options."""
+        the pipeline they need, on this device and grid, with these options; `name` names
+        the one part of a mesh without parts."""
         request = AttributeRequest(
             options.labels, options.colors, options.overlap, options.fill_color
         )
         runs = _Runs(self, placement, options, stats)
         with self._locked():
-            found = attributed_voxels(mesh, placement, options.mode, request, runs, "mesh", stats)
+            found = attributed_voxels(mesh, placement, options.mode, request, runs, name, stats)
         stats.counts["triangles"] = mesh.triangle_count
         return found
 
@@ -436,6 +438,12 @@ class _Runs:
             return
         self._stats.add_times_of(run)
         self._stats.count(**{name: run.counts.get(name, 0) for name in COLUMN_COUNTS})
+
+
+def _name(source: MeshesLike) -> str:
+    """The name of the one part of a mesh without parts: its file's name without the
+    extension, else "mesh"."""
+    return Path(source).stem if isinstance(source, (str, os.PathLike)) else "mesh"
 
 
 def _face_grid(found: Attributed, placement: GridPlacement, options: Options) -> np.ndarray | None:
