@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING, Any
 
 from .api import Voxelizer, check_mesh, mesh_warnings, voxelize, voxelize_dense
 from .errors import (
+    ColorWarning,
     DeviceError,
     FillModeError,
     FormatError,
@@ -56,6 +57,7 @@ __all__ = [
     "VARIANTS",
     "VARIANT_CHOICES",
     "BatchResult",
+    "ColorWarning",
     "DenseGrid",
     "DeviceError",
     "FaceIds",

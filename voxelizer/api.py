@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -32,6 +32,7 @@ from .attributes.run import Attributed, AttributeRequest, attributed_voxels
 from .attributes.voxel_values import SolidValues
 from .budget import check_dense_fits
 from .errors import (
+    ColorWarning,
     DeviceError,
     MeshError,
     OpenMeshWarning,
@@ -139,8 +140,8 @@ class Voxelizer:
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         if checked.labels or checked.colors:
-            svo = self._attributed_svo(loaded, placement, stats, checked, _name(mesh))
-            return self._finished(svo, checked, warn, count_voxels)
+            svo, problems = self._attributed_svo(loaded, placement, stats, checked, _name(mesh))
+            return self._finished(svo, checked, warn, count_voxels, problems)
         job = self._job(loaded, placement, checked)
         marked = None
         with self._locked():
@@ -177,7 +178,7 @@ class Voxelizer:
             result = DenseGrid(
                 found.voxels, placement, stats, face_ids=_face_grid(found, placement, checked)
             ).with_attributes(found.labels, found.colors, found.label_names)
-            return self._finished(result, checked, warn, count_voxels)
+            return self._finished(result, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
         faces = None
         with self._locked():
@@ -193,26 +194,35 @@ class Voxelizer:
         return self._finished(result, checked, warn, count_voxels)
 
     def _finished(
-        self, result: ResultT, options: Options, warn: bool, count_voxels: bool
+        self,
+        result: ResultT,
+        options: Options,
+        warn: bool,
+        count_voxels: bool,
+        problems: Sequence[str] = (),
     ) -> ResultT:
-        """The result with its voxel count, after the warnings its column counts call for."""
+        """The result with its voxel count, after the warnings its column counts call for
+        and those of its colours (`problems`)."""
         if count_voxels:
             result.stats.counts[voxel_count_label(options.mode)] = result.count()
         if warn:
             _warn_from_counts(result.stats.counts, options.fill_mode, stacklevel=5)
+        for problem in problems:  # (not warn's: colours the user asked for, not the mesh's)
+            warnings.warn(ColorWarning(problem), stacklevel=4)
         return result
 
     def _attributed_svo(
         self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options, name: str
-    ) -> SVO:
-        """An SVO with labels or colours: the voxels found densely, then built on the CPU."""
+    ) -> tuple[SVO, tuple[str, ...]]:
+        """An SVO with labels or colours (the voxels found densely, then built on the CPU),
+        and what kept faces from their colours."""
         check_dense_fits(placement.shape, "labels and colours")
         found = self._attributed(mesh, placement, stats, options, name)
         svo = SVO.from_dense(found.voxels, placement, stats)
         if "face" in options.attributes and found.marked is not None:
             svo = svo.with_face_ids(*found.marked)
         values = SolidValues.of_dense(svo, found.labels, found.colors, found.label_names)
-        return svo.with_values(values)
+        return svo.with_values(values), found.problems
 
     def _attributed(
         self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options, name: str

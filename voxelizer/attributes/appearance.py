@@ -8,19 +8,16 @@ colours, or the face's own colour) and the arrays those sources read. A mesh wit
 has None: the readers build them only for files that have them.
 
 Textures are read on first use (Pillow, an optional dependency), so that reading a mesh
-costs nothing for colours nobody asks for; a texture that cannot be read gives a
-ColorWarning and its faces take their material's colour.
+costs nothing for colours nobody asks for; a texture that cannot be read is a problem the
+colours warn about (ColorWarning), and its faces take their material's colour.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from ..errors import ColorWarning
 
 DEFAULT_COLOR = (200, 200, 200, 255)
 """RGBA of a face that has no colour of its own (the light grey of an uncoloured .vox)."""
@@ -79,28 +76,24 @@ class Parts:
 
 class Texture:
     """An image read on first use: `load()` gives it as an array or a PIL image. `pixels()`
-    is RGBA uint8 (H, W, 4), or None (after one ColorWarning naming `name`) when it cannot
-    be read."""
+    is RGBA uint8 (H, W, 4), or None when it cannot be read: `problem` then says why (the
+    colours warn with it, voxelizer.errors.ColorWarning)."""
 
     def __init__(self, name: str, load: Callable[[], object]) -> None:
         self.name = name
         self._load = load
         self._pixels: np.ndarray | None = None
-        self._failed = False
+        self.problem = ""
 
     def pixels(self) -> np.ndarray | None:
-        if self._pixels is None and not self._failed:
+        if self._pixels is None and not self.problem:
             try:
                 self._pixels = rgba_pixels(self._load())
             except Exception as exc:  # Pillow and the loaders raise many types
-                self._failed = True
                 detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                warnings.warn(
-                    ColorWarning(
-                        f"texture {self.name}: cannot read it ({detail or type(exc).__name__}); "
-                        "its faces take their material's colour"
-                    ),
-                    stacklevel=2,
+                self.problem = (
+                    f"texture {self.name}: cannot read it ({detail or type(exc).__name__}); "
+                    "its faces take their material's colour"
                 )
         return self._pixels
 
@@ -130,11 +123,15 @@ def rgba_pixels(image: object) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Material:
-    """A material's diffuse (base) colour, RGBA uint8, and its texture if it has one."""
+    """A material's diffuse (base) colour, RGBA uint8, and its texture if it has one, with
+    the colour the texture's is multiplied by (`tint`; None: `color`, glTF's rule; an OBJ
+    material's texture is taken alone, tint white). `color` is what a face takes where the
+    texture cannot be read."""
 
     name: str
     color: tuple[int, int, int, int] = DEFAULT_COLOR
     texture: Texture | None = None
+    tint: tuple[int, int, int, int] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -199,6 +196,11 @@ class Appearance:
             has_uv = ~np.isnan(corner_uvs).any(axis=(1, 2))
             sources[textured[face_materials] & has_uv] = TEXTURE
         return cls(sources, face_materials, tuple(materials), corner_uvs, problems=tuple(problems))
+
+    def texture_tints(self) -> np.ndarray:
+        """(M, 4) uint8: what each material's texture colour is multiplied by."""
+        rows = [m.color if m.tint is None else m.tint for m in self.materials]
+        return np.array(rows + [DEFAULT_COLOR], np.uint8)
 
     def material_colors(self) -> np.ndarray:
         """(T, 4) uint8: each face's material colour (DEFAULT_COLOR without a material)."""

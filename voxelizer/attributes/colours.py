@@ -5,21 +5,20 @@ along its column (+z), or one fill colour.
 A face's colour at a point, by its source (voxelizer.attributes.appearance):
 - TEXTURE: the texture's pixel at the point's UV (the corners' UVs weighted by the point's
   barycentric weights), picked as trimesh's `uv_to_color` picks it (the nearest pixel to
-  (u (W - 1), (1 - v) (H - 1)), rounded half to even), times the material's colour
-  (component by component, /255, rounded);
+  (u (W - 1), (1 - v) (H - 1)), rounded half to even), times the material's tint
+  (component by component, /255, rounded: glTF's base colour factor; white for an OBJ
+  material, whose texture is taken alone);
 - VERTEX: the corners' colours weighted by the same weights, rounded;
 - FACE: the face's colour; MATERIAL: its material's colour (the default grey without one).
-A texture that cannot be read, or a face whose corner UVs leave [0, 1], gives a
-ColorWarning and the material's colour.
+A texture that cannot be read, or a face whose corner UVs leave [0, 1], takes the
+material's colour, and the caller warns (voxelizer.errors.ColorWarning) with the problems
+surface_colors reports.
 """
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-from ..errors import ColorWarning
 from ..mesh import Mesh
 from ..placement import GridPlacement
 from .appearance import DEFAULT_COLOR, FACE, TEXTURE, VERTEX
@@ -31,14 +30,14 @@ Color = tuple[int, int, int, int]
 
 def surface_colors(
     mesh: Mesh, placement: GridPlacement, voxels: np.ndarray, face_ids: np.ndarray
-) -> np.ndarray:
-    """RGBA uint8 (M, 4) of voxels (M, 3) [i, j, k] marked by faces `face_ids` (M,)."""
+) -> tuple[np.ndarray, list[str]]:
+    """RGBA uint8 (M, 4) of voxels (M, 3) [i, j, k] marked by faces `face_ids` (M,), and
+    what kept faces from their colours (ColorWarning's messages)."""
     appearance = mesh.appearance
     count = len(face_ids)
     if appearance is None:
-        return np.tile(np.array(DEFAULT_COLOR, np.uint8), (count, 1))
-    for problem in appearance.problems:
-        warnings.warn(ColorWarning(problem), stacklevel=3)
+        return np.tile(np.array(DEFAULT_COLOR, np.uint8), (count, 1)), []
+    problems = list(appearance.problems)
     out = appearance.material_colors()[face_ids]
     sources = appearance.sources[face_ids]
     needs_point = (sources == TEXTURE) | (sources == VERTEX)
@@ -60,40 +59,42 @@ def surface_colors(
         out[rows] = appearance.face_colors[face_ids[rows]]
     rows = np.flatnonzero(sources == TEXTURE)
     if len(rows):
-        _textured(out, rows, face_ids[rows], weights[rows], mesh)
-    return out
+        problems += _textured(out, rows, face_ids[rows], weights[rows], mesh)
+    return out, problems
 
 
 def _textured(
     out: np.ndarray, rows: np.ndarray, face_ids: np.ndarray, weights: np.ndarray, mesh: Mesh
-) -> None:
-    """out[rows] = the texture colour at the weighted UVs, times the material colour, for
-    faces whose texture can be read and whose corner UVs lie in [0, 1]."""
+) -> list[str]:
+    """out[rows] = the texture colour at the weighted UVs, times the material's tint, for
+    faces whose texture can be read and whose corner UVs lie in [0, 1]; what kept the
+    others from it."""
     appearance = mesh.appearance
     assert appearance is not None and appearance.corner_uvs is not None
     corner_uvs = appearance.corner_uvs[face_ids]  # (R, 3, 2)
     outside = ((corner_uvs < 0.0) | (corner_uvs > 1.0)).any(axis=(1, 2))
+    problems = []
     if outside.any():
         faces = len(np.unique(face_ids[outside]))
-        warnings.warn(
-            ColorWarning(
-                f"{faces:,} textured {'face has' if faces == 1 else 'faces have'} texture "
-                f"coordinates outside [0, 1] ({int(outside.sum()):,} surface voxels): "
-                "they take their material's colour"
-            ),
-            stacklevel=4,
+        problems.append(
+            f"{faces:,} textured {'face has' if faces == 1 else 'faces have'} texture "
+            f"coordinates outside [0, 1] ({int(outside.sum()):,} surface voxels): they take "
+            "their material's colour"
         )
     uvs = np.einsum("rc,rck->rk", weights, corner_uvs)
     materials = appearance.face_materials[face_ids]
     for material in np.unique(materials[~outside]).tolist():
         texture = appearance.materials[material].texture
         pixels = None if texture is None else texture.pixels()
-        if pixels is None:
-            continue  # (warned by the texture): the material colour stays
+        if pixels is None:  # the material colour stays
+            if texture is not None and texture.problem not in problems:
+                problems.append(texture.problem)
+            continue
         picked = np.flatnonzero((materials == material) & ~outside)
         sampled = sample_texture(pixels, uvs[picked]).astype(np.float64)
-        factor = out[rows[picked]].astype(np.float64)  # the material colour
-        out[rows[picked]] = np.floor(sampled * factor / 255.0 + 0.5)
+        tint = appearance.texture_tints()[material].astype(np.float64)
+        out[rows[picked]] = np.floor(sampled * tint / 255.0 + 0.5)
+    return problems
 
 
 def sample_texture(pixels: np.ndarray, uvs: np.ndarray) -> np.ndarray:

@@ -62,6 +62,7 @@ class Attributed:
     colors: np.ndarray | None
     label_names: tuple[str, ...]
     marked: tuple[np.ndarray, np.ndarray] | None  # the surface's voxels and face ids, if run
+    problems: tuple[str, ...] = ()  # what kept faces from their colours (ColorWarning)
 
 
 def attributed_voxels(
@@ -104,12 +105,14 @@ def attributed_voxels(
         if marked is not None and mode != "solid":
             surface_labels(labels, marked[0], marked[1], parts)
     colors = None
+    problems: list[str] = []
     if request.colors:
         if marked is None:
             _, at, faces = runs.marked(mesh, "surface")
             marked = (at, faces)
-        marked_colors = surface_colors(mesh, placement, marked[0], marked[1])
+        marked_colors, problems = surface_colors(mesh, placement, marked[0], marked[1])
         colors = filled_colors(voxels, marked[0], marked_colors, request.fill_color)
     stats.add_host(attributes=(time.perf_counter() - started) * 1e3)
     kept = marked if mode != "solid" else None  # (a solid's colours' surface is no result)
-    return Attributed(voxels, labels, colors, names if request.labels else (), kept)
+    names = names if request.labels else ()
+    return Attributed(voxels, labels, colors, names, kept, tuple(problems))

@@ -18,6 +18,8 @@ import numpy as np
 
 from ..attributes.appearance import MATERIAL, VERTEX, Appearance, Material, Texture
 
+WHITE = (255, 255, 255, 255)  # an OBJ texture's tint: the texture's own colours
+
 if TYPE_CHECKING:
     from .obj_groups import ObjExtras
 
@@ -94,9 +96,8 @@ def parse_mtl(text: bytes, folder: Path) -> list[Material]:
         if name is not None:
             rgba = np.floor(np.clip([*color, alpha], 0.0, 1.0) * 255.0 + 0.5).astype(int)
             r, g, b, a = (int(value) for value in rgba)
-            materials.append(
-                Material(name, (r, g, b, a), None if texture is None else image_texture(texture))
-            )
+            found = None if texture is None else image_texture(texture)
+            materials.append(Material(name, (r, g, b, a), found, tint=WHITE))
 
     for raw in text.splitlines():
         words = raw.split(b"#", 1)[0].split()

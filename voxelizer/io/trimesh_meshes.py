@@ -97,18 +97,19 @@ def appearance_of(geometry: trimesh.Trimesh) -> Appearance | None:
 
 def _material(material: Any) -> Material:
     """A trimesh material as ours: PBR (glTF) base colour factor and texture, or a simple
-    material's diffuse colour (white with a texture: the texture alone)."""
+    material's diffuse colour (its texture, if any, taken alone: tint white)."""
     name = str(getattr(material, "name", None) or "material")
     image = getattr(material, "baseColorTexture", None)
     if hasattr(material, "baseColorFactor"):
         factor = material.baseColorFactor
         color = WHITE if factor is None else _rgba(factor)
+        tint = None
     else:
         image = getattr(material, "image", None)
         diffuse = getattr(material, "diffuse", None)
-        color = WHITE if image is not None or diffuse is None else _rgba(diffuse)
+        color, tint = (WHITE if diffuse is None else _rgba(diffuse)), WHITE
     texture = None if image is None else Texture(f"{name} (texture)", lambda: image)
-    return Material(name, color, texture)
+    return Material(name, color, texture, tint)
 
 
 def _rgba(values: Any) -> tuple[int, int, int, int]:
