@@ -22,7 +22,7 @@ from .errors import (
 )
 from .gpu.device import list_devices
 from .grid import DenseGrid
-from .io import load, load_mesh, save, write_preview
+from .io import load, load_mesh, save, write_preview, write_slices
 from .io.mesh_files import find_meshes
 from .mesh import Mesh, Topology
 from .options import Options
@@ -90,4 +90,5 @@ __all__ = [
     "voxelize_dense",
     "voxelize_many",
     "write_preview",
+    "write_slices",
 ]

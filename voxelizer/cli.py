@@ -388,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
 def command_line_message(error: VoxelizerError) -> str:
     """The error in the command line's words: the library's overwrite=True is --force here."""
     if isinstance(error, OutputError) and error.exists:
+        if "holds a slice stack" in str(error):
+            return f"{error.path}: holds a slice stack (use --force to overwrite)"
         return f"{error.path}: file exists (use --force to overwrite)"
     return str(error)
 
