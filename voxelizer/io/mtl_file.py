@@ -11,6 +11,7 @@ take the default colour.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -146,8 +147,9 @@ def _map_file(statement: str) -> str:
 
 
 def image_texture(path: Path) -> Texture:
-    """A texture read from an image file with Pillow on first use."""
-    return Texture(str(path), lambda: read_image(path))
+    """A texture read from an image file with Pillow on first use (picklable: a Mesh read
+    in another process carries it)."""
+    return Texture(str(path), functools.partial(read_image, path))
 
 
 def read_image(source: Path | bytes) -> object:

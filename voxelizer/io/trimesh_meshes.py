@@ -14,6 +14,7 @@ agree). A texture in a simple (OBJ-style) material is taken alone, as trimesh sh
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,8 +63,9 @@ def mesh_of_trimesh(loaded: Any, what: str) -> Mesh:
         names = [_name(g, n) for n, (g, keep) in enumerate(zip(geometries, kept)) if keep]
         ids = np.repeat(np.arange(len(names)), [c for c in face_counts if c > 0])
         parts = Parts(ids, tuple(names))
+    textures: dict[int, Texture] = {}  # instances of one mesh share their images
     appearance = joined_appearance(
-        [appearance_of(g) for g in geometries], vertex_counts, face_counts
+        [appearance_of(g, textures) for g in geometries], vertex_counts, face_counts
     )
     return checked_mesh(vertices, faces, what, parts, appearance)
 
@@ -73,13 +75,16 @@ def _name(geometry: trimesh.Trimesh, number: int) -> str:
     return str(metadata.get("name") or metadata.get("node") or f"part {number + 1}")
 
 
-def appearance_of(geometry: trimesh.Trimesh) -> Appearance | None:
-    """The colours of one trimesh geometry's visual, or None when it has none."""
+def appearance_of(
+    geometry: trimesh.Trimesh, textures: dict[int, Texture] | None = None
+) -> Appearance | None:
+    """The colours of one trimesh geometry's visual, or None when it has none; `textures`
+    keeps one Texture per image object (read once, however many geometries use it)."""
     visual: Any = getattr(geometry, "visual", None)
     kind = getattr(visual, "kind", None)
     count = len(geometry.faces)
     if kind == "texture":
-        material = _material(visual.material)
+        material = _material(visual.material, {} if textures is None else textures)
         uv = getattr(visual, "uv", None)
         corner_uvs = None
         if material.texture is not None and uv is not None and len(uv) == len(geometry.vertices):
@@ -95,7 +100,7 @@ def appearance_of(geometry: trimesh.Trimesh) -> Appearance | None:
     return None
 
 
-def _material(material: Any) -> Material:
+def _material(material: Any, textures: dict[int, Texture]) -> Material:
     """A trimesh material as ours: PBR (glTF) base colour factor and texture, or a simple
     material's diffuse colour (its texture, if any, taken alone: tint white)."""
     name = str(getattr(material, "name", None) or "material")
@@ -108,8 +113,17 @@ def _material(material: Any) -> Material:
         image = getattr(material, "image", None)
         diffuse = getattr(material, "diffuse", None)
         color, tint = (WHITE if diffuse is None else _rgba(diffuse)), WHITE
-    texture = None if image is None else Texture(f"{name} (texture)", lambda: image)
+    texture = None
+    if image is not None:
+        texture = textures.setdefault(
+            id(image), Texture(f"{name} (texture)", partial(_same, image))
+        )
     return Material(name, color, texture, tint)
+
+
+def _same(image: object) -> object:
+    """A texture's loader for an image trimesh has read already (picklable with it)."""
+    return image
 
 
 def _rgba(values: Any) -> tuple[int, int, int, int]:
