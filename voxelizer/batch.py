@@ -37,7 +37,7 @@ import numpy.typing
 
 from .api import Voxelizer, mesh_warnings, shared_voxelizer, voxel_count_label
 from .budget import check_dense_fits
-from .errors import DeviceError, OutputError, VoxelizerError
+from .errors import DeviceError, ModeError, OutputError, VoxelizerError
 from .grid import DenseGrid
 from .io.mesh_files import output_paths, output_suffix
 from .io.meshes import MeshLike
@@ -888,7 +888,13 @@ def voxelize_many(
 
 
 def options_of(options: Options) -> dict[str, Any]:
-    """The checked options again as keywords of a voxelize call (picklable)."""
+    """The checked options again as keywords of a voxelize call (picklable); ModeError for
+    labels and colours, which a batch's files do not keep."""
+    if options.labels or options.colors:
+        raise ModeError(
+            "a batch keeps no labels or colours: voxelize each mesh with voxelize_dense "
+            "or voxelize (labels=True, colors=True)"
+        )
     return {
         "variant": options.variant,
         "fill_mode": options.fill_mode,

@@ -61,12 +61,18 @@ class Parts:
         no face uses are dropped."""
         names_array = np.array([str(name) for name in names] or [""], dtype=object)
         unique, name_of_group = np.unique(names_array, return_inverse=True)
-        face_name = name_of_group.reshape(-1)[np.asarray(groups, np.int64)]
-        used, first = np.unique(face_name, return_index=True)
+        groups = np.asarray(groups, np.int64)
+        # Files list faces group by group: work on the runs of one group, not on the faces.
+        starts = (
+            np.concatenate(([0], np.flatnonzero(np.diff(groups)) + 1)) if len(groups) else groups
+        )
+        run_name = name_of_group.reshape(-1)[groups[starts]]
+        used, first = np.unique(run_name, return_index=True)
         order = used[np.argsort(first, kind="stable")]
         number = np.zeros(len(unique), np.int32)
         number[order] = np.arange(len(order), dtype=np.int32)
-        return cls(number[face_name], tuple(str(unique[i]) for i in order))
+        lengths = np.diff(np.append(starts, len(groups)))
+        return cls(np.repeat(number[run_name], lengths), tuple(str(unique[i]) for i in order))
 
     @classmethod
     def single(cls, faces: int, name: str) -> Parts:

@@ -36,14 +36,17 @@ DEFAULT_GROUP = "default"
 def has_extras(text: bytes) -> bool:
     """Whether the file may hold groups, objects, materials or vertex colours: a cheap
     test on the bytes (memchr-fast), confirmed line by line in read_extras."""
+    return b"usemtl" in text or _may_hold_groups(text) or _first_vertex_words(text) >= 6
+
+
+def _may_hold_groups(text: bytes) -> bool:
+    """Whether a line may start with `o` or `g` (after blanks, if any line is indented)."""
     return (
-        b"usemtl" in text
-        or b"\no" in text
+        b"\no" in text
         or b"\ng" in text
         or text[:1] in (b"o", b"g")
         or b"\n " in text  # indented lines: keywords may hide behind blanks
         or b"\n\t" in text
-        or _first_vertex_words(text) >= 6
     )
 
 
@@ -96,14 +99,19 @@ def read_extras(
     """The extras of a file whose triangles were cut from the polygons of `face_lines`
     (each with `counts` corners, fanned grouped or not as obj_file did); None when the file
     has none after all."""
-    groups = _keyword_lines(lines, (b"o", b"g"))
-    materials = lines.with_keyword(b"usemtl")
+    text = lines.text
+    empty = np.zeros(0, np.int64)
+    groups = _keyword_lines(lines, (b"o", b"g")) if _may_hold_groups(text) else empty
+    materials = lines.with_keyword(b"usemtl") if b"usemtl" in text else empty
     colors = _vertex_colors(lines, vertex_lines)
     if not len(groups) and not len(materials) and colors is None:
         return None
-    polygon_of_corner = np.repeat(np.arange(len(counts)), counts)
-    owners = triangles_of_polygons(polygon_of_corner, counts, grouped)[:, 0]
-    triangle_lines = face_lines[owners]  # the f line each triangle comes from
+    if (counts == 3).all():  # triangles only: each its own polygon, in order
+        triangle_lines, triangles = face_lines, len(counts)
+    else:
+        polygon_of_corner = np.repeat(np.arange(len(counts)), counts)
+        owners = triangles_of_polygons(polygon_of_corner, counts, grouped)[:, 0]
+        triangle_lines, triangles = face_lines[owners], len(owners)  # each one's f line
     parts = None
     if len(groups):
         parts = _parts(lines, groups, triangle_lines, 1)
@@ -112,15 +120,14 @@ def read_extras(
     names: tuple[str, ...] = ()
     face_materials = corner_uvs = None
     if len(materials):
-        names = tuple(_line_text(lines, line, len(b"usemtl")) for line in materials)
+        names = tuple(_line_text(lines, line, len(b"usemtl")) for line in materials.tolist())
         face_materials = (np.searchsorted(materials, triangle_lines, side="right") - 1).astype(
             np.int32
         )
         corner_uvs = _corner_uvs(lines, face_lines, counts, grouped)
-    libraries = tuple(
-        _line_text(lines, line, len(b"mtllib")) for line in lines.with_keyword(b"mtllib")
-    )
-    return ObjExtras(parts, names, face_materials, corner_uvs, colors, libraries, len(owners))
+    library_lines = lines.with_keyword(b"mtllib") if b"mtllib" in text else empty
+    libraries = tuple(_line_text(lines, line, len(b"mtllib")) for line in library_lines.tolist())
+    return ObjExtras(parts, names, face_materials, corner_uvs, colors, libraries, triangles)
 
 
 def _keyword_lines(lines: TextLines, keywords: tuple[bytes, ...]) -> np.ndarray:
@@ -137,7 +144,7 @@ def _parts(
     lines: TextLines, named: np.ndarray, triangle_lines: np.ndarray, keyword_length: int
 ) -> Parts:
     """Parts by the last of the `named` lines above each triangle's f line."""
-    names = [_line_text(lines, line, keyword_length) or DEFAULT_GROUP for line in named]
+    names = [_line_text(lines, line, keyword_length) or DEFAULT_GROUP for line in named.tolist()]
     group = np.searchsorted(named, triangle_lines, side="right")  # 0: above every named line
     return Parts.of_groups(group, [DEFAULT_GROUP, *names])
 
@@ -145,7 +152,9 @@ def _parts(
 def _vertex_colors(lines: TextLines, vertex_lines: np.ndarray) -> np.ndarray | None:
     """RGBA uint8 (V, 4) of `v x y z r g b` lines (colours from 0 to 1), when every vertex
     line has them; None otherwise."""
-    if not len(vertex_lines) or _first_vertex_words(b"\n" + lines.text) < 6:
+    first = int(vertex_lines[0]) if len(vertex_lines) else -1
+    line = lines.text[int(lines.heads[first]) : int(lines.ends[first])] if first >= 0 else b""
+    if len(line.split(b"#", 1)[0].split()) < 6:
         return None
     payload = without_comments(lines.payload(vertex_lines, 1))
     table = parse_table(payload, np.float64, columns=6)
@@ -162,7 +171,7 @@ def _corner_uvs(
 ) -> np.ndarray | None:
     """(T, 3, 2) UVs of the triangles' corners from the `vt` lines and each corner's second
     index; NaN for a corner without one. None for a file without `vt` lines."""
-    uv_lines = lines.with_keyword(b"vt")
+    uv_lines = lines.with_keyword(b"vt") if b"vt" in lines.text else np.zeros(0, np.int64)
     if not len(uv_lines):
         return None
     uv_payload = without_comments(lines.payload(uv_lines, 2))

@@ -83,15 +83,14 @@ def read_extras(
     scalar property, `table(element, property)` a list property of fixed length, `sizes`
     is every face's corner count, `faces` the triangles and `header` the header's bytes
     (its comments)."""
-    owners = _owners(sizes)  # the face each triangle was cut from
+    owners = _owners(sizes)  # the face each triangle was cut from (None: each its own)
+    triangles = len(sizes) if owners is None else len(owners)
     parts = None
     part = _part_property(face)
     if part is not None:
-        values = column(face, part)
-        unique, groups = np.unique(values, return_inverse=True)
+        unique, groups = _distinct(column(face, part))
         names = [f"{part.name} {_number_text(value)}" for value in unique]
-        parts = Parts.of_groups(groups.reshape(-1)[owners], names)
-    triangles = len(owners)
+        parts = Parts.of_groups(groups if owners is None else groups[owners], names)
     sources = np.full(triangles, -1, np.int16)
     face_colors = vertex_colors = corner_uvs = None
     texture_names: list[str] = []
@@ -109,7 +108,8 @@ def read_extras(
         sources[sources < 0] = VERTEX
     color = _color_properties(face)
     if color:
-        face_colors = _rgba([column(face, prop) for prop in color])[owners]
+        face_colors = _rgba([column(face, prop) for prop in color])
+        face_colors = face_colors if owners is None else face_colors[owners]
         sources[sources < 0] = FACE
     if (sources < 0).all():
         return parts, None
@@ -147,10 +147,11 @@ def _maker(
     return make
 
 
-def _owners(sizes: np.ndarray) -> np.ndarray:
-    """The face of each triangle, fanned as ply_file fans the faces."""
+def _owners(sizes: np.ndarray) -> np.ndarray | None:
+    """The face each triangle was cut from, fanned as ply_file fans the faces; None when
+    every face is a triangle (each triangle is its face)."""
     if (sizes == 3).all():
-        return np.arange(len(sizes))
+        return None
     polygon_of_corner = np.repeat(np.arange(len(sizes)), sizes)
     return triangles_of_polygons(polygon_of_corner, sizes, grouped=True)[:, 0]
 
@@ -188,6 +189,18 @@ def _corner_uv_property(face: ElementLike) -> PropertyLike | None:
     return next((p for p in face.properties if p.count is not None and p.name == CORNER_UVS), None)
 
 
+def _distinct(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each value's index among them), as np.unique gives them;
+    small non-negative integers (the usual part numbers) by counting, in linear time."""
+    values = np.ascontiguousarray(values)  # (a column of the file's rows: strided)
+    if values.dtype.kind in "iu" and values.size and values.min() >= 0 and values.max() < 1 << 20:
+        present = np.bincount(values) > 0
+        index = np.cumsum(present) - 1
+        return np.flatnonzero(present), index[values]
+    unique, inverse = np.unique(values, return_inverse=True)
+    return unique, inverse.reshape(-1)
+
+
 def _number_text(value: object) -> str:
     number = float(value)  # type: ignore[arg-type]
     return str(int(number)) if number.is_integer() else repr(number)
@@ -208,7 +221,7 @@ def _corner_uvs(
     face: ElementLike,
     column: Column,
     table: Column,
-    owners: np.ndarray,
+    owners: np.ndarray | None,
     faces: np.ndarray,
 ) -> np.ndarray | None:
     """(T, 3, 2) float64 UVs of the triangles' corners: from a face's texcoord list, or
@@ -216,7 +229,7 @@ def _corner_uvs(
     listed = _corner_uv_property(face)
     if listed is not None:
         uvs = np.asarray(table(face, listed), np.float64)
-        if uvs.shape[1] == 6 and len(owners) == len(uvs):  # triangles only
+        if uvs.shape[1] == 6 and owners is None:  # triangles only
             return uvs.reshape(-1, 3, 2)
         return None
     properties = _uv_properties(vertex)
