@@ -1,4 +1,4 @@
-"""Many meshes: voxelize_many and the command's batch mode (voxelizer/batch.py, batch_cli.py).
+"""Many meshes: voxelize_many and the command's batch mode (voxelizer/batch/).
 
 Every voxelization here is compared with the single call on the same file (bit for bit, with
 its placement), and every refusal happens before any file is written. The worker processes
@@ -31,11 +31,12 @@ import trimesh
 
 import voxelizer
 from voxelizer import BatchResult, DeviceError, GridError, OutputError, voxelize_many
-from voxelizer.batch import worker_share
+from voxelizer.batch.pool import worker_share
 from voxelizer.gpu.device import Instance
 from voxelizer.grid import DenseGrid
 from voxelizer.io.mesh_files import find_meshes, output_paths
 from voxelizer.io.output import remove_temporaries
+from voxelizer.io.writers import OutputFormat
 from voxelizer.svo import SVO
 
 from .helpers import (
@@ -84,7 +85,7 @@ def single_svo_bytes(source: Path, grid: int = GRID) -> bytes:
     return svo_file_bytes(voxelizer.voxelize(source, grid=grid))
 
 
-def svo_file_bytes(svo: SVO) -> bytes:
+def svo_file_bytes(svo: SVO | DenseGrid) -> bytes:
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"voxelizer-test-{os.getpid()}"
     folder.mkdir(exist_ok=True)
     path = folder / f"{time.monotonic_ns()}.svo"
@@ -220,6 +221,55 @@ def test_voxelize_many_dense_and_files(tree, tmp_path):
     for result in written:
         assert result.status == "done" and result.result is None and result.output is not None
         assert_same_grid(voxelizer.load(result.output), single_dense(paths[result.index]))
+
+
+@pytest.mark.parametrize("mode", ["solid", "both"])
+def test_svo_files_are_the_single_calls_with_dense_results_too(tree, tmp_path, mode):
+    """An .svo output is written from the device's octree whatever `dense` asks of results
+    kept in memory: the same bytes as from the dense grid, and as the single call's file."""
+    paths = sorted(tree.rglob("*.ply"))
+    for path in paths:  # the file of an octree is the file of the same voxels as a grid
+        from_grid = svo_file_bytes(voxelizer.voxelize_dense(path, grid=GRID, mode=mode))
+        assert from_grid == svo_file_bytes(voxelizer.voxelize(path, grid=GRID, mode=mode))
+    files = {}
+    for dense_results in (False, True):
+        out = tmp_path / str(dense_results)
+        run = voxelize_many(
+            paths, grid=GRID, out_dir=out, root=tree, dense=dense_results, mode=mode
+        )
+        assert all(result.status == "done" for result in run)
+        files[dense_results] = {p: (out / p).read_bytes() for p in files_under(out)}
+    assert files[False] == files[True]
+    if mode == "solid":
+        for path in paths:
+            relative = path.relative_to(tree).with_suffix(".svo").as_posix()
+            assert files[True][relative] == single_svo_bytes(path)
+
+
+def test_a_batch_decodes_its_format_once(tree, tmp_path, capsys, monkeypatch):
+    """From `--format` (or format=) to the writers, the format is decoded once, into the
+    OutputFormat every task carries: no output's file name is read for its format."""
+    decoded: list[object] = []
+    named = OutputFormat.named.__func__  # type: ignore[attr-defined]
+
+    def recorded(cls: type[OutputFormat], name: object) -> OutputFormat:
+        if not isinstance(name, OutputFormat):
+            decoded.append(name)
+        return named(cls, name)
+
+    def refused(cls: type[OutputFormat], path: object) -> OutputFormat:
+        raise AssertionError(f"{path}: a format decoded from a file name")
+
+    monkeypatch.setattr(OutputFormat, "named", classmethod(recorded))
+    monkeypatch.setattr(OutputFormat, "of_path", classmethod(refused))
+    out = tmp_path / "cli"
+    code, _, stderr = run_cli(capsys, tree, "--out-dir", out, "--grid", GRID, "--format", "npz")
+    assert code == 0, stderr
+    assert decoded == ["npz"] and len(files_under(out)) == len(TREE)
+    decoded.clear()
+    paths = sorted(tree.rglob("*.ply"))
+    results = list(voxelize_many(paths, grid=GRID, out_dir=tmp_path / "api", format="VTI"))
+    assert decoded == ["VTI"] and all(r.output.suffix == ".vti" for r in results)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(("format", "mode"), [("npz", "solid"), ("svo", "solid"), ("npz", "both")])
@@ -599,11 +649,11 @@ def test_cli_refuses_to_overwrite_without_force(tree, tmp_path, capsys):
 
 
 def test_cli_progress_over_meshes(tree, tmp_path, capsys, monkeypatch):
-    import voxelizer.batch_cli
+    import voxelizer.batch.cli
     from voxelizer.progress import TerminalProgress
 
     monkeypatch.setattr(
-        voxelizer.batch_cli,
+        voxelizer.batch.cli,
         "TerminalProgress",
         functools.partial(TerminalProgress, delay=0.0, interval=0.0),
     )

@@ -1,4 +1,4 @@
-"""Meshes read in helper processes (voxelizer/load_processes.py), as voxelize_many does on
+"""Meshes read in helper processes (voxelizer/batch/readers.py), as voxelize_many does on
 hosts with cores to spare: the same meshes, the same errors and results as reading them
 here, a helper that dies costs one mesh, and a user's script needs no main guard. Helpers
 forked from a fresh process (no Vulkan instance, no other thread) send what exec'd ones
@@ -15,27 +15,34 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 import voxelizer
 from voxelizer import voxelize_many
-from voxelizer.errors import MeshError
-from voxelizer.io import load_mesh
-from voxelizer.load_processes import (
+from voxelizer.batch.readers import (
     REPLY_PIPE_BYTES,
     LoadProcesses,
     fork_allowed,
     prepared_mesh,
     widen_pipe,
 )
+from voxelizer.errors import MeshError
+from voxelizer.io import load_mesh
+from voxelizer.options import Options
 from voxelizer.placement import GridPlacement
 
 from .helpers import PROJECT_MODELS, shared_model
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 OPTIONS = {"variant": "branchless", "fill_mode": "parity", "mode": "solid"}
+
+
+def batch_options(grid: int, **keywords: Any) -> Options:
+    """The checked options of a batch on this grid: OPTIONS, with `keywords`."""
+    return Options.create(grid, **{**OPTIONS, **keywords})
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +55,7 @@ def helpers():
 
 def test_a_helper_sends_the_mesh_prepared_as_here(helpers):
     path = shared_model("bunny.ply")
-    mesh, seconds = helpers.submit(path, 48, OPTIONS).result(timeout=120)
+    mesh, seconds = helpers.submit(path, batch_options(48)).result(timeout=120)
     here = load_mesh(path)
     assert seconds > 0
     assert np.array_equal(mesh.vertices, here.vertices)
@@ -128,17 +135,17 @@ def test_a_helper_reports_what_reading_here_reports(helpers, tmp_path):
         with pytest.raises(MeshError) as here:
             load_mesh(path)
         with pytest.raises(MeshError) as there:
-            helpers.submit(path, 16, OPTIONS).result(timeout=120)
+            helpers.submit(path, batch_options(16)).result(timeout=120)
         assert str(there.value) == str(here.value)
 
 
 def test_a_placement_that_fails_is_left_to_the_call():
     """Bounds that do not contain the mesh: the reading succeeds, the call says why."""
-    options = {**OPTIONS, "bounds": [[0, 0, 0], [1e-3, 1e-3, 1e-3]]}
-    mesh = prepared_mesh(shared_model("bunny.ply"), 16, options)
+    bounds = [[0, 0, 0], [1e-3, 1e-3, 1e-3]]
+    mesh = prepared_mesh(shared_model("bunny.ply"), batch_options(16, bounds=bounds))
     assert "_placed" not in mesh.__dict__
     with pytest.raises(voxelizer.GridError):
-        voxelizer.voxelize(mesh, 16, bounds=options["bounds"])
+        voxelizer.voxelize(mesh, 16, bounds=bounds)
 
 
 def test_a_helper_that_dies_fails_one_mesh_and_is_replaced():
@@ -146,12 +153,12 @@ def test_a_helper_that_dies_fails_one_mesh_and_is_replaced():
     try:
         assert readers.started.wait(120)
         path = shared_model("bunny.ply")
-        readers.submit(path, 16, OPTIONS).result(timeout=120)
+        readers.submit(path, batch_options(16)).result(timeout=120)
         (pid,) = readers.helper_pids()
         os.kill(pid, signal.SIGKILL)
         with pytest.raises(MeshError, match="the reading process died"):
-            readers.submit(path, 16, OPTIONS).result(timeout=120)
-        mesh, _ = readers.submit(path, 16, OPTIONS).result(timeout=120)
+            readers.submit(path, batch_options(16)).result(timeout=120)
+        mesh, _ = readers.submit(path, batch_options(16)).result(timeout=120)
         assert mesh.triangle_count == load_mesh(path).triangle_count
         assert readers.helper_pids() != [pid]
     finally:
@@ -205,7 +212,7 @@ def test_a_script_without_a_main_guard(tmp_path):
 INTERRUPTED = """
 import os, sys, time
 import voxelizer
-from voxelizer.load_processes import shared_load_processes
+from voxelizer.batch.readers import shared_load_processes
 readers = shared_load_processes(2)
 assert readers.forked == 2  # a fresh process: forked helpers
 deadline = time.monotonic() + 120
@@ -281,7 +288,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_mesh_keeps_its_caches_read_only_through_pickling():
-    mesh = prepared_mesh(shared_model("bunny.ply"), 16, OPTIONS)
+    mesh = prepared_mesh(shared_model("bunny.ply"), batch_options(16))
     copy = pickle.loads(pickle.dumps(mesh, protocol=5))
     assert set(copy.__dict__) == set(mesh.__dict__)
     assert not copy.indices.flags.writeable and not copy.used.flags.writeable
@@ -294,10 +301,12 @@ FORKED = """
 import pickle, sys, threading, time
 import numpy as np
 from voxelizer.errors import MeshError
-from voxelizer.load_processes import LoadProcesses, fork_allowed
+from voxelizer.batch.readers import LoadProcesses, fork_allowed
+from voxelizer.options import Options
 from voxelizer.placement import GridPlacement
 
-paths, options = sys.argv[1:-1], {"variant": "branchless", "fill_mode": "parity", "mode": "solid"}
+paths = sys.argv[1:-1]
+options = Options.create(40, variant="branchless", fill_mode="parity", mode="solid")
 out = sys.argv[-1]
 assert fork_allowed() and threading.active_count() == 1
 forked = LoadProcesses(2)  # before any thread: forked
@@ -306,7 +315,7 @@ execd = LoadProcesses(2)  # the first one's threads run now: started by exec
 assert execd.forked == 0 and execd.wait_started(120)
 
 def outcome(readers, path):
-    return settled(readers.submit(path, 40, options))
+    return settled(readers.submit(path, options))
 
 def settled(future):
     try:
@@ -325,11 +334,11 @@ results = [[outcome(readers, path) for path in paths] for readers in (forked, ex
 pid = forked.helper_pids()[0]
 import os, signal
 os.kill(pid, signal.SIGKILL)
-died = [settled(f) for f in [forked.submit(paths[0], 40, options) for _ in range(4)]]
+died = [settled(f) for f in [forked.submit(paths[0], options) for _ in range(4)]]
 assert any(d[0] == "error" and "the reading process died" in d[2] for d in died), died
 # The dead helper's slot starts a new one (by exec) with its next request: requests at once
 # reach both slots.
-again = [forked.submit(paths[0], 40, options) for _ in range(6)]
+again = [forked.submit(paths[0], options) for _ in range(6)]
 assert all(f.result(timeout=120)[0].triangle_count > 0 for f in again)
 assert pid not in forked.helper_pids() and len(forked.helper_pids()) == 2
 started = time.monotonic()
@@ -377,7 +386,7 @@ BATCHES = """
 import sys
 import numpy as np
 import voxelizer
-from voxelizer.load_processes import running_load_processes, shared_load_processes
+from voxelizer.batch.readers import running_load_processes, shared_load_processes
 
 files = sys.argv[1:]
 first = list(voxelizer.voxelize_many(files, grid=24, load_processes=2))
@@ -410,12 +419,12 @@ def test_batches_with_forked_then_execd_helpers(tmp_path):
 
 BATCH_COMMAND = """
 import sys
-import voxelizer.batch
+import voxelizer.batch.engine
 from voxelizer.cli import main
 from voxelizer.gpu.device import Device
-from voxelizer.load_processes import shared_load_processes
+from voxelizer.batch.readers import shared_load_processes
 
-voxelizer.batch.default_load_processes = lambda workers=1: 2  # as on a host with cores to spare
+voxelizer.batch.engine.default_load_processes = lambda workers=1: 2  # as on a host with cores to spare
 real_init = Device.__init__
 forked_at_open = []
 
@@ -478,7 +487,7 @@ def test_a_device_that_fails_to_open_is_one_line_with_helpers_forked(tmp_path):
 
 THREADS = """
 import threading
-from voxelizer.load_processes import fork_allowed
+from voxelizer.batch.readers import fork_allowed
 print(fork_allowed())
 release = threading.Event()
 other = threading.Thread(target=release.wait)
@@ -503,7 +512,7 @@ def test_no_fork_with_a_vulkan_instance(gpu):
     try:
         assert readers.forked == 0
         assert readers.wait_started(120)
-        mesh, _ = readers.submit(shared_model("bunny.ply"), 16, OPTIONS).result(timeout=120)
+        mesh, _ = readers.submit(shared_model("bunny.ply"), batch_options(16)).result(timeout=120)
         assert mesh.triangle_count == load_mesh(shared_model("bunny.ply")).triangle_count
     finally:
         readers.close()

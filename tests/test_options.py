@@ -4,6 +4,7 @@ keyword-only; Stats is typed and keeps its JSON form."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 
 import numpy as np
@@ -18,8 +19,10 @@ from voxelizer import (
     Stats,
     VariantError,
     VoxelizerError,
+    cli,
 )
 from voxelizer.api import Voxelizer
+from voxelizer.options import BATCH_OPTION_NAMES, DEFAULTS, OPTION_NAMES, batch_options_of
 
 from .helpers import PROJECT_MODELS
 
@@ -114,3 +117,64 @@ def test_a_closed_voxelizer_refuses_work_with_a_voxelizer_error():
     closed.close()
     with pytest.raises(VoxelizerError, match="closed"):
         closed.voxelize(GEAR, 16)
+
+
+# --- the option names, written once -------------------------------------------------------------
+
+
+def keyword_only(function: object) -> dict[str, object]:
+    """The keyword-only parameters that inspect.signature (help(), Jupyter) shows, with
+    their defaults."""
+    parameters = inspect.signature(function).parameters.values()  # type: ignore[arg-type]
+    assert not any(p.kind is p.VAR_KEYWORD for p in parameters), "a **options is shown"
+    return {p.name: p.default for p in parameters if p.kind is p.KEYWORD_ONLY}
+
+
+@pytest.mark.parametrize(
+    ("function", "own"),
+    [
+        (voxelizer.voxelize, {"device": None}),
+        (voxelizer.voxelize_dense, {"device": None}),
+        (Voxelizer.voxelize, {"warn": True, "count_voxels": True}),
+        (Voxelizer.voxelize_dense, {"warn": True, "count_voxels": True}),
+        (Options.create, {}),
+    ],
+)
+def test_the_signatures_show_every_option_as_a_keyword(function, own):
+    shown = keyword_only(function)
+    assert list(shown) == [*own, *OPTION_NAMES]
+    assert shown == {**own, **DEFAULTS}
+
+
+def test_voxelize_many_shows_the_batch_options_as_keywords():
+    shown = keyword_only(voxelizer.voxelize_many)
+    assert list(shown)[-len(BATCH_OPTION_NAMES) :] == list(BATCH_OPTION_NAMES)
+    assert not set(shown) & {"progress", "attributes"}  # a batch has none
+    assert {name: shown[name] for name in BATCH_OPTION_NAMES} == {
+        name: DEFAULTS[name]
+        for name in BATCH_OPTION_NAMES  # type: ignore[literal-required]
+    }
+
+
+def test_the_option_names_are_the_checked_fields_and_the_defaults_are_the_checked_ones():
+    assert set(BATCH_OPTION_NAMES) < set(OPTION_NAMES) == set(DEFAULTS)
+    fields = {field.name for field in dataclasses.fields(Options)}
+    assert fields == {"shape", *OPTION_NAMES}
+    checked = Options.create()
+    assert Options.create(**checked.keywords()).keywords() == checked.keywords()
+    assert {name: getattr(checked, name) for name in OPTION_NAMES} == DEFAULTS
+
+
+def test_a_name_that_is_no_option_is_a_type_error_listing_them():
+    with pytest.raises(TypeError, match=r"unexpected keyword argument 'colour' \(.*fill_mode"):
+        Options.create(colour="red")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'progres' "):
+        voxelizer.voxelize(MISSING, progres=None)  # type: ignore[call-arg]
+
+
+def test_the_command_has_an_option_for_every_batch_option():
+    """The command hands its parsed options over by name (batch_options_of)."""
+    args = cli._parser().parse_args(["mesh.ply"])
+    options = batch_options_of(args)
+    assert list(options) == list(BATCH_OPTION_NAMES)
+    assert Options.create(**options).keywords() == Options.create().keywords()

@@ -9,6 +9,7 @@ written once and whole.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import shutil
@@ -22,8 +23,16 @@ import ray
 import ray.data
 
 import voxelizer
+from voxelizer.batch.tasks import DEFAULT_FORMAT
 from voxelizer.grid import DenseGrid
-from voxelizer.ray import result_of, to_dense, voxelize_dataset, voxelize_files_on_ray
+from voxelizer.options import BATCH_OPTION_NAMES
+from voxelizer.ray import (
+    VoxelizeBatch,
+    result_of,
+    to_dense,
+    voxelize_dataset,
+    voxelize_files_on_ray,
+)
 
 from .helpers import PROJECT_MODELS, run_cli, shared_model
 
@@ -128,6 +137,39 @@ def test_dataset_of_bytes_to_files(cluster, tmp_path):
     assert files_under(out) == ["gear.npz", "torus.npz"]
     for name, source in zip(names, sources):
         assert_same_grid(voxelizer.load(out / Path(name).with_suffix(".npz")), single(source))
+
+
+def test_files_are_svo_by_default_and_a_row_output_in_the_format_it_names(cluster, tmp_path):
+    """Without `format`, out_dir gets .svo files, as voxelize_many and `voxelize --out-dir`
+    write: the single call's bytes. A row's own `output` is written in the format its name
+    says; one that names no format is that row's failure, and the others go on."""
+    out = tmp_path / "out"
+    rows = [
+        {"path": str(SOURCES["gear.ply"]), "output": "", "index": 0},
+        {"path": str(SOURCES["knot.ply"]), "output": str(tmp_path / "knot.npz"), "index": 1},
+        {"path": str(SOURCES["knot.ply"]), "output": str(tmp_path / "knot.xyz"), "index": 2},
+    ]
+    dataset = ray.data.from_items(rows)
+    done = voxelize_dataset(dataset, grid=GRID, out_dir=out, actors=1).take_all()
+    done = sorted(done, key=lambda row: row["index"])
+    assert [row["status"] for row in done] == ["done", "done", "failed"], done
+    assert files_under(out) == ["gear.svo"]
+    voxelizer.save(voxelizer.voxelize(SOURCES["gear.ply"], GRID), tmp_path / "single.svo")
+    assert (out / "gear.svo").read_bytes() == (tmp_path / "single.svo").read_bytes()
+    assert_same_grid(voxelizer.load(tmp_path / "knot.npz"), single(SOURCES["knot.ply"]))
+    assert done[2]["error"] == f"{SOURCES['knot.ply']}: cannot write .xyz: use " + ", ".join(
+        voxelizer.io.OUTPUT_FORMATS
+    )
+    assert not (tmp_path / "knot.xyz").exists()
+
+
+@pytest.mark.parametrize("function", [VoxelizeBatch.__init__, voxelize_files_on_ray])
+def test_the_ray_functions_show_the_batch_options_and_the_one_default_format(function):
+    parameters = inspect.signature(function).parameters
+    assert list(parameters)[-len(BATCH_OPTION_NAMES) :] == list(BATCH_OPTION_NAMES)
+    assert parameters["format"].default == DEFAULT_FORMAT == "svo"
+    assert inspect.signature(voxelize_dataset).parameters["format"].default == DEFAULT_FORMAT
+    assert inspect.signature(voxelizer.voxelize_many).parameters["format"].default == "svo"
 
 
 def test_cli_on_the_cluster_mirrors_the_tree_and_logs(cluster, tree, tmp_path, capsys):

@@ -129,6 +129,37 @@ def test_the_command_imports_the_formats_it_uses_only(tmp_path: Path) -> None:
     assert json.loads(written.stdout.strip().splitlines()[-1]) == ["voxelizer.io.npz_file"]
 
 
+BATCH_MACHINERY = (
+    "voxelizer.batch.engine",
+    "voxelizer.batch.worker",
+    "voxelizer.batch.pool",
+    "voxelizer.batch.readers",
+    "voxelizer.batch.ray",
+)
+
+
+def test_one_mesh_imports_no_batch_machinery(tmp_path: Path) -> None:
+    """`import voxelizer`, `import voxelizer.cli` and a single voxelization by the command
+    import none of the batch's engine, workers, processes or reading helpers; a batch does."""
+    report = (
+        "import sys, json\n"
+        f"print(json.dumps(sorted(set({BATCH_MACHINERY!r}) & set(sys.modules))))\n"
+    )
+    path = tmp_path / "box.ply"
+    path.write_bytes(BOX_FILES["ply"])
+    single = (
+        "import voxelizer, voxelizer.cli\n"
+        f"assert voxelizer.cli.main([{str(path)!r}, '--grid', '8', '--quiet']) == 0\n"
+    )
+    assert json.loads(_python(single + report, tmp_path).stdout.splitlines()[-1]) == []
+    batch = (
+        "import voxelizer\n"
+        f"assert all(r.ok for r in voxelizer.voxelize_many([{str(path)!r}], grid=8))\n"
+    )
+    imported = json.loads(_python(batch + report, tmp_path).stdout.splitlines()[-1])
+    assert "voxelizer.batch.engine" in imported and "voxelizer.batch.ray" not in imported
+
+
 @pytest.mark.parametrize("flag", ["--help", "--version"])
 def test_help_and_version_import_no_heavy_package(tmp_path: Path, flag: str) -> None:
     code = (

@@ -16,6 +16,7 @@ from voxelizer import DenseGrid, OutputError
 from voxelizer.io import OUTPUT_FORMATS, save
 from voxelizer.io.npz_file import packed_bits, write_npy
 from voxelizer.io.preview import render_views
+from voxelizer.io.writers import OutputFormat
 
 from .helpers import noisy_blobs, placed, read_vox, vox_voxels
 
@@ -123,6 +124,52 @@ def test_save_refuses_unknown_extensions(tmp_path):
             save(svo, tmp_path / name)
         assert not caught.value.exists
         assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize("suffix", OUTPUT_FORMATS)
+def test_an_output_format_decoded_once_writes_whatever_the_file_is_named(tmp_path, suffix):
+    """A batch decodes its format once (OutputFormat) and hands it to the writer: the file it
+    writes is save's for that extension, without a look at the file's own name."""
+    name = suffix[1:]
+    output_format = OutputFormat.named(name)
+    assert output_format == OutputFormat.named(suffix) == OutputFormat.named(name.upper())
+    assert output_format == OutputFormat.of_path(tmp_path / f"G{suffix.upper()}")
+    assert OutputFormat.named(output_format) is output_format
+    assert (output_format.name, output_format.suffix) == (name, suffix)
+    assert output_format.dense == (suffix != ".svo")
+    assert output_format.takes_up_axis == (suffix == ".vox")
+    svo = placed(noisy_blobs((16, 16, 16), 3))
+    output_format.write(svo, tmp_path / "named.otherwise")
+    save(svo, tmp_path / f"saved{suffix}")
+    if suffix == ".npz":  # (a zip: compared by its contents)
+        (tmp_path / "named.otherwise").rename(tmp_path / "renamed.npz")
+        renamed, saved = (voxelizer.load(tmp_path / f"{n}.npz") for n in ("renamed", "saved"))
+        assert np.array_equal(renamed.to_numpy(), saved.to_numpy())
+        assert np.array_equal(renamed.origin, saved.origin)
+        assert renamed.voxel_size == saved.voxel_size
+    else:
+        assert (tmp_path / "named.otherwise").read_bytes() == (
+            tmp_path / f"saved{suffix}"
+        ).read_bytes()
+
+
+def test_an_output_format_refuses_unknown_names_and_an_up_axis_it_cannot_take(tmp_path):
+    with pytest.raises(OutputError, match=r"cannot write 'xyz': use one of svo, binvox, "):
+        OutputFormat.named("xyz")
+    with pytest.raises(OutputError, match=r"cannot write \.xyz: use \.svo, \.binvox, ") as caught:
+        OutputFormat.of_path(tmp_path / "g.xyz")
+    assert caught.value.path == tmp_path / "g.xyz"
+    svo = placed(noisy_blobs((16, 16, 16), 4))
+    with pytest.raises(OutputError, match=r"up_axis is for \.vox files only"):
+        OutputFormat.named("npz").write(svo, tmp_path / "g.npz", up_axis="y")
+    assert not (tmp_path / "g.npz").exists()
+    flat = placed(noisy_blobs((16, 8, 16), 4))
+    with pytest.raises(OutputError, match="cubic grids only"):
+        OutputFormat.named("binvox").write(flat, tmp_path / "g.dat")
+    assert not (tmp_path / "g.dat").exists()
+    OutputFormat.named("vox").write(svo, tmp_path / "g.vox", up_axis="y")
+    save(svo, tmp_path / "saved.vox", up_axis="y")
+    assert (tmp_path / "g.vox").read_bytes() == (tmp_path / "saved.vox").read_bytes()
 
 
 @pytest.mark.parametrize("shape", [(24, 16, 40), (8, 12, 36), (16, 16, 16)])

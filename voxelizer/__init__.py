@@ -32,7 +32,7 @@ from .stats import Stats
 from .svo import SVO, FaceIds
 
 if TYPE_CHECKING:
-    from .batch import BatchResult, voxelize_many
+    from .batch.engine import BatchResult, voxelize_many
 
 __version__ = "0.1.0"
 _BATCH_NAMES = ("BatchResult", "voxelize_many")
@@ -42,9 +42,9 @@ def __getattr__(name: str) -> Any:
     """The batch machinery (worker processes, threads, queues) on first use only: a single
     voxelization, the command line included, starts without importing it."""
     if name in _BATCH_NAMES:
-        from . import batch
+        from .batch import engine
 
-        return getattr(batch, name)
+        return getattr(engine, name)
     raise AttributeError(f"module 'voxelizer' has no attribute {name!r}")
 
 

@@ -19,14 +19,13 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-import numpy.typing
 
 from .attributes.run import Attributed, AttributeRequest, attributed_voxels
 from .attributes.voxel_values import SolidValues
@@ -44,10 +43,10 @@ from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology
-from .options import Options
+from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.face_ids import MarkedVoxels
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
-from .pipeline.runner import COLUMN_COUNTS, Job, Pipeline, Progress
+from .pipeline.runner import COLUMN_COUNTS, Job, Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
@@ -57,25 +56,6 @@ if TYPE_CHECKING:
 
 # One mesh, or a list of meshes voxelized together on one grid (each mesh a part).
 MeshesLike = MeshLike | list[MeshLike]
-
-
-class VoxelizeOptions(TypedDict, total=False):
-    """The keyword options of every voxelize call; Options.create documents and checks them."""
-
-    variant: str
-    fill_mode: str
-    sort: str
-    voxel_size: float | None
-    bounds: numpy.typing.ArrayLike | None
-    max_memory: int | str | None
-    progress: Progress | None
-    mode: str
-    surface: str | None
-    attributes: Collection[str]
-    labels: bool
-    colors: bool
-    overlap: str
-    fill_color: object
 
 
 class Voxelizer:
@@ -106,6 +86,7 @@ class Voxelizer:
     def device_name(self) -> str:
         return self.device.name
 
+    @option_keywords(VoxelizeOptions)
     def voxelize(
         self,
         mesh: MeshesLike,
@@ -134,8 +115,8 @@ class Voxelizer:
         OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
         thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
         count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-        result, ~1 ms at 256³; result.count() gives it), for a caller that counts them on
-        another thread (a batch, on the thread that writes the result's file)."""
+        result; result.count() gives it), for a caller that counts them on another thread
+        (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
@@ -156,6 +137,7 @@ class Voxelizer:
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
         return self._finished(svo, checked, warn, count_voxels)
 
+    @option_keywords(VoxelizeOptions)
     def voxelize_dense(
         self,
         mesh: MeshesLike,
@@ -522,6 +504,7 @@ def _forget_shared_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 
+@option_keywords(VoxelizeOptions)
 def voxelize(
     mesh: MeshesLike,
     grid: GridLike | None = None,
@@ -533,6 +516,7 @@ def voxelize(
     return shared_voxelizer(device).voxelize(mesh, grid, **options)
 
 
+@option_keywords(VoxelizeOptions)
 def voxelize_dense(
     mesh: MeshesLike,
     grid: GridLike | None = None,

@@ -1,5 +1,5 @@
 """The `voxelize` command: one mesh in, one solid voxelization out, one summary line; several
-meshes go to the batch mode of voxelizer.batch_cli."""
+meshes go to the batch mode of voxelizer.batch.cli."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import NoReturn, TextIO
 
 from . import __version__
 from .attributes.labels import DEFAULT_OVERLAP, OVERLAP_RULES
-from .batch_cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
+from .batch.cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
 from .budget import check_dense_fits, parse_size
 from .errors import (
     ColorWarning,
@@ -38,7 +38,7 @@ from .io.slices import check_slices_folder, write_slices
 from .io.writers import ATTRIBUTE_FORMATS, OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
-from .options import Options
+from .options import Options, batch_options_of
 from .pipeline.passes import (
     DEFAULT_SORT,
     DEFAULT_VARIANT,
@@ -71,20 +71,13 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
         mesh,
         args.grid,
         device=args.device,
-        variant=args.variant,
-        fill_mode=args.fill_mode,
-        sort=args.sort,
-        voxel_size=args.voxel_size,
-        bounds=args.bounds,
-        max_memory=args.max_memory,
         progress=progress,
-        mode=args.mode,
-        surface=args.surface,
         attributes=["face"] if args.face_ids else [],
         labels=args.labels,
         colors=args.colors,
         overlap=args.overlap or DEFAULT_OVERLAP,
         fill_color=args.fill_color,
+        **batch_options_of(args),  # the options of the same names
     )
 
 
@@ -191,6 +184,18 @@ def _parser() -> argparse.ArgumentParser:
         help="mesh file (PLY, OBJ, STL, OFF, GLB, ...); several, a directory, a glob or "
         "@list.txt make a batch (see --out-dir)",
     )
+    _add_grid_arguments(parser)
+    _add_method_arguments(parser)
+    _add_output_arguments(parser)
+    _add_run_arguments(parser)
+    add_batch_arguments(parser)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
+    return parser
+
+
+def _add_grid_arguments(parser: argparse.ArgumentParser) -> None:
+    """The grid: its size, its box, the device memory it may take."""
     size = parser.add_mutually_exclusive_group()
     size.add_argument(
         "--grid",
@@ -220,6 +225,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="SIZE",
         help="device memory budget, e.g. 512MiB, 2GiB, 1.5GB or plain bytes",
     )
+
+
+def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
+    """How to voxelize: the shader variant, the fill, the mode and its surface, the sort."""
     parser.add_argument(
         "--variant",
         default=DEFAULT_VARIANT,
@@ -262,6 +271,10 @@ def _parser() -> argparse.ArgumentParser:
         choices=SORTS,
         help=f"how pass 4 groups pairs by tile (default {DEFAULT_SORT})",
     )
+
+
+def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a single voxelization writes."""
     parser.add_argument(
         "-o",
         "--output",
@@ -312,6 +325,10 @@ def _parser() -> argparse.ArgumentParser:
         "--preview", metavar="PNG", help="write a PNG with three shaded views of the voxels"
     )
     parser.add_argument("--force", action="store_true", help="overwrite existing output files")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The device, what to report, and the runs that do not voxelize."""
     parser.add_argument(
         "--device",
         metavar="INDEX|NAME",
@@ -348,10 +365,6 @@ def _parser() -> argparse.ArgumentParser:
         help="log the device chosen, the memory plan and the shader modules to stderr "
         "(instead of the progress line); -vv also the GPU time per pass",
     )
-    add_batch_arguments(parser)
-    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,10 +497,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 def _open_device_meanwhile(device: str | None) -> None:
     """Open the device on a thread while this one reads the mesh: the driver's start-up
-    (~0.15 s on a GPU) and the reading overlap. A failure is left to the voxelization, which
-    asks for the same shared Voxelizer (waiting for this one) and reports it. Not a daemon:
-    a run that ends early (an error, Ctrl-C) waits for it at exit, as the driver's code must
-    not run on while the process tears the loader down (a segfault)."""
+    (docs/benchmarks.md, "End to end on the H100") and the reading overlap. A failure is
+    left to the voxelization, which asks for the same shared Voxelizer (waiting for this
+    one) and reports it. Not a daemon: a run that ends early (an error, Ctrl-C) waits for it
+    at exit, as the driver's code must not run on while the process tears the loader down
+    (a segfault)."""
     from .api import shared_voxelizer
 
     def open_device() -> None:
@@ -681,11 +695,11 @@ def run() -> NoReturn:
 
     When main returns, every output is written, synced and in place; the streams are
     flushed here. What the usual exit would still do (close the device and the driver, let
-    the reading helpers go, take Python's modules apart) cost 0.1-0.2 s of a 1.1 s batch
-    command on the H100 machine (docs/benchmarks.md, "The batch command's last second"),
-    and the system does it at once: the device's memory goes with the process, and the
-    helpers see their input end and leave. A process that made multiprocessing's resources
-    (the worker processes of --jobs) exits the usual way: their finalizers must run, or
+    the reading helpers go, take Python's modules apart) is a measurable part of a short
+    batch command (docs/benchmarks.md, "The batch command's last second"), and the system
+    does it at once: the device's memory goes with the process, and the helpers see their
+    input end and leave. A process that made multiprocessing's resources (the worker
+    processes of --jobs) exits the usual way: their finalizers must run, or
     multiprocessing's resource tracker reports them as leaked. Code that calls main()
     itself keeps the usual exit."""
     code = main()

@@ -41,7 +41,7 @@ class Mesh:
         return int(self.faces.shape[0])
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        """A Mesh read and prepared in another process (voxelizer.load_processes) arrives
+        """A Mesh read and prepared in another process (voxelizer.batch.readers) arrives
         with what it derived there; the derived arrays come back read-only, as they were
         made (the device buffers keep a read-only array as written: Buffer.write_once)."""
         self.__dict__.update(state)

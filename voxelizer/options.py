@@ -1,13 +1,19 @@
 """Options: what the user asked for, checked once, before the mesh is read.
 
-Every face (the API functions, the Voxelizer methods, the CLI through them) builds one
-`Options` from its keyword arguments; everything after it trusts the values.
+The option names are written once, here: `BatchOptions` and `VoxelizeOptions` (their types,
+for mypy's checks of every call) with `DEFAULTS`. Every face (the API functions, the
+Voxelizer methods, voxelize_many, the Ray functions, the CLI through them) takes them as
+`**options`, shows them as its own keyword parameters (`option_keywords`, for
+inspect.signature, help() and Jupyter) and builds one `Options` from them; everything after
+it trusts the values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import inspect
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 import numpy as np
 import numpy.typing
@@ -19,6 +25,88 @@ from .errors import FillModeError, GridError, ModeError, VariantError
 from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANT_CHOICES
 from .pipeline.runner import FILL_MODES, MODES, Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+class BatchOptions(TypedDict, total=False):
+    """The options of every voxelization, a batch's included: what to voxelize how. (Plain
+    values: a batch sends them to other processes.) Options.create documents them."""
+
+    variant: str
+    fill_mode: str
+    sort: str
+    voxel_size: float | None
+    bounds: numpy.typing.ArrayLike | None
+    max_memory: int | str | None
+    mode: str
+    surface: str | None
+
+
+class VoxelizeOptions(BatchOptions, total=False):
+    """The options of one voxelize call: a batch's, a progress callback and the per-voxel
+    attributes asked for (face ids, labels, colours)."""
+
+    progress: Progress | None
+    attributes: Collection[str]
+    labels: bool
+    colors: bool
+    overlap: str
+    fill_color: object
+
+
+DEFAULTS: VoxelizeOptions = {
+    "variant": DEFAULT_VARIANT,
+    "fill_mode": "parity",
+    "sort": DEFAULT_SORT,
+    "voxel_size": None,
+    "bounds": None,
+    "max_memory": None,
+    "mode": "solid",
+    "surface": None,
+    "progress": None,
+    "attributes": (),
+    "labels": False,
+    "colors": False,
+    "overlap": DEFAULT_OVERLAP,
+    "fill_color": None,
+}
+BATCH_OPTION_NAMES = tuple(BatchOptions.__annotations__)
+OPTION_NAMES = tuple(VoxelizeOptions.__annotations__)  # the batch's first, then the call's
+
+Function = TypeVar("Function", bound=Callable[..., Any])
+
+
+def option_keywords(options: type[BatchOptions]) -> Callable[[Function], Function]:
+    """A decorator: the function's `**options` (typed `Unpack[options]` for mypy) shown as the
+    keyword parameters it takes, with their defaults, to inspect.signature (help(), Jupyter,
+    IDEs). The call itself is not changed: Options.create refuses unknown names."""
+    defaults: Mapping[str, object] = DEFAULTS
+
+    def show(function: Function) -> Function:
+        signature = inspect.signature(function)
+        parameters = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+        parameters += [
+            inspect.Parameter(
+                name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=defaults[name],
+                annotation=getattr(annotation, "__forward_arg__", annotation),
+            )
+            for name, annotation in options.__annotations__.items()
+        ]
+        shown = signature.replace(parameters=parameters)
+        function.__signature__ = shown  # type: ignore[attr-defined]
+        return function
+
+    return show
+
+
+def batch_options_of(namespace: object) -> BatchOptions:
+    """The batch options an object holds as attributes of their names (the command's parsed
+    arguments: its option of each name)."""
+    return cast(BatchOptions, {name: getattr(namespace, name) for name in BATCH_OPTION_NAMES})
 
 
 @dataclass(frozen=True, eq=False)
@@ -44,27 +132,10 @@ class Options:
     fill_color: Color | None = None  # the inside's colour; None: its column's surface colour
 
     @classmethod
-    def create(
-        cls,
-        grid: GridLike | None = None,
-        *,
-        variant: str = DEFAULT_VARIANT,
-        fill_mode: str = "parity",
-        sort: str = DEFAULT_SORT,
-        voxel_size: float | None = None,
-        bounds: numpy.typing.ArrayLike | None = None,
-        max_memory: int | str | None = None,
-        progress: Progress | None = None,
-        mode: str = "solid",
-        surface: str | None = None,
-        attributes: Collection[str] = (),
-        labels: bool = False,
-        colors: bool = False,
-        overlap: str = DEFAULT_OVERLAP,
-        fill_color: object = None,
-    ) -> Options:
+    @option_keywords(VoxelizeOptions)
+    def create(cls, grid: GridLike | None = None, **options: Unpack[VoxelizeOptions]) -> Options:
         """Check every option (GridError, VariantError, FillModeError, MemoryBudgetError,
-        ModeError).
+        ModeError; TypeError for a name that is no option).
 
         mode: "solid" (voxels whose centres are inside), "surface" (voxels the triangles
         touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
@@ -74,30 +145,43 @@ class Options:
         overlap of parts belongs to. colors: every set voxel's colour; fill_color: None
         (or "nearest"), the colour of the nearest surface voxel along the column, else the
         colour of every voxel the surface does not mark ("#RRGGBB[AA]" or 3-4 integers)."""
+        unknown = options.keys() - DEFAULTS.keys()
+        if unknown:
+            raise TypeError(
+                f"unexpected keyword argument {sorted(unknown)[0]!r} (the options are "
+                f"{', '.join(OPTION_NAMES)})"
+            )
+        given: VoxelizeOptions = {**DEFAULTS, **options}
+        voxel_size, bounds = given["voxel_size"], given["bounds"]
         if grid is not None and voxel_size is not None:
             raise GridError("give a grid or a voxel size, not both")
         box = None
         if bounds is not None:
             box = check_bounds(bounds)
             box.flags.writeable = False
-        mode = _choice(mode, MODES, "mode", ModeError)
+        mode = _choice(given["mode"], MODES, "mode", ModeError)
+        max_memory = given["max_memory"]
         return cls(
             mode=mode,
-            surface=_surface_kind(mode, surface, fill_mode),
-            attributes=_attributes(mode, attributes),
+            surface=_surface_kind(mode, given["surface"], given["fill_mode"]),
+            attributes=_attributes(mode, given["attributes"]),
             shape=None if grid is None else check_shape(grid),
             voxel_size=None if voxel_size is None else check_voxel_size(voxel_size),
             bounds=box,
-            variant=_choice(variant, VARIANT_CHOICES, "variant", VariantError),
-            fill_mode=_choice(fill_mode, FILL_MODES, "fill mode", FillModeError),
-            sort=_choice(sort, SORTS, "sort", VariantError),
+            variant=_choice(given["variant"], VARIANT_CHOICES, "variant", VariantError),
+            fill_mode=_choice(given["fill_mode"], FILL_MODES, "fill mode", FillModeError),
+            sort=_choice(given["sort"], SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),
-            progress=progress,
-            labels=_flag(labels, "labels"),
-            colors=_flag(colors, "colors"),
-            overlap=_choice(overlap, OVERLAP_RULES, "overlap rule", ModeError),
-            fill_color=_fill_color(fill_color),
+            progress=given["progress"],
+            labels=_flag(given["labels"], "labels"),
+            colors=_flag(given["colors"], "colors"),
+            overlap=_choice(given["overlap"], OVERLAP_RULES, "overlap rule", ModeError),
+            fill_color=_fill_color(given["fill_color"]),
         )
+
+    def keywords(self) -> VoxelizeOptions:
+        """The checked options again as keywords of a voxelize call (whose grid is `shape`)."""
+        return cast(VoxelizeOptions, {name: getattr(self, name) for name in OPTION_NAMES})
 
 
 def _choice(value: object, allowed: Collection[str], what: str, error: type[Exception]) -> str:

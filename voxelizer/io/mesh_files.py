@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import MeshError, OutputError
-from .writers import OUTPUT_FORMATS
 
 # What a directory is searched for (case-insensitive): the mesh files of common datasets
 # (ShapeNet .obj, ModelNet .off, Thingi10K .stl, Objaverse .glb) and the scanned .ply.
@@ -122,16 +121,6 @@ def common_root(folders: Iterable[Path]) -> Path:
 
 
 # --- naming outputs -----------------------------------------------------------------------------
-
-
-def output_suffix(format: str) -> str:
-    """`npz` or `.npz` -> `.npz`; OutputError for a format no writer has."""
-    suffix = "." + format.lower().lstrip(".")
-    if suffix not in OUTPUT_FORMATS:
-        raise OutputError(
-            f"cannot write {format!r}: use one of {', '.join(s[1:] for s in OUTPUT_FORMATS)}"
-        )
-    return suffix
 
 
 def output_paths(

@@ -24,7 +24,6 @@ the colour seams.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -36,8 +35,8 @@ from .output import open_output
 _ROWS = 1 << 16  # vertices or faces formatted at once in an OBJ file
 
 
-def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
-    """The outer faces of the voxels (as SVO.to_mesh()) as PLY, OBJ or GLB, by extension,
+def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool, *, kind: str) -> None:
+    """The outer faces of the voxels (as SVO.to_mesh()) as `kind`: "ply", "obj" or "glb",
     with vertex colours when the result has colours."""
     voxels = result.to_numpy()
     fine, triangles = fine_surface(voxels)
@@ -49,17 +48,31 @@ def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool = False)
     del voxels
     origin = np.asarray(result.placement.origin, np.float64)
     h = float(result.voxel_size)
-    suffix = Path(path).suffix.lower()
     with open_output(path, overwrite) as fh:
-        if suffix == ".glb":
+        if kind == "glb":
             fh.write(_glb(fine, triangles, origin, h, colors))
             return
         vertices = origin + fine / FINE * h  # as voxelizer.surface.voxel_surface
         del fine
-        if suffix == ".ply":
+        if kind == "ply":
             _write_ply(fh, vertices, triangles, colors)
         else:
             _write_obj(fh, vertices, triangles, colors)
+
+
+def write_ply(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """The outer faces as binary PLY, whatever the path's extension."""
+    write_mesh(result, path, overwrite=overwrite, kind="ply")
+
+
+def write_obj(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """The outer faces as OBJ text, whatever the path's extension."""
+    write_mesh(result, path, overwrite=overwrite, kind="obj")
+
+
+def write_glb(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
+    """The outer faces as GLB, whatever the path's extension."""
+    write_mesh(result, path, overwrite=overwrite, kind="glb")
 
 
 def triangle_cells(fine: np.ndarray, triangles: np.ndarray) -> np.ndarray:

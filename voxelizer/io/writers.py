@@ -1,5 +1,6 @@
-"""Output files of a voxelization, chosen by extension: .svo, .binvox, .vox, .npz, .vti, .ply,
-.obj, .glb, .stl. Every writer takes a DenseGrid or an SVO (anything Placed).
+"""Output files of a voxelization: .svo, .binvox, .vox, .npz, .vti, .ply, .obj, .glb, .stl,
+chosen by a file's extension (save) or by an OutputFormat decoded once (a batch's). Every writer takes a
+DenseGrid or an SVO (anything Placed).
 
 Every writer refuses to replace an existing file unless asked (OutputError with `exists`
 set) and reports any OSError as an OutputError (see voxelizer.io.output).
@@ -10,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,30 +34,88 @@ def save(
     `up_axis` ("z" or "y", .vox only): the grid axis that becomes MagicaVoxel's up (see
     voxelizer.io.vox_writer); without it the grid's own axes are kept.
     """
-    suffix = Path(path).suffix.lower()
-    if suffix not in WRITERS:
-        raise OutputError(
-            f"cannot write {suffix or 'files without an extension'}: "
-            f"use {', '.join(OUTPUT_FORMATS)}",
-            path=path,
-        )
-    if up_axis is None:
-        module, name = WRITERS[suffix]
-        writer: Callable[[Placed, str | os.PathLike, bool], None]
-        writer = getattr(importlib.import_module(module, __package__), name)
-        writer(result, path, overwrite)
-    elif suffix == ".vox":
-        from .vox_writer import write_vox
+    OutputFormat.of_path(path).write(result, path, overwrite=overwrite, up_axis=up_axis)
 
-        write_vox(result, path, overwrite, up_axis=up_axis)
-    else:
-        raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """A format voxels are written in, decoded once from its name (`npz`, `.npz`) or from a
+    file's extension; what holds it (a batch's tasks) asks it what the format needs and has
+    it write. Build it with `named` or `of_path`."""
+
+    suffix: str  # one of OUTPUT_FORMATS: ".npz"
+
+    @classmethod
+    def named(cls, name: str | OutputFormat) -> OutputFormat:
+        """The format of a name, `npz` or `.npz` in any case (an OutputFormat as it is);
+        OutputError for a format no writer has."""
+        if isinstance(name, OutputFormat):
+            return name
+        suffix = "." + name.lower().lstrip(".")
+        if suffix not in WRITERS:
+            raise OutputError(
+                f"cannot write {name!r}: use one of {', '.join(s[1:] for s in OUTPUT_FORMATS)}"
+            )
+        return cls(suffix)
+
+    @classmethod
+    def of_path(cls, path: str | os.PathLike) -> OutputFormat:
+        """The format a file's extension names; OutputError (naming the file) for another."""
+        suffix = Path(path).suffix.lower()
+        if suffix not in WRITERS:
+            raise OutputError(
+                f"cannot write {suffix or 'files without an extension'}: "
+                f"use {', '.join(OUTPUT_FORMATS)}",
+                path=path,
+            )
+        return cls(suffix)
+
+    @property
+    def name(self) -> str:
+        return self.suffix[1:]
+
+    @property
+    def dense(self) -> bool:
+        """Whether it is written from the dense grid: every format but .svo, whose writer
+        takes the octree (a DenseGrid too, converted on the host)."""
+        return self.suffix != ".svo"
+
+    @property
+    def takes_up_axis(self) -> bool:
+        """Whether its writer turns the grid for an up axis: .vox (MagicaVoxel's +z up)."""
+        return self.suffix == ".vox"
+
+    def write(
+        self,
+        result: Placed,
+        path: str | os.PathLike,
+        *,
+        overwrite: bool = False,
+        up_axis: str | None = None,
+    ) -> None:
+        """Write `result` to `path` in this format, whatever the path's extension (see save)."""
+        if up_axis is None:
+            module, name = WRITERS[self.suffix]
+            writer: Callable[[Placed, str | os.PathLike, bool], None]
+            writer = getattr(importlib.import_module(module, __package__), name)
+            writer(result, path, overwrite)
+        elif self.takes_up_axis:
+            from .vox_writer import write_vox
+
+            write_vox(result, path, overwrite=overwrite, up_axis=up_axis)
+        else:
+            raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
 
 
 def check_output_shape(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
     """OutputError unless the format that `path` names holds a grid of this shape: .binvox
     holds cubes only. The command calls it before the GPU work, the writer again."""
-    if Path(path).suffix.lower() == ".binvox" and len(set(shape)) != 1:
+    if Path(path).suffix.lower() == ".binvox":
+        _check_cubic(path, shape)
+
+
+def _check_cubic(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
+    if len(set(shape)) != 1:
         raise OutputError(
             f"{path}: .binvox holds cubic grids only, not {shape_text(shape)} "
             "(use .svo, .npz or .vox)",
@@ -71,7 +131,7 @@ def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = Fals
     pairs with runs of at most 255. Cubic grids only: binvox has one scale for the whole grid,
     which readers divide by each side (trimesh 4 cannot even load other shapes).
     """
-    check_output_shape(path, result.shape)
+    _check_cubic(path, result.shape)
     n = result.shape[0]
     columns = result.columns if isinstance(result, DenseGrid) else None
     if columns is None:
@@ -111,9 +171,9 @@ WRITERS: dict[str, tuple[str, str]] = {
     ".vox": (".vox_writer", "write_vox"),
     ".npz": (".npz_file", "write_npz"),
     ".vti": (".vti_file", "write_vti"),
-    ".ply": (".mesh_writer", "write_mesh"),
-    ".obj": (".mesh_writer", "write_mesh"),
-    ".glb": (".mesh_writer", "write_mesh"),
+    ".ply": (".mesh_writer", "write_ply"),
+    ".obj": (".mesh_writer", "write_obj"),
+    ".glb": (".mesh_writer", "write_glb"),
     ".stl": (".stl_writer", "write_stl"),
 }
 # The formats that hold each attribute of a result (the others write the voxels alone).

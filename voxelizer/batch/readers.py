@@ -1,18 +1,19 @@
 """Reading meshes in helper processes, for batches on hosts with cores to spare.
 
 Parsing a mesh file is partly Python work. On loader threads it holds the GIL that the
-device's thread needs between its Vulkan calls: on a 16-core host, one H100 was fed ~65
-meshes/s at 256³ by 8 loader threads and ~125 by 6 helper processes (docs/benchmarks.md,
-"Reading processes, dense results as bits, the call's host cost"). A helper ignores Ctrl-C
-(the batch ends it by closing its input) and sends back each mesh with what a voxelization
-derives from it on the host (Mesh pickles its caches).
+device's thread needs between its Vulkan calls, so a device is fed faster by reading
+processes than by threads (docs/benchmarks.md, "Reading processes, dense results as bits,
+the call's host cost"). A helper ignores Ctrl-C (the batch ends it by closing its input) and
+sends back each mesh with what a voxelization derives from it on the host (Mesh pickles its
+caches).
 
 Where it is safe, the helpers are forked from the batch's process as it starts them: a copy
 with the package imported, reading at once while the device opens (no Vulkan instance in the
 process yet, no other thread running: see fork_allowed). Otherwise, and for a helper that
 replaces one that died, a helper is a new Python (`python -c`, importing this very package
-and calling main), ready ~0.3 s later; until one is, the batch reads on its threads. Neither
-runs the user's script again, so it needs no `if __name__ == "__main__"` guard.
+and calling main), ready only once it has started Python and imported the package; until
+one is, the batch reads on its threads. Neither runs the user's script again, so it needs no
+`if __name__ == "__main__"` guard.
 """
 
 from __future__ import annotations
@@ -30,22 +31,22 @@ import time
 from concurrent.futures import Future
 from contextlib import suppress
 from pathlib import Path
-from typing import IO, Any, NoReturn, Union
+from typing import IO, NoReturn, Union
 
 try:
     import fcntl
 except ImportError:  # not on this system: pipes keep their size
     fcntl = None  # type: ignore[assignment]
 
-from .errors import MeshError, VoxelizerError
-from .gpu.device import vulkan_instance_exists
-from .io.meshes import MeshLike, load_mesh
-from .log import get_logger
-from .mesh import Mesh
-from .options import Options
-from .parallel import use_threads
-from .pipeline.passes import uploads_soup
-from .placement import GridLike, GridPlacement
+from ..errors import MeshError, VoxelizerError
+from ..gpu.device import vulkan_instance_exists
+from ..io.meshes import MeshLike, load_mesh
+from ..log import get_logger
+from ..mesh import Mesh
+from ..options import Options
+from ..parallel import use_threads
+from ..pipeline.passes import uploads_soup
+from ..placement import GridPlacement
 
 PROTOCOL = 5
 # A reply pipe's size where the system allows it (Linux lets any user grow a pipe to 1 MiB,
@@ -56,28 +57,25 @@ REPLY_PIPE_BYTES = 1 << 20
 _log = get_logger(__name__)
 
 
-def prepared_mesh(
-    source: MeshLike, grid: GridLike | None, options: dict[str, Any], make_soup: bool = False
-) -> Mesh:
-    """The mesh of `source`, read and checked, with what a voxelization on this grid derives
-    from it on the host done now: its uint32 faces, bounds and placed vertices (cached on
-    the Mesh, so the call finds them done), and with `make_soup` (a reading process, which
-    has the time) the soup variants' triangle soup. A placement that fails is left to the
-    call, which reports it as it would have."""
+def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False) -> Mesh:
+    """The mesh of `source`, read and checked, with what a voxelization with these options
+    derives from it on the host done now: its uint32 faces, bounds and placed vertices
+    (cached on the Mesh, so the call finds them done), and with `make_soup` (a reading
+    process, which has the time) the soup variants' triangle soup. A placement that fails is
+    left to the call, which reports it as it would have."""
     mesh = load_mesh(source)
     mesh.indices  # noqa: B018 - computed now, cached
     try:
-        checked = Options.create(grid, **options)
-        placement = GridPlacement.around(mesh, checked.shape, checked.voxel_size, checked.bounds)
+        placement = GridPlacement.around(mesh, options.shape, options.voxel_size, options.bounds)
         placement.placed_vertices(mesh)
-        if make_soup and uploads_soup(checked.variant):
+        if make_soup and uploads_soup(options.variant):
             placement.make_soup(mesh)  # copied by the device's thread instead of gathered
     except VoxelizerError:
         pass
     return mesh
 
 
-Request = tuple[str, "GridLike | None", dict[str, Any]]  # a path, the grid, the options
+Request = tuple[str, Options]  # a path, the batch's options
 
 
 class ForkedHelper:
@@ -169,11 +167,11 @@ class LoadProcesses:
         for thread in self._threads:
             thread.start()
 
-    def submit(
-        self, path: str | os.PathLike, grid: GridLike | None, options: dict[str, Any]
-    ) -> Future[tuple[Mesh, float]]:
+    def submit(self, path: str | os.PathLike, options: Options) -> Future[tuple[Mesh, float]]:
+        """The mesh of `path` prepared for `options` by the next free helper, and the
+        seconds that took."""
         future: Future[tuple[Mesh, float]] = Future()
-        self._requests.put((future, (os.fspath(path), grid, options)))
+        self._requests.put((future, (os.fspath(path), options)))
         return future
 
     def wait_started(self, timeout: float) -> bool:
@@ -243,7 +241,7 @@ class LoadProcesses:
 
 # The helper imports this very package (whatever the working directory or sys.path of the
 # batch's process), then says so.
-_HELPER = "import sys; sys.path.insert(0, {!r}); from voxelizer.load_processes import main; main()"
+_HELPER = "import sys; sys.path.insert(0, {!r}); from voxelizer.batch.readers import main; main()"
 
 
 def _fork_helpers(count: int) -> list[ForkedHelper]:
@@ -332,7 +330,7 @@ def _forked_main(
 
 def _start() -> subprocess.Popen[bytes]:
     """A helper process, once it is ready; OSError if it does not start."""
-    package_parent = str(Path(__file__).resolve().parent.parent)
+    package_parent = str(Path(__file__).resolve().parents[2])
     helper = subprocess.Popen(
         [sys.executable, "-c", _HELPER.format(package_parent)],
         stdin=subprocess.PIPE,
@@ -433,18 +431,18 @@ def _portable(error: BaseException) -> BaseException:
 
 
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    """A helper's loop: requests (path, grid, options), each answered by ("mesh", (Mesh,
-    seconds)) or ("error", exception), until the input ends."""
+    """A helper's loop: requests (path, options), each answered by ("mesh", (Mesh, seconds))
+    or ("error", exception), until the input ends."""
     while True:
         try:
-            path, grid, options = pickle.load(requests)
+            path, options = pickle.load(requests)
         except EOFError:
             return
         started = time.perf_counter()
         try:
             reply: tuple[str, object] = (
                 "mesh",
-                (prepared_mesh(path, grid, options, make_soup=True), time.perf_counter() - started),
+                (prepared_mesh(path, options, make_soup=True), time.perf_counter() - started),
             )
         except (VoxelizerError, MemoryError) as exc:
             reply = ("error", _portable(exc))

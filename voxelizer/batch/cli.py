@@ -1,7 +1,8 @@
 """The `voxelize` command's batch mode: several inputs (files, directories, globs, @list.txt)
 into a folder that mirrors their tree, with a progress bar over meshes, one line per failure,
 a JSON-lines log and a summary line. voxelizer.cli parses the options (with the ones added
-here) and hands a batch over; the work is voxelize_many's (or voxelizer.ray's).
+here) and hands a batch over; the work is voxelize_many's (or voxelizer.batch.ray's), imported
+for a batch only.
 """
 
 from __future__ import annotations
@@ -17,16 +18,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from .errors import DeviceError, OutputError, VoxelizerError
-from .io.mesh_files import GLOB_CHARACTERS, find_meshes, output_paths, output_suffix
-from .io.output import check_output_path
-from .io.writers import OUTPUT_FORMATS
-from .progress import TerminalProgress
+from ..errors import DeviceError, OutputError, VoxelizerError
+from ..io.mesh_files import GLOB_CHARACTERS, MeshFiles, find_meshes, output_paths
+from ..io.output import check_output_path
+from ..io.writers import OUTPUT_FORMATS, OutputFormat
+from ..options import batch_options_of
+from ..progress import TerminalProgress
+from .tasks import DEFAULT_FORMAT
 
 if TYPE_CHECKING:
-    from .batch import BatchRun
+    from .engine import BatchRun
 
-DEFAULT_FORMAT = "svo"
 # Options that only mean something for a batch, as argparse names them (dest, flag).
 BATCH_ONLY = (
     ("format", "--format"),
@@ -98,9 +100,10 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _format_value(text: str) -> str:
+def _format_value(text: str) -> OutputFormat:
+    """--format, decoded once: the value the batch's tasks and writers take."""
     try:
-        return output_suffix(text)
+        return OutputFormat.named(text)
     except OutputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -154,8 +157,8 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         )
     if args.force and args.skip_existing:
         parser.error("--force and --skip-existing exclude each other")
-    suffix = args.format or output_suffix(DEFAULT_FORMAT)
-    if args.up_axis is not None and suffix != ".vox":
+    output_format: OutputFormat = args.format or OutputFormat.named(DEFAULT_FORMAT)
+    if args.up_axis is not None and not output_format.takes_up_axis:
         parser.error("--up-axis is for --format vox only")
     if args.device is not None and args.devices is not None:
         parser.error("--device and --devices exclude each other (use --devices)")
@@ -165,7 +168,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # Every path before any work: inputs, output collisions, existing files, the log.
     out_dir = Path(args.out_dir)
     files = find_meshes(args.model, exclude=out_dir)
-    outputs = output_paths(files.paths, out_dir, suffix, files.root)
+    outputs = output_paths(files.paths, out_dir, output_format.suffix, root=files.root)
     if not args.force and not args.skip_existing:
         existing = [output for output in outputs if os.path.lexists(output)]
         if existing:
@@ -179,7 +182,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         check_output_path(log_path, overwrite=True)  # a folder that takes files; appended to
     devices = args.devices if args.devices is not None else args.device
     if args.ray is None:
-        _start_reading(len(files.paths), devices, args.jobs)
+        _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs)
     if devices is not None and args.ray is None:
         _check_devices(devices)
 
@@ -188,7 +191,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     tally: Counter[str] = Counter()
     log = open(log_path, "a", encoding="utf-8") if log_path is not None else None  # noqa: SIM115
     try:
-        with _warnings_above(progress), _results(args, files.paths, files.root, suffix) as run:
+        with _warnings_above(progress), _results(args, files, output_format) as run:
             progress("meshes", 0, run.total)
             for result in run:
                 tally[result.status] += 1
@@ -211,26 +214,27 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 1 if tally["failed"] else 0
 
 
-def _start_reading(count: int, devices: str | None, jobs: int | None) -> None:
+def _start_reading(*, meshes: int, devices: str | None, jobs: int | None) -> None:
     """The reading helpers of the worker in this process, started before anything here opens
     Vulkan (checking --devices does): then they are forked, ready at once and reading while
-    the device opens, not started by exec (~0.3 s). voxelize_many takes them as they are."""
-    from .batch import default_load_processes, device_list
-    from .load_processes import shared_load_processes
+    the device opens, not started by exec (which costs a Python start and the imports).
+    voxelize_many takes them as they are."""
+    from .engine import default_load_processes, device_list
+    from .readers import shared_load_processes
 
     try:
         workers = jobs if jobs is not None else len(device_list(devices))
     except DeviceError:
         return  # _check_devices says what is wrong
     helpers = default_load_processes(workers)
-    if helpers and count >= 2 * helpers:  # as voxelize_many decides
+    if helpers and meshes >= 2 * helpers:  # as voxelize_many decides
         shared_load_processes(helpers)
 
 
 def _check_devices(devices: str) -> None:
     """DeviceError unless every selector names a device (before any worker starts)."""
-    from .batch import device_list
-    from .gpu.device import list_devices
+    from ..gpu.device import list_devices
+    from .engine import device_list
 
     try:
         selectors = device_list(devices)
@@ -250,21 +254,11 @@ def _check_devices(devices: str) -> None:
             raise DeviceError(f"no Vulkan device matches {text!r} (available: {names})")
 
 
-def _results(args: argparse.Namespace, paths: list[Path], root: Path, suffix: str) -> BatchRun:
+def _results(args: argparse.Namespace, files: MeshFiles, output_format: OutputFormat) -> BatchRun:
     """The batch's results, from this machine's workers or from Ray."""
-    from .batch import voxelize_many  # the batch machinery: imported for batches only
+    from .engine import voxelize_many  # the batch machinery: imported for batches only
 
-    options = {
-        "grid": args.grid,
-        "variant": args.variant,
-        "fill_mode": args.fill_mode,
-        "sort": args.sort,
-        "voxel_size": args.voxel_size,
-        "bounds": args.bounds,
-        "max_memory": args.max_memory,
-        "mode": args.mode,
-        "surface": args.surface,
-    }
+    options = batch_options_of(args)
     if args.ray is not None:
         try:
             from .ray import voxelize_files_on_ray
@@ -273,24 +267,26 @@ def _results(args: argparse.Namespace, paths: list[Path], root: Path, suffix: st
                 f"--ray needs Ray ({exc.name} is missing): pip install 'voxelizer[ray]'"
             ) from None
         return voxelize_files_on_ray(
-            paths,
+            files.paths,
             address=args.ray,
             out_dir=args.out_dir,
-            format=suffix,
-            root=root,
+            format=output_format,
+            root=files.root,
             overwrite=args.force,
             skip_existing=args.skip_existing,
             up_axis=args.up_axis,
             actors=args.jobs,
+            grid=args.grid,
             **options,
         )
     return voxelize_many(
-        paths,
+        files.paths,
+        grid=args.grid,
         devices=args.devices if args.devices is not None else args.device,
         jobs=args.jobs,
         out_dir=args.out_dir,
-        format=suffix,
-        root=root,
+        format=output_format,
+        root=files.root,
         overwrite=args.force,
         skip_existing=args.skip_existing,
         up_axis=args.up_axis,

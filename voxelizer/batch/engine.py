@@ -1,0 +1,230 @@
+"""Many meshes voxelized as a stream: `voxelize_many`, the one batch engine; the command
+line's batch mode and the Ray actors of voxelizer.batch.ray run its worker too.
+
+One worker (voxelizer.batch.worker) is one Voxelizer fed by loader and writer threads.
+Several workers (`jobs`, `devices`): the first runs in this process (it starts at once), the
+others in spawned processes (voxelizer.batch.pool); a worker process that dies is replaced
+and its meshes go to another worker.
+
+A mesh that fails (unreadable, an output that exists, anything the voxelizer refuses) becomes
+a `BatchResult` with the error, and the batch goes on. Output files are written atomically
+(voxelizer.io.output), so an interrupted batch never leaves a half-written one behind.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..api import shared_voxelizer
+from ..budget import check_dense_fits
+from ..errors import DeviceError, OutputError, VoxelizerError
+from ..io.meshes import MeshLike
+from ..io.writers import OutputFormat
+from ..options import BatchOptions, Options, option_keywords
+from ..placement import GridLike
+from .pool import WorkerPool
+from .readers import running_load_processes
+from .tasks import (
+    DEFAULT_FORMAT,
+    BatchResult,
+    BatchSettings,
+    ListSource,
+    MeshTask,
+    make_out_dir,
+    plan_tasks,
+)
+from .worker import MeshWorker
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["BatchResult", "BatchRun", "voxelize_many"]
+
+
+def default_threads(workers: int = 1) -> int:
+    """Loader (and writer) threads per worker: enough to keep a fast GPU fed from numpy
+    work that releases the GIL, not more than each worker's part of the cores."""
+    return max(1, min(8, (os.cpu_count() or 1) // max(1, workers)))
+
+
+def default_load_processes(workers: int = 1) -> int:
+    """Reading processes per worker: where the host has cores to spare (8 or more), half
+    of each worker's part of them, up to 8; else none (the loader threads read)."""
+    cores = os.cpu_count() or 1
+    if cores < 8:
+        return 0
+    share = cores // 2 // max(1, workers)
+    return min(8, share) if share >= 2 else 0
+
+
+def device_list(devices: Sequence[str | int] | str | int | None) -> list[str | int | None]:
+    """None, one selector, a sequence, or text "0,1" -> selectors, one per device."""
+    if devices is None:
+        return [None]
+    if isinstance(devices, int):
+        return [devices]
+    if isinstance(devices, str):
+        items = [item.strip() for item in devices.split(",")]
+        if not all(items):
+            raise DeviceError(f"devices {devices!r}: write indices or names separated by commas")
+        return [int(item) if item.isdigit() else item for item in items]
+    chosen: list[str | int | None] = list(devices)
+    if not chosen:
+        raise DeviceError("devices: an empty list")
+    return chosen
+
+
+class BatchRun(Iterator[BatchResult]):
+    """The results of voxelize_many as they complete. `total` is the number of results it
+    will give. Closing it (or leaving a `with` block, or Ctrl-C) stops the workers: queued
+    meshes are dropped, files being written appear whole or not at all."""
+
+    def __init__(self, results: Iterator[BatchResult], total: int):
+        self._results = results
+        self.total = total
+
+    def __next__(self) -> BatchResult:
+        result = next(self._results)
+        for warning in result.warnings:  # in the caller's thread, naming the mesh
+            warnings.warn(type(warning)(f"{result.input}: {warning}"), stacklevel=2)
+        return result
+
+    def close(self) -> None:
+        close = getattr(self._results, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> BatchRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@option_keywords(BatchOptions)
+def voxelize_many(
+    inputs: Iterable[MeshLike],
+    *,
+    grid: GridLike | None = None,
+    devices: Sequence[str | int] | str | int | None = None,
+    jobs: int | None = None,
+    out_dir: str | os.PathLike | None = None,
+    format: str | OutputFormat = DEFAULT_FORMAT,
+    root: str | os.PathLike | None = None,
+    dense: bool = False,
+    overwrite: bool = False,
+    skip_existing: bool = False,
+    up_axis: str | None = None,
+    threads: int | None = None,
+    prefetch: int | None = None,
+    load_processes: int | None = None,
+    **options: Unpack[BatchOptions],
+) -> BatchRun:
+    """Voxelize many meshes; results (BatchResult) come as they complete, failures included.
+
+    inputs: mesh files (or anything voxelize takes). grid and options: as for voxelize, the
+    same for every mesh, checked here before any work. Results equal those of voxelize
+    (voxelize_dense with dense=True) bit for bit.
+
+    devices: one selector, several ("0,1" or [0, 1]) or None (the default device); jobs:
+    how many workers (default one per device; several may share a device). One worker runs
+    in this process on the shared Voxelizer of its device; more run in spawned processes.
+
+    out_dir: write each result there instead of keeping it, as `format` (svo, the default,
+    npz, binvox, vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default:
+    their deepest common folder; in-memory meshes are named by index). An existing output is
+    a failed mesh unless overwrite (replace it) or skip_existing (a "skipped" result).
+    threads: loader and writer threads per worker; prefetch: meshes read ahead per worker;
+    load_processes: helper processes per worker that read mesh files (None: some where the
+    host has 8 cores or more, see default_load_processes; 0: the loader threads read them).
+    """
+    _refuse_call_options(options)
+    checked = Options.create(grid, **options)  # every option, before any work
+    if overwrite and skip_existing:
+        raise OutputError("overwrite and skip_existing exclude each other")
+    selectors = device_list(devices)
+    workers = len(selectors) if jobs is None else int(jobs)
+    if workers < 1:
+        raise DeviceError(f"jobs must be at least 1, not {jobs}")
+    threads = default_threads(workers) if threads is None else max(1, int(threads))
+    prefetch = 2 * threads if prefetch is None else max(1, int(prefetch))
+    output_format = OutputFormat.named(format)
+    tasks = plan_tasks(
+        list(inputs), out_dir=out_dir, format=output_format, root=root, overwrite=overwrite
+    )
+    load_processes = _load_processes(load_processes, workers=workers, meshes=len(tasks))
+    if up_axis is not None and (out_dir is None or not output_format.takes_up_axis):
+        raise OutputError("up_axis is for .vox outputs (format='vox') only")
+    if out_dir is not None:
+        make_out_dir(Path(out_dir))
+        if output_format.dense and checked.shape is not None:
+            check_dense_fits(checked.shape, f"format {output_format.name!r}")
+    elif dense and checked.shape is not None:
+        check_dense_fits(checked.shape, "voxelize_many(dense=True)")
+    settings = BatchSettings(
+        options=checked,
+        dense=dense,
+        up_axis=up_axis,
+        threads=threads,
+        prefetch=max(prefetch, load_processes + 2),
+        load_processes=load_processes,
+    )
+    skipped = [t for t in tasks if skip_existing and t.output and os.path.lexists(t.output)]
+    todo = [t for t in tasks if not (skip_existing and t.output and os.path.lexists(t.output))]
+    worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
+    return BatchRun(_results(skipped, todo, worker_devices, settings), len(tasks))
+
+
+def _refuse_call_options(options: BatchOptions) -> None:
+    """TypeError for the options of a single call that a batch does not take."""
+    if "progress" in options:
+        raise TypeError(
+            "voxelize_many takes no progress callback: its results come as they complete"
+        )
+    if "attributes" in options:
+        raise TypeError("voxelize_many keeps no attributes: call voxelize_dense for face ids")
+    if {"labels", "colors", "overlap", "fill_color"} & options.keys():
+        raise TypeError(
+            "voxelize_many keeps no labels or colours: call voxelize_dense or voxelize for them"
+        )
+
+
+def _load_processes(asked: int | None, *, workers: int, meshes: int) -> int:
+    """The reading processes per worker: as asked (0 or more), else the default, but none
+    for a few meshes while none run yet (starting them would cost more)."""
+    if asked is None:
+        count = default_load_processes(workers)
+        if meshes < 2 * count and running_load_processes() < count:
+            return 0
+        return count
+    if asked < 0:
+        raise VoxelizerError(f"load_processes must be 0 or more, not {asked}")
+    return int(asked)
+
+
+def _results(
+    skipped: list[MeshTask],
+    todo: list[MeshTask],
+    worker_devices: list[str | int | None],
+    settings: BatchSettings,
+) -> Iterator[BatchResult]:
+    for task in skipped:
+        yield task.skipped()
+    if not todo:
+        return
+    if len(worker_devices) == 1:
+        worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
+        yield from worker.run(ListSource(todo))
+    else:  # the first worker here, the others spawned
+        pool = WorkerPool(
+            todo,
+            local_device=worker_devices[0],
+            process_devices=worker_devices[1:],
+            settings=settings,
+        )
+        yield from pool.results()

@@ -1,0 +1,439 @@
+"""Voxelizing a Ray Dataset of meshes (`pip install 'voxelizer[ray]'`).
+
+`VoxelizeBatch` is a callable class for `Dataset.map_batches`: each actor holds one
+Voxelizer and runs the batch's worker (voxelizer.batch.worker) over its rows (loading the
+next meshes while the device works). Rows name a mesh by a `path` column, or carry its file's
+`bytes` with a `name` (the file name, for the format and the output's name). Results go to
+files under `out_dir` (as `format`: .svo unless told, as voxelize_many writes), or come back
+as columns: `bits` (np.packbits of the [i, j, k] array,
+as in .npz files), `shape`, `origin`, `voxel_size`; `to_dense(row)` makes a DenseGrid of them.
+Every row also gets the record of voxelize --log: `input`, `output`, `status`, `error`,
+`triangles`, `solid_voxels`, `open_columns`, `seconds`, `device`, `warnings`. A mesh that fails is
+a row with its error; the others go on.
+
+Actors ask for one GPU each on clusters with GPUs (`actor_options`), and for half a CPU
+each otherwise: on a small CPU node, whole-CPU actors would leave no CPU for the tasks that
+read the dataset, and the pipeline would wait forever. A worker that dies is restarted by
+Ray and its batch retried; outputs are written atomically, and a retry replaces the output
+of its own earlier attempt only where the driver planned it (`voxelize_files_on_ray`, the
+column `replace`), so nothing is lost or written twice.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import ray
+import ray.data
+
+from ..api import Voxelizer
+from ..errors import DeviceError, OpenMeshWarning, OutputError
+from ..grid import DenseGrid
+from ..io.output import remove_temporaries
+from ..io.writers import OutputFormat
+from ..options import BATCH_OPTION_NAMES, BatchOptions, Options, option_keywords
+from ..placement import GridLike, GridPlacement, check_shape
+from .engine import BatchRun, default_load_processes, default_threads
+from .tasks import (
+    DEFAULT_FORMAT,
+    BatchResult,
+    BatchSettings,
+    ListSource,
+    MeshTask,
+    Status,
+    error_text,
+    make_out_dir,
+    plan_tasks,
+)
+from .worker import MeshWorker
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+# Environment variables of the driver that actors get too (the validation layer on or off).
+FORWARDED_ENVIRONMENT = ("VOXELIZER_VALIDATION",)
+# Rows per actor call: each call runs the batch engine from empty (reading, device, writing
+# overlap within a call only), so small batches pay its start and drain per few meshes.
+DEFAULT_BATCH_SIZE = 16
+_NO_COUNT = -1  # a count the record does not have (Arrow columns hold one type)
+
+
+def actor_options(num_gpus: float | None = None) -> dict[str, Any]:
+    """The resources of one voxelizing actor: one GPU (and half a CPU) when the cluster has
+    GPUs, else half a CPU. `num_gpus` overrides the GPU count per actor (0: CPU actors)."""
+    if num_gpus is None:
+        num_gpus = 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    options: dict[str, Any] = {"num_cpus": 0.5}
+    if num_gpus:
+        options["num_gpus"] = num_gpus
+    return options
+
+
+def forwarded_runtime_env() -> dict[str, Any]:
+    """A runtime_env that gives actors the driver's FORWARDED_ENVIRONMENT."""
+    env = {name: os.environ[name] for name in FORWARDED_ENVIRONMENT if name in os.environ}
+    return {"env_vars": env} if env else {}
+
+
+class VoxelizeBatch:
+    """`Dataset.map_batches(VoxelizeBatch, fn_constructor_kwargs={...}, ...)`: one Voxelizer
+    per actor; a batch of rows in, the same rows' results out (see the module docstring).
+
+    Rows: `path` (a mesh file every node can read) or `bytes` and `name`; optionally
+    `output` (the file to write, in the format its extension names; else `out_dir` / the
+    path below `root`, or / `name`, in `format`) and `replace` (that output may be
+    replaced). Keywords: grid and the voxelize options, out_dir, format (default svo), root,
+    overwrite, skip_existing, up_axis, device (default: on a GPU actor the GPU Ray assigned,
+    else voxelizer's default choice), threads, prefetch, load_processes (reading processes
+    per actor; default: as voxelize_many, the node's cores shared by one actor per GPU)."""
+
+    @option_keywords(BatchOptions)
+    def __init__(
+        self,
+        *,
+        grid: GridLike | None = None,
+        out_dir: str | os.PathLike | None = None,
+        format: str | OutputFormat = DEFAULT_FORMAT,
+        root: str | os.PathLike | None = None,
+        overwrite: bool = False,
+        skip_existing: bool = False,
+        up_axis: str | None = None,
+        device: str | int | None = None,
+        threads: int | None = None,
+        prefetch: int | None = None,
+        load_processes: int | None = None,
+        **options: Unpack[BatchOptions],
+    ):
+        checked = Options.create(grid, **options)
+        threads = default_threads() if threads is None else threads
+        if load_processes is None:  # as voxelize_many: the node's cores shared by its actors
+            load_processes = default_load_processes(_actors_on_this_node())
+        prefetch = 2 * threads if prefetch is None else prefetch
+        self.settings = BatchSettings(
+            options=checked,
+            dense=True,  # results kept for the columns: packed bits of the dense grid
+            up_axis=up_axis,
+            threads=threads,
+            prefetch=max(prefetch, load_processes + 2),
+            load_processes=load_processes,
+        )
+        self.out_dir = None if out_dir is None else Path(out_dir)
+        self.format = OutputFormat.named(format)
+        self.root = None if root is None else Path(root)
+        self.overwrite = overwrite
+        self.skip_existing = skip_existing
+        self.voxelizer = Voxelizer(_actor_device(device))
+        self.worker = MeshWorker(self.voxelizer, self.settings)
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows = len(next(iter(batch.values()))) if batch else 0
+        results: dict[int, BatchResult] = {}
+        with tempfile.TemporaryDirectory(prefix="voxelizer-") as scratch:
+            tasks = []
+            for row in range(rows):
+                try:
+                    tasks.append(self._task(batch, row, Path(scratch)))
+                except OutputError as exc:  # an `output` in no format a writer has
+                    task = MeshTask(index=row, source=None, label=self._label(batch, row))
+                    device = self.voxelizer.device_name
+                    results[row] = task.failed(error_text(task.label, exc), device=device)
+            if "output" in batch:
+                # Outputs the driver planned, one row each: a temporary beside one is what
+                # an earlier attempt of this row left when its actor was killed.
+                for task in tasks:
+                    if task.output is not None:
+                        remove_temporaries(task.output)
+            skipped = [
+                task
+                for task in tasks
+                if self.skip_existing and task.output is not None and task.output.exists()
+            ]
+            results.update((task.index, task.skipped()) for task in skipped)
+            todo = ListSource(task for task in tasks if task.index not in results)
+            results.update((result.index, result) for result in self.worker.run(todo))
+        columns = _columns([results[row] for row in range(rows)], self.out_dir is None)
+        if "index" in batch:  # the driver's numbering, passed through
+            columns["index"] = np.asarray(batch["index"], np.int64)
+        return columns
+
+    def _task(self, batch: dict[str, np.ndarray], row: int, scratch: Path) -> MeshTask:
+        """The row as a task: its mesh (bytes go to a file, which gets every check and
+        message of a mesh file), its label and its output."""
+        label = self._label(batch, row)
+        if "path" in batch:
+            source = Path(label)
+            name = Path(source.name)  # below root if it is inside, else the file name
+            if self.root is not None and source.resolve().is_relative_to(self.root.resolve()):
+                name = source.resolve().relative_to(self.root.resolve())
+        else:
+            name = Path(label)
+            source = scratch / f"{row}{name.suffix}"
+            source.write_bytes(bytes(batch["bytes"][row]))
+        output, output_format = None, None
+        if "output" in batch and batch["output"][row]:
+            output = Path(str(batch["output"][row]))
+            output_format = OutputFormat.of_path(output)  # a file named: its extension's
+        elif self.out_dir is not None:
+            output = self.out_dir / name.with_suffix(self.format.suffix)
+            output_format = self.format
+        replace = self.overwrite or bool("replace" in batch and batch["replace"][row])
+        return MeshTask(
+            index=row,
+            source=source,
+            label=label,
+            output=output,
+            replace=replace,
+            format=output_format,
+        )
+
+    @staticmethod
+    def _label(batch: dict[str, np.ndarray], row: int) -> str:
+        """How the results name a row's mesh: its path, or its file's name."""
+        return str(batch["path" if "path" in batch else "name"][row])
+
+
+def _actor_device(requested: str | int | None) -> str | int | None:
+    """The device of an actor: as asked; else the GPU that Ray gave it, counted among the
+    node's discrete GPUs in Vulkan's order (Ray counts them as CUDA does, which on a node of
+    equal GPUs is the same order); else voxelizer's default choice."""
+    if requested is not None or os.environ.get("VOXELIZER_DEVICE"):
+        return requested
+    gpu_ids = ray.get_gpu_ids()
+    if not gpu_ids:
+        return None
+    from ..gpu.device import list_devices
+
+    gpus = [info.index for info in list_devices() if info.kind == "discrete GPU"]
+    position = int(gpu_ids[0])
+    if position >= len(gpus):
+        raise DeviceError(f"Ray assigned GPU {position}, but Vulkan sees {len(gpus)} GPUs here")
+    return gpus[position]
+
+
+def _actors_on_this_node() -> int:
+    """How many voxelizing actors share this node's cores, as far as one actor can tell: a
+    GPU actor's node runs one per discrete GPU (voxelize_dataset's default); else one."""
+    if not ray.get_gpu_ids():
+        return 1
+    from ..gpu.device import list_devices
+
+    return max(1, sum(info.kind == "discrete GPU" for info in list_devices()))
+
+
+def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndarray]:
+    """The results as the columns of one output batch."""
+    columns: dict[str, np.ndarray] = {
+        "input": np.array([r.input for r in results], dtype=object),
+        "output": np.array(["" if r.output is None else str(r.output) for r in results], object),
+        "status": np.array([r.status for r in results], dtype=object),
+        "error": np.array([r.error or "" for r in results], dtype=object),
+        "triangles": _counts(r.triangles for r in results),
+        "solid_voxels": _counts(r.solid_voxels for r in results),
+        "open_columns": _counts(r.open_columns for r in results),
+        "seconds": np.array([r.seconds for r in results], np.float64),
+        "device": np.array([r.device for r in results], dtype=object),
+        "warnings": np.array(["\n".join(str(w) for w in r.warnings) for r in results], object),
+    }
+    if with_voxels:
+        grids = [r.result for r in results]
+        bits = np.empty(len(grids), dtype=object)  # one array per row, of its own length
+        for row, grid in enumerate(grids):
+            bits[row] = np.zeros(0, np.uint8) if grid is None else np.packbits(grid.to_numpy())
+        columns["bits"] = bits
+        columns["shape"] = np.array([(0, 0, 0) if g is None else g.shape for g in grids], np.int64)
+        columns["origin"] = np.array(
+            [(np.nan,) * 3 if g is None else g.origin for g in grids], np.float64
+        )
+        columns["voxel_size"] = np.array(
+            [np.nan if g is None else g.voxel_size for g in grids], np.float64
+        )
+    return columns
+
+
+def _counts(values: Iterable[int | None]) -> np.ndarray:
+    return np.array([_NO_COUNT if v is None else v for v in values], np.int64)
+
+
+def to_dense(row: dict[str, Any]) -> DenseGrid:
+    """The DenseGrid of a result row returned as columns (status "done")."""
+    if row["status"] != "done":
+        raise ValueError(f"{row['input']}: no voxels in a {row['status']} row ({row['error']})")
+    shape = check_shape([int(n) for n in row["shape"]])
+    count = shape[0] * shape[1] * shape[2]
+    voxels = np.unpackbits(np.asarray(row["bits"], np.uint8), count=count).astype(bool)
+    placement = GridPlacement(
+        shape, np.asarray(row["origin"], np.float64), float(row["voxel_size"])
+    )
+    return DenseGrid(voxels.reshape(shape), placement)
+
+
+def result_of(row: dict[str, Any]) -> BatchResult:
+    """A result row (without its voxels) as the BatchResult voxelize_many would give; its
+    index is the row's `index` column, if the dataset had one, else -1."""
+
+    def count(name: str) -> int | None:
+        value = int(row[name])
+        return None if value == _NO_COUNT else value
+
+    status: Status = str(row["status"])  # type: ignore[assignment]
+    return BatchResult(
+        index=int(row.get("index", -1)),
+        input=str(row["input"]),
+        output=Path(str(row["output"])) if row["output"] else None,
+        status=status,
+        triangles=count("triangles"),
+        solid_voxels=count("solid_voxels"),
+        open_columns=count("open_columns"),
+        seconds=float(row["seconds"]),
+        error=str(row["error"]) or None,
+        device=str(row["device"]),
+        warnings=tuple(OpenMeshWarning(text) for text in str(row["warnings"]).split("\n") if text),
+    )
+
+
+def voxelize_dataset(
+    dataset: ray.data.Dataset,
+    *,
+    grid: GridLike | None = None,
+    out_dir: str | os.PathLike | None = None,
+    format: str | OutputFormat = DEFAULT_FORMAT,
+    actors: int | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    num_gpus: float | None = None,
+    **constructor: Any,
+) -> ray.data.Dataset:
+    """`dataset` (rows with `path`, or `bytes` and `name`) mapped to result rows by a pool
+    of `actors` VoxelizeBatch actors (default: one per GPU, else 2); lazy, as Ray Data is.
+    Other keywords go to VoxelizeBatch (root, overwrite, skip_existing, the options)."""
+    Options.create(grid, **{k: v for k, v in constructor.items() if k in BATCH_OPTION_NAMES})
+    output_format = OutputFormat.named(format)  # checked here, decoded once for every actor
+    if out_dir is not None:
+        make_out_dir(Path(out_dir))
+    resources = actor_options(num_gpus)
+    if actors is None:
+        gpus = int(ray.cluster_resources().get("GPU", 0))
+        actors = max(1, gpus) if resources.get("num_gpus") else 2
+    return dataset.map_batches(
+        VoxelizeBatch,
+        fn_constructor_kwargs={
+            "grid": grid,
+            "out_dir": out_dir,
+            "format": output_format,
+            **constructor,
+        },
+        batch_size=batch_size,
+        batch_format="numpy",
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        runtime_env=forwarded_runtime_env() or None,
+        **resources,
+    )
+
+
+@option_keywords(BatchOptions)
+def voxelize_files_on_ray(
+    paths: Sequence[str | os.PathLike],
+    *,
+    address: str | None = None,
+    out_dir: str | os.PathLike,
+    format: str | OutputFormat = DEFAULT_FORMAT,
+    root: str | os.PathLike | None = None,
+    overwrite: bool = False,
+    skip_existing: bool = False,
+    up_axis: str | None = None,
+    actors: int | None = None,
+    grid: GridLike | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    **options: Unpack[BatchOptions],
+) -> BatchRun:
+    """voxelize_many's batch (files in, files out) on a Ray cluster: `address` "auto" (the
+    running cluster), an address, or None (the cluster this process is connected to, else a
+    new local one). The driver plans every output (and which ones a retry may replace:
+    those that did not exist before), so a retried batch writes each file once."""
+    Options.create(grid, **options)
+    output_format = OutputFormat.named(format)
+    tasks = plan_tasks(
+        list(paths), out_dir=out_dir, format=output_format, root=root, overwrite=overwrite
+    )
+    if up_axis is not None and not output_format.takes_up_axis:
+        raise OutputError("up_axis is for .vox outputs (format='vox') only")
+    make_out_dir(Path(out_dir))
+    skipped = [t for t in tasks if skip_existing and t.output and os.path.lexists(t.output)]
+    rows = [
+        {
+            "index": task.index,
+            "path": str(task.source),
+            "output": str(task.output),
+            "replace": bool(task.replace or not os.path.lexists(str(task.output))),
+        }
+        for task in tasks
+        if task not in skipped
+    ]
+    return BatchRun(
+        _ray_results(
+            rows,
+            skipped,
+            address,
+            batch_size=batch_size,
+            actors=actors,
+            grid=grid,
+            format=output_format,
+            up_axis=up_axis,
+            options=dict(options),
+        ),
+        len(tasks),
+    )
+
+
+def _ray_results(
+    rows: list[dict[str, Any]],
+    skipped: list[MeshTask],
+    address: str | None,
+    *,
+    batch_size: int,
+    actors: int | None,
+    grid: GridLike | None,
+    format: OutputFormat,
+    up_axis: str | None,
+    options: dict[str, Any],
+) -> Iterator[BatchResult]:
+    for task in skipped:
+        yield task.skipped()
+    if not rows:
+        return
+    connected = not ray.is_initialized()
+    if connected:
+        try:
+            ray.init(
+                address=address,
+                runtime_env=forwarded_runtime_env() or None,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise DeviceError(f"cannot connect to the Ray cluster {address!r}: {exc}") from None
+    try:
+        context = ray.data.DataContext.get_current()
+        context.enable_progress_bars = False
+        dataset = voxelize_dataset(
+            ray.data.from_items(rows),
+            grid=grid,
+            format=format,
+            actors=actors,
+            batch_size=batch_size,
+            up_axis=up_axis,
+            **options,
+        )
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            for row in dataset.iter_rows():
+                yield result_of(row)
+    finally:
+        if connected:
+            ray.shutdown()

@@ -1,0 +1,202 @@
+"""What a batch is made of: its meshes as tasks (each with its output planned), what every
+worker needs to know (BatchSettings), and what becomes of each mesh (BatchResult).
+
+Plain records, picklable for worker processes and Ray actors; nothing here starts a thread or
+a process, so the command line imports it without the batch machinery.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ..errors import OutputError
+from ..grid import DenseGrid
+from ..io.mesh_files import output_paths
+from ..io.meshes import MeshLike
+from ..io.output import check_output_path
+from ..io.writers import OutputFormat
+from ..options import Options
+from ..svo import SVO
+
+Status = Literal["done", "skipped", "failed"]
+# What a batch writes unless told otherwise (voxelize_many, the Ray functions, `voxelize
+# --out-dir`): the package's own octree, the smallest file, read back by voxelizer.load.
+DEFAULT_FORMAT = "svo"
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    """What became of one mesh of a batch.
+
+    `status` is "done", "skipped" (its output existed and skip_existing was asked for) or
+    "failed" (`error` says why, naming the input). `result` is the SVO (or DenseGrid with
+    dense=True) when it is kept in memory; None when it went to `output`, or failed. The
+    counts are None where the mesh was not voxelized: `solid_voxels` counts the voxels set
+    (solid, surface or both, as `mode` asks), `open_columns` the grid columns whose
+    surface crossings do not pair up (0 for a closed mesh; None where the fill mode does
+    not count them). `seconds` is the time spent on this mesh: reading, voxelizing, writing."""
+
+    index: int  # position in the inputs
+    input: str  # the path as given, or a label for an in-memory mesh
+    output: Path | None
+    status: Status
+    result: SVO | DenseGrid | None = None
+    triangles: int | None = None
+    solid_voxels: int | None = None
+    open_columns: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    device: str = ""
+    warnings: tuple[Warning, ...] = field(default=(), repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status != "failed"
+
+    def to_record(self) -> dict[str, Any]:
+        """The JSON-lines record of `voxelize --log`: plain JSON types."""
+        return {
+            "input": self.input,
+            "output": None if self.output is None else str(self.output),
+            "status": self.status,
+            "triangles": self.triangles,
+            "solid_voxels": self.solid_voxels,
+            "open_columns": self.open_columns,
+            "seconds": round(self.seconds, 6),
+            "error": self.error,
+            "device": self.device,
+        }
+
+
+@dataclass(frozen=True)
+class MeshTask:
+    """One mesh to voxelize: its place in the batch, the mesh (a path, usually), how the
+    results name it, its output (None: keep the result) in its format (decoded once, as the
+    batch was planned) and whether that output may be replaced (asked for, or left by an
+    earlier attempt of this batch)."""
+
+    index: int
+    source: Any  # MeshLike; Any so that dataclass pickling and typing stay simple
+    label: str
+    output: Path | None = None
+    replace: bool = False
+    format: OutputFormat | None = None  # the output's; None without one
+
+    def __post_init__(self) -> None:
+        if (self.output is None) != (self.format is None):
+            raise ValueError("a task has an output and its format, or neither")
+
+    def skipped(self) -> BatchResult:
+        """Its result where its output exists and the batch skips those."""
+        return BatchResult(index=self.index, input=self.label, output=self.output, status="skipped")
+
+    def failed(self, error: str, device: str = "", seconds: float = 0.0) -> BatchResult:
+        """Its result where it failed: `error` is one line naming the input (error_text)."""
+        return BatchResult(
+            index=self.index,
+            input=self.label,
+            output=self.output,
+            status="failed",
+            seconds=seconds,
+            error=error,
+            device=device,
+        )
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """What every worker needs, checked once, picklable for worker processes: the options
+    (their `shape` is the grid), whether results kept in memory are dense grids, the .vox
+    outputs' up axis, and the worker's loader and writer threads, read-ahead and reading
+    processes."""
+
+    options: Options
+    dense: bool = False
+    up_axis: str | None = None
+    threads: int = 2
+    prefetch: int = 4
+    load_processes: int = 0  # helper processes reading mesh files (0: the loader threads)
+
+
+class TaskSource(Protocol):
+    def next(self, wait: bool) -> MeshTask | None:
+        """The next task, or None when there are no more; with wait=False, queue.Empty when
+        none is ready yet."""
+
+
+class ListSource:
+    """Tasks from an iterable: always ready."""
+
+    def __init__(self, tasks: Iterable[MeshTask]):
+        self._tasks = iter(tasks)
+
+    def next(self, wait: bool) -> MeshTask | None:
+        return next(self._tasks, None)
+
+
+def plan_tasks(
+    inputs: list[MeshLike],
+    *,
+    out_dir: str | os.PathLike | None,
+    format: OutputFormat,
+    root: str | os.PathLike | None,
+    overwrite: bool,
+) -> list[MeshTask]:
+    """One task per input: its label and, with out_dir, its output path in `format`."""
+    labels = [
+        os.fspath(item) if isinstance(item, (str, os.PathLike)) else f"<{type(item).__name__} #{i}>"
+        for i, item in enumerate(inputs)
+    ]
+    if out_dir is None:
+        return [MeshTask(index=i, source=item, label=labels[i]) for i, item in enumerate(inputs)]
+    files = [
+        (i, Path(item)) for i, item in enumerate(inputs) if isinstance(item, (str, os.PathLike))
+    ]
+    named = output_paths(
+        [path for _, path in files],
+        out_dir,
+        format.suffix,
+        root=None if root is None else Path(root),
+    ) if files else []  # fmt: skip
+    outputs = {i: output for (i, _), output in zip(files, named)}
+    width = len(str(max(len(inputs) - 1, 0)))
+    return [
+        MeshTask(
+            index=i,
+            source=item,
+            label=labels[i],
+            output=outputs.get(i, Path(out_dir) / f"mesh{i:0{width}d}{format.suffix}"),
+            replace=overwrite,
+            format=format,
+        )
+        for i, item in enumerate(inputs)
+    ]
+
+
+def make_out_dir(out_dir: Path) -> None:
+    """Create the output folder (and its parents); OutputError if it cannot be."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise OutputError(f"{out_dir}: the output folder is a file", path=out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputError(f"{out_dir}: cannot create ({exc.strerror or exc})") from exc
+    check_output_path(out_dir / ".voxelizer-write-check", overwrite=True)
+
+
+def error_text(label: str, error: BaseException) -> str:
+    """One line naming the input: the error's own words, with the input in front unless they
+    name it already; an existing output in neutral words (the API and the CLI ask for
+    replacing it differently)."""
+    if isinstance(error, OutputError) and error.exists:
+        text = f"{error.path}: file exists"
+    elif isinstance(error, MemoryError):
+        text = f"out of host memory ({str(error).strip() or 'MemoryError'})"
+    else:
+        text = str(error).strip() or type(error).__name__
+    text = text.splitlines()[0]
+    return text if label in text else f"{label}: {text}"

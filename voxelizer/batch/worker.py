@@ -1,0 +1,262 @@
+"""One worker of a batch: a Voxelizer fed by loader and writer threads.
+
+While the device voxelizes mesh k, the loaders (or the reading processes of
+voxelizer.batch.readers) read, check and measure meshes k+1, k+2, ... (at most `prefetch`
+ahead, so memory stays bounded), and the writers save finished results. The same worker runs
+in the batch's own process, in its worker processes (voxelizer.batch.pool) and in each Ray
+actor (voxelizer.batch.ray).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import time
+from collections import deque
+from collections.abc import Callable, Generator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..api import Voxelizer, mesh_warnings, voxel_count_label
+from ..errors import DeviceError, OutputError, VoxelizerError
+from ..grid import DenseGrid
+from ..mesh import Mesh
+from ..options import Options
+from ..svo import SVO
+from .readers import prepared_mesh, shared_load_processes
+from .tasks import BatchResult, BatchSettings, MeshTask, TaskSource, error_text
+
+HELPER_START_SECONDS = 10.0  # a batch waits this long at most for its first reading process
+
+
+@dataclass
+class Loaded:
+    """A task's mesh as read (or the error reading it raised), and the seconds it took."""
+
+    task: MeshTask
+    mesh: Mesh | None = None
+    seconds: float = 0.0
+    error: BaseException | None = None
+
+
+class MeshWorker:
+    """One Voxelizer and its loader and writer threads: tasks in, BatchResults out.
+
+    The device works in the calling thread, one mesh at a time, while up to `prefetch` later
+    meshes are read and checked (their topology and bounds cached on the Mesh, so the call
+    finds them done) and finished results are written, by `threads` threads each."""
+
+    def __init__(
+        self,
+        voxelizer: Voxelizer | Callable[[], Voxelizer],
+        settings: BatchSettings,
+        on_start: Callable[[MeshTask], None] | None = None,
+    ):
+        """`voxelizer`, or a function that opens it: then it is opened in run(), while the
+        loader threads read the first meshes."""
+        self._voxelizer = voxelizer
+        self.settings = settings
+        self._on_start = on_start
+
+    @property
+    def voxelizer(self) -> Voxelizer:
+        if not isinstance(self._voxelizer, Voxelizer):
+            self._voxelizer = self._voxelizer()
+        return self._voxelizer
+
+    def run(self, source: TaskSource) -> Generator[BatchResult, None, None]:
+        settings = self.settings
+        loaders = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-load")
+        writers = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-write")
+        readers = (
+            shared_load_processes(settings.load_processes) if settings.load_processes else None
+        )
+        loading: deque[tuple[MeshTask, Future[Any]]] = deque()
+        writing: deque[Future[BatchResult]] = deque()
+        finished = False
+
+        def read_ahead(wait: bool) -> None:
+            """Start loading tasks up to `prefetch` ahead; with `wait`, block for the first
+            one when none is loading (never while one is: its results must go out)."""
+            nonlocal finished
+            while not finished and len(loading) <= settings.prefetch:
+                try:
+                    task = source.next(wait and not loading)
+                except queue.Empty:
+                    return
+                if task is None:
+                    finished = True
+                    return
+                if (
+                    readers is not None
+                    and readers.started.is_set()  # until then, the threads read
+                    and isinstance(task.source, (str, os.PathLike))
+                ):
+                    loading.append((task, readers.submit(task.source, self._reading_options())))
+                else:
+                    loading.append((task, loaders.submit(self._load, task)))
+
+        try:
+            if readers is not None and readers.started.is_set():
+                # Helpers already running (forked as they were started, or kept from an
+                # earlier batch): they read the first meshes while the device opens.
+                read_ahead(wait=True)
+            elif readers is not None:
+                # The device opens while the helpers start; then they read every file. (Loader
+                # threads reading beside the device until then held back the first results of
+                # a cold batch: docs/benchmarks.md, "A cold batch".)
+                self.voxelizer  # noqa: B018
+                readers.wait_started(HELPER_START_SECONDS)
+            read_ahead(wait=True)
+            self.voxelizer  # noqa: B018 - opened (if not yet) while the first meshes load
+            while loading:
+                loaded = loaded_from(*loading.popleft())
+                read_ahead(wait=False)  # the next meshes load while this one is voxelized
+                if self._on_start is not None:
+                    self._on_start(loaded.task)
+                outcome = self._voxelize(loaded)
+                if isinstance(outcome, BatchResult):
+                    yield outcome
+                else:
+                    writing.append(writers.submit(self._write, loaded, *outcome))
+                while writing and (writing[0].done() or len(writing) > settings.prefetch):
+                    yield writing.popleft().result()
+                if not loading:
+                    # Wait for more tasks only with every result handed over: a worker
+                    # process gets more when its parent has its results.
+                    while writing:
+                        yield writing.popleft().result()
+                    read_ahead(wait=True)
+        finally:
+            # Ctrl-C or an abandoned iterator: queued work is dropped, running writes finish
+            # (whole files, or none).
+            for _, pending in loading:
+                pending.cancel()  # a reading process drops it; a thread pool's is cancelled
+            loaders.shutdown(wait=True, cancel_futures=True)
+            writers.shutdown(wait=True, cancel_futures=True)
+
+    def _reading_options(self) -> Options:
+        """The options a reading process prepares a mesh for: the variant as this worker's
+        device runs it once that is open, so that the process makes the triangle soup where
+        a soup variant will upload it (until then, the passes gather their own)."""
+        options = self.settings.options
+        if not isinstance(self._voxelizer, Voxelizer):
+            return options
+        return replace(options, variant=self._voxelizer.likely_variant(options.variant))
+
+    def _load(self, task: MeshTask) -> Loaded:
+        started = time.perf_counter()
+        try:
+            mesh = prepared_mesh(task.source, self.settings.options)
+        except (VoxelizerError, MemoryError) as exc:
+            return Loaded(task, seconds=time.perf_counter() - started, error=exc)
+        return Loaded(task, mesh, seconds=time.perf_counter() - started)
+
+    def _voxelize(
+        self, loaded: Loaded
+    ) -> BatchResult | tuple[SVO | DenseGrid, float, tuple[Warning, ...]]:
+        """The device's part: a failed result, or (result, seconds so far, warnings)."""
+        task = loaded.task
+        if loaded.mesh is None:
+            assert loaded.error is not None
+            return self._failed(task, loaded.error, loaded.seconds)
+        started = time.perf_counter()
+        messages = self.voxelizer.device.validation_messages
+        reported = len(messages)
+        # A result kept in memory is what the batch asks for; a file's, what its format needs.
+        dense = self.settings.dense if task.format is None else task.format.dense
+        call = self.voxelizer.voxelize_dense if dense else self.voxelizer.voxelize
+        options = self.settings.options
+        try:
+            # Warnings as data, not caught through the warnings module: its catching is one
+            # state for the whole process, and the caller's thread warns at the same time
+            # (BatchRun, or another worker in this process). A result that goes to a file has
+            # its voxels counted by the writer thread (_write), off this one's path.
+            result = call(
+                loaded.mesh,
+                options.shape,
+                warn=False,
+                count_voxels=task.output is None,
+                **options.keywords(),
+            )
+            if len(messages) > reported:  # only with VOXELIZER_VALIDATION=1: a bug to report
+                raise DeviceError(f"vulkan validation layer: {messages[reported]}")
+        except (VoxelizerError, MemoryError) as exc:
+            seconds = loaded.seconds + time.perf_counter() - started
+            return self._failed(task, exc, seconds)
+        seconds = loaded.seconds + time.perf_counter() - started
+        found = tuple(mesh_warnings(result.stats.counts, options.fill_mode))
+        if task.output is None:
+            return self._done(loaded, result, kept=result, seconds=seconds, found=found)
+        return result, seconds, found
+
+    def _write(
+        self,
+        loaded: Loaded,
+        result: SVO | DenseGrid,
+        seconds: float,
+        found: tuple[Warning, ...],
+    ) -> BatchResult:
+        task = loaded.task
+        assert task.output is not None and task.format is not None
+        started = time.perf_counter()
+        try:
+            # Left to this thread by _voxelize: numpy counts without the GIL, beside the device.
+            label = voxel_count_label(self.settings.options.mode)
+            result.stats.counts[label] = result.count()
+            task.output.parent.mkdir(parents=True, exist_ok=True)
+            task.format.write(
+                result, task.output, overwrite=task.replace, up_axis=self.settings.up_axis
+            )
+        except OSError as exc:
+            error = OutputError(f"{task.output}: cannot write ({exc.strerror or exc})")
+            return self._failed(task, error, seconds + time.perf_counter() - started)
+        except (VoxelizerError, MemoryError) as exc:
+            return self._failed(task, exc, seconds + time.perf_counter() - started)
+        seconds += time.perf_counter() - started
+        return self._done(loaded, result, kept=None, seconds=seconds, found=found)
+
+    def _done(
+        self,
+        loaded: Loaded,
+        result: SVO | DenseGrid,
+        *,
+        kept: SVO | DenseGrid | None,
+        seconds: float,
+        found: tuple[Warning, ...],
+    ) -> BatchResult:
+        task = loaded.task
+        assert loaded.mesh is not None
+        counts = result.stats.counts
+        return BatchResult(
+            index=task.index,
+            input=task.label,
+            output=task.output,
+            status="done",
+            result=kept,
+            triangles=counts.get("triangles"),
+            solid_voxels=counts.get(voxel_count_label(self.settings.options.mode)),
+            open_columns=counts.get("open_columns"),  # the fill's column counts
+            seconds=seconds,
+            device=self.voxelizer.device_name,
+            warnings=found,
+        )
+
+    def _failed(self, task: MeshTask, error: BaseException, seconds: float) -> BatchResult:
+        return task.failed(
+            error_text(task.label, error), device=self.voxelizer.device_name, seconds=seconds
+        )
+
+
+def loaded_from(task: MeshTask, future: Future[Any]) -> Loaded:
+    """What a loader thread (a Loaded) or a reading process (a Mesh and its seconds) made
+    of the task."""
+    try:
+        outcome = future.result()
+    except (VoxelizerError, MemoryError) as exc:
+        return Loaded(task, error=exc)
+    if isinstance(outcome, Loaded):
+        return outcome
+    mesh, seconds = outcome
+    return Loaded(task, mesh, seconds=seconds)
