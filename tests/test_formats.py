@@ -125,7 +125,7 @@ def patched(data: bytes, offset: int, fmt: str, value) -> bytes:
     "offset, fmt, value, message",
     [
         (0, "<8s", b"VOXSVO\n\n", "not an SVO file"),
-        (8, "<I", 4, "unsupported format version 4"),
+        (8, "<I", 5, "unsupported format version 5"),
         (8, "<I", 0, "unsupported format version 0"),
         (12, "<I", 88, "bad header"),
         (16, "<I", 30, "side x must be a multiple of 4"),

@@ -522,11 +522,11 @@ class SVO(Placed):
         return out
 
     def _face_grid(self, attribute: str) -> np.ndarray:
+        if attribute in ("label", "color"):
+            asked = "labels=True" if attribute == "label" else "colors=True"
+            raise ValueError(f"this SVO has no {attribute} attribute (voxelize with {asked})")
         if attribute != "face":
-            raise ValueError(
-                f"attribute must be one of {', '.join(self.attributes) or 'none'}: "
-                f"this SVO has no {attribute!r}"
-            )
+            raise ValueError(f"attribute must be 'face', 'label' or 'color', not {attribute!r}")
         faces = self.face_ids
         if faces is None:
             raise ValueError("this SVO has no face ids (voxelize with attributes=['face'])")
