@@ -213,6 +213,31 @@ def test_filled_colors_take_the_nearest_mark_of_the_column():
     assert out[0, 0, :10, 0].tolist() == [1, 1, 10, 1, 1, 1, 20, 1, 1, 1]
 
 
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_filled_colors_match_a_column_by_column_search(seed, monkeypatch):
+    """Random voxels and marks, against a search of each column; slabs of one x row."""
+    monkeypatch.setattr("voxelizer.attributes.colours.CHUNK_VOXELS", 1)
+    rng = np.random.default_rng(seed)
+    voxels = rng.random((5, 4, 9)) < 0.6
+    marked = np.argwhere(rng.random(voxels.shape) < 0.15)
+    marked_colors = rng.integers(0, 256, (len(marked), 4), dtype=np.uint8)
+    got = filled_colors(voxels, marked, marked_colors, None)
+    expected = np.zeros(got.shape, np.uint8)
+    for i, j, k in np.argwhere(voxels):
+        in_column = np.flatnonzero((marked[:, 0] == i) & (marked[:, 1] == j))
+        if not len(in_column):
+            expected[i, j, k] = (200, 200, 200, 255)
+            continue
+        distance = np.abs(marked[in_column, 2] - k) * 2 + (marked[in_column, 2] > k)
+        expected[i, j, k] = marked_colors[in_column[np.argmin(distance)]]
+    assert np.array_equal(got, expected)
+    filled = filled_colors(voxels, marked, marked_colors, (9, 8, 7, 6))
+    own = np.zeros(voxels.shape, bool)
+    own[tuple(marked.T)] = True
+    assert (filled[voxels & ~own] == (9, 8, 7, 6)).all()
+    assert np.array_equal(filled[voxels & own], got[voxels & own])
+
+
 def test_an_unreadable_texture_warns_and_takes_the_material_colour(gpu, tmp_path):
     (tmp_path / "broken.png").write_bytes(b"not an image at all")
     path = write_two_material_obj(tmp_path, texture="broken.png")

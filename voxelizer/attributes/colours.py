@@ -114,42 +114,42 @@ def filled_colors(
     """RGBA uint8 (nx, ny, nz, 4) of the set voxels of bool `voxels`, 0 elsewhere: a marked
     voxel (M, 3) its colour (M, 4); any other, with `fill` None, the colour of the marked
     voxel nearest along its column (the lower one of two at the same distance; the default
-    grey in a column without one), else `fill`."""
+    grey in a column without one), else `fill`.
+
+    Voxels and marks are numbered in C order, (i ny + j) nz + k, so that a column is a run
+    of numbers: a set voxel's nearest marks are the two around its number (found by binary
+    search among the sorted marks' numbers), if they lie in its column. The set voxels go a
+    slab of x at a time; the work follows them, not the grid."""
     nx, ny, nz = voxels.shape
     out = np.zeros((nx, ny, nz, 4), np.uint8)
-    order = np.argsort(marked[:, 0], kind="stable")
-    marked, marked_colors = marked[order], marked_colors[order]
-    table = np.vstack([marked_colors, [fill if fill is not None else DEFAULT_COLOR]])
+    numbers = (marked[:, 0] * ny + marked[:, 1]) * nz + marked[:, 2]
+    order = np.argsort(numbers, kind="stable")
+    numbers = numbers[order]
+    table = np.vstack([marked_colors[order], [fill if fill is not None else DEFAULT_COLOR]])
+    last = len(numbers)  # the table's last row: fill, or the default grey
+    flat = out.reshape(-1, 4)
     step = max(1, CHUNK_VOXELS // max(1, ny * nz))
     for low in range(0, nx, step):
         high = min(nx, low + step)
-        first, last = np.searchsorted(marked[:, 0], [low, high])
-        index = np.full((high - low, ny, nz), -1, np.int64)
-        i, j, k = marked[first:last].T
-        index[i - low, j, k] = np.arange(first, last)
-        if fill is None:
-            index = _nearest_along_columns(index)
-        solid = voxels[low:high]
-        out[low:high][solid] = table[index[solid]]  # -1: the last row, fill or default
+        voxel = np.flatnonzero(voxels[low:high]) + low * ny * nz
+        at = np.searchsorted(numbers, voxel)  # the first mark at or after each voxel
+        after = np.minimum(at, last - 1)
+        if fill is not None or last == 0:
+            exact = (at < last) & (numbers[after] == voxel) if last else np.zeros(len(at), bool)
+            flat[voxel] = table[np.where(exact, at, last)]
+            continue
+        before = np.maximum(at - 1, 0)
+        column = voxel // nz
+        far = np.int64(2 * nz)
+        to_after = np.where(
+            (at < last) & (numbers[after] // nz == column), numbers[after] - voxel, far
+        )
+        to_before = np.where(
+            (at > 0) & (numbers[before] // nz == column), voxel - numbers[before], far
+        )
+        pick = np.where(to_before <= to_after, before, after)
+        flat[voxel] = table[np.where(np.minimum(to_before, to_after) < far, pick, last)]
     return out
-
-
-def _nearest_along_columns(index: np.ndarray) -> np.ndarray:
-    """For every voxel of (X, Y, Z) marks (an index, -1 for none), the mark nearest along
-    its column (axis 2; the lower on a tie), -1 in a column without one."""
-    depth = index.shape[2]
-    has = index >= 0
-    k = np.arange(depth)
-    below = np.where(has, k, -1)
-    np.maximum.accumulate(below, axis=2, out=below)  # the last mark at or below
-    above = np.where(has, k, 2 * depth)
-    above = np.minimum.accumulate(above[:, :, ::-1], axis=2)[:, :, ::-1]  # the next at or above
-    far = 4 * depth
-    to_below = np.where(below >= 0, k - below, far)
-    to_above = np.where(above < 2 * depth, above - k, far)
-    pick = np.where(to_below <= to_above, below, above)
-    found = np.take_along_axis(index, np.clip(pick, 0, depth - 1), axis=2)
-    return np.where(np.minimum(to_below, to_above) < far, found, -1)
 
 
 def parse_color(value: object) -> Color | None:
