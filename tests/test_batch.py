@@ -524,7 +524,17 @@ def test_cli_log_records(tree, tmp_path, capsys):
             "seconds",
             "error",
             "device",
+            "warnings",
+            "thin",
         }
+        # the open box is empty by parity: open, and thin (winding would fill it)
+        assert record["thin"] is (relative == "open_box.ply")
+        expected_starts = ["the mesh is not closed", "the solid result is empty"]
+        if relative != "open_box.ply":
+            expected_starts = []
+        texts = sorted(record["warnings"])
+        assert len(texts) == len(expected_starts)
+        assert all(t.startswith(start) for t, start in zip(texts, expected_starts))
         assert record["output"] == str(out / Path(relative).with_suffix(".svo"))
         assert record["status"] == "done" and record["error"] is None
         assert record["triangles"] == expected.stats.counts["triangles"]

@@ -243,3 +243,37 @@ def test_killed_actors_lose_and_duplicate_nothing(cluster, tmp_path):
     expected = {source: single(source, 64) for source in set(sources)}
     for number, source in enumerate(sources):
         assert_same_grid(voxelizer.load(out / f"m{number:02d}.npz"), expected[source])
+
+
+@pytest.mark.slow
+def test_actors_write_one_shard_store_that_zarr_reads_exactly(cluster, tree, tmp_path):
+    """format "zarr" on the cluster: the actors write their meshes' chunks side by side, the
+    driver the table; zarr reads every grid and placement as the single call gives them, and
+    a resumed batch (one chunk gone) voxelizes that mesh only."""
+    import zarr
+
+    from voxelizer.io.zarr_store import chunk_path
+
+    paths = sorted(tree.rglob("*.ply")) + sorted(tree.rglob("*.stl"))
+    store = tmp_path / "grids.zarr"
+    run = voxelize_files_on_ray(
+        paths, out_dir=store, format="zarr", grid=GRID, actors=2, batch_size=1
+    )
+    results = list(run)
+    assert sorted(r.status for r in results) == ["done"] * len(paths)
+    group = zarr.open_group(store, mode="r")
+    for index, path in enumerate(paths):
+        expected = single(path)
+        got = np.unpackbits(group["voxels"][index], axis=-1, count=GRID).astype(bool)
+        assert np.array_equal(got, expected.to_numpy())
+        assert np.array_equal(group["origin"][index], expected.origin)
+        assert group["voxel_size"][index] == expected.voxel_size
+    assert list(group["status"][:]) == ["done"] * len(paths)
+    chunk_path(store, 1).unlink()
+    again = voxelize_files_on_ray(
+        paths, out_dir=store, format="zarr", grid=GRID, actors=2, skip_existing=True
+    )
+    statuses = sorted((r.index, r.status) for r in again)
+    assert [s for i, s in statuses if s == "done"] == ["done"] and statuses[1] == (1, "done")
+    got = np.unpackbits(zarr.open_group(store, mode="r")["voxels"][1], axis=-1, count=GRID)
+    assert np.array_equal(got.astype(bool), single(paths[1]).to_numpy())

@@ -17,6 +17,7 @@ from .errors import (
     OverlapWarning,
     ShaderError,
     SVOFormatError,
+    ThinResultWarning,
     VariantError,
     VoxelizerError,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "SVOFormatError",
     "ShaderError",
     "Stats",
+    "ThinResultWarning",
     "Topology",
     "VariantError",
     "Voxelizer",

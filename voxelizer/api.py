@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -43,17 +43,19 @@ from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
 from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology
-from .options import Options, VoxelizeOptions, option_keywords
+from .options import AUTO_FILL, Options, VoxelizeOptions, option_keywords
 from .pipeline.face_ids import MarkedVoxels
 from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
 from .pipeline.runner import COLUMN_COUNTS, Job, Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
+from .thin import needs_surface_count, thin_warning
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+R = TypeVar("R", SVO, DenseGrid)
 # One mesh, or a list of meshes voxelized together on one grid (each mesh a part).
 MeshesLike = MeshLike | list[MeshLike]
 
@@ -118,11 +120,13 @@ class Voxelizer:
         result; result.count() gives it), for a caller that counts them on another thread
         (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
+        if checked.fill_mode == AUTO_FILL:
+            return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         if checked.labels or checked.colors:
             svo, problems = self._attributed_svo(loaded, placement, stats, checked, _name(mesh))
-            return self._finished(svo, checked, warn, count_voxels, problems)
+            return self._finished(loaded, svo, checked, warn, count_voxels, problems)
         job = self._job(loaded, placement, checked)
         marked = None
         with self._locked():
@@ -135,7 +139,7 @@ class Voxelizer:
             started = time.perf_counter()
             svo = svo.with_face_ids(marked.voxels, marked.ids)
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
-        return self._finished(svo, checked, warn, count_voxels)
+        return self._finished(loaded, svo, checked, warn, count_voxels)
 
     @option_keywords(VoxelizeOptions)
     def voxelize_dense(
@@ -152,6 +156,8 @@ class Voxelizer:
         "both") also fills DenseGrid.face_ids, labels=True DenseGrid.labels, colors=True
         DenseGrid.colors."""
         checked = Options.create(grid, **options)
+        if checked.fill_mode == AUTO_FILL:
+            return self._auto(self.voxelize_dense, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
@@ -160,7 +166,7 @@ class Voxelizer:
             result = DenseGrid(
                 found.voxels, placement, stats, face_ids=_face_grid(found, placement, checked)
             ).with_attributes(found.labels, found.colors, found.label_names)
-            return self._finished(result, checked, warn, count_voxels, found.problems)
+            return self._finished(loaded, result, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
         faces = None
         with self._locked():
@@ -173,22 +179,24 @@ class Voxelizer:
             result = DenseGrid.of_columns(voxels, placement, merged, face_ids=faces)
         else:
             result = DenseGrid(voxels, placement, merged, face_ids=faces)
-        return self._finished(result, checked, warn, count_voxels)
+        return self._finished(loaded, result, checked, warn, count_voxels)
 
     def _finished(
         self,
-        result: ResultT,
+        mesh: Mesh,
+        result: R,
         options: Options,
         warn: bool,
         count_voxels: bool,
         problems: Sequence[str] = (),
-    ) -> ResultT:
-        """The result with its voxel count, after the warnings its column counts call for
-        and those of its colours (`problems`)."""
+    ) -> R:
+        """The result with its voxel count (and the thin check's), after the warnings its
+        column counts call for and those of its colours (`problems`)."""
         if count_voxels:
             result.stats.counts[voxel_count_label(options.mode)] = result.count()
+            self.count_thin_surface(mesh, result, options)
         if warn:
-            _warn_from_counts(result.stats.counts, options.fill_mode, stacklevel=5)
+            _warn_from_counts(result.stats.counts, options.fill_mode, options.mode, stacklevel=5)
         for problem in problems:  # (not warn's: colours the user asked for, not the mesh's)
             warnings.warn(ColorWarning(problem), stacklevel=4)
         return result
@@ -255,6 +263,63 @@ class Voxelizer:
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
+
+    def _auto(
+        self,
+        call: Callable[..., R],
+        mesh: MeshesLike,
+        grid: GridLike | None,
+        warn: bool,
+        count_voxels: bool,
+        options: VoxelizeOptions,
+    ) -> R:
+        """fill_mode="auto": parity, then winding where the parity fill's column counts find
+        the surface open or parts overlapping (counts["auto_winding"] says which ran: 0 or
+        1). A closed, consistently oriented mesh costs one parity run; others a second run."""
+        loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
+        parity = call(
+            loaded,
+            grid,
+            warn=False,
+            count_voxels=count_voxels,
+            **{**options, "fill_mode": "parity"},
+        )
+        counts = parity.stats.counts
+        if not (counts.get("open_columns", 0) or counts.get("overlap_columns", 0)):
+            counts["auto_winding"] = 0
+            result = parity
+        else:
+            result = call(
+                loaded, grid, warn=False, count_voxels=count_voxels,
+                **{**options, "fill_mode": "winding"},
+            )  # fmt: skip
+            result.stats.counts["auto_winding"] = 1
+        if warn:
+            _warn_from_counts(result.stats.counts, AUTO_FILL, options.get("mode", "solid"))
+        return result
+
+    def count_thin_surface(self, mesh: Mesh, result: SVO | DenseGrid, options: Options) -> None:
+        """For a solid result whose count is in its stats (`solid_voxels`): where it may be
+        thin (voxelizer.thin: empty, or small beside the estimated surface), count the voxels
+        the surface touches on the same grid with the surface pass, as `surface_voxels`, for
+        the ThinResultWarning. A plainly thick result costs a host comparison only. Called
+        by voxelize after counting; a batch, which counts on its writer threads, calls it
+        there."""
+        counts = result.stats.counts
+        if options.mode != "solid" or "solid_voxels" not in counts:
+            return
+        if not needs_surface_count(counts["solid_voxels"], mesh, result.placement):
+            return
+        started = time.perf_counter()
+        surface = replace(
+            options, mode="surface", surface="conservative", fill_mode="parity", progress=None
+        )
+        job = self._job(mesh, result.placement, surface)
+        with self._locked():
+            (nodes, bricks, level_offsets), run = self._pipeline.svo(job)
+        counted = SVO(nodes, bricks, level_offsets, result.placement, run, verify=False)
+        counts["surface_voxels"] = counted.count()
+        result.stats.add_host(thin_check=(time.perf_counter() - started) * 1e3)
 
     def _start_kernels(self, options: Options, svo: bool) -> None:
         """Have the kernels of this call built in the background while the mesh is read and
@@ -338,28 +403,34 @@ class Voxelizer:
         self.close()
 
 
-def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
-    """The warnings a call with these column counts gives: where the fill's counts say that
+def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -> list[Warning]:
+    """The warnings a call with these counts gives: where the fill's column counts say that
     parity may not mean "inside": columns whose crossings do not balance (an open surface),
     or else, in parity and vote modes, columns through overlapping, nested or inside-out
     parts. (The grid contains the whole mesh, `bounds` too, so no column is open because the
-    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns:
-    none. As data, for callers that voxelize with warn=False (the warnings module's catching
-    is not thread-safe)."""
-    if fill_mode == "winding":
-        return []
+    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns.
+    In mode "solid", where the counts hold the solid's count: a ThinResultWarning where the
+    result is empty or thin (voxelizer.thin). As data, for callers that voxelize with
+    warn=False (the warnings module's catching is not thread-safe)."""
     found: list[Warning] = []
+    thin = thin_warning(counts, mode, fill_mode)
+    if thin is not None:
+        found.append(thin)
+    if fill_mode in ("winding", AUTO_FILL):  # (auto: parity only where no column counted)
+        return found
     open_columns = counts.get("open_columns", 0)
     if open_columns:
         advice = {
             "vote": "voting between six ray directions decides the voxels near the gaps "
-            "(counted along +z)",
+            "(counted along +z); fill_mode='winding' fills what the surface nearly encloses",
             "union": "its open parts are filled together by the parity rule and added to the "
-            "union of its closed parts; fill_mode='vote' repairs small holes",
+            "union of its closed parts; fill_mode='winding' fills what the surface nearly "
+            "encloses",
         }.get(
             fill_mode,
             "voxels there follow the parity rule but may not be what you want; "
-            "fill_mode='vote' repairs small holes",
+            "fill_mode='winding' fills what the surface nearly encloses (fill_mode='auto' "
+            "picks it for such meshes only)",
         )
         found.append(
             OpenMeshWarning(
@@ -378,17 +449,20 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str) -> list[Warning]:
                 f"the mesh has overlapping, nested or inside-out parts: {overlap_columns:,} "
                 f"{'column passes' if overlap_columns == 1 else 'columns pass'}{along} where "
                 "it winds around a voxel centre other than 0 or 1 times; parity fills such "
-                "parts by their exclusive or (an overlap comes out empty); fill_mode='union' "
-                "fills their union"
+                "parts by their exclusive or (an overlap comes out empty); fill_mode='winding' "
+                "or fill_mode='union' fills their union (fill_mode='auto' picks winding for "
+                "such meshes only)"
             )
         )
     return found
 
 
-def _warn_from_counts(counts: dict[str, int], fill_mode: str, stacklevel: int = 4) -> None:
+def _warn_from_counts(
+    counts: dict[str, int], fill_mode: str, mode: str, stacklevel: int = 4
+) -> None:
     """mesh_warnings, warned. Called by the Voxelizer methods, so the warning points at their
     caller's caller (the module functions' user)."""
-    for warning in mesh_warnings(counts, fill_mode):
+    for warning in mesh_warnings(counts, fill_mode, mode):
         warnings.warn(warning, stacklevel=stacklevel)
 
 
@@ -404,7 +478,9 @@ class _Runs:
         self._first = True
 
     def _job(self, mesh: Mesh, mode: str) -> Job:
-        options = replace(self._options, mode=mode, surface=self._options.surface or "conservative")
+        fill_mode = "parity" if mode == "surface" else self._options.fill_mode  # (none filled)
+        surface = self._options.surface or "conservative"
+        options = replace(self._options, mode=mode, surface=surface, fill_mode=fill_mode)
         return self._voxelizer._job(mesh, self._placement, options)
 
     def voxels(self, mesh: Mesh, mode: str) -> ColumnBits | np.ndarray:
@@ -467,8 +543,6 @@ def _merged(before: Stats, run: Stats) -> Stats:
     run.counts.update(before.counts)
     return run
 
-
-ResultT = TypeVar("ResultT", SVO, DenseGrid)
 
 _shared: dict[str, Voxelizer] = {}
 _shared_lock = threading.Lock()

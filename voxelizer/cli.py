@@ -18,7 +18,13 @@ from typing import NoReturn, TextIO
 
 from . import __version__
 from .attributes.labels import DEFAULT_OVERLAP, OVERLAP_RULES
-from .batch.cli import add_batch_arguments, batch_requested, refuse_batch_options, run_batch
+from .batch.cli import (
+    add_batch_arguments,
+    batch_requested,
+    command_words,
+    refuse_batch_options,
+    run_batch,
+)
 from .budget import check_dense_fits, parse_size
 from .errors import (
     ColorWarning,
@@ -28,6 +34,7 @@ from .errors import (
     OpenMeshWarning,
     OutputError,
     OverlapWarning,
+    ThinResultWarning,
     VoxelizerError,
 )
 from .io.mesh_files import find_meshes
@@ -38,7 +45,7 @@ from .io.slices import check_slices_folder, write_slices
 from .io.writers import ATTRIBUTE_FORMATS, OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
-from .options import Options, batch_options_of
+from .options import FILL_CHOICES, Options, batch_options_of
 from .pipeline.passes import (
     DEFAULT_SORT,
     DEFAULT_VARIANT,
@@ -48,7 +55,7 @@ from .pipeline.passes import (
     SURFACES,
     VARIANT_CHOICES,
 )
-from .pipeline.runner import FILL_MODES, MODES
+from .pipeline.runner import MODES
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,
@@ -240,10 +247,12 @@ def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--fill-mode",
         default="parity",
-        choices=FILL_MODES,
-        help="parity (default: exact for closed meshes), vote (parity along "
-        "six ray directions, four must agree: repairs small holes) or union (closed parts "
-        "counted by their winding: overlapping parts give their union)",
+        choices=FILL_CHOICES,
+        help="parity (default: exact for closed meshes), winding (inside where the surface "
+        "winds around the voxel centre more than half: open meshes, overlapping parts), "
+        "auto (parity, or winding where the parity fill finds the mesh open or overlapping: "
+        "data in the wild), vote (parity along six ray directions, four must agree) or "
+        "union (closed parts counted by their winding: overlapping parts give their union)",
     )
     parser.add_argument(
         "--mode",
@@ -379,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("always", OpenMeshWarning)
             warnings.simplefilter("always", OverlapWarning)
             warnings.simplefilter("always", ColorWarning)
+            warnings.simplefilter("always", ThinResultWarning)
             warnings.showwarning = _one_line_warning
             with stderr_logging(args.verbose, prefix="voxelize: "):
                 return _run(parser, args)
@@ -595,13 +605,7 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
         parser.error(_in_command_words(str(exc)).replace("fill_color: ", "--fill-color: "))
 
 
-def _in_command_words(text: str) -> str:
-    """The API's words (mode='both', fill_mode='union') as the command's (--mode both)."""
-    return re.sub(
-        r"\b(fill_mode|mode|surface)='(\w+)'",
-        lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
-        text,
-    )
+_in_command_words = command_words  # (the batch's warnings speak the same words)
 
 
 def _check_dense_output(

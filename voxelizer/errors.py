@@ -65,7 +65,8 @@ class OpenMeshWarning(UserWarning):
     """Columns of the grid cross the mesh's surface unbalanced (an odd number of times, or
     more often inwards than outwards): the surface is open there. Parity is still
     deterministic, but voxels near the gaps may be wrong in any sense that matters
-    (fill_mode="vote" repairs small holes)."""
+    (fill_mode="winding" fills what the surface nearly encloses; fill_mode="auto" picks it
+    for such meshes only)."""
 
 
 class OverlapWarning(UserWarning):
@@ -92,3 +93,11 @@ class SVOFormatError(FormatError):
 
 class MemoryBudgetError(VoxelizerError):
     """A memory budget that cannot be parsed, or that is too small for the grid asked for."""
+
+
+class ThinResultWarning(UserWarning):
+    """In mode "solid": the result is empty, or has fewer voxels than THIN_RATIO (see
+    voxelizer.thin) times the voxels its surface touches: most of the mesh is thinner than a
+    voxel (sheets, thin rods, one-sided parts) and vanished between the voxel centres.
+    mode='both' keeps them as surface voxels; fill_mode='winding' fills what an open surface
+    nearly encloses."""

@@ -149,6 +149,34 @@ class Mesh:
         return self.vertices if used.all() else self.vertices[used]
 
     @cached_property
+    def axis_areas(self) -> np.ndarray:
+        """float64 (3,): the triangles' areas projected on the planes normal to x, y and z,
+        each triangle counted as unsigned (|n_x| A, |n_y| A, |n_z| A summed). A surface of
+        area A and unit normal n crosses about (|n_x| + |n_y| + |n_z|) A / h^2 cubes of side
+        h: what voxelizer.thin estimates the surface's voxels by."""
+        vertices, faces = self.vertices, self.faces
+
+        def sums(start: int, stop: int) -> np.ndarray:
+            corners = faces[start:stop]
+            a = vertices[corners[:, 0]]
+            (ux, uy, uz), (vx, vy, vz) = (
+                (vertices[corners[:, 1]] - a).T,
+                (vertices[corners[:, 2]] - a).T,
+            )  # the cross product by its components: np.cross's is ~1.5x slower
+            return np.array(
+                [
+                    np.abs(uy * vz - uz * vy).sum(),
+                    np.abs(uz * vx - ux * vz).sum(),
+                    np.abs(ux * vy - uy * vx).sum(),
+                ]
+            )
+
+        with np.errstate(over="ignore", invalid="ignore"):
+            areas = np.sum(map_row_chunks(len(faces), sums), axis=0) / 2.0
+        areas.flags.writeable = False
+        return areas
+
+    @cached_property
     def topology(self) -> Topology:
         """Counts that say whether parity fill means "inside" for this mesh.
 

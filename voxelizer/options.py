@@ -26,6 +26,11 @@ from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VAR
 from .pipeline.runner import FILL_MODES, MODES, Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
 
+# "auto": parity where the parity fill finds every column closed and no part overlapping,
+# else winding (voxelizer.api resolves it per mesh); the pipeline's own modes are FILL_MODES.
+AUTO_FILL = "auto"
+FILL_CHOICES = (*FILL_MODES, AUTO_FILL)
+
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
@@ -169,7 +174,7 @@ class Options:
             voxel_size=None if voxel_size is None else check_voxel_size(voxel_size),
             bounds=box,
             variant=_choice(given["variant"], VARIANT_CHOICES, "variant", VariantError),
-            fill_mode=_choice(given["fill_mode"], FILL_MODES, "fill mode", FillModeError),
+            fill_mode=_choice(given["fill_mode"], FILL_CHOICES, "fill mode", FillModeError),
             sort=_choice(given["sort"], SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),
             progress=given["progress"],
@@ -221,7 +226,7 @@ def _surface_kind(mode: str, surface: object, fill_mode: object) -> str | None:
                 "mode='both' adds the conservative surface; surface='thin' is for mode='surface'"
             )
         return "conservative"
-    if fill_mode != "parity":
+    if fill_mode not in ("parity", AUTO_FILL):
         raise ModeError(f"fill_mode={fill_mode!r} fills a solid; mode='surface' has none")
     return "conservative" if surface is None else str(surface)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import time
 import warnings
 from collections import Counter
@@ -18,12 +19,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ..errors import DeviceError, OutputError, VoxelizerError
+from ..errors import DeviceError, OutputError, ThinResultWarning, VoxelizerError
 from ..io.mesh_files import GLOB_CHARACTERS, MeshFiles, find_meshes, output_paths
 from ..io.output import check_output_path
 from ..io.writers import OUTPUT_FORMATS, OutputFormat
 from ..options import batch_options_of
 from ..progress import TerminalProgress
+from ..shards import ShardFormat, is_shard_format
 from .tasks import DEFAULT_FORMAT
 
 if TYPE_CHECKING:
@@ -66,7 +68,9 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         type=_format_value,
         metavar="FMT",
         help=f"the files' format: {', '.join(s[1:] for s in OUTPUT_FORMATS)} "
-        f"(default {DEFAULT_FORMAT})",
+        f"(default {DEFAULT_FORMAT}); or zarr: --out-dir becomes one Zarr store of every "
+        "mesh's grid (one --grid for all), with their placements and a table of inputs, "
+        "status, errors, counts and warnings (see docs/guide/datasets-for-learning.md)",
     )
     group.add_argument(
         "--skip-existing",
@@ -90,7 +94,7 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         "--log",
         metavar="FILE",
         help="append one JSON line per mesh: input, output, status, triangles, solid_voxels, "
-        "open_columns, seconds, error, device",
+        "open_columns, seconds, error, device, warnings, thin (a ThinResultWarning)",
     )
     group.add_argument(
         "--ray",
@@ -101,7 +105,10 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _format_value(text: str) -> OutputFormat:
-    """--format, decoded once: the value the batch's tasks and writers take."""
+    """--format, decoded once: the value the batch's tasks and writers take (zarr: one
+    voxel shard store, --out-dir itself)."""
+    if is_shard_format(text):
+        return ShardFormat()
     try:
         return OutputFormat.named(text)
     except OutputError as exc:
@@ -168,7 +175,14 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     # Every path before any work: inputs, output collisions, existing files, the log.
     out_dir = Path(args.out_dir)
     files = find_meshes(args.model, exclude=out_dir)
-    outputs = output_paths(files.paths, out_dir, output_format.suffix, root=files.root)
+    if is_shard_format(output_format):
+        outputs = [out_dir] if os.path.lexists(out_dir) else []
+        if args.grid is None and args.voxel_size is not None:
+            parser.error(
+                "--format zarr stores every mesh on one grid: give --grid, not --voxel-size"
+            )
+    else:
+        outputs = output_paths(files.paths, out_dir, output_format.suffix, root=files.root)
     if not args.force and not args.skip_existing:
         existing = [output for output in outputs if os.path.lexists(output)]
         if existing:
@@ -195,6 +209,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             progress("meshes", 0, run.total)
             for result in run:
                 tally[result.status] += 1
+                tally["thin"] += any(isinstance(w, ThinResultWarning) for w in result.warnings)
                 if result.error is not None:
                     progress.write_above(f"voxelize: error: {result.error}")
                 if log is not None:
@@ -306,7 +321,7 @@ def _warnings_above(progress: TerminalProgress) -> Iterator[None]:
         file: TextIO | None = None,
         line: str | None = None,
     ) -> None:
-        progress.write_above(f"voxelize: warning: {message}")
+        progress.write_above(f"voxelize: warning: {command_words(str(message))}")
 
     saved = warnings.showwarning
     warnings.showwarning = show
@@ -316,11 +331,21 @@ def _warnings_above(progress: TerminalProgress) -> Iterator[None]:
         warnings.showwarning = saved
 
 
+def command_words(text: str) -> str:
+    """The API's words (mode='both', fill_mode='winding') as the command's (--mode both)."""
+    return re.sub(
+        r"\b(fill_mode|mode|surface)='(\w+)'",
+        lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
+        text,
+    )
+
+
 def _summary(tally: Counter[str], seconds: float, out_dir: Path, interrupted: bool) -> str:
     done, skipped, failed = tally["done"], tally["skipped"], tally["failed"]
     rate = done / seconds if seconds > 0 else 0.0
+    thin = f" ({tally['thin']:,} thin)" if tally["thin"] else ""
     return (
         f"{done + skipped + failed:,} meshes{' before the interrupt' if interrupted else ''}: "
-        f"{done:,} done, {skipped:,} skipped, {failed:,} failed in {seconds:.2f} s "
+        f"{done:,} done{thin}, {skipped:,} skipped, {failed:,} failed in {seconds:.2f} s "
         f"({rate:.1f} meshes/s) -> {out_dir}"
     )

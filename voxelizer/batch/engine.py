@@ -17,8 +17,9 @@ import functools
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..api import shared_voxelizer
 from ..budget import check_dense_fits
@@ -27,6 +28,14 @@ from ..io.meshes import MeshLike
 from ..io.writers import OutputFormat
 from ..options import BatchOptions, Options, option_keywords
 from ..placement import GridLike
+from ..shards import (
+    ShardFormat,
+    check_shard_shape,
+    is_shard_format,
+    open_store,
+    recorded,
+    shard_outputs,
+)
 from .pool import WorkerPool
 from .readers import running_load_processes
 from .tasks import (
@@ -153,9 +162,16 @@ def voxelize_many(
         raise DeviceError(f"jobs must be at least 1, not {jobs}")
     threads = default_threads(workers) if threads is None else max(1, int(threads))
     prefetch = 2 * threads if prefetch is None else max(1, int(prefetch))
+    inputs = list(inputs)
+    if out_dir is not None and is_shard_format(format):
+        return _shard_run(
+            inputs, out_dir, checked, selectors, workers, dense=dense, threads=threads,
+            prefetch=prefetch, load_processes=load_processes, overwrite=overwrite,
+            skip_existing=skip_existing,
+        )  # fmt: skip
     output_format = OutputFormat.named(format)
     tasks = plan_tasks(
-        list(inputs), out_dir=out_dir, format=output_format, root=root, overwrite=overwrite
+        inputs, out_dir=out_dir, format=output_format, root=root, overwrite=overwrite
     )
     load_processes = _load_processes(load_processes, workers=workers, meshes=len(tasks))
     if up_axis is not None and (out_dir is None or not output_format.takes_up_axis):
@@ -178,6 +194,49 @@ def voxelize_many(
     todo = [t for t in tasks if not (skip_existing and t.output and os.path.lexists(t.output))]
     worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
     return BatchRun(_results(skipped, todo, worker_devices, settings), len(tasks))
+
+
+def _shard_run(
+    inputs: list[Any],
+    store: str | os.PathLike,
+    checked: Options,
+    selectors: list[str | int | None],
+    workers: int,
+    *,
+    dense: bool,
+    threads: int,
+    prefetch: int,
+    load_processes: int | None,
+    overwrite: bool,
+    skip_existing: bool,
+) -> BatchRun:
+    """voxelize_many into one voxel shard store at `store` (voxelizer.shards)."""
+    shape = check_shard_shape(checked.shape, checked.voxel_size)
+    check_dense_fits(shape, "format 'zarr'")
+    planned = plan_tasks(
+        inputs, out_dir=None, format=OutputFormat.named("svo"), root=None, overwrite=False
+    )
+    labels = [task.label for task in planned]
+    writer = open_store(store, labels, shape, options=dict(checked.keywords()),
+                        overwrite=overwrite, skip_existing=skip_existing)  # fmt: skip
+    stored, missing, chunks = shard_outputs(writer, len(inputs))
+    chunk_format = ShardFormat()
+
+    def task(i: int) -> MeshTask:
+        return MeshTask(i, inputs[i], labels[i], chunks[i], replace=True, format=chunk_format)
+
+    load_processes = _load_processes(load_processes, workers=workers, meshes=len(missing))
+    settings = BatchSettings(
+        options=replace(checked, shape=shape),
+        dense=dense,
+        threads=threads,
+        prefetch=max(prefetch, load_processes + 2),
+        load_processes=load_processes,
+    )
+    worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
+    results = _results([task(i) for i in stored], [task(i) for i in missing], worker_devices,
+                       settings)  # fmt: skip
+    return BatchRun(recorded(results, writer), len(inputs))
 
 
 def _refuse_call_options(options: BatchOptions) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 import ray
 import ray.data
 
+from .. import errors
 from ..api import Voxelizer
 from ..errors import DeviceError, OpenMeshWarning, OutputError
 from ..grid import DenseGrid
@@ -39,6 +40,14 @@ from ..io.output import remove_temporaries
 from ..io.writers import OutputFormat
 from ..options import BATCH_OPTION_NAMES, BatchOptions, Options, option_keywords
 from ..placement import GridLike, GridPlacement, check_shape
+from ..shards import (
+    ShardFormat,
+    check_shard_shape,
+    is_shard_format,
+    open_store,
+    recorded,
+    shard_outputs,
+)
 from .engine import BatchRun, default_load_processes, default_threads
 from .tasks import (
     DEFAULT_FORMAT,
@@ -124,7 +133,7 @@ class VoxelizeBatch:
             load_processes=load_processes,
         )
         self.out_dir = None if out_dir is None else Path(out_dir)
-        self.format = OutputFormat.named(format)
+        self.format = ShardFormat() if is_shard_format(format) else OutputFormat.named(format)
         self.root = None if root is None else Path(root)
         self.overwrite = overwrite
         self.skip_existing = skip_existing
@@ -178,7 +187,10 @@ class VoxelizeBatch:
         output, output_format = None, None
         if "output" in batch and batch["output"][row]:
             output = Path(str(batch["output"][row]))
-            output_format = OutputFormat.of_path(output)  # a file named: its extension's
+            if is_shard_format(self.format):  # a chunk of the store the driver planned
+                output_format = self.format
+            else:
+                output_format = OutputFormat.of_path(output)  # a file named: its extension's
         elif self.out_dir is not None:
             output = self.out_dir / name.with_suffix(self.format.suffix)
             output_format = self.format
@@ -239,6 +251,11 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
         "seconds": np.array([r.seconds for r in results], np.float64),
         "device": np.array([r.device for r in results], dtype=object),
         "warnings": np.array(["\n".join(str(w) for w in r.warnings) for r in results], object),
+        "warning_kinds": np.array(
+            ["\n".join(type(w).__name__ for w in r.warnings) for r in results], object
+        ),
+        "origin": np.array([(np.nan,) * 3 if r.origin is None else r.origin for r in results]),
+        "voxel_size": np.array([np.nan if r.voxel_size is None else r.voxel_size for r in results]),
     }
     if with_voxels:
         grids = [r.result for r in results]
@@ -247,12 +264,7 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
             bits[row] = np.zeros(0, np.uint8) if grid is None else np.packbits(grid.to_numpy())
         columns["bits"] = bits
         columns["shape"] = np.array([(0, 0, 0) if g is None else g.shape for g in grids], np.int64)
-        columns["origin"] = np.array(
-            [(np.nan,) * 3 if g is None else g.origin for g in grids], np.float64
-        )
-        columns["voxel_size"] = np.array(
-            [np.nan if g is None else g.voxel_size for g in grids], np.float64
-        )
+
     return columns
 
 
@@ -282,6 +294,8 @@ def result_of(row: dict[str, Any]) -> BatchResult:
         return None if value == _NO_COUNT else value
 
     status: Status = str(row["status"])  # type: ignore[assignment]
+    origin = [float(v) for v in np.asarray(row["origin"], np.float64).reshape(3)]
+    voxel_size = float(row["voxel_size"])
     return BatchResult(
         index=int(row.get("index", -1)),
         input=str(row["input"]),
@@ -293,8 +307,25 @@ def result_of(row: dict[str, Any]) -> BatchResult:
         seconds=float(row["seconds"]),
         error=str(row["error"]) or None,
         device=str(row["device"]),
-        warnings=tuple(OpenMeshWarning(text) for text in str(row["warnings"]).split("\n") if text),
+        warnings=_warnings_of(row),
+        origin=None if np.isnan(origin).any() else (origin[0], origin[1], origin[2]),
+        voxel_size=None if np.isnan(voxel_size) else voxel_size,
     )
+
+
+def _warnings_of(row: dict[str, Any]) -> tuple[Warning, ...]:
+    """A row's warnings as the types they were raised as (OpenMeshWarning for a row of a
+    dataset written without their kinds)."""
+    texts = [text for text in str(row["warnings"]).split("\n") if text]
+    kinds = str(row.get("warning_kinds", "")).split("\n")
+    found: list[Warning] = []
+    for at, text in enumerate(texts):
+        kind = getattr(errors, kinds[at], None) if at < len(kinds) else None
+        if isinstance(kind, type) and issubclass(kind, Warning):
+            found.append(kind(text))
+        else:
+            found.append(OpenMeshWarning(text))
+    return tuple(found)
 
 
 def voxelize_dataset(
@@ -355,7 +386,10 @@ def voxelize_files_on_ray(
     running cluster), an address, or None (the cluster this process is connected to, else a
     new local one). The driver plans every output (and which ones a retry may replace:
     those that did not exist before), so a retried batch writes each file once."""
-    Options.create(grid, **options)
+    checked = Options.create(grid, **options)
+    if is_shard_format(format):
+        return _shards_on_ray(paths, address, out_dir, checked, skip_existing, overwrite,
+                              actors, batch_size, dict(options))  # fmt: skip
     output_format = OutputFormat.named(format)
     tasks = plan_tasks(
         list(paths), out_dir=out_dir, format=output_format, root=root, overwrite=overwrite
@@ -388,6 +422,39 @@ def voxelize_files_on_ray(
         ),
         len(tasks),
     )
+
+
+def _shards_on_ray(
+    paths: Sequence[str | os.PathLike],
+    address: str | None,
+    store: str | os.PathLike,
+    checked: Options,
+    skip_existing: bool,
+    overwrite: bool,
+    actors: int | None,
+    batch_size: int,
+    options: dict[str, Any],
+) -> BatchRun:
+    """voxelize_files_on_ray into one voxel shard store (voxelizer.shards): the actors write
+    their meshes' chunks, this driver the table."""
+    shape = check_shard_shape(checked.shape, checked.voxel_size)
+    labels = [os.fspath(path) for path in paths]
+    writer = open_store(store, labels, shape, options=dict(checked.keywords()),
+                        overwrite=overwrite, skip_existing=skip_existing)  # fmt: skip
+    stored, missing, chunks = shard_outputs(writer, len(labels))
+    chunk_format = ShardFormat()
+    skipped = [
+        MeshTask(i, labels[i], labels[i], chunks[i], replace=True, format=chunk_format)
+        for i in stored
+    ]
+    rows = [
+        {"index": i, "path": labels[i], "output": str(chunks[i]), "replace": True} for i in missing
+    ]
+    results = _ray_results(
+        rows, skipped, address, batch_size=batch_size, actors=actors, grid=shape,
+        format=chunk_format, up_axis=None, options=options,
+    )  # fmt: skip
+    return BatchRun(recorded(results, writer), len(labels))
 
 
 def _ray_results(

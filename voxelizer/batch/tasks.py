@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from ..errors import OutputError
+from ..errors import OutputError, ThinResultWarning
 from ..grid import DenseGrid
 from ..io.mesh_files import output_paths
 from ..io.meshes import MeshLike
@@ -52,6 +52,8 @@ class BatchResult:
     error: str | None = None
     device: str = ""
     warnings: tuple[Warning, ...] = field(default=(), repr=False)
+    origin: tuple[float, float, float] | None = None  # the grid's placement, where done
+    voxel_size: float | None = None
 
     @property
     def ok(self) -> bool:
@@ -69,6 +71,8 @@ class BatchResult:
             "seconds": round(self.seconds, 6),
             "error": self.error,
             "device": self.device,
+            "warnings": [str(warning) for warning in self.warnings],
+            "thin": any(isinstance(warning, ThinResultWarning) for warning in self.warnings),
         }
 
 

@@ -24,6 +24,7 @@ from ..grid import DenseGrid
 from ..mesh import Mesh
 from ..options import Options
 from ..svo import SVO
+from ..thin import thin_warning
 from .readers import prepared_mesh, shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask, TaskSource, error_text
 
@@ -186,7 +187,7 @@ class MeshWorker:
             seconds = loaded.seconds + time.perf_counter() - started
             return self._failed(task, exc, seconds)
         seconds = loaded.seconds + time.perf_counter() - started
-        found = tuple(mesh_warnings(result.stats.counts, options.fill_mode))
+        found = tuple(mesh_warnings(result.stats.counts, options.fill_mode, options.mode))
         if task.output is None:
             return self._done(loaded, result, kept=result, seconds=seconds, found=found)
         return result, seconds, found
@@ -205,6 +206,7 @@ class MeshWorker:
             # Left to this thread by _voxelize: numpy counts without the GIL, beside the device.
             label = voxel_count_label(self.settings.options.mode)
             result.stats.counts[label] = result.count()
+            found += self._thin(loaded, result)
             task.output.parent.mkdir(parents=True, exist_ok=True)
             task.format.write(
                 result, task.output, overwrite=task.replace, up_axis=self.settings.up_axis
@@ -216,6 +218,15 @@ class MeshWorker:
             return self._failed(task, exc, seconds + time.perf_counter() - started)
         seconds += time.perf_counter() - started
         return self._done(loaded, result, kept=None, seconds=seconds, found=found)
+
+    def _thin(self, loaded: Loaded, result: SVO | DenseGrid) -> tuple[Warning, ...]:
+        """The ThinResultWarning of a result counted on this thread (voxelizer.thin; the
+        surface pass runs, through the Voxelizer's lock, only for a result that may be thin)."""
+        assert loaded.mesh is not None
+        options = self.settings.options
+        self.voxelizer.count_thin_surface(loaded.mesh, result, options)
+        warning = thin_warning(result.stats.counts, options.mode, options.fill_mode)
+        return () if warning is None else (warning,)
 
     def _done(
         self,
@@ -241,6 +252,8 @@ class MeshWorker:
             seconds=seconds,
             device=self.voxelizer.device_name,
             warnings=found,
+            origin=(float(result.origin[0]), float(result.origin[1]), float(result.origin[2])),
+            voxel_size=result.voxel_size,
         )
 
     def _failed(self, task: MeshTask, error: BaseException, seconds: float) -> BatchResult:

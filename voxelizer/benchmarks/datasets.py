@@ -17,6 +17,9 @@ whole dataset), and the ratios of both (`--ways` picks some ways only):
 - `cli_batch`: one `voxelize DIR --out-dir OUT --format npz` process for the whole dataset,
   process start included (with `--jobs N`, also `cli_batch_jobs`: N worker processes).
 - `cli_per_file`: one `voxelize FILE -o OUT.npz` process per file, as a shell loop runs it.
+- `cli_batch_zarr` (and `cli_batch_jobs_zarr`): `cli_batch` writing one voxel shard store
+  (`--format zarr`) instead of the .npz files; the ratio `cli_batch_zarr_over_cli_batch`.
+  `--devices LIST` runs the batch commands with `--devices LIST` (e.g. 0,1: a worker per GPU).
 
 Every run starts from warm caches (one call per grid before the rounds). docs/benchmarks.md,
 "Datasets", gives the figures.
@@ -62,7 +65,13 @@ def _fresh(folder: Path) -> Path:
 
 
 def ways(
-    files: list[Path], dataset: Path, work: Path, grid: int, jobs: int, device: str | None
+    files: list[Path],
+    dataset: Path,
+    work: Path,
+    grid: int,
+    jobs: int,
+    device: str | None,
+    devices: str | None = None,
 ) -> dict[str, Callable[[], int]]:
     """Each way of voxelizing the dataset at `grid`: a callable that returns meshes done."""
     v = Voxelizer(device)
@@ -87,11 +96,16 @@ def ways(
         run = voxelize_many(files, grid=grid, devices=device, out_dir=out, format="npz")
         return sum(r.ok for r in run)
 
-    def cli_batch(worker_jobs: int = 1) -> int:
-        out = _fresh(work / "cli_batch")
-        command = _command(device) + [str(dataset), "--out-dir", str(out), "--grid", str(grid)]
-        command += ["--format", "npz"] + (["--jobs", str(worker_jobs)] if worker_jobs > 1 else [])
+    def cli_batch(worker_jobs: int = 1, format: str = "npz") -> int:
+        out = work / f"cli_batch.{format}"
+        shutil.rmtree(out, ignore_errors=True)
+        command = _command(None if devices else device)
+        command += [str(dataset), "--out-dir", str(out), "--grid", str(grid)]
+        command += ["--format", format] + (["--jobs", str(worker_jobs)] if worker_jobs > 1 else [])
+        command += ["--devices", devices] if devices else []
         subprocess.run(command, env=env, check=True, capture_output=True, timeout=3600)
+        if format == "zarr":
+            return len(list((out / "voxels").glob("c.*")))
         return len(list(out.rglob("*.npz")))
 
     def cli_per_file() -> int:
@@ -110,8 +124,10 @@ def ways(
         "cli_batch": cli_batch,
         "cli_per_file": cli_per_file,
     }
+    found["cli_batch_zarr"] = lambda: cli_batch(format="zarr")
     if jobs > 1:
         found["cli_batch_jobs"] = lambda: cli_batch(jobs)
+        found["cli_batch_jobs_zarr"] = lambda: cli_batch(jobs, "zarr")
     # Warm: kernels loaded and buffers grown in both in-process Voxelizers, the CLI's caches.
     v.voxelize(load_mesh(files[0]), grid)
     sum(r.ok for r in voxelize_many(files[:1], grid=grid, devices=device))
@@ -131,6 +147,8 @@ RATIOS = (
     ("many", "loop"),
     ("many_npz", "loop_npz"),
     ("cli_batch", "many_npz"),
+    ("cli_batch_zarr", "cli_batch"),
+    ("cli_batch_jobs_zarr", "cli_batch_jobs"),
 )
 
 
@@ -143,9 +161,10 @@ def measure(
     jobs: int,
     device: str | None,
     only: set[str] | None = None,
+    devices: str | None = None,
 ) -> dict[str, Any]:
     """The best meshes/s of each way over `rounds` interleaved rounds, and the ratios."""
-    chosen = ways(files, dataset, work, grid, jobs, device)
+    chosen = ways(files, dataset, work, grid, jobs, device, devices)
     if only is not None:
         chosen = {name: way for name, way in chosen.items() if name in only}
     rates: dict[str, list[float]] = {name: [] for name in chosen}
@@ -188,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--copies", type=int, default=1, help="24 files per copy (default 24)")
     parser.add_argument("--limit", type=int, default=None, help="the first N files only")
     parser.add_argument("--device", default=None)
+    parser.add_argument("--devices", default=None, help="the batch commands' --devices")
     parser.add_argument("--ways", default=None, help="comma-separated: time only these ways")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -218,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.jobs,
                 args.device,
                 None if args.ways is None else set(args.ways.split(",")),
+                args.devices,
             )
         )
         print(json.dumps(result["grids"][-1]), flush=True)
