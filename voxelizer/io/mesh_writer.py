@@ -17,8 +17,8 @@ Colours: a result with colours (colors=True) gets vertex colours (PLY: red, gree
 and alpha uchar properties; OBJ: `v x y z r g b`; GLB: COLOR_0). Each face has the colour
 of the voxel it bounds at its corners, so a vertex where voxels of different colours meet
 is written once per colour: the mesh is then closed by position (as readers that merge
-vertices by position see it, trimesh's default load among them), no longer by index at
-the colour seams.
+vertices by position see it: trimesh's default load of the PLY; of the GLB, after its
+merge_vertices()), no longer by index at the colour seams.
 """
 
 from __future__ import annotations
