@@ -58,7 +58,7 @@ def read_obj(data: MeshBytes) -> ReadMesh:
     else:
         faces = triangles_of_polygons(indices, counts, grouped=grouped)
     extras = None
-    if has_extras(text):
+    if has_extras(lines, vertex_lines):
         extras = read_extras(lines, face_lines, vertex_lines, counts, grouped)
     if extras is None:
         return ReadMesh(vertices, faces)

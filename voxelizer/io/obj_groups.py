@@ -7,8 +7,9 @@ Parts: a face belongs to the last `o` or `g` line above it (faces above any are 
 part per material. Parts of one name are one part. Each triangle has the part and material
 of the polygon it was cut from.
 
-obj_file reads the geometry; it calls `read_extras` only for files whose bytes hold such
-keywords (`has_extras`), so a plain OBJ costs nothing more. The materials themselves are
+obj_file reads the geometry; it calls `read_extras` only for files with lines that start
+with such keywords (`has_extras`: a pass over the lines' first bytes, which obj_file has
+gathered already), so a plain OBJ costs nothing more. The materials themselves are
 in the `.mtl` files beside the OBJ (mtl_file), read when the mesh's appearance is made.
 """
 
@@ -33,30 +34,22 @@ from .mesh_parsing import (
 DEFAULT_GROUP = "default"
 
 
-def has_extras(text: bytes) -> bool:
-    """Whether the file may hold groups, objects, materials or vertex colours: a cheap
-    test on the bytes (memchr-fast), confirmed line by line in read_extras."""
-    return b"usemtl" in text or _may_hold_groups(text) or _first_vertex_words(text) >= 6
+def has_extras(lines: TextLines, vertex_lines: np.ndarray) -> bool:
+    """Whether the file may hold groups, objects, materials or vertex colours: a line that
+    starts with o, g or u, or a first vertex line of six numbers or more. Each line's first
+    byte is at hand (obj_file's keyword search gathered it), so the test costs one pass
+    over the lines, not over the text; read_extras confirms it keyword by keyword."""
+    first = lines.column(0)
+    starts = (first == ord("o")) | (first == ord("g")) | (first == ord("u"))
+    return bool(starts.any()) or _vertex_words(lines, vertex_lines) >= 6
 
 
-def _may_hold_groups(text: bytes) -> bool:
-    """Whether a line may start with `o` or `g` (after blanks, if any line is indented)."""
-    return (
-        b"\no" in text
-        or b"\ng" in text
-        or text[:1] in (b"o", b"g")
-        or b"\n " in text  # indented lines: keywords may hide behind blanks
-        or b"\n\t" in text
-    )
-
-
-def _first_vertex_words(text: bytes) -> int:
-    """Words on the first `v ` line (6 or 7 when the file has vertex colours)."""
-    at = text.find(b"\nv ")
-    if at < 0:
+def _vertex_words(lines: TextLines, vertex_lines: np.ndarray) -> int:
+    """Words on the first `v` line (6 or 7 when the file has vertex colours)."""
+    if not len(vertex_lines):
         return 0
-    end = text.find(b"\n", at + 1)
-    line = text[at + 1 : end if end >= 0 else len(text)]
+    first = int(vertex_lines[0])
+    line = lines.text[int(lines.heads[first]) : int(lines.ends[first])]
     return len(line.split(b"#", 1)[0].split())
 
 
@@ -99,10 +92,11 @@ def read_extras(
     """The extras of a file whose triangles were cut from the polygons of `face_lines`
     (each with `counts` corners, fanned grouped or not as obj_file did); None when the file
     has none after all."""
-    text = lines.text
+    first = lines.column(0)
     empty = np.zeros(0, np.int64)
-    groups = _keyword_lines(lines, (b"o", b"g")) if _may_hold_groups(text) else empty
-    materials = lines.with_keyword(b"usemtl") if b"usemtl" in text else empty
+    may_group = bool(((first == ord("o")) | (first == ord("g"))).any())
+    groups = _keyword_lines(lines, (b"o", b"g")) if may_group else empty
+    materials = lines.with_keyword(b"usemtl") if (first == ord("u")).any() else empty
     colors = _vertex_colors(lines, vertex_lines)
     if not len(groups) and not len(materials) and colors is None:
         return None
@@ -125,7 +119,7 @@ def read_extras(
             np.int32
         )
         corner_uvs = _corner_uvs(lines, face_lines, counts, grouped)
-    library_lines = lines.with_keyword(b"mtllib") if b"mtllib" in text else empty
+    library_lines = lines.with_keyword(b"mtllib") if (first == ord("m")).any() else empty
     libraries = tuple(_line_text(lines, line, len(b"mtllib")) for line in library_lines.tolist())
     return ObjExtras(parts, names, face_materials, corner_uvs, colors, libraries, triangles)
 
@@ -152,9 +146,7 @@ def _parts(
 def _vertex_colors(lines: TextLines, vertex_lines: np.ndarray) -> np.ndarray | None:
     """RGBA uint8 (V, 4) of `v x y z r g b` lines (colours from 0 to 1), when every vertex
     line has them; None otherwise."""
-    first = int(vertex_lines[0]) if len(vertex_lines) else -1
-    line = lines.text[int(lines.heads[first]) : int(lines.ends[first])] if first >= 0 else b""
-    if len(line.split(b"#", 1)[0].split()) < 6:
+    if _vertex_words(lines, vertex_lines) < 6:
         return None
     payload = without_comments(lines.payload(vertex_lines, 1))
     table = parse_table(payload, np.float64, columns=6)
@@ -171,7 +163,7 @@ def _corner_uvs(
 ) -> np.ndarray | None:
     """(T, 3, 2) UVs of the triangles' corners from the `vt` lines and each corner's second
     index; NaN for a corner without one. None for a file without `vt` lines."""
-    uv_lines = lines.with_keyword(b"vt") if b"vt" in lines.text else np.zeros(0, np.int64)
+    uv_lines = lines.with_keyword(b"vt")
     if not len(uv_lines):
         return None
     uv_payload = without_comments(lines.payload(uv_lines, 2))
