@@ -16,7 +16,7 @@ from voxelizer.gpu.device import Device, Instance
 from voxelizer.gpu.kernels import cpu_defines, subgroup_defines
 from voxelizer.gpu.pipelines import ComputePipeline
 from voxelizer.pipeline import kernels
-from voxelizer.pipeline.passes import pass_defines
+from voxelizer.pipeline.kernels import pass_defines
 
 from .helpers import SHARED_MODELS
 

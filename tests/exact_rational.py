@@ -3,7 +3,8 @@ the oracle the near-tie suite checks the GPU and the CPU reference against.
 
 Every float64 is a dyadic rational, so all coordinates are scaled by one common power of two
 into Python integers and every decision below is exact: no rounding anywhere. Written apart
-from voxelizer/reference.py (plain loops, no shared code) so that the two can catch each other.
+from voxelizer/reference/solid.py (plain loops, no shared code) so that the two can catch
+each other.
 
 The rule: along column (i, j), centre P = (i + 1/2, j + 1/2), each triangle with non-zero
 projected area whose xy-projection covers P (edge functions > 0, or == 0 on a top-left edge of

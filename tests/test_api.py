@@ -13,11 +13,11 @@ from voxelizer import (
     MeshError,
     VariantError,
     VoxelizerError,
+    choices,
     load_mesh,
     voxelize_dense,
 )
-from voxelizer.pipeline import runner
-from voxelizer.pipeline.passes import auto_variants
+from voxelizer.choices import variant_candidates
 
 from .helpers import PROJECT_MODELS, assert_same_voxels, load_model, reference_grid, shared_model
 
@@ -64,13 +64,14 @@ def test_module_function_uses_the_default_variant_and_device():
     grid = voxelize_dense(PROJECT_MODELS / "gear.ply", grid=32)
     on_cpu = voxelizer.Voxelizer().device.is_cpu
     assert voxelizer.DEFAULT_VARIANT == "auto"
-    assert grid.stats.variant == auto_variants(on_cpu)[0]
+    assert grid.stats.variant == variant_candidates("auto", on_cpu)[0]
     assert grid.count() == reference_grid("gear.ply", 32).count()
 
 
 def test_auto_prefers_indices_on_a_gpu_and_the_soup_on_a_cpu_device():
-    assert auto_variants(cpu_device=False) == ("combined", "branchless")
-    assert auto_variants(cpu_device=True) == ("branchless",)
+    assert variant_candidates("auto", cpu_device=False) == ("combined", "branchless")
+    assert variant_candidates("auto", cpu_device=True) == ("branchless",)
+    assert variant_candidates("indexed", cpu_device=True) == ("indexed",)
 
 
 @pytest.mark.parametrize("output", ["svo", "dense"])
@@ -78,7 +79,7 @@ def test_auto_takes_the_next_variant_where_the_budget_cannot_hold_the_vertices(o
     """The GPU's order on any device: bunny's 34,817 vertices take 1.67 MB in the indexed
     variants, more than half of a 3 MiB budget, so "combined" is refused and "auto" runs
     "branchless"; both agree with the reference where they run."""
-    monkeypatch.setattr(runner, "auto_variants", lambda cpu_device: ("combined", "branchless"))
+    monkeypatch.setattr(choices, "AUTO_ON_CPU", choices.AUTO_ON_GPU)
     mesh = load_mesh(shared_model("bunny.ply"))
     call = voxelizer.voxelize if output == "svo" else voxelizer.voxelize_dense
     with pytest.raises(voxelizer.MemoryBudgetError, match="indexed variants hold"):

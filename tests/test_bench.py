@@ -9,11 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from voxelizer import Voxelizer, bench, load_mesh
+from voxelizer import Voxelizer, load_mesh
+from voxelizer.benchmarks import __main__ as bench
 from voxelizer.benchmarks import meshes, peers
 from voxelizer.benchmarks.bandwidth import bandwidth_fractions, device_bandwidth, pass_bytes
 from voxelizer.benchmarks.report import markdown, write_json
-from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES, auto_variants
+from voxelizer.choices import variant_candidates
+from voxelizer.pipeline.layout import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
 from voxelizer.reference import voxelize_reference
 
 from .helpers import PROJECT_MODELS, edge_uses, load_model, signed_volume
@@ -311,7 +313,7 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
     printed = capsys.readouterr().out
     assert printed == (tmp_path / "run.md").read_text() + "\n"
     with Voxelizer() as probe:  # the default: the variant "auto" runs on this device
-        default = auto_variants(probe.device.is_cpu)[0]
+        default = variant_candidates("auto", probe.device.is_cpu)[0]
     assert ok["variant"] == default and doc["settings"]["variants"] == [default]
     assert f"| gear | 1,920 | 16 | {default} | counting |" in printed
     if plots:
@@ -319,3 +321,40 @@ def test_a_tiny_run_writes_every_output(gpu, tmp_path, capsys):
         assert set(figures) >= {"runtime.png", "passes.png", "memory.png"}
         for name, data in figures.items():
             assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000, name
+
+
+@pytest.mark.slow
+def test_trees_side_by_side_time_every_pass_of_both(tmp_path):
+    """The trees benchmark on two copies of this package: each runs in its own process, both
+    give the same voxels, and the table has every pass of the case with a ratio."""
+    import shutil
+    import subprocess
+    import sys
+
+    from voxelizer.benchmarks import trees
+
+    copies = [tmp_path / "first", tmp_path / "second"]
+    for copy in copies:
+        shutil.copytree(
+            Path(trees.__file__).parents[1], copy / "voxelizer",
+            ignore=shutil.ignore_patterns("__pycache__"),
+        )  # fmt: skip
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "voxelizer.benchmarks.trees", "--trees", *map(str, copies),
+            "--models", str(PROJECT_MODELS / "torus_knot.ply"), "--grids", "16",
+            "--cases", "parity, combined, counting", "--rounds", "1", "--repeat", "2",
+            "--warmup", "0", "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = (out / "passes.md").read_text()
+    assert "differ" not in text
+    rows = [line for line in text.splitlines() if line.startswith("| torus_knot | 16 |")]
+    passes = {row.split(" | ")[3] for row in rows}
+    assert {"setup", "scan", "emit", "fill", "svo_classify", "sum"} <= passes
+    assert all(float(row.split(" | ")[-1].rstrip(" |")) > 0 for row in rows)
+    rounds = json.loads((out / "passes.json").read_text())
+    assert [Path(found[0]["package"]).parent for found in rounds.values()] == copies

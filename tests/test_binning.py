@@ -13,7 +13,7 @@ import pytest
 from voxelizer import VARIANTS, Voxelizer
 from voxelizer.gpu.kernels import TILE_SHIFT
 from voxelizer.mesh import Mesh, checked_mesh
-from voxelizer.pipeline.passes import fixed_error
+from voxelizer.pipeline.geometry import fixed_error
 from voxelizer.placement import FIXED_BITS
 
 from .helpers import load_model, random_soup

@@ -10,8 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from voxelizer import SVO, api, cli, load_mesh
-from voxelizer.pipeline import runner
+from voxelizer import SVO, api, choices, cli, load_mesh
 from voxelizer.progress import TerminalProgress
 from voxelizer.reference import voxelize_reference
 from voxelizer.stats import Stats
@@ -50,7 +49,7 @@ def test_the_summary_names_the_variant_that_ran(capsys, monkeypatch):
     """The default, "auto", names the variant it chose (in the GPU's order here): combined,
     or branchless where the budget cannot hold the indexed vertex buffer (bunny's 1.67 MB
     in a 3 MiB budget)."""
-    monkeypatch.setattr(runner, "auto_variants", lambda cpu_device: ("combined", "branchless"))
+    monkeypatch.setattr(choices, "AUTO_ON_CPU", choices.AUTO_ON_GPU)
     model = shared_model("bunny.ply")
     for memory, variant in (([], "combined"), (["--max-memory", "3MiB"], "branchless")):
         code, stdout, stderr = run_cli(capsys, model, "--grid", 32, *memory)

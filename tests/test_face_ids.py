@@ -16,7 +16,7 @@ import voxelizer
 from voxelizer import SVO, DenseGrid, FormatError, SVOFormatError
 from voxelizer.io.svo_file import HEADER, HEADER_V3
 from voxelizer.placement import GridPlacement
-from voxelizer.reference_surface import surface_face_ids, voxelize_surface_reference
+from voxelizer.reference.surface import surface_face_ids, voxelize_surface_reference
 
 from .helpers import (
     PROJECT_MODELS,

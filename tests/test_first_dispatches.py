@@ -1,9 +1,9 @@
 """On a CPU device the kernels of a call are dispatched once with no workgroups as soon as
-their pipelines are built (gpu.commands.FirstDispatches): the driver compiles each then, on
-its queue's thread, while the host reads the mesh. Every kernel the call uses is among them,
-the results are the reference's, the thread is gone once the Voxelizer closes, and a GPU
-gets no such dispatches. While the driver's shader cache is cold a second device compiles
-some of them (gpu.commands.SecondCompiler)."""
+their pipelines are built (gpu.first_dispatches.FirstDispatches): the driver compiles each
+then, on its queue's thread, while the host reads the mesh. Every kernel the call uses is
+among them, the results are the reference's, the thread is gone once the Voxelizer closes,
+and a GPU gets no such dispatches. While the driver's shader cache is cold a second device
+compiles some of them (gpu.first_dispatches.SecondCompiler)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from voxelizer import SVO, MeshError, Voxelizer
-from voxelizer.gpu.commands import FirstDispatches
 from voxelizer.gpu.device import Device
+from voxelizer.gpu.first_dispatches import FirstDispatches
 from voxelizer.gpu.pipelines import ComputePipeline
 
 from .helpers import (
@@ -119,23 +119,23 @@ COLD_SCRIPT = """
 import json, sys
 import voxelizer
 from voxelizer import SVO
-from voxelizer.gpu import commands
+from voxelizer.gpu import first_dispatches
 from voxelizer.gpu.device import Instance
 from voxelizer.gpu.pipelines import ComputePipeline
 from voxelizer.reference import voxelize_reference
 
 opened, dispatched, made = [], {}, []
-open_second = commands.SecondCompiler.open.__func__
+open_second = first_dispatches.SecondCompiler.open.__func__
 def record_open(cls, like, count):
     second = open_second(cls, like, count)
     opened.append(second is not None)
     return second
-commands.SecondCompiler.open = classmethod(record_open)
-dispatch = commands.FirstDispatches.dispatch
+first_dispatches.SecondCompiler.open = classmethod(record_open)
+dispatch = first_dispatches.FirstDispatches.dispatch
 def record_dispatch(first, pipeline):
     dispatched.setdefault(id(first.device), []).append(id(pipeline))
     dispatch(first, pipeline)
-commands.FirstDispatches.dispatch = record_dispatch
+first_dispatches.FirstDispatches.dispatch = record_dispatch
 make = ComputePipeline.__init__
 def record_made(pipeline, *args):
     make(pipeline, *args)

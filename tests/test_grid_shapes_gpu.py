@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from voxelizer import SVO, VARIANTS, Mesh, OpenMeshWarning
-from voxelizer.pipeline.passes import SORTS
+from voxelizer.choices import SORTS
 from voxelizer.reference import voxelize_reference
 
 from .helpers import (

@@ -19,11 +19,12 @@ from functools import cache
 
 import pytest
 
+from voxelizer.choices import VARIANTS
 from voxelizer.gpu import scan
 from voxelizer.gpu.compiler import find_glslang, shader_dir
 from voxelizer.gpu.kernels import COMMON_DEFINES, Kernel, Struct, cpu_choices
 from voxelizer.pipeline import kernels
-from voxelizer.pipeline.passes import VARIANTS, pass_defines
+from voxelizer.pipeline.kernels import pass_defines
 from voxelizer.pipeline.winding import winding_defines
 
 # Every value subgroup_defines can give: the kernels must match whatever the device has.

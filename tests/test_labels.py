@@ -11,8 +11,7 @@ import voxelizer
 from voxelizer import DenseGrid, Mesh, ModeError
 from voxelizer.attributes import Parts
 from voxelizer.attributes.labels import label_grid
-from voxelizer.reference import solid_columns
-from voxelizer.reference_surface import surface_face_ids
+from voxelizer.reference import solid_columns, surface_face_ids
 
 from .helpers import PROJECT_MODELS, cli_usage_error, run_cli
 from .shapes import box, sphere

@@ -1,7 +1,11 @@
-"""The package's layout, read from the source with ast (nothing is imported): module-level
-imports inside voxelizer (those for type checking too) form no cycle, no module imports
-another's private names, and the data model (svo, grid, mesh, placement) neither imports
-voxelizer.io nor opens a file."""
+"""The package's layout, read from the source with ast (nothing is imported): every rule that
+docs/developers/architecture.md states. Module-level imports inside voxelizer (those for type
+checking too) form no cycle; no module imports another's private names; each module imports
+only from its layer and those below; inside the pipeline, from its level and those below;
+the CPU references reach neither the pipeline nor the GPU; the data model (svo, grid, mesh,
+placement) neither imports voxelizer.io nor opens a file; the vocabulary is defined in
+choices.py alone; the pipeline's classes create their attributes in __init__; and modules
+and functions stay under their size limits."""
 
 from __future__ import annotations
 
@@ -173,3 +177,261 @@ def test_the_data_model_opens_no_files(module):
             if name in FILE_CALLS:
                 calls.append(f"line {node.lineno}: {name}()")
     assert not calls, f"{module} touches files: {', '.join(calls)}"
+
+
+def reached_from(graph: dict[str, set[str]], start: str) -> set[str]:
+    """The modules `start` imports, directly or through others (module-level imports)."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+REFERENCE_MODULES = [name for name in MODULES if name.split(".")[:2] == ["voxelizer", "reference"]]
+
+
+@pytest.mark.parametrize("module", REFERENCE_MODULES)
+def test_the_reference_never_reaches_the_pipeline_or_the_gpu(module):
+    """The CPU references are the oracle the GPU is checked against: written apart, they
+    import neither the pipeline nor the Vulkan layer, not even through another module (nor
+    by a deferred import of their own)."""
+    graph = import_graph()
+    for node in all_imports(TREES[module]):  # deferred imports too
+        graph[module] |= {target for target, _ in imported(module, node) if target != module}
+    reached = reached_from(graph, module)
+    assert not {m for m in reached if m.startswith(("voxelizer.pipeline", "voxelizer.gpu"))}
+
+
+# -- the rules of docs/developers/architecture.md ------------------------------------------
+
+BASE = {"errors", "log", "parallel", "stats", "progress", "interrupts", "choices"}
+MODEL = {
+    "thin",
+    "mesh",
+    "placement",
+    "components",
+    "budget",
+    "grid",
+    "octree",
+    "svo",
+    "surface",
+    "render",
+    "convert",
+}
+FACES = {"options", "api", "cli", "ray", "normalize", "torch", "__main__"}
+IO = {"shards"}  # the shard store as an output format, beside io/ (whose writers it extends)
+FOLDERS = {
+    "gpu": "gpu",
+    "pipeline": "pipeline",
+    "io": "io",
+    "reference": "reference",
+    "benchmarks": "faces",
+    "tools": "faces",
+    "batch": "faces",
+}
+ALLOWED = {
+    "base": {"base"},
+    "gpu": {"base", "gpu"},
+    "model": {"base", "model"},
+    "reference": {"base", "model", "reference"},
+    "pipeline": {"base", "gpu", "model", "pipeline"},
+    "io": {"base", "model", "io"},
+    "faces": {"base", "gpu", "model", "reference", "pipeline", "io", "faces"},
+}
+
+
+def layer_of(module: str) -> str | None:
+    """The layer of the architecture page a module belongs to (None: none yet)."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "faces"  # the package's own __init__
+    name = parts[1]
+    if name in FOLDERS:
+        return FOLDERS[name]
+    for layer, names in (("base", BASE), ("model", MODEL), ("io", IO), ("faces", FACES)):
+        if name in names:
+            return layer
+    return None
+
+
+def test_every_module_belongs_to_a_layer():
+    assert not [module for module in MODULES if layer_of(module) is None]
+
+
+def test_no_module_imports_from_a_layer_above_its_own():
+    found = [
+        f"{module} ({layer_of(module)}) imports {target} ({layer_of(target)})"
+        for module, tree in TREES.items()
+        for node in all_imports(tree)  # deferred imports too
+        for target, _ in imported(module, node)
+        if layer_of(target) not in ALLOWED[str(layer_of(module))]
+    ]
+    assert not found, "; ".join(found)
+
+
+PIPELINE_LEVELS = {
+    "layout": 0,
+    "kernels": 0,
+    "geometry": 0,
+    "job": 0,
+    "binning": 1,
+    "fill_pass": 1,
+    "surface_pass": 1,
+    "svo_build": 1,
+    "face_ids": 1,
+    "winding": 1,
+    "merge": 1,
+    "plan": 1,
+    "passes": 2,
+    "slabs": 2,
+    "resources": 2,
+    "fills": 3,
+    "runner": 4,
+}
+
+
+def pipeline_level(module: str) -> int:
+    """The pipeline level of a module of voxelizer.pipeline (its own __init__: the entry)."""
+    parts = module.split(".")
+    return PIPELINE_LEVELS[parts[2]] if len(parts) > 2 else PIPELINE_LEVELS["runner"]
+
+
+def test_inside_the_pipeline_nothing_imports_a_level_above_its_own():
+    pipeline = [module for module in MODULES if module.startswith("voxelizer.pipeline")]
+    assert {module.split(".")[2] for module in pipeline if module.count(".") > 1} == set(
+        PIPELINE_LEVELS
+    )
+    found = [
+        f"{module} imports {target}"
+        for module in pipeline
+        for node in all_imports(TREES[module])
+        for target, _ in imported(module, node)
+        if target.startswith("voxelizer.pipeline")
+        and pipeline_level(target) > pipeline_level(module)
+    ]
+    assert not found, "; ".join(found)
+
+
+def test_the_fill_strategies_are_imported_by_the_runner_alone():
+    importers = {
+        module
+        for module, tree in TREES.items()
+        for node in all_imports(tree)
+        for target, _ in imported(module, node)
+        if target.startswith("voxelizer.pipeline.fills") and not module.startswith(target)
+    }
+    assert importers - {m for m in MODULES if m.startswith("voxelizer.pipeline.fills")} == {
+        "voxelizer.pipeline.runner"
+    }
+
+
+def module_level_names(tree: ast.Module) -> set[str]:
+    names = set()
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if isinstance(node, ast.AnnAssign):
+            targets = [node.target]
+        names |= {target.id for target in targets if isinstance(target, ast.Name)}
+    return names
+
+
+def test_the_vocabulary_is_defined_in_choices_alone():
+    vocabulary = {name for name in module_level_names(TREES["voxelizer.choices"]) if name.isupper()}
+    assert {"VARIANTS", "SORTS", "FILL_MODES", "MODES", "SURFACES", "DEFAULT_VARIANT"} <= vocabulary
+    elsewhere = [
+        f"{module} defines {name}"
+        for module, tree in TREES.items()
+        if module != "voxelizer.choices"
+        for name in module_level_names(tree) & vocabulary
+    ]
+    assert not elsewhere, "; ".join(elsewhere)
+    assert not [target for node in all_imports(TREES["voxelizer.choices"])
+                for target, _ in imported("voxelizer.choices", node)]  # fmt: skip
+
+
+def attributes_set_outside_init(cls: ast.ClassDef) -> set[str]:
+    """Attributes of self a class's methods assign that neither its __init__ nor its body
+    (class attributes) creates."""
+    in_init: set[str] = set()
+    elsewhere: set[str] = set()
+    for method in cls.body:
+        if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(method):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                targets = [node.target]
+            for target in targets:
+                for part in ast.walk(target):
+                    if (
+                        isinstance(part, ast.Attribute)
+                        and isinstance(part.value, ast.Name)
+                        and part.value.id == "self"
+                    ):
+                        (in_init if method.name == "__init__" else elsewhere).add(part.attr)
+    return elsewhere - in_init - module_level_names(ast.Module(body=cls.body, type_ignores=[]))
+
+
+def test_pipeline_classes_create_every_attribute_in_init():
+    found = [
+        f"{module}.{cls.name}: {sorted(names)}"
+        for module, tree in TREES.items()
+        if module.startswith("voxelizer.pipeline")
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef)
+        for names in [attributes_set_outside_init(cls)]
+        if names
+    ]
+    assert not found, "; ".join(found)
+
+
+def test_attributes_set_outside_init_are_found():
+    tree = ast.parse(
+        "class A:\n    x = 0\n    def __init__(self):\n        self.a = 1\n"
+        "    def later(self):\n        self.a = self.b = 2\n        self.x += 1\n"
+    )
+    cls = tree.body[0]
+    assert isinstance(cls, ast.ClassDef)
+    assert attributes_set_outside_init(cls) == {"b"}
+
+
+MAX_MODULE_LINES = 700
+MAX_FUNCTION_LINES = 80
+
+
+def functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(qualified name, node) of every function and method, nested ones too."""
+
+    def visit(
+        node: ast.AST, prefix: str
+    ) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield f"{prefix}{child.name}", child
+                yield from visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                yield from visit(child, f"{prefix}{child.name}.")
+
+    yield from visit(tree, "")
+
+
+def test_no_module_and_no_function_is_too_long():
+    long_modules = {
+        module
+        for module, path in MODULES.items()
+        if len(path.read_text().splitlines()) > MAX_MODULE_LINES
+    }
+    long_functions = {
+        f"{module}.{name}"
+        for module, tree in TREES.items()
+        for name, node in functions(tree)
+        if (node.end_lineno or node.lineno) - node.lineno + 1 > MAX_FUNCTION_LINES
+    }
+    assert not long_modules, f"over {MAX_MODULE_LINES} lines: {sorted(long_modules)}"
+    assert not long_functions, f"over {MAX_FUNCTION_LINES} lines: {sorted(long_functions)}"

@@ -14,7 +14,7 @@ from voxelizer.gpu.commands import Sequence
 from voxelizer.gpu.device import PUSH_DESCRIPTOR_EXTENSION, Device
 from voxelizer.gpu.loader import vk
 from voxelizer.gpu.scan import SCAN_BLOCK, Scan
-from voxelizer.pipeline import passes
+from voxelizer.pipeline import binning
 
 from .helpers import assert_same_svo, assert_same_voxels, load_model, reference_grid
 
@@ -100,8 +100,8 @@ def test_svo_recorded_into_the_passes_submission(monkeypatch):
     call. Where that submission must be followed by others (pairs beyond the room recorded
     for them: a tiny room, on a fresh Voxelizer), the conversion recorded with it read an
     unfinished grid and is dropped; the SVO is converted from the final grid instead."""
-    monkeypatch.setattr(passes, "SPECULATIVE_PAIRS", 64)
-    monkeypatch.setattr(passes, "GUESSED_PAIRS_PER_TRIANGLE", 0)  # no guess: the tiny room
+    monkeypatch.setattr(binning, "SPECULATIVE_PAIRS", 64)
+    monkeypatch.setattr(binning, "GUESSED_PAIRS_PER_TRIANGLE", 0)  # no guess: the tiny room
     submits: list[int] = []
     submit = Sequence.submit
 

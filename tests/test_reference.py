@@ -1,5 +1,5 @@
-"""The CPU reference on non-cubic grids (voxelizer/reference.py): known solids voxel by voxel,
-columns and votes against the cube's, cropped."""
+"""The CPU reference on non-cubic grids (voxelizer/reference/solid.py): known solids voxel by
+voxel, columns and votes against the cube's, cropped."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from voxelizer import VARIANTS, MemoryBudgetError, Voxelizer
-from voxelizer.pipeline import passes
+from voxelizer.pipeline import binning, layout, passes
 from voxelizer.pipeline.plan import MIN_PAIR_BUDGET, make_plan
 from voxelizer.reference import solid_columns
 
@@ -72,9 +72,10 @@ def test_vote_needs_the_whole_grid_at_once(gpu, bunny):
 
 def test_plans_prefer_one_slab_and_halve_rows_to_fit(gpu):
     device = gpu.device
-    whole = make_plan(device, (256, 256, 256), 1000, 500, False, 64 << 20, svo=True, dense=False)
+    tiny = {"triangles": 1000, "vertices": 500, "indexed": False}
+    whole = make_plan(device, (256, 256, 256), **tiny, budget=64 << 20, svo=True, dense=False)
     assert whole.whole and len(whole.slabs()) == 1
-    small = make_plan(device, (256, 256, 256), 1000, 500, False, 4 << 20, svo=True, dense=False)
+    small = make_plan(device, (256, 256, 256), **tiny, budget=4 << 20, svo=True, dense=False)
     assert not small.whole and small.slab_rows in (8, 16, 32, 64, 128)
     rows = [(s.row_lo, s.row_hi) for s in small.slabs()]
     assert rows[0][0] == 0 and rows[-1][1] == 256
@@ -87,7 +88,10 @@ def test_a_slab_that_would_leave_the_pairs_short_is_halved(gpu, bunny):
     plan halves the slab instead of refusing, and the voxels stay exact."""
     shape, budget = (256, 128, 256), 3 << 20
     triangles, vertices = len(bunny.faces), len(bunny.vertices)
-    plan = make_plan(gpu.device, shape, triangles, vertices, False, budget, svo=True, dense=False)
+    plan = make_plan(
+        gpu.device, shape, triangles=triangles, vertices=vertices, indexed=False, budget=budget,
+        svo=True, dense=False,
+    )  # fmt: skip
     assert plan.slab_rows < 128 and plan.pair_budget >= MIN_PAIR_BUDGET
     whole = gpu.voxelize(bunny, shape)
     assert_same_svo(gpu.voxelize(bunny, shape, max_memory=budget), whole)
@@ -101,9 +105,12 @@ def test_indexed_variants_batch_triangles_beside_their_vertices(gpu, bunny):
     shift = (bunny.bounds[1] - bunny.bounds[0]) * [0.3, 0.1, 0.2]
     pair = combine((bunny.vertices, bunny.faces), (bunny.vertices + shift, bunny.faces))
     triangles, vertices = len(pair[1]), len(pair[0])
-    assert passes.vertex_bytes(True, vertices) > (7 << 20) // 4
+    assert layout.vertex_bytes(True, vertices) > (7 << 20) // 4
     shape, budget = (256, 256, 256), 7 << 20
-    plan = make_plan(gpu.device, shape, triangles, vertices, True, budget, svo=True, dense=False)
+    plan = make_plan(
+        gpu.device, shape, triangles=triangles, vertices=vertices, indexed=True, budget=budget,
+        svo=True, dense=False,
+    )  # fmt: skip
     assert 1000 < plan.batch_triangles < triangles
     for variant in ("indexed", "combined"):
         split = gpu.voxelize(pair, 256, variant=variant, max_memory=7 << 20)
@@ -121,7 +128,7 @@ def test_a_part_whose_pair_count_could_wrap_32_bits_is_split(gpu, monkeypatch):
     n = 1024
     solid = octahedron((512.25, 500.5, 520.75), 300.0)
     vertices, faces = solid[0].astype(np.float32), solid[1]
-    monkeypatch.setattr(passes, "COUNT_RANGE", 1 << 14)
+    monkeypatch.setattr(binning, "COUNT_RANGE", 1 << 14)
     windows = []
     count_pairs = passes.PassRunner._count_pairs
     monkeypatch.setattr(

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from voxelizer import VARIANTS, load_mesh
-from voxelizer.reference import ONE, solid_columns, voxelize_reference
+from voxelizer.reference.solid import ONE, solid_columns, voxelize_reference
 
 from . import shapes
 from .helpers import load_model, random_soup, signed_volume

@@ -18,14 +18,15 @@ import pytest
 
 import voxelizer.gpu
 import voxelizer.pipeline
-from voxelizer import ShaderError, Voxelizer, build_spirv
+from voxelizer import ShaderError, Voxelizer
+from voxelizer.choices import SORTS, VARIANTS
 from voxelizer.gpu import compiler, pipelines
 from voxelizer.gpu.kernels import SUBGROUP_FLAGS, Kernel, subgroup_defines
 from voxelizer.io import load_mesh
 from voxelizer.log import LOGGER_NAME
 from voxelizer.mesh import Mesh
-from voxelizer.pipeline.passes import SORTS, VARIANTS
-from voxelizer.reference_surface import voxelize_surface_reference
+from voxelizer.reference.surface import voxelize_surface_reference
+from voxelizer.tools import build_spirv
 
 from .helpers import (
     assert_one_line_error,
@@ -117,7 +118,7 @@ def test_the_shipped_modules_come_from_the_current_glsl() -> None:
             if m["glsl_sha256"] != compiler.source_digest(compiler.shader_dir(), m["source"])
         }
     )
-    assert not stale, f"run python -m voxelizer.build_spirv: {stale} changed since the build"
+    assert not stale, f"run python -m voxelizer.tools.build_spirv: {stale} changed since the build"
 
 
 def test_the_shipped_files_match_the_manifest_and_stay_small() -> None:
@@ -337,7 +338,7 @@ def test_edited_glsl_without_a_compiler_asks_for_the_build_step(
             with pytest.raises(ShaderError) as caught:
                 vox.voxelize(gear(), GRID)
         message = str(caught.value)
-        assert "shaders/scan.comp" in message and "python -m voxelizer.build_spirv" in message
+        assert "shaders/scan.comp" in message and "python -m voxelizer.tools.build_spirv" in message
         assert len(message.splitlines()) == 1
         assert_exact(vox)  # with the compiler back: compiled from the edited source
 

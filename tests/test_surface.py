@@ -1,5 +1,5 @@
 """Surface voxelization on the GPU (modes "surface" and "both") equals the CPU reference
-(voxelizer/reference_surface.py) bit for bit: every shared model, every variant, random soups
+(voxelizer/reference/surface.py) bit for bit: every shared model, every variant, random soups
 with ties, degenerate triangles, boxes on voxel boundaries, thin plates, non-cubic grids,
 slabs and parts forced by small budgets, the SVO, and the face ids."""
 
@@ -14,7 +14,7 @@ from voxelizer import SVO, VARIANTS, Voxelizer
 from voxelizer.gpu.device import Device
 from voxelizer.io import load_mesh
 from voxelizer.pipeline.kernels import SURFACE_GROUP_PAIRS
-from voxelizer.reference_surface import (
+from voxelizer.reference.surface import (
     surface_columns,
     surface_face_ids,
     voxelize_surface_reference,

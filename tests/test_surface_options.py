@@ -11,7 +11,7 @@ import pytest
 
 import voxelizer
 from voxelizer import ModeError, OpenMeshWarning, Options
-from voxelizer.reference_surface import voxelize_surface_reference
+from voxelizer.reference.surface import voxelize_surface_reference
 
 from .helpers import (
     PROJECT_MODELS,

@@ -1,4 +1,4 @@
-"""The surface contract on the CPU: the reference (voxelizer/reference_surface.py) against
+"""The surface contract on the CPU: the reference (voxelizer/reference/surface.py) against
 answers worked out another way: by hand for axis-aligned boxes, and with exact rational
 arithmetic (clipping the triangle by each closed cube, and the thin rule from its definition)
 for single triangles anywhere, on voxel corners, edges and centres, slivers, segments and
@@ -13,8 +13,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from voxelizer.reference import ONE, solid_columns
-from voxelizer.reference_surface import surface_columns, surface_face_ids
+from voxelizer.reference.solid import ONE, solid_columns
+from voxelizer.reference.surface import surface_columns, surface_face_ids
 
 from .shapes import box, box_surface, box_thin
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from voxelizer import SVO, DenseGrid, SVOFormatError
+from voxelizer.octree import build_arrays, morton_decode, morton_encode
 from voxelizer.placement import GridPlacement
-from voxelizer.svo import build_arrays, morton_decode, morton_encode
 
 from .helpers import PROJECT_MODELS, SHARED_MODELS, noisy_blobs, placed, svo_cases
 

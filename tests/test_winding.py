@@ -1,7 +1,7 @@
 """fill_mode="winding": solid where the generalized winding number exceeds 1/2. The CPU
-reference (reference_winding.py) against the definition (the sum of the triangles' solid
-angles); the GPU against the reference on open shapes, with centres and columns exactly on
-faces and boundary edges; closed meshes equal to parity bit for bit; analytic open shapes;
+reference (voxelizer/reference/winding.py) against the definition (the sum of the triangles'
+solid angles); the GPU against the reference on open shapes, with centres and columns exactly
+on faces and boundary edges; closed meshes equal to parity bit for bit; analytic open shapes;
 slabs, budgets, the SVO and every variant."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from voxelizer.gpu.kernels import Kernel
 from voxelizer.mesh import Mesh
 from voxelizer.pipeline import kernels, winding
 from voxelizer.reference import solid_columns
-from voxelizer.reference_winding import (
+from voxelizer.reference.winding import (
     ONE,
     boundary_edges,
     curtain_winding,

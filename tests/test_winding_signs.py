@@ -18,7 +18,7 @@ from voxelizer import Voxelizer
 from voxelizer.mesh import Mesh
 from voxelizer.pipeline.kernels import FILL_PAIRS_PER_ROUND
 from voxelizer.pipeline.plan import make_plan
-from voxelizer.reference_winding import winding_columns
+from voxelizer.reference.winding import winding_columns
 
 from .helpers import assert_same_voxels
 from .shapes import Shape, box, box_expected, combine, inverted, tetrahedron
@@ -221,12 +221,18 @@ def test_the_plan_counts_the_signs(gpu: Voxelizer) -> None:
     device, shape = gpu.device, (256, 256, 256)
 
     def rows(budget: int, planes: int) -> int:
-        plan = make_plan(device, shape, 1000, 500, False, budget, True, False, grid_planes=planes)
+        plan = make_plan(
+            device, shape, triangles=1000, vertices=500, indexed=False, budget=budget,
+            svo=True, dense=False, grid_planes=planes,
+        )  # fmt: skip
         return plan.slab_rows
 
     assert rows(64 << 20, 2) == 256
     budgets = [size << 20 for size in (3, 4, 6, 8, 16)]
     assert all(rows(budget, 2) <= rows(budget, 1) for budget in budgets)
     assert rows(4 << 20, 2) < rows(4 << 20, 1) and rows(8 << 20, 2) < rows(8 << 20, 1)
-    huge = make_plan(device, (8192,) * 3, 10**6, 5 * 10**5, False, None, True, False, grid_planes=2)
+    huge = make_plan(
+        device, (8192,) * 3, triangles=10**6, vertices=5 * 10**5, indexed=False, budget=None,
+        svo=True, dense=False, grid_planes=2,
+    )  # fmt: skip
     assert huge.slab_rows >= 8 and len(huge.slabs()) == 8192 // huge.slab_rows

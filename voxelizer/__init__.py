@@ -3,6 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 from .api import Voxelizer, check_mesh, mesh_warnings, voxelize, voxelize_dense
+from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOICES, VARIANTS
 from .errors import (
     ColorWarning,
     DeviceError,
@@ -27,8 +28,6 @@ from .io import load, load_mesh, save, write_preview, write_slices
 from .io.mesh_files import find_meshes
 from .mesh import Mesh, Topology
 from .options import Options
-from .pipeline.passes import DEFAULT_VARIANT, SURFACES, VARIANT_CHOICES, VARIANTS
-from .pipeline.runner import FILL_MODES, MODES
 from .stats import Stats
 from .svo import SVO, FaceIds
 

@@ -30,6 +30,13 @@ import numpy as np
 from .attributes.run import Attributed, AttributeRequest, attributed_voxels
 from .attributes.voxel_values import SolidValues
 from .budget import check_dense_fits
+from .choices import (
+    AUTO_FILL,
+    DEFAULT_SORT,
+    DEFAULT_SURFACE,
+    DEFAULT_VARIANT,
+    variant_candidates,
+)
 from .errors import (
     ColorWarning,
     DeviceError,
@@ -39,14 +46,15 @@ from .errors import (
     VoxelizerError,
 )
 from .gpu.device import Device
-from .gpu.interrupts import interrupts_deferred
 from .grid import ColumnBits, DenseGrid
+from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology
-from .options import AUTO_FILL, Options, VoxelizeOptions, option_keywords
+from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.face_ids import MarkedVoxels
-from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, DEFAULT_VARIANT, auto_variants
-from .pipeline.runner import COLUMN_COUNTS, Job, Pipeline
+from .pipeline.fills.vote import COLUMN_COUNTS
+from .pipeline.job import Job
+from .pipeline.runner import Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
@@ -257,9 +265,16 @@ class Voxelizer:
         ):
             raise MeshError(f"grid-space vertices must be a finite (V, 3) array inside [0, {n}]")
         mesh = load_mesh((vertices.astype(np.float64), faces))  # checks the faces
-        job = Job(mesh, vertices, (n, n, n), checked.variant, checked.sort,
-                  max_memory=checked.max_memory, mode=checked.mode,
-                  surface=checked.surface or "conservative")  # fmt: skip
+        job = Job(
+            mesh=mesh,
+            vertices=vertices,
+            shape=(n, n, n),
+            variant=checked.variant,
+            sort=checked.sort,
+            max_memory=checked.max_memory,
+            mode=checked.mode,
+            surface=checked.surface or DEFAULT_SURFACE,
+        )
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
@@ -335,8 +350,8 @@ class Voxelizer:
 
     def likely_variant(self, variant: str) -> str:
         """The variant a call given `variant` runs unless its budget is tight: "auto" as this
-        device resolves it (pipeline.passes.auto_variants)."""
-        return auto_variants(self.device.is_cpu)[0] if variant == AUTO_VARIANT else variant
+        device resolves it (choices.variant_candidates)."""
+        return variant_candidates(variant, self.device.is_cpu)[0]
 
     def _prepare(self, mesh: MeshesLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
         """Load and check the mesh (several: one mesh of them, each a part), place the grid."""
@@ -352,19 +367,19 @@ class Voxelizer:
     def _job(mesh: Mesh, placement: GridPlacement, options: Options) -> Job:
         grid_vertices, fine_vertices = placement.placed_vertices(mesh)
         return Job(
-            mesh,
-            grid_vertices,
-            placement.shape,
-            options.variant,
-            options.sort,
-            options.fill_mode,
-            options.max_memory,
-            options.progress,
-            options.mode,
-            options.surface or "conservative",
-            fine_vertices,
-            placement.placed_fixed_gap(mesh),
-            placement.placed_soup(mesh),
+            mesh=mesh,
+            vertices=grid_vertices,
+            shape=placement.shape,
+            variant=options.variant,
+            sort=options.sort,
+            fill_mode=options.fill_mode,
+            max_memory=options.max_memory,
+            progress=options.progress,
+            mode=options.mode,
+            surface=options.surface or DEFAULT_SURFACE,
+            fine=fine_vertices,
+            fixed_gap=placement.placed_fixed_gap(mesh),
+            soup=placement.placed_soup(mesh),
         )
 
     @contextmanager
@@ -526,8 +541,8 @@ def _face_grid(found: Attributed, placement: GridPlacement, options: Options) ->
 def check_mesh(mesh: MeshLike) -> Topology:
     """The edge-level report of a mesh (a file path, a Mesh, a trimesh.Trimesh or (vertices,
     faces)): boundary and non-manifold edges, degenerate and duplicate triangles, edges and
-    triangles compared by vertex position. A host pass over every edge (about 90 ms per
-    100,000 triangles on one core), so voxelizing never runs it: a voxelization warns from
+    triangles compared by vertex position. A host pass over every edge (several times the
+    GPU's work: docs/benchmarks.md, "Figures behind the code"), so voxelizing never runs it: a voxelization warns from
     the column counts its fill pass makes instead (OpenMeshWarning, OverlapWarning)."""
     return load_mesh(mesh).topology
 

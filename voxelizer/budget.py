@@ -65,8 +65,9 @@ _available_read: tuple[float, int | None] | None = None
 def available_host_memory() -> int | None:
     """Bytes of host memory a new allocation can take now, or None where it cannot be told:
     MemAvailable of /proc/meminfo (free plus reclaimable), else free pages, lowered to what
-    the process's cgroup (v2) still allows; read again after a second. (Under a batch's
-    threads, reading the three files for every mesh cost ~2.6 ms of the device's thread.)"""
+    the process's cgroup (v2) still allows; read again after a second (reading the three
+    files for every mesh of a batch took the device's thread too long: docs/benchmarks.md,
+    "Figures behind the code")."""
     global _available_read
     now = time.monotonic()
     if _available_read is not None and now - _available_read[0] < _AVAILABLE_FOR_SECONDS:

@@ -26,6 +26,17 @@ from .batch.cli import (
     run_batch,
 )
 from .budget import check_dense_fits, parse_size
+from .choices import (
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    FILL_CHOICES,
+    INDEXED_CHOICE,
+    MODES,
+    SORTS,
+    SOUP_CHOICE,
+    SURFACES,
+    VARIANT_CHOICES,
+)
 from .errors import (
     ColorWarning,
     GridError,
@@ -45,17 +56,7 @@ from .io.slices import check_slices_folder, write_slices
 from .io.writers import ATTRIBUTE_FORMATS, OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
-from .options import FILL_CHOICES, Options, batch_options_of
-from .pipeline.passes import (
-    DEFAULT_SORT,
-    DEFAULT_VARIANT,
-    INDEXED_CHOICE,
-    SORTS,
-    SOUP_CHOICE,
-    SURFACES,
-    VARIANT_CHOICES,
-)
-from .pipeline.runner import MODES
+from .options import Options, batch_options_of
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,

@@ -17,7 +17,8 @@ from .stats import Stats
 @cache
 def _reversed_byte_pairs() -> np.ndarray:
     """uint16 -> the same two bytes, each with its bits in the opposite order (the GPU's
-    little bit order to np.packbits' big one): a 128 KiB table, twice as fast as 256 bytes."""
+    little bit order to np.packbits' big one): a 128 KiB table, faster than one of 256 bytes
+    (docs/benchmarks.md, "Figures behind the code")."""
     byte = np.arange(256)
     reversed_byte = np.zeros(256, np.uint16)
     for bit in range(8):

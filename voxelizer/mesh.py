@@ -133,7 +133,8 @@ class Mesh:
         used = self._used_vertices
 
         def corners(start: int, stop: int) -> np.ndarray:
-            # column by column: numpy reduces a strided column ~50 times faster than axis 0
+            # column by column: numpy reduces a strided column far faster than axis 0
+            # (docs/benchmarks.md, "Figures behind the code")
             rows = used[start:stop].T
             return np.array([[column.min() for column in rows], [column.max() for column in rows]])
 

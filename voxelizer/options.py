@@ -21,15 +21,21 @@ import numpy.typing
 from .attributes.colours import Color, parse_color
 from .attributes.labels import DEFAULT_OVERLAP, OVERLAP_RULES
 from .budget import parse_size
+from .choices import (
+    AUTO_FILL,
+    DEFAULT_FILL_MODE,
+    DEFAULT_MODE,
+    DEFAULT_SORT,
+    DEFAULT_VARIANT,
+    FILL_CHOICES,
+    MODES,
+    SORTS,
+    SURFACES,
+    VARIANT_CHOICES,
+)
 from .errors import FillModeError, GridError, ModeError, VariantError
-from .pipeline.passes import DEFAULT_SORT, DEFAULT_VARIANT, SORTS, SURFACES, VARIANT_CHOICES
-from .pipeline.runner import FILL_MODES, MODES, Progress
 from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
-
-# "auto": parity where the parity fill finds every column closed and no part overlapping,
-# else winding (voxelizer.api resolves it per mesh); the pipeline's own modes are FILL_MODES.
-AUTO_FILL = "auto"
-FILL_CHOICES = (*FILL_MODES, AUTO_FILL)
+from .progress import Progress
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -63,12 +69,12 @@ class VoxelizeOptions(BatchOptions, total=False):
 
 DEFAULTS: VoxelizeOptions = {
     "variant": DEFAULT_VARIANT,
-    "fill_mode": "parity",
+    "fill_mode": DEFAULT_FILL_MODE,
     "sort": DEFAULT_SORT,
     "voxel_size": None,
     "bounds": None,
     "max_memory": None,
-    "mode": "solid",
+    "mode": DEFAULT_MODE,
     "surface": None,
     "progress": None,
     "attributes": (),

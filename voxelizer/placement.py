@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 
 MIN_RESOLUTION = 8
 # Grid coordinates become fixed point with this many fractional bits (shaders/exact.glsl and
-# voxelizer/reference.py); n * 2**FIXED_BITS <= 2**29 on every axis keeps every product in range.
+# voxelizer/reference/solid.py); n * 2**FIXED_BITS <= 2**29 on every axis keeps every
+# product in range.
 FIXED_BITS = 16
 # The solid decisions are exact for grid coordinates on the lattice of 2**-FINE_BITS (an int64
 # up to 2**62 for coordinates up to 8192; float64 itself has that step from 8 up, so only
@@ -255,7 +256,7 @@ class GridPlacement:
 
         def place_blocks(start: int, stop: int) -> int:
             """place() a cache-sized block at a time: its dozen passes then read the cache,
-            not memory (8.9 against 12.6 ms for 800k vertices on 2 cores)."""
+            not memory (docs/benchmarks.md, "Figures behind the code")."""
             blocks = range(start, stop, PLACEMENT_BLOCK_ROWS)
             return max((place(a, min(a + PLACEMENT_BLOCK_ROWS, stop)) for a in blocks), default=0)
 

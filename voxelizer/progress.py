@@ -1,4 +1,5 @@
-"""A progress line on the terminal, for voxelizations long enough to make people wonder."""
+"""Progress of long voxelizations: what the pipeline reports (`Progress`), and a line on the
+terminal that shows it, for voxelizations long enough to make people wonder."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
+
+# Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
+Progress = Callable[[str, int, int], None]
 
 
 class TerminalProgress:

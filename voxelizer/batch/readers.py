@@ -38,6 +38,7 @@ try:
 except ImportError:  # not on this system: pipes keep their size
     fcntl = None  # type: ignore[assignment]
 
+from ..choices import uploads_soup
 from ..errors import MeshError, VoxelizerError
 from ..gpu.device import vulkan_instance_exists
 from ..io.meshes import MeshLike, load_mesh
@@ -45,7 +46,6 @@ from ..log import get_logger
 from ..mesh import Mesh
 from ..options import Options
 from ..parallel import use_threads
-from ..pipeline.passes import uploads_soup
 from ..placement import GridPlacement
 
 PROTOCOL = 5

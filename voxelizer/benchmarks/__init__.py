@@ -1,2 +1,4 @@
-"""Pieces of the benchmark (`python -m voxelizer.bench`): meshes, peers, byte estimates,
-reports and plots, each in its own module so that they can be tested on their own."""
+"""The benchmarks. `python -m voxelizer.benchmarks` (__main__.py) times the matrix of meshes,
+grids, variants and sorts with the CPU peers beside it; the other modules are its pieces
+(meshes, peers, byte estimates, reports and plots, each testable on its own) and benchmarks
+of their own, each run as `python -m voxelizer.benchmarks.NAME` (docs/benchmarks.md)."""

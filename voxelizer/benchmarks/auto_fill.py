@@ -34,7 +34,7 @@ from voxelizer.benchmarks.winding import closed_counterpart
 from voxelizer.io import load_mesh
 from voxelizer.mesh import Mesh
 
-MODES = ("parity", "winding", "auto")
+TIMED_FILLS = ("parity", "winding", "auto")
 CLOSED = ("bunny", "dragon", "armadillo", "torus", "featuretype")
 
 
@@ -82,7 +82,7 @@ def measure(models_dir: Path, grid: int, runs: int) -> dict[str, Any]:
         for name, mesh, bounds, truth in cases(models_dir, vox, grid):
             grids: dict[str, np.ndarray] = {}
             row: dict[str, Any] = {"case": name}
-            for mode in MODES:
+            for mode in TIMED_FILLS:
                 vox.voxelize_dense(mesh, grid, fill_mode=mode, bounds=bounds, warn=False)
                 times = []
                 for _ in range(runs):
@@ -97,7 +97,7 @@ def measure(models_dir: Path, grid: int, runs: int) -> dict[str, Any]:
                     row["auto_ran"] = "winding" if result.stats.counts["auto_winding"] else "parity"
             reference = truth if truth is not None else grids["winding"]
             row["against"] = "truth" if truth is not None else "winding"
-            for mode in MODES:
+            for mode in TIMED_FILLS:
                 row[f"{mode}_off"] = int(np.count_nonzero(grids[mode] != reference))
             rows.append(row)
     return {"grid": grid, "runs": runs, "rows": rows}

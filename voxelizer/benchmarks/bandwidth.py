@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import re
 
+from voxelizer.gpu.kernels import TILE_SHIFT
 from voxelizer.grid import grid_bytes as grid_size_bytes
-from voxelizer.pipeline.passes import PAIR_BYTES, RECORD_BYTES, TILE_BYTES, TILE_SHIFT
+from voxelizer.pipeline.layout import PAIR_BYTES, RECORD_BYTES, TILE_BYTES
 from voxelizer.pipeline.svo_build import octree_shape
 
 DEVICE_BANDWIDTH_GBPS = {"H200": 4800.0, "H100": 3350.0}  # HBM, from the data sheets

@@ -26,7 +26,7 @@ from voxelizer import Voxelizer, load_mesh
 from voxelizer.errors import VoxelizerError
 
 # (label, options of the call)
-MODES: tuple[tuple[str, dict[str, str]], ...] = (
+TIMED_MODES: tuple[tuple[str, dict[str, str]], ...] = (
     ("solid parity", {}),
     ("solid winding", {"fill_mode": "winding"}),
     ("surface conservative", {"mode": "surface", "surface": "conservative"}),
@@ -77,13 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m voxelizer.benchmarks.modes")
     parser.add_argument("--models", type=Path, nargs="+", required=True, help="mesh files")
     parser.add_argument("--grids", type=int, nargs="+", default=[256, 1024])
-    parser.add_argument("--modes", nargs="+", default=[label for label, _ in MODES])
+    parser.add_argument("--modes", nargs="+", default=[label for label, _ in TIMED_MODES])
     parser.add_argument("--variant", default="combined")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--device", default=None)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    chosen = [(label, options) for label, options in MODES if label in args.modes]
+    chosen = [(label, options) for label, options in TIMED_MODES if label in args.modes]
     rows = []
     print("| model | grid | mode | passes GPU ms | SVO GPU ms | call ms | voxels |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")

@@ -29,7 +29,7 @@ from .meshes import resolve_model
 
 MODELS = ("bunny", "torus", "suzanne", "featuretype", "dragon")
 GRIDS: tuple[int | tuple[int, int, int], ...] = (32, 64, (48, 24, 40), 96, 128)
-MODES = (("svo", "parity"), ("dense", "parity"), ("svo", "union"), ("dense", "vote"))
+OUTPUTS_AND_FILLS = (("svo", "parity"), ("dense", "parity"), ("svo", "union"), ("dense", "vote"))
 
 
 def grid_argument(text: str) -> int | tuple[int, int, int]:
@@ -71,7 +71,7 @@ def soak(
                 # the mesh changes every call; every (mesh, grid, mode) comes up in turn
                 mesh = meshes[call % len(meshes)][1]
                 grid = grids[call // len(meshes) % len(grids)]
-                output, fill_mode = MODES[call % len(MODES)]
+                output, fill_mode = OUTPUTS_AND_FILLS[call % len(OUTPUTS_AND_FILLS)]
                 if output == "svo":
                     stats = voxelizer.voxelize(mesh, grid, fill_mode=fill_mode).stats
                 else:

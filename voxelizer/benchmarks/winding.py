@@ -24,7 +24,7 @@ from voxelizer.benchmarks.meshes import model_path
 from voxelizer.io import load_mesh
 from voxelizer.mesh import Mesh
 
-MODES = ("parity", "vote", "winding")
+TIMED_FILLS = ("parity", "vote", "winding")
 
 
 def closed_counterpart(scan: Mesh, closed: Mesh) -> Mesh:
@@ -41,7 +41,7 @@ def measure(models_dir: Path, grid: int, runs: int, peer_names: list[str]) -> di
     rows: list[dict[str, Any]] = []
     with Voxelizer() as vox:
         truth = vox.voxelize_dense(truth_mesh, grid, bounds=bounds).to_numpy()
-        for mode in MODES:
+        for mode in TIMED_FILLS:
             vox.voxelize_dense(scan, grid, fill_mode=mode, bounds=bounds)  # warm-up
             times = []
             for _ in range(runs):

@@ -12,9 +12,9 @@ import numpy as np
 import numpy.typing
 
 from ..errors import DeviceError
+from ..interrupts import interrupts_deferred
 from ..parallel import copy_rows
 from .device import Device
-from .interrupts import interrupts_deferred
 from .loader import vk
 
 

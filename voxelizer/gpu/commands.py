@@ -17,34 +17,20 @@ queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
 
 from __future__ import annotations
 
-import os
-import threading
-import time
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from contextlib import suppress
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing
 
-from ..errors import VoxelizerError
-from ..log import get_logger
+from ..interrupts import interrupts_deferred
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
-from .interrupts import interrupts_deferred
 from .loader import vk
 from .pipelines import ComputePipeline
 
-__all__ = [
-    "Binding",
-    "FirstDispatches",
-    "SecondCompiler",
-    "Sequence",
-    "build_in_background",
-    "workgroups",
-]
+__all__ = ["Binding", "DescriptorWrites", "Sequence", "check_result", "workgroups"]
 
-_log = get_logger(__name__)
 _SETS_PER_POOL = 64
 _MAX_TIMESTAMPS = 128
 
@@ -90,7 +76,7 @@ class Sequence:
         # The Vulkan functions themselves: the commands below return nothing to check, and
         # the ones that return a VkResult are checked here as the wrapper checks them.
         self._lib, self._ffi = vk.lib, vk.ffi
-        self._writes: dict[ComputePipeline, _DescriptorWrites] = {}
+        self._writes: dict[ComputePipeline, DescriptorWrites] = {}
         self._bound: ComputePipeline | None = None  # the pipeline bound last, in this recording
         # Whether a command may have written since the last barrier: set at begin() too, as
         # a barrier's first scope takes in the earlier submissions.
@@ -123,30 +109,18 @@ class Sequence:
             | vk.VK_PIPELINE_STAGE_HOST_BIT
         )
         # The one barrier every step uses, built once: a sequence records dozens per call.
-        self._memory_barrier = vk.ffi.new("VkMemoryBarrier[]", 1)
-        access = (
-            vk.VK_ACCESS_SHADER_READ_BIT
-            | vk.VK_ACCESS_SHADER_WRITE_BIT
-            | vk.VK_ACCESS_TRANSFER_READ_BIT
-            | vk.VK_ACCESS_TRANSFER_WRITE_BIT
-        )
-        barrier = self._memory_barrier[0]
-        barrier.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
-        barrier.srcAccessMask = access
-        barrier.dstAccessMask = (
-            access | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT | vk.VK_ACCESS_HOST_READ_BIT
-        )
+        self._memory_barrier = _memory_barrier()
 
     # -- recording ---------------------------------------------------------------------------
 
     def begin(self) -> None:
         handle, lib = self.device.handle, self._lib
         self.device.settle()  # an interrupted submit's work may still use the command buffer
-        _check(lib.vkResetCommandBuffer(self.command_buffer, 0))
+        check_result(lib.vkResetCommandBuffer(self.command_buffer, 0))
         for pool in self._descriptor_pools:
-            _check(lib.vkResetDescriptorPool(handle, pool, 0))
+            check_result(lib.vkResetDescriptorPool(handle, pool, 0))
         self._pool_index, self._sets_left = 0, 0
-        _check(lib.vkBeginCommandBuffer(self.command_buffer, self._begin_info))
+        check_result(lib.vkBeginCommandBuffer(self.command_buffer, self._begin_info))
         lib.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
         self._labels = []
         self._bound = None
@@ -209,16 +183,6 @@ class Sequence:
         staging.write_once(data)
         self.copy(staging, target, data.nbytes)
 
-    def upload_view(
-        self, target: Buffer, shape: tuple[int, ...], dtype: numpy.typing.DTypeLike = np.float32
-    ) -> np.ndarray:
-        """Record a copy into `target` from a staging buffer, and return that staging memory
-        as an array for the caller to fill before submit(): data computed on the host goes
-        there directly, with no array of its own in between."""
-        staging, view = self._staging_view(target, shape, dtype)
-        staging.forget()
-        return view
-
     def upload_made(
         self,
         target: Buffer,
@@ -228,8 +192,9 @@ class Sequence:
         part: Hashable,
         make: Callable[[np.ndarray], None],
     ) -> bool:
-        """upload_view, with the staging memory filled by make(view) now, unless it holds
-        what make would write already: what it last made from these very read-only
+        """Record a copy into `target` from a staging buffer of `shape` and `dtype`, filled by
+        make(view) now (data computed on the host goes there directly, with no array of its
+        own in between), unless it holds what make would write already: what it last made from these very read-only
         `sources` (their `part`), as for a repeated call on the same mesh and grid. Returns
         whether make ran."""
         staging, view = self._staging_view(target, shape, dtype)
@@ -306,7 +271,7 @@ class Sequence:
             self._bound = pipeline
         writes = self._writes.get(pipeline)
         if writes is None:
-            writes = self._writes[pipeline] = _DescriptorWrites(pipeline)
+            writes = self._writes[pipeline] = DescriptorWrites(pipeline)
         infos = writes.infos
         for index, name in enumerate(writes.names):
             bound = bindings[name]
@@ -359,7 +324,7 @@ class Sequence:
             self._sets_left = _SETS_PER_POOL
         self._sets_left -= 1
         self._set_layouts[0] = pipeline.set_layout
-        _check(self._lib.vkAllocateDescriptorSets(handle, self._set_info, self._new_set))
+        check_result(self._lib.vkAllocateDescriptorSets(handle, self._set_info, self._new_set))
         return self._new_set[0]
 
     # -- submission --------------------------------------------------------------------------
@@ -367,8 +332,8 @@ class Sequence:
     def submit(self) -> dict[str, float]:
         """Submit, wait, and return GPU milliseconds per label (summed when a label repeats)."""
         lib = self._lib
-        _check(lib.vkEndCommandBuffer(self.command_buffer))
-        _check(lib.vkResetFences(self.device.handle, 1, self._fences))
+        check_result(lib.vkEndCommandBuffer(self.command_buffer))
+        check_result(lib.vkResetFences(self.device.handle, 1, self._fences))
         # Set before the submit: an interrupt just after it must still find the flag set.
         self.device.queue_may_be_busy = True
         # The submit and the wait through the wrapper (one call each per submission; the
@@ -384,7 +349,7 @@ class Sequence:
         if count < 2 or self.device.timestamp_bits == 0:
             return {}
         data = self._ffi.new("uint64_t[]", count)
-        _check(
+        check_result(
             self._lib.vkGetQueryPoolResults(
                 self.device.handle,
                 self.query_pool,
@@ -420,14 +385,33 @@ class Sequence:
         self.command_pool = self.fence = self.query_pool = None
 
 
-def _check(result: int) -> None:
+def _memory_barrier() -> Any:
+    """A VkMemoryBarrier[1] from every shader and transfer access to every later access,
+    indirect arguments and host reads included."""
+    barriers = vk.ffi.new("VkMemoryBarrier[]", 1)
+    access = (
+        vk.VK_ACCESS_SHADER_READ_BIT
+        | vk.VK_ACCESS_SHADER_WRITE_BIT
+        | vk.VK_ACCESS_TRANSFER_READ_BIT
+        | vk.VK_ACCESS_TRANSFER_WRITE_BIT
+    )
+    barrier = barriers[0]
+    barrier.sType = vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER
+    barrier.srcAccessMask = access
+    barrier.dstAccessMask = (
+        access | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT | vk.VK_ACCESS_HOST_READ_BIT
+    )
+    return barriers
+
+
+def check_result(result: int) -> None:
     """Raise the `vulkan` module's exception for a VkResult that is not VK_SUCCESS, as its
     wrappers do (a VkError subclass; VK_TIMEOUT and other non-errors as theirs, too)."""
     if result != 0:  # VK_SUCCESS
         raise vk.exception_codes[result]
 
 
-class _DescriptorWrites:
+class DescriptorWrites:
     """A pipeline's descriptor writes, one storage buffer per declared binding, built once:
     a dispatch sets only each buffer's handle and range (in `infos`)."""
 
@@ -445,342 +429,3 @@ class _DescriptorWrites:
             write.descriptorCount = 1
             write.descriptorType = vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
             write.pBufferInfo = self.infos + index
-
-
-class FirstDispatches:
-    """Pipelines dispatched once with no workgroups, each as soon as it is built. On a CPU
-    device (lavapipe) the driver compiles a kernel at its first dispatch, on its queue's
-    thread (LLVM, a few milliseconds to a few hundred per kernel until its shader cache holds
-    them), so these dispatches get the compiles going while the host reads the mesh and
-    builds the next pipelines, instead of inside the call's first submission. Each is a
-    submission of its own with its own fence, without a wait: the queue runs them in order,
-    before any later submission. `finish` waits for them all and frees what they used. Used
-    by one thread."""
-
-    BUFFER_BYTES = 256  # bound to every binding: no workgroup reads it
-    MAX_BINDINGS = 16  # per kernel, for the descriptor pool of a device without push descriptors
-
-    def __init__(self, device: Device, count: int):
-        self.device = device
-        handle = device.handle
-        self._command_pool = self._descriptor_pool = None
-        self._command_buffers: list[Any] = []
-        self._fences: list[Any] = []
-        self._buffer: Buffer | None = None
-        self._submitted = 0  # command buffers and fences used (each once)
-        self._done = 0  # of those, the first ones known to have run
-        self._first_submitted = 0.0  # perf_counter at the first submission
-        try:
-            pool_info = vk.VkCommandPoolCreateInfo(queueFamilyIndex=device.queue_family)
-            self._command_pool = vk.vkCreateCommandPool(handle, pool_info, None)
-            alloc = vk.VkCommandBufferAllocateInfo(
-                commandPool=self._command_pool,
-                level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
-                commandBufferCount=count,
-            )
-            self._command_buffers = list(vk.vkAllocateCommandBuffers(handle, alloc))
-            for _ in range(count):
-                self._fences.append(vk.vkCreateFence(handle, vk.VkFenceCreateInfo(), None))
-            self._buffer = Buffer(device, self.BUFFER_BYTES, name="first_dispatches")
-            if device.push_descriptor_function is None:
-                size = vk.VkDescriptorPoolSize(
-                    type=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                    descriptorCount=count * self.MAX_BINDINGS,
-                )
-                info = vk.VkDescriptorPoolCreateInfo(
-                    maxSets=count, poolSizeCount=1, pPoolSizes=[size]
-                )
-                self._descriptor_pool = vk.vkCreateDescriptorPool(handle, info, None)
-        except BaseException:
-            self.finish()
-            raise
-
-    @property
-    def submitted(self) -> int:
-        return self._submitted
-
-    def dispatch(self, pipeline: ComputePipeline) -> None:
-        """Record and submit the pipeline's dispatch of no workgroups (its buffers all bound
-        to one small buffer, its push constants zero); nothing once `count` are submitted."""
-        if self._submitted == len(self._command_buffers) or self._buffer is None:
-            return
-        lib, ffi, device = vk.lib, vk.ffi, self.device
-        command_buffer = self._command_buffers[self._submitted]
-        begin = vk.VkCommandBufferBeginInfo(flags=vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT)
-        vk.vkBeginCommandBuffer(command_buffer, begin)
-        compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
-        lib.vkCmdBindPipeline(command_buffer, compute, pipeline.handle)
-        writes = _DescriptorWrites(pipeline)
-        for index in range(writes.count):
-            writes.infos[index].buffer = self._buffer.handle
-            writes.infos[index].range = self._buffer.size
-        if device.push_descriptor_function is not None:
-            device.push_descriptor_function(
-                command_buffer, compute, pipeline.layout, 0, writes.count, writes.writes
-            )
-        else:
-            layouts = ffi.new("VkDescriptorSetLayout[]", [pipeline.set_layout])
-            info = ffi.new("VkDescriptorSetAllocateInfo *")
-            info.sType = vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO
-            info.descriptorPool, info.descriptorSetCount, info.pSetLayouts = (
-                self._descriptor_pool,
-                1,
-                layouts,
-            )
-            descriptor_set = ffi.new("VkDescriptorSet[]", 1)
-            _check(lib.vkAllocateDescriptorSets(device.handle, info, descriptor_set))
-            for index in range(writes.count):
-                writes.writes[index].dstSet = descriptor_set[0]
-            lib.vkUpdateDescriptorSets(device.handle, writes.count, writes.writes, 0, ffi.NULL)
-            lib.vkCmdBindDescriptorSets(
-                command_buffer, compute, pipeline.layout, 0, 1, descriptor_set, 0, ffi.NULL
-            )
-        if pipeline.push_constant_size:
-            zeros = ffi.new("char[]", pipeline.push_constant_size)
-            stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
-            lib.vkCmdPushConstants(
-                command_buffer, pipeline.layout, stage, 0, pipeline.push_constant_size, zeros
-            )
-        lib.vkCmdDispatch(command_buffer, 0, 0, 0)
-        vk.vkEndCommandBuffer(command_buffer)
-        # The Vulkan function itself: this thread's submissions are not a call's (the wrapper
-        # is what tests/test_process_safety.py counts and interrupts).
-        submit = ffi.new("VkSubmitInfo *")
-        submit.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
-        buffers = ffi.new("VkCommandBuffer[]", [command_buffer])
-        submit.commandBufferCount, submit.pCommandBuffers = 1, buffers
-        with device.queue_lock:
-            _check(lib.vkQueueSubmit(device.queue, 1, submit, self._fences[self._submitted]))
-        if self._submitted == 0:
-            self._first_submitted = time.perf_counter()
-        self._submitted += 1
-        pipeline.first_dispatch_due(False)
-
-    def in_flight(self) -> int:
-        """Dispatches submitted that the queue has not run yet."""
-        handle = self.device.handle
-        while self._done < self._submitted:
-            if vk.lib.vkGetFenceStatus(handle, self._fences[self._done]) == vk.VK_NOT_READY:
-                break
-            self._done += 1
-        return self._submitted - self._done
-
-    def first_compiles(self, seconds: float) -> bool:
-        """Whether the first dispatch is still running `seconds` after its submission: the
-        driver compiles its kernel rather than loading it from its cache (waits that long
-        at most)."""
-        if self._submitted == 0:
-            return False
-        while True:
-            running = self.in_flight() == self._submitted
-            if not running or time.perf_counter() - self._first_submitted >= seconds:
-                return running
-            time.sleep(0.001)
-
-    def wait(self, count: int | None = None) -> None:
-        """Wait until the queue has run the first `count` dispatches (all submitted so far)."""
-        count = self._submitted if count is None else min(count, self._submitted)
-        if count > self._done:
-            fences = vk.ffi.new("VkFence[]", self._fences[self._done : count])
-            _check(
-                vk.lib.vkWaitForFences(
-                    self.device.handle, count - self._done, fences, vk.VK_TRUE, 2**64 - 1
-                )
-            )
-            self._done = count
-
-    def finish(self) -> None:
-        """Wait until the queue has run every dispatch submitted, then free everything."""
-        handle = self.device.handle
-        try:
-            self.wait()
-        finally:
-            self._submitted = self._done = len(self._command_buffers)  # no more
-            if self._descriptor_pool is not None:
-                vk.vkDestroyDescriptorPool(handle, self._descriptor_pool, None)
-            if self._command_pool is not None:  # (its command buffers go with it)
-                vk.vkDestroyCommandPool(handle, self._command_pool, None)
-            for fence in self._fences:
-                vk.vkDestroyFence(handle, fence, None)
-            if self._buffer is not None:
-                self._buffer.destroy()
-            self._command_pool = self._descriptor_pool = self._buffer = None
-            self._fences = []
-
-
-def build_in_background(pipelines: Iterable[ComputePipeline]) -> threading.Thread | None:
-    """Build those of `pipelines` not built yet, in order, on a thread of their own (the
-    driver works outside the GIL); on a CPU device give each its first dispatch as soon as
-    it is built (FirstDispatches), the compiles shared with a second device while the
-    driver's cache is cold (SecondCompiler). A dispatch that needs a pipeline waits for it;
-    an error stops the thread and is raised again by the dispatch that needs that pipeline.
-    Join the thread before the device or the pipelines are destroyed."""
-    waiting = [pipeline for pipeline in pipelines if not pipeline.built]
-    if not waiting:
-        return None
-    if waiting[0].device.is_cpu:
-        for pipeline in waiting:
-            pipeline.first_dispatch_due(True)
-    # Not a daemon: the interpreter waits for it before the exit handlers destroy the device.
-    thread = threading.Thread(target=_build_all, args=(waiting,), name="voxelizer-pipelines")
-    try:
-        thread.start()
-    except BaseException:
-        for pipeline in waiting:
-            pipeline.first_dispatch_due(False)
-        raise
-    return thread
-
-
-def _build_all(pipelines: list[ComputePipeline]) -> None:
-    try:
-        _build_and_dispatch(pipelines)
-    finally:  # whatever happened: the call's dispatches wait no longer
-        for pipeline in pipelines:
-            pipeline.first_dispatch_due(False)
-
-
-def _build_and_dispatch(pipelines: list[ComputePipeline]) -> None:
-    device = pipelines[0].device
-    first: FirstDispatches | None = None
-    if device.is_cpu:
-        with suppress(vk.VkError, VoxelizerError):  # then they compile at the call's dispatches
-            first = FirstDispatches(device, len(pipelines))
-    if first is None:
-        for pipeline in pipelines:
-            try:
-                pipeline.build()
-            except Exception:  # ShaderError, or destroyed meanwhile: the dispatch reports it
-                return
-        return
-    second: SecondCompiler | None = None
-    try:
-        for pipeline in pipelines[:2]:  # the queue compiles these while the rest is decided
-            pipeline.build()
-            first.dispatch(pipeline)
-        if len(pipelines) > 3 and SecondCompiler.worth_it(first):
-            second = SecondCompiler.open(device, len(pipelines) - 2)
-        if second is None:
-            for pipeline in pipelines[2:]:
-                pipeline.build()
-                first.dispatch(pipeline)
-        else:
-            second.share(first, pipelines[2:])
-    except (vk.VkError, VoxelizerError):  # a pipeline that cannot be built (ShaderError, or
-        pass  # destroyed meanwhile): the dispatch that needs it reports it; the rest compile there
-    finally:
-        if second is not None:
-            second.close()
-        first.finish()
-
-
-# A first dispatch still running this long after its submission compiles its kernel (a
-# kernel the driver's shader cache holds loads in 1-3 ms on lavapipe; the first kernel of a
-# call, triangle setup, compiles in 50-70 ms there on a 2-core host).
-COLD_COMPILE_S = 0.01
-CACHE_OFF_VARIABLES = ("MESA_SHADER_CACHE_DISABLE", "MESA_GLSL_CACHE_DISABLE")
-QUEUED = 2  # first dispatches kept submitted per device: one compiling, one next
-POLL_S = 0.001  # while both devices have QUEUED and no pipeline is left to build
-# The work of compiling a kernel, to hand out the longest first: its SPIR-V's bytes and
-# this many more (on lavapipe a kernel takes about 10 ms plus 2 ms per kB of SPIR-V).
-COMPILE_BYTES_PER_KERNEL = 4096
-
-
-def compile_work(pipeline: ComputePipeline) -> int:
-    return pipeline.module_size + COMPILE_BYTES_PER_KERNEL
-
-
-class SecondCompiler:
-    """A second device of the same driver that compiles some of a call's kernels while the
-    first device compiles the others, each on its own queue's thread. Mesa's drivers keep
-    what they compile in a shader cache on disk, keyed by the shader, so once this device
-    has compiled a kernel, the first device's first dispatch of it loads it from there (a
-    millisecond). Used on a CPU device with Mesa's driver, its cache on and the first kernel
-    found missing from it, and two cores or more; closed as soon as its compiles are done.
-    Where the cache does not keep them after all, the first device compiles them too, as it
-    would have without this one."""
-
-    def __init__(self, device: Device, first: FirstDispatches):
-        self.device = device
-        self.first = first
-        self.pipelines: list[ComputePipeline] = []  # twins of the first device's
-
-    @staticmethod
-    def worth_it(first: FirstDispatches) -> bool:
-        """Whether the driver compiles the first of the dispatches `first` submitted (its
-        shader cache is cold) and a second device can compile alongside."""
-        device = first.device
-        if not device.mesa_driver or _cores() < 2:
-            return False
-        if any(os.environ.get(name, "").lower() not in ("", "0", "false", "no")
-               for name in CACHE_OFF_VARIABLES):  # fmt: skip
-            return False
-        return first.first_compiles(COLD_COMPILE_S)
-
-    @classmethod
-    def open(cls, like: Device, count: int) -> SecondCompiler | None:
-        """A second device like `like`, for up to `count` first dispatches (None, with
-        nothing left open, where it cannot be opened)."""
-        _log.info("compiling on a second device too: the driver's shader cache is cold")
-        try:
-            device = Device(like.info.index)
-        except (vk.VkError, VoxelizerError):
-            return None
-        try:
-            return cls(device, FirstDispatches(device, count))
-        except (vk.VkError, VoxelizerError):
-            device.close()
-            return None
-
-    def share(self, main: FirstDispatches, pipelines: list[ComputePipeline]) -> None:
-        """Give `pipelines` their first dispatches on `main`'s device, each compiled there or
-        here: whichever device has fewer than QUEUED in flight takes the longest left (as
-        compile_work judges). One compiled here gets its first dispatch on `main`'s device
-        once it is done here, and then loads from the driver's cache."""
-        waiting = sorted(pipelines, key=compile_work, reverse=True)  # the longest first
-        here: list[ComputePipeline] = []  # compiled here, in order; then loaded there
-        loaded = 0
-        while waiting or loaded < len(here):
-            if waiting and main.in_flight() < QUEUED:
-                pipeline = waiting.pop(0)
-                pipeline.build()
-                main.dispatch(pipeline)
-            elif waiting and self.first.in_flight() < QUEUED:
-                pipeline = waiting.pop(0)
-                twin = ComputePipeline(self.device, pipeline.kernel, pipeline.defines)
-                self.pipelines.append(twin)
-                twin.build()
-                self.first.dispatch(twin)
-                here.append(pipeline)
-            elif loaded < len(here) and self.first.in_flight() <= len(here) - loaded - 1:
-                here[loaded].build()
-                main.dispatch(here[loaded])
-                loaded += 1
-            elif not self._build_ahead(waiting, here[loaded:]):
-                time.sleep(POLL_S)
-
-    @staticmethod
-    def _build_ahead(waiting: list[ComputePipeline], later: list[ComputePipeline]) -> bool:
-        """Build one of the first device's pipelines that will be needed (while both queues
-        are busy); whether there was one."""
-        for pipeline in [*later, *waiting[:1]]:
-            if not pipeline.built:
-                pipeline.build()
-                return True
-        return False
-
-    def close(self) -> None:
-        """Wait for this device's compiles, then destroy everything on it and close it."""
-        try:
-            self.first.finish()
-            for twin in self.pipelines:
-                twin.destroy()
-            self.pipelines.clear()
-        finally:
-            self.device.close()
-
-
-def _cores() -> int:
-    """CPU cores this process may run on."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else os.cpu_count() or 1

@@ -1,8 +1,8 @@
 """SPIR-V for the kernels: the modules shipped in the package, or GLSL compiled by glslang.
 
 A normal run needs no compiler and starts no process: every module the package can request
-is built ahead of time by `python -m voxelizer.build_spirv` into voxelizer/spirv/ (one file
-per distinct module, and manifest.json naming each by kernel source and defines with the
+is built ahead of time by `python -m voxelizer.tools.build_spirv` into voxelizer/spirv/ (one
+file per distinct module, and manifest.json naming each by kernel source and defines with the
 SHA-256 of its GLSL sources and of its bytes). `spirv_module` returns the shipped module after
 checking it against the manifest.
 
@@ -45,7 +45,7 @@ MANIFEST_FORMAT = 1
 # glslang's arguments besides the include folder, the defines and the files.
 GLSLANG_FLAGS = ("-V", "--target-env", "vulkan1.2")
 FORCE_COMPILE_VARIABLE = "VOXELIZER_COMPILE_SHADERS"
-BUILD_COMMAND = "python -m voxelizer.build_spirv"
+BUILD_COMMAND = "python -m voxelizer.tools.build_spirv"
 DEV_INSTALL = "pip install -e '.[dev]'"
 DIGEST_BYTES = 32  # a cache entry: the module followed by its SHA-256
 

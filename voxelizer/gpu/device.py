@@ -279,7 +279,7 @@ class Device:
         self.physical = physicals[index]
         self.info = _describe(index, self.physical)
         # One of Mesa's drivers (lavapipe, RADV, ...): they survive a fork, and keep what
-        # they compile in a shader cache on disk (commands.SecondCompiler).
+        # they compile in a shader cache on disk (first_dispatches.SecondCompiler).
         self.mesa_driver = _survives_fork(self.physical)
         if not self.mesa_driver:
             Instance.fork_unsafe = True
@@ -322,7 +322,7 @@ class Device:
         self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
         # Held for every submission to the queue and every wait for it to be idle, which
         # Vulkan requires to be one at a time: the caller's sequence and the first dispatches
-        # of a CPU device (commands.FirstDispatches) submit from two threads.
+        # of a CPU device (first_dispatches.FirstDispatches) submit from two threads.
         self.queue_lock = threading.Lock()
         # vkCmdPushDescriptorSetKHR as a plain cffi function, or None: descriptor sets instead.
         self.push_descriptor_function: Any = None

@@ -2,10 +2,10 @@
 
 A driver does its heavy work in vkCreateComputePipelines (a GPU driver compiles the SPIR-V
 there; lavapipe translates it there and compiles it for the CPU at the kernel's first
-dispatch, commands.FirstDispatches), and a job uses only some of a family's kernels (one of the
+dispatch, first_dispatches.FirstDispatches), and a job uses only some of a family's kernels (one of the
 two sorts, the soup or the indexed setup), so the Vulkan objects are made when first needed,
 not with the family: at the first dispatch, or before it on a background thread
-(commands.build_in_background) while the host reads and checks the mesh.
+(first_dispatches.build_in_background) while the host reads and checks the mesh.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ShaderError, VoxelizerError
+from ..interrupts import interrupts_deferred
 from .compiler import spirv_module
 from .device import Device
-from .interrupts import interrupts_deferred
 from .kernels import Kernel, cpu_defines
 from .loader import vk
 
@@ -51,7 +51,7 @@ class ComputePipeline:
         self._destroyed = False
         self._lock = threading.Lock()
         # Clear while a background thread is to give the pipeline its first dispatch
-        # (commands.FirstDispatches): a call's dispatch waits for it to be submitted first.
+        # (first_dispatches.FirstDispatches): a call's dispatch waits for it to be submitted first.
         self._no_first_dispatch_due = threading.Event()
         self._no_first_dispatch_due.set()
 

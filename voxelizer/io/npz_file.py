@@ -16,8 +16,9 @@ from ..placement import GridPlacement, Placed, check_shape
 from .output import open_output
 
 NPZ_KEYS = ("bits", "shape", "origin", "voxel_size")
-# zlib level 1, not np.savez_compressed's 6: a 256³ dragon's bits compress 2.6× faster
-# (4.6 against 12.2 ms here) into 92 KB instead of 56 KB; a dataset batch writes thousands.
+# zlib level 1, not np.savez_compressed's 6: the bits compress several times faster into a
+# somewhat larger file (docs/benchmarks.md, "Figures behind the code"); a dataset batch
+# writes thousands.
 NPZ_COMPRESS_LEVEL = 1
 FACE_IDS_KEY = "face_ids"  # optional: int32 (nx, ny, nz), -1 where no triangle marks the voxel
 LABELS_KEY = "labels"  # optional: uint16 (nx, ny, nz), 0 for empty voxels, part p + 1 else

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import OutputError
-from ..gpu.interrupts import interrupts_deferred
+from ..interrupts import interrupts_deferred
 
 # Errors of os.link that mean "this filesystem has no hard links", not "cannot write".
 _NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP}

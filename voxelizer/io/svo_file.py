@@ -18,8 +18,9 @@ import numpy as np
 
 from ..attributes.voxel_values import SolidValues
 from ..errors import GridError, SVOFormatError
+from ..octree import octree_levels, padded_resolution
 from ..placement import GridPlacement, Placed, Shape, check_shape, shape_text
-from ..svo import SVO, FaceIds, octree_levels, padded_resolution
+from ..svo import SVO, FaceIds
 from .output import open_output
 
 MAGIC = b"VOXSVO\r\n"

@@ -8,8 +8,8 @@ corner + size // 2) landing on the translation. Every stored voxel is solid, wha
 colour. Rotated models are refused.
 
 .vox keeps no world placement: the grid comes back with origin (0, 0, 0) and voxel size 1,
-in MagicaVoxel's axes (a file written with up_axis="y" needs
-voxelizer.io.vox_writer.from_vox_axes). Its shape is the models' extent rounded up to a
+in MagicaVoxel's axes (a file written with up_axis="y" comes back with MagicaVoxel's z up).
+Its shape is the models' extent rounded up to a
 multiple of 4 (at least 8); scene positions below 0 are shifted up to 0. A tiled grid can
 come back with another shape and the same voxels: smaller where its outer tiles held no
 voxels (and were not written), a few voxels larger where its equal tiles overhang it.

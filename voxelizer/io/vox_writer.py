@@ -40,12 +40,6 @@ def to_vox_axes(voxels: np.ndarray, up_axis: str = "z") -> np.ndarray:
     return voxels if up_axis == "z" else voxels.transpose(0, 2, 1)[:, ::-1, :]
 
 
-def from_vox_axes(voxels: np.ndarray, up_axis: str = "z") -> np.ndarray:
-    """MagicaVoxel's [x, y, z] back to our [i, j, k]: the inverse of to_vox_axes (a view)."""
-    check_up_axis(up_axis)
-    return voxels if up_axis == "z" else voxels[:, ::-1, :].transpose(0, 2, 1)
-
-
 def check_up_axis(up_axis: str) -> str:
     """The up axis if it is one of UP_AXES; OutputError otherwise (before any file is made)."""
     if up_axis not in UP_AXES:

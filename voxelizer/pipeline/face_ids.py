@@ -23,7 +23,7 @@ from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
 from ..stats import Stats
 from . import kernels
-from .passes import FACE_ID_BYTES, Window
+from .layout import FACE_ID_BYTES, Window
 
 MARKED_BYTES = 8  # per gathered voxel: its index in the slab and its id (uvec2)
 

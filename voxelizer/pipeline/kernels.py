@@ -1,18 +1,24 @@
-"""The kernels of the seven passes, of the surface pass and of the SVO build, declared once
-(gpu/kernels.py says how; tests/test_kernels.py checks each against its GLSL).
+"""The kernels of the seven passes, of the surface pass, of the SVO build and of the winding
+fill, declared once (gpu/kernels.py says how; tests/test_kernels.py checks each against its
+GLSL), and the pass kernels of one variant built (`PassPipelines`).
 
 Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_STAGE,
 WRITE_STAGE, FACE_IDS) or its binning (CONSERVATIVE) are declarations of their own; the
 pass kernels get the variant's other defines (BRANCHLESS) and the device's subgroup paths
-from passes.pass_defines, the SVO kernels gpu.kernels.COMMON_DEFINES. The fill and the SVO
+from `pass_defines`, the SVO kernels gpu.kernels.COMMON_DEFINES. The fill and the SVO
 kernels are cpu_shaped: they also get the device's CPU_DEVICE (gpu.kernels.cpu_defines). The
 scan is gpu/scan.py's.
 """
 
 from __future__ import annotations
 
-from ..gpu.kernels import Kernel, Struct
-from ..placement import MAX_RESOLUTION
+from collections.abc import Mapping
+
+from ..choices import VARIANTS, is_indexed
+from ..gpu.device import Device
+from ..gpu.kernels import COMMON_DEFINES, Kernel, Struct, subgroup_defines
+from ..gpu.pipelines import ComputePipeline
+from ..placement import FIXED_BITS, MAX_RESOLUTION
 
 # Pairs of one tile per fill dispatch (shaders/fill.comp: the pair loop and the near ties of
 # a round stay under llvmpipe's 65,535-iteration guard).
@@ -435,3 +441,67 @@ WINDING_KERNELS = (
     WINDING_DECIDE,
     WINDING_BISECT,
 )
+
+
+# -- the pass kernels of one variant, built -----------------------------------------------------
+
+
+def pass_defines(variant: str, subgroups: Mapping[str, int]) -> dict[str, int]:
+    """What every pass kernel of `variant` is compiled with besides its own defines, given
+    the device's subgroup paths (gpu.kernels.subgroup_defines)."""
+    return {**VARIANTS[variant], **COMMON_DEFINES, "FIXED_BITS": FIXED_BITS, **subgroups}
+
+
+class PassPipelines:
+    """The pass kernels of one variant on one device, compiled once and reused for every mesh
+    (the scan they share with the SVO build is gpu.scan.Scan; the surface pass's are
+    surface_pass.SurfacePipelines)."""
+
+    def __init__(self, device: Device, variant: str):
+        self.variant = variant  # one of VARIANTS (checked by the caller's Options)
+        self.indexed = is_indexed(variant)
+        defines = pass_defines(variant, subgroup_defines(device))
+
+        def build(kernel: Kernel) -> ComputePipeline:
+            return ComputePipeline(device, kernel, defines)
+
+        self.setup = build(SETUP_INDEXED if self.indexed else SETUP_SOUP)
+        self.emit = build(EMIT)
+        self.sort_blocks = build(SORT_BLOCKS)
+        self.sort_step = build(SORT_STEP)
+        self.sort_merge = build(SORT_MERGE)
+        self.mark = build(MARK_PAIRS)
+        self.compact = build(COMPACT_PAIRS)
+        self.count_pairs = build(COUNT_PAIRS)
+        self.scatter_pairs = build(SCATTER_PAIRS)
+        self.mark_counts = build(MARK_COUNTS)
+        self.compact_counts = build(COMPACT_COUNTS)
+        self.fill_flips = build(FILL_FLIPS)
+        self.fill_parity = build(FILL_PARITY)
+        self.pair_dispatch = build(PAIR_DISPATCH)
+        self.fill_marks = build(FILL_MARKS)  # fill_mode="winding"
+        self.fill_signed = build(FILL_SIGNED)
+
+    def all(self) -> list[ComputePipeline]:
+        return [
+            self.setup,
+            self.emit,
+            self.sort_blocks,
+            self.sort_step,
+            self.sort_merge,
+            self.mark,
+            self.compact,
+            self.count_pairs,
+            self.scatter_pairs,
+            self.mark_counts,
+            self.compact_counts,
+            self.fill_flips,
+            self.fill_parity,
+            self.pair_dispatch,
+            self.fill_marks,
+            self.fill_signed,
+        ]
+
+    def destroy(self) -> None:
+        for pipeline in self.all():
+            pipeline.destroy()

@@ -5,7 +5,7 @@ and each slab is converted on the GPU as a forest: the (P/S)^2 cubes of side S i
 each a subtree in the format's layout (svo_build.Forest). Here the cubes take their places:
 
 * the T = log2(P/S) levels above the cubes are classified from the cubes' states
-  (svo.node_levels, as svo.build_arrays does above the bricks);
+  (octree.node_levels, as octree.build_arrays does above the bricks);
 * every level below is the concatenation, in Morton order of the cubes, of each mixed cube's
   nodes at that level; a cube's nodes are contiguous there because Morton order is
   depth-first, so only their first_child values move, by one offset per cube.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..svo import POPCOUNT8, morton_encode, node_levels, octree_levels, padded_resolution
+from ..octree import POPCOUNT8, morton_encode, node_levels, octree_levels, padded_resolution
 from .svo_build import SVOArrays
 
 EMPTY, FULL, MIXED = 0, 1, 2  # node states (shaders/svo.glsl)

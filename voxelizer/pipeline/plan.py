@@ -2,10 +2,9 @@
 
 Everything the passes allocate is counted against one budget (device buffers and their
 staging copies; on a CPU device both are host memory). Each stage states what it allocates
-next to its allocations (passes: `Window.grid_bytes`, `column_sums_bytes`, `triangle_bytes`,
-`vertex_bytes`, `pair_bytes`; the SVO build: `Forest.classify_bytes`); the plan only composes
-them. The grid
-is voxelized whole when it, its SVO classification and any download fit one storage buffer
+next to its allocations (layout.py: `Window.grid_bytes`, `column_sums_bytes`,
+`triangle_bytes`, `vertex_bytes`, `pair_bytes`; the SVO build: `Forest.classify_bytes`); the
+plan only composes them. The grid is voxelized whole when it, its SVO classification and any download fit one storage buffer
 and half the budget; otherwise in slabs of S column rows, S the largest power of two that
 fits, so that each slab converts to a forest of S-cubes (svo_build.Forest, merge.py).
 Triangles go up in batches that fit a quarter of the budget (beside the vertex buffer the
@@ -18,11 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..budget import parse_size
 from ..errors import MemoryBudgetError
 from ..gpu.device import Device
 from ..log import get_logger
-from .passes import (
+from ..placement import Shape, shape_text
+from .layout import (
     FINE_VERTEX_BYTES,
     RECORD_BYTES,
     TILE_SIDE,
@@ -39,10 +38,12 @@ MIN_SLAB_ROWS = 8  # a forest cube has at least one internal level
 MIN_PAIR_BUDGET = 1 << 20
 DEFAULT_BUDGET_SHARE = 2  # default budget: the largest device-local heap / this
 
+assert MIN_SLAB_ROWS % TILE_SIDE == 0
+
 
 @dataclass(frozen=True)
 class Plan:
-    shape: tuple[int, int, int]
+    shape: Shape
     budget: int
     slab_rows: int  # S, or ny when the grid is voxelized whole
     whole: bool
@@ -52,7 +53,7 @@ class Plan:
     def slabs(self) -> list[Window]:
         nx, ny, nz = self.shape
         return [
-            Window(nx, nz, lo, min(lo + self.slab_rows, ny), lo)
+            Window(nx=nx, nz=nz, row_lo=lo, row_hi=min(lo + self.slab_rows, ny), buffer_row=lo)
             for lo in range(0, ny, self.slab_rows)
         ]
 
@@ -61,10 +62,10 @@ class Plan:
             return Forest.whole_grid(self.shape)
         return Forest(
             self.shape,
-            self.slab_rows,
-            slab.row_lo // self.slab_rows,
-            slab.row_lo,
-            slab.row_hi - slab.row_lo,
+            cube_side=self.slab_rows,
+            cube_y=slab.row_lo // self.slab_rows,
+            buffer_row=slab.row_lo,
+            buffer_rows=slab.rows,
         )
 
 
@@ -74,7 +75,8 @@ def default_budget(device: Device) -> int:
 
 def make_plan(
     device: Device,
-    shape: tuple[int, int, int],
+    shape: Shape,
+    *,
     triangles: int,
     vertices: int,
     indexed: bool,
@@ -86,7 +88,11 @@ def make_plan(
     exact: bool = True,
     grid_planes: int = 1,
 ) -> Plan:
-    """`voxel_bytes`: bytes per voxel of a per-voxel attribute the slab also holds on the
+    """The plan of a grid of `shape` for `triangles` and `vertices` (the indexed variants'
+    or the soup's), within `budget` bytes (None: the device's default), for an SVO (`svo`,
+    its classification on the device) and/or a dense result (`dense`, the bits back through
+    a staging copy). `whole_only`: the grid in one slab, or MemoryBudgetError.
+    `voxel_bytes`: bytes per voxel of a per-voxel attribute the slab also holds on the
     device (face ids), downloaded through a staging copy of the same size. `exact`: the fill
     runs (not a surface alone), and holds the fine vertices its near ties read.
     `grid_planes`: device buffers of the grid's size (a bit per voxel) the slab holds, the
@@ -94,21 +100,6 @@ def make_plan(
     budget = default_budget(device) if budget is None else int(budget)
     limit = device.max_storage_range
     nx, ny, nz = shape
-    padded, _ = octree_shape(max(shape))
-
-    def slab_bytes(rows: int, whole: bool) -> tuple[int, int]:
-        """(bytes of the slab's buffers, the largest single buffer)."""
-        window = Window(nx, nz, 0, rows, 0)
-        forest = Forest.whole_grid(shape) if whole else Forest(shape, rows, 0, 0, rows)
-        grid = window.grid_bytes
-        sums = column_sums_bytes(nx, rows)  # the fill's, for a slab of several parts
-        classify = forest.classify_bytes() if svo else 0
-        download = grid if dense else 0  # the staging copy the bits come back through
-        attribute = nx * rows * nz * voxel_bytes
-        largest = max(grid, sums, forest.largest_classify_buffer() if svo else 0, attribute)
-        total = grid_planes * grid + sums + classify + download + 2 * attribute
-        return total, largest
-
     per_triangle = triangle_bytes(indexed, exact)
     fixed = vertex_bytes(indexed, vertices, exact)
     # The triangles' quarter of the budget holds the vertices too, leaving a batch at least
@@ -117,39 +108,111 @@ def make_plan(
     by_buffer = limit // max(RECORD_BYTES, geometry_bytes(indexed))
     batch = max(1, min(triangles, by_budget, by_buffer))
     triangle_budget = fixed + batch * per_triangle
+    sizes = _SlabSizes(
+        shape, svo=svo, dense=dense, voxel_bytes=voxel_bytes, grid_planes=grid_planes
+    )
+    rows, whole, total = _slab_rows(
+        sizes, device, budget=budget, room=budget - triangle_budget, whole_only=whole_only
+    )
+    # (checked after the slabs: a grid that fits no budget this small says so first)
+    _check_vertices(device, budget=budget, vertices=vertices, indexed=indexed, exact=exact)
+    pair_budget = budget - total - triangle_budget
+    if pair_budget < MIN_PAIR_BUDGET:
+        raise MemoryBudgetError(
+            f"a budget of {budget:,} bytes leaves too little room for the "
+            f"tile-triangle pairs of a {shape_text(shape)} grid"
+        )
+    _log.info(
+        "plan: %s grid %s, triangles in batches of %s, budget %s bytes (%s for pairs)",
+        shape_text(shape),
+        "whole" if whole else f"in {-(-ny // rows)} slabs of {rows} rows",
+        f"{batch:,}",
+        f"{budget:,}",
+        f"{pair_budget:,}",
+    )
+    return Plan(
+        shape=(nx, ny, nz), budget=budget, slab_rows=rows, whole=whole, batch_triangles=batch,
+        pair_budget=pair_budget,
+    )  # fmt: skip
 
-    def slab_fits(total: int, largest: int) -> bool:
+
+@dataclass(frozen=True)
+class _SlabSizes:
+    """The bytes a slab of the grid holds on the device: the grid (and `grid_planes` - 1
+    planes like it), the fill's column sums, the SVO classification (`svo`), the staging
+    copy of the bits (`dense`) and a per-voxel attribute with its staging copy."""
+
+    shape: Shape
+    svo: bool
+    dense: bool
+    voxel_bytes: int
+    grid_planes: int
+
+    def of(self, rows: int, whole: bool) -> tuple[int, int]:
+        """(bytes of the slab's buffers, the largest single buffer)."""
+        nx, _, nz = self.shape
+        window = Window(nx=nx, nz=nz, row_lo=0, row_hi=rows, buffer_row=0)
+        forest = (
+            Forest.whole_grid(self.shape)
+            if whole
+            else Forest(self.shape, cube_side=rows, cube_y=0, buffer_row=0, buffer_rows=rows)
+        )
+        grid = window.grid_bytes
+        sums = column_sums_bytes(nx, rows)  # the fill's, for a slab of several parts
+        classify = forest.classify_bytes() if self.svo else 0
+        download = grid if self.dense else 0  # the staging copy the bits come back through
+        attribute = nx * rows * nz * self.voxel_bytes
+        largest = max(grid, sums, forest.largest_classify_buffer() if self.svo else 0, attribute)
+        total = self.grid_planes * grid + sums + classify + download + 2 * attribute
+        return total, largest
+
+
+def _slab_rows(
+    sizes: _SlabSizes, device: Device, *, budget: int, room: int, whole_only: bool
+) -> tuple[int, bool, int]:
+    """(rows per slab, whether the grid is whole, the slab's bytes): the whole grid where it
+    fits one buffer and half the budget and leaves the pairs their room (what `room` holds
+    beside the triangles); else the largest slab that does; failing that, the smallest slab
+    that fits (the pairs' check after it then says what is short)."""
+    shape, limit = sizes.shape, device.max_storage_range
+
+    def fits(total: int, largest: int) -> bool:
         return largest <= limit and total <= budget // 2
 
     def leaves_pairs(total: int) -> bool:
-        return budget - total - triangle_budget >= MIN_PAIR_BUDGET
+        return room - total >= MIN_PAIR_BUDGET
 
-    total, largest = slab_bytes(ny, True)
-    whole = slab_fits(total, largest) and (whole_only or leaves_pairs(total))
-    rows = ny
-    if not whole:
-        if whole_only:
-            raise MemoryBudgetError(
-                f"a {_shape_text(shape)} grid needs {largest:,} bytes in one buffer and "
-                f"{total:,} in all; this mode needs the whole grid at once (device "
-                f"{device.name}: at most {limit:,} per buffer, budget {budget:,})"
-            )
-        # The largest slab that fits and leaves the pairs their room; failing that, the
-        # smallest slab that fits (the pairs' check below then says what is short).
-        rows = padded // 2
-        total, largest = slab_bytes(rows, False)
-        while rows > MIN_SLAB_ROWS and not (slab_fits(total, largest) and leaves_pairs(total)):
-            rows //= 2
-            total, largest = slab_bytes(rows, False)
-        if rows < MIN_SLAB_ROWS or not slab_fits(total, largest):
-            need = slab_bytes(MIN_SLAB_ROWS, False)
-            raise MemoryBudgetError(
-                f"a {_shape_text(shape)} grid does not fit: even a slab of {MIN_SLAB_ROWS} rows "
-                f"needs {need[0]:,} bytes ({need[1]:,} in one buffer); the budget is {budget:,} "
-                f"and {device.name} binds at most {limit:,} per buffer"
-            )
+    total, largest = sizes.of(shape[1], True)
+    if fits(total, largest) and (whole_only or leaves_pairs(total)):
+        return shape[1], True, total
+    if whole_only:
+        raise MemoryBudgetError(
+            f"a {shape_text(shape)} grid needs {largest:,} bytes in one buffer and "
+            f"{total:,} in all; this mode needs the whole grid at once (device "
+            f"{device.name}: at most {limit:,} per buffer, budget {budget:,})"
+        )
+    rows = octree_shape(max(shape))[0] // 2
+    total, largest = sizes.of(rows, False)
+    while rows > MIN_SLAB_ROWS and not (fits(total, largest) and leaves_pairs(total)):
+        rows //= 2
+        total, largest = sizes.of(rows, False)
+    if rows < MIN_SLAB_ROWS or not fits(total, largest):
+        need = sizes.of(MIN_SLAB_ROWS, False)
+        raise MemoryBudgetError(
+            f"a {shape_text(shape)} grid does not fit: even a slab of {MIN_SLAB_ROWS} rows "
+            f"needs {need[0]:,} bytes ({need[1]:,} in one buffer); the budget is {budget:,} "
+            f"and {device.name} binds at most {limit:,} per buffer"
+        )
+    return rows, False, total
 
-    # (checked after the slabs: a grid that fits no budget this small says so first)
+
+def _check_vertices(
+    device: Device, *, budget: int, vertices: int, indexed: bool, exact: bool
+) -> None:
+    """MemoryBudgetError where the vertex buffers the passes hold whole do not fit: more than
+    half the budget, or the fine coordinates more than one buffer."""
+    fixed = vertex_bytes(indexed, vertices, exact)
+    limit = device.max_storage_range
     if fixed > budget // 2:
         held = "the indexed variants hold" if indexed else "the passes hold the fine coordinates of"
         advice = "raise the budget"
@@ -164,30 +227,3 @@ def make_plan(
             f"the fine coordinates of {vertices:,} vertices ({vertices * FINE_VERTEX_BYTES:,} "
             f"bytes) do not fit one storage buffer of device {device.name} ({limit:,} bytes)"
         )
-    pair_budget = budget - total - triangle_budget
-    if pair_budget < MIN_PAIR_BUDGET:
-        raise MemoryBudgetError(
-            f"a budget of {budget:,} bytes leaves too little room for the "
-            f"tile-triangle pairs of a {_shape_text(shape)} grid"
-        )
-    _log.info(
-        "plan: %s grid %s, triangles in batches of %s, budget %s bytes (%s for pairs)",
-        _shape_text(shape),
-        "whole" if whole else f"in {-(-ny // rows)} slabs of {rows} rows",
-        f"{batch:,}",
-        f"{budget:,}",
-        f"{pair_budget:,}",
-    )
-    return Plan((nx, ny, nz), budget, rows, whole, batch, pair_budget)
-
-
-def _shape_text(shape: tuple[int, int, int]) -> str:
-    return "x".join(str(s) for s in shape)
-
-
-assert MIN_SLAB_ROWS % TILE_SIDE == 0
-
-
-def parse_budget(value: int | str | None) -> int | None:
-    """max_memory as given to the API: None (the default), bytes, or a size like "512MiB"."""
-    return None if value is None else parse_size(value)

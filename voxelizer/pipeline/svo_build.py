@@ -38,8 +38,8 @@ from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import SCAN_BLOCK, Scan
 from ..grid import grid_bytes
 from ..log import get_logger
+from ..octree import octree_levels, padded_resolution
 from ..stats import Stats
-from ..svo import octree_levels, padded_resolution
 from . import kernels
 
 _log = get_logger(__name__)
@@ -48,8 +48,8 @@ MAX_CHUNK_WORDS = 32  # words of a column one classification workgroup reads (MA
 BLOCK_COLUMNS = 16  # columns per side of that workgroup's block (BLOCK)
 ONE_GROUP_NODES = 1024  # levels this small are classified together by one workgroup
 # First capacity of the output arrays, per (P/4) x (S/4) bricks of a forest's cross-section:
-# surfaces of the shared models at 128^3 - 512^3 store 1.8-2.6 mixed bricks and 0.4 nodes per
-# brick there; a mesh with more surface costs one more submission, once per Voxelizer.
+# above what the shared models' surfaces store (docs/benchmarks.md, "Figures behind the
+# code"); a mesh with more surface costs one more submission, once per Voxelizer.
 BRICKS_PER_CROSS_SECTION = 4
 NODES_PER_BRICK = 0.5
 MIN_CAPACITY = 1024
@@ -204,7 +204,8 @@ class Forest:
     @staticmethod
     def whole_grid(shape: tuple[int, int, int]) -> Forest:
         nx, ny, nz = shape
-        return Forest((nx, ny, nz), octree_shape(max(shape))[0], 0, 0, ny)
+        padded = octree_shape(max(shape))[0]
+        return Forest((nx, ny, nz), cube_side=padded, cube_y=0, buffer_row=0, buffer_rows=ny)
 
 
 class SVOPipelines:
@@ -386,7 +387,7 @@ def record_svo(
     else:
         if forest.cubes % 4:
             sequence.fill(counts.buffer, 0, 4 * 2 * _quad(forest.cubes))
-        sequence.fill(counts.buffer, 0, 4, offset=4 * forest.count_end)
+        sequence.fill(counts.buffer, 0, size=4, offset=4 * forest.count_end)
     sequence.barrier()
     across, rows, chunks = forest.classify_blocks()
     sequence.dispatch(

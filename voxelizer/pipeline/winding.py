@@ -47,7 +47,7 @@ from ..mesh import Mesh
 from ..placement import FIXED_BITS
 from ..stats import Stats
 from . import kernels
-from .passes import TILE_SIDE, CrossingMarks, SignedCrossings, Window
+from .layout import TILE_SIDE, CrossingMarks, SignedCrossings, Window
 
 EDGE_CHUNK = 1 << 14  # boundary edges per curtain dispatch (llvmpipe's loop budget)
 # Evaluations per run in one winding_bisect dispatch: a run of 2^16 voxels takes 16 to come
@@ -375,88 +375,107 @@ class WindingFill:
     ) -> None:
         """Rounds of winding_evaluate and winding_decide until no run is left. Continues the
         sequence begun and submits it."""
-        assert self.boundary is not None and self._edges is not None
-        assert self._bounds is not None
-        edge_count, sequence, bounds = self.boundary.edge_count, self.sequence, self._bounds
-        crossings, offsets = signed.crossings, signed.offsets
-        next_count = self.pool.binding("winding_next_count", 16)
+        assert self.boundary is not None
         rounds = 0
         columns = self.pool.binding("winding_curtain", count * 32)  # 2 per column's first run
         curtain = columns
-        bisect = edge_count <= EDGE_CHUNK  # the later rounds in one dispatch each
+        bisect = self.boundary.edge_count <= EDGE_CHUNK  # the later rounds in one dispatch each
         while count:
             # stage 0: the columns' ends; 1: each run's own ends (a run of one voxel: it);
             # 2: the middles
-            stage, count_before = min(rounds, 2), count
+            stage = min(rounds, 2)
             if stage == 2 and bisect:
                 runs, curtain, count = self._bisect(
                     slab, grid, runs, curtain, count, signed, rounds
                 )
-                rounds += 1
-                continue
-            # items: a column (stage 0) or a run, with up to two points (one in stage 2)
-            items = (TILE_COLUMNS * slab.tiles, count, count)[stage]
-            points = (2 * items, 3 * count, count)[stage]  # the most it may evaluate
-            spread = point_spread(items)
-            if stage == 1:
-                curtain = self.pool.binding(_CURTAIN_NAMES[0], count * 48)
-            if stage < 2:
-                sequence.fill(curtain.buffer, 0, curtain.size)
-            following = self.pool.binding(
-                _RUN_NAMES[(rounds + 1) % 2], count * (32 if stage else 16)
-            )
-            carried = self.pool.binding(_CURTAIN_NAMES[rounds % 2], count * 96 if stage else 16)
-            sequence.fill(next_count.buffer, 0, next_count.size)
-            sequence.barrier()
-            for first in range(0, edge_count, EDGE_CHUNK):
-                sequence.dispatch(
-                    self.pipelines.curtain,
-                    {
-                        "edges": self._edges,
-                        "runs": runs,
-                        "curtain": curtain,
-                        "offsets": offsets,
-                        "columns": columns if stage == 1 else offsets,  # read in stage 1 only
-                        "counts": next_count,
-                        "bounds": bounds,  # read in stage 0 only
-                    },
-                    {
-                        "window": slab,
-                        "item_count": items,
-                        "edge_first": first,
-                        "edge_end": min(first + EDGE_CHUNK, edge_count),
-                        "stage": stage,
-                        "column_lo": self.box["k_lo"],
-                        "column_hi": self.box["k_hi"],
-                        "point_spread": spread,
-                    },
-                    workgroups(items * spread, kernels.CURTAIN_GROUP),
-                )
-                sequence.barrier()
-            sequence.mark("winding_curtain")
+            else:
+                if stage == 1:
+                    curtain = self.pool.binding(_CURTAIN_NAMES[0], count * 48)
+                runs, curtain, count = self._curtain_round(
+                    slab, grid, runs, curtain, count, signed,
+                    columns=columns, stage=stage, round_index=rounds,
+                )  # fmt: skip
+            rounds += 1
+        self.stats.count_max(winding_rounds=rounds)
+
+    def _curtain_round(
+        self,
+        slab: Window,
+        grid: Binding,
+        runs: Binding,
+        curtain: Binding,
+        count: int,
+        signed: SignedCrossings,
+        *,
+        columns: Binding,
+        stage: int,
+        round_index: int,
+    ) -> tuple[Binding, Binding, int]:
+        """One round of winding_evaluate (c at the points of `stage`, edges in chunks) and
+        winding_decide over `count` runs, writing what it leaves into the buffers the round
+        does not read. The sequence is begun, and is submitted (and begun again where runs
+        are left). Returns what it left: runs, their curtain and their count."""
+        assert self.boundary is not None and self._edges is not None
+        assert self._bounds is not None
+        edge_count, sequence = self.boundary.edge_count, self.sequence
+        next_count = self.pool.binding("winding_next_count", 16)
+        # items: a column (stage 0) or a run, with up to two points (one in stage 2)
+        items = (TILE_COLUMNS * slab.tiles, count, count)[stage]
+        points = (2 * items, 3 * count, count)[stage]  # the most it may evaluate
+        spread = point_spread(items)
+        if stage < 2:
+            sequence.fill(curtain.buffer, 0, curtain.size)
+        following = self.pool.binding(
+            _RUN_NAMES[(round_index + 1) % 2], count * (32 if stage else 16)
+        )
+        carried = self.pool.binding(_CURTAIN_NAMES[round_index % 2], count * 96 if stage else 16)
+        sequence.fill(next_count.buffer, 0, next_count.size)
+        sequence.barrier()
+        for first in range(0, edge_count, EDGE_CHUNK):
             sequence.dispatch(
-                self.pipelines.decide,
+                self.pipelines.curtain,
                 {
-                    "grid": grid,
+                    "edges": self._edges,
                     "runs": runs,
                     "curtain": curtain,
-                    "crossings": crossings,
-                    "next": following,
-                    "next_count": next_count,
-                    "next_curtain": carried,
+                    "offsets": signed.offsets,
+                    "columns": columns if stage == 1 else signed.offsets,  # read in stage 1 only
+                    "counts": next_count,
+                    "bounds": self._bounds,  # read in stage 0 only
                 },
-                {"window": slab, "run_count": count, "stage": stage},
-                workgroups(count, WG_SIZE),
+                {
+                    "window": slab,
+                    "item_count": items,
+                    "edge_first": first,
+                    "edge_end": min(first + EDGE_CHUNK, edge_count),
+                    "stage": stage,
+                    "column_lo": self.box["k_lo"],
+                    "column_hi": self.box["k_hi"],
+                    "point_spread": spread,
+                },
+                workgroups(items * spread, kernels.CURTAIN_GROUP),
             )
-            count, evaluations = self._end_round("winding_decide", next_count)
-            self.stats.count(
-                winding_runs=count_before, winding_points=points, winding_evaluations=evaluations
-            )
-            runs, curtain = following, carried
-            rounds += 1
-            if count:
-                sequence = self._begin()
-        self.stats.count_max(winding_rounds=rounds)
+            sequence.barrier()
+        sequence.mark("winding_curtain")
+        sequence.dispatch(
+            self.pipelines.decide,
+            {
+                "grid": grid,
+                "runs": runs,
+                "curtain": curtain,
+                "crossings": signed.crossings,
+                "next": following,
+                "next_count": next_count,
+                "next_curtain": carried,
+            },
+            {"window": slab, "run_count": count, "stage": stage},
+            workgroups(count, WG_SIZE),
+        )
+        left, evaluations = self._end_round("winding_decide", next_count)
+        self.stats.count(winding_runs=count, winding_points=points, winding_evaluations=evaluations)
+        if left:
+            self._begin()
+        return following, carried, left
 
     def _bisect(
         self,

@@ -1,10 +1,10 @@
-"""Build the SPIR-V shipped in the package: `python -m voxelizer.build_spirv` (needs glslang:
-pip install -e '.[dev]').
+"""Build the SPIR-V shipped in the package: `python -m voxelizer.tools.build_spirv` (needs
+glslang: pip install -e '.[dev]').
 
 Every module the package can request, enumerated from the kernel declarations: each family of
-kernels (the passes, the SVO build, the scan) with every set of shared defines its builder
-uses (each variant, each subgroup configuration a device can have), each kernel adding its
-own defines (and a cpu_shaped kernel CPU_DEVICE 0 and 1: GPU and CPU devices). Identical
+kernels (the passes, the SVO build, the face gather, the winding fill, the scan) with every
+set of shared defines its builder uses (each variant, each subgroup configuration a device
+can have), each kernel adding its own defines (and a cpu_shaped kernel CPU_DEVICE 0 and 1: GPU and CPU devices). Identical
 modules (defines that a source never reads) are stored once, named by their SHA-256;
 voxelizer/spirv/manifest.json maps each (source, defines) to its file with the digests
 gpu/compiler.py checks at run time. Run it again after editing or merging any shader;
@@ -25,8 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .gpu import scan
-from .gpu.compiler import (
+from ..choices import VARIANTS
+from ..gpu import scan
+from ..gpu.compiler import (
     GLSLANG_FLAGS,
     MANIFEST,
     MANIFEST_FORMAT,
@@ -37,10 +38,10 @@ from .gpu.compiler import (
     shipped_dir,
     source_digest,
 )
-from .gpu.kernels import COMMON_DEFINES, Kernel, cpu_choices, subgroup_choices
-from .pipeline import kernels
-from .pipeline.passes import VARIANTS, pass_defines
-from .pipeline.winding import winding_defines
+from ..gpu.kernels import COMMON_DEFINES, Kernel, cpu_choices, subgroup_choices
+from ..pipeline import kernels
+from ..pipeline.kernels import pass_defines
+from ..pipeline.winding import winding_defines
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def families() -> tuple[Family, ...]:
     subgroups = subgroup_choices()
     return (
         Family(
-            "passes",  # passes.PassPipelines
+            "passes",  # kernels.PassPipelines, surface_pass.SurfacePipelines
             kernels.PASS_KERNELS,
             tuple(pass_defines(variant, groups) for variant in VARIANTS for groups in subgroups),
         ),
@@ -200,7 +201,7 @@ def differences(result: Build, folder: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m voxelizer.build_spirv", description=__doc__.split("\n")[0]
+        prog="python -m voxelizer.tools.build_spirv", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--out", type=Path, default=shipped_dir(), help="default: %(default)s")
     parser.add_argument(
@@ -219,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         for line in found:
             print(f"build_spirv: {line}", file=sys.stderr)
         if found:
-            print(f"build_spirv: run python -m voxelizer.build_spirv to update {args.out}")
+            print(f"build_spirv: run python -m voxelizer.tools.build_spirv to update {args.out}")
             return 1
         print(f"{args.out}: up to date, {summary}")
         return 0

@@ -32,10 +32,10 @@ from typing import cast
 
 import numpy as np
 
-from .components import Components, mesh_components, split_components
-from .grid import DenseGrid
-from .mesh import Mesh
-from .placement import (
+from ..components import Components, mesh_components, split_components
+from ..grid import DenseGrid
+from ..mesh import Mesh
+from ..placement import (
     COLUMN_AXIS_ORDERS,
     FINE_BITS,
     FIXED_BITS,
@@ -190,7 +190,7 @@ def signed_crossings(
 ) -> np.ndarray:
     """int32[i, j, k]: the crossings of the downward ray from each voxel centre, each counted
     -1 for a triangle facing up (projected area > 0, counter-clockwise) and +1 for one facing
-    down: the integer part of fill_mode="winding" (reference_winding.py). Its parity is
+    down: the integer part of fill_mode="winding" (winding.py). Its parity is
     solid_columns: the same crossings, decided by the same exact rules."""
     shape = _shape(shape)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)

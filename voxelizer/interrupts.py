@@ -1,10 +1,12 @@
-"""Ctrl-C held back while a Vulkan object is created and handed to its owner.
+"""Ctrl-C held back while a resource is created and handed to its owner: a Vulkan object
+(gpu/), a temporary file (io/output.py).
 
 A KeyboardInterrupt raised between a vkCreate… call returning and its handle being stored
 where the owner's destroy finds it would leak the object: the validation layer then reports
 it when the device is destroyed (at exit, after every interrupted first call of a command).
-Such short stretches run with SIGINT recorded instead, and the KeyboardInterrupt is raised
-when they end.
+A temporary file created but not yet known to the cleanup would be left behind. Such short
+stretches run with SIGINT recorded instead, and the KeyboardInterrupt is raised when they
+end.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The contract (modes "surface" and "both"; the GPU implements it per column, in integers):
 
-1. Vertices become fixed point as for the solid (reference.py, 1): X = rint(g * 2**16). A
+1. Vertices become fixed point as for the solid (solid.py, 1): X = rint(g * 2**16). A
    triangle T is the closed set conv{A, B, C}: a segment or a point when it is degenerate.
    Voxel (i, j, k) is the closed cube [i, i+1] x [j, j+1] x [k, k+1] (times 2**16): two
    neighbouring voxels share their common face.
@@ -18,7 +18,7 @@ The contract (modes "surface" and "both"; the GPU implements it per column, in i
    point meets T's plane. A triangle with N = 0 sets its conservative voxels.
 4. Face ids: for every set voxel, the smallest index (row of the face array) of the
    triangles that set it; -1 where none does.
-5. "both" is the solid (reference.py, any fill mode) united with the conservative surface.
+5. "both" is the solid (solid.py, any fill mode) united with the conservative surface.
 
 Integers up to 2**61 are exact int64 arithmetic; the normal's tests and the thin heights
 (up to about 2**90) are estimated in float64 with a bound on the error and settled with
@@ -34,15 +34,14 @@ from typing import cast
 import numpy as np
 import numpy.typing
 
-from .components import mesh_components
-from .grid import DenseGrid
-from .mesh import Mesh
-from .placement import MAX_RESOLUTION, GridLike, GridPlacement, Shape
-from .reference import ONE, solid_columns, to_fixed, union_columns, vote_columns
+from ..choices import SURFACES
+from ..components import mesh_components
+from ..grid import DenseGrid
+from ..mesh import Mesh
+from ..placement import MAX_RESOLUTION, GridLike, GridPlacement, Shape
+from .solid import ONE, solid_columns, to_fixed, union_columns, vote_columns
 
 HALF = ONE >> 1
-SURFACES = ("conservative", "thin")
-MODES = ("solid", "surface", "both")
 
 # Candidate (triangle, voxel) pairs tested per batch: bounds memory however large a
 # triangle is.

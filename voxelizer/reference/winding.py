@@ -1,12 +1,12 @@
 """CPU reference of fill_mode="winding": solid where the generalized winding number of the
 mesh at the voxel centre exceeds 1/2 (small meshes and grids: vectorized numpy, float64).
 
-The rule, on the fixed-point corners of reference.py (zero-area triangles dropped):
+The rule, on the fixed-point corners of solid.py (zero-area triangles dropped):
 
 1. Only voxels whose centre lies in the surface's bounding box can be solid, the box being
    closed on the low side in x and y and on the high side in z (the parity passes' tie
    nudge (+e, +e^2, -E)): X0 <= X < X1, Y0 <= Y < Y1, Z0 < Z <= Z1.
-2. w = s - c. s is the signed count of the crossings below the centre (reference.py,
+2. w = s - c. s is the signed count of the crossings below the centre (solid.py,
    signed_crossings: the parity passes' exact predicates). c is the solid angle, over 4 pi,
    of the curtain that hangs from the boundary up to infinity: each boundary edge x0 -> x1
    (edges compared by position, m = uses x0 -> x1 minus uses x1 -> x0, kept where m != 0)
@@ -28,10 +28,10 @@ from collections import Counter
 
 import numpy as np
 
-from .grid import DenseGrid
-from .mesh import Mesh
-from .placement import FIXED_BITS, GridLike, GridPlacement, Shape
-from .reference import signed_crossings, to_fixed
+from ..grid import DenseGrid
+from ..mesh import Mesh
+from ..placement import FIXED_BITS, GridLike, GridPlacement, Shape
+from .solid import signed_crossings, to_fixed
 
 ONE = 1 << FIXED_BITS
 HALF = ONE >> 1

@@ -1,4 +1,5 @@
-"""Benchmark: `python -m voxelizer.bench [--models ...] [--grids ...] [--variants ...] [--peers]`.
+"""Benchmark: `python -m voxelizer.benchmarks [--models ...] [--grids ...] [--variants ...]
+[--peers]`.
 
 For each model × grid × variant × sort, a fresh Voxelizer makes warm-up calls for at least
 WARMUP_SECONDS (pipelines built, buffers grown, GPU clocks up), then `--repeat` timed calls on a mesh already in memory:
@@ -28,19 +29,19 @@ from typing import Any
 
 import numpy as np
 
-from .api import Voxelizer
-from .benchmarks import peers as peer_tools
-from .benchmarks.bandwidth import TRANSFERS, bandwidth_fractions, device_bandwidth, pass_bytes
-from .benchmarks.meshes import check_model, model_path, resolve_model
-from .benchmarks.report import markdown, write_json
-from .errors import VoxelizerError
-from .grid import DenseGrid
-from .mesh import Mesh
-from .pipeline.passes import AUTO_VARIANT, DEFAULT_SORT, SORTS, VARIANTS
-from .stats import Stats
-from .svo import SVO
+from ..api import Voxelizer
+from ..choices import AUTO_VARIANT, DEFAULT_SORT, SORTS, VARIANTS, is_indexed
+from ..errors import VoxelizerError
+from ..grid import DenseGrid
+from ..mesh import Mesh
+from ..stats import Stats
+from ..svo import SVO
+from . import peers as peer_tools
+from .bandwidth import TRANSFERS, bandwidth_fractions, device_bandwidth, pass_bytes
+from .meshes import check_model, model_path, resolve_model
+from .report import markdown, write_json
 
-PROJECT = Path(__file__).resolve().parents[1]
+PROJECT = Path(__file__).resolve().parents[2]
 MODELS_ENV = "VOXELIZER_MODELS"  # the default --models-dir
 
 
@@ -239,7 +240,7 @@ def run(args: argparse.Namespace) -> dict:
         "device": device,
         "host": describe_host(),
         "commit": f"{commit} (uncommitted changes)" if dirty else commit,
-        "command": ["python", "-m", "voxelizer.bench", *args.argv],
+        "command": ["python", "-m", "voxelizer.benchmarks", *args.argv],
         "settings": {
             "output": args.output,
             "repeat": args.repeat,
@@ -264,42 +265,7 @@ def run(args: argparse.Namespace) -> dict:
             f"({time.perf_counter() - started:.1f} s to load or generate)"
         )
         for grid in args.grids:
-            ours: np.ndarray | None = None
-            for variant in args.variants:
-                for sort in args.sorts:
-                    first = variant == args.variants[0] and sort == args.sorts[0]
-                    row, result = measure(
-                        mesh,
-                        grid,
-                        variant,
-                        sort,
-                        args.output,
-                        args.repeat,
-                        args.device,
-                        from_arrays=first,
-                    )
-                    row = {
-                        "model": name,
-                        "triangles": mesh.triangle_count,
-                        "vertices": len(mesh.vertices),
-                        "grid": grid,
-                        "variant": variant,
-                        "sort": sort,
-                        "output": args.output,
-                        **row,
-                    }
-                    if row["status"] == "ok":
-                        _add_bandwidth(row, gbps)
-                        if ours is None and args.peers:
-                            assert result is not None  # a result for every "ok" row
-                            ours = result.to_numpy()
-                        _progress(
-                            f"  {grid}³ {variant}/{sort}: {row['wall_ms']['median']:.1f} ms "
-                            f"API, {row['gpu_ms_total']:.2f} ms GPU"
-                        )
-                    else:
-                        _progress(f"  {grid}³ {variant}/{sort}: skipped ({row['reason']})")
-                    doc["rows"].append(row)
+            ours = _run_grid(args, doc, name, mesh, grid, gbps)
             if ours is not None:
                 our_row = reference_row(doc["rows"], name, grid, default_variant)
                 assert our_row is not None  # `ours` came from an "ok" row of this model and grid
@@ -307,6 +273,44 @@ def run(args: argparse.Namespace) -> dict:
     if not args.no_cli:
         doc["cli"] = run_cli(args)
     return doc
+
+
+def _run_grid(
+    args: argparse.Namespace, doc: dict, name: str, mesh: Mesh, grid: int, gbps: float | None
+) -> np.ndarray | None:
+    """Every variant and sort on one model and grid, their rows added to `doc`; returns the
+    voxels of the first that ran where the peers are compared with them."""
+    ours: np.ndarray | None = None
+    for variant in args.variants:
+        for sort in args.sorts:
+            first = variant == args.variants[0] and sort == args.sorts[0]
+            row, result = measure(
+                mesh, grid, variant, sort, output=args.output, repeat=args.repeat,
+                device=args.device, from_arrays=first,
+            )  # fmt: skip
+            row = {
+                "model": name,
+                "triangles": mesh.triangle_count,
+                "vertices": len(mesh.vertices),
+                "grid": grid,
+                "variant": variant,
+                "sort": sort,
+                "output": args.output,
+                **row,
+            }
+            if row["status"] == "ok":
+                _add_bandwidth(row, gbps)
+                if ours is None and args.peers:
+                    assert result is not None  # a result for every "ok" row
+                    ours = result.to_numpy()
+                _progress(
+                    f"  {grid}³ {variant}/{sort}: {row['wall_ms']['median']:.1f} ms "
+                    f"API, {row['gpu_ms_total']:.2f} ms GPU"
+                )
+            else:
+                _progress(f"  {grid}³ {variant}/{sort}: skipped ({row['reason']})")
+            doc["rows"].append(row)
+    return ours
 
 
 def _add_bandwidth(row: dict, gbps: float | None) -> None:
@@ -317,7 +321,7 @@ def _add_bandwidth(row: dict, gbps: float | None) -> None:
         row["vertices"],
         counts.get("pairs", 0),
         counts.get("tiles", 0),
-        bool(VARIANTS[row["variant"]]["INDEXED"]),
+        is_indexed(row["variant"]),
         row["sort"],
         svo.get("nodes"),
         svo.get("bricks"),
@@ -395,8 +399,17 @@ def _progress(line: str) -> None:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m voxelizer.bench", description=__doc__.split("\n\n")[1].replace("\n", " ")
+        prog="python -m voxelizer.benchmarks",
+        description=__doc__.split("\n\n")[1].replace("\n", " "),
     )
+    _matrix_arguments(p)
+    _peer_arguments(p)
+    _output_arguments(p)
+    return p
+
+
+def _matrix_arguments(p: argparse.ArgumentParser) -> None:
+    """What is measured: the models, grids, variants, sorts, output, repeats, device."""
     p.add_argument(
         "--models",
         nargs="+",
@@ -429,6 +442,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--repeat", type=int, default=5, help="timed calls per configuration")
     p.add_argument("--device", default=None, help="Vulkan device index or name substring")
+
+
+def _peer_arguments(p: argparse.ArgumentParser) -> None:
+    """The CPU peers timed side by side, and the bandwidth the passes are held against."""
     p.add_argument(
         "--peers",
         nargs="*",
@@ -459,6 +476,10 @@ def parser() -> argparse.ArgumentParser:
         help="device memory bandwidth for the bandwidth fractions (default: known "
         "for H100 and H200, else no fractions)",
     )
+
+
+def _output_arguments(p: argparse.ArgumentParser) -> None:
+    """The CLI's timing, and where the results go."""
     p.add_argument(
         "--cli-model",
         default=None,
@@ -475,7 +496,6 @@ def parser() -> argparse.ArgumentParser:
         help="measure nothing: tables and plots from the JSON of an earlier run "
         "(for example one made on a machine without matplotlib)",
     )
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -501,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         write_json(doc, args.json)
     if args.plots:
-        from .benchmarks.plots import write_plots
+        from .plots import write_plots
 
         try:
             for path in write_plots(doc, args.plots):

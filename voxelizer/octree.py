@@ -1,0 +1,254 @@
+"""The arrays of docs/svo-format.md on the CPU: Morton codes, bricks packed from and into a
+dense grid, node levels built bottom-up from child states, and the format's arrays of a dense
+grid (`build_arrays`, the reference the GPU build is checked against). Everything here is
+vectorized over whole levels; nothing loops per voxel or per node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from .placement import Shape
+
+FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], np.uint8)
+SPREAD_NIBBLE = np.uint64(1 | 1 << 15 | 1 << 30 | 1 << 45)  # bit b of a nibble -> bit 16b
+NIBBLE_LANES = np.uint64(0x0001_0001_0001_0001)
+SLAB_VOXELS = 1 << 24  # voxels converted per step between the dense grid and bricks
+FILL_STEP = 1 << 16  # voxels set per step when full cubes are painted into a dense grid
+# OCTANT_BITS[o]: the bits x + 4y + 16z of a brick in its 2x2x2 octant o = x//2 + 2(y//2) + 4(z//2)
+OCTANT_BITS = [
+    np.uint64(
+        sum(
+            1 << (x + 4 * y + 16 * z)
+            for x in range(4)
+            for y in range(4)
+            for z in range(4)
+            if (x // 2) | (y // 2) << 1 | (z // 2) << 2 == octant
+        )
+    )
+    for octant in range(8)
+]
+
+
+def padded_resolution(n: int) -> int:
+    """P: n (the longest side of the grid) rounded up to a power of two, at least 8."""
+    return max(8, 1 << (int(n) - 1).bit_length())
+
+
+def octree_levels(side: int) -> int:
+    """Internal node levels of a cube of `side` voxels (a power of two, at least 8) above its
+    4x4x4 bricks: log2(side / 4). For the whole octree, side is P and the result is L."""
+    return (int(side) // 4).bit_length() - 1
+
+
+def log2_exact(p: int) -> int:
+    return int(p).bit_length() - 1
+
+
+def _spread(v: np.ndarray, bits: int) -> np.ndarray:
+    """Bit b of v moved to bit 3b: one axis of a Morton code."""
+    v = np.asarray(v, np.int64)
+    out = np.zeros_like(v)
+    for b in range(bits):
+        out |= ((v >> b) & 1) << (3 * b)
+    return out
+
+
+def morton_encode(x: np.ndarray, y: np.ndarray, z: np.ndarray, bits: int) -> np.ndarray:
+    """Morton codes of integer positions (each < 2**bits): x, y, z bit b -> bit 3b, 3b+1, 3b+2."""
+    return _spread(x, bits) | (_spread(y, bits) << 1) | (_spread(z, bits) << 2)
+
+
+def morton_decode(codes: np.ndarray, bits: int) -> np.ndarray:
+    """(M, 3) int64 positions of Morton codes (the inverse of morton_encode)."""
+    codes = np.asarray(codes, np.int64)
+    out = np.zeros(codes.shape + (3,), np.int64)
+    for axis in range(3):
+        for b in range(bits):
+            out[..., axis] |= ((codes >> (3 * b + axis)) & 1) << b
+    return out
+
+
+def popcount64(values: np.ndarray) -> np.ndarray:
+    """int64 set bits of each uint64."""
+    return np.bitwise_count(np.asarray(values, np.uint64)).astype(np.int64)
+
+
+def fill_cubes(out: np.ndarray, corners: np.ndarray, side: int) -> None:
+    """Set the cubes of `side` voxels of out whose corners (M, 3) are given in units of side,
+    a bounded number of voxels at a time."""
+    if side**3 >= FILL_STEP:  # few cubes, each large: one slice each
+        for x, y, z in (corners * side).tolist():
+            out[x : x + side, y : y + side, z : z + side] = True
+        return
+    offsets = np.indices((side, side, side)).reshape(3, -1).T
+    step = FILL_STEP // side**3
+    for start in range(0, len(corners), step):
+        x, y, z = (corners[start : start + step, None, :] * side + offsets).reshape(-1, 3).T
+        out[x, y, z] = True
+
+
+def _mask(flags: np.ndarray) -> np.ndarray:
+    """(n*8,) bool in octant order -> (n,) uint8 with bit c set iff flag c of the group is."""
+    return np.packbits(flags.reshape(-1, 8), axis=1, bitorder="little").ravel()
+
+
+def brick_slabs(shape: Shape) -> Iterator[tuple[int, int]]:
+    """Ranges of brick rows along x small enough to convert SLAB_VOXELS voxels at a time."""
+    nx, ny, nz = shape
+    rows = max(1, SLAB_VOXELS // (4 * ny * nz))
+    for start in range(0, nx // 4, rows):
+        yield start, min(nx // 4, start + rows)
+
+
+def brick_codes(shape: Shape, levels: int, start: int, stop: int) -> np.ndarray:
+    """Morton codes (C order, shape (stop - start, ny/4, nz/4)) of the bricks of x-rows
+    start..stop-1 of the grid."""
+    sx, sy, sz = (_spread(np.arange(n // 4), levels) for n in shape)
+    return sx[start:stop, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
+
+
+def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """bool[i, j, k] grid of shape (nx, ny, nz), each a multiple of 4 from 8 up ->
+    (nodes, bricks, level_offsets).
+
+    The CPU reference of the format: brick values, then node states bottom-up, each level
+    kept in Morton order so that the children of node m are entries 8m..8m+7 of the level
+    below. The tree covers the cube P^3, P = padded_resolution(max(shape)); padding voxels
+    (index >= the side on any axis) are empty and only ever fill whole bricks.
+    """
+    voxels = np.asarray(voxels)
+    if voxels.dtype != bool or voxels.ndim != 3 or any(n < 8 or n % 4 for n in voxels.shape):
+        raise ValueError(
+            f"expected a bool (nx, ny, nz) array with each side a multiple of 4 "
+            f"from 8 up, got {voxels.dtype} {voxels.shape}"
+        )
+    shape = voxels.shape
+    levels = octree_levels(padded_resolution(max(shape)))
+    # Only the non-empty bricks inside the shape are kept (never the (P/4)^3 of the cube).
+    code_parts, value_parts = [], []
+    for start, stop in brick_slabs(shape):
+        codes = brick_codes(shape, levels, start, stop).ravel()
+        values = pack_bricks(voxels[4 * start : 4 * stop])
+        solid = values != 0
+        code_parts.append(codes[solid])
+        value_parts.append(values[solid])
+    codes, values = np.concatenate(code_parts), np.concatenate(value_parts)
+    order = np.argsort(codes)
+    codes, values = codes[order], values[order]
+    full = values == FULL_BRICK
+    words, level_offsets = _sparse_node_levels(codes, full, levels)
+    nodes = np.concatenate(words)
+    return nodes, values[~full], np.array(level_offsets, np.uint32)
+
+
+def _sparse_node_levels(
+    brick_codes: np.ndarray, brick_full: np.ndarray, levels: int
+) -> tuple[list[np.ndarray], list[int]]:
+    """node_levels (children the bricks) from the non-empty bricks alone: their sorted Morton
+    codes and which are full. Work and memory follow the non-empty bricks, not the cube.
+
+    Every non-empty node is full (8 full children) or mixed; empty nodes have no entry and
+    add nothing to a scan of stored children, so each level's words are those of node_levels.
+    """
+    # per level: (codes of the non-empty nodes, mixed_mask, full_mask, node is mixed)
+    masks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+    codes, child_full = brick_codes, brick_full
+    for level in reversed(range(levels)):
+        bit = np.left_shift(1, codes & 7).astype(np.uint8)
+        first = np.flatnonzero(np.diff(codes >> 3, prepend=-1) != 0)  # each parent's first child
+        parents = codes[first] >> 3
+        if len(codes):
+            mixed_mask = np.bitwise_or.reduceat(np.where(child_full, 0, bit), first)
+            full_mask = np.bitwise_or.reduceat(np.where(child_full, bit, 0), first)
+        else:
+            mixed_mask = full_mask = np.zeros(0, np.uint8)
+        full = full_mask == 0xFF
+        masks[level] = (parents, mixed_mask.astype(np.uint8), full_mask.astype(np.uint8), ~full)
+        codes, child_full = parents, full
+    level_offsets = [0]
+    words = []
+    for level in range(levels):
+        codes, mixed_mask, full_mask, mixed = masks[level]
+        if level == 0:  # the root alone (code 0), stored even when empty or full
+            if not len(codes):
+                mixed_mask = full_mask = np.zeros(1, np.uint8)
+        else:
+            mixed_mask, full_mask = mixed_mask[mixed], full_mask[mixed]
+        start = level_offsets[-1] + len(mixed_mask)
+        next_start = start if level + 1 < levels else 0
+        children = POPCOUNT8[mixed_mask].astype(np.int64)
+        word = np.empty((len(mixed_mask), 2), np.uint32)
+        word[:, 0] = mixed_mask | (full_mask.astype(np.uint32) << 8)
+        word[:, 1] = next_start + np.cumsum(children) - children
+        words.append(word)
+        level_offsets.append(start)
+    return words, level_offsets
+
+
+def node_levels(
+    child_mixed: np.ndarray, child_full: np.ndarray, levels: int, children_are_nodes: bool
+) -> tuple[list[np.ndarray], list[int]]:
+    """The `levels` node levels above dense child states (Morton order): their stored words
+    per level, and the level offsets (the last one is where the children's level starts).
+
+    Bottom-up, every node's masks and state; top-down, the root plus every mixed node. The
+    last level's first_child points into the next node level, or, when the children are the
+    bricks (`children_are_nodes` false), into the bricks array."""
+    # per level: (mixed_mask, full_mask, node is mixed)
+    masks: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for level in reversed(range(levels)):
+        mixed_mask, full_mask = _mask(child_mixed), _mask(child_full)
+        full = full_mask == 0xFF
+        mixed = ~full & ((mixed_mask | full_mask) != 0)
+        masks[level] = (mixed_mask, full_mask, mixed)
+        child_mixed, child_full = mixed, full
+    level_offsets = [0]
+    words = []
+    for level in range(levels):
+        mixed_mask, full_mask, mixed = masks[level]
+        stored = np.zeros(1, np.int64) if level == 0 else np.flatnonzero(mixed)
+        start = level_offsets[-1] + len(stored)
+        next_start = start if children_are_nodes or level + 1 < levels else 0
+        children = POPCOUNT8[mixed_mask].astype(np.int64)
+        before = np.cumsum(children) - children  # stored children of earlier nodes
+        word = np.empty((len(stored), 2), np.uint32)
+        word[:, 0] = mixed_mask[stored] | (full_mask[stored].astype(np.uint32) << 8)
+        word[:, 1] = next_start + before[stored]
+        words.append(word)
+        level_offsets.append(start)
+    return words, level_offsets
+
+
+def pack_bricks(slab: np.ndarray) -> np.ndarray:
+    """bool (4s, 4my, 4mz) -> uint64 (s * my * mz,), brick (bx, by, bz) in C order, bit
+    x + 4y + 16z.
+
+    Packs along k, where memory is contiguous: each (x, y) column of a brick is a nibble of
+    4 z bits, spread to bits 0, 16, 32, 48 by one multiplication (the shifted copies never
+    overlap, so nothing carries) and shifted into place by x + 4y.
+    """
+    s, my, mz = (side // 4 for side in slab.shape)
+    z_bytes = np.packbits(slab, axis=2, bitorder="little")
+    nibbles = np.stack([z_bytes & 0xF, z_bytes >> 4], axis=-1).reshape(4 * s, 4 * my, -1)
+    nibbles = nibbles[:, :, :mz].reshape(s, 4, my, 4, mz)  # bx, x, by, y, bz
+    out = np.zeros((s, my, mz), np.uint64)
+    for x in range(4):
+        for y in range(4):
+            column = nibbles[:, x, :, y, :].astype(np.uint64)
+            out |= ((column * SPREAD_NIBBLE) & NIBBLE_LANES) << np.uint64(x + 4 * y)
+    return out.ravel()
+
+
+def unpack_bricks(values: np.ndarray, out: np.ndarray) -> None:
+    """uint64 (s, my, mz) bricks -> their voxels, written into bool out (4s, 4my, 4mz)."""
+    s, my, mz = values.shape
+    bits = np.unpackbits(
+        values.astype("<u8").view(np.uint8).reshape(s, my, mz, 8), axis=3, bitorder="little"
+    )  # bit x + 4y + 16z
+    # bx x by y bz z
+    cells = bits.view(bool).reshape(s, my, mz, 4, 4, 4).transpose(0, 5, 1, 4, 2, 3)
+    out.reshape(cells.shape)[...] = cells
