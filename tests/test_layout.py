@@ -222,13 +222,14 @@ MODEL = {
     "render",
     "convert",
 }
-FACES = {"options", "api", "cli", "ray", "normalize", "torch", "__main__"}
+FACES = {"options", "api", "cli", "cli_attributes", "ray", "normalize", "torch", "__main__"}
 IO = {"shards"}  # the shard store as an output format, beside io/ (whose writers it extends)
 FOLDERS = {
     "gpu": "gpu",
     "pipeline": "pipeline",
     "io": "io",
     "reference": "reference",
+    "attributes": "model",
     "benchmarks": "faces",
     "tools": "faces",
     "batch": "faces",

@@ -52,7 +52,6 @@ from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.face_ids import MarkedVoxels
-from .pipeline.fills.vote import COLUMN_COUNTS
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
@@ -520,7 +519,8 @@ class _Runs:
             self._stats.__dict__.update(merged.__dict__)
             return
         self._stats.add_times_of(run)
-        self._stats.count(**{name: run.counts.get(name, 0) for name in COLUMN_COUNTS})
+        columns = ("open_columns", "overlap_columns")  # the fill's mesh check, summed
+        self._stats.count(**{name: run.counts.get(name, 0) for name in columns})
 
 
 def _name(source: MeshesLike) -> str:

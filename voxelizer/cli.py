@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import NoReturn, TextIO
 
 from . import __version__
-from .attributes.labels import DEFAULT_OVERLAP, OVERLAP_RULES
 from .batch.cli import (
     add_batch_arguments,
     batch_requested,
@@ -37,6 +36,7 @@ from .choices import (
     SURFACES,
     VARIANT_CHOICES,
 )
+from .cli_attributes import add_attribute_arguments, attribute_options, check_attribute_arguments
 from .errors import (
     ColorWarning,
     GridError,
@@ -81,10 +81,7 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
         device=args.device,
         progress=progress,
         attributes=["face"] if args.face_ids else [],
-        labels=args.labels,
-        colors=args.colors,
-        overlap=args.overlap or DEFAULT_OVERLAP,
-        fill_color=args.fill_color,
+        **attribute_options(args),
         **batch_options_of(args),  # the options of the same names
     )
 
@@ -295,36 +292,7 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
         ".ply/.obj/.glb (the voxels' outer faces as a mesh), .stl (the same, binary STL "
         "for 3D printing)",
     )
-    parser.add_argument(
-        "--labels",
-        action="store_true",
-        help="also find each voxel's part (OBJ objects and groups, PLY part properties, "
-        "STL solids, glTF primitives): a label grid in -o FILE.svo, .npz or .vti",
-    )
-    parser.add_argument(
-        "--overlap",
-        choices=OVERLAP_RULES,
-        help="with --labels: the part a voxel inside two parts belongs to: last (default, "
-        "the later part in the file) or smallest (the part of fewer voxels)",
-    )
-    parser.add_argument(
-        "--colors",
-        action="store_true",
-        help="also colour each voxel (materials, vertex colours, textures): a palette in "
-        ".vox, vertex colours in .ply/.obj/.glb, colour arrays in .svo, .npz and .vti",
-    )
-    parser.add_argument(
-        "--fill-color",
-        metavar="RRGGBB",
-        help="with --colors: the colour of voxels the surface does not touch (hexadecimal "
-        "RRGGBB or RRGGBBAA); default: the nearest surface voxel's along the column",
-    )
-    parser.add_argument(
-        "--slices",
-        metavar="DIR",
-        help="write a PNG slice stack for 3D printing into DIR: one 1-bit image per z "
-        "layer (white = solid), and slices.json with the layer height",
-    )
+    add_attribute_arguments(parser)
     parser.add_argument(
         "--up-axis",
         choices=("y", "z"),
@@ -449,11 +417,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except GridError as exc:
             parser.error(str(exc))
     if batch_requested(args):
-        for flag, value in (("--labels", args.labels), ("--colors", args.colors),
-                            ("--slices", args.slices)):  # fmt: skip
-            if value:
-                parser.error(f"{flag} is for one model (voxelizer.voxelize([...]) puts several "
-                             "meshes in one label grid)")  # fmt: skip
+        check_attribute_arguments(parser, args, None, batch=True)
         return run_batch(parser, args)
     refuse_batch_options(parser, args)
     args.model = args.model[0]
@@ -465,7 +429,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(
             "--face-ids stores the ids in an .svo or .npz output (-o FILE.svo or FILE.npz)"
         )
-    _check_attribute_outputs(parser, args, output)
+    check_attribute_arguments(parser, args, output, batch=False)
 
     started = time.perf_counter()
     _open_device_meanwhile(args.device)
@@ -569,25 +533,6 @@ def _add_topology(stats: Stats, mesh: Mesh) -> None:
 
 
 FACE_ID_FORMATS = ATTRIBUTE_FORMATS["face"]  # the outputs that store face ids
-
-
-def _check_attribute_outputs(
-    parser: argparse.ArgumentParser, args: argparse.Namespace, output: Path | None
-) -> None:
-    """--labels and --colors with an output that cannot hold them, and their options without
-    them, are usage errors."""
-    if args.overlap is not None and not args.labels:
-        parser.error("--overlap is for --labels")
-    if args.fill_color is not None and not args.colors:
-        parser.error("--fill-color is for --colors")
-    for flag, asked, attribute in (("--labels", args.labels, "label"),
-                                   ("--colors", args.colors, "color")):  # fmt: skip
-        formats = ATTRIBUTE_FORMATS[attribute]
-        if asked and output is not None and output.suffix.lower() not in formats:
-            parser.error(
-                f"{flag}: {output.suffix} holds no {attribute}s (use {', '.join(formats)})"
-            )
-
 
 VOXEL_NOUNS = {"solid": "solid voxels", "surface": "surface voxels", "both": "voxels"}
 

@@ -86,17 +86,13 @@ class FaceIds:
 
 
 class SolidValuesLike(Protocol):
-    """Values of every solid voxel beside the tree (voxelizer.attributes.voxel_values's
-    SolidValues: labels and colours), as the SVO uses them."""
+    """Labels and colours of the solid voxels (voxelizer.attributes.voxel_values)."""
 
     @property
     def label_names(self) -> tuple[str, ...]: ...
-
     @property
     def names(self) -> tuple[str, ...]: ...
-
     def dense(self, svo: SVO, name: str) -> np.ndarray: ...
-
     def check(self, count: int) -> str: ...
 
 
@@ -177,8 +173,7 @@ class SVO(Placed):
         return out
 
     def with_values(self, values: SolidValuesLike | None) -> SVO:
-        """This octree carrying labels and colours of its solid voxels (SVOFormatError when
-        they do not fit it); the tree's arrays are shared, not copied."""
+        """This octree (its arrays shared) with these labels and colours, or SVOFormatError."""
         if values is not None and values.check(self.count()):
             raise SVOFormatError(values.check(self.count()))
         out = copy.copy(self)
@@ -296,8 +291,7 @@ class SVO(Placed):
 
     def _face_grid(self, attribute: str) -> np.ndarray:
         if attribute in ("label", "color"):
-            asked = "labels=True" if attribute == "label" else "colors=True"
-            raise ValueError(f"this SVO has no {attribute} attribute (voxelize with {asked})")
+            raise ValueError(f"this SVO has no {attribute}s (voxelize with {attribute}s=True)")
         if attribute != "face":
             raise ValueError(f"attribute must be 'face', 'label' or 'color', not {attribute!r}")
         faces = self.face_ids
@@ -393,8 +387,7 @@ class SVO(Placed):
         return np.concatenate(corners)[order], np.concatenate(sizes)[order]
 
     def solid_bricks(self) -> tuple[np.ndarray, np.ndarray]:
-        """(Morton codes, int64 ascending; uint64 masks) of every brick that holds a solid
-        voxel: the stored bricks, and the bricks of full cubes (every bit set)."""
+        """(Morton codes, ascending; masks) of the bricks with solid voxels, full cubes' too."""
         codes, masks = [self._tree.brick_codes], [self._bricks]
         for level, full in enumerate(self._tree.full_codes, start=1):
             shift = 3 * (self.levels - level)

@@ -47,6 +47,7 @@ CHECKSUM = struct.Struct("<I")
 
 assert HEADER.size == 96 and HEADER_V1.size == 88 and HEADER_V3.size == 128
 assert HEADER_V4.size == 144
+LAYOUTS = {1: HEADER_V1, VERSION: HEADER, VERSION_ATTRIBUTES: HEADER_V3, VERSION_VALUES: HEADER_V4}
 
 
 def as_svo(result: Placed) -> SVO:
@@ -206,6 +207,42 @@ def read_svo(path: str | os.PathLike) -> SVO:
     return svo
 
 
+def _check_attributes(version: int, attributes: int, names_bytes: int) -> None:
+    """SVOFormatError for attribute bits a version does not have (version 3: face ids alone;
+    version 4: labels or colours, face ids too), or label names without labels."""
+    known = FACE_IDS if version == VERSION_ATTRIBUTES else KNOWN_ATTRIBUTES
+    if (
+        attributes & ~known
+        or (version == VERSION_ATTRIBUTES and attributes != FACE_IDS)
+        or (version == VERSION_VALUES and not attributes & (LABELS | COLORS))
+    ):
+        raise SVOFormatError(
+            f"unknown attributes {attributes:#x} for version {version} (this reader knows "
+            "face ids, labels and colours)"
+        )
+    if names_bytes and not attributes & LABELS:
+        raise SVOFormatError("label names without labels")
+
+
+def _values_bytes(
+    attributes: int,
+    face_counts: tuple[int, int, int] | None,
+    solid: int,
+    p: int,
+    names_bytes: int,
+) -> int:
+    """Bytes of a version 4 file after its face ids: their padding, the labels and their
+    names, the colours (SVOFormatError for more solid voxels than the cube holds)."""
+    if solid > p**3:
+        raise SVOFormatError(f"impossible count: {solid} solid voxels in {p}^3")
+    size = 4 * (face_counts[2] % 2) if face_counts is not None and attributes & FACE_IDS else 0
+    if attributes & LABELS:
+        size += _aligned(2 * solid) + _aligned(names_bytes)
+    if attributes & COLORS:
+        size += _aligned(4 * solid)
+    return size
+
+
 def _values(data: bytes, at: int, header: SVOHeader) -> tuple[SolidValues | None, str]:
     """The labels (with their names) and colours of a version 4 file from offset `at`, and
     "" or why they are wrong (padding, names)."""
@@ -269,18 +306,12 @@ def read_header(head: bytes, size: int) -> SVOHeader:
     if len(head) < PREFIX.size:
         raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
     _, version, header_size = PREFIX.unpack_from(head)
-    layouts = {
-        1: HEADER_V1,
-        VERSION: HEADER,
-        VERSION_ATTRIBUTES: HEADER_V3,
-        VERSION_VALUES: HEADER_V4,
-    }
-    if version not in layouts:
+    if version not in LAYOUTS:
         raise SVOFormatError(
             f"unsupported format version {version} (this reader knows "
-            f"{' and '.join(map(str, sorted(layouts)))})"
+            f"{' and '.join(map(str, sorted(LAYOUTS)))})"
         )
-    layout = layouts[version]
+    layout = LAYOUTS[version]
     if len(head) < layout.size:
         raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
     fields = layout.unpack_from(head)
@@ -295,18 +326,7 @@ def read_header(head: bytes, size: int) -> SVOHeader:
     names_bytes, reserved_v4 = rest[12:14] if version == VERSION_VALUES else (0, 0)
     if header_size != layout.size or reserved != 0 or reserved_v3 != 0 or reserved_v4 != 0:
         raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
-    known = FACE_IDS if version == VERSION_ATTRIBUTES else KNOWN_ATTRIBUTES
-    if (
-        attributes & ~known
-        or (version == VERSION_ATTRIBUTES and attributes != FACE_IDS)
-        or (version == VERSION_VALUES and not attributes & (LABELS | COLORS))
-    ):
-        raise SVOFormatError(
-            f"unknown attributes {attributes:#x} for version {version} (this reader knows "
-            "face ids, labels and colours)"
-        )
-    if names_bytes and not attributes & LABELS:
-        raise SVOFormatError("label names without labels")
+    _check_attributes(version, attributes, names_bytes)
     try:
         shape = check_shape(sides)
     except GridError as exc:
@@ -338,14 +358,7 @@ def read_header(head: bytes, size: int) -> SVOHeader:
             )
         expected += 4 * face_count + 4 * (face_count % 2) + 16 * full_bricks + 4 * full_count
     if version == VERSION_VALUES:
-        if face_counts is not None and attributes & FACE_IDS:
-            expected += 4 * (face_counts[2] % 2)
-        if solid > p**3:
-            raise SVOFormatError(f"impossible count: {solid} solid voxels in {p}^3")
-        if attributes & LABELS:
-            expected += _aligned(2 * solid) + _aligned(names_bytes)
-        if attributes & COLORS:
-            expected += _aligned(4 * solid)
+        expected += _values_bytes(attributes, face_counts, solid, p, names_bytes)
     if size != expected:
         raise SVOFormatError(
             f"size {size} bytes, but the header's counts imply {expected} (truncated or corrupted)"

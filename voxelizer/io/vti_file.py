@@ -18,6 +18,7 @@ import base64
 import os
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -156,45 +157,31 @@ def _parse(raw: bytes) -> DenseGrid:
     if image is None or len(pieces) != 1:
         raise FormatError("the reader takes one ImageData with one Piece")
     placement = _placement(image, pieces[0])
-    cells = int(np.prod(placement.shape, dtype=np.int64))
-    encoded = encoding is not None and encoding.group(1) == b"base64"
-
-    def values(name: str, components: int) -> np.ndarray | None:
-        """The cell array `name` of `components` components, or None if the file has none."""
-        arrays = [a for a in pieces[0].iterfind("CellData/DataArray") if a.get("Name") == name]
-        if not arrays:
-            return None
-        array = arrays[0]
-        kind = VTK_TYPES.get(array.get("type", ""))
-        if kind is None or array.get("NumberOfComponents", "1") != str(components):
-            raise FormatError(
-                f'"{name}" must be {components} component(s) of a numeric type, not '
-                f"{array.get('NumberOfComponents', '1')} of {array.get('type')!r}"
-            )
-        dtype = np.dtype(order + kind)
-        form = array.get("format")
-        count = cells * components
-        if form == "ascii":
-            return _ascii(array.text or "", dtype, count)
-        if form == "binary":
-            text = (array.text or "").strip().encode("ascii")
-            return _binary(text, True, order + header_type, compressor, dtype, count)
-        if form == "appended":
-            if appended < 0:
-                raise FormatError(f'"{name}" is appended, but the file has no AppendedData')
-            offset = _integer(array.get("offset"), "offset")
-            return _binary(binary[offset:], encoded, order + header_type, compressor, dtype, count)
-        raise FormatError(f"unknown DataArray format {form!r}")
-
-    solid = values(ARRAY_NAME, 1)
+    arrays = _CellArrays(
+        piece=pieces[0],
+        cells=int(np.prod(placement.shape, dtype=np.int64)),
+        order=order,
+        header=order + header_type,
+        compressor=compressor,
+        appended=appended >= 0,
+        binary=binary,
+        encoded=encoding is not None and encoding.group(1) == b"base64",
+    )
+    solid = arrays.values(ARRAY_NAME, 1)
     if solid is None:
         raise FormatError(f'no cell array "{ARRAY_NAME}" (the voxels)')
     ijk = placement.shape[::-1]
     voxels = reversed_axes(solid.reshape(ijk) != 0)  # [k, j, i] -> [i, j, k]
-    grid = DenseGrid(voxels, placement)
-    labels, colors = values("label", 1), values("color", 4)
+    return _with_attributes(DenseGrid(voxels, placement), arrays, ijk)
+
+
+def _with_attributes(grid: DenseGrid, arrays: _CellArrays, ijk: tuple[int, ...]) -> DenseGrid:
+    """The grid with the file's "label" and "color" arrays, if it has them (the labels named
+    "part 1", "part 2", ...: the file holds no names)."""
+    labels, colors = arrays.values("label", 1), arrays.values("color", 4)
     if labels is None and colors is None:
         return grid
+    names: tuple[str, ...] = ()
     if labels is not None:
         labels = reversed_axes(labels.reshape(ijk).astype(np.uint16))
         names = tuple(f"part {label}" for label in range(1, int(labels.max(initial=0)) + 1))
@@ -202,7 +189,49 @@ def _parse(raw: bytes) -> DenseGrid:
         colors = np.ascontiguousarray(
             colors.reshape(*ijk, 4).astype(np.uint8).transpose(2, 1, 0, 3)
         )
-    return grid.with_attributes(labels, colors, names if labels is not None else ())
+    return grid.with_attributes(labels, colors, names)
+
+
+@dataclass(frozen=True)
+class _CellArrays:
+    """The cell arrays of a file's one piece, read by name, with what their bytes need."""
+
+    piece: ElementTree.Element
+    cells: int
+    order: str  # "<" or ">"
+    header: str  # the arrays' header type, with byte order
+    compressor: str | None
+    appended: bool  # whether the file has AppendedData
+    binary: bytes  # the appended data (after its "_")
+    encoded: bool  # base64 appended data
+
+    def values(self, name: str, components: int) -> np.ndarray | None:
+        """The cell array `name` of `components` components, or None if the file has none."""
+        found = [a for a in self.piece.iterfind("CellData/DataArray") if a.get("Name") == name]
+        if not found:
+            return None
+        array = found[0]
+        kind = VTK_TYPES.get(array.get("type", ""))
+        if kind is None or array.get("NumberOfComponents", "1") != str(components):
+            raise FormatError(
+                f'"{name}" must be {components} component(s) of a numeric type, not '
+                f"{array.get('NumberOfComponents', '1')} of {array.get('type')!r}"
+            )
+        dtype = np.dtype(self.order + kind)
+        form = array.get("format")
+        count = self.cells * components
+        if form == "ascii":
+            return _ascii(array.text or "", dtype, count)
+        if form == "binary":
+            text = (array.text or "").strip().encode("ascii")
+            return _binary(text, True, self.header, self.compressor, dtype, count)
+        if form == "appended":
+            if not self.appended:
+                raise FormatError(f'"{name}" is appended, but the file has no AppendedData')
+            offset = _integer(array.get("offset"), "offset")
+            data = self.binary[offset:]
+            return _binary(data, self.encoded, self.header, self.compressor, dtype, count)
+        raise FormatError(f"unknown DataArray format {form!r}")
 
 
 def _placement(image: ElementTree.Element, piece: ElementTree.Element) -> GridPlacement:
