@@ -34,17 +34,22 @@ from .svo import SVO, FaceIds
 if TYPE_CHECKING:
     from .batch.engine import BatchResult, voxelize_many
 
-__version__ = "0.1.0"
 _BATCH_NAMES = ("BatchResult", "voxelize_many")
 
 
 def __getattr__(name: str) -> Any:
-    """The batch machinery (worker processes, threads, queues) on first use only: a single
-    voxelization, the command line included, starts without importing it."""
+    """The batch machinery (worker processes, threads, queues) and the version (read from the
+    package's metadata) on first use only: a single voxelization, the command line included,
+    starts without importing them."""
     if name in _BATCH_NAMES:
         from .batch import engine
 
         return getattr(engine, name)
+    if name == "__version__":
+        from .version import package_version
+
+        globals()["__version__"] = version = package_version()
+        return version
     raise AttributeError(f"module 'voxelizer' has no attribute {name!r}")
 
 

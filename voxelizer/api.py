@@ -105,27 +105,40 @@ class Voxelizer:
         count_voxels: bool = True,
         **options: Unpack[VoxelizeOptions],
     ) -> SVO:
-        """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid.
-        Grids larger than one buffer or the memory budget are voxelized slab by slab.
+        """Voxelization as a sparse voxel octree, built on the GPU from the bit grid. Grids
+        larger than one buffer or the memory budget are voxelized slab by slab.
 
         grid: N (the cube N^3) or (nx, ny, nz); or voxel_size= instead (world units); neither:
-        512^3. Keyword-only: variant, fill_mode ("parity", "vote" or "union"), sort, voxel_size,
-        bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's box; it must
-        contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total)),
-        mode ("solid", "surface" or "both"), surface ("conservative" or "thin", for mode
-        "surface"), attributes (["face"], modes "surface" and "both": the SVO also stores
-        each surface voxel's face id, SVO.to_numpy(attribute="face")), labels (True: the
-        part of every set voxel, SVO.to_numpy(attribute="label"), named by
-        SVO.label_names), overlap ("last" or "smallest": the part an overlap belongs to),
-        colors (True: every set voxel's RGBA, SVO.to_numpy(attribute="color")), fill_color
-        (the inside's colour; default: the nearest surface voxel's along the column). A
-        list of meshes is voxelized together on one grid around them all, each mesh a part
-        (docs/guide/colours-and-labels.md). warn=False: no
-        OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
-        thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
-        count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-        result; result.count() gives it), for a caller that counts them on another thread
-        (a batch, on the thread that writes the result's file)."""
+        512^3. Keyword-only:
+
+        - mode: "solid" (default: the voxels whose centres are inside), "surface" (the
+          voxels the triangles touch, of the kind `surface`: "conservative", the default,
+          or "thin") or "both" (the solid united with the conservative surface).
+        - fill_mode, how the solid's inside is counted: "parity" (default: exact for closed
+          meshes; where two parts overlap, the overlap comes out empty), "winding" (the
+          generalized winding number: for open meshes, scans and overlapping parts; it
+          bridges holes), "auto" (parity, or winding where the parity fill finds the mesh
+          open or overlapping), "vote" (parity along six ray directions, four must agree)
+          or "union" (closed parts counted by their winding: overlapping parts give their
+          union).
+        - variant, sort: the shader variant and the pairs' sort (the same voxels with each).
+        - voxel_size, bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's
+          box; it must contain the mesh), max_memory (bytes or "2GiB"), progress (a callable
+          (stage, done, total)).
+        - attributes: ["face"] (modes "surface" and "both"): the SVO also stores each surface
+          voxel's face id, SVO.to_numpy(attribute="face").
+        - labels=True: the part of every set voxel, SVO.to_numpy(attribute="label"), named
+          by SVO.label_names; overlap ("last" or "smallest"): the part an overlap belongs to.
+          colors=True: every set voxel's RGBA, SVO.to_numpy(attribute="color"); fill_color:
+          the inside's colour (default: the nearest surface voxel's along the column).
+          A list of meshes is voxelized together on one grid around them all, each mesh a
+          part (docs/guide/colours-and-labels.md).
+        - warn=False: no OpenMeshWarning or OverlapWarning through the warnings module (whose
+          catching is not thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives
+          them as data.
+        - count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
+          result; result.count() gives it), for a caller that counts them on another thread
+          (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
@@ -158,10 +171,10 @@ class Voxelizer:
         count_voxels: bool = True,
         **options: Unpack[VoxelizeOptions],
     ) -> DenseGrid:
-        """Voxelization on a dense grid (mode "solid": voxel set iff its centre is inside
-        the mesh). Arguments as for voxelize; attributes=["face"] (modes "surface" and
-        "both") also fills DenseGrid.face_ids, labels=True DenseGrid.labels, colors=True
-        DenseGrid.colors."""
+        """Voxelization on a dense grid (mode "solid", the default: a voxel is set iff its
+        centre is inside the mesh). Arguments as for voxelize; attributes=["face"] (modes
+        "surface" and "both") also fills DenseGrid.face_ids, labels=True DenseGrid.labels,
+        colors=True DenseGrid.colors."""
         checked = Options.create(grid, **options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize_dense, mesh, grid, warn, count_voxels, options)
@@ -601,7 +614,8 @@ def voxelize(
     device: str | int | None = None,
     **options: Unpack[VoxelizeOptions],
 ) -> SVO:
-    """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
+    """Voxelization of `mesh` on the GPU as a sparse voxel octree, on the process's shared
+    Voxelizer of `device` (see Voxelizer.voxelize for the options)."""
     return shared_voxelizer(device).voxelize(mesh, grid, **options)
 
 
@@ -613,5 +627,6 @@ def voxelize_dense(
     device: str | int | None = None,
     **options: Unpack[VoxelizeOptions],
 ) -> DenseGrid:
-    """Solid voxelization of `mesh` on the GPU as a DenseGrid (see Voxelizer.voxelize_dense)."""
+    """Voxelization of `mesh` on the GPU as a DenseGrid, on the process's shared Voxelizer of
+    `device` (see Voxelizer.voxelize for the options)."""
     return shared_voxelizer(device).voxelize_dense(mesh, grid, **options)

@@ -92,7 +92,7 @@ def requested_modules() -> list[tuple[str, dict[str, int]]]:
 
 def compiler_version(compiler: str) -> str:
     """glslang's version line (recorded in the manifest: its output is reproducible for one
-    version, so tests/test_spirv.py compares bytes only with that version)."""
+    version, so tests/gpu/test_spirv.py compares bytes only with that version)."""
     result = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60)
     return result.stdout.strip().splitlines()[0] if result.stdout.strip() else "unknown"
 
