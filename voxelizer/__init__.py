@@ -2,7 +2,15 @@
 
 from typing import TYPE_CHECKING, Any
 
-from .api import Voxelizer, check_mesh, mesh_warnings, voxelize, voxelize_dense
+from .api import (
+    Voxelizer,
+    check_mesh,
+    load_triangle_grid,
+    mesh_warnings,
+    triangle_grid,
+    voxelize,
+    voxelize_dense,
+)
 from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOICES, VARIANTS
 from .errors import (
     ColorWarning,
@@ -30,6 +38,8 @@ from .mesh import Mesh, Topology
 from .options import Options
 from .stats import Stats
 from .svo import SVO, FaceIds
+from .trigrid import TriangleGrid
+from .trigrid.files import save_triangle_grid
 
 if TYPE_CHECKING:
     from .batch.engine import BatchResult, voxelize_many
@@ -82,6 +92,7 @@ __all__ = [
     "Stats",
     "ThinResultWarning",
     "Topology",
+    "TriangleGrid",
     "VariantError",
     "Voxelizer",
     "VoxelizerError",
@@ -90,8 +101,11 @@ __all__ = [
     "list_devices",
     "load",
     "load_mesh",
+    "load_triangle_grid",
     "mesh_warnings",
     "save",
+    "save_triangle_grid",
+    "triangle_grid",
     "voxelize",
     "voxelize_dense",
     "voxelize_many",

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+import numpy.typing
 
 from .attributes.run import Attributed, AttributeRequest, attributed_voxels
 from .attributes.voxel_values import SolidValues
@@ -58,6 +59,9 @@ from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
 from .thin import needs_surface_count, thin_warning
+from .trigrid import GridEngine, TriangleGrid, build_triangle_grid
+from .trigrid import queries as grid_queries
+from .trigrid.files import read_triangle_grid
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -86,6 +90,7 @@ class Voxelizer:
                 opened = Device(device)
             self.device = opened
             self._pipeline = Pipeline(opened)
+            self._grid_engine: GridEngine | None = None  # triangle grids, on first use
         except BaseException:
             if opened is not None:
                 opened.close()
@@ -291,6 +296,54 @@ class Voxelizer:
             voxels, _ = self._pipeline.dense(job)
         return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
 
+    def triangle_grid(
+        self,
+        mesh: MeshLike,
+        resolution: int | Sequence[int] | None = None,
+        *,
+        cell_size: float | Sequence[float] | None = None,
+        density: float | None = None,
+        levels: int = 1,
+        bounds: numpy.typing.ArrayLike | None = None,
+    ) -> TriangleGrid:
+        """The uniform grid of the mesh's triangles, built on the GPU: every cell lists the
+        triangles that touch its closed box, exactly (docs/guide/triangle-grid.md).
+
+        One of: resolution (cells along x, y, z, or one number for all three; the grid is
+        the mesh's box), cell_size (one side or three; the fewest cells that cover the box),
+        density (cells per triangle, Kalojanov's heuristic; default 4). levels=2: a
+        two-level grid (a coarse top level, 1/16 cell per triangle unless a resolution or a
+        cell size says otherwise, each top cell cut by its own triangles into about
+        `density` leaves per reference). bounds: place the grid on this box instead of the
+        mesh's (it must contain the mesh)."""
+        loaded = load_mesh(mesh)
+        return build_triangle_grid(
+            self._grids(), loaded, resolution, cell_size=cell_size, density=density,
+            levels=levels, bounds=bounds,
+        )  # fmt: skip
+
+    def load_triangle_grid(self, path: str | os.PathLike) -> TriangleGrid:
+        """A triangle grid from an .npz file of voxelizer.save_triangle_grid; its queries
+        upload it to this Voxelizer's device on first use."""
+        placement, levels, arrays = read_triangle_grid(path)
+        engine = self._grids()
+        return TriangleGrid(
+            placement,
+            levels,
+            arrays=arrays,
+            uploader=lambda: grid_queries.upload(engine, placement, levels, arrays),
+        )
+
+    def _grids(self) -> GridEngine:
+        """The triangle grids' engine on this device (made on first use)."""
+        self._check_process()
+        with self._lock:
+            if self._closed:
+                raise VoxelizerError("this Voxelizer is closed")
+            if self._grid_engine is None:
+                self._grid_engine = GridEngine(self.device)
+            return self._grid_engine
+
     def _auto(
         self,
         call: Callable[..., R],
@@ -420,6 +473,8 @@ class Voxelizer:
             if self._closed:
                 return
             self._closed = True
+            if self._grid_engine is not None:
+                self._grid_engine.close()
             self._pipeline.close()
             self.device.close()
 
@@ -630,3 +685,24 @@ def voxelize_dense(
     """Voxelization of `mesh` on the GPU as a DenseGrid, on the process's shared Voxelizer of
     `device` (see Voxelizer.voxelize for the options)."""
     return shared_voxelizer(device).voxelize_dense(mesh, grid, **options)
+
+
+def triangle_grid(
+    mesh: MeshLike,
+    resolution: int | Sequence[int] | None = None,
+    *,
+    device: str | int | None = None,
+    cell_size: float | Sequence[float] | None = None,
+    density: float | None = None,
+    levels: int = 1,
+    bounds: numpy.typing.ArrayLike | None = None,
+) -> TriangleGrid:
+    """The uniform grid of `mesh`'s triangles, built on the GPU (see Voxelizer.triangle_grid)."""
+    return shared_voxelizer(device).triangle_grid(
+        mesh, resolution, cell_size=cell_size, density=density, levels=levels, bounds=bounds
+    )
+
+
+def load_triangle_grid(path: str | os.PathLike, *, device: str | int | None = None) -> TriangleGrid:
+    """A triangle grid saved by voxelizer.save_triangle_grid (see Voxelizer.load_triangle_grid)."""
+    return shared_voxelizer(device).load_triangle_grid(path)

@@ -82,7 +82,7 @@ def test_page_runs(page: Path, workdir: Path) -> None:
 
 
 def test_there_is_an_example_per_recipe_and_a_notebook() -> None:
-    assert 5 <= len(EXAMPLES) <= 8, [_name(p) for p in EXAMPLES]
+    assert len(EXAMPLES) >= 5, [_name(p) for p in EXAMPLES]
     assert len(NOTEBOOKS) >= 1
     for script in EXAMPLES:
         text = script.read_text()

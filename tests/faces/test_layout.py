@@ -244,6 +244,7 @@ FOLDERS = {
     "benchmarks": "faces",
     "tools": "faces",
     "batch": "faces",
+    "trigrid": "faces",  # triangle grids: their passes, queries, files and references, for users
 }
 ALLOWED = {
     "base": {"base"},

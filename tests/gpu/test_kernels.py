@@ -26,6 +26,7 @@ from voxelizer.gpu.kernels import COMMON_DEFINES, Kernel, Struct, cpu_choices
 from voxelizer.pipeline import kernels
 from voxelizer.pipeline.kernels import pass_defines
 from voxelizer.pipeline.winding import winding_defines
+from voxelizer.trigrid import kernels as trigrid_kernels
 
 # Every value subgroup_defines can give: the kernels must match whatever the device has.
 SUBGROUP_CHOICES = [
@@ -44,6 +45,10 @@ def families() -> list[tuple[tuple[Kernel, ...], list[dict[str, int]]]]:
         (kernels.SVO_KERNELS, [dict(COMMON_DEFINES)]),  # as SVOPipelines builds them
         (kernels.FACE_GATHER_KERNELS, [dict(COMMON_DEFINES)]),  # as FaceGather builds them
         (kernels.WINDING_KERNELS, [winding_defines()]),  # as WindingPipelines builds them
+        (  # as trigrid.build.GridEngine builds them
+            trigrid_kernels.TRIGRID_KERNELS,
+            [trigrid_kernels.trigrid_defines(b) for b in trigrid_kernels.BRANCHLESS_CHOICES],
+        ),
         (
             (scan.SCAN_BLOCKS, scan.ADD_BLOCK_OFFSETS),
             [scan.scan_defines(groups) for groups in SUBGROUP_CHOICES],
@@ -69,7 +74,7 @@ def declared_kernels() -> list[Kernel]:
     """Every Kernel the host's modules declare, whether or not a family lists it."""
     return [
         value
-        for module in (kernels, scan)
+        for module in (kernels, scan, trigrid_kernels)
         for value in vars(module).values()
         if isinstance(value, Kernel)
     ]

@@ -211,6 +211,11 @@ def test_every_module_a_job_requests_is_shipped(
         assert_same_voxels(
             both.to_numpy(), voxelize_surface_reference(load_model(MODEL), GRID, "both").to_numpy()
         )
+        for levels in (1, 2):  # triangle grids: the cells, the leaves, rays and boxes
+            grid = vox.triangle_grid(gear(), levels=levels)
+            assert (grid.intersect([[0.6, 0, 100.0]], [[0, 0, -1]])[1] >= 0).all()
+            assert grid.any_hit([[0.6, 0, 100.0]], [[0, 0, -1]]).all()
+            assert len(grid.triangles_in_box(*load_mesh(gear()).bounds)) == grid.triangle_count
     shipped = {(s, compiler.define_key(d)) for s, d in build_spirv.requested_modules()}
     assert set(requests) <= shipped
     sources = {source for source, _ in requests}

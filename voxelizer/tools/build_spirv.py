@@ -42,6 +42,7 @@ from ..gpu.kernels import COMMON_DEFINES, Kernel, cpu_choices, subgroup_choices
 from ..pipeline import kernels
 from ..pipeline.kernels import pass_defines
 from ..pipeline.winding import winding_defines
+from ..trigrid import kernels as trigrid_kernels
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,11 @@ def families() -> tuple[Family, ...]:
         Family(
             "winding", kernels.WINDING_KERNELS, (winding_defines(),)
         ),  # winding.WindingPipelines
+        Family(
+            "trigrid",  # trigrid.build.GridEngine
+            trigrid_kernels.TRIGRID_KERNELS,
+            tuple(trigrid_kernels.trigrid_defines(b) for b in trigrid_kernels.BRANCHLESS_CHOICES),
+        ),
         Family(
             "scan",  # gpu.scan.Scan
             (scan.SCAN_BLOCKS, scan.ADD_BLOCK_OFFSETS),
