@@ -22,12 +22,12 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing
 
+from .api_runs import PipelineRuns, face_grid, part_name
 from .attributes.run import Attributed, AttributeRequest, attributed_voxels
 from .attributes.voxel_values import SolidValues
 from .budget import check_dense_fits
@@ -52,7 +52,6 @@ from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology
 from .options import Options, VoxelizeOptions, option_keywords
-from .pipeline.face_ids import MarkedVoxels
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
 from .placement import GridLike, GridPlacement, check_resolution
@@ -150,7 +149,7 @@ class Voxelizer:
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         if checked.labels or checked.colors:
-            svo, problems = self._attributed_svo(loaded, placement, stats, checked, _name(mesh))
+            svo, problems = self._attributed_svo(loaded, placement, stats, checked, part_name(mesh))
             return self._finished(loaded, svo, checked, warn, count_voxels, problems)
         job = self._job(loaded, placement, checked)
         marked = None
@@ -187,9 +186,9 @@ class Voxelizer:
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
         if checked.labels or checked.colors:
-            found = self._attributed(loaded, placement, stats, checked, _name(mesh))
+            found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
             result = DenseGrid(
-                found.voxels, placement, stats, face_ids=_face_grid(found, placement, checked)
+                found.voxels, placement, stats, face_ids=face_grid(found, placement, checked)
             ).with_attributes(found.labels, found.colors, found.label_names)
             return self._finished(loaded, result, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
@@ -248,7 +247,9 @@ class Voxelizer:
         request = AttributeRequest(
             options.labels, options.colors, options.overlap, options.fill_color
         )
-        runs = _Runs(self, placement, options, stats)
+        runs = PipelineRuns(
+            self._pipeline, self._job, placement=placement, options=options, stats=stats
+        )
         with self._locked():
             found = attributed_voxels(mesh, placement, options.mode, request, runs, name, stats)
         stats.counts["triangles"] = mesh.triangle_count
@@ -546,64 +547,6 @@ def _warn_from_counts(
     caller's caller (the module functions' user)."""
     for warning in mesh_warnings(counts, fill_mode, mode):
         warnings.warn(warning, stacklevel=stacklevel)
-
-
-class _Runs:
-    """The pipeline runs voxelizer.attributes.run asks for, on one call's grid and options
-    (its Runs protocol); their times and column counts go into the call's stats."""
-
-    def __init__(
-        self, voxelizer: Voxelizer, placement: GridPlacement, options: Options, stats: Stats
-    ) -> None:
-        self._voxelizer, self._placement, self._options = voxelizer, placement, options
-        self._stats = stats
-        self._first = True
-
-    def _job(self, mesh: Mesh, mode: str) -> Job:
-        fill_mode = "parity" if mode == "surface" else self._options.fill_mode  # (none filled)
-        surface = self._options.surface or "conservative"
-        options = replace(self._options, mode=mode, surface=surface, fill_mode=fill_mode)
-        return self._voxelizer._job(mesh, self._placement, options)
-
-    def voxels(self, mesh: Mesh, mode: str) -> ColumnBits | np.ndarray:
-        voxels, run = self._voxelizer._pipeline.dense(self._job(mesh, mode))
-        self._add(run)
-        return voxels
-
-    def marked(
-        self, mesh: Mesh, mode: str
-    ) -> tuple[ColumnBits | np.ndarray, np.ndarray, np.ndarray]:
-        voxels, faces, run = self._voxelizer._pipeline.dense_faces(self._job(mesh, mode))
-        self._add(run)
-        marked = MarkedVoxels.of_grid(faces)
-        return voxels, marked.voxels, marked.ids
-
-    def _add(self, run: Stats) -> None:
-        """The first run's stats are the call's (behind its host steps); later runs add their
-        times and column counts."""
-        if self._first:
-            self._first = False
-            merged = _merged(Stats(host_ms=dict(self._stats.host_ms)), run)
-            self._stats.__dict__.update(merged.__dict__)
-            return
-        self._stats.add_times_of(run)
-        columns = ("open_columns", "overlap_columns")  # the fill's mesh check, summed
-        self._stats.count(**{name: run.counts.get(name, 0) for name in columns})
-
-
-def _name(source: MeshesLike) -> str:
-    """The name of the one part of a mesh without parts: its file's name without the
-    extension, else "mesh"."""
-    return Path(source).stem if isinstance(source, (str, os.PathLike)) else "mesh"
-
-
-def _face_grid(found: Attributed, placement: GridPlacement, options: Options) -> np.ndarray | None:
-    """The dense face ids of an attributed call that asked for them."""
-    if "face" not in options.attributes or found.marked is None:
-        return None
-    faces = np.full(placement.shape, -1, np.int32)
-    MarkedVoxels(*found.marked).scatter(faces)
-    return faces
 
 
 def check_mesh(mesh: MeshLike) -> Topology:

@@ -225,6 +225,7 @@ MODEL = {
 FACES = {
     "options",
     "api",
+    "api_runs",
     "cli",
     "cli_attributes",
     "ray",
