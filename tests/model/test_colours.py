@@ -6,6 +6,7 @@ py-vox-io and midvoxio, the coloured voxel meshes by trimesh; the arrays in .npz
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -33,11 +34,15 @@ TIE = 1e-6  # a sample this close to a pixel's (or a colour's) rounding boundary
 TEXTURED_MODELS = ("CesiumMilkTruck.glb", "BoxTextured.glb")  # trimesh's test models
 
 
+TEXTURED_ENV = "VOXELIZER_TEXTURED_MODELS"  # a folder holding trimesh's models/ files
+
+
 def textured_model(name: str) -> Path | None:
-    """One of trimesh's textured models where a checkout of trimesh (its models/ folder)
-    or the shared models hold it, else None."""
+    """One of trimesh's textured models where $VOXELIZER_TEXTURED_MODELS (a copy of trimesh's
+    models/ folder), a checkout of trimesh or the shared models hold it, else None."""
     root = Path(trimesh.__file__).resolve().parents[1] / "models"
-    found = [folder / name for folder in (root, SHARED_MODELS) if (folder / name).is_file()]
+    folders = [Path(os.environ[TEXTURED_ENV])] if os.environ.get(TEXTURED_ENV) else []
+    found = [f / name for f in (*folders, root, SHARED_MODELS) if (f / name).is_file()]
     return found[0] if found else None
 
 
@@ -134,8 +139,8 @@ def test_a_textured_glb_is_sampled_as_trimesh_samples_it(gpu, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TEXTURED_MODELS)
 def test_trimesh_textured_models_are_sampled_as_trimesh_samples_them(gpu, tmp_path, name):
-    """trimesh's own textured models, where they are installed; else (trimesh from a wheel
-    has no models/) a textured box trimesh writes stands in for them."""
+    """trimesh's own textured models, where they are found (textured_model); else (trimesh
+    from a wheel has no models/) a textured box trimesh writes stands in for them."""
     path = textured_model(name) or make_textured_box(tmp_path / name)
     assert assert_sampled_as_trimesh(gpu, path, 64) > 1000
 
