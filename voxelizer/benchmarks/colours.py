@@ -2,7 +2,7 @@
 `python -m voxelizer.benchmarks.colours OUT_DIR --textured CesiumMilkTruck.glb --part
 featuretype.stl [--grid 128] [--part-voxels 1000] [--runs 5]`.
 
-The textured model (trimesh's CesiumMilkTruck.glb: 3,624 triangles, four primitives, one
+The textured model (trimesh's CesiumMilkTruck.glb: 3,624 triangles, five primitives, one
 texture): the file read into a Mesh (glTF, textures decoded), then `voxelize(mesh, grid)`
 plain, with `colors=True`, with `labels=True` and with both, alternately `runs` times after
 one warm-up call each (so that a busy machine slows all alike), median wall times and their
@@ -12,8 +12,9 @@ ratio to the plain call; then the coloured, labelled result written as .vox, .pl
 The part (featuretype.stl, a CAD part whose box is 1000 x 500 x 275): voxelized with the
 voxel size that gives its longest side `part_voxels` voxels (1000 x 500 x 276 at 1000), then
 written as a binary .stl, a .ply (float32 where exact, else float64: said in the table) and
-a PNG slice stack (wall time, bytes). The results go to OUT_DIR/colours.json, the files
-under OUT_DIR, the tables to stdout.
+a PNG slice stack (wall time, bytes); and, for the float32 .ply, as a .ply on the power of
+two voxel size at or below that one, on a box of whole voxels (every vertex a float32). The
+results go to OUT_DIR/colours.json, the files under OUT_DIR, the tables to stdout.
 """
 
 from __future__ import annotations
@@ -96,7 +97,6 @@ def printed(vox: Voxelizer, path: Path, part_voxels: int, out: Path) -> dict[str
     seconds = time.perf_counter() - started
     targets = [out / f"{path.stem}.{suffix}" for suffix in PRINT_FORMATS]
     files = [_saved(part, target) for target in [*targets, out / f"{path.stem}-layers"]]
-    header = (out / f"{path.stem}.ply").read_bytes()[:400]
     return {
         "model": path.name,
         "triangles": mesh.triangle_count,
@@ -104,9 +104,26 @@ def printed(vox: Voxelizer, path: Path, part_voxels: int, out: Path) -> dict[str
         "voxel_size": size,
         "voxels": part.count(),
         "voxelize_seconds": seconds,
-        "ply_float32": b"property float x" in header,
+        "ply_float32": _float32(out / f"{path.stem}.ply"),
         "files": files,
+        "dyadic": _dyadic_ply(vox, mesh, size, out / f"{path.stem}-dyadic.ply"),
     }
+
+
+def _float32(ply: Path) -> bool:
+    return b"property float x" in ply.read_bytes()[:400]
+
+
+def _dyadic_ply(vox: Voxelizer, mesh: voxelizer.Mesh, size: float, target: Path) -> dict[str, Any]:
+    """The part on the power of two voxel size at or below `size`, on a box of whole voxels
+    from a multiple of it: every vertex is a float32, so the .ply is float32."""
+    dyadic = 2.0 ** np.floor(np.log2(size))
+    low = np.floor(mesh.vertices.min(axis=0) / dyadic) * dyadic
+    high = np.ceil(mesh.vertices.max(axis=0) / dyadic) * dyadic
+    part = vox.voxelize(mesh, voxel_size=dyadic, bounds=(low, high))
+    row = _saved(part, target)
+    row.update(grid=list(part.shape), voxel_size=dyadic, voxels=part.count())
+    return {**row, "ply_float32": _float32(target)}
 
 
 def _print_tables(textured_row: dict[str, Any], part_row: dict[str, Any]) -> None:
@@ -129,9 +146,15 @@ def _print_tables(textured_row: dict[str, Any], part_row: dict[str, Any]) -> Non
         f"{part_row['voxels']:,} voxels, voxelized in {part_row['voxelize_seconds']:.2f} s, "
         f".ply {'float32' if part_row['ply_float32'] else 'float64'}"
     )
+    dyadic = part_row["dyadic"]
+    print(
+        f"{dyadic['file']}: grid {'x'.join(map(str, dyadic['grid']))} (voxel "
+        f"{dyadic['voxel_size']:g}), {dyadic['voxels']:,} voxels, "
+        f".ply {'float32' if dyadic['ply_float32'] else 'float64'}"
+    )
     print("| file | bytes | written (s) |")
     print("| --- | ---: | ---: |")
-    for row in textured_row["files"] + part_row["files"]:
+    for row in [*textured_row["files"], *part_row["files"], dyadic]:
         print(f"| {row['file']} | {row['bytes']:,} | {row['seconds']:.2f} |")
 
 
