@@ -208,6 +208,31 @@ def test_glb_primitives_are_parts_with_their_materials(tmp_path):
         assert (colors[labels == label] == colours[int(name[-1])]).all()
 
 
+def test_instances_of_one_geometry_are_parts_of_distinct_names(tmp_path):
+    """Two nodes placing one glTF mesh (CesiumMilkTruck's wheels) are two parts, the later
+    one named NAME (2), so that every label has a name of its own."""
+    scene = trimesh.Scene()
+    v, f = box((0, 0, 0), (1, 1, 1))
+    wheel = trimesh.Trimesh(v, f, process=False)
+    scene.add_geometry(wheel, geom_name="wheel", node_name="front")
+    base = scene.graph.base_frame
+    scene.graph.update(frame_to="back", frame_from=base, matrix=_shifted(2.0), geometry="wheel")
+    path = tmp_path / "wheels.glb"
+    scene.export(path)
+    assert len(trimesh.load(path, force="scene").geometry) == 1  # one mesh, two nodes
+    mesh = voxelizer.load_mesh(path)
+    assert mesh.parts.names == ("wheel", "wheel (2)")
+    grid = voxelizer.voxelize_dense(path, 16, labels=True)
+    assert grid.label_names == ("wheel", "wheel (2)")
+    assert set(np.unique(grid.to_numpy("label")).tolist()) == {0, 1, 2}
+
+
+def _shifted(x: float) -> np.ndarray:
+    matrix = np.eye(4)
+    matrix[0, 3] = x
+    return matrix
+
+
 def test_several_meshes_are_parts_named_by_their_files(tmp_path):
     red = tmp_path / "red.obj"
     red.write_text("v 0 0 0\nv 1 0 0\nv 0 1 0\nv 0 0 1\nf 1 3 2\nf 1 2 4\nf 1 4 3\nf 2 3 4\n")

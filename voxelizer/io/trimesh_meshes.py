@@ -3,9 +3,9 @@
 A scene (what trimesh reads from GLB, glTF, 3MF, ...) becomes one Mesh of every mesh
 instance, transforms applied, in the order of trimesh's own `Scene.to_mesh()` (so the
 vertices and faces are exactly the ones trimesh gives), each instance (each glTF primitive
-of each node) one part named by its geometry. Colours come from each geometry's visual: a
-material's base colour and texture with the UVs (TextureVisuals), or vertex or face
-colours (ColorVisuals).
+of each node) one part named by its geometry (a later instance of one geometry: NAME (2),
+NAME (3), ...). Colours come from each geometry's visual: a material's base colour and
+texture with the UVs (TextureVisuals), or vertex or face colours (ColorVisuals).
 
 glTF's rule for a textured material is kept: the texture's colour times the base colour
 factor (trimesh's own `to_color()` leaves the factor out; with the usual factor 1 the two
@@ -60,7 +60,9 @@ def mesh_of_trimesh(loaded: Any, what: str) -> Mesh:
     parts = None
     if len(geometries) > 1:
         kept = [count > 0 for count in face_counts]
-        names = [_name(g, n) for n, (g, keep) in enumerate(zip(geometries, kept)) if keep]
+        names = _distinct(
+            [_name(g, n) for n, (g, keep) in enumerate(zip(geometries, kept)) if keep]
+        )
         ids = np.repeat(np.arange(len(names)), [c for c in face_counts if c > 0])
         parts = Parts(ids, tuple(names))
     textures: dict[int, Texture] = {}  # instances of one mesh share their images
@@ -73,6 +75,23 @@ def mesh_of_trimesh(loaded: Any, what: str) -> Mesh:
 def _name(geometry: trimesh.Trimesh, number: int) -> str:
     metadata = getattr(geometry, "metadata", None) or {}
     return str(metadata.get("name") or metadata.get("node") or f"part {number + 1}")
+
+
+def _distinct(names: list[str]) -> list[str]:
+    """Names that tell the parts apart: a later instance of a geometry (a glTF mesh that two
+    nodes place) named NAME (2), NAME (3), ..."""
+    taken = set(names)
+    seen: dict[str, int] = {}
+    distinct = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        unique, number = name, seen[name]
+        while number > 1 and unique in taken:
+            unique = f"{name} ({number})"
+            number += 1
+        taken.add(unique)
+        distinct.append(unique)
+    return distinct
 
 
 def appearance_of(
