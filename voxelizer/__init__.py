@@ -15,6 +15,7 @@ from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOIC
 from .errors import (
     ColorWarning,
     DeviceError,
+    EmptyGridWarning,
     FillModeError,
     FormatError,
     GridError,
@@ -75,6 +76,7 @@ __all__ = [
     "ColorWarning",
     "DenseGrid",
     "DeviceError",
+    "EmptyGridWarning",
     "FaceIds",
     "FillModeError",
     "FormatError",

@@ -41,6 +41,7 @@ from .choices import (
 from .errors import (
     ColorWarning,
     DeviceError,
+    EmptyGridWarning,
     MeshError,
     OpenMeshWarning,
     OverlapWarning,
@@ -112,8 +113,8 @@ class Voxelizer:
         """Voxelization as a sparse voxel octree, built on the GPU from the bit grid. Grids
         larger than one buffer or the memory budget are voxelized slab by slab.
 
-        grid: N (the cube N^3) or (nx, ny, nz); or voxel_size= instead (world units); neither:
-        512^3. Keyword-only:
+        grid: N (the cube N^3) or (nx, ny, nz), each side from 1 to 8192; or voxel_size=
+        instead (world units: h, or (hx, hy, hz)); neither: 512^3. Keyword-only:
 
         - mode: "solid" (default: the voxels whose centres are inside), "surface" (the
           voxels the triangles touch, of the kind `surface`: "conservative", the default,
@@ -127,8 +128,11 @@ class Voxelizer:
           union).
         - variant, sort: the shader variant and the pairs' sort (the same voxels with each).
         - voxel_size, bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's
-          box; it must contain the mesh), max_memory (bytes or "2GiB"), progress (a callable
-          (stage, done, total)).
+          box: the grid is this box exactly, and a box that cuts the mesh crops it), box_fit
+          ("cover" or "inside": bounds that are not a whole number of voxels), pad (empty
+          voxels added around: k, (kx, ky, kz) or ((x_lo, x_hi), (y_lo, y_hi), (z_lo,
+          z_hi))); docs/guide/grids.md states the rules.
+        - max_memory (bytes or "2GiB"), progress (a callable (stage, done, total)).
         - attributes: ["face"] (modes "surface" and "both"): the SVO also stores each surface
           voxel's face id, SVO.to_numpy(attribute="face").
         - labels=True: the part of every set voxel, SVO.to_numpy(attribute="label"), named
@@ -148,6 +152,8 @@ class Voxelizer:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
+        if not placement.holds_part_of(loaded):
+            return SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
         if checked.labels or checked.colors:
             svo, problems = self._attributed_svo(loaded, placement, stats, checked, part_name(mesh))
             return self._finished(loaded, svo, checked, warn, count_voxels, problems)
@@ -185,6 +191,10 @@ class Voxelizer:
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
+        if not placement.holds_part_of(loaded):
+            empty = ColumnBits.empty(placement.shape)
+            stats = _empty_stats(loaded, placement, checked, stats, warn)
+            return DenseGrid.of_columns(empty, placement, stats)
         if checked.labels or checked.colors:
             found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
             result = DenseGrid(
@@ -424,7 +434,14 @@ class Voxelizer:
         started = time.perf_counter()
         loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
-        placement = GridPlacement.around(loaded, options.shape, options.voxel_size, options.bounds)
+        placement = GridPlacement.around(
+            loaded,
+            options.shape,
+            options.voxel_size,
+            options.bounds,
+            box_fit=options.box_fit,
+            pad=options.pad,
+        )
         stats = Stats()
         stats.add_host(load=load_ms)
         return loaded, placement, stats
@@ -446,6 +463,7 @@ class Voxelizer:
             fine=fine_vertices,
             fixed_gap=placement.placed_fixed_gap(mesh),
             soup=placement.placed_soup(mesh),
+            lattice=placement.work(mesh),
         )
 
     @contextmanager
@@ -556,6 +574,33 @@ def check_mesh(mesh: MeshLike) -> Topology:
     GPU's work: docs/benchmarks.md, "Figures behind the code"), so voxelizing never runs it: a voxelization warns from
     the column counts its fill pass makes instead (OpenMeshWarning, OverlapWarning)."""
     return load_mesh(mesh).topology
+
+
+def _empty_stats(
+    mesh: Mesh, placement: GridPlacement, options: Options, before: Stats, warn: bool
+) -> Stats:
+    """The stats of a grid beside the mesh (no GPU work), warned about unless warn=False
+    (the counts hold it as empty_grid = 1 either way)."""
+    stats = Stats(
+        fill_mode=options.fill_mode,
+        shape=placement.shape,
+        mode=options.mode,
+        surface=options.surface if options.mode == "surface" and options.surface else "",
+        host_ms=dict(before.host_ms),
+    )
+    stats.count(triangles=mesh.triangle_count, empty_grid=1)
+    stats.counts[voxel_count_label(options.mode)] = 0
+    if warn:
+        low, high = mesh.bounds
+        warnings.warn(
+            EmptyGridWarning(
+                f"the grid ({placement.describe()}) holds no part of the mesh, whose box is "
+                f"({', '.join(f'{v:g}' for v in low)}) to ({', '.join(f'{v:g}' for v in high)}):"
+                " every voxel is empty"
+            ),
+            stacklevel=4,
+        )
+    return stats
 
 
 def voxel_count_label(mode: str) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ from .batch.cli import (
     refuse_batch_options,
     run_batch,
 )
-from .budget import check_dense_fits, parse_size
+from .budget import check_dense_fits
 from .choices import (
     DEFAULT_SORT,
     DEFAULT_VARIANT,
@@ -39,7 +38,6 @@ from .command_words import in_command_words
 from .errors import (
     ColorWarning,
     GridError,
-    MemoryBudgetError,
     ModeError,
     OpenMeshWarning,
     OutputError,
@@ -47,6 +45,7 @@ from .errors import (
     ThinResultWarning,
     VoxelizerError,
 )
+from .grid_arguments import add_grid_arguments, check_grid_arguments, option_values
 from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
@@ -59,9 +58,10 @@ from .options import Options, batch_options_of
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,
-    check_bounds,
+    VoxelSize,
+    check_pad,
     check_shape,
-    check_voxel_size,
+    padded_shape,
     shape_text,
 )
 from .progress import TerminalProgress
@@ -85,91 +85,12 @@ def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh:
     )
 
 
-def _grid_value(text: str) -> int | tuple[int, int, int]:
-    """--grid N or NXxNYxNZ, checked (a usage error otherwise)."""
-    match = re.fullmatch(r"(-?\d+)(?:x(-?\d+)x(-?\d+))?", text.strip().lower(), re.ASCII)
-    if match is None:
-        raise argparse.ArgumentTypeError(
-            f"invalid grid {text!r}: write N or NXxNYxNZ (e.g. 512 or 512x256x128)"
-        )
-    sides = [int(side) for side in match.groups() if side is not None]
-    # the pattern matches one side or three
-    grid: int | tuple[int, int, int] = (
-        sides[0] if len(sides) == 1 else (sides[0], sides[1], sides[2])
-    )
-    try:
-        check_shape(grid)
-    except GridError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return grid
-
-
-def _bounds_as_values(argv: list[str]) -> list[str]:
-    """argv with the numbers after --bounds marked as values, and --bounds=A,B,... split.
-
-    argparse takes a word that starts with '-' for an option unless it is a plain negative
-    integer or decimal, so `--bounds -1e3 ...` failed; a leading space makes such a number
-    a value (float() ignores the space)."""
-    words: list[str] = []
-    pending = 0  # values of --bounds still to come
-    for index, word in enumerate(argv):
-        if word == "--":  # the rest are positional
-            return words + argv[index:]
-        name, equals, joined = word.partition("=")
-        if len(name) > 2 and "--bounds".startswith(name):
-            pending = 6
-            if not equals:
-                words.append(word)
-                continue
-            words.append(name)
-            values = joined.split(",")
-            words.extend(_as_value(value) for value in values)
-            pending = max(0, 6 - len(values))
-            continue
-        if pending and _is_number(word):
-            words.append(_as_value(word))
-            pending -= 1
-            continue
-        pending = 0
-        words.append(word)
-    return words
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
-
-
-def _as_value(word: str) -> str:
-    """A number argparse must not read as an option, as a word it reads as a value."""
-    return f" {word}" if word.startswith("-") and _is_number(word) else word
-
-
-def _voxel_size_value(text: str) -> float:
-    try:
-        return check_voxel_size(float(text))
-    except (ValueError, GridError):
-        raise argparse.ArgumentTypeError(
-            f"voxel size must be a positive finite number, not {text!r}"
-        ) from None
-
-
-def _memory_value(text: str) -> int:
-    try:
-        return parse_size(text)
-    except MemoryBudgetError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-# The exit statuses of `voxelize`, as --help and README.md state them.
 EXIT_STATUS_HELP = """exit status:
   0    success
   1    bad input or environment (a missing or broken mesh, no such device, an
        output that exists, a grid the device cannot hold)
-  2    usage error (an unknown option or option value)
+  2    usage error (an unknown option or option value, a grid that cannot be
+       placed: a size, box or padding out of range)
   130  interrupted (Ctrl-C)"""
 
 
@@ -189,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
         help="mesh file (PLY, OBJ, STL, OFF, GLB, ...); several, a directory, a glob or "
         "@list.txt make a batch (see --out-dir)",
     )
-    _add_grid_arguments(parser)
+    add_grid_arguments(parser)
     _add_method_arguments(parser)
     _add_output_arguments(parser)
     _add_run_arguments(parser)
@@ -212,39 +133,6 @@ class _VersionAction(argparse.Action):
 
         print(f"voxelize {package_version()}")  # on stdout, as argparse's own version action
         parser.exit()
-
-
-def _add_grid_arguments(parser: argparse.ArgumentParser) -> None:
-    """The grid: its size, its box, the device memory it may take."""
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument(
-        "--grid",
-        type=_grid_value,
-        metavar="N|NXxNYxNZ",
-        help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); "
-        f"each a multiple of 4 from 8 up (default {DEFAULT_GRID})",
-    )
-    size.add_argument(
-        "--voxel-size",
-        type=_voxel_size_value,
-        metavar="H",
-        help="voxel side in world units instead of --grid: each side of the grid "
-        "becomes the fewest voxels (a multiple of 4) that cover the box",
-    )
-    parser.add_argument(
-        "--bounds",
-        type=float,
-        nargs=6,
-        metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
-        help="place the grid on this box instead of the mesh's bounding box "
-        "(it must contain the mesh)",
-    )
-    parser.add_argument(
-        "--max-memory",
-        type=_memory_value,
-        metavar="SIZE",
-        help="device memory budget, e.g. 512MiB, 2GiB, 1.5GB or plain bytes",
-    )
 
 
 def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
@@ -363,7 +251,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = _parser()
-        args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(option_values(sys.argv[1:] if argv is None else argv))
     except KeyboardInterrupt:  # Ctrl-C before the run: no traceback either
         print("voxelize: interrupted", file=sys.stderr)
         return 130
@@ -380,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         print(f"voxelize: error: {command_line_message(exc)}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(exc, GridError) else 1
     except MemoryError as exc:  # what no check foresaw: still one line, not a traceback
         if args.debug:
             raise
@@ -426,11 +314,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.variant not in VARIANT_CHOICES:
         parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANT_CHOICES)})")
     _check_mode(parser, args)
-    if args.bounds is not None:
-        try:
-            args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
-        except GridError as exc:
-            parser.error(str(exc))
+    check_grid_arguments(parser, args)
     if batch_requested(args):
         check_attribute_arguments(parser, args, None, batch=True)
         return run_batch(parser, args)
@@ -580,13 +464,23 @@ def _check_dense_output(
         return args.model, 0.0
     mesh: MeshLike = args.model
     load_ms = 0.0
-    if args.voxel_size is None:
+    voxel_size: VoxelSize = 1.0  # (cubes: a grid without bounds always has them)
+    if args.voxel_size is None and args.bounds is None:
         shape = check_shape(args.grid or DEFAULT_GRID)
+        shape = padded_shape(shape, check_pad(args.pad))
     else:
         mesh, load_ms = _loaded(args.model)
-        shape = GridPlacement.around(mesh, None, args.voxel_size, args.bounds).shape
+        placement = GridPlacement.around(
+            mesh,
+            None if args.grid is None else check_shape(args.grid),
+            args.voxel_size,
+            args.bounds,
+            box_fit=args.box_fit,
+            pad=check_pad(args.pad),
+        )
+        shape, voxel_size = placement.shape, placement.voxel_size
     if output is not None:
-        check_output_shape(output, shape)
+        check_output_shape(output, shape, voxel_size)
     check_dense_fits(shape, str(dense[0]))
     return mesh, load_ms
 

@@ -15,7 +15,9 @@ class MeshError(VoxelizerError):
 
 
 class GridError(VoxelizerError):
-    """The requested grid is not allowed (not a multiple of 4, too small, too large)."""
+    """The requested grid is not allowed: a side below 1 or over the maximum, a voxel size
+    that is not positive and finite, bounds that are not a box, options that do not go
+    together (docs/guide/grids.md)."""
 
 
 class VariantError(VoxelizerError):
@@ -79,6 +81,11 @@ class ColorWarning(UserWarning):
     """Colours that cannot be taken from the mesh as it says: a texture that cannot be
     read, or texture coordinates outside [0, 1]. The faces concerned take their material's
     colour instead."""
+
+
+class EmptyGridWarning(UserWarning):
+    """The grid holds no part of the mesh (bounds beside it): every voxel is empty, and no
+    GPU work was done."""
 
 
 class FormatError(VoxelizerError):

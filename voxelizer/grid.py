@@ -10,6 +10,7 @@ from functools import cache
 
 import numpy as np
 
+from .grid_spec import voxel_size_text
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 
@@ -78,6 +79,12 @@ class ColumnBits:
                 f"expected uint32 words of shape {expected}, got "
                 f"{self.words.dtype} {self.words.shape}"
             )
+
+    @classmethod
+    def empty(cls, shape: Shape) -> ColumnBits:
+        """The words of a grid with no voxel set."""
+        nx, ny, nz = shape
+        return cls(np.zeros(nx * ny * column_words(nz), np.uint32), shape)
 
     @classmethod
     def of_voxels(cls, voxels: np.ndarray) -> ColumnBits:
@@ -262,5 +269,5 @@ class DenseGrid(Placed):
     def __repr__(self) -> str:
         return (
             f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
-            f"voxel_size={self.voxel_size:g})"
+            f"voxel_size={voxel_size_text(self.voxel_size)})"
         )

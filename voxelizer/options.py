@@ -11,7 +11,7 @@ it trusts the values.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
@@ -34,7 +34,20 @@ from .choices import (
     VARIANT_CHOICES,
 )
 from .errors import FillModeError, GridError, ModeError, VariantError
-from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
+from .placement import (
+    NO_PADDING,
+    GridLike,
+    Padding,
+    PadLike,
+    Shape,
+    VoxelSize,
+    check_bounds,
+    check_box_fit,
+    check_grid_request,
+    check_pad,
+    check_shape,
+    check_voxel_size,
+)
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -48,8 +61,10 @@ class BatchOptions(TypedDict, total=False):
     variant: str
     fill_mode: str
     sort: str
-    voxel_size: float | None
+    voxel_size: float | Sequence[float] | None
     bounds: numpy.typing.ArrayLike | None
+    box_fit: str
+    pad: PadLike
     max_memory: int | str | None
     mode: str
     surface: str | None
@@ -73,6 +88,8 @@ DEFAULTS: VoxelizeOptions = {
     "sort": DEFAULT_SORT,
     "voxel_size": None,
     "bounds": None,
+    "box_fit": "cover",
+    "pad": NO_PADDING,
     "max_memory": None,
     "mode": DEFAULT_MODE,
     "surface": None,
@@ -122,12 +139,12 @@ def batch_options_of(namespace: object) -> BatchOptions:
 
 @dataclass(frozen=True, eq=False)
 class Options:
-    """A checked request: grid shape or voxel size, bounds, variant, fill mode, sort, memory
-    budget, progress callback, mode, surface kind and attributes. Build it with
-    `Options.create`."""
+    """A checked request: grid shape or voxel size, bounds, box fit, padding, variant, fill
+    mode, sort, memory budget, progress callback, mode, surface kind and attributes. Build it
+    with `Options.create`."""
 
     shape: Shape | None  # None with voxel_size, or for the default grid
-    voxel_size: float | None
+    voxel_size: VoxelSize | None  # h, or (hx, hy, hz)
     bounds: np.ndarray | None  # float64 (2, 3), read-only
     variant: str
     fill_mode: str
@@ -141,6 +158,8 @@ class Options:
     colors: bool = False  # the colour of every set voxel (voxelizer.attributes.colours)
     overlap: str = DEFAULT_OVERLAP  # which part an overlap of parts belongs to
     fill_color: Color | None = None  # the inside's colour; None: its column's surface colour
+    box_fit: str = "cover"  # bounds not a whole number of voxels: "cover" them or "inside"
+    pad: Padding = NO_PADDING  # empty voxels added: ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi))
 
     @classmethod
     @option_keywords(VoxelizeOptions)
@@ -155,7 +174,13 @@ class Options:
         labels: a label grid of the mesh's parts; overlap: "last" or "smallest", the part an
         overlap of parts belongs to. colors: every set voxel's colour; fill_color: None
         (or "nearest"), the colour of the nearest surface voxel along the column, else the
-        colour of every voxel the surface does not mark ("#RRGGBB[AA]" or 3-4 integers)."""
+        colour of every voxel the surface does not mark ("#RRGGBB[AA]" or 3-4 integers).
+
+        Placement (docs/guide/grids.md): voxel_size h or (hx, hy, hz); bounds, the box the
+        grid is (voxel (0, 0, 0)'s corner at its min corner; a box that cuts the mesh crops
+        it); box_fit, where bounds are not a whole number of voxels: "cover" (default) or
+        "inside"; pad, empty voxels added around the grid: k, (kx, ky, kz) or ((x_lo, x_hi),
+        (y_lo, y_hi), (z_lo, z_hi))."""
         unknown = options.keys() - DEFAULTS.keys()
         if unknown:
             raise TypeError(
@@ -170,15 +195,21 @@ class Options:
         if bounds is not None:
             box = check_bounds(bounds)
             box.flags.writeable = False
+        shape = None if grid is None else check_shape(grid)
+        size = None if voxel_size is None else check_voxel_size(voxel_size)
+        box_fit = check_box_fit(given["box_fit"])
+        check_grid_request(shape, size, box, box_fit)
         mode = _choice(given["mode"], MODES, "mode", ModeError)
         max_memory = given["max_memory"]
         return cls(
             mode=mode,
             surface=_surface_kind(mode, given["surface"], given["fill_mode"]),
             attributes=_attributes(mode, given["attributes"]),
-            shape=None if grid is None else check_shape(grid),
-            voxel_size=None if voxel_size is None else check_voxel_size(voxel_size),
+            shape=shape,
+            voxel_size=size,
             bounds=box,
+            box_fit=box_fit,
+            pad=check_pad(given["pad"]),
             variant=_choice(given["variant"], VARIANT_CHOICES, "variant", VariantError),
             fill_mode=_choice(given["fill_mode"], FILL_CHOICES, "fill mode", FillModeError),
             sort=_choice(given["sort"], SORTS, "sort", VariantError),

@@ -17,17 +17,20 @@ import numpy.typing
 from .budget import check_dense_fits
 from .errors import SVOFormatError
 from .grid import bit_count
+from .grid_spec import voxel_size_text
 from .octree import (
     FULL_BRICK,
     OCTANT_BITS,
     POPCOUNT8,
     brick_codes,
+    brick_shape,
     brick_slabs,
     build_arrays,
     fill_cubes,
     log2_exact,
     morton_decode,
     morton_encode,
+    octree_levels,
     padded_resolution,
     popcount64,
     unpack_bricks,
@@ -139,6 +142,14 @@ class SVO(Placed):
         return self._walked
 
     @classmethod
+    def empty(cls, placement: GridPlacement, stats: Stats | None = None) -> SVO:
+        """The octree of a grid with no solid voxel: the root alone, its masks 0."""
+        levels = octree_levels(padded_resolution(placement.resolution))
+        nodes = np.array([[0, 1 if levels > 1 else 0]], np.uint32)
+        offsets = np.array([0] + [1] * levels, np.uint32)
+        return cls(nodes, np.zeros(0, np.uint64), offsets, placement, stats)
+
+    @classmethod
     def from_dense(
         cls,
         voxels: np.ndarray,
@@ -224,7 +235,7 @@ class SVO(Placed):
     def bounds(self) -> np.ndarray:
         """(2, 3) world min and max corner of the (nx, ny, nz) grid."""
         origin = np.asarray(self.placement.origin, np.float64)
-        return np.array([origin, origin + np.array(self.shape, np.float64) * self.voxel_size])
+        return np.array([origin, origin + np.array(self.shape, np.float64) * self.spacing])
 
     # --- the arrays -----------------------------------------------------------------------
 
@@ -266,7 +277,10 @@ class SVO(Placed):
 
     def volume(self) -> float:
         """Solid volume in world units: count * h^3."""
-        return self.count() * self.voxel_size**3
+        if isinstance(self.voxel_size, float):
+            return self.count() * self.voxel_size**3
+        hx, hy, hz = self.voxel_size
+        return self.count() * hx * hy * hz
 
     def to_numpy(self, attribute: str | None = None) -> np.ndarray:
         """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy(), built
@@ -281,13 +295,16 @@ class SVO(Placed):
             return self._face_grid(attribute)
         check_dense_fits(shape, "SVO.to_numpy")
         full_starts, full_stops = self._full_ranges()
-        out = np.empty(shape, bool)
-        for start, stop in brick_slabs(shape):
-            codes = brick_codes(shape, levels, start, stop)
+        bricks = brick_shape(shape)  # whole bricks, cut to the shape at the end
+        out = np.empty(bricks, bool)
+        for start, stop in brick_slabs(bricks):
+            codes = brick_codes(bricks, levels, start, stop)
             unpack_bricks(
                 self._brick_values(codes, full_starts, full_stops), out[4 * start : 4 * stop]
             )
-        return out
+        if bricks == shape:
+            return out
+        return np.ascontiguousarray(out[: shape[0], : shape[1], : shape[2]])
 
     def _face_grid(self, attribute: str) -> np.ndarray:
         if attribute in ("label", "color"):
@@ -334,7 +351,7 @@ class SVO(Placed):
         points = np.asarray(points, np.float64)
         if points.ndim != 2 or points.shape[1] != 3:
             raise ValueError(f"points must be an (M, 3) array, not {points.shape}")
-        origin, h = np.asarray(self.placement.origin, np.float64), self.voxel_size
+        origin, h = np.asarray(self.placement.origin, np.float64), self.placement.spacing
         with np.errstate(invalid="ignore", over="ignore"):
             cell = np.floor((points - origin) / h)
             cell += origin + (cell + 1) * h <= points  # rounding put the point one cell low
@@ -401,7 +418,7 @@ class SVO(Placed):
     def world_boxes(self) -> np.ndarray:
         """(M, 2, 3) world min and max corners of solid_boxes(), same order."""
         corners, sizes = self.solid_boxes()
-        origin, h = np.asarray(self.placement.origin, np.float64), self.voxel_size
+        origin, h = np.asarray(self.placement.origin, np.float64), self.placement.spacing
         low = origin + corners * h
         return np.stack([low, origin + (corners + sizes[:, None]) * h], axis=1)
 
@@ -440,7 +457,7 @@ class SVO(Placed):
         solid = codes[counts > 0] if rule == "any" else codes[counts * 2 > f**3]
         x, y, z = morton_decode(solid, cells).T
         voxels[x, y, z] = True
-        placement = GridPlacement(coarse, self.origin, self.voxel_size * f)
+        placement = GridPlacement(coarse, self.origin, tuple(self.placement.spacing * f))
         return SVO.from_dense(voxels, placement)
 
     def _solid_below(self, cells: int) -> tuple[np.ndarray, np.ndarray]:
@@ -509,7 +526,7 @@ class SVO(Placed):
             f"SVO({shape_text(self.shape)}, {self.count():,} solid voxels, "
             f"{self.node_count:,} nodes, "
             f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
-            f"voxel_size={self.voxel_size:g})"
+            f"voxel_size={voxel_size_text(self.voxel_size)})"
         )
 
 
@@ -683,14 +700,20 @@ def _check_structure(svo: SVO) -> _Tree:
             f"{len(bricks)} bricks stored, the last level has {len(codes)} mixed children"
         )
     # Padding (index >= the side on some axis) must be empty: every full cube and every brick
-    # lies inside the shape.
+    # lies inside the whole bricks of the shape, every full cube inside the shape, and the
+    # bricks that straddle a side have no voxel beyond it.
+    outside = SVOFormatError(
+        f"solid voxels beyond the {shape_text(svo.shape)} grid (in the padding up to P = {p})"
+    )
     for level, found in [*enumerate(full_codes, start=1), (levels, codes)]:
         side = p >> level
-        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > shape).any():
-            raise SVOFormatError(
-                f"solid voxels beyond the {shape_text(svo.shape)} grid (in the "
-                f"padding up to P = {p})"
-            )
+        limit = np.array(brick_shape(svo.shape)) if level == levels else shape
+        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > limit).any():
+            raise outside
+    if len(codes) and (shape % 4).any():
+        edge = ((morton_decode(codes, levels) + 1) * 4 > shape).any(axis=1)
+        if (_mask_voxels(codes[edge], bricks[edge], levels) >= shape).any():
+            raise outside
     tree = _Tree(codes, full_codes)
     if svo._faces is not None:
         _check_faces(svo, tree, svo._faces)

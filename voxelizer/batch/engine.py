@@ -211,7 +211,7 @@ def _shard_run(
     skip_existing: bool,
 ) -> BatchRun:
     """voxelize_many into one voxel shard store at `store` (voxelizer.shards)."""
-    shape = check_shard_shape(checked.shape, checked.voxel_size)
+    shape = check_shard_shape(checked.shape, checked.voxel_size, checked.bounds, checked.pad)
     check_dense_fits(shape, "format 'zarr'")
     planned = plan_tasks(
         inputs, out_dir=None, format=OutputFormat.named("svo"), root=None, overwrite=False

@@ -6,7 +6,8 @@ next meshes while the device works). Rows name a mesh by a `path` column, or car
 `bytes` with a `name` (the file name, for the format and the output's name). Results go to
 files under `out_dir` (as `format`: .svo unless told, as voxelize_many writes), or come back
 as columns: `bits` (np.packbits of the [i, j, k] array,
-as in .npz files), `shape`, `origin`, `voxel_size`; `to_dense(row)` makes a DenseGrid of them.
+as in .npz files), `shape`, `origin`, `voxel_size` (NaN for voxels that are not cubes),
+`spacing` (hx, hy, hz); `to_dense(row)` makes a DenseGrid of them.
 Every row also gets the record of voxelize --log: `input`, `output`, `status`, `error`,
 `triangles`, `solid_voxels`, `open_columns`, `seconds`, `device`, `warnings`. A mesh that fails is
 a row with its error; the others go on.
@@ -39,7 +40,7 @@ from ..grid import DenseGrid
 from ..io.output import remove_temporaries
 from ..io.writers import OutputFormat
 from ..options import BATCH_OPTION_NAMES, BatchOptions, Options, option_keywords
-from ..placement import GridLike, GridPlacement, check_shape
+from ..placement import GridLike, GridPlacement, VoxelSize, check_shape, voxel_sizes
 from ..shards import (
     ShardFormat,
     check_shard_shape,
@@ -255,7 +256,13 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
             ["\n".join(type(w).__name__ for w in r.warnings) for r in results], object
         ),
         "origin": np.array([(np.nan,) * 3 if r.origin is None else r.origin for r in results]),
-        "voxel_size": np.array([np.nan if r.voxel_size is None else r.voxel_size for r in results]),
+        # one size for cubes (NaN for voxels of three sizes), and the three sizes always
+        "voxel_size": np.array(
+            [np.nan if not isinstance(r.voxel_size, float) else r.voxel_size for r in results]
+        ),
+        "spacing": np.array(
+            [(np.nan,) * 3 if r.voxel_size is None else voxel_sizes(r.voxel_size) for r in results]
+        ),
     }
     if with_voxels:
         grids = [r.result for r in results]
@@ -264,7 +271,6 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
             bits[row] = np.zeros(0, np.uint8) if grid is None else np.packbits(grid.to_numpy())
         columns["bits"] = bits
         columns["shape"] = np.array([(0, 0, 0) if g is None else g.shape for g in grids], np.int64)
-
     return columns
 
 
@@ -279,9 +285,9 @@ def to_dense(row: dict[str, Any]) -> DenseGrid:
     shape = check_shape([int(n) for n in row["shape"]])
     count = shape[0] * shape[1] * shape[2]
     voxels = np.unpackbits(np.asarray(row["bits"], np.uint8), count=count).astype(bool)
-    placement = GridPlacement(
-        shape, np.asarray(row["origin"], np.float64), float(row["voxel_size"])
-    )
+    sizes = row["spacing"] if "spacing" in row else [row["voxel_size"]] * 3
+    hx, hy, hz = (float(h) for h in sizes)
+    placement = GridPlacement(shape, np.asarray(row["origin"], np.float64), (hx, hy, hz))
     return DenseGrid(voxels.reshape(shape), placement)
 
 
@@ -296,6 +302,10 @@ def result_of(row: dict[str, Any]) -> BatchResult:
     status: Status = str(row["status"])  # type: ignore[assignment]
     origin = [float(v) for v in np.asarray(row["origin"], np.float64).reshape(3)]
     voxel_size = float(row["voxel_size"])
+    sizes = np.asarray(row.get("spacing", [voxel_size] * 3), np.float64).reshape(3)
+    size: VoxelSize | None = None  # (a row without a placement: NaN)
+    if not np.isnan(sizes).any():
+        size = float(sizes[0]) if not np.isnan(voxel_size) else (sizes[0], sizes[1], sizes[2])
     return BatchResult(
         index=int(row.get("index", -1)),
         input=str(row["input"]),
@@ -309,7 +319,7 @@ def result_of(row: dict[str, Any]) -> BatchResult:
         device=str(row["device"]),
         warnings=_warnings_of(row),
         origin=None if np.isnan(origin).any() else (origin[0], origin[1], origin[2]),
-        voxel_size=None if np.isnan(voxel_size) else voxel_size,
+        voxel_size=size,
     )
 
 
@@ -437,7 +447,7 @@ def _shards_on_ray(
 ) -> BatchRun:
     """voxelize_files_on_ray into one voxel shard store (voxelizer.shards): the actors write
     their meshes' chunks, this driver the table."""
-    shape = check_shard_shape(checked.shape, checked.voxel_size)
+    shape = check_shard_shape(checked.shape, checked.voxel_size, checked.bounds, checked.pad)
     labels = [os.fspath(path) for path in paths]
     writer = open_store(store, labels, shape, options=dict(checked.keywords()),
                         overwrite=overwrite, skip_existing=skip_existing)  # fmt: skip

@@ -66,7 +66,14 @@ def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False
     mesh = load_mesh(source)
     mesh.indices  # noqa: B018 - computed now, cached
     try:
-        placement = GridPlacement.around(mesh, options.shape, options.voxel_size, options.bounds)
+        placement = GridPlacement.around(
+            mesh,
+            options.shape,
+            options.voxel_size,
+            options.bounds,
+            box_fit=options.box_fit,
+            pad=options.pad,
+        )
         placement.placed_vertices(mesh)
         if make_soup and uploads_soup(options.variant):
             placement.make_soup(mesh)  # copied by the device's thread instead of gathered

@@ -20,6 +20,7 @@ from ..io.meshes import MeshLike
 from ..io.output import check_output_path
 from ..io.writers import OutputFormat
 from ..options import Options
+from ..placement import VoxelSize
 from ..svo import SVO
 
 Status = Literal["done", "skipped", "failed"]
@@ -53,7 +54,7 @@ class BatchResult:
     device: str = ""
     warnings: tuple[Warning, ...] = field(default=(), repr=False)
     origin: tuple[float, float, float] | None = None  # the grid's placement, where done
-    voxel_size: float | None = None
+    voxel_size: VoxelSize | None = None  # h, or (hx, hy, hz)
 
     @property
     def ok(self) -> bool:

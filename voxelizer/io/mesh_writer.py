@@ -1,6 +1,6 @@
 """Writing the voxels' outer faces (voxelizer.surface) as PLY, OBJ, GLB or STL, with every
 vertex exactly as SVO.to_mesh() holds it, so that a reader computes the volume of the same
-polyhedron (count * h^3) up to the rounding of its own sum.
+polyhedron (count * hx * hy * hz) up to the rounding of its own sum.
 
 - PLY: binary little-endian, int32 indices; coordinates float32 (`property float`) where
   every vertex is exactly a float32 (a voxel size and origin of few binary digits, such as
@@ -9,7 +9,7 @@ polyhedron (count * h^3) up to the rounding of its own sum.
   same float64.
 - GLB: glTF stores positions as float32 only, so the vertices are written in grid units
   (multiples of 1/FINE below 2^17 voxels: exact in float32) and the node's matrix (float64
-  in the JSON) places them: scale h, translation the grid origin. trimesh applies it in
+  in the JSON) places them: scale (hx, hy, hz), translation the grid origin. trimesh applies it in
   float64 and gets to_mesh()'s vertices; open3d applies it in float32.
 - STL: voxelizer.io.stl_writer (binary, float32 world coordinates).
 
@@ -47,7 +47,7 @@ def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool, *, kind
         )
     del voxels
     origin = np.asarray(result.placement.origin, np.float64)
-    h = float(result.voxel_size)
+    h = result.placement.spacing
     with open_output(path, overwrite) as fh:
         if kind == "glb":
             fh.write(_glb(fine, triangles, origin, h, colors))
@@ -161,7 +161,7 @@ def _glb(
     fine: np.ndarray,
     triangles: np.ndarray,
     origin: np.ndarray,
-    h: float,
+    h: np.ndarray,
     colors: np.ndarray | None = None,
 ) -> bytes:
     import trimesh  # only for .glb: `import voxelizer` stays light

@@ -27,15 +27,18 @@ COLORS_KEY = "colors"  # optional: uint8 (nx, ny, nz, 4), RGBA, 0 for empty voxe
 
 
 def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
-    """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size,
-    and the face ids (int32), labels (uint16, with their names) and colours (uint8 RGBA) as
-    [i, j, k] arrays when the result carries them."""
+    """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size
+    (a float, or the three sizes (hx, hy, hz) of voxels that are not cubes), and the face
+    ids (int32), labels (uint16, with their names) and colours (uint8 RGBA) as [i, j, k]
+    arrays when the result carries them."""
     columns = result.columns if isinstance(result, DenseGrid) else None
+    size = result.voxel_size
     arrays = {  # the GPU's words packed straight away when the grid still holds them
         "bits": packed_bits(result.to_numpy()) if columns is None else columns.packed_bits(),
         "shape": np.array(result.shape, np.int64),
         "origin": np.asarray(result.placement.origin, np.float64),
-        "voxel_size": np.float64(result.voxel_size),
+        # one float for cubes (as files before voxels of three sizes), else (hx, hy, hz)
+        "voxel_size": np.float64(size) if isinstance(size, float) else np.array(size, np.float64),
     }
     if "face" in result.attributes:
         arrays[FACE_IDS_KEY] = result.to_numpy("face")
@@ -85,8 +88,12 @@ def read_npz(path: str | os.PathLike) -> DenseGrid:
             if missing:
                 raise FormatError(f"{path}: not a voxel grid (.npz without {', '.join(missing)})")
             shape = tuple(int(s) for s in data["shape"])
+            sizes = np.array(data["voxel_size"], np.float64)
+            if sizes.shape not in ((), (3,)):
+                raise FormatError(f"{path}: voxel_size must be one number or three")
+            size = float(sizes) if sizes.shape == () else tuple(sizes.tolist())
             placement = GridPlacement(
-                check_shape(shape), np.array(data["origin"], np.float64), float(data["voxel_size"])
+                check_shape(shape), np.array(data["origin"], np.float64), size
             )
             bits = data["bits"]
             if bits.dtype != np.uint8 or bits.size != -(-int(np.prod(shape)) // 8):

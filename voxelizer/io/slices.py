@@ -5,7 +5,7 @@ a sidecar JSON that says how large a pixel and a layer are.
 Layer k (file layer_00000.png up, as many digits as the largest index needs, at least 5)
 is the voxels (i, j, k): pixel column i, pixel row ny - 1 - j (y up, as seen from +z), white
 (1) where the voxel is set, black (0) where it is empty. slices.json: the layer height and
-pixel size (the voxel size, in the mesh's units), the image size, the layer count, the
+pixel size (the voxel's sides hz and (hx, hy), in the mesh's units), the image size, the layer count, the
 world position of the grid's corner and the file names. Written without Pillow (a PNG of
 one kind is a few chunks of zlib; Pillow and every image library read it).
 
@@ -48,10 +48,10 @@ def write_slices(result: Placed, folder: str | os.PathLike, overwrite: bool = Fa
     nx, ny, nz = result.shape
     names = layer_names(nz)
     voxels = result.to_numpy()
-    h = float(result.voxel_size)
+    hx, hy, hz = (float(h) for h in result.placement.spacing)
     sidecar = {
-        "layer_height": h,
-        "pixel_size": [h, h],
+        "layer_height": hz,
+        "pixel_size": [hx, hy],
         "width": nx,
         "height": ny,
         "layers": nz,

@@ -32,7 +32,7 @@ def write_stl(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
     """The outer faces of the voxels as a binary STL in float32 world coordinates."""
     fine, triangles = fine_surface(result.to_numpy())
     origin = np.asarray(result.placement.origin, np.float64)
-    vertices = origin + fine / FINE * float(result.voxel_size)
+    vertices = origin + fine / FINE * result.placement.spacing
     del fine
     rounded = vertices.astype(np.float32)
     distinct = np.unique(rounded.view(np.dtype((np.void, 12))).reshape(-1))

@@ -1,5 +1,6 @@
 """The .svo file of docs/svo-format.md: header, level offsets, nodes, bricks, face ids
-(version 3), labels and colours (version 4), CRC-32.
+(version 3), the three voxel sizes of voxels that are not cubes (version 4), labels and
+colours (version 5), CRC-32.
 
 The reader trusts nothing: it checks the file's size against its header before allocating
 anything, then the checksum, then (through the SVO constructor) the whole tree.
@@ -26,15 +27,20 @@ from .output import open_output
 MAGIC = b"VOXSVO\r\n"
 VERSION = 2  # the version written without attributes; the reader also knows 1 (cubic grids)
 VERSION_ATTRIBUTES = 3  # the version written with face ids
-VERSION_VALUES = 4  # the version written with labels or colours
+VERSION_SPACING = 4  # the version written for voxels that are not cubes (with or without ids)
+VERSION_VALUES = 5  # the version written with labels or colours (any voxels, ids or not)
 # magic, version, header size, nx, ny, nz, P, L, reserved, origin, voxel size, nodes, bricks,
 # solid voxels
 HEADER = struct.Struct("<8s8I3ddQQQ")
 # Version 3: version 2's fields, then attributes (bit 0: face ids), reserved, the face ids
 # beside the bricks, the bricks of full cubes with ids, and their ids
 HEADER_V3 = struct.Struct("<8s8I3ddQQQ2I3Q")
-# Version 4: version 3's fields, then the bytes of the label names and a reserved word
-HEADER_V4 = struct.Struct("<8s8I3ddQQQ2I3Q2Q")
+# Version 4: version 3's fields (attributes 0 or face ids; the voxel size field 0), then the
+# voxel sizes hx, hy, hz and a reserved word
+HEADER_V4 = struct.Struct("<8s8I3ddQQQ2I3Q3dQ")
+# Version 5: version 4's fields (the voxel size field h for cubes, else 0; the three sizes
+# always), then the bytes of the label names and a reserved word
+HEADER_V5 = struct.Struct("<8s8I3ddQQQ2I3Q3dQ2Q")
 FACE_IDS = 1  # bits of the attributes word
 LABELS = 2
 COLORS = 4
@@ -46,8 +52,14 @@ PREFIX = struct.Struct("<8sII")  # magic, version, header size: the same in ever
 CHECKSUM = struct.Struct("<I")
 
 assert HEADER.size == 96 and HEADER_V1.size == 88 and HEADER_V3.size == 128
-assert HEADER_V4.size == 144
-LAYOUTS = {1: HEADER_V1, VERSION: HEADER, VERSION_ATTRIBUTES: HEADER_V3, VERSION_VALUES: HEADER_V4}
+assert HEADER_V4.size == 160 and HEADER_V5.size == 176
+LAYOUTS = {
+    1: HEADER_V1,
+    VERSION: HEADER,
+    VERSION_ATTRIBUTES: HEADER_V3,
+    VERSION_SPACING: HEADER_V4,
+    VERSION_VALUES: HEADER_V5,
+}
 
 
 def as_svo(result: Placed) -> SVO:
@@ -73,8 +85,11 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
     labels = None if values is None else getattr(values, "labels", None)
     colors = None if values is None else getattr(values, "colors", None)
     origin = np.asarray(svo.placement.origin, np.float64)
+    cubic = svo.placement.cubic
     if labels is not None or colors is not None:
-        layout, version = HEADER_V4, VERSION_VALUES
+        layout, version = HEADER_V5, VERSION_VALUES
+    elif not cubic:
+        layout, version = HEADER_V4, VERSION_SPACING
     elif faces is not None:
         layout, version = HEADER_V3, VERSION_ATTRIBUTES
     else:
@@ -89,7 +104,7 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
         levels,
         0,
         *origin,
-        svo.voxel_size,
+        svo.voxel_size if cubic else 0.0,
         svo.node_count,
         svo.brick_count,
         svo.count(),
@@ -106,6 +121,8 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
             else (len(faces.brick_ids), len(faces.full_codes), len(faces.full_ids))
         )
         fields += [attributes, 0, *counts]
+    if version >= VERSION_SPACING:
+        fields += [*svo.placement.spacing.tolist(), 0]
     if version == VERSION_VALUES:
         fields += [len(names), 0]
     parts = [
@@ -138,15 +155,15 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
 
 
 def read_svo(path: str | os.PathLike) -> SVO:
-    """Read an .svo file (version 4 with labels or colours, 3 with face ids, 2, or 1 for a
-    cube): sizes first (before allocating), then checksum, then structure; SVOFormatError
-    names the file and what is wrong."""
+    """Read an .svo file (version 5 with labels or colours, 4 for voxels that are not cubes,
+    3 with face ids, 2, or 1 for a cube): sizes first (before allocating), then checksum, then
+    structure; SVOFormatError names the file and what is wrong."""
     path = Path(path)
     try:
         with open(path, "rb") as fh:
             size = fh.seek(0, 2)
             fh.seek(0)
-            head = fh.read(HEADER_V4.size)  # the longest header; shorter ones are a prefix
+            head = fh.read(HEADER_V5.size)  # the longest header; shorter ones are a prefix
             header = read_header(head, size)
             data = head + fh.read(header.file_size - len(head))
         if len(data) != header.file_size:
@@ -180,7 +197,7 @@ def read_svo(path: str | os.PathLike) -> SVO:
         full_masks = np.frombuffer(data, "<u8", full_bricks, at + 8 * full_bricks)
         full_ids = np.frombuffer(data, "<i4", full_count, at + 16 * full_bricks)
         at += 16 * full_bricks + 4 * full_count
-        if header.attributes & (LABELS | COLORS):  # version 4: aligned for what follows
+        if header.attributes & (LABELS | COLORS):  # version 5: aligned for what follows
             if any(data[at : at + 4 * (full_count % 2)]):
                 raise SVOFormatError(f"{path}: padding after the face ids is not zero")
             at += 4 * (full_count % 2)
@@ -208,12 +225,13 @@ def read_svo(path: str | os.PathLike) -> SVO:
 
 
 def _check_attributes(version: int, attributes: int, names_bytes: int) -> None:
-    """SVOFormatError for attribute bits a version does not have (version 3: face ids alone;
-    version 4: labels or colours, face ids too), or label names without labels."""
-    known = FACE_IDS if version == VERSION_ATTRIBUTES else KNOWN_ATTRIBUTES
+    """SVOFormatError for attribute bits a version does not have (versions 3 and 4: face ids
+    alone; version 5: labels or colours, face ids too), or label names without labels."""
+    ids_only = version in (VERSION_ATTRIBUTES, VERSION_SPACING)
+    known = FACE_IDS if ids_only else KNOWN_ATTRIBUTES
     if (
         attributes & ~known
-        or (version == VERSION_ATTRIBUTES and attributes != FACE_IDS)
+        or (ids_only and attributes != FACE_IDS)
         or (version == VERSION_VALUES and not attributes & (LABELS | COLORS))
     ):
         raise SVOFormatError(
@@ -231,7 +249,7 @@ def _values_bytes(
     p: int,
     names_bytes: int,
 ) -> int:
-    """Bytes of a version 4 file after its face ids: their padding, the labels and their
+    """Bytes of a version 5 file after its face ids: their padding, the labels and their
     names, the colours (SVOFormatError for more solid voxels than the cube holds)."""
     if solid > p**3:
         raise SVOFormatError(f"impossible count: {solid} solid voxels in {p}^3")
@@ -244,7 +262,7 @@ def _values_bytes(
 
 
 def _values(data: bytes, at: int, header: SVOHeader) -> tuple[SolidValues | None, str]:
-    """The labels (with their names) and colours of a version 4 file from offset `at`, and
+    """The labels (with their names) and colours of a version 5 file from offset `at`, and
     "" or why they are wrong (padding, names)."""
     labels = colors = None
     names: tuple[str, ...] = ()
@@ -276,6 +294,32 @@ def _padded(data: bytes) -> bytes:
     return data + bytes(-len(data) % 8)
 
 
+def _attributes_and_sizes(
+    version: int, rest: tuple
+) -> tuple[int, int, tuple[int, int, int] | None, float | tuple[float, float, float]]:
+    """(attributes, reserved word, face id counts or None, voxel size) from the header's
+    fields after the octree's: version 3's attributes, version 4's three sizes (attributes 0
+    with no counts: no face ids; FACE_IDS stands for "as expected" either way), version 5's
+    attributes and sizes (its voxel size field h for cubes, then the sizes are h, h, h)."""
+    h = rest[3]
+    if version < VERSION_ATTRIBUTES:
+        return FACE_IDS, 0, None, h
+    attributes, reserved = rest[7], rest[8]
+    counts: tuple[int, int, int] | None = (rest[9], rest[10], rest[11])
+    if version != VERSION_SPACING:
+        return attributes, reserved, counts, h
+    sizes, reserved_v4 = rest[12:15], rest[15]
+    if version == VERSION_VALUES:
+        if reserved_v4 != 0 or (h != 0 and tuple(sizes) != (h, h, h)):
+            raise SVOFormatError(f"bad header (voxel size {h}, sizes {sizes})")
+        return attributes, reserved, counts, h if h != 0 else (sizes[0], sizes[1], sizes[2])
+    if h != 0 or reserved_v4 != 0:
+        raise SVOFormatError(f"bad header (voxel size {h}, reserved {reserved_v4})")
+    if attributes == 0 and counts == (0, 0, 0):
+        attributes, counts = FACE_IDS, None  # no face ids
+    return attributes, reserved, counts, (sizes[0], sizes[1], sizes[2])
+
+
 def brick_padding(header_size: int, levels: int) -> int:
     """Zero bytes before the bricks: they start 8-byte aligned (also when there are none)."""
     return (header_size + 4 * (levels + 1)) % 8
@@ -289,14 +333,14 @@ class SVOHeader:
     shape: Shape
     levels: int
     origin: tuple[float, float, float]
-    voxel_size: float
+    voxel_size: float | tuple[float, float, float]
     node_count: int
     brick_count: int
     solid: int
     file_size: int
-    faces: tuple[int, int, int] | None  # version 3 with face ids: the three counts
-    attributes: int = 0  # versions 3 and 4: FACE_IDS, LABELS, COLORS
-    names_bytes: int = 0  # version 4 with labels: the label names' JSON
+    faces: tuple[int, int, int] | None  # versions 3 to 5: the three face id counts
+    attributes: int = 0  # FACE_IDS (versions 1 to 4: as expected), LABELS, COLORS (version 5)
+    names_bytes: int = 0  # version 5 with labels: the label names' JSON
 
 
 def read_header(head: bytes, size: int) -> SVOHeader:
@@ -309,7 +353,7 @@ def read_header(head: bytes, size: int) -> SVOHeader:
     if version not in LAYOUTS:
         raise SVOFormatError(
             f"unsupported format version {version} (this reader knows "
-            f"{' and '.join(map(str, sorted(LAYOUTS)))})"
+            f"{', '.join(map(str, sorted(LAYOUTS)))})"
         )
     layout = LAYOUTS[version]
     if len(head) < layout.size:
@@ -319,12 +363,10 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         sides, (p, levels, reserved), rest = (fields[3],) * 3, fields[4:7], fields[7:]
     else:
         sides, (p, levels, reserved), rest = fields[3:6], fields[6:9], fields[9:]
-    origin, h, node_count, brick_count, solid = rest[0:3], rest[3], rest[4], rest[5], rest[6]
-    attributes, reserved_v3, face_counts = (
-        (rest[7], rest[8], rest[9:12]) if version >= VERSION_ATTRIBUTES else (FACE_IDS, 0, None)
-    )
-    names_bytes, reserved_v4 = rest[12:14] if version == VERSION_VALUES else (0, 0)
-    if header_size != layout.size or reserved != 0 or reserved_v3 != 0 or reserved_v4 != 0:
+    origin, node_count, brick_count, solid = rest[0:3], rest[4], rest[5], rest[6]
+    attributes, reserved_v3, face_counts, voxel_size = _attributes_and_sizes(version, rest)
+    names_bytes, reserved_v5 = rest[16:18] if version == VERSION_VALUES else (0, 0)
+    if header_size != layout.size or reserved != 0 or reserved_v3 != 0 or reserved_v5 != 0:
         raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
     _check_attributes(version, attributes, names_bytes)
     try:
@@ -333,7 +375,8 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         raise SVOFormatError(f"bad grid shape: {exc}") from None
     if p != padded_resolution(max(shape)) or levels != octree_levels(p):
         raise SVOFormatError(f"shape {shape_text(shape)}, P = {p}, L = {levels} do not agree")
-    if not (np.isfinite(origin).all() and np.isfinite(h) and h > 0):
+    steps = np.array(voxel_size if isinstance(voxel_size, tuple) else (voxel_size,))
+    if not (np.isfinite(origin).all() and np.isfinite(steps).all() and (steps > 0).all()):
         raise SVOFormatError("origin and voxel size must be finite, voxel size positive")
     if not 1 <= node_count <= sum(8**level for level in range(levels)) or brick_count > 8**levels:
         raise SVOFormatError(f"impossible counts: {node_count} nodes, {brick_count} bricks")
@@ -368,12 +411,12 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         shape,
         levels,
         tuple(origin),
-        h,
+        voxel_size,
         node_count,
         brick_count,
         solid,
         expected,
-        None if face_counts is None else tuple(face_counts),
+        face_counts,
         attributes,
         names_bytes,
     )

@@ -29,6 +29,7 @@ from ..attributes.palette import palette_of
 from ..errors import OutputError
 from ..placement import Placed
 from .output import open_output
+from .writers import check_output_shape
 
 VOX_MODEL_SIDE = 256  # MagicaVoxel stores at most 256 voxels per side in one model
 UP_AXES = ("z", "y")  # the grid axis that becomes MagicaVoxel's up (+z)
@@ -68,9 +69,9 @@ def write_vox(
     the result's (see the module), else every voxel has colour index 1 (light grey); the
     world placement (origin, h) is not stored.
     """
-    check_up_axis(up_axis)
+    check_output_shape(path, result.shape, result.voxel_size)
     indices, palette = _colour_indices(result)
-    voxels = to_vox_axes(indices, up_axis)
+    voxels = to_vox_axes(indices, check_up_axis(up_axis))
     if max(voxels.shape) <= VOX_MODEL_SIDE:
         body = _model(voxels.shape, voxels)
     else:

@@ -1,7 +1,7 @@
 """.vti files: VTK's XML ImageData, which ParaView, PyVista and VTK open as they are.
 
 Written with numpy and the standard library (no VTK needed): the grid's points are the voxel
-corners (Origin = grid origin, Spacing = h, WholeExtent 0..n per axis), so that cell
+corners (Origin = grid origin, Spacing = (hx, hy, hz), WholeExtent 0..n per axis), so that cell
 (i, j, k) is voxel (i, j, k), and the cell array "solid" (UInt8 0/1, i fastest) holds the
 voxels, zlib-compressed in raw appended data. A result with labels also gets the cell
 array "label" (UInt16, 0 for empty voxels), one with colours "color" (UInt8, 4 components:
@@ -72,13 +72,13 @@ def write_vti(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
         pieces.append(piece)
         offset += len(piece)
     origin = " ".join(repr(float(v)) for v in result.placement.origin)
-    h = repr(float(result.voxel_size))
+    spacing = " ".join(repr(float(h)) for h in result.placement.spacing)
     extent = f"0 {nx} 0 {ny} 0 {nz}"
     xml = (
         '<?xml version="1.0"?>\n'
         '<VTKFile type="ImageData" version="1.0" byte_order="LittleEndian" '
         f'header_type="UInt64" compressor="{ZLIB}">\n'
-        f'  <ImageData WholeExtent="{extent}" Origin="{origin}" Spacing="{h} {h} {h}" '
+        f'  <ImageData WholeExtent="{extent}" Origin="{origin}" Spacing="{spacing}" '
         'Direction="1 0 0 0 1 0 0 0 1">\n'
         f'    <Piece Extent="{extent}">\n'
         "      <PointData>\n"
@@ -244,17 +244,16 @@ def _placement(image: ElementTree.Element, piece: ElementTree.Element) -> GridPl
     direction = _numbers(image.get("Direction", "1 0 0 0 1 0 0 0 1"), "Direction", 9, float)
     if direction != [1, 0, 0, 0, 1, 0, 0, 0, 1]:
         raise FormatError("rotated images (Direction other than the identity) are not supported")
-    h = spacing[0]
-    if not (spacing[1] == spacing[2] == h and np.isfinite(h) and h > 0):
-        raise FormatError(f"voxels must be cubes of positive size, not Spacing {spacing}")
+    if not all(np.isfinite(h) and h > 0 for h in spacing):
+        raise FormatError(f"voxel sizes must be positive and finite, not Spacing {spacing}")
     if not np.isfinite(origin).all():
         raise FormatError(f"Origin must be finite, not {origin}")
     try:
         shape = check_shape([extent[2 * a + 1] - extent[2 * a] for a in range(3)])
     except GridError as exc:
         raise FormatError(f"cells per axis: {exc}") from None
-    corner = np.array(origin) + np.array(extent[0::2], np.float64) * h
-    return GridPlacement(shape, corner, h)
+    corner = np.array(origin) + np.array(extent[0::2], np.float64) * np.array(spacing)
+    return GridPlacement(shape, corner, tuple(spacing))
 
 
 def _numbers(text: str | None, what: str, count: int, kind: type) -> list:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import OutputError
 from ..grid import DenseGrid
+from ..grid_spec import VoxelSize, voxel_size_text
 from ..placement import Placed, shape_text
 from .output import open_output
 
@@ -107,11 +108,18 @@ class OutputFormat:
             raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
 
 
-def check_output_shape(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
-    """OutputError unless the format that `path` names holds a grid of this shape: .binvox
-    holds cubes only. The command calls it before the GPU work, the writer again."""
-    if Path(path).suffix.lower() == ".binvox":
+def check_output_shape(
+    path: str | os.PathLike, shape: tuple[int, int, int], voxel_size: VoxelSize = 1.0
+) -> None:
+    """OutputError unless the format that `path` names holds a grid of this shape and voxel
+    size: .binvox holds cubic grids of cubic voxels only, .vox cubic voxels (MagicaVoxel
+    draws every voxel as a cube and stores no size). The command calls it before the GPU
+    work, the writer again."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".binvox":
         _check_cubic(path, shape)
+    if suffix in (".binvox", ".vox"):
+        check_cubic_voxels(path, suffix, voxel_size)
 
 
 def _check_cubic(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
@@ -119,6 +127,16 @@ def _check_cubic(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
         raise OutputError(
             f"{path}: .binvox holds cubic grids only, not {shape_text(shape)} "
             "(use .svo, .npz or .vox)",
+            path=path,
+        )
+
+
+def check_cubic_voxels(path: str | os.PathLike, suffix: str, voxel_size: VoxelSize) -> None:
+    """OutputError for voxels that are not cubes, in a format of one voxel size (`suffix`)."""
+    if isinstance(voxel_size, tuple):
+        raise OutputError(
+            f"{path}: {suffix} holds cubic voxels only (one size), not "
+            f"{voxel_size_text(voxel_size)} (use .npz, .vti or .svo, which store the three)",
             path=path,
         )
 
@@ -132,6 +150,7 @@ def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = Fals
     which readers divide by each side (trimesh 4 cannot even load other shapes).
     """
     _check_cubic(path, result.shape)
+    check_cubic_voxels(path, ".binvox", result.voxel_size)
     n = result.shape[0]
     columns = result.columns if isinstance(result, DenseGrid) else None
     if columns is None:
@@ -142,7 +161,7 @@ def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = Fals
     header = (
         f"#binvox 1\ndim {n} {n} {n}\n"
         f"translate {float(origin[0])!r} {float(origin[1])!r} {float(origin[2])!r}\n"
-        f"scale {float(n * result.voxel_size)!r}\ndata\n"
+        f"scale {float(n * result.placement.spacing[0])!r}\ndata\n"
     )
     runs = _binvox_runs(flat)
     with open_output(path, overwrite) as fh:
