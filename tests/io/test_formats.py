@@ -125,7 +125,7 @@ def patched(data: bytes, offset: int, fmt: str, value) -> bytes:
     "offset, fmt, value, message",
     [
         (0, "<8s", b"VOXSVO\n\n", "not an SVO file"),
-        (8, "<I", 5, "unsupported format version 5"),
+        (8, "<I", 6, "unsupported format version 6"),
         (8, "<I", 0, "unsupported format version 0"),
         (12, "<I", 88, "bad header"),
         (16, "<I", 0, "side x must be at least 1"),

@@ -306,7 +306,7 @@ def _attributes_and_sizes(
         return FACE_IDS, 0, None, h
     attributes, reserved = rest[7], rest[8]
     counts: tuple[int, int, int] | None = (rest[9], rest[10], rest[11])
-    if version != VERSION_SPACING:
+    if version == VERSION_ATTRIBUTES:
         return attributes, reserved, counts, h
     sizes, reserved_v4 = rest[12:15], rest[15]
     if version == VERSION_VALUES:
