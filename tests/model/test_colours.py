@@ -379,7 +379,7 @@ def test_labels_and_colours_survive_npz_vti_and_svo(gpu, tmp_path):
         if suffix != ".vti":  # (.vti holds the label array, not the names)
             assert loaded.label_names == ("red", "blue")
     assert voxelizer.load(tmp_path / "x.svo") == svo
-    assert (tmp_path / "x.svo").read_bytes()[8] == 4  # version 4
+    assert (tmp_path / "x.svo").read_bytes()[8] == 5  # version 5
     dense = gpu.voxelize_dense(path, 24, colors=True, labels=True, mode="both")
     voxelizer.save(dense, tmp_path / "d.svo")
     loaded = voxelizer.load(tmp_path / "d.svo")
