@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
@@ -39,19 +39,21 @@ from .choices import (
     variant_candidates,
 )
 from .errors import (
+    ArgumentError,
     ColorWarning,
     DeviceError,
     EmptyGridWarning,
     MeshError,
     OpenMeshWarning,
     OverlapWarning,
+    ReentrantCallError,
     VoxelizerError,
 )
 from .gpu.device import Device
 from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh, load_meshes
-from .mesh import Mesh, Topology
+from .mesh import Mesh, Topology, real_array
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
@@ -83,6 +85,7 @@ class Voxelizer:
     def __init__(self, device: str | int | None = None):
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread whose call holds the lock
         self._closed = False
         opened: Device | None = None
         try:  # a Ctrl-C or an error while opening leaves no Vulkan object behind
@@ -283,7 +286,7 @@ class Voxelizer:
         checked = Options.create(
             variant=variant, sort=sort, max_memory=max_memory, mode=mode, surface=surface
         )
-        vertices = np.asarray(grid_vertices, np.float32)
+        vertices = real_array(grid_vertices, np.float32, "grid-space vertices", MeshError)
         if (
             vertices.ndim != 2
             or vertices.shape[1] != 3
@@ -472,10 +475,25 @@ class Voxelizer:
         from another process (checked first: the lock itself may have been held at the fork).
         A context manager of the lock's own: released however the work ends (Ctrl-C too)."""
         self._check_process()
+        self._refuse_reentry("voxelize")
         with self._lock:
             if self._closed:
                 raise VoxelizerError("this Voxelizer is closed")
-            yield
+            self._owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._owner = None
+
+    def _refuse_reentry(self, what: str) -> None:
+        """ReentrantCallError if this thread is inside a call of this Voxelizer already (its
+        progress callback calls back): waiting for the lock would wait for itself."""
+        if self._owner == threading.get_ident():
+            raise ReentrantCallError(
+                f"Voxelizer: {what} called from inside a voxelization of the same Voxelizer "
+                "(from its progress callback?), which would wait for itself: call it after "
+                "the voxelization returns, or use another Voxelizer"
+            )
 
     def _check_process(self) -> None:
         if self._pid != os.getpid():
@@ -488,6 +506,7 @@ class Voxelizer:
         if self._pid != os.getpid():
             self._closed = True  # the parent's Vulkan objects: forget them, destroy nothing
             return
+        self._refuse_reentry("close")
         with self._lock:
             if self._closed:
                 return
@@ -513,6 +532,8 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -
     In mode "solid", where the counts hold the solid's count: a ThinResultWarning where the
     result is empty or thin (voxelizer.thin). As data, for callers that voxelize with
     warn=False (the warnings module's catching is not thread-safe)."""
+    if not isinstance(counts, Mapping):
+        raise ArgumentError(f"counts must be a mapping (stats.counts), not {type(counts).__name__}")
     found: list[Warning] = []
     thin = thin_warning(counts, mode, fill_mode)
     if thin is not None:

@@ -35,6 +35,7 @@ from .choices import (
 )
 from .cli_attributes import add_attribute_arguments, attribute_options, check_attribute_arguments
 from .command_words import in_command_words
+from .console import SIGPIPE_STATUS, error_line, guard_streams, interrupted_status, one_line
 from .errors import (
     ColorWarning,
     GridError,
@@ -46,6 +47,9 @@ from .errors import (
     VoxelizerError,
 )
 from .grid_arguments import add_grid_arguments, check_grid_arguments, option_values
+from .interrupts import terminate_as_interrupt
+from .io.files import os_error_text
+from .io.files import resolved as resolved_path
 from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
@@ -91,11 +95,20 @@ EXIT_STATUS_HELP = """exit status:
        output that exists, a grid the device cannot hold)
   2    usage error (an unknown option or option value, a grid that cannot be
        placed: a size, box or padding out of range)
-  130  interrupted (Ctrl-C)"""
+  130  interrupted (Ctrl-C)
+  141  the reader of stdout went away (voxelize ... | head): nothing printed
+  143  terminated (SIGTERM: timeout, kill, a job scheduler), as cleanly as Ctrl-C"""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors (which may quote a path) stay one line."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(one_line(message))
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="voxelize",
         description="Exact solid and surface voxelization of triangle meshes on a Vulkan device\n"
         "(a GPU, or lavapipe on the CPU). By default (--mode solid) a voxel is set iff its\n"
@@ -252,9 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parser = _parser()
         args = parser.parse_args(option_values(sys.argv[1:] if argv is None else argv))
-    except KeyboardInterrupt:  # Ctrl-C before the run: no traceback either
-        print("voxelize: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) before the run: no traceback
+        return interrupted_status(exc)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
@@ -267,17 +279,28 @@ def main(argv: list[str] | None = None) -> int:
     except VoxelizerError as exc:
         if args.debug:
             raise
-        print(f"voxelize: error: {command_line_message(exc)}", file=sys.stderr)
+        error_line(command_line_message(exc))
         return 2 if isinstance(exc, GridError) else 1
     except MemoryError as exc:  # what no check foresaw: still one line, not a traceback
         if args.debug:
             raise
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "MemoryError"
-        print(f"voxelize: error: out of host memory ({detail})", file=sys.stderr)
+        error_line(f"out of host memory ({detail})")
         return 1
-    except KeyboardInterrupt:
-        print("voxelize: interrupted", file=sys.stderr)
-        return 130
+    except BrokenPipeError:
+        if getattr(sys.stdout, "broken", False):  # the reader of stdout went away: quietly
+            return SIGPIPE_STATUS
+        if args.debug:
+            raise
+        error_line("a pipe to a helper process broke")
+        return 1
+    except OSError as exc:  # a path no check foresaw (a loop, a name too long): one line
+        if args.debug:
+            raise
+        error_line(f"{exc.filename + ': ' if exc.filename else ''}{os_error_text(exc)}")
+        return 1
+    except KeyboardInterrupt as exc:
+        return interrupted_status(exc)
 
 
 def command_line_message(error: VoxelizerError) -> str:
@@ -297,7 +320,7 @@ def _one_line_warning(
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
-    print(f"voxelize: warning: {in_command_words(str(message))}", file=sys.stderr)
+    print(f"voxelize: warning: {one_line(in_command_words(str(message)))}", file=sys.stderr)
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -359,10 +382,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     written = [str(path) for path in (output, preview, args.slices) if path is not None]
     if not args.quiet:
         print(
-            f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
+            f"{one_line(Path(args.model).name)}: {counts['triangles']:,} triangles, grid "
             f"{shape_text(svo.shape)}, {svo.count():,} {VOXEL_NOUNS[args.mode]}, {seconds:.2f} s "
             f"({svo.stats.device}, {svo.stats.variant})"
-            + (f" -> {', '.join(written)}" if written else "")
+            + (f" -> {one_line(', '.join(written))}" if written else "")
         )
     if args.stats:
         print(format_stats(svo.stats))
@@ -405,12 +428,12 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         try:
             mesh, _ = _loaded(str(path))
         except VoxelizerError as exc:
-            print(f"voxelize: error: {exc}", file=sys.stderr)
+            error_line(str(exc))
             failed += 1
             continue
         topology = mesh.topology
         verdict = "closed" if topology.closed else "not closed"
-        print(f"{path.name}: {mesh.triangle_count:,} triangles, {verdict}")
+        print(f"{one_line(path.name)}: {mesh.triangle_count:,} triangles, {verdict}")
         for name, value in asdict(topology).items():
             print(f"  {name:<24} {value:>12,}")
     return int(failed > 0)
@@ -504,7 +527,7 @@ def _checked_outputs(
     for option, path in named.items():
         if path is None:
             continue
-        resolved = path.resolve()
+        resolved = resolved_path(path)
         if resolved in seen:
             parser.error(f"{seen[resolved]} and {option} name the same file {path}")
         seen[resolved] = option
@@ -558,12 +581,22 @@ def run() -> NoReturn:
     processes of --jobs) exits the usual way: their finalizers must run, or
     multiprocessing's resource tracker reports them as leaked. Code that calls main()
     itself keeps the usual exit."""
-    code = main()
-    for stream in (sys.stdout, sys.stderr):
+    stdout = guard_streams()  # closed or broken streams: console's rules
+    terminate_as_interrupt()  # SIGTERM (timeout, kill, Slurm, systemd) ends it as Ctrl-C does
+    try:
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader gone (a closed pipe) or a closed stream
-            code = code or 1
+            code = main()
+        except SystemExit as exc:  # argparse's --help, --version and usage errors
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        stdout.flush()
+    except BrokenPipeError:  # the reader went away (while --help printed, or at the end)
+        code = SIGPIPE_STATUS
+    except OutputError as exc:  # stdout unwritable (a full disk) at the last flush
+        error_line(str(exc))
+        code = 1
+    if stdout.broken and code == 0:
+        code = SIGPIPE_STATUS
+    sys.stderr.flush()
     if "multiprocessing.resource_tracker" in sys.modules:
         sys.exit(code)
     os._exit(code)

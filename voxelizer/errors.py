@@ -98,6 +98,23 @@ class SVOFormatError(FormatError):
     corrupted, an unknown version, an inconsistent tree), or SVO arrays do."""
 
 
+class ArgumentError(VoxelizerError, ValueError, TypeError):
+    """An argument that a function or method does not take: a value out of its range, an
+    array of the wrong shape or type, an object that is not what it works on, a callback
+    that cannot be called. Also a ValueError and a TypeError, what Python and numpy raise
+    for such calls, so that code catching those still catches it."""
+
+
+class GridIndexError(ArgumentError, IndexError):
+    """A voxel index outside the grid (also an IndexError, as indexing protocols expect)."""
+
+
+class ReentrantCallError(VoxelizerError):
+    """A Voxelizer called from inside one of its own calls (a progress callback that
+    voxelizes, or closes the Voxelizer, on the thread that runs the call): it would wait for
+    itself for ever."""
+
+
 class MemoryBudgetError(VoxelizerError):
     """A memory budget that cannot be parsed, or that is too small for the grid asked for."""
 

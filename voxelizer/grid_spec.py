@@ -69,7 +69,10 @@ def check_bounds(bounds: object) -> np.ndarray:
     """float64 (2, 3) [[xmin, ymin, zmin], [xmax, ymax, zmax]], finite with min < max, or
     GridError."""
     try:
-        box = np.array(bounds, dtype=np.float64)
+        given = np.asarray(bounds)
+        if given.dtype.kind in "cb":  # complex or bool: never cast silently
+            raise GridError(f"bounds must be real numbers, not {given.dtype}")
+        box = given.astype(np.float64)
     except (TypeError, ValueError):
         raise GridError(
             f"bounds must be numbers [[xmin, ymin, zmin], [xmax, ymax, zmax]], not {bounds!r}"
@@ -104,6 +107,8 @@ def _one_voxel_size(value: object, what: str) -> float:
 def check_voxel_size(voxel_size: object) -> VoxelSize:
     """h (cubic voxels) as a positive finite float, or three of them (hx, hy, hz) as a tuple
     (three equal sizes are the float), or GridError naming the value."""
+    if isinstance(voxel_size, np.ndarray) and voxel_size.ndim == 0:  # a 0-d array's number
+        voxel_size = voxel_size[()]
     if isinstance(voxel_size, np.ndarray) and voxel_size.ndim == 1:
         voxel_size = voxel_size.tolist()
     if isinstance(voxel_size, Sequence) and not isinstance(voxel_size, (str, bytes)):

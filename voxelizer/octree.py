@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from .errors import ArgumentError
 from .placement import Shape
 
 FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
@@ -129,7 +130,7 @@ def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """
     voxels = np.asarray(voxels)
     if voxels.dtype != bool or voxels.ndim != 3 or not all(voxels.shape):
-        raise ValueError(
+        raise ArgumentError(
             f"expected a bool (nx, ny, nz) array with each side at least 1, got "
             f"{voxels.dtype} {voxels.shape}"
         )

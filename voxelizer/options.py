@@ -33,7 +33,7 @@ from .choices import (
     SURFACES,
     VARIANT_CHOICES,
 )
-from .errors import FillModeError, GridError, ModeError, VariantError
+from .errors import ArgumentError, FillModeError, GridError, ModeError, VariantError
 from .placement import (
     NO_PADDING,
     GridLike,
@@ -165,7 +165,7 @@ class Options:
     @option_keywords(VoxelizeOptions)
     def create(cls, grid: GridLike | None = None, **options: Unpack[VoxelizeOptions]) -> Options:
         """Check every option (GridError, VariantError, FillModeError, MemoryBudgetError,
-        ModeError; TypeError for a name that is no option).
+        ModeError, ArgumentError; TypeError for a name that is no option).
 
         mode: "solid" (voxels whose centres are inside), "surface" (voxels the triangles
         touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
@@ -214,7 +214,7 @@ class Options:
             fill_mode=_choice(given["fill_mode"], FILL_CHOICES, "fill mode", FillModeError),
             sort=_choice(given["sort"], SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),
-            progress=given["progress"],
+            progress=_callback(given["progress"]),
             labels=_flag(given["labels"], "labels"),
             colors=_flag(given["colors"], "colors"),
             overlap=_choice(given["overlap"], OVERLAP_RULES, "overlap rule", ModeError),
@@ -247,6 +247,15 @@ def _fill_color(value: object) -> Color | None:
         return parse_color(value)
     except ValueError as exc:
         raise ModeError(f"fill_color: {exc}") from None
+
+
+def _callback(progress: object) -> Progress | None:
+    """The progress callback, refused before the work if it cannot be called."""
+    if progress is not None and not callable(progress):
+        raise ArgumentError(
+            f"progress must be a callable taking (stage, done, total), not {progress!r}"
+        )
+    return progress  # callable: called as Progress documents
 
 
 def _surface_kind(mode: str, surface: object, fill_mode: object) -> str | None:

@@ -56,7 +56,7 @@ from .grid_spec import (
     voxel_size_text,
     voxel_sizes,
 )
-from .mesh import Mesh
+from .mesh import Mesh, real_array
 from .parallel import map_row_chunks
 
 if TYPE_CHECKING:
@@ -166,7 +166,9 @@ class GridPlacement:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", check_shape(self.shape))
-        origin = np.array(self.origin, dtype=np.float64).reshape(3)
+        origin = np.array(real_array(self.origin, np.float64, "origin", GridError)).reshape(3)
+        if not np.isfinite(origin).all():  # what the .svo format (and every reader) refuses
+            raise GridError(f"origin must be finite, not {origin.tolist()}")
         object.__setattr__(self, "origin", origin)
         object.__setattr__(self, "voxel_size", check_voxel_size(self.voxel_size))
         spacing = voxel_sizes(self.voxel_size)

@@ -15,9 +15,10 @@ import numpy as np
 import numpy.typing
 
 from .budget import check_dense_fits
-from .errors import SVOFormatError
+from .errors import ArgumentError, GridIndexError, SVOFormatError
 from .grid import bit_count
 from .grid_spec import voxel_size_text
+from .mesh import real_array
 from .octree import (
     FULL_BRICK,
     OCTANT_BITS,
@@ -166,18 +167,18 @@ class SVO(Placed):
             return svo
         face_ids = np.asarray(face_ids)
         if face_ids.shape != svo.shape or face_ids.dtype != np.int32:
-            raise ValueError(f"expected int32 face ids of shape {svo.shape}")
+            raise ArgumentError(f"expected int32 face ids of shape {svo.shape}")
         marked = np.argwhere(face_ids >= 0)
         return svo.with_face_ids(marked, face_ids[tuple(marked.T)])
 
     def with_face_ids(self, voxels: np.ndarray, ids: np.ndarray) -> SVO:
         """This octree carrying face ids: `ids` (M,) of the marked voxels (M, 3) [i, j, k],
-        each a set voxel, none twice (ValueError otherwise); every other voxel has none (-1).
+        each a set voxel, none twice (ArgumentError otherwise); every other voxel has none (-1).
         The tree's arrays are shared, not copied."""
         voxels = np.asarray(voxels, np.int64).reshape(-1, 3)
         ids = np.asarray(ids)
         if ids.shape != (len(voxels),) or ids.dtype.kind not in "ui" or (ids < 0).any():
-            raise ValueError("expected one non-negative integer id per voxel")
+            raise ArgumentError("expected one non-negative integer id per voxel")
         faces = _face_arrays(self, voxels, ids.astype(np.int32))  # walks this tree first
         out = copy.copy(self)
         out._faces = faces
@@ -308,12 +309,12 @@ class SVO(Placed):
 
     def _face_grid(self, attribute: str) -> np.ndarray:
         if attribute in ("label", "color"):
-            raise ValueError(f"this SVO has no {attribute}s (voxelize with {attribute}s=True)")
+            raise ArgumentError(f"this SVO has no {attribute}s (voxelize with {attribute}s=True)")
         if attribute != "face":
-            raise ValueError(f"attribute must be 'face', 'label' or 'color', not {attribute!r}")
+            raise ArgumentError(f"attribute must be 'face', 'label' or 'color', not {attribute!r}")
         faces = self.face_ids
         if faces is None:
-            raise ValueError("this SVO has no face ids (voxelize with attributes=['face'])")
+            raise ArgumentError("this SVO has no face ids (voxelize with attributes=['face'])")
         check_dense_fits(self.shape, "SVO.to_numpy", voxel_bytes=4)
         out = np.full(self.shape, -1, np.int32)
         for codes, masks, ids in (
@@ -334,9 +335,9 @@ class SVO(Placed):
                 for i in index
             )
         ):
-            raise TypeError(f"index with three integers (i, j, k), not {index!r}")
+            raise ArgumentError(f"index with three integers (i, j, k), not {index!r}")
         if not all(0 <= int(i) < n for i, n in zip(index, self.shape)):
-            raise IndexError(
+            raise GridIndexError(
                 f"voxel {tuple(int(i) for i in index)} is outside the {shape_text(self.shape)} grid"
             )
         return bool(self._lookup(np.array([index], np.int64))[0])
@@ -348,9 +349,9 @@ class SVO(Placed):
         float64 exactly so), so a point on a face between two voxels belongs to the higher
         one. Points outside the grid, or not finite, are not contained.
         """
-        points = np.asarray(points, np.float64)
+        points = real_array(points, np.float64, "points", ArgumentError)
         if points.ndim != 2 or points.shape[1] != 3:
-            raise ValueError(f"points must be an (M, 3) array, not {points.shape}")
+            raise ArgumentError(f"points must be an (M, 3) array, not {points.shape}")
         origin, h = np.asarray(self.placement.origin, np.float64), self.placement.spacing
         with np.errstate(invalid="ignore", over="ignore"):
             cell = np.floor((points - origin) / h)
@@ -438,9 +439,11 @@ class SVO(Placed):
             or not isinstance(level, (int, np.integer))
             or not 0 <= level <= self.depth - 3
         ):
-            raise ValueError(f"level must be an integer from 0 to {self.depth - 3}, not {level!r}")
+            raise ArgumentError(
+                f"level must be an integer from 0 to {self.depth - 3}, not {level!r}"
+            )
         if rule not in ("any", "majority"):
-            raise ValueError(f"rule must be 'any' or 'majority', not {rule!r}")
+            raise ArgumentError(f"rule must be 'any' or 'majority', not {rule!r}")
         if level == 0:
             return self
         f = 1 << level
@@ -557,13 +560,13 @@ def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
     levels, bricks, stored = svo.levels, svo.bricks, svo._tree.brick_codes
     inside = ((voxels >= 0) & (voxels < np.array(svo.shape))).all(axis=1)
     if not inside.all():
-        raise ValueError("a marked voxel lies outside the grid")
+        raise ArgumentError("a marked voxel lies outside the grid")
     codes = morton_encode(voxels[:, 0] >> 2, voxels[:, 1] >> 2, voxels[:, 2] >> 2, levels)
     keys = codes << 6 | ((voxels & 3) @ np.array([1, 4, 16]))
     order = np.argsort(keys)
     keys, ids = keys[order], ids[order]
     if (np.diff(keys) == 0).any():
-        raise ValueError("a voxel is marked twice")
+        raise ArgumentError("a voxel is marked twice")
     codes, bits = keys >> 6, (keys & 63).astype(np.uint64)
     at = np.minimum(np.searchsorted(stored, codes), max(len(stored) - 1, 0))
     in_brick = stored[at] == codes if len(stored) else np.zeros(len(codes), bool)
@@ -571,7 +574,7 @@ def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
     brick_ids = np.full(int(counts.sum()), -1, np.int32)
     brick, bit = at[in_brick], bits[in_brick]
     if ((bricks[brick] >> bit) & np.uint64(1) == 0).any():
-        raise ValueError("a marked voxel is not set")
+        raise ArgumentError("a marked voxel is not set")
     below = popcount64(bricks[brick] & ((np.uint64(1) << bit) - np.uint64(1)))
     brick_ids[np.cumsum(counts)[brick] - counts[brick] + below] = ids[in_brick]
     rest = ~in_brick
@@ -579,7 +582,7 @@ def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
     full_starts, full_stops = svo._full_ranges()
     in_range = np.searchsorted(full_starts, codes, side="right") - 1
     if (codes >= full_stops[in_range]).any():
-        raise ValueError("a marked voxel is not set")
+        raise ArgumentError("a marked voxel is not set")
     first = np.flatnonzero(np.diff(codes, prepend=-1) != 0)  # each brick's first voxel
     if len(codes):
         full_masks = np.bitwise_or.reduceat(np.uint64(1) << bits, first)

@@ -208,7 +208,7 @@ def test_the_reference_never_reaches_the_pipeline_or_the_gpu(module):
 
 # -- the rules of docs/developers/architecture.md ------------------------------------------
 
-BASE = {"errors", "log", "parallel", "stats", "progress", "interrupts", "choices"}
+BASE = {"errors", "log", "parallel", "stats", "progress", "interrupts", "choices", "console"}
 MODEL = {
     "thin",
     "mesh",

@@ -18,10 +18,12 @@ from pathlib import Path
 import numpy as np
 
 from ..attributes.voxel_values import SolidValues
+from ..budget import check_host_fits
 from ..errors import GridError, SVOFormatError
 from ..octree import octree_levels, padded_resolution
 from ..placement import GridPlacement, Placed, Shape, check_shape, shape_text
 from ..svo import SVO, FaceIds
+from .files import open_regular, os_error_text
 from .output import open_output
 
 MAGIC = b"VOXSVO\r\n"
@@ -159,17 +161,18 @@ def read_svo(path: str | os.PathLike) -> SVO:
     3 with face ids, 2, or 1 for a cube): sizes first (before allocating), then checksum, then
     structure; SVOFormatError names the file and what is wrong."""
     path = Path(path)
+    file = open_regular(path, SVOFormatError)
     try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, 2)
-            fh.seek(0)
+        with file as fh:
+            size = os.fstat(fh.fileno()).st_size
             head = fh.read(HEADER_V5.size)  # the longest header; shorter ones are a prefix
             header = read_header(head, size)
+            check_host_fits(header.file_size, f"{path}: reading the file")
             data = head + fh.read(header.file_size - len(head))
         if len(data) != header.file_size:
             raise SVOFormatError("truncated while reading")
     except OSError as exc:
-        raise SVOFormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise SVOFormatError(f"{path}: cannot read ({os_error_text(exc)})") from exc
     except SVOFormatError as exc:
         raise SVOFormatError(f"{path}: {exc}") from None
     (crc,) = CHECKSUM.unpack_from(data, len(data) - CHECKSUM.size)

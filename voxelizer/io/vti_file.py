@@ -24,10 +24,12 @@ from xml.etree import ElementTree
 
 import numpy as np
 
+from ..budget import check_host_fits
 from ..convert import reversed_axes, vtk_cell_order
-from ..errors import FormatError, GridError
+from ..errors import FormatError, GridError, MemoryBudgetError
 from ..grid import DenseGrid
 from ..placement import GridPlacement, Placed, check_shape
+from .files import read_regular
 from .output import open_output
 
 ARRAY_NAME = "solid"
@@ -46,6 +48,10 @@ VTK_TYPES = {
     "Float64": "f8",
 }
 ZLIB = "vtkZLibDataCompressor"
+# Deflate inflates at most 1032-fold (a 258-byte match per 2 bits); a zlib stream of nothing
+# is 8 bytes. A table claiming more is corrupted, or a bomb.
+ZLIB_MAX_RATIO = 1032
+ZLIB_SMALLEST_STREAM = 8
 
 
 def write_vti(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
@@ -112,14 +118,13 @@ def read_vti(path: str | os.PathLike) -> DenseGrid:
     """The DenseGrid of a .vti file of one ImageData piece with the cell array "solid";
     FormatError names the file and what is wrong."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    raw = read_regular(path, FormatError)
     try:
         return _parse(raw)
     except FormatError as exc:
         raise FormatError(f"{path}: {exc}") from None
+    except MemoryBudgetError as exc:
+        raise MemoryBudgetError(f"{path}: {exc}") from None
 
 
 def _parse(raw: bytes) -> DenseGrid:
@@ -277,13 +282,29 @@ def _integer(text: str | None, what: str) -> int:
 
 
 def _ascii(text: str, dtype: np.dtype, cells: int) -> np.ndarray:
-    words = text.split()
-    if len(words) != cells:
-        raise FormatError(f"{len(words)} values for {cells} cells")
-    try:
-        return np.array(words, np.float64 if dtype.kind == "f" else np.int64)
-    except ValueError as exc:
-        raise FormatError(f"bad ascii values ({exc})") from None
+    """The values of an ascii array, converted a piece of text at a time (a list of every
+    word of a large array would take dozens of bytes per value)."""
+    _check_values_fit(cells, 8)  # as int64 or float64
+    values = np.empty(cells, np.float64 if dtype.kind == "f" else np.int64)
+    filled = at = 0
+    while at < len(text):
+        space = _SPACE.search(text, min(at + ASCII_PIECE, len(text)))
+        end = space.start() if space else len(text)
+        words = text[at:end].split()
+        if filled + len(words) > cells:
+            raise FormatError(f"more than {cells} values for {cells} cells")
+        try:
+            values[filled : filled + len(words)] = np.array(words, values.dtype)
+        except ValueError as exc:
+            raise FormatError(f"bad ascii values ({exc})") from None
+        filled, at = filled + len(words), end
+    if filled != cells:
+        raise FormatError(f"{filled} values for {cells} cells")
+    return values
+
+
+ASCII_PIECE = 1 << 20  # characters of an ascii array converted at a time
+_SPACE = re.compile(r"\s")
 
 
 def _binary(
@@ -308,6 +329,7 @@ def _binary(
                 f"the array holds {int(size)} bytes (file has {len(raw) - item}), "
                 f"{cells} cells need {expected}"
             )
+        _check_values_fit(cells, 0)  # the values are the file's bytes
         return np.frombuffer(raw, dtype, cells, item)
     # Compressed: a table (block count, block size, last block's size or 0 when full, each
     # block's compressed size), then the zlib blocks; in base64, the table is a text of its own.
@@ -333,6 +355,12 @@ def _binary(
             f"the compressed array holds {total} bytes in {blocks} blocks ({compressed} "
             f"compressed, file has {len(body)}); {cells} cells need {expected}"
         )
+    if total > ZLIB_MAX_RATIO * compressed + ZLIB_SMALLEST_STREAM * blocks:
+        raise FormatError(
+            f"{compressed} compressed bytes cannot hold {total} bytes (zlib inflates "
+            f"at most {ZLIB_MAX_RATIO}-fold)"
+        )
+    _check_values_fit(cells, dtype.itemsize)
     out = np.empty(expected, np.uint8)
     at = start = 0
     for index, size in enumerate(sizes):
@@ -347,6 +375,12 @@ def _binary(
         out[start : start + want] = np.frombuffer(piece, np.uint8)
         at, start = at + size, start + want
     return out.view(dtype)
+
+
+def _check_values_fit(cells: int, value_bytes: int) -> None:
+    """MemoryBudgetError unless host memory holds the values (`value_bytes` each) and the
+    voxels made of them (value != 0, then in [i, j, k] order: two bytes a cell)."""
+    check_host_fits(cells * (value_bytes + 2), f"the grid of {cells:,} cells")
 
 
 def _encoded_length(size: int) -> int:
