@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import numpy.typing
 
-from .api_runs import PipelineRuns, face_grid, part_name
-from .attributes.run import Attributed, AttributeRequest, attributed_voxels
-from .attributes.voxel_values import SolidValues
+from .api_runs import PipelineRuns, attributed_svo, face_grid, part_name
+from .attributes.run import Attributed
 from .budget import check_dense_fits
 from .choices import (
     AUTO_FILL,
@@ -158,8 +157,10 @@ class Voxelizer:
         if not placement.holds_part_of(loaded):
             return SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
         if checked.labels or checked.colors:
-            svo, problems = self._attributed_svo(loaded, placement, stats, checked, part_name(mesh))
-            return self._finished(loaded, svo, checked, warn, count_voxels, problems)
+            check_dense_fits(placement.shape, "labels and colours")
+            found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
+            svo = attributed_svo(found, placement, stats, checked)
+            return self._finished(loaded, svo, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
         marked = None
         with self._locked():
@@ -238,35 +239,15 @@ class Voxelizer:
             warnings.warn(ColorWarning(problem), stacklevel=4)
         return result
 
-    def _attributed_svo(
-        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options, name: str
-    ) -> tuple[SVO, tuple[str, ...]]:
-        """An SVO with labels or colours (the voxels found densely, then built on the CPU),
-        and what kept faces from their colours."""
-        check_dense_fits(placement.shape, "labels and colours")
-        found = self._attributed(mesh, placement, stats, options, name)
-        svo = SVO.from_dense(found.voxels, placement, stats)
-        if "face" in options.attributes and found.marked is not None:
-            svo = svo.with_face_ids(*found.marked)
-        values = SolidValues.of_dense(svo, found.labels, found.colors, found.label_names)
-        return svo.with_values(values), found.problems
-
     def _attributed(
         self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options, name: str
     ) -> Attributed:
-        """The voxels with labels and colours (voxelizer.attributes.run), from the runs of
-        the pipeline they need, on this device and grid, with these options; `name` names
-        the one part of a mesh without parts."""
-        request = AttributeRequest(
-            options.labels, options.colors, options.overlap, options.fill_color
-        )
+        """The voxels with labels and colours, from the pipeline runs they need (api_runs)."""
         runs = PipelineRuns(
             self._pipeline, self._job, placement=placement, options=options, stats=stats
         )
         with self._locked():
-            found = attributed_voxels(mesh, placement, options.mode, request, runs, name, stats)
-        stats.counts["triangles"] = mesh.triangle_count
-        return found
+            return runs.attributed(mesh, name)
 
     def voxelize_grid(
         self,

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .attributes.run import Attributed
+from .attributes.run import Attributed, AttributeRequest, attributed_voxels
+from .attributes.voxel_values import SolidValues
 from .grid import ColumnBits
 from .io.meshes import MeshLike
 from .mesh import Mesh
@@ -21,6 +22,7 @@ from .pipeline.job import Job
 from .pipeline.runner import Pipeline
 from .placement import GridPlacement
 from .stats import Stats
+from .svo import SVO
 
 JobBuilder = Callable[[Mesh, GridPlacement, Options], Job]
 
@@ -61,6 +63,19 @@ class PipelineRuns:
         marked = MarkedVoxels.of_grid(faces)
         return voxels, marked.voxels, marked.ids
 
+    def attributed(self, mesh: Mesh, name: str) -> Attributed:
+        """The voxels with labels and colours (voxelizer.attributes.run) from these runs;
+        `name` names the one part of a mesh without parts."""
+        options = self._options
+        request = AttributeRequest(
+            options.labels, options.colors, options.overlap, options.fill_color
+        )
+        found = attributed_voxels(
+            mesh, self._placement, options.mode, request, self, name, self._stats
+        )
+        self._stats.counts["triangles"] = mesh.triangle_count
+        return found
+
     def _add(self, run: Stats) -> None:
         """The first run's stats are the call's (behind its host steps); later runs add their
         times and column counts."""
@@ -78,6 +93,18 @@ def part_name(source: MeshLike | list[MeshLike]) -> str:
     """The name of the one part of a mesh without parts: its file's name without the
     extension, else "mesh"."""
     return Path(source).stem if isinstance(source, (str, os.PathLike)) else "mesh"
+
+
+def attributed_svo(
+    found: Attributed, placement: GridPlacement, stats: Stats, options: Options
+) -> SVO:
+    """An SVO of the voxels found, with their labels and colours (built on the CPU from the
+    dense voxels), and their face ids where the options ask for them."""
+    svo = SVO.from_dense(found.voxels, placement, stats)
+    if "face" in options.attributes and found.marked is not None:
+        svo = svo.with_face_ids(*found.marked)
+    values = SolidValues.of_dense(svo, found.labels, found.colors, found.label_names)
+    return svo.with_values(values)
 
 
 def face_grid(found: Attributed, placement: GridPlacement, options: Options) -> np.ndarray | None:

@@ -220,6 +220,7 @@ MODEL = {
     "grid",
     "octree",
     "svo",
+    "svo_arrays",
     "surface",
     "render",
     "convert",
