@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import numpy.typing
 
+from .api_runs import PipelineRuns, attributed_svo, face_grid, part_name
+from .attributes.run import Attributed
 from .budget import check_dense_fits
 from .choices import (
     AUTO_FILL,
@@ -37,6 +39,7 @@ from .choices import (
 )
 from .errors import (
     ArgumentError,
+    ColorWarning,
     DeviceError,
     EmptyGridWarning,
     MeshError,
@@ -48,7 +51,7 @@ from .errors import (
 from .gpu.device import Device
 from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
-from .io.meshes import MeshLike, load_mesh
+from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology, real_array
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
@@ -65,6 +68,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 R = TypeVar("R", SVO, DenseGrid)
+# One mesh, or a list of meshes voxelized together on one grid (each mesh a part).
+MeshesLike = MeshLike | list[MeshLike]
 
 
 class Voxelizer:
@@ -100,7 +105,7 @@ class Voxelizer:
     @option_keywords(VoxelizeOptions)
     def voxelize(
         self,
-        mesh: MeshLike,
+        mesh: MeshesLike,
         grid: GridLike | None = None,
         *,
         warn: bool = True,
@@ -132,6 +137,12 @@ class Voxelizer:
         - max_memory (bytes or "2GiB"), progress (a callable (stage, done, total)).
         - attributes: ["face"] (modes "surface" and "both"): the SVO also stores each surface
           voxel's face id, SVO.to_numpy(attribute="face").
+        - labels=True: the part of every set voxel, SVO.to_numpy(attribute="label"), named
+          by SVO.label_names; overlap ("last" or "smallest"): the part an overlap belongs to.
+          colors=True: every set voxel's RGBA, SVO.to_numpy(attribute="color"); fill_color:
+          the inside's colour (default: the nearest surface voxel's along the column).
+          A list of meshes is voxelized together on one grid around them all, each mesh a
+          part (docs/guide/colours-and-labels.md).
         - warn=False: no OpenMeshWarning or OverlapWarning through the warnings module (whose
           catching is not thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives
           them as data.
@@ -145,6 +156,11 @@ class Voxelizer:
         loaded, placement, stats = self._prepare(mesh, checked)
         if not placement.holds_part_of(loaded):
             return SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
+        if checked.labels or checked.colors:
+            check_dense_fits(placement.shape, "labels and colours")
+            found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
+            svo = attributed_svo(found, placement, stats, checked)
+            return self._finished(loaded, svo, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
         marked = None
         with self._locked():
@@ -157,17 +173,12 @@ class Voxelizer:
             started = time.perf_counter()
             svo = svo.with_face_ids(marked.voxels, marked.ids)
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
-        if count_voxels:
-            svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
-            self.count_thin_surface(loaded, svo, checked)
-        if warn:
-            _warn_from_counts(svo.stats.counts, checked.fill_mode, checked.mode)
-        return svo
+        return self._finished(loaded, svo, checked, warn, count_voxels)
 
     @option_keywords(VoxelizeOptions)
     def voxelize_dense(
         self,
-        mesh: MeshLike,
+        mesh: MeshesLike,
         grid: GridLike | None = None,
         *,
         warn: bool = True,
@@ -176,7 +187,8 @@ class Voxelizer:
     ) -> DenseGrid:
         """Voxelization on a dense grid (mode "solid", the default: a voxel is set iff its
         centre is inside the mesh). Arguments as for voxelize; attributes=["face"] (modes
-        "surface" and "both") also fills DenseGrid.face_ids."""
+        "surface" and "both") also fills DenseGrid.face_ids, labels=True DenseGrid.labels,
+        colors=True DenseGrid.colors."""
         checked = Options.create(grid, **options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize_dense, mesh, grid, warn, count_voxels, options)
@@ -187,6 +199,12 @@ class Voxelizer:
             empty = ColumnBits.empty(placement.shape)
             stats = _empty_stats(loaded, placement, checked, stats, warn)
             return DenseGrid.of_columns(empty, placement, stats)
+        if checked.labels or checked.colors:
+            found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
+            result = DenseGrid(
+                found.voxels, placement, stats, face_ids=face_grid(found, placement, checked)
+            ).with_attributes(found.labels, found.colors, found.label_names)
+            return self._finished(loaded, result, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
         faces = None
         with self._locked():
@@ -199,12 +217,37 @@ class Voxelizer:
             result = DenseGrid.of_columns(voxels, placement, merged, face_ids=faces)
         else:
             result = DenseGrid(voxels, placement, merged, face_ids=faces)
+        return self._finished(loaded, result, checked, warn, count_voxels)
+
+    def _finished(
+        self,
+        mesh: Mesh,
+        result: R,
+        options: Options,
+        warn: bool,
+        count_voxels: bool,
+        problems: Sequence[str] = (),
+    ) -> R:
+        """The result with its voxel count (and the thin check's), after the warnings its
+        column counts call for and those of its colours (`problems`)."""
         if count_voxels:
-            result.stats.counts[voxel_count_label(checked.mode)] = result.count()
-            self.count_thin_surface(loaded, result, checked)
+            result.stats.counts[voxel_count_label(options.mode)] = result.count()
+            self.count_thin_surface(mesh, result, options)
         if warn:
-            _warn_from_counts(result.stats.counts, checked.fill_mode, checked.mode)
+            _warn_from_counts(result.stats.counts, options.fill_mode, options.mode, stacklevel=5)
+        for problem in problems:  # (not warn's: colours the user asked for, not the mesh's)
+            warnings.warn(ColorWarning(problem), stacklevel=4)
         return result
+
+    def _attributed(
+        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options, name: str
+    ) -> Attributed:
+        """The voxels with labels and colours, from the pipeline runs they need (api_runs)."""
+        runs = PipelineRuns(
+            self._pipeline, self._job, placement=placement, options=options, stats=stats
+        )
+        with self._locked():
+            return runs.attributed(mesh, name)
 
     def voxelize_grid(
         self,
@@ -299,7 +342,7 @@ class Voxelizer:
     def _auto(
         self,
         call: Callable[..., R],
-        mesh: MeshLike,
+        mesh: MeshesLike,
         grid: GridLike | None,
         warn: bool,
         count_voxels: bool,
@@ -308,7 +351,7 @@ class Voxelizer:
         """fill_mode="auto": parity, then winding where the parity fill's column counts find
         the surface open or parts overlapping (counts["auto_winding"] says which ran: 0 or
         1). A closed, consistently oriented mesh costs one parity run; others a second run."""
-        loaded = load_mesh(mesh)
+        loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
         parity = call(
             loaded,
             grid,
@@ -370,10 +413,10 @@ class Voxelizer:
         device resolves it (choices.variant_candidates)."""
         return variant_candidates(variant, self.device.is_cpu)[0]
 
-    def _prepare(self, mesh: MeshLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
-        """Load and check the mesh, place the grid."""
+    def _prepare(self, mesh: MeshesLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
+        """Load and check the mesh (several: one mesh of them, each a part), place the grid."""
         started = time.perf_counter()
-        loaded = load_mesh(mesh)
+        loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
         placement = GridPlacement.around(
             loaded,
@@ -517,11 +560,13 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -
     return found
 
 
-def _warn_from_counts(counts: dict[str, int], fill_mode: str, mode: str) -> None:
+def _warn_from_counts(
+    counts: dict[str, int], fill_mode: str, mode: str, stacklevel: int = 4
+) -> None:
     """mesh_warnings, warned. Called by the Voxelizer methods, so the warning points at their
     caller's caller (the module functions' user)."""
     for warning in mesh_warnings(counts, fill_mode, mode):
-        warnings.warn(warning, stacklevel=4)
+        warnings.warn(warning, stacklevel=stacklevel)
 
 
 def check_mesh(mesh: MeshLike) -> Topology:
@@ -608,7 +653,7 @@ os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 @option_keywords(VoxelizeOptions)
 def voxelize(
-    mesh: MeshLike,
+    mesh: MeshesLike,
     grid: GridLike | None = None,
     *,
     device: str | int | None = None,
@@ -621,7 +666,7 @@ def voxelize(
 
 @option_keywords(VoxelizeOptions)
 def voxelize_dense(
-    mesh: MeshLike,
+    mesh: MeshesLike,
     grid: GridLike | None = None,
     *,
     device: str | int | None = None,
