@@ -493,8 +493,13 @@ class GridEngine:
         into each top cell's first leaf, after the top level's emission. Returns the staging
         buffer of the leaves' total, for after the submission."""
         placement, sequence, pool = grid.placement, self.build_sequence, self.build_pool
-        resolutions = self.own(grid, "resolutions", placement.cells * 16)
-        leaf_base = self.own(grid, "leaf_base", placement.cells * 4)
+        # (recorded again after a second emission: into the same buffers)
+        resolutions = grid.buffers.get("resolutions") or self.own(
+            grid, "resolutions", placement.cells * 16
+        )
+        leaf_base = grid.buffers.get("leaf_base") or self.own(
+            grid, "leaf_base", placement.cells * 4
+        )
         totals = pool.binding("trigrid_leaf_totals", 16)
         sequence.fill(totals.buffer, 0, 16)
         sequence.barrier()
@@ -628,9 +633,7 @@ class GridEngine:
         sequence.barrier()
         return arguments
 
-    def _record_emit(
-        self, level: _Level, ends: Buffer, ids: Buffer, cells: Binding | None
-    ) -> None:
+    def _record_emit(self, level: _Level, ends: Buffer, ids: Buffer, cells: Binding | None) -> None:
         """Record the emission of one level (its units' state from _record_count), which
         does nothing where the count's total exceeds level.capacity."""
         sequence = self.build_sequence
