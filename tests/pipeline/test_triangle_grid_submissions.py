@@ -53,6 +53,20 @@ def test_a_build_is_one_submission_and_a_rebuild_replays_it(engine):
         grid.close()
 
 
+def test_new_meshes_of_one_size_replay_the_recording_with_their_upload(engine):
+    """Meshes of the same size placed alike, each new to the device (an animation's frames):
+    the first is recorded, every later one replays that recording, its geometry written into
+    the staging buffers the recording copies from, and each grid is its own mesh's."""
+    for frame in range(4):
+        mesh = load_mesh(sphere((0.01 * frame, 0, 0), 1.0, subdivisions=2))
+        grid, taken = built(engine, mesh, density=4.0)
+        assert taken == 1
+        assert grid.stats.counts.get("replayed", 0) == (frame > 0), frame
+        assert "upload" in grid.stats.gpu_ms
+        assert_matches_reference(grid)
+        grid.close()
+
+
 def test_a_model_builds_in_one_submission_at_every_density(engine):
     mesh = load_model("bunny.ply")
     for density in (1 / 16, 4.0, 32.0):

@@ -92,7 +92,8 @@ class Side:
 
     def __init__(self, name: str, root: Path, models_dir: Path, density: float, specs: list[str]):
         self.name = name
-        env = {**os.environ, "PYTHONPATH": str(root.resolve())}
+        paths = [str(root.resolve()), os.environ.get("PYTHONPATH", "")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in paths if path)}
         self.process = subprocess.Popen(
             [sys.executable, "-c", WORKER, str(models_dir), str(density), *specs],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root,

@@ -191,9 +191,15 @@ class Sequence:
         array (a per-mesh cache's) that the staging buffer holds already is not copied there
         again: only the device copy is recorded."""
         data = np.ascontiguousarray(data)
+        self.copy(self.stage(target, data), target, data.nbytes)
+
+    def stage(self, target: Buffer, data: np.ndarray) -> Buffer:
+        """Write host data into the staging buffer that `upload` copies into `target` from,
+        recording nothing: for a replayed recording that uploads (write_once's rule)."""
+        data = np.ascontiguousarray(data)
         staging = self.pool.get(f"upload:{target.name}", data.nbytes, STAGING, host_visible=True)
         staging.write_once(data)
-        self.copy(staging, target, data.nbytes)
+        return staging
 
     def upload_made(
         self,

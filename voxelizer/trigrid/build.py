@@ -8,15 +8,17 @@ with no read-back between its passes:
   cell it touches; a triangle with many columns leaves units instead) -> scan of the unit
   counts -> count over the units -> scan of the cell counts (each cell's first slot) ->
   emit (every touched cell's next slot takes the triangle), over the triangles, then over
-  the units; afterwards each cell's entry is its end.
+  the units; afterwards each cell's entry is its end (levels.py records a level's passes).
 
 The triangle ids are sized before the count has run: for the count of the last build of
 these very vertices, else for an estimate (`reference_estimate`). The emission reads the
 count's 64-bit total and does nothing where the references do not fit; the host reads the
 total after the submission and then, only then, sizes the ids exactly and emits in a second
 submission. A one-level build whose buffers, sizes and push constants are those of the
-build recorded last (a rebuild of the same mesh, or of one of the same size into the
-buffers the last grid gave back) records nothing: the engine replays that recording.
+build recorded last, uploading or not as it did (a rebuild of the same mesh; or a new mesh
+of the same size, placed alike, after a new one: an animation's frames), into the buffers
+the last grid gave back, records nothing: the engine writes the new geometry into the
+staging buffers, if it uploads, and replays that recording.
 
 No pair array and no sort: a cell's entry is its count, then its cursor, then its end
 (Taranta's memory saving: 4 bytes per reference and 4 per cell, besides the records). The
@@ -40,13 +42,12 @@ import math
 import threading
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import GridError, VoxelizerError
-from ..gpu.buffers import INDIRECT, STORAGE, Binding, Buffer, BufferPool, Usage
+from ..gpu.buffers import STORAGE, Binding, Buffer, BufferPool, Usage
 from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
 from ..gpu.kernels import WG_SIZE, Kernel
@@ -56,7 +57,8 @@ from ..interrupts import interrupts_deferred
 from ..placement import MAX_RESOLUTION
 from ..stats import Stats
 from . import kernels
-from .placement import CellPlacement, Shape
+from .levels import NO_WRAP, Level, LevelPasses
+from .placement import CellPlacement
 
 # Load balance (shaders/cells.comp): a triangle with at most SMALL_COLUMNS columns is done
 # by one thread; a larger one in units of CHUNK_COLUMNS columns, one thread each.
@@ -69,7 +71,6 @@ RECORD_BYTES = 48  # TriangleRecord (triangle.glsl)
 # that a workgroup's sum of 256 cells stays within 32 bits).
 TOP_DENSITY = 1.0 / 16.0
 LEAF_LIMIT = 255
-NO_WRAP = 0xFFFFFFFF  # pair_dispatch.comp's capacity: any unit count fits
 SPARE_SLACK = 1 << 20  # a spare buffer up to twice the size asked for, plus this, is reused
 # The references a build sizes its ids for before the count (reference_estimate): this many
 # per item, and this many per cell of a face of the lattice's cube (a surface crosses the
@@ -120,39 +121,6 @@ class DeviceGrid:
 
 
 @dataclass
-class _Level:
-    """One level's count and emission (cells.comp): its kernel, what every step of it binds
-    besides its own buffers, and its push constants."""
-
-    name: str
-    level: int  # 1: the grid's triangles, 2: the top level's references
-    cells: ComputePipeline
-    shared: dict[str, Binding | Buffer]
-    items: int
-    shape: Shape
-    cell_count: int
-    small_columns: int
-    chunk_columns: int
-    emit_cells: bool = False  # the emission also writes each reference's cell
-    capacity: int = 0  # references the ids hold (the emission does nothing if they do not fit)
-
-    def push(self, stage: int, over_units: bool) -> dict[str, object]:
-        return {
-            "item_count": self.items,
-            "nx": self.shape[0],
-            "ny": self.shape[1],
-            "nz": self.shape[2],
-            "small_columns": self.small_columns,
-            "chunk_columns": self.chunk_columns,
-            "stage": stage,
-            "over_units": int(over_units),
-            "emit_cells": int(self.emit_cells),
-            "level": self.level,
-            "capacity": min(self.capacity, NO_WRAP),
-        }
-
-
-@dataclass
 class _Recording:
     """The build recorded last on the build sequence, reusable: what it was recorded for
     (sizes, push constants and the buffers of its grid; the build pool's generation says
@@ -190,9 +158,7 @@ class GridEngine:
         self._spares: dict[str, Buffer] = {}  # the buffers of the grid destroyed last
         # The read-only arrays whose upload the pool's geometry buffers hold (_upload_geometry)
         self._resident: tuple[weakref.ref[np.ndarray], weakref.ref[np.ndarray]] | None = None
-        # Per level of the build running: its units, their total and their dispatch size,
-        # from the count's recording to the emission's.
-        self._level_state: dict[str, tuple[Binding, Binding, Buffer, Buffer]] = {}
+        self._level_passes: LevelPasses | None = None  # (made on first use)
 
     def pipeline(self, kernel: Kernel, branchless: int = 1) -> ComputePipeline:
         """The kernel on this device, with the variant of the exact tests (built on first use)."""
@@ -202,6 +168,14 @@ class GridEngine:
                 self.device, kernel, kernels.trigrid_defines(branchless)
             )
         return self._pipelines[key]
+
+    @property
+    def _levels(self) -> LevelPasses:
+        """The levels' passes, on the build sequence."""
+        if self._level_passes is None:
+            self._level_passes = LevelPasses(self.device, self.build_sequence, self.build_pool,
+                                             self.scan, self.pipeline(kernels.PAIR_DISPATCH))  # fmt: skip
+        return self._level_passes
 
     def check_open(self) -> None:
         if self._closed:
@@ -260,17 +234,14 @@ class GridEngine:
             "vertices": pool.binding("trigrid_vertices", vertices.nbytes),
             "indices": pool.binding("trigrid_indices", faces.nbytes),
         }
-        arrays = (vertices, faces)
-        held = self._resident
-        if held is not None and all(ref() is array for ref, array in zip(held, arrays)):
+        if self._holds_geometry(vertices, faces):
             return geometry
         self._resident = None
         sequence.upload(geometry["vertices"].buffer, np.ascontiguousarray(vertices, np.float32))
         sequence.upload(geometry["indices"].buffer, np.ascontiguousarray(faces, np.uint32))
         sequence.barrier()
         sequence.mark("upload")
-        if not any(array.flags.writeable for array in arrays):
-            self._resident = (weakref.ref(vertices), weakref.ref(faces))
+        self._remember_geometry(vertices, faces)
         return geometry
 
     def close(self) -> None:
@@ -357,7 +328,7 @@ class GridEngine:
         learned = self._learned_counts(vertices, grid, leaf_density)
         capacity = self._capacity(triangles, placement.cells, learned[0] if learned else None)
         ids = self.own(grid, "triangle_ids", capacity * 4)
-        top = _Level(
+        top = Level(
             "cells",
             1,
             self.pipeline(kernels.CELLS, branchless),
@@ -370,18 +341,18 @@ class GridEngine:
             emit_cells=two,
             capacity=min(ids.size // 4, NO_WRAP),
         )
-        resident = self._holds_geometry(vertices, faces)
-        key = (placement.shape, triangles, vertices.nbytes, branchless, small_columns,
-               chunk_columns, top.capacity)  # fmt: skip
+        uploads = not self._holds_geometry(vertices, faces)
+        key = (placement.shape, triangles, vertices.nbytes, faces.nbytes, branchless,
+               small_columns, chunk_columns, top.capacity, uploads)  # fmt: skip
         recording = self._recording
         if (
             not two
-            and resident
             and recording is not None
             and recording.key == key
-            and recording.generation == self.build_pool.generation
             and recording.buffers == grid.buffers
             and self.build_sequence.replayable
+            and recording.generation == self.build_pool.generation
+            and self._stage_geometry(vertices, faces, uploads)
         ):
             self._replay(stats)
             read, used = recording.read, dict(recording.used)
@@ -390,13 +361,13 @@ class GridEngine:
             used = {}  # bytes of every buffer the build holds at its peak
             self._recording = None
             sequence = self.build_sequence
-            sequence.begin(reusable=not two and resident)
+            sequence.begin(reusable=not two)
             sequence.mark("start")
             geometry = self._upload_geometry(vertices, faces)
             used.update(vertices=vertices.nbytes, indices=faces.nbytes)
-            read = self._record_count(top, ends, geometry, used)
+            read = self._levels.record_count(top, ends, geometry, used)
             cells = self._reference_cells(top, used)
-            self._record_emit(top, ends, ids, cells)
+            self._levels.record_emit(top, ends, ids, cells)
             if two:
                 leaf_totals = self._record_resolve(grid, leaf_density, branchless)
             self._submit(stats, "build")
@@ -412,11 +383,33 @@ class GridEngine:
         if two:
             learned_leaves = learned[1] if learned else None
             self._build_leaves(grid, top, leaf_totals, stats, used, learned_leaves)
-        self._level_state.clear()
+        self._levels.clear()
         self._learned = (weakref.ref(vertices), self._placed(grid, leaf_density),
                          grid.references, grid.leaf_references)  # fmt: skip
         used.update({name: buffer.size for name, buffer in grid.buffers.items()})
         self._finish_stats(stats, grid, used, started)
+
+    def _stage_geometry(self, vertices: np.ndarray, faces: np.ndarray, uploads: bool) -> bool:
+        """Before a replay that uploads: the arrays into the staging buffers its copies read
+        (as _upload_geometry would). Returns whether they were there to write into."""
+        if not uploads:
+            return True
+        self._resident = None
+        sequence, pool = self.build_sequence, self.build_pool
+        generation = pool.generation
+        for name, array, dtype in (("vertices", vertices, np.float32),
+                                   ("indices", faces, np.uint32)):  # fmt: skip
+            target = pool.get(f"trigrid_{name}", array.nbytes)
+            sequence.stage(target, np.ascontiguousarray(array, dtype))
+        if pool.generation != generation:  # (not the sizes recorded: recorded afresh)
+            return False
+        self._remember_geometry(vertices, faces)
+        return True
+
+    def _remember_geometry(self, vertices: np.ndarray, faces: np.ndarray) -> None:
+        """The device holds these arrays now: read-only ones are not uploaded again."""
+        if not (vertices.flags.writeable or faces.flags.writeable):
+            self._resident = (weakref.ref(vertices), weakref.ref(faces))
 
     def _holds_geometry(self, vertices: np.ndarray, faces: np.ndarray) -> bool:
         """Whether the device holds these very (read-only) arrays already."""
@@ -445,7 +438,7 @@ class GridEngine:
         wanted = learned if learned is not None else reference_estimate(items, cells)
         return max(1, min(wanted, self.device.max_storage_range // 4, NO_WRAP))
 
-    def _reference_cells(self, level: _Level, used: dict[str, int]) -> Binding | None:
+    def _reference_cells(self, level: Level, used: dict[str, int]) -> Binding | None:
         """Each top reference's cell, for the leaves of a two-level grid (sized as the ids)."""
         if not level.emit_cells:
             return None
@@ -455,7 +448,7 @@ class GridEngine:
     def _emit_again(
         self,
         grid: DeviceGrid,
-        level: _Level,
+        level: Level,
         ends: Buffer,
         ids_name: str,
         stats: Stats,
@@ -473,7 +466,7 @@ class GridEngine:
         sequence = self.build_sequence
         sequence.begin()
         sequence.mark("start")
-        self._record_emit(level, ends, ids, self._reference_cells(level, used))
+        self._levels.record_emit(level, ends, ids, self._reference_cells(level, used))
 
     def _finish_stats(
         self, stats: Stats, grid: DeviceGrid, used: dict[str, int], started: float
@@ -523,7 +516,7 @@ class GridEngine:
     def _build_leaves(
         self,
         grid: DeviceGrid,
-        top: _Level,
+        top: Level,
         leaf_totals: Buffer,
         stats: Stats,
         used: dict[str, int],
@@ -536,7 +529,7 @@ class GridEngine:
         capacity = self._capacity(grid.references, grid.leaves, learned)
         leaf_ids = self.own(grid, "leaf_ids", capacity * 4)
         top_cells = self.build_pool.binding("trigrid_reference_cells", grid.references * 4)
-        leaves = _Level(
+        leaves = Level(
             "leaves",
             2,
             top.cells,
@@ -557,105 +550,13 @@ class GridEngine:
         sequence = self.build_sequence
         sequence.begin()
         sequence.mark("start")
-        read = self._record_count(leaves, leaf_ends, {}, used)
-        self._record_emit(leaves, leaf_ends, leaf_ids, None)
+        read = self._levels.record_count(leaves, leaf_ends, {}, used)
+        self._levels.record_emit(leaves, leaf_ends, leaf_ids, None)
         self._submit(stats, "leaves")
         grid.leaf_references = self._total(read, "leaf references")
         if grid.leaf_references > leaves.capacity:
             self._emit_again(grid, leaves, leaf_ends, "leaf_ids", stats, used)
             self._submit(stats, "leaf_emit")
-
-    def _record_count(
-        self,
-        level: _Level,
-        ends: Buffer,
-        geometry: Mapping[str, Binding],
-        used: dict[str, int],
-    ) -> tuple[Buffer, Buffer | None]:
-        """Record the count of one level: its items, the scan of their units, the units, the
-        scan of the cell counts. Returns the staging buffers of the 64-bit total and of the
-        32-bit scan total, for after the submission."""
-        sequence, pool, name = self.build_sequence, self.build_pool, level.name
-        totals = pool.binding(f"trigrid_{name}_totals", 16)
-        units = pool.binding(f"trigrid_{name}_units", level.items * 4)
-        used[f"{name}_units"] = level.items * 4
-        sequence.fill(ends, 0, level.cell_count * 4)
-        sequence.fill(totals.buffer, 0, 16)
-        sequence.barrier()
-        bindings = self._cells_bindings(
-            level, {**geometry, "cell_ends": ends, "units": units, "totals": totals}
-        )
-        sequence.dispatch(
-            level.cells, bindings, level.push(0, False), workgroups(level.items, WG_SIZE)
-        )
-        sequence.barrier()
-        sequence.mark(f"{name}_count")
-        unit_total = self.scan.record(
-            sequence, pool, units.buffer, level.items, f"trigrid_{name}_units"
-        )
-        arguments = self._unit_dispatch(level, unit_total)
-        bindings["unit_total"] = unit_total
-        sequence.dispatch_indirect(level.cells, bindings, level.push(0, True), arguments, 16)
-        sequence.barrier()
-        sequence.mark(f"{name}_count_units")
-        cell_total = self.scan.record(
-            sequence, pool, ends, level.cell_count, f"trigrid_{name}_ends"
-        )
-        sequence.mark(f"{name}_scan")
-        self._level_state[name] = (units, totals, unit_total, arguments)
-        return sequence.download(totals.buffer, 8), sequence.download(cell_total, 4)
-
-    def _cells_bindings(
-        self, level: _Level, given: Mapping[str, Binding | Buffer]
-    ) -> dict[str, Binding | Buffer]:
-        """Every buffer cells.comp declares: the level's and the step's, a stand-in for the
-        rest (which the step does not touch)."""
-        stand_in = self.build_pool.binding("trigrid_stand_in", 16)
-        bindings: dict[str, Binding | Buffer] = dict.fromkeys(kernels.CELLS.bindings, stand_in)
-        bindings.update(level.shared)
-        bindings.update(given)
-        return bindings
-
-    def _unit_dispatch(self, level: _Level, unit_total: Buffer) -> Buffer:
-        """Record the indirect dispatch size of the passes over the units (pair_dispatch.comp:
-        its second command, at byte 16)."""
-        sequence, pool = self.build_sequence, self.build_pool
-        arguments = pool.get(f"trigrid_{level.name}_unit_dispatch", 32, INDIRECT)
-        no_wrap = pool.binding("trigrid_no_wrap", 16)
-        sequence.fill(no_wrap.buffer, 0, 16)
-        sequence.barrier()
-        sequence.dispatch(
-            self.pipeline(kernels.PAIR_DISPATCH),
-            {"pair_total": unit_total, "wrap_flag": no_wrap, "pair_dispatch": arguments},
-            {"triangle_count": 0, "capacity": NO_WRAP, "max_groups_x": self.device.max_groups_x},
-            1,
-        )
-        sequence.barrier()
-        return arguments
-
-    def _record_emit(self, level: _Level, ends: Buffer, ids: Buffer, cells: Binding | None) -> None:
-        """Record the emission of one level (its units' state from _record_count), which
-        does nothing where the count's total exceeds level.capacity."""
-        sequence = self.build_sequence
-        units, totals, unit_total, arguments = self._level_state[level.name]
-        given: dict[str, Binding | Buffer] = {
-            "cell_ends": ends,
-            "triangle_ids": ids,
-            "units": units,
-            "totals": totals,
-            "unit_total": unit_total,
-        }
-        if cells is not None:
-            given["reference_cells"] = cells
-        bindings = self._cells_bindings(level, given)
-        sequence.dispatch(
-            level.cells, bindings, level.push(1, False), workgroups(level.items, WG_SIZE)
-        )
-        sequence.barrier()
-        sequence.mark(f"{level.name}_emit")
-        sequence.dispatch_indirect(level.cells, bindings, level.push(1, True), arguments, 16)
-        sequence.barrier()
-        sequence.mark(f"{level.name}_emit_units")
 
     def _replay(self, stats: Stats) -> None:
         """Submit the build recorded last again, and wait."""
