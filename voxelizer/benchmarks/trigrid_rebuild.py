@@ -10,7 +10,7 @@ synchronised: `build_triangle_grid` of a mesh whose geometry the device holds, t
 grid's `close()` (its buffers go to the next build), after a warm-up of three builds; and
 `host ms`, the build's time outside the waits for the device (the profile of --profile
 builds with cProfile, less the time in vkWaitForFences and vkQueueWaitIdle), where its
-fixed cost lies. Meshes: model specs of benchmarks/meshes.py, or `sphere-N` (an icosphere
+fixed cost lies; and the GPU time of its passes (Vulkan timestamps, the median). Meshes: model specs of benchmarks/meshes.py, or `sphere-N` (an icosphere
 of N subdivisions), whose passes are short enough on a CPU device to show the fixed cost.
 
 It writes results.json and results.md to --out and prints the table.
@@ -67,12 +67,14 @@ with Voxelizer() as vox:
         what, spec, count = line.split()
         mesh, count = meshes[spec], int(count)
         if what == "build":
-            times = []
+            times, gpu = [], []
             for _ in range(count):
                 started = time.perf_counter()
                 grid = build(mesh)
                 times.append((time.perf_counter() - started) * 1e3)
-            print(json.dumps({"wall_ms": times, "counts": grid.stats.counts}), flush=True)
+                gpu.append(sum(grid.stats.gpu_ms.values()))
+            answer = {"wall_ms": times, "gpu_ms": gpu, "counts": grid.stats.counts}
+            print(json.dumps(answer), flush=True)
         else:
             profile = cProfile.Profile()
             profile.enable()
@@ -95,7 +97,7 @@ class Side:
         paths = [str(root.resolve()), os.environ.get("PYTHONPATH", "")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(path for path in paths if path)}
         self.process = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(models_dir), str(density), *specs],
+            [sys.executable, "-c", WORKER, str(models_dir.resolve()), str(density), *specs],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=root,
         )  # fmt: skip
         started = self._read()
@@ -130,11 +132,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         rows = []
         for spec in args.models:
             walls: dict[str, list[float]] = {side.name: [] for side in sides}
+            gpus: dict[str, list[float]] = {side.name: [] for side in sides}
             counts: dict[str, dict[str, int]] = {}
             for _ in range(args.rounds):
                 for side in sides:
                     answer = side.ask("build", spec, args.builds)
                     walls[side.name] += answer["wall_ms"]
+                    gpus[side.name] += answer["gpu_ms"]
                     counts[side.name] = answer["counts"]
             host = {side.name: side.ask("profile", spec, args.profile)["host_ms"] for side in sides}
             row: dict[str, Any] = {"model": spec, "triangles": counts["this"]["triangles"]}
@@ -143,6 +147,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "min_ms": min(walls[name]),
                     "median_ms": float(np.median(walls[name])),
                     "host_ms": host[name],
+                    "gpu_median_ms": float(np.median(gpus[name])),
                     "submissions": counts[name].get("submissions"),
                 }
             for key in ("min_ms", "median_ms", "host_ms"):
@@ -159,8 +164,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
         "| mesh (triangles) | baseline: min ms (median) | this: min ms (median) | baseline ÷ "
-        "this, min (median) | host ms: baseline, this | submissions: baseline, this |",
-        "| --- | ---: | ---: | ---: | ---: | ---: |",
+        "this, min (median) | host ms: baseline, this | GPU ms (median): baseline, this "
+        "| submissions: baseline, this |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row in rows:
         old, new = row["baseline"], row["this"]
@@ -170,6 +176,7 @@ def table(rows: list[dict[str, Any]]) -> str:
             f"| {new['min_ms']:.3f} ({new['median_ms']:.3f}) "
             f"| {row['min_ms_ratio']:.2f} ({row['median_ms_ratio']:.2f}) "
             f"| {old['host_ms']:.3f}, {new['host_ms']:.3f} "
+            f"| {old['gpu_median_ms']:.3f}, {new['gpu_median_ms']:.3f} "
             f"| {old['submissions'] or '?'}, {new['submissions']} |"
         )
     return "\n".join(lines)
