@@ -36,8 +36,8 @@
 // corners (float32, through Indices), converts them to fixed point as the surface does
 // (triangle.glsl, to_fixed) and keeps them as given in Records for the other steps and the
 // queries. Every count also adds to Totals, a 64-bit total (low word, high word) of the
-// references, summed per workgroup first: the host checks it before it sizes the triangle
-// ids (the scan of CellEnds is 32 bits).
+// references, summed per workgroup first: the emission and the host check it against the
+// triangle ids' capacity (the scan of CellEnds is 32 bits).
 //
 // Loop trips per invocation (llvmpipe's budget, tiles.glsl): at most small_columns or
 // chunk_columns columns (at most 4096: voxelizer/trigrid/build.py), each with at most 4

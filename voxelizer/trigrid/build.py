@@ -80,9 +80,10 @@ ESTIMATE_PER_FACE_CELL = 12
 
 
 def reference_estimate(items: int, cells: int) -> int:
-    """References to size the ids for before the count: enough for the meshes measured
-    (the shared models at densities 1/16 to 32 and resolutions 16 to 256, 1.1 to 3.7 times
-    their count) but those of a few large triangles, which then take a second submission."""
+    """References to size the ids for before the count: enough for the scanned and sculpted
+    models measured (the shared models at densities 1/16 to 32 and resolutions 16 to 256:
+    1.06 to 3.7 times their count), not for a CAD part's long thin triangles (0.7 to 0.97
+    of featuretype.stl's), whose build then takes a second submission."""
     return ESTIMATE_PER_ITEM * items + ESTIMATE_PER_FACE_CELL * math.ceil(cells ** (2 / 3))
 
 
