@@ -68,7 +68,7 @@ def test_new_meshes_of_one_size_replay_the_recording_with_their_upload(engine):
 
 
 def test_a_model_builds_in_one_submission_at_every_density(engine):
-    mesh = load_model("bunny.ply")
+    mesh = load_model("torus_knot.ply")
     for density in (1 / 16, 4.0, 32.0):
         grid, taken = built(engine, mesh, density=density)
         assert taken == 1, f"density {density}: {taken} submissions"
@@ -78,7 +78,7 @@ def test_a_model_builds_in_one_submission_at_every_density(engine):
 
 def test_a_two_level_build_is_two_submissions(engine):
     """The top level with each top cell's resolution, then the leaves."""
-    grid, taken = built(engine, load_model("torus_knot.ply"), levels=2)
+    grid, taken = built(engine, load_mesh(sphere((0, 0, 0), 1.0, subdivisions=2)), levels=2)
     assert taken == 2
     assert_matches_reference(grid)
     grid.close()
@@ -93,7 +93,7 @@ def test_references_beyond_the_ids_take_one_more_submission(gpu, monkeypatch, le
     monkeypatch.setattr(grid_build, "reference_estimate", lambda items, cells: 1)
     engine = GridEngine(gpu.device)
     try:
-        mesh = load_model("torus_knot.ply")
+        mesh = load_mesh(sphere((0, 0, 0), 1.0, subdivisions=2))
         grid, taken = built(engine, mesh, levels=levels)
         assert taken == 2 * levels
         assert grid.stats.counts["emissions_again"] == levels
