@@ -6,10 +6,11 @@ vectorized over whole levels; nothing loops per voxel or per node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from .errors import ArgumentError
 from .placement import Shape
 
 FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
@@ -111,21 +112,32 @@ def brick_codes(shape: Shape, levels: int, start: int, stop: int) -> np.ndarray:
     return sx[start:stop, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
 
 
+def brick_shape(shape: Sequence[int]) -> Shape:
+    """The shape rounded up to whole bricks (a multiple of 4 on each side)."""
+    x, y, z = (-(-int(n) // 4) * 4 for n in shape)
+    return x, y, z
+
+
 def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """bool[i, j, k] grid of shape (nx, ny, nz), each a multiple of 4 from 8 up ->
+    """bool[i, j, k] grid of shape (nx, ny, nz), each side from 1 up ->
     (nodes, bricks, level_offsets).
 
     The CPU reference of the format: brick values, then node states bottom-up, each level
     kept in Morton order so that the children of node m are entries 8m..8m+7 of the level
     below. The tree covers the cube P^3, P = padded_resolution(max(shape)); padding voxels
-    (index >= the side on any axis) are empty and only ever fill whole bricks.
+    (index >= the side on any axis) are empty: they fill whole bricks, and the rest of the
+    bricks that straddle a side (for a side that is not a multiple of 4).
     """
     voxels = np.asarray(voxels)
-    if voxels.dtype != bool or voxels.ndim != 3 or any(n < 8 or n % 4 for n in voxels.shape):
-        raise ValueError(
-            f"expected a bool (nx, ny, nz) array with each side a multiple of 4 "
-            f"from 8 up, got {voxels.dtype} {voxels.shape}"
+    if voxels.dtype != bool or voxels.ndim != 3 or not all(voxels.shape):
+        raise ArgumentError(
+            f"expected a bool (nx, ny, nz) array with each side at least 1, got "
+            f"{voxels.dtype} {voxels.shape}"
         )
+    if brick_shape(voxels.shape) != voxels.shape:  # padded to whole bricks, empty
+        padded = np.zeros(brick_shape(voxels.shape), bool)
+        padded[: voxels.shape[0], : voxels.shape[1], : voxels.shape[2]] = voxels
+        voxels = padded
     shape = voxels.shape
     levels = octree_levels(padded_resolution(max(shape)))
     # Only the non-empty bricks inside the shape are kept (never the (P/4)^3 of the cube).
