@@ -7,6 +7,7 @@ vectorized over whole levels; nothing loops per voxel or per node.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Protocol
 
 import numpy as np
 
@@ -252,3 +253,75 @@ def unpack_bricks(values: np.ndarray, out: np.ndarray) -> None:
     # bx x by y bz z
     cells = bits.view(bool).reshape(s, my, mz, 4, 4, 4).transpose(0, 5, 1, 4, 2, 3)
     out.reshape(cells.shape)[...] = cells
+
+
+class OctreeSink(Protocol):
+    """Where an octree is written as it is made, in the format's order (docs/svo-format.md):
+    first its sizes, then every node level by level, then the bricks, in pieces of any size.
+    An SVO in memory (ArraysSink) or an .svo file written as it goes (voxelizer.io's)."""
+
+    def begin(self, level_offsets: np.ndarray, brick_count: int, solid: int) -> None:
+        """The octree's level offsets (their last entry: the node count), its brick count and
+        its solid voxels, before any node."""
+
+    def nodes(self, words: np.ndarray) -> None:
+        """The next nodes, uint32 (n, 2)."""
+
+    def bricks(self, values: np.ndarray) -> None:
+        """The next bricks, uint64 (n,), after every node."""
+
+
+class ArraysSink:
+    """An OctreeSink that keeps the octree's arrays in memory, allocated once at `begin`."""
+
+    def __init__(self) -> None:
+        self.level_offsets = np.zeros(1, np.uint32)
+        self.node_words = np.zeros((0, 2), np.uint32)
+        self.brick_values = np.zeros(0, np.uint64)
+        self.solid = 0
+        self._nodes_at = 0
+        self._bricks_at = 0
+
+    def begin(self, level_offsets: np.ndarray, brick_count: int, solid: int) -> None:
+        self.level_offsets = np.asarray(level_offsets, np.uint32)
+        self.node_words = np.empty((int(self.level_offsets[-1]), 2), np.uint32)
+        self.brick_values = np.empty(brick_count, np.uint64)
+        self.solid = solid
+
+    def nodes(self, words: np.ndarray) -> None:
+        end = self._nodes_at + len(words)
+        self.node_words[self._nodes_at : end] = words
+        self._nodes_at = end
+
+    def bricks(self, values: np.ndarray) -> None:
+        end = self._bricks_at + len(values)
+        self.brick_values[self._bricks_at : end] = values
+        self._bricks_at = end
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(nodes, bricks, level_offsets), once every piece has come."""
+        if self._nodes_at != len(self.node_words) or self._bricks_at != len(self.brick_values):
+            raise ValueError("the octree is not complete")
+        return self.node_words, self.brick_values, self.level_offsets
+
+
+COUNT_CHUNK = 1 << 22  # entries counted at a time: the counts of a mapped file stay small
+
+
+def octree_solid(nodes: np.ndarray, bricks: np.ndarray, level_offsets: np.ndarray) -> int:
+    """Solid voxels of an octree's arrays (docs/svo-format.md): every full child its cube,
+    every brick its bits; a chunk at a time, so that arrays mapped from a file are read
+    through once without a copy of their size."""
+    levels = len(level_offsets) - 1
+    padded = 4 << levels
+    total = 0
+    for level in range(levels):
+        start, stop = int(level_offsets[level]), int(level_offsets[level + 1])
+        side = padded >> (level + 1)
+        for first in range(start, stop, COUNT_CHUNK):
+            words = np.asarray(nodes[first : min(first + COUNT_CHUNK, stop), 0])
+            total += int(np.bitwise_count(words & np.uint32(0xFF00)).sum(dtype=np.int64)) * side**3
+    for first in range(0, len(bricks), COUNT_CHUNK):
+        chunk = np.asarray(bricks[first : first + COUNT_CHUNK], np.uint64)
+        total += int(np.bitwise_count(chunk).sum(dtype=np.int64))
+    return total

@@ -2,7 +2,9 @@
 
 Contract shared by the GPU passes and the CPU reference:
 
-* the grid has a shape (nx, ny, nz), each side a multiple of 4 from 8 to MAX_RESOLUTION;
+* the grid has a shape (nx, ny, nz), each side a multiple of 4 from 8 to MAX_RESOLUTION
+  (grids with a side over FINE_LATTICE_MAX are voxelized as an SVO, on a lattice coarser by
+  LARGE_LATTICE_SHIFT bits: `lattice_shift`);
 * the box is the given bounds, else the bounding box of the mesh's referenced vertices; every
   referenced vertex lies inside it;
 * with a shape asked for: h = max over the axes of (box side / n); the grid is centred on the
@@ -12,7 +14,8 @@ Contract shared by the GPU passes and the CPU reference:
   least 8), and the grid is centred on the box the same way, computed as
   origin = bmin - (n*h - side)/2 so that it is bmin exactly where n*h == side;
 * grid-space vertices g = (v - origin) / h are computed in float64, clipped to [0, n] per
-  axis, and rounded once to the fine lattice (multiples of 2^-FINE_BITS: `fine_vertices`);
+  axis, and rounded once to the fine lattice (multiples of 2^-fine_bits(shape):
+  `fine_vertices`);
   every solid decision depends only on these. Their float32 roundings (`grid_vertices`,
   clipped the same way) feed the GPU's fast path and the surface modes.
 """
@@ -44,7 +47,13 @@ FIXED_BITS = 16
 # up to 2**62 for coordinates up to 8192; float64 itself has that step from 8 up, so only
 # coordinates below 8 are rounded, by at most 2**-50). shaders/fine.glsl has the same value.
 FINE_BITS = 49
-MAX_RESOLUTION = 8192
+# The sides those two keep every integer in range for. A larger grid (up to MAX_RESOLUTION,
+# as an SVO) takes both LARGE_LATTICE_SHIFT bits fewer (FIXED_BITS 13, FINE_BITS 46: 2**29
+# and 2**62 again at 65,536; float64 has the fine step from 64 up, so coordinates below 64
+# are rounded, by at most 2**-47), and column indices still fit 16 bits (triangle.glsl).
+FINE_LATTICE_MAX = 8192
+LARGE_LATTICE_SHIFT = 3
+MAX_RESOLUTION = FINE_LATTICE_MAX << LARGE_LATTICE_SHIFT
 PLACEMENT_BLOCK_ROWS = 1 << 16  # vertices placed at a time: 1.5 MB of float64, in the cache
 DEFAULT_GRID = 512  # the cube used when neither a grid nor a voxel size is asked for
 AXES = "xyz"
@@ -82,6 +91,22 @@ def check_shape(grid: object) -> Shape:
         raise GridError(f"grid must have three sides (nx, ny, nz), not {len(grid)}: {grid!r}")
     nx, ny, nz = (check_resolution(side, f"grid side {axis}") for axis, side in zip(AXES, grid))
     return nx, ny, nz
+
+
+def lattice_shift(shape: Sequence[int]) -> int:
+    """Bits by which a grid of `shape` takes FIXED_BITS and FINE_BITS coarser: 0 up to
+    FINE_LATTICE_MAX a side, LARGE_LATTICE_SHIFT above."""
+    return 0 if max(int(n) for n in shape) <= FINE_LATTICE_MAX else LARGE_LATTICE_SHIFT
+
+
+def fine_bits(shape: Sequence[int]) -> int:
+    """The fine lattice's fractional bits for a grid of `shape` (FINE_BITS up to 8192)."""
+    return FINE_BITS - lattice_shift(shape)
+
+
+def fixed_bits(shape: Sequence[int]) -> int:
+    """The fixed-point record's fractional bits for a grid of `shape` (FIXED_BITS up to 8192)."""
+    return FIXED_BITS - lattice_shift(shape)
 
 
 def shape_text(shape: Sequence[int]) -> str:
@@ -212,7 +237,8 @@ class GridPlacement:
 
     def fine_vertices(self, vertices: np.ndarray) -> np.ndarray:
         """int64 fine grid-space positions: g = (v - origin) / h in float64, clipped to
-        [0, n], rounded once to multiples of 2**-FINE_BITS (within 2**-50 of g; exact from 8 up)."""
+        [0, n], rounded once to multiples of 2**-fine_bits(shape) (FINE_BITS up to 8192:
+        within 2**-50 of g, exact from 8 up)."""
         return self._place(vertices, grid=False, fine=True)[1]
 
     def _place(
@@ -229,6 +255,7 @@ class GridPlacement:
         top32 = np.array(self.shape, np.float32)
         top = np.array(self.shape, np.float64)
         gap = grid and fine and used is not None
+        shift = lattice_shift(self.shape)
 
         def place(start: int, stop: int) -> int:
             with np.errstate(over="ignore", invalid="ignore"):
@@ -245,14 +272,14 @@ class GridPlacement:
             if fine:
                 np.fmax(g, 0.0, out=g)  # fmax and fmin also turn NaN of stray vertices into 0
                 np.fmin(g, top, out=g)
-                g *= float(1 << FINE_BITS)  # exact
+                g *= float(1 << (FINE_BITS - shift))  # exact
                 fine_out[start:stop] = np.rint(g, out=g)
             if not gap:
                 return 0
             assert used is not None
             mask = used[start:stop]
             rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
-            return fixed_gap(grid_out[rows], fine_out[rows])
+            return fixed_gap(grid_out[rows], fine_out[rows], shift)
 
         def place_blocks(start: int, stop: int) -> int:
             """place() a cache-sized block at a time: its dozen passes then read the cache,
@@ -310,24 +337,27 @@ class GridPlacement:
         return self.origin + (np.asarray(indices, np.float64) + 0.5) * self.voxel_size
 
 
-def fixed_gap(grid_vertices: np.ndarray, fine: np.ndarray) -> int:
+def fixed_gap(grid_vertices: np.ndarray, fine: np.ndarray, shift: int = 0) -> int:
     """The largest gap, in fine units, between float32 grid-space vertices rounded to the
-    fixed-point lattice (2**-FIXED_BITS, what the binning sees) and their fine coordinates,
-    exact in int64 (X 2^33 and F are at most 2^62); 0 for no rows. The pipeline's
-    fixed_error is its ceiling in fixed-point units."""
+    fixed-point lattice (2**-(FIXED_BITS - shift), what the binning sees) and their fine
+    coordinates (2**-(FINE_BITS - shift)), exact in int64 (X 2^33 and F are at most 2^62);
+    0 for no rows. The pipeline's fixed_error is its ceiling in fixed-point units."""
     if not len(grid_vertices):
         return 0
-    fixed = np.rint(grid_vertices * np.float32(1 << FIXED_BITS)).astype(np.int64)  # (exact)
+    scale = np.float32(1 << (FIXED_BITS - shift))
+    fixed = np.rint(grid_vertices * scale).astype(np.int64)  # (exact)
     fixed *= 1 << (FINE_BITS - FIXED_BITS)
     fixed -= fine
     return int(np.abs(fixed, out=fixed).max())
 
 
-def to_fine(grid_vertices: np.ndarray) -> np.ndarray:
-    """int64 round(g * 2**FINE_BITS) (half to even) of float64 grid-space values in [0, 8192]
-    (the scaling is exact; NaN of stray, unreferenced vertices becomes 0)."""
-    g = np.fmin(np.fmax(np.asarray(grid_vertices, np.float64), 0.0), float(MAX_RESOLUTION))
-    g *= float(1 << FINE_BITS)  # exact
+def to_fine(grid_vertices: np.ndarray, shift: int = 0) -> np.ndarray:
+    """int64 round(g * 2**(FINE_BITS - shift)) (half to even) of float64 grid-space values in
+    [0, FINE_LATTICE_MAX << shift] (the scaling is exact; NaN of stray, unreferenced
+    vertices becomes 0); shift: lattice_shift of the grid."""
+    top = float(FINE_LATTICE_MAX << shift)
+    g = np.fmin(np.fmax(np.asarray(grid_vertices, np.float64), 0.0), top)
+    g *= float(1 << (FINE_BITS - shift))  # exact
     return np.rint(g, out=g).astype(np.int64)
 
 

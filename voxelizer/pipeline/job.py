@@ -8,7 +8,7 @@ import numpy as np
 
 from ..choices import DEFAULT_FILL_MODE, DEFAULT_MODE, DEFAULT_SURFACE
 from ..mesh import Mesh
-from ..placement import Shape
+from ..placement import Shape, lattice_shift
 from ..progress import Progress
 from .geometry import fine_vertices_of
 
@@ -37,6 +37,16 @@ class Job:
     # The triangle soup of `vertices` and the mesh's faces, (T, 3, 3) float32, where it was
     # made before the call (placement.make_soup, in a reading process); None: gathered.
     soup: np.ndarray | None = None
+    # The sparse path (sparse_slabs.py) whatever the grid's size; it is taken anyway for grids
+    # over FINE_LATTICE_MAX a side, which the dense passes cannot hold (`sparse_grid`).
+    sparse: bool = False
+
+    @property
+    def sparse_grid(self) -> bool:
+        """Whether the job runs the sparse path: a grid over FINE_LATTICE_MAX a side, or asked."""
+        return self.sparse or lattice_shift(self.shape) > 0
 
     def fine_vertices(self) -> np.ndarray:
-        return fine_vertices_of(self.vertices) if self.fine is None else self.fine
+        if self.fine is not None:
+            return self.fine
+        return fine_vertices_of(self.vertices, lattice_shift(self.shape))

@@ -18,7 +18,7 @@ from ..choices import VARIANTS, is_indexed
 from ..gpu.device import Device
 from ..gpu.kernels import COMMON_DEFINES, Kernel, Struct, subgroup_defines
 from ..gpu.pipelines import ComputePipeline
-from ..placement import FIXED_BITS, MAX_RESOLUTION
+from ..placement import FINE_LATTICE_MAX, FIXED_BITS, LARGE_LATTICE_SHIFT
 
 # Pairs of one tile per fill dispatch (shaders/fill.comp: the pair loop and the near ties of
 # a round stay under llvmpipe's 65,535-iteration guard).
@@ -161,7 +161,7 @@ FILL_SIGNED = Kernel(
     },
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
     # the words of the deepest column: the signed fill's shared counts of marks (fill.comp)
-    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1, "MAX_COLUMN_WORDS": MAX_RESOLUTION // 32},
+    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1, "MAX_COLUMN_WORDS": FINE_LATTICE_MAX // 32},
     cpu_shaped=True,
 )
 FILL_PARITY = Kernel(
@@ -443,13 +443,92 @@ WINDING_KERNELS = (
 )
 
 
+# -- the sparse grid of the large voxelizations (cubes.py, sparse_pass.py) -------------------
+
+# shaders/sparse.glsl: one slab of the grid cut into cubes of 32^3 voxels (cubes.CubeSpace).
+CUBE_SPACE = Struct(
+    "CubeSpace",
+    (
+        ("nx", "int"),
+        ("ny", "int"),
+        ("nz", "int"),
+        ("cube_row", "int"),
+        ("cube_rows", "int"),
+        ("cubes_x", "int"),
+        ("cubes_z", "int"),
+        ("stack_words", "int"),
+        ("batch_shift", "uint"),
+    ),
+)
+SPARSE_MARK = Kernel(
+    "sparse_cubes",
+    {"records": 0, "pairs": 1, "cube_bits": 2},
+    (("window", WINDOW), ("space", CUBE_SPACE), ("pair_count", "uint"), ("fixed_error", "uint")),
+    {"SPARSE_STAGE": 0},
+)
+SPARSE_WORDS = Kernel(
+    "sparse_cubes",
+    {"cube_bits": 2, "word_slots": 3},
+    (("space", CUBE_SPACE), ("word_count", "uint")),
+    {"SPARSE_STAGE": 1},
+)
+SPARSE_PARITY = Kernel(
+    "sparse_cubes",
+    {"cube_bits": 2, "word_slots": 3, "cubes": 4, "gap_counts": 5, "cube_list": 6},
+    (("space", CUBE_SPACE),),
+    {"SPARSE_STAGE": 2},
+)
+SPARSE_REPLICATE = Kernel(
+    "sparse_cubes",
+    {"cubes": 4, "replicas": 7, "jobs": 8},
+    (("space", CUBE_SPACE), ("replica_shift", "uint"), ("job_count", "uint")),
+    {"SPARSE_STAGE": 3},
+)
+SPARSE_FILL = Kernel(
+    "sparse_fill",
+    {
+        "records": 0,
+        "pairs": 1,
+        "tiles": 2,
+        "fill_dispatch": 3,
+        "cubes": 4,
+        "cube_bits": 5,
+        "word_slots": 6,
+        **_FINE_BINDINGS,
+        "fill_state": 9,
+    },
+    (("window", WINDOW), ("space", CUBE_SPACE), ("fill_round", "uint"), ("fixed_error", "uint")),
+    {"PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND},
+    cpu_shaped=True,
+)
+SPARSE_KERNELS = (SPARSE_MARK, SPARSE_WORDS, SPARSE_PARITY, SPARSE_REPLICATE, SPARSE_FILL)
+# The pass kernels the sparse path bins with, on the lattices of both grid sizes.
+SPARSE_BINNING_KERNELS = (
+    SETUP_SOUP,
+    SETUP_INDEXED,
+    EMIT,
+    SORT_BLOCKS,
+    SORT_STEP,
+    SORT_MERGE,
+    COUNT_PAIRS,
+    SCATTER_PAIRS,
+    MARK_PAIRS,
+    MARK_COUNTS,
+    COMPACT_PAIRS,
+    COMPACT_COUNTS,
+    PAIR_DISPATCH,
+)
+LATTICE_SHIFTS = (0, LARGE_LATTICE_SHIFT)
+
+
 # -- the pass kernels of one variant, built -----------------------------------------------------
 
 
-def pass_defines(variant: str, subgroups: Mapping[str, int]) -> dict[str, int]:
+def pass_defines(variant: str, subgroups: Mapping[str, int], shift: int = 0) -> dict[str, int]:
     """What every pass kernel of `variant` is compiled with besides its own defines, given
-    the device's subgroup paths (gpu.kernels.subgroup_defines)."""
-    return {**VARIANTS[variant], **COMMON_DEFINES, "FIXED_BITS": FIXED_BITS, **subgroups}
+    the device's subgroup paths (gpu.kernels.subgroup_defines), on the lattice of a grid of
+    placement.lattice_shift `shift` (its FIXED_BITS)."""
+    return {**VARIANTS[variant], **COMMON_DEFINES, "FIXED_BITS": FIXED_BITS - shift, **subgroups}
 
 
 class PassPipelines:
@@ -457,10 +536,11 @@ class PassPipelines:
     (the scan they share with the SVO build is gpu.scan.Scan; the surface pass's are
     surface_pass.SurfacePipelines)."""
 
-    def __init__(self, device: Device, variant: str):
+    def __init__(self, device: Device, variant: str, shift: int = 0):
         self.variant = variant  # one of VARIANTS (checked by the caller's Options)
         self.indexed = is_indexed(variant)
-        defines = pass_defines(variant, subgroup_defines(device))
+        self.shift = shift  # placement.lattice_shift of the grids it takes
+        defines = pass_defines(variant, subgroup_defines(device), shift)
 
         def build(kernel: Kernel) -> ComputePipeline:
             return ComputePipeline(device, kernel, defines)

@@ -25,6 +25,7 @@ import numpy as np
 from ..gpu.device import Device
 from ..grid import ColumnBits
 from ..log import get_logger
+from ..octree import OctreeSink
 from ..stats import Stats
 from .face_ids import MarkedVoxels
 from .fills import FillCall, fill_for, surface_for
@@ -53,6 +54,12 @@ class Pipeline:
         """The SVO arrays (nodes, bricks, level_offsets) of docs/svo-format.md, built on the
         device from the bit grid (which never leaves it in parity mode)."""
         return self._run(job, fill_for(job).svo)
+
+    def svo_into(self, job: Job, sink: OctreeSink) -> Stats:
+        """The SVO written into `sink` as it is made (an .svo file, where the octree is to stay
+        out of memory: the sparse path of large grids streams it there level by level)."""
+        _, stats = self._run(job, lambda call: fill_for(job).svo_into(call, sink))
+        return stats
 
     def dense_faces(self, job: Job) -> tuple[ColumnBits | np.ndarray, np.ndarray, Stats]:
         """Modes "surface" and "both": the grid as `dense`, and int32[i, j, k] face
