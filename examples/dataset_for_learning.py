@@ -54,8 +54,10 @@ def main() -> None:
         loader = DataLoader(dataset, batch_size=4, num_workers=2, shuffle=True)
         for batch in loader:
             voxels = batch["voxels"]
-            print(f"batch {tuple(voxels.shape)}, occupancy {voxels.mean():.3f}, "
-                  f"voxel size {batch['voxel_size'][0]:.4f}")
+            print(
+                f"batch {tuple(voxels.shape)}, occupancy {voxels.mean():.3f}, "
+                f"voxel size {batch['voxel_size'][0]:.4f}"
+            )
 
 
 if __name__ == "__main__":

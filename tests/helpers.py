@@ -29,6 +29,11 @@ from voxelizer.placement import GridPlacement, shape_text
 from voxelizer.reference import voxelize_reference
 
 # The Stanford and other shared meshes sit beside the project in a development checkout.
+# The first line of a child Python that a test interrupts with SIGINT. Python installs its
+# KeyboardInterrupt handler only if SIGINT is not ignored when it starts, and a launcher that
+# ignores SIGINT (nohup, a script's background job, some CI runners) hands that on to every
+# process it starts: the child sets the handler itself, so the test passes under any launcher.
+RESTORE_SIGINT = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 SHARED_MODELS = Path(__file__).resolve().parents[1].parent / "shared" / "models"
 PROJECT_MODELS = Path(__file__).resolve().parents[1] / "models"
 

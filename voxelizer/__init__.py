@@ -2,7 +2,15 @@
 
 from typing import TYPE_CHECKING, Any
 
-from .api import Voxelizer, check_mesh, mesh_warnings, voxelize, voxelize_dense
+from .api import (
+    Voxelizer,
+    check_mesh,
+    load_triangle_grid,
+    mesh_warnings,
+    triangle_grid,
+    voxelize,
+    voxelize_dense,
+)
 from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOICES, VARIANTS
 from .errors import (
     DeviceError,
@@ -29,21 +37,28 @@ from .mesh import Mesh, Topology
 from .options import Options
 from .stats import Stats
 from .svo import SVO, FaceIds
+from .trigrid import TriangleGrid
+from .trigrid.files import save_triangle_grid
 
 if TYPE_CHECKING:
     from .batch.engine import BatchResult, voxelize_many
 
-__version__ = "0.1.0"
 _BATCH_NAMES = ("BatchResult", "voxelize_many")
 
 
 def __getattr__(name: str) -> Any:
-    """The batch machinery (worker processes, threads, queues) on first use only: a single
-    voxelization, the command line included, starts without importing it."""
+    """The batch machinery (worker processes, threads, queues) and the version (read from the
+    package's metadata) on first use only: a single voxelization, the command line included,
+    starts without importing them."""
     if name in _BATCH_NAMES:
         from .batch import engine
 
         return getattr(engine, name)
+    if name == "__version__":
+        from .version import package_version
+
+        globals()["__version__"] = version = package_version()
+        return version
     raise AttributeError(f"module 'voxelizer' has no attribute {name!r}")
 
 
@@ -75,6 +90,7 @@ __all__ = [
     "Stats",
     "ThinResultWarning",
     "Topology",
+    "TriangleGrid",
     "VariantError",
     "Voxelizer",
     "VoxelizerError",
@@ -83,8 +99,11 @@ __all__ = [
     "list_devices",
     "load",
     "load_mesh",
+    "load_triangle_grid",
     "mesh_warnings",
     "save",
+    "save_triangle_grid",
+    "triangle_grid",
     "voxelize",
     "voxelize_dense",
     "voxelize_many",

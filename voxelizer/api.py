@@ -19,12 +19,13 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+import numpy.typing
 
 from .budget import check_dense_fits
 from .choices import (
@@ -53,6 +54,9 @@ from .placement import GridLike, GridPlacement, check_resolution
 from .stats import Stats
 from .svo import SVO
 from .thin import needs_surface_count, thin_warning
+from .trigrid import GridEngine, TriangleGrid, build_triangle_grid
+from .trigrid import queries as grid_queries
+from .trigrid.files import read_triangle_grid
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -79,6 +83,7 @@ class Voxelizer:
                 opened = Device(device)
             self.device = opened
             self._pipeline = Pipeline(opened)
+            self._grid_engine: GridEngine | None = None  # triangle grids, on first use
         except BaseException:
             if opened is not None:
                 opened.close()
@@ -98,21 +103,34 @@ class Voxelizer:
         count_voxels: bool = True,
         **options: Unpack[VoxelizeOptions],
     ) -> SVO:
-        """Solid voxelization as a sparse voxel octree, built on the GPU from the bit grid.
-        Grids larger than one buffer or the memory budget are voxelized slab by slab.
+        """Voxelization as a sparse voxel octree, built on the GPU from the bit grid. Grids
+        larger than one buffer or the memory budget are voxelized slab by slab.
 
         grid: N (the cube N^3) or (nx, ny, nz); or voxel_size= instead (world units); neither:
-        512^3. Keyword-only: variant, fill_mode ("parity", "vote" or "union"), sort, voxel_size,
-        bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's box; it must
-        contain the mesh), max_memory (bytes or "2GiB"), progress ((stage, done, total)),
-        mode ("solid", "surface" or "both"), surface ("conservative" or "thin", for mode
-        "surface"), attributes (["face"], modes "surface" and "both": the SVO also stores
-        each surface voxel's face id, SVO.to_numpy(attribute="face")). warn=False: no
-        OpenMeshWarning or OverlapWarning through the warnings module (whose catching is not
-        thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
-        count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-        result; result.count() gives it), for a caller that counts them on another thread
-        (a batch, on the thread that writes the result's file)."""
+        512^3. Keyword-only:
+
+        - mode: "solid" (default: the voxels whose centres are inside), "surface" (the
+          voxels the triangles touch, of the kind `surface`: "conservative", the default,
+          or "thin") or "both" (the solid united with the conservative surface).
+        - fill_mode, how the solid's inside is counted: "parity" (default: exact for closed
+          meshes; where two parts overlap, the overlap comes out empty), "winding" (the
+          generalized winding number: for open meshes, scans and overlapping parts; it
+          bridges holes), "auto" (parity, or winding where the parity fill finds the mesh
+          open or overlapping), "vote" (parity along six ray directions, four must agree)
+          or "union" (closed parts counted by their winding: overlapping parts give their
+          union).
+        - variant, sort: the shader variant and the pairs' sort (the same voxels with each).
+        - voxel_size, bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's
+          box; it must contain the mesh), max_memory (bytes or "2GiB"), progress (a callable
+          (stage, done, total)).
+        - attributes: ["face"] (modes "surface" and "both"): the SVO also stores each surface
+          voxel's face id, SVO.to_numpy(attribute="face").
+        - warn=False: no OpenMeshWarning or OverlapWarning through the warnings module (whose
+          catching is not thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives
+          them as data.
+        - count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
+          result; result.count() gives it), for a caller that counts them on another thread
+          (a batch, on the thread that writes the result's file)."""
         checked = Options.create(grid, **options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
@@ -147,9 +165,9 @@ class Voxelizer:
         count_voxels: bool = True,
         **options: Unpack[VoxelizeOptions],
     ) -> DenseGrid:
-        """Voxelization on a dense grid (mode "solid": voxel set iff its centre is inside
-        the mesh). Arguments as for voxelize; attributes=["face"] (modes "surface" and
-        "both") also fills DenseGrid.face_ids."""
+        """Voxelization on a dense grid (mode "solid", the default: a voxel is set iff its
+        centre is inside the mesh). Arguments as for voxelize; attributes=["face"] (modes
+        "surface" and "both") also fills DenseGrid.face_ids."""
         checked = Options.create(grid, **options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize_dense, mesh, grid, warn, count_voxels, options)
@@ -216,6 +234,54 @@ class Voxelizer:
         with self._locked():
             voxels, _ = self._pipeline.dense(job)
         return voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
+
+    def triangle_grid(
+        self,
+        mesh: MeshLike,
+        resolution: int | Sequence[int] | None = None,
+        *,
+        cell_size: float | Sequence[float] | None = None,
+        density: float | None = None,
+        levels: int = 1,
+        bounds: numpy.typing.ArrayLike | None = None,
+    ) -> TriangleGrid:
+        """The uniform grid of the mesh's triangles, built on the GPU: every cell lists the
+        triangles that touch its closed box, exactly (docs/guide/triangle-grid.md).
+
+        One of: resolution (cells along x, y, z, or one number for all three; the grid is
+        the mesh's box), cell_size (one side or three; the fewest cells that cover the box),
+        density (cells per triangle, Kalojanov's heuristic; default 4). levels=2: a
+        two-level grid (a coarse top level, 1/16 cell per triangle unless a resolution or a
+        cell size says otherwise, each top cell cut by its own triangles into about
+        `density` leaves per reference). bounds: place the grid on this box instead of the
+        mesh's (it must contain the mesh)."""
+        loaded = load_mesh(mesh)
+        return build_triangle_grid(
+            self._grids(), loaded, resolution, cell_size=cell_size, density=density,
+            levels=levels, bounds=bounds,
+        )  # fmt: skip
+
+    def load_triangle_grid(self, path: str | os.PathLike) -> TriangleGrid:
+        """A triangle grid from an .npz file of voxelizer.save_triangle_grid; its queries
+        upload it to this Voxelizer's device on first use."""
+        placement, levels, arrays = read_triangle_grid(path)
+        engine = self._grids()
+        return TriangleGrid(
+            placement,
+            levels,
+            arrays=arrays,
+            uploader=lambda: grid_queries.upload(engine, placement, levels, arrays),
+        )
+
+    def _grids(self) -> GridEngine:
+        """The triangle grids' engine on this device (made on first use)."""
+        self._check_process()
+        with self._lock:
+            if self._closed:
+                raise VoxelizerError("this Voxelizer is closed")
+            if self._grid_engine is None:
+                self._grid_engine = GridEngine(self.device)
+            return self._grid_engine
 
     def _auto(
         self,
@@ -346,6 +412,8 @@ class Voxelizer:
             if self._closed:
                 return
             self._closed = True
+            if self._grid_engine is not None:
+                self._grid_engine.close()
             self._pipeline.close()
             self.device.close()
 
@@ -480,7 +548,8 @@ def voxelize(
     device: str | int | None = None,
     **options: Unpack[VoxelizeOptions],
 ) -> SVO:
-    """Solid voxelization of `mesh` on the GPU as a sparse voxel octree (see Voxelizer.voxelize)."""
+    """Voxelization of `mesh` on the GPU as a sparse voxel octree, on the process's shared
+    Voxelizer of `device` (see Voxelizer.voxelize for the options)."""
     return shared_voxelizer(device).voxelize(mesh, grid, **options)
 
 
@@ -492,5 +561,27 @@ def voxelize_dense(
     device: str | int | None = None,
     **options: Unpack[VoxelizeOptions],
 ) -> DenseGrid:
-    """Solid voxelization of `mesh` on the GPU as a DenseGrid (see Voxelizer.voxelize_dense)."""
+    """Voxelization of `mesh` on the GPU as a DenseGrid, on the process's shared Voxelizer of
+    `device` (see Voxelizer.voxelize for the options)."""
     return shared_voxelizer(device).voxelize_dense(mesh, grid, **options)
+
+
+def triangle_grid(
+    mesh: MeshLike,
+    resolution: int | Sequence[int] | None = None,
+    *,
+    device: str | int | None = None,
+    cell_size: float | Sequence[float] | None = None,
+    density: float | None = None,
+    levels: int = 1,
+    bounds: numpy.typing.ArrayLike | None = None,
+) -> TriangleGrid:
+    """The uniform grid of `mesh`'s triangles, built on the GPU (see Voxelizer.triangle_grid)."""
+    return shared_voxelizer(device).triangle_grid(
+        mesh, resolution, cell_size=cell_size, density=density, levels=levels, bounds=bounds
+    )
+
+
+def load_triangle_grid(path: str | os.PathLike, *, device: str | int | None = None) -> TriangleGrid:
+    """A triangle grid saved by voxelizer.save_triangle_grid (see Voxelizer.load_triangle_grid)."""
+    return shared_voxelizer(device).load_triangle_grid(path)

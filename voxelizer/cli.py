@@ -16,11 +16,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-from . import __version__
 from .batch.cli import (
     add_batch_arguments,
     batch_requested,
-    command_words,
     refuse_batch_options,
     run_batch,
 )
@@ -36,6 +34,7 @@ from .choices import (
     SURFACES,
     VARIANT_CHOICES,
 )
+from .command_words import in_command_words
 from .errors import (
     GridError,
     MemoryBudgetError,
@@ -173,8 +172,9 @@ EXIT_STATUS_HELP = """exit status:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="voxelize",
-        description="Exact solid voxelization of a triangle mesh on a Vulkan device:\n"
-        "a voxel is set iff its centre is inside the mesh.",
+        description="Exact solid and surface voxelization of triangle meshes on a Vulkan device\n"
+        "(a GPU, or lavapipe on the CPU). By default (--mode solid) a voxel is set iff its\n"
+        "centre is inside the mesh; --mode surface sets the voxels its triangles touch.",
         epilog=EXIT_STATUS_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,  # keeps the epilog's lines
     )
@@ -191,8 +191,23 @@ def _parser() -> argparse.ArgumentParser:
     _add_run_arguments(parser)
     add_batch_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
-    parser.add_argument("--version", action="version", version=f"voxelize {__version__}")
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the version (voxelizer.__version__)"
+    )
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """--version: the package's metadata is read only when it is asked for."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        from .version import package_version
+
+        print(f"voxelize {package_version()}")  # on stdout, as argparse's own version action
+        parser.exit()
 
 
 def _add_grid_arguments(parser: argparse.ArgumentParser) -> None:
@@ -385,7 +400,7 @@ def _one_line_warning(
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
-    print(f"voxelize: warning: {_in_command_words(str(message))}", file=sys.stderr)
+    print(f"voxelize: warning: {in_command_words(str(message))}", file=sys.stderr)
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -533,10 +548,7 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             attributes=["face"] if args.face_ids else [],
         )
     except ModeError as exc:
-        parser.error(_in_command_words(str(exc)))
-
-
-_in_command_words = command_words  # (the batch's warnings speak the same words)
+        parser.error(in_command_words(str(exc)))
 
 
 def _check_dense_output(

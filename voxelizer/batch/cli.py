@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import time
 import warnings
 from collections import Counter
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from ..command_words import in_command_words
 from ..errors import DeviceError, OutputError, ThinResultWarning, VoxelizerError
 from ..io.mesh_files import GLOB_CHARACTERS, MeshFiles, find_meshes, output_paths
 from ..io.output import check_output_path
@@ -321,7 +321,7 @@ def _warnings_above(progress: TerminalProgress) -> Iterator[None]:
         file: TextIO | None = None,
         line: str | None = None,
     ) -> None:
-        progress.write_above(f"voxelize: warning: {command_words(str(message))}")
+        progress.write_above(f"voxelize: warning: {in_command_words(str(message))}")
 
     saved = warnings.showwarning
     warnings.showwarning = show
@@ -329,15 +329,6 @@ def _warnings_above(progress: TerminalProgress) -> Iterator[None]:
         yield
     finally:
         warnings.showwarning = saved
-
-
-def command_words(text: str) -> str:
-    """The API's words (mode='both', fill_mode='winding') as the command's (--mode both)."""
-    return re.sub(
-        r"\b(fill_mode|mode|surface)='(\w+)'",
-        lambda match: f"--{match[1].replace('_', '-')} {match[2]}",
-        text,
-    )
 
 
 def _summary(tally: Counter[str], seconds: float, out_dir: Path, interrupted: bool) -> str:

@@ -338,7 +338,7 @@ class Sequence:
         # Set before the submit: an interrupt just after it must still find the flag set.
         self.device.queue_may_be_busy = True
         # The submit and the wait through the wrapper (one call each per submission; the
-        # Ctrl-C test of tests/test_process_safety.py interrupts right after the submit).
+        # Ctrl-C test of tests/gpu/test_process_safety.py interrupts right after the submit).
         with self.device.queue_lock:
             vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
         vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)

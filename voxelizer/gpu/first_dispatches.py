@@ -118,7 +118,7 @@ class FirstDispatches:
         lib.vkCmdDispatch(command_buffer, 0, 0, 0)
         vk.vkEndCommandBuffer(command_buffer)
         # The Vulkan function itself: this thread's submissions are not a call's (the wrapper
-        # is what tests/test_process_safety.py counts and interrupts).
+        # is what tests/gpu/test_process_safety.py counts and interrupts).
         submit = ffi.new("VkSubmitInfo *")
         submit.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
         buffers = ffi.new("VkCommandBuffer[]", [command_buffer])

@@ -5,7 +5,7 @@ A `Kernel` names a shader source (shaders/<source>.comp), the storage buffers it
 variant, and whether its GLSL takes another shape on a CPU device (`cpu_shaped`). The host
 derives the descriptor-set layout and the push-constant size from it, packs push values by
 name, and checks every dispatch's buffers by name, so no slot number or byte count is typed
-at a call site. tests/test_kernels.py checks every declaration against its preprocessed
+at a call site. tests/gpu/test_kernels.py checks every declaration against its preprocessed
 GLSL, for every define combination the host compiles.
 
 Names mirror the GLSL: a binding is the buffer block's name in snake_case (`buffer TileCounts`

@@ -1,5 +1,5 @@
 """The kernels of the seven passes, of the surface pass, of the SVO build and of the winding
-fill, declared once (gpu/kernels.py says how; tests/test_kernels.py checks each against its
+fill, declared once (gpu/kernels.py says how; tests/gpu/test_kernels.py checks each against its
 GLSL), and the pass kernels of one variant built (`PassPipelines`).
 
 Variants that change a kernel's buffers (INDEXED, FROM_HISTOGRAM, CLASSIFY_STAGE,

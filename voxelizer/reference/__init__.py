@@ -3,7 +3,7 @@ the passes are checked against bit for bit: the solid (solid.py: parity, vote, u
 surfaces (surface.py: conservative, thin, face ids) and the winding rule (winding.py).
 
 They import the data model (mesh, placement, grid, components) and the vocabulary, never the
-pipeline nor the GPU layer (tests/test_layout.py says so).
+pipeline nor the GPU layer (tests/faces/test_layout.py says so).
 """
 
 from .solid import (

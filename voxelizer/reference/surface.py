@@ -85,6 +85,17 @@ def surface_face_ids(
     return ids.astype(np.int32).reshape(shape)
 
 
+def conservative_marks(
+    corners: np.ndarray, shape: int | Shape
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(triangle indices, flat voxel indices (i * ny + j) * nz + k) of every pair of contract
+    2, in batches, for fixed-point corners (T, 3 corners, 3 axes) int64 already on a grid of
+    `shape` (a triangle grid's cells: voxelizer/trigrid/reference.py)."""
+    corners = np.asarray(corners, np.int64).reshape(-1, 3, 3)
+    triangles = np.arange(len(corners), dtype=np.int64)
+    yield from _conservative_marks(corners, triangles, _normals(corners), _sides(shape))
+
+
 def voxelize_surface_reference(
     mesh: Mesh,
     grid: GridLike | None = None,

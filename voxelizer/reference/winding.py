@@ -19,7 +19,7 @@ The rule, on the fixed-point corners of solid.py (zero-area triangles dropped):
 The surface S closed by the curtain is a closed surface whose winding number at P counts
 the downward ray's crossings (the ray never meets the curtain above), so w equals the sum
 of the triangles' solid angles over 4 pi wherever that is defined (direct_winding_numbers,
-checked against this in tests/test_winding.py). A mesh without boundary has c = 0: w = s.
+checked against this in tests/pipeline/test_winding.py). A mesh without boundary has c = 0: w = s.
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from ..gpu.kernels import COMMON_DEFINES, Kernel, cpu_choices, subgroup_choices
 from ..pipeline import kernels
 from ..pipeline.kernels import pass_defines
 from ..pipeline.winding import winding_defines
+from ..trigrid import kernels as trigrid_kernels
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,11 @@ def families() -> tuple[Family, ...]:
             "winding", kernels.WINDING_KERNELS, (winding_defines(),)
         ),  # winding.WindingPipelines
         Family(
+            "trigrid",  # trigrid.build.GridEngine
+            trigrid_kernels.TRIGRID_KERNELS,
+            tuple(trigrid_kernels.trigrid_defines(b) for b in trigrid_kernels.BRANCHLESS_CHOICES),
+        ),
+        Family(
             "scan",  # gpu.scan.Scan
             (scan.SCAN_BLOCKS, scan.ADD_BLOCK_OFFSETS),
             tuple(scan.scan_defines(groups) for groups in subgroups),
@@ -102,7 +108,7 @@ def requested_modules() -> list[tuple[str, dict[str, int]]]:
 
 def compiler_version(compiler: str) -> str:
     """glslang's version line (recorded in the manifest: its output is reproducible for one
-    version, so tests/test_spirv.py compares bytes only with that version)."""
+    version, so tests/gpu/test_spirv.py compares bytes only with that version)."""
     result = subprocess.run([compiler, "--version"], capture_output=True, text=True, timeout=60)
     return result.stdout.strip().splitlines()[0] if result.stdout.strip() else "unknown"
 

@@ -1,0 +1,284 @@
+"""voxelizer.ray on a real local Ray cluster (started once for this module, 2 CPUs, lavapipe).
+
+Every result is compared with the single-process call on the same file, bit for bit with its
+placement. The actors inherit VOXELIZER_VALIDATION=1 (conftest): a validation message there
+turns that mesh into a failed row, which these tests would see. One test kills every actor
+while the batch runs: Ray restarts them and retries their batches, and the outputs are each
+written once and whole.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import ray
+import ray.data
+
+import voxelizer
+from voxelizer.batch.tasks import DEFAULT_FORMAT
+from voxelizer.grid import DenseGrid
+from voxelizer.options import BATCH_OPTION_NAMES
+from voxelizer.ray import (
+    VoxelizeBatch,
+    result_of,
+    to_dense,
+    voxelize_dataset,
+    voxelize_files_on_ray,
+)
+
+from ..helpers import PROJECT_MODELS, run_cli, shared_model
+
+pytestmark = [
+    # A real local Ray cluster, started for the module (4-5 s on lavapipe's 2 cores), and
+    # tests of several seconds each on it.
+    pytest.mark.slow,
+    # Ray Data's own deprecation notices, about its settings, not ours.
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.*"),
+]
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+GRID = 16
+SOURCES = {
+    "gear.ply": PROJECT_MODELS / "gear.ply",
+    "knot.ply": PROJECT_MODELS / "torus_knot.ply",
+    "sub/sphere.ply": PROJECT_MODELS / "hollow_sphere.ply",
+    "sub/torus.stl": shared_model("torus.stl"),
+}
+BAD_PLY = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nend_header\n1\n"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster for this module; its workers import this checkout's voxelizer."""
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": {"PYTHONPATH": str(PROJECT_ROOT)}},
+    )
+    ray.data.DataContext.get_current().enable_progress_bars = False
+
+    @ray.remote(num_cpus=0.5)
+    def imported_from() -> tuple[str, str | None]:
+        import voxelizer as worker_voxelizer
+
+        return worker_voxelizer.__file__, os.environ.get("VOXELIZER_VALIDATION")
+
+    try:
+        where, validation = ray.get(imported_from.remote(), timeout=120)
+        assert Path(where).resolve() == (PROJECT_ROOT / "voxelizer" / "__init__.py").resolve()
+        assert validation == "1"
+        yield
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = tmp_path / "in"
+    for relative, source in SOURCES.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, root / relative)
+    return root
+
+
+def single(path: Path, grid: int = GRID) -> DenseGrid:
+    return voxelizer.voxelize_dense(path, grid=grid)
+
+
+def assert_same_grid(got: DenseGrid | voxelizer.SVO, expected: DenseGrid) -> None:
+    assert got.shape == expected.shape
+    assert np.array_equal(got.to_numpy(), expected.to_numpy())
+    assert np.array_equal(got.origin, expected.origin) and got.voxel_size == expected.voxel_size
+
+
+def files_under(folder: Path) -> list[str]:
+    """Every file below `folder` (temporaries included), as sorted relative paths."""
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
+
+
+def test_dataset_of_paths_to_columns_with_a_bad_mesh(cluster, tree):
+    """Rows of paths (one of them no mesh) -> rows of packed bits equal to the single call;
+    the bad one is a failed row with a one-line error naming it, the others go on."""
+    (tree / "bad.ply").write_bytes(BAD_PLY)
+    paths = [tree / name for name in SOURCES] + [tree / "bad.ply"]
+    dataset = ray.data.from_items([{"path": str(p), "index": i} for i, p in enumerate(paths)])
+    rows = sorted(voxelize_dataset(dataset, grid=GRID).take_all(), key=lambda r: r["index"])
+    assert [int(r["index"]) for r in rows] == list(range(len(paths)))
+    for path, row in zip(paths[:-1], rows[:-1]):
+        assert row["status"] == "done", row["error"]
+        expected = single(path)
+        assert_same_grid(to_dense(row), expected)
+        assert result_of(row).solid_voxels == expected.count()
+        assert row["device"].startswith("llvmpipe")
+    bad = result_of(rows[-1])
+    assert bad.status == "failed" and bad.solid_voxels is None
+    assert bad.error is not None and bad.error.startswith(f"{tree / 'bad.ply'}: ")
+    assert "\n" not in bad.error
+    with pytest.raises(ValueError, match="no voxels in a failed row"):
+        to_dense(rows[-1])
+
+
+def test_dataset_of_bytes_to_files(cluster, tmp_path):
+    """Rows carrying the file's bytes and name (no shared file system needed to read) ->
+    files under out_dir named after `name`, equal to the single call's."""
+    names = ["gear.ply", "torus.stl"]
+    sources = [SOURCES["gear.ply"], SOURCES["sub/torus.stl"]]
+    dataset = ray.data.from_items(
+        [{"name": n, "bytes": s.read_bytes()} for n, s in zip(names, sources)]
+    )
+    out = tmp_path / "out"
+    rows = voxelize_dataset(dataset, grid=GRID, out_dir=out, format="npz", actors=1).take_all()
+    assert sorted(r["status"] for r in rows) == ["done", "done"], [r["error"] for r in rows]
+    assert "bits" not in rows[0]  # the voxels went to files
+    assert files_under(out) == ["gear.npz", "torus.npz"]
+    for name, source in zip(names, sources):
+        assert_same_grid(voxelizer.load(out / Path(name).with_suffix(".npz")), single(source))
+
+
+def test_files_are_svo_by_default_and_a_row_output_in_the_format_it_names(cluster, tmp_path):
+    """Without `format`, out_dir gets .svo files, as voxelize_many and `voxelize --out-dir`
+    write: the single call's bytes. A row's own `output` is written in the format its name
+    says; one that names no format is that row's failure, and the others go on."""
+    out = tmp_path / "out"
+    rows = [
+        {"path": str(SOURCES["gear.ply"]), "output": "", "index": 0},
+        {"path": str(SOURCES["knot.ply"]), "output": str(tmp_path / "knot.npz"), "index": 1},
+        {"path": str(SOURCES["knot.ply"]), "output": str(tmp_path / "knot.xyz"), "index": 2},
+    ]
+    dataset = ray.data.from_items(rows)
+    done = voxelize_dataset(dataset, grid=GRID, out_dir=out, actors=1).take_all()
+    done = sorted(done, key=lambda row: row["index"])
+    assert [row["status"] for row in done] == ["done", "done", "failed"], done
+    assert files_under(out) == ["gear.svo"]
+    voxelizer.save(voxelizer.voxelize(SOURCES["gear.ply"], GRID), tmp_path / "single.svo")
+    assert (out / "gear.svo").read_bytes() == (tmp_path / "single.svo").read_bytes()
+    assert_same_grid(voxelizer.load(tmp_path / "knot.npz"), single(SOURCES["knot.ply"]))
+    assert done[2]["error"] == f"{SOURCES['knot.ply']}: cannot write .xyz: use " + ", ".join(
+        voxelizer.io.OUTPUT_FORMATS
+    )
+    assert not (tmp_path / "knot.xyz").exists()
+
+
+@pytest.mark.parametrize("function", [VoxelizeBatch.__init__, voxelize_files_on_ray])
+def test_the_ray_functions_show_the_batch_options_and_the_one_default_format(function):
+    parameters = inspect.signature(function).parameters
+    assert list(parameters)[-len(BATCH_OPTION_NAMES) :] == list(BATCH_OPTION_NAMES)
+    assert parameters["format"].default == DEFAULT_FORMAT == "svo"
+    assert inspect.signature(voxelize_dataset).parameters["format"].default == DEFAULT_FORMAT
+    assert inspect.signature(voxelizer.voxelize_many).parameters["format"].default == "svo"
+
+
+def test_cli_on_the_cluster_mirrors_the_tree_and_logs(cluster, tree, tmp_path, capsys):
+    """`voxelize DIR --out-dir OUT --ray auto` (this process is connected: the batch runs on
+    its cluster): the same files as the single calls, a log record per mesh, then a rerun
+    with --skip-existing that voxelizes nothing."""
+    out, log = tmp_path / "out", tmp_path / "log.jsonl"
+    args = [tree, "--out-dir", out, "--grid", GRID, "--format", "npz", "--ray", "auto"]
+    code, stdout, stderr = run_cli(capsys, *args, "--log", log)
+    assert code == 0, stderr
+    assert stdout.startswith("4 meshes: 4 done, 0 skipped, 0 failed in ")
+    assert files_under(out) == ["gear.npz", "knot.npz", "sub/sphere.npz", "sub/torus.npz"]
+    for relative, source in SOURCES.items():
+        output = (out / relative).with_suffix(".npz")
+        assert_same_grid(voxelizer.load(output), single(source))
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sorted(r["input"] for r in records) == sorted(str(tree / r) for r in SOURCES)
+    assert all(r["status"] == "done" and r["error"] is None for r in records)
+    code, stdout, stderr = run_cli(capsys, *args, "--skip-existing")
+    assert code == 0, stderr
+    assert stdout.startswith("4 meshes: 0 done, 4 skipped, 0 failed in ")
+
+
+def _actor_processes() -> list[int]:
+    """The process ids of this machine's Ray Data map actors (their process title)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            title = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if title.startswith(b"ray::MapWorker"):
+            found.append(int(entry.name))
+    return found
+
+
+def test_killed_actors_lose_and_duplicate_nothing(cluster, tmp_path):
+    """Every actor killed (SIGKILL) after the first result: Ray restarts them and retries
+    their batches; each mesh's result comes once, each output is there once and whole (no
+    temporary left), and equal to the single call's."""
+    sources = [SOURCES["sub/torus.stl"], SOURCES["sub/sphere.ply"]] * 5
+    folder = tmp_path / "in"
+    folder.mkdir()
+    inputs = []
+    for number, source in enumerate(sources):
+        inputs.append(folder / f"m{number:02d}{source.suffix}")
+        shutil.copyfile(source, inputs[-1])
+    out = tmp_path / "out"
+    results = []
+    killed: list[int] = []
+    missing_after_kill = 0
+    with voxelize_files_on_ray(
+        inputs, out_dir=out, format="npz", grid=64, batch_size=1, actors=2
+    ) as run:
+        for result in run:
+            results.append(result)
+            if not killed:
+                deadline = time.monotonic() + 60
+                while not (killed := _actor_processes()) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                for pid in killed:
+                    os.kill(pid, signal.SIGKILL)
+                missing_after_kill = len(inputs) - len(list(out.glob("*.npz")))
+    assert killed
+    assert missing_after_kill > 0  # written after the kill: by the restarted actors
+    assert sorted(r.index for r in results) == list(range(len(inputs)))
+    assert all(r.status == "done" for r in results), [r.error for r in results if r.error]
+    assert files_under(out) == sorted(f"m{n:02d}.npz" for n in range(len(inputs)))
+    expected = {source: single(source, 64) for source in set(sources)}
+    for number, source in enumerate(sources):
+        assert_same_grid(voxelizer.load(out / f"m{number:02d}.npz"), expected[source])
+
+
+@pytest.mark.slow
+def test_actors_write_one_shard_store_that_zarr_reads_exactly(cluster, tree, tmp_path):
+    """format "zarr" on the cluster: the actors write their meshes' chunks side by side, the
+    driver the table; zarr reads every grid and placement as the single call gives them, and
+    a resumed batch (one chunk gone) voxelizes that mesh only."""
+    import zarr
+
+    from voxelizer.io.zarr_store import chunk_path
+
+    paths = sorted(tree.rglob("*.ply")) + sorted(tree.rglob("*.stl"))
+    store = tmp_path / "grids.zarr"
+    run = voxelize_files_on_ray(
+        paths, out_dir=store, format="zarr", grid=GRID, actors=2, batch_size=1
+    )
+    results = list(run)
+    assert sorted(r.status for r in results) == ["done"] * len(paths)
+    group = zarr.open_group(store, mode="r")
+    for index, path in enumerate(paths):
+        expected = single(path)
+        got = np.unpackbits(group["voxels"][index], axis=-1, count=GRID).astype(bool)
+        assert np.array_equal(got, expected.to_numpy())
+        assert np.array_equal(group["origin"][index], expected.origin)
+        assert group["voxel_size"][index] == expected.voxel_size
+    assert list(group["status"][:]) == ["done"] * len(paths)
+    chunk_path(store, 1).unlink()
+    again = voxelize_files_on_ray(
+        paths, out_dir=store, format="zarr", grid=GRID, actors=2, skip_existing=True
+    )
+    statuses = sorted((r.index, r.status) for r in again)
+    assert [s for i, s in statuses if s == "done"] == ["done"] and statuses[1] == (1, "done")
+    got = np.unpackbits(zarr.open_group(store, mode="r")["voxels"][1], axis=-1, count=GRID)
+    assert np.array_equal(got.astype(bool), single(paths[1]).to_numpy())
