@@ -22,6 +22,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -37,6 +38,7 @@ from .choices import (
 )
 from .errors import (
     DeviceError,
+    FormatError,
     MeshError,
     OpenMeshWarning,
     OverlapWarning,
@@ -46,11 +48,13 @@ from .gpu.device import Device
 from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh
+from .io.output import open_output
+from .io.svo_file import SVOFileSink, read_svo, write_svo
 from .mesh import Mesh, Topology
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
-from .placement import GridLike, GridPlacement, check_resolution
+from .placement import GridLike, GridPlacement, check_resolution, lattice_shift
 from .stats import Stats
 from .svo import SVO
 from .thin import needs_surface_count, thin_warning
@@ -101,10 +105,14 @@ class Voxelizer:
         *,
         warn: bool = True,
         count_voxels: bool = True,
+        out: str | os.PathLike | None = None,
+        overwrite: bool = False,
         **options: Unpack[VoxelizeOptions],
     ) -> SVO:
         """Voxelization as a sparse voxel octree, built on the GPU from the bit grid. Grids
-        larger than one buffer or the memory budget are voxelized slab by slab.
+        larger than one buffer or the memory budget are voxelized slab by slab; grids over
+        8192 a side (up to 65,536) on the sparse path, at a cost that follows the surface
+        (docs/guide/large-grids.md).
 
         grid: N (the cube N^3) or (nx, ny, nz); or voxel_size= instead (world units); neither:
         512^3. Keyword-only:
@@ -130,14 +138,25 @@ class Voxelizer:
           them as data.
         - count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
           result; result.count() gives it), for a caller that counts them on another thread
-          (a batch, on the thread that writes the result's file)."""
+          (a batch, on the thread that writes the result's file).
+        - out="x.svo": the octree is written to this .svo file as it is made (never whole in
+          memory on the sparse path) and the result is that file mapped read-only
+          (voxelizer.load(out, mmap=True)); overwrite=True replaces an existing file."""
         checked = Options.create(grid, **options)
+        if out is not None and (
+            checked.fill_mode == AUTO_FILL or checked.attributes or Path(out).suffix != ".svo"
+        ):
+            return self._written(mesh, grid, out, overwrite, warn, count_voxels, options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         job = self._job(loaded, placement, checked)
         marked = None
+        if out is not None:
+            svo = self._streamed(job, placement, out, overwrite)
+            svo.stats = _merged(stats, svo.stats)
+            return self._counted(svo, loaded, checked, warn, count_voxels)
         with self._locked():
             if "face" in checked.attributes:
                 (nodes, bricks, level_offsets), marked, run = self._pipeline.svo_faces(job)
@@ -148,11 +167,47 @@ class Voxelizer:
             started = time.perf_counter()
             svo = svo.with_face_ids(marked.voxels, marked.ids)
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
+        return self._counted(svo, loaded, checked, warn, count_voxels)
+
+    def _counted(
+        self, svo: SVO, loaded: Mesh, checked: Options, warn: bool, count_voxels: bool
+    ) -> SVO:
+        """`svo` with its voxels counted (and the thin check) and its warnings given."""
         if count_voxels:
             svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
             self.count_thin_surface(loaded, svo, checked)
         if warn:
             _warn_from_counts(svo.stats.counts, checked.fill_mode, checked.mode)
+        return svo
+
+    def _streamed(
+        self, job: Job, placement: GridPlacement, out: str | os.PathLike, overwrite: bool
+    ) -> SVO:
+        """The job's octree written to the .svo file `out` as it is made, read back mapped."""
+        with self._locked(), open_output(out, overwrite) as fh:
+            sink = SVOFileSink(fh, placement)
+            run = self._pipeline.svo_into(job, sink)
+            sink.finish()
+        svo = read_svo(out, mmap=True)
+        svo.stats = run
+        return svo
+
+    def _written(
+        self,
+        mesh: MeshLike,
+        grid: GridLike | None,
+        out: str | os.PathLike,
+        overwrite: bool,
+        warn: bool,
+        count_voxels: bool,
+        options: VoxelizeOptions,
+    ) -> SVO:
+        """out= where the octree cannot stream into the file as it is made (fill_mode
+        "auto", which may run twice; face ids): voxelized in memory, then written."""
+        if Path(out).suffix != ".svo":
+            raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (use save for others)")
+        svo = self.voxelize(mesh, grid, warn=warn, count_voxels=count_voxels, **options)
+        write_svo(svo, out, overwrite=overwrite)
         return svo
 
     @option_keywords(VoxelizeOptions)
@@ -326,6 +381,8 @@ class Voxelizer:
         there."""
         counts = result.stats.counts
         if options.mode != "solid" or "solid_voxels" not in counts:
+            return
+        if lattice_shift(result.placement.shape):  # (no surface pass on the sparse path)
             return
         if not needs_surface_count(counts["solid_voxels"], mesh, result.placement):
             return
@@ -546,11 +603,13 @@ def voxelize(
     grid: GridLike | None = None,
     *,
     device: str | int | None = None,
+    out: str | os.PathLike | None = None,
+    overwrite: bool = False,
     **options: Unpack[VoxelizeOptions],
 ) -> SVO:
     """Voxelization of `mesh` on the GPU as a sparse voxel octree, on the process's shared
-    Voxelizer of `device` (see Voxelizer.voxelize for the options)."""
-    return shared_voxelizer(device).voxelize(mesh, grid, **options)
+    Voxelizer of `device` (see Voxelizer.voxelize for the options and `out`)."""
+    return shared_voxelizer(device).voxelize(mesh, grid, out=out, overwrite=overwrite, **options)
 
 
 @option_keywords(VoxelizeOptions)

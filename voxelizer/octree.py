@@ -6,7 +6,8 @@ vectorized over whole levels; nothing loops per voxel or per node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import operator
+from collections.abc import Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
@@ -110,6 +111,31 @@ def brick_codes(shape: Shape, levels: int, start: int, stop: int) -> np.ndarray:
     start..stop-1 of the grid."""
     sx, sy, sz = (_spread(np.arange(n // 4), levels) for n in shape)
     return sx[start:stop, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
+
+
+def box_brick_codes(levels: int, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
+    """Morton codes (C order, shape hi - lo) of the bricks lo..hi-1 (brick indices, per axis)."""
+    sx, sy, sz = (_spread(np.arange(a, b), levels) for a, b in zip(lo, hi))
+    return sx[:, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
+
+
+def check_box(box: object, shape: Shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(lo, hi) of a region query: voxel-index corners, lo inclusive, hi exclusive, each
+    side non-empty and inside the grid; ValueError saying what is wrong otherwise."""
+    try:
+        lo, hi = (tuple(operator.index(v) for v in corner) for corner in box)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):  # (not iterable, not two corners, not integers)
+        raise ValueError(
+            f"box must be two corners (lo, hi) of three integers, not {box!r}"
+        ) from None
+    if len(lo) != 3 or len(hi) != 3:
+        raise ValueError(f"box must be two corners (lo, hi) of three integers, not {box!r}")
+    if not all(0 <= a < b <= n for a, b, n in zip(lo, hi, shape)):
+        raise ValueError(
+            f"box {lo}..{hi} is not a non-empty region of the {'x'.join(map(str, shape))} grid "
+            "(lo inclusive, hi exclusive, 0 <= lo < hi <= the shape on every axis)"
+        )
+    return (lo[0], lo[1], lo[2]), (hi[0], hi[1], hi[2])
 
 
 def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

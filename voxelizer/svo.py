@@ -8,6 +8,7 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,13 +21,16 @@ from .octree import (
     FULL_BRICK,
     OCTANT_BITS,
     POPCOUNT8,
+    box_brick_codes,
     brick_codes,
     brick_slabs,
     build_arrays,
+    check_box,
     fill_cubes,
     log2_exact,
     morton_decode,
     morton_encode,
+    octree_solid,
     padded_resolution,
     popcount64,
     unpack_bricks,
@@ -223,24 +227,31 @@ class SVO(Placed):
     # --- contents -------------------------------------------------------------------------
 
     def count(self) -> int:
-        """Solid voxels, from the structure: full children count their cube, bricks their bits."""
-        total = bit_count(self._bricks)
-        for level in range(self.levels):
-            words = self._level(level)[:, 0]
-            side = self._padded >> (level + 1)
-            total += bit_count(words & np.uint32(0xFF00)) * side**3  # the full-children mask
-        return total
+        """Solid voxels, from the structure: full children count their cube, bricks their
+        bits (a chunk at a time: an octree mapped from a file is read through once)."""
+        return octree_solid(self._nodes, self._bricks, self._level_offsets)
 
     def volume(self) -> float:
         """Solid volume in world units: count * h^3."""
         return self.count() * self.voxel_size**3
 
-    def to_numpy(self, attribute: str | None = None) -> np.ndarray:
+    def to_numpy(
+        self,
+        attribute: str | None = None,
+        *,
+        box: tuple[Sequence[int], Sequence[int]] | None = None,
+    ) -> np.ndarray:
         """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy(), built
         anew on every call (the octree is the stored form). attribute="face": int32 of the
         same shape, the face id of every marked voxel and -1 elsewhere (empty voxels too),
-        as DenseGrid.face_ids."""
+        as DenseGrid.face_ids. box=(lo, hi): the region lo <= (i, j, k) < hi alone (voxel
+        indices, hi exclusive), read from the bricks it covers (to_numpy()[lo:hi] of a grid
+        too large to be dense)."""
         shape, levels = self.shape, self.levels
+        if box is not None:
+            if attribute is not None:
+                raise ValueError("box= reads the solid alone, not an attribute")
+            return self._region(*check_box(box, shape))
         if attribute is not None:
             return self._face_grid(attribute)
         check_dense_fits(shape, "SVO.to_numpy")
@@ -252,6 +263,24 @@ class SVO(Placed):
                 self._brick_values(codes, full_starts, full_stops), out[4 * start : 4 * stop]
             )
         return out
+
+    def _region(self, lo: tuple[int, int, int], hi: tuple[int, int, int]) -> np.ndarray:
+        sides = tuple(b - a for a, b in zip(lo, hi))
+        check_dense_fits(sides, "SVO.to_numpy")
+        first = [a // 4 for a in lo]
+        last = [-(-b // 4) for b in hi]
+        full_starts, full_stops = self._full_ranges()
+        out = np.empty([4 * (b - a) for a, b in zip(first, last)], bool)
+        rows = max(1, (1 << 18) // ((last[1] - first[1]) * (last[2] - first[2])))
+        for start in range(first[0], last[0], rows):  # about 2^24 voxels at a time
+            stop = min(last[0], start + rows)
+            codes = box_brick_codes(self.levels, (start, *first[1:]), (stop, *last[1:]))
+            unpack_bricks(
+                self._brick_values(codes, full_starts, full_stops),
+                out[4 * (start - first[0]) : 4 * (stop - first[0])],
+            )
+        crop = tuple(slice(a - 4 * f, a - 4 * f + n) for a, f, n in zip(lo, first, sides))
+        return np.ascontiguousarray(out[crop])
 
     def _face_grid(self, attribute: str) -> np.ndarray:
         if attribute != "face":
@@ -562,9 +591,21 @@ def _frozen(array: np.ndarray, dtype: numpy.typing.DTypeLike, name: str) -> np.n
         and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
     ):
         raise SVOFormatError(f"{name} must hold unsigned integers that fit {np.dtype(dtype).name}")
+    if _mapped_read_only(array) and array.dtype == dtype:
+        return array  # an .svo file mapped read-only (voxelizer.load(..., mmap=True)): no copy
     out = np.array(array, dtype=dtype)
     out.flags.writeable = False
     return out
+
+
+def _mapped_read_only(array: np.ndarray) -> bool:
+    """Whether `array` views a file mapped read-only (np.memmap mode "r")."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap):
+            return base.mode == "r" and not array.flags.writeable
+        base = base.base
+    return False
 
 
 class _Tree:

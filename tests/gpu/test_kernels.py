@@ -46,7 +46,7 @@ def families() -> list[tuple[tuple[Kernel, ...], list[dict[str, int]]]]:
             (*kernels.SPARSE_BINNING_KERNELS, *kernels.SPARSE_KERNELS),
             [
                 pass_defines(variant, groups, shift)
-                for variant in VARIANTS
+                for variant in kernels.SPARSE_VARIANTS
                 for groups in SUBGROUP_CHOICES
                 for shift in kernels.LATTICE_SHIFTS
             ],

@@ -49,7 +49,9 @@ class CubeSpace:
     batch_shift: int
 
     @staticmethod
-    def of(shape: Shape, cube_row: int, cube_rows: int, batch_shift: int = MIN_BATCH_SHIFT) -> CubeSpace:
+    def of(
+        shape: Shape, cube_row: int, cube_rows: int, batch_shift: int = MIN_BATCH_SHIFT
+    ) -> CubeSpace:
         nx, ny, nz = shape
         cubes_z = cubes_along(nz)
         return CubeSpace(

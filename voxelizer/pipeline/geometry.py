@@ -31,6 +31,7 @@ def max_fixed_error(shift: int = 0) -> int:
     """The largest fixed_error in fixed-point units of a grid of lattice_shift `shift`."""
     return 1 << (FIXED_BITS - shift + MAX_FIXED_ERROR_VOXELS_LOG2)
 
+
 Batch = tuple[int, int]  # triangles [first, end) of the mesh's faces
 
 

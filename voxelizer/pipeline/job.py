@@ -37,14 +37,12 @@ class Job:
     # The triangle soup of `vertices` and the mesh's faces, (T, 3, 3) float32, where it was
     # made before the call (placement.make_soup, in a reading process); None: gathered.
     soup: np.ndarray | None = None
-    # The sparse path (sparse_slabs.py) whatever the grid's size; it is taken anyway for grids
-    # over FINE_LATTICE_MAX a side, which the dense passes cannot hold (`sparse_grid`).
-    sparse: bool = False
 
     @property
     def sparse_grid(self) -> bool:
-        """Whether the job runs the sparse path: a grid over FINE_LATTICE_MAX a side, or asked."""
-        return self.sparse or lattice_shift(self.shape) > 0
+        """Whether the job runs the sparse path (sparse_slabs.py): a grid over FINE_LATTICE_MAX
+        a side, which the dense passes cannot hold (its kernels exist on that lattice alone)."""
+        return lattice_shift(self.shape) > 0
 
     def fine_vertices(self) -> np.ndarray:
         if self.fine is not None:

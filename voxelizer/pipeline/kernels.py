@@ -484,6 +484,9 @@ SPARSE_REPLICATE = Kernel(
     (("space", CUBE_SPACE), ("replica_shift", "uint"), ("job_count", "uint")),
     {"SPARSE_STAGE": 3},
 )
+# Built in its CPU shape on every device (CPU_DEVICE 1: pairs two at a time, the flips a
+# plain XOR, right on a GPU too as a thread owns its column's words): one module per lattice
+# and variant, for the shipped SPIR-V's size (tests/gpu/test_spirv.py).
 SPARSE_FILL = Kernel(
     "sparse_fill",
     {
@@ -498,27 +501,18 @@ SPARSE_FILL = Kernel(
         "fill_state": 9,
     },
     (("window", WINDOW), ("space", CUBE_SPACE), ("fill_round", "uint"), ("fixed_error", "uint")),
-    {"PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND},
-    cpu_shaped=True,
+    {"PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "CPU_DEVICE": 1},
 )
 SPARSE_KERNELS = (SPARSE_MARK, SPARSE_WORDS, SPARSE_PARITY, SPARSE_REPLICATE, SPARSE_FILL)
-# The pass kernels the sparse path bins with, on the lattices of both grid sizes.
-SPARSE_BINNING_KERNELS = (
-    SETUP_SOUP,
-    SETUP_INDEXED,
-    EMIT,
-    SORT_BLOCKS,
-    SORT_STEP,
-    SORT_MERGE,
-    COUNT_PAIRS,
-    SCATTER_PAIRS,
-    MARK_PAIRS,
-    MARK_COUNTS,
-    COMPACT_PAIRS,
-    COMPACT_COUNTS,
-    PAIR_DISPATCH,
-)
-LATTICE_SHIFTS = (0, LARGE_LATTICE_SHIFT)
+# The pass kernels that read FIXED_BITS: PassPipelines builds them on the grid's lattice, the
+# others as on the finer one (the same modules). The sparse path bins with the first three on
+# the coarser lattice of the grids it takes.
+SPARSE_BINNING_KERNELS = (SETUP_SOUP, SETUP_INDEXED, EMIT)
+LATTICE_KERNELS = (*SPARSE_BINNING_KERNELS, FILL_FLIPS, FILL_PARITY, FILL_MARKS, FILL_SIGNED)
+LATTICE_SHIFTS = (LARGE_LATTICE_SHIFT,)
+# The sparse path's kernels are built for one variant (the shipped SPIR-V stays within its
+# size: tests/gpu/test_spirv.py); a job of any variant runs as it, with the same voxels.
+SPARSE_VARIANTS = ("branchless",)
 
 
 # -- the pass kernels of one variant, built -----------------------------------------------------
@@ -540,10 +534,13 @@ class PassPipelines:
         self.variant = variant  # one of VARIANTS (checked by the caller's Options)
         self.indexed = is_indexed(variant)
         self.shift = shift  # placement.lattice_shift of the grids it takes
-        defines = pass_defines(variant, subgroup_defines(device), shift)
+        subgroups = subgroup_defines(device)
+        defines = pass_defines(variant, subgroups, shift)
+        # (the kernels that do not read FIXED_BITS are the same modules on every lattice)
+        plain = pass_defines(variant, subgroups)
 
         def build(kernel: Kernel) -> ComputePipeline:
-            return ComputePipeline(device, kernel, defines)
+            return ComputePipeline(device, kernel, defines if kernel in LATTICE_KERNELS else plain)
 
         self.setup = build(SETUP_INDEXED if self.indexed else SETUP_SOUP)
         self.emit = build(EMIT)

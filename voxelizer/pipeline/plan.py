@@ -21,6 +21,7 @@ from ..errors import MemoryBudgetError
 from ..gpu.device import Device
 from ..log import get_logger
 from ..placement import Shape, shape_text
+from .cubes import CUBE_BYTES, GAP_BYTES, CubeSpace, batch_shift_for
 from .layout import (
     FINE_VERTEX_BYTES,
     RECORD_BYTES,
@@ -31,7 +32,6 @@ from .layout import (
     triangle_bytes,
     vertex_bytes,
 )
-from .cubes import CUBE_BYTES, GAP_BYTES, CubeSpace, batch_shift_for
 from .svo_build import Forest, octree_shape
 
 _log = get_logger(__name__)
@@ -295,7 +295,7 @@ def make_sparse_plan(
     _check_vertices(device, budget=budget, vertices=vertices, indexed=indexed, exact=True)
     pair_budget = budget // 4
     cube_budget = min(budget // 2, device.max_storage_range)
-    nx, ny, _ = shape
+    _, ny, _ = shape
     part_rows = -(-ny // TILE_SIDE) * TILE_SIDE
     if device.is_cpu:
         across, along = largest_triangle_tiles

@@ -150,7 +150,7 @@ class SparseOctree:
         """Level `level` of the cubes' subtrees (INNER_LEVELS: the bricks) into the sink, in
         Morton order of the cubes, a piece of at most about CHUNK_ITEMS at a time; the
         nodes' first_child moved to the children's global places."""
-        forest, cube = cubes
+        forest, _ = cubes
         bricks = level == INNER_LEVELS
         ends = np.cumsum(lengths[:, level])
         first = 0
@@ -227,9 +227,7 @@ def _normalized(runs: Runs) -> Runs:
     keys = runs.keys()
     full = runs.state == FULL
     joins = np.zeros(len(keys), bool)
-    joins[1:] = (
-        full[1:] & full[:-1] & (keys[1:] == keys[:-1]) & (runs.z0[1:] == runs.z1[:-1])
-    )
+    joins[1:] = full[1:] & full[:-1] & (keys[1:] == keys[:-1]) & (runs.z0[1:] == runs.z1[:-1])
     if not joins.any():
         return runs
     group = np.cumsum(~joins) - 1
@@ -274,7 +272,9 @@ def _top_levels(runs: Runs, top: int) -> list[tuple[np.ndarray, np.ndarray]]:
     return levels[::-1]
 
 
-def _child_masks(children: Runs, x: np.ndarray, y: np.ndarray, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _child_masks(
+    children: Runs, x: np.ndarray, y: np.ndarray, z: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The mixed and full masks (uint8) of the nodes at (x, y, z) from their children's runs
     (the level below, sorted)."""
     starts = children.starts()
@@ -308,7 +308,9 @@ def _coarsen(runs: Runs) -> Runs:
     position = np.concatenate([runs.z0 >> 1, ((runs.z1 - 1) >> 1) + 1, cover0, cover1])
     ones, none = np.ones(len(key), np.int64), np.zeros(len(key), np.int64)
     touch = np.concatenate([ones, -ones, np.zeros(2 * len(full), np.int64)])
-    cover = np.concatenate([none, none, np.ones(len(full), np.int64), -np.ones(len(full), np.int64)])
+    cover = np.concatenate(
+        [none, none, np.ones(len(full), np.int64), -np.ones(len(full), np.int64)]
+    )
     combined = (event_key << _Z_BITS) | position
     order = np.argsort(combined, kind="stable")
     combined, touched, covered = combined[order], np.cumsum(touch[order]), np.cumsum(cover[order])
@@ -331,7 +333,9 @@ def _joined(runs: Runs) -> Runs:
     keys = runs.keys()
     joins = np.zeros(len(keys), bool)
     joins[1:] = (
-        (keys[1:] == keys[:-1]) & (runs.z0[1:] == runs.z1[:-1]) & (runs.state[1:] == runs.state[:-1])
+        (keys[1:] == keys[:-1])
+        & (runs.z0[1:] == runs.z1[:-1])
+        & (runs.state[1:] == runs.state[:-1])
     )
     if not joins.any():
         return runs

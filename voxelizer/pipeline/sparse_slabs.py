@@ -40,7 +40,6 @@ from .cubes import (
     cubes_along,
 )
 from .geometry import Batch, Geometry
-from .kernels import FILL_PAIRS_PER_ROUND
 from .layout import PAIR_BYTES, TILE_SIDE, Window, pair_bytes
 from .merge import FULL, MIXED
 from .plan import SparsePlan
@@ -219,8 +218,13 @@ class SparseRunner:
         triangles, step = self.geometry.triangles, self.plan.batch_triangles
         batches = [(first, min(first + step, triangles)) for first in range(0, triangles, step)]
         windows = [
-            Window(nx=window.nx, nz=window.nz, row_lo=lo, row_hi=min(lo + rows, window.row_hi),
-                   buffer_row=window.buffer_row)  # fmt: skip
+            Window(
+                nx=window.nx,
+                nz=window.nz,
+                row_lo=lo,
+                row_hi=min(lo + rows, window.row_hi),
+                buffer_row=window.buffer_row,
+            )
             for lo in range(window.row_lo, window.row_hi, rows)
         ]
         return [(w, batch) for w in windows for batch in batches]
@@ -290,7 +294,8 @@ class SparseRunner:
         if not slots:
             return
         forests = [
-            self._build(cubes.cubes, space.batch_shift, batch) for batch in range(space.batches(slots))
+            self._build(cubes.cubes, space.batch_shift, batch)
+            for batch in range(space.batches(slots))
         ]
         slot = np.arange(slots)
         per_batch = space.batch_cubes
@@ -331,7 +336,9 @@ class SparseRunner:
         shift = batch_shift_for(min(len(sources), 1 << (2 * MAX_BATCH_SHIFT)))
         per_batch = 1 << (2 * shift)
         batches = -(-len(sources) // per_batch)
-        replicas = self.resources.pool.binding("sparse_replicas", batches * per_batch * CUBE_COLUMNS * 4)
+        replicas = self.resources.pool.binding(
+            "sparse_replicas", batches * per_batch * CUBE_COLUMNS * 4
+        )
         jobs = np.stack([sources, np.arange(len(sources))], axis=1).astype(np.uint32)
         sequence = self.resources.sequence
         sequence.begin()
@@ -367,4 +374,3 @@ def write_sparse(octree: SparseOctree, sink: OctreeSink, stats: Stats) -> None:
     started = time.perf_counter()
     octree.write(sink)
     stats.add_host(svo_merge=(time.perf_counter() - started) * 1e3)
-

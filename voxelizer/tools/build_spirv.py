@@ -63,11 +63,11 @@ def families() -> tuple[Family, ...]:
             tuple(pass_defines(variant, groups) for variant in VARIANTS for groups in subgroups),
         ),
         Family(
-            "sparse",  # the binning kernels and sparse_pass.SparsePipelines, on both lattices
+            "sparse",  # the binning kernels and sparse_pass.SparsePipelines, coarser lattice
             (*kernels.SPARSE_BINNING_KERNELS, *kernels.SPARSE_KERNELS),
             tuple(
                 pass_defines(variant, groups, shift)
-                for variant in VARIANTS
+                for variant in kernels.SPARSE_VARIANTS
                 for groups in subgroups
                 for shift in kernels.LATTICE_SHIFTS
             ),

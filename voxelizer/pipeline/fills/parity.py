@@ -1,6 +1,6 @@
 """fill_mode="parity": a voxel is solid where an odd number of the mesh's crossings lie below
 its centre in its column, the passes' XOR of every crossing into the grid, slab by slab; or,
-for a grid over FINE_LATTICE_MAX a side (or a job that asks), the sparse path's, into the
+for a grid over FINE_LATTICE_MAX a side, the sparse path's, into the
 surface cubes alone (sparse_slabs.py)."""
 
 from __future__ import annotations
@@ -9,17 +9,17 @@ from typing import Literal, overload
 
 import numpy as np
 
-from ...choices import is_indexed, variant_candidates
-from ...errors import MemoryBudgetError
+from ...choices import is_indexed
 from ...gpu.buffers import Binding
 from ...grid import ColumnBits
 from ...octree import ArraysSink, OctreeSink
 from ...placement import GridPlacement, Shape, lattice_shift
 from ...svo import SVO
 from ..geometry import tile_boxes
+from ..kernels import SPARSE_VARIANTS
 from ..layout import Window
 from ..passes import PassRunner
-from ..plan import SparsePlan, make_sparse_plan
+from ..plan import make_sparse_plan
 from ..slabs import FilledSlab, SlabWork, run_slabs
 from ..sparse_slabs import SparseRunner, write_sparse
 from ..svo_build import OctreeArrays
@@ -109,32 +109,20 @@ def parity(
 
 
 def sparse_parity(call: FillCall, sink: OctreeSink) -> None:
-    """The job's mesh through the sparse path (sparse_slabs.py), its octree into `sink`. The
-    variant is the first of the job's candidates whose plan fits the budget."""
+    """The job's mesh through the sparse path (sparse_slabs.py), its octree into `sink`, with
+    the one variant its kernels are built for (kernels.SPARSE_VARIANTS)."""
     job, resources, stats = call.job, call.resources, call.stats
     shift = lattice_shift(job.shape)
-    candidates = variant_candidates(job.variant, resources.device.is_cpu)
+    (variant,) = SPARSE_VARIANTS
     widest = (1, 1)
     if resources.device.is_cpu:  # (the loop guard: shaders/tiles.glsl, plan.LOOP_GUARD)
         across, low, high = tile_boxes(job.vertices, job.mesh.faces)
         widest = (int(across.max(initial=1)), int((high - low + 1).max(initial=1)))
-
-    def plan(variant: str) -> SparsePlan:
-        return make_sparse_plan(
-            resources.device, job.shape, triangles=job.mesh.triangle_count,
-            vertices=len(job.vertices), indexed=is_indexed(variant), budget=job.max_memory,
-            largest_triangle_tiles=widest,
-        )  # fmt: skip
-
-    for variant in candidates[:-1]:
-        try:
-            made = plan(variant)
-        except MemoryBudgetError:
-            continue
-        break
-    else:
-        variant = candidates[-1]
-        made = plan(variant)
+    made = make_sparse_plan(
+        resources.device, job.shape, triangles=job.mesh.triangle_count,
+        vertices=len(job.vertices), indexed=is_indexed(variant), budget=job.max_memory,
+        largest_triangle_tiles=widest,
+    )  # fmt: skip
     stats.variant = variant
     stats.memory.budget_bytes = made.budget
     geometry = job_geometry(call, None, None, indexed=is_indexed(variant))
