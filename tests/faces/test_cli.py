@@ -84,7 +84,7 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
         (["--grid", "30"], "multiple of 4"),
         (["--grid", "4"], "multiple of 4"),
         (["--grid", "-8"], "multiple of 4"),
-        (["--grid", "16384"], "larger than the supported maximum"),
+        (["--grid", "65540"], "larger than the supported maximum"),
     ],
 )
 def test_usage_errors_exit_2(capsys, args, message):
