@@ -219,7 +219,7 @@ def test_unknown_fill_mode_or_sort_is_a_usage_error(capsys, args):
         (["--grid", "1_024"], "invalid grid"),
         (["--grid", "16x8.0x12"], "invalid grid"),
         (["--grid", "16x10x12"], "side y must be a multiple of 4"),
-        (["--grid", "16x8x8200"], "side z 8200 is larger than the supported maximum"),
+        (["--grid", "16x8x65540"], "side z 65540 is larger than the supported maximum"),
         (["--grid", "16", "--voxel-size", "0.1"], "not allowed with argument --grid"),
         (["--voxel-size", "0"], "voxel size must be a positive finite number"),
         (["--voxel-size", "-0.5"], "voxel size must be a positive finite number"),
@@ -245,7 +245,7 @@ def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
     "args, message",
     [
         (["--bounds", "-0.5", "-1", "-1", "1", "1", "1"], "below the bounds along x"),
-        (["--voxel-size", "1e-4"], "needs a 19812x19812x2500 grid"),
+        (["--voxel-size", "1e-5"], "needs a 198112x198112x25000 grid"),
     ],
 )
 def test_placement_errors_exit_1_with_one_line(capsys, args, message):

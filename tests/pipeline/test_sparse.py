@@ -160,7 +160,7 @@ def test_a_dense_result_of_a_large_grid_is_refused_with_its_size(gpu):
     "options", [{"fill_mode": "winding"}, {"mode": "surface"}, {"mode": "both"}]
 )
 def test_large_grids_take_the_parity_fill_alone(gpu, options):
-    with pytest.raises(GridError, match=r"16384x16384x16384 grid .* parity' only"):
+    with pytest.raises(GridError, match=r"16384x16384x16384 grid .*'parity' only"):
         gpu.voxelize(sphere((0.0, 0.0, 0.0), 1.0), N, bounds=BOUNDS, **options)
 
 
