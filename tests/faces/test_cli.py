@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from voxelizer import SVO, api, choices, cli, load_mesh
+from voxelizer.io.svo_file import write_svo
 from voxelizer.progress import TerminalProgress
 from voxelizer.reference import voxelize_reference
 from voxelizer.stats import Stats
@@ -245,7 +246,7 @@ def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
     "args, message",
     [
         (["--bounds", "-0.5", "-1", "-1", "1", "1", "1"], "below the bounds along x"),
-        (["--voxel-size", "1e-5"], "needs a 198112x198112x25000 grid"),
+        (["--voxel-size", "1e-5"], "needs a 198116x198116x25000 grid"),
     ],
 )
 def test_placement_errors_exit_1_with_one_line(capsys, args, message):
@@ -312,7 +313,10 @@ def reference_voxelize(monkeypatch):
             bounds=options["bounds"],
         )
         stats = Stats(device="reference", counts={"triangles": 1920})
-        return SVO.from_dense(grid.to_numpy(), grid.placement, stats)
+        svo = SVO.from_dense(grid.to_numpy(), grid.placement, stats)
+        if options["out"] is not None:  # -o FILE.svo alone: the API writes it as it goes
+            write_svo(svo, options["out"], overwrite=options["overwrite"])
+        return svo
 
     monkeypatch.setattr(api, "voxelize", fake)
     monkeypatch.setattr(cli, "TerminalProgress", functools.partial(TerminalProgress, delay=0.0))
@@ -331,6 +335,7 @@ def test_options_reach_the_api(tmp_path, capsys, monkeypatch, reference_voxelize
     (call,) = reference_voxelize
     assert call["grid"] == (16, 8, 12) and call["max_memory"] == 3 << 29
     assert call["voxel_size"] is None and call["bounds"] is None
+    assert call["out"] == out and call["overwrite"] is False
     assert isinstance(call["progress"], TerminalProgress)
     expected = reference_grid("gear.ply", (16, 8, 12))
     assert "grid 16x8x12, " in stdout and f"{expected.count():,} solid voxels" in stdout
