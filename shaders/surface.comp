@@ -49,7 +49,11 @@ layout(std430, binding = 5) restrict buffer FaceIds { uint face_ids[]; };  // nz
 
 layout(push_constant) uniform Params {
     Window window;
-    int ny;                // rows of the whole grid (thin: crossings on y = ny mark row ny - 1)
+    // The grid's columns along x and y: thin crossings on its far faces (x = grid_nx, y =
+    // grid_ny) mark its last column or row; the columns beyond, the padding up to whole
+    // tiles (window.nx, the rows of the last tile row), are never marked.
+    int grid_nx;
+    int grid_ny;
     uint pair_count;       // pairs of the part
     uint triangle_offset;  // mesh index of the batch's triangle 0 (FACE_IDS)
 };
@@ -63,7 +67,7 @@ shared uint queued;
 // The voxels of a touched column that the triangle marks.
 ivec2 marked_range(TriangleRecord r, ivec2 column) {
 #if THIN
-    return thin_range(r.a.xyz, r.b.xyz, r.c.xyz, column, ivec3(window.nx, ny, window.nz));
+    return thin_range(r.a.xyz, r.b.xyz, r.c.xyz, column, ivec3(grid_nx, grid_ny, window.nz));
 #else
     return touched_column_range(r.a.xyz, r.b.xyz, r.c.xyz, column, window.nz);
 #endif
@@ -96,7 +100,8 @@ void main() {
             uvec2 pair = pairs[index];
             TriangleRecord r = records[pair.y];
             ivec2 column = tile_lane_column(window, pair.x, candidate % TILE_COLUMNS);
-            if (square_touched(r.a.xyz, r.b.xyz, r.c.xyz, column << FIXED_BITS, ONE)) {
+            bool in_grid = column.x < grid_nx && column.y < grid_ny;
+            if (in_grid && square_touched(r.a.xyz, r.b.xyz, r.c.xyz, column << FIXED_BITS, ONE)) {
                 queue[atomicAdd(queued, 1u)] = candidate;
             }
         }

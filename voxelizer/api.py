@@ -19,7 +19,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -37,11 +37,14 @@ from .choices import (
     variant_candidates,
 )
 from .errors import (
+    ArgumentError,
     DeviceError,
+    EmptyGridWarning,
     FormatError,
     MeshError,
     OpenMeshWarning,
     OverlapWarning,
+    ReentrantCallError,
     VoxelizerError,
 )
 from .gpu.device import Device
@@ -50,7 +53,7 @@ from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh
 from .io.output import open_output
 from .io.svo_file import SVOFileSink, read_svo, write_svo
-from .mesh import Mesh, Topology
+from .mesh import Mesh, Topology, real_array
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
@@ -80,6 +83,7 @@ class Voxelizer:
     def __init__(self, device: str | int | None = None):
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._owner: int | None = None  # the thread whose call holds the lock
         self._closed = False
         opened: Device | None = None
         try:  # a Ctrl-C or an error while opening leaves no Vulkan object behind
@@ -114,8 +118,8 @@ class Voxelizer:
         8192 a side (up to 65,536) on the sparse path, at a cost that follows the surface
         (docs/guide/large-grids.md).
 
-        grid: N (the cube N^3) or (nx, ny, nz); or voxel_size= instead (world units); neither:
-        512^3. Keyword-only:
+        grid: N (the cube N^3) or (nx, ny, nz), each side from 1 to 65536; or voxel_size=
+        instead (world units: h, or (hx, hy, hz)); neither: 512^3. Keyword-only:
 
         - mode: "solid" (default: the voxels whose centres are inside), "surface" (the
           voxels the triangles touch, of the kind `surface`: "conservative", the default,
@@ -129,8 +133,11 @@ class Voxelizer:
           union).
         - variant, sort: the shader variant and the pairs' sort (the same voxels with each).
         - voxel_size, bounds ([[xmin, ymin, zmin], [xmax, ymax, zmax]], default the mesh's
-          box; it must contain the mesh), max_memory (bytes or "2GiB"), progress (a callable
-          (stage, done, total)).
+          box: the grid is this box exactly, and a box that cuts the mesh crops it), box_fit
+          ("cover" or "inside": bounds that are not a whole number of voxels), pad (empty
+          voxels added around: k, (kx, ky, kz) or ((x_lo, x_hi), (y_lo, y_hi), (z_lo,
+          z_hi))); docs/guide/grids.md states the rules.
+        - max_memory (bytes or "2GiB"), progress (a callable (stage, done, total)).
         - attributes: ["face"] (modes "surface" and "both"): the SVO also stores each surface
           voxel's face id, SVO.to_numpy(attribute="face").
         - warn=False: no OpenMeshWarning or OverlapWarning through the warnings module (whose
@@ -143,14 +150,22 @@ class Voxelizer:
           memory on the sparse path) and the result is that file mapped read-only
           (voxelizer.load(out, mmap=True)); overwrite=True replaces an existing file."""
         checked = Options.create(grid, **options)
-        if out is not None and (
-            checked.fill_mode == AUTO_FILL or checked.attributes or Path(out).suffix != ".svo"
-        ):
-            return self._written(mesh, grid, out, overwrite, warn, count_voxels, options)
+        if out is not None and Path(out).suffix.lower() != ".svo":
+            raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (save writes others)")
+        if out is not None and (checked.fill_mode == AUTO_FILL or checked.attributes):
+            # "auto" may run twice, face ids come apart: in memory first, then written
+            svo = self.voxelize(mesh, grid, warn=warn, count_voxels=count_voxels, **options)
+            write_svo(svo, out, overwrite=overwrite)
+            return svo
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
+        if not placement.holds_part_of(loaded):
+            empty = SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
+            if out is not None:
+                write_svo(empty, out, overwrite=overwrite)
+            return empty
         job = self._job(loaded, placement, checked)
         marked = None
         if out is not None:
@@ -192,25 +207,6 @@ class Voxelizer:
         svo.stats = run
         return svo
 
-    def _written(
-        self,
-        mesh: MeshLike,
-        grid: GridLike | None,
-        out: str | os.PathLike,
-        overwrite: bool,
-        warn: bool,
-        count_voxels: bool,
-        options: VoxelizeOptions,
-    ) -> SVO:
-        """out= where the octree cannot stream into the file as it is made (fill_mode
-        "auto", which may run twice; face ids): voxelized in memory, then written."""
-        if Path(out).suffix != ".svo":
-            raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (use save for others)")
-        svo = self.voxelize(mesh, grid, warn=warn, count_voxels=count_voxels, **options)
-        write_svo(svo, out, overwrite=overwrite)
-        return svo
-
-    @option_keywords(VoxelizeOptions)
     def voxelize_dense(
         self,
         mesh: MeshLike,
@@ -229,6 +225,10 @@ class Voxelizer:
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
+        if not placement.holds_part_of(loaded):
+            empty = ColumnBits.empty(placement.shape)
+            stats = _empty_stats(loaded, placement, checked, stats, warn)
+            return DenseGrid.of_columns(empty, placement, stats)
         job = self._job(loaded, placement, checked)
         faces = None
         with self._locked():
@@ -266,7 +266,7 @@ class Voxelizer:
         checked = Options.create(
             variant=variant, sort=sort, max_memory=max_memory, mode=mode, surface=surface
         )
-        vertices = np.asarray(grid_vertices, np.float32)
+        vertices = real_array(grid_vertices, np.float32, "grid-space vertices", MeshError)
         if (
             vertices.ndim != 2
             or vertices.shape[1] != 3
@@ -419,7 +419,14 @@ class Voxelizer:
         started = time.perf_counter()
         loaded = load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
-        placement = GridPlacement.around(loaded, options.shape, options.voxel_size, options.bounds)
+        placement = GridPlacement.around(
+            loaded,
+            options.shape,
+            options.voxel_size,
+            options.bounds,
+            box_fit=options.box_fit,
+            pad=options.pad,
+        )
         stats = Stats()
         stats.add_host(load=load_ms)
         return loaded, placement, stats
@@ -441,6 +448,7 @@ class Voxelizer:
             fine=fine_vertices,
             fixed_gap=placement.placed_fixed_gap(mesh),
             soup=placement.placed_soup(mesh),
+            lattice=placement.work(mesh),
         )
 
     @contextmanager
@@ -449,10 +457,25 @@ class Voxelizer:
         from another process (checked first: the lock itself may have been held at the fork).
         A context manager of the lock's own: released however the work ends (Ctrl-C too)."""
         self._check_process()
+        self._refuse_reentry("voxelize")
         with self._lock:
             if self._closed:
                 raise VoxelizerError("this Voxelizer is closed")
-            yield
+            self._owner = threading.get_ident()
+            try:
+                yield
+            finally:
+                self._owner = None
+
+    def _refuse_reentry(self, what: str) -> None:
+        """ReentrantCallError if this thread is inside a call of this Voxelizer already (its
+        progress callback calls back): waiting for the lock would wait for itself."""
+        if self._owner == threading.get_ident():
+            raise ReentrantCallError(
+                f"Voxelizer: {what} called from inside a voxelization of the same Voxelizer "
+                "(from its progress callback?), which would wait for itself: call it after "
+                "the voxelization returns, or use another Voxelizer"
+            )
 
     def _check_process(self) -> None:
         if self._pid != os.getpid():
@@ -465,6 +488,7 @@ class Voxelizer:
         if self._pid != os.getpid():
             self._closed = True  # the parent's Vulkan objects: forget them, destroy nothing
             return
+        self._refuse_reentry("close")
         with self._lock:
             if self._closed:
                 return
@@ -490,6 +514,8 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -
     In mode "solid", where the counts hold the solid's count: a ThinResultWarning where the
     result is empty or thin (voxelizer.thin). As data, for callers that voxelize with
     warn=False (the warnings module's catching is not thread-safe)."""
+    if not isinstance(counts, Mapping):
+        raise ArgumentError(f"counts must be a mapping (stats.counts), not {type(counts).__name__}")
     found: list[Warning] = []
     thin = thin_warning(counts, mode, fill_mode)
     if thin is not None:
@@ -549,6 +575,33 @@ def check_mesh(mesh: MeshLike) -> Topology:
     GPU's work: docs/benchmarks.md, "Figures behind the code"), so voxelizing never runs it: a voxelization warns from
     the column counts its fill pass makes instead (OpenMeshWarning, OverlapWarning)."""
     return load_mesh(mesh).topology
+
+
+def _empty_stats(
+    mesh: Mesh, placement: GridPlacement, options: Options, before: Stats, warn: bool
+) -> Stats:
+    """The stats of a grid beside the mesh (no GPU work), warned about unless warn=False
+    (the counts hold it as empty_grid = 1 either way)."""
+    stats = Stats(
+        fill_mode=options.fill_mode,
+        shape=placement.shape,
+        mode=options.mode,
+        surface=options.surface if options.mode == "surface" and options.surface else "",
+        host_ms=dict(before.host_ms),
+    )
+    stats.count(triangles=mesh.triangle_count, empty_grid=1)
+    stats.counts[voxel_count_label(options.mode)] = 0
+    if warn:
+        low, high = mesh.bounds
+        warnings.warn(
+            EmptyGridWarning(
+                f"the grid ({placement.describe()}) holds no part of the mesh, whose box is "
+                f"({', '.join(f'{v:g}' for v in low)}) to ({', '.join(f'{v:g}' for v in high)}):"
+                " every voxel is empty"
+            ),
+            stacklevel=4,
+        )
+    return stats
 
 
 def voxel_count_label(mode: str) -> str:

@@ -109,11 +109,22 @@ def check_dense_fits(shape: Sequence[int], where: str, voxel_bytes: int = 1) -> 
     (nx, ny, nz) result (nx*ny*nz bytes, or voxel_bytes per voxel); `where` names the
     function that asked."""
     need = math.prod(int(n) for n in shape) * voxel_bytes
+    check_host_fits(
+        need,
+        f"{where}: the dense {shape_text(shape)} voxel array",
+        ".svo files and SVOs stay sparse",
+    )
+
+
+def check_host_fits(need: int, what: str, advice: str = "") -> None:
+    """MemoryBudgetError, before the allocation, unless host memory can hold `need` bytes
+    now; `what` names what needs them (a file being read, an array), `advice` (optional)
+    says how to need less."""
     available = available_host_memory()
     if available is not None and need > available:
         raise MemoryBudgetError(
-            f"{where}: the dense {shape_text(shape)} voxel array needs {_gib(need)} of host "
-            f"memory, only {_gib(available)} is available (.svo files and SVOs stay sparse)"
+            f"{what} needs {_gib(need)} of host memory, only {_gib(available)} is available"
+            + (f" ({advice})" if advice else "")
         )
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -22,7 +21,7 @@ from .batch.cli import (
     refuse_batch_options,
     run_batch,
 )
-from .budget import check_dense_fits, parse_size
+from .budget import check_dense_fits
 from .choices import (
     DEFAULT_SORT,
     DEFAULT_VARIANT,
@@ -35,9 +34,9 @@ from .choices import (
     VARIANT_CHOICES,
 )
 from .command_words import in_command_words
+from .console import SIGPIPE_STATUS, error_line, guard_streams, interrupted_status, one_line
 from .errors import (
     GridError,
-    MemoryBudgetError,
     ModeError,
     OpenMeshWarning,
     OutputError,
@@ -45,6 +44,10 @@ from .errors import (
     ThinResultWarning,
     VoxelizerError,
 )
+from .grid_arguments import add_grid_arguments, check_grid_arguments, option_values
+from .interrupts import terminate_as_interrupt
+from .io.files import os_error_text
+from .io.files import resolved as resolved_path
 from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
@@ -56,9 +59,10 @@ from .options import Options, batch_options_of
 from .placement import (
     DEFAULT_GRID,
     GridPlacement,
-    check_bounds,
+    VoxelSize,
+    check_pad,
     check_shape,
-    check_voxel_size,
+    padded_shape,
     shape_text,
 )
 from .progress import TerminalProgress
@@ -85,96 +89,26 @@ def _voxelize_to_svo(
     )
 
 
-def _grid_value(text: str) -> int | tuple[int, int, int]:
-    """--grid N or NXxNYxNZ, checked (a usage error otherwise)."""
-    match = re.fullmatch(r"(-?\d+)(?:x(-?\d+)x(-?\d+))?", text.strip().lower(), re.ASCII)
-    if match is None:
-        raise argparse.ArgumentTypeError(
-            f"invalid grid {text!r}: write N or NXxNYxNZ (e.g. 512 or 512x256x128)"
-        )
-    sides = [int(side) for side in match.groups() if side is not None]
-    # the pattern matches one side or three
-    grid: int | tuple[int, int, int] = (
-        sides[0] if len(sides) == 1 else (sides[0], sides[1], sides[2])
-    )
-    try:
-        check_shape(grid)
-    except GridError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    return grid
-
-
-def _bounds_as_values(argv: list[str]) -> list[str]:
-    """argv with the numbers after --bounds marked as values, and --bounds=A,B,... split.
-
-    argparse takes a word that starts with '-' for an option unless it is a plain negative
-    integer or decimal, so `--bounds -1e3 ...` failed; a leading space makes such a number
-    a value (float() ignores the space)."""
-    words: list[str] = []
-    pending = 0  # values of --bounds still to come
-    for index, word in enumerate(argv):
-        if word == "--":  # the rest are positional
-            return words + argv[index:]
-        name, equals, joined = word.partition("=")
-        if len(name) > 2 and "--bounds".startswith(name):
-            pending = 6
-            if not equals:
-                words.append(word)
-                continue
-            words.append(name)
-            values = joined.split(",")
-            words.extend(_as_value(value) for value in values)
-            pending = max(0, 6 - len(values))
-            continue
-        if pending and _is_number(word):
-            words.append(_as_value(word))
-            pending -= 1
-            continue
-        pending = 0
-        words.append(word)
-    return words
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-    except ValueError:
-        return False
-    return True
-
-
-def _as_value(word: str) -> str:
-    """A number argparse must not read as an option, as a word it reads as a value."""
-    return f" {word}" if word.startswith("-") and _is_number(word) else word
-
-
-def _voxel_size_value(text: str) -> float:
-    try:
-        return check_voxel_size(float(text))
-    except (ValueError, GridError):
-        raise argparse.ArgumentTypeError(
-            f"voxel size must be a positive finite number, not {text!r}"
-        ) from None
-
-
-def _memory_value(text: str) -> int:
-    try:
-        return parse_size(text)
-    except MemoryBudgetError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-# The exit statuses of `voxelize`, as --help and README.md state them.
 EXIT_STATUS_HELP = """exit status:
   0    success
   1    bad input or environment (a missing or broken mesh, no such device, an
        output that exists, a grid the device cannot hold)
-  2    usage error (an unknown option or option value)
-  130  interrupted (Ctrl-C)"""
+  2    usage error (an unknown option or option value, a grid that cannot be
+       placed: a size, box or padding out of range)
+  130  interrupted (Ctrl-C)
+  141  the reader of stdout went away (voxelize ... | head): nothing printed
+  143  terminated (SIGTERM: timeout, kill, a job scheduler), as cleanly as Ctrl-C"""
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, whose usage errors (which may quote a path) stay one line."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(one_line(message))
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _OneLineParser(
         prog="voxelize",
         description="Exact solid and surface voxelization of triangle meshes on a Vulkan device\n"
         "(a GPU, or lavapipe on the CPU). By default (--mode solid) a voxel is set iff its\n"
@@ -189,7 +123,7 @@ def _parser() -> argparse.ArgumentParser:
         help="mesh file (PLY, OBJ, STL, OFF, GLB, ...); several, a directory, a glob or "
         "@list.txt make a batch (see --out-dir)",
     )
-    _add_grid_arguments(parser)
+    add_grid_arguments(parser)
     _add_method_arguments(parser)
     _add_output_arguments(parser)
     _add_run_arguments(parser)
@@ -212,40 +146,6 @@ class _VersionAction(argparse.Action):
 
         print(f"voxelize {package_version()}")  # on stdout, as argparse's own version action
         parser.exit()
-
-
-def _add_grid_arguments(parser: argparse.ArgumentParser) -> None:
-    """The grid: its size, its box, the device memory it may take."""
-    size = parser.add_mutually_exclusive_group()
-    size.add_argument(
-        "--grid",
-        type=_grid_value,
-        metavar="N|NXxNYxNZ",
-        help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); "
-        f"each a multiple of 4 from 8 to 65536 (default {DEFAULT_GRID}); over 8192 a side "
-        "the solid is built sparsely, as an octree (-o FILE.svo streams it to the file)",
-    )
-    size.add_argument(
-        "--voxel-size",
-        type=_voxel_size_value,
-        metavar="H",
-        help="voxel side in world units instead of --grid: each side of the grid "
-        "becomes the fewest voxels (a multiple of 4) that cover the box",
-    )
-    parser.add_argument(
-        "--bounds",
-        type=float,
-        nargs=6,
-        metavar=("XMIN", "YMIN", "ZMIN", "XMAX", "YMAX", "ZMAX"),
-        help="place the grid on this box instead of the mesh's bounding box "
-        "(it must contain the mesh)",
-    )
-    parser.add_argument(
-        "--max-memory",
-        type=_memory_value,
-        metavar="SIZE",
-        help="device memory budget, e.g. 512MiB, 2GiB, 1.5GB or plain bytes",
-    )
 
 
 def _add_method_arguments(parser: argparse.ArgumentParser) -> None:
@@ -363,10 +263,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         parser = _parser()
-        args = parser.parse_args(_bounds_as_values(sys.argv[1:] if argv is None else argv))
-    except KeyboardInterrupt:  # Ctrl-C before the run: no traceback either
-        print("voxelize: interrupted", file=sys.stderr)
-        return 130
+        args = parser.parse_args(option_values(sys.argv[1:] if argv is None else argv))
+    except KeyboardInterrupt as exc:  # Ctrl-C (or SIGTERM) before the run: no traceback
+        return interrupted_status(exc)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
@@ -378,17 +277,28 @@ def main(argv: list[str] | None = None) -> int:
     except VoxelizerError as exc:
         if args.debug:
             raise
-        print(f"voxelize: error: {command_line_message(exc)}", file=sys.stderr)
-        return 1
+        error_line(command_line_message(exc))
+        return 2 if isinstance(exc, GridError) else 1
     except MemoryError as exc:  # what no check foresaw: still one line, not a traceback
         if args.debug:
             raise
         detail = str(exc).strip().splitlines()[0] if str(exc).strip() else "MemoryError"
-        print(f"voxelize: error: out of host memory ({detail})", file=sys.stderr)
+        error_line(f"out of host memory ({detail})")
         return 1
-    except KeyboardInterrupt:
-        print("voxelize: interrupted", file=sys.stderr)
-        return 130
+    except BrokenPipeError:
+        if getattr(sys.stdout, "broken", False):  # the reader of stdout went away: quietly
+            return SIGPIPE_STATUS
+        if args.debug:
+            raise
+        error_line("a pipe to a helper process broke")
+        return 1
+    except OSError as exc:  # a path no check foresaw (a loop, a name too long): one line
+        if args.debug:
+            raise
+        error_line(f"{exc.filename + ': ' if exc.filename else ''}{os_error_text(exc)}")
+        return 1
+    except KeyboardInterrupt as exc:
+        return interrupted_status(exc)
 
 
 def command_line_message(error: VoxelizerError) -> str:
@@ -406,7 +316,7 @@ def _one_line_warning(
     file: TextIO | None = None,
     line: str | None = None,
 ) -> None:
-    print(f"voxelize: warning: {in_command_words(str(message))}", file=sys.stderr)
+    print(f"voxelize: warning: {one_line(in_command_words(str(message)))}", file=sys.stderr)
 
 
 def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
@@ -423,11 +333,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.variant not in VARIANT_CHOICES:
         parser.error(f"unknown variant {args.variant!r} (choose from {', '.join(VARIANT_CHOICES)})")
     _check_mode(parser, args)
-    if args.bounds is not None:
-        try:
-            args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])
-        except GridError as exc:
-            parser.error(str(exc))
+    check_grid_arguments(parser, args)
     if batch_requested(args):
         return run_batch(parser, args)
     refuse_batch_options(parser, args)
@@ -470,10 +376,10 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     written = [str(path) for path in (output, preview) if path is not None]
     if not args.quiet:
         print(
-            f"{Path(args.model).name}: {counts['triangles']:,} triangles, grid "
+            f"{one_line(Path(args.model).name)}: {counts['triangles']:,} triangles, grid "
             f"{shape_text(svo.shape)}, {svo.count():,} {VOXEL_NOUNS[args.mode]}, {seconds:.2f} s "
             f"({svo.stats.device}, {svo.stats.variant})"
-            + (f" -> {', '.join(written)}" if written else "")
+            + (f" -> {one_line(', '.join(written))}" if written else "")
         )
     if args.stats:
         print(format_stats(svo.stats))
@@ -516,12 +422,12 @@ def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         try:
             mesh, _ = _loaded(str(path))
         except VoxelizerError as exc:
-            print(f"voxelize: error: {exc}", file=sys.stderr)
+            error_line(str(exc))
             failed += 1
             continue
         topology = mesh.topology
         verdict = "closed" if topology.closed else "not closed"
-        print(f"{path.name}: {mesh.triangle_count:,} triangles, {verdict}")
+        print(f"{one_line(path.name)}: {mesh.triangle_count:,} triangles, {verdict}")
         for name, value in asdict(topology).items():
             print(f"  {name:<24} {value:>12,}")
     return int(failed > 0)
@@ -571,13 +477,23 @@ def _check_dense_output(
         return args.model, 0.0
     mesh: MeshLike = args.model
     load_ms = 0.0
-    if args.voxel_size is None:
+    voxel_size: VoxelSize = 1.0  # (cubes: a grid without bounds always has them)
+    if args.voxel_size is None and args.bounds is None:
         shape = check_shape(args.grid or DEFAULT_GRID)
+        shape = padded_shape(shape, check_pad(args.pad))
     else:
         mesh, load_ms = _loaded(args.model)
-        shape = GridPlacement.around(mesh, None, args.voxel_size, args.bounds).shape
+        placement = GridPlacement.around(
+            mesh,
+            None if args.grid is None else check_shape(args.grid),
+            args.voxel_size,
+            args.bounds,
+            box_fit=args.box_fit,
+            pad=check_pad(args.pad),
+        )
+        shape, voxel_size = placement.shape, placement.voxel_size
     if output is not None:
-        check_output_shape(output, shape)
+        check_output_shape(output, shape, voxel_size)
     check_dense_fits(shape, str(dense[0]))
     return mesh, load_ms
 
@@ -601,7 +517,7 @@ def _checked_outputs(
     for option, path in named.items():
         if path is None:
             continue
-        resolved = path.resolve()
+        resolved = resolved_path(path)
         if resolved in seen:
             parser.error(f"{seen[resolved]} and {option} name the same file {path}")
         seen[resolved] = option
@@ -653,12 +569,22 @@ def run() -> NoReturn:
     processes of --jobs) exits the usual way: their finalizers must run, or
     multiprocessing's resource tracker reports them as leaked. Code that calls main()
     itself keeps the usual exit."""
-    code = main()
-    for stream in (sys.stdout, sys.stderr):
+    stdout = guard_streams()  # closed or broken streams: console's rules
+    terminate_as_interrupt()  # SIGTERM (timeout, kill, Slurm, systemd) ends it as Ctrl-C does
+    try:
         try:
-            stream.flush()
-        except (OSError, ValueError):  # a reader gone (a closed pipe) or a closed stream
-            code = code or 1
+            code = main()
+        except SystemExit as exc:  # argparse's --help, --version and usage errors
+            code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        stdout.flush()
+    except BrokenPipeError:  # the reader went away (while --help printed, or at the end)
+        code = SIGPIPE_STATUS
+    except OutputError as exc:  # stdout unwritable (a full disk) at the last flush
+        error_line(str(exc))
+        code = 1
+    if stdout.broken and code == 0:
+        code = SIGPIPE_STATUS
+    sys.stderr.flush()
     if "multiprocessing.resource_tracker" in sys.modules:
         sys.exit(code)
     os._exit(code)

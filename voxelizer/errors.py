@@ -15,7 +15,9 @@ class MeshError(VoxelizerError):
 
 
 class GridError(VoxelizerError):
-    """The requested grid is not allowed (not a multiple of 4, too small, too large)."""
+    """The requested grid is not allowed: a side below 1 or over the maximum, a voxel size
+    that is not positive and finite, bounds that are not a box, options that do not go
+    together (docs/guide/grids.md)."""
 
 
 class VariantError(VoxelizerError):
@@ -75,6 +77,11 @@ class OverlapWarning(UserWarning):
     times). Parity fills them by their exclusive or; fill_mode="union" fills their union."""
 
 
+class EmptyGridWarning(UserWarning):
+    """The grid holds no part of the mesh (bounds beside it): every voxel is empty, and no
+    GPU work was done."""
+
+
 class FormatError(VoxelizerError):
     """A file cannot be read as a voxelization: its extension names no format that
     voxelizer.load reads, it cannot be opened, or its contents break its format."""
@@ -83,6 +90,23 @@ class FormatError(VoxelizerError):
 class SVOFormatError(FormatError):
     """An .svo file cannot be read or breaks docs/svo-format.md (not an SVO file, truncated,
     corrupted, an unknown version, an inconsistent tree), or SVO arrays do."""
+
+
+class ArgumentError(VoxelizerError, ValueError, TypeError):
+    """An argument that a function or method does not take: a value out of its range, an
+    array of the wrong shape or type, an object that is not what it works on, a callback
+    that cannot be called. Also a ValueError and a TypeError, what Python and numpy raise
+    for such calls, so that code catching those still catches it."""
+
+
+class GridIndexError(ArgumentError, IndexError):
+    """A voxel index outside the grid (also an IndexError, as indexing protocols expect)."""
+
+
+class ReentrantCallError(VoxelizerError):
+    """A Voxelizer called from inside one of its own calls (a progress callback that
+    voxelizes, or closes the Voxelizer, on the thread that runs the call): it would wait for
+    itself for ever."""
 
 
 class MemoryBudgetError(VoxelizerError):

@@ -9,6 +9,8 @@ from functools import cache
 
 import numpy as np
 
+from .errors import ArgumentError
+from .grid_spec import voxel_size_text
 from .placement import GridPlacement, Placed, Shape, shape_text
 from .stats import Stats
 
@@ -24,6 +26,15 @@ def _reversed_byte_pairs() -> np.ndarray:
         reversed_byte |= ((byte >> bit) & 1).astype(np.uint16) << (7 - bit)
     pairs = np.arange(1 << 16)
     return reversed_byte[pairs & 0xFF] | (reversed_byte[pairs >> 8] << 8)
+
+
+PACKED_ROWS_BYTES = 1 << 20  # packed bytes turned into words at a time
+
+
+@cache
+def _reversed_bytes() -> np.ndarray:
+    """uint8 -> the same byte with its bits in the opposite order."""
+    return (_reversed_byte_pairs()[:256] & 0xFF).astype(np.uint8)
 
 
 def column_words(nz: int) -> int:
@@ -73,16 +84,39 @@ class ColumnBits:
         nx, ny, nz = self.shape
         expected = (nx * ny * column_words(nz),)
         if self.words.dtype != np.uint32 or self.words.shape != expected:
-            raise ValueError(
+            raise ArgumentError(
                 f"expected uint32 words of shape {expected}, got "
                 f"{self.words.dtype} {self.words.shape}"
             )
+
+    @classmethod
+    def empty(cls, shape: Shape) -> ColumnBits:
+        """The words of a grid with no voxel set."""
+        nx, ny, nz = shape
+        return cls(np.zeros(nx * ny * column_words(nz), np.uint32), shape)
 
     @classmethod
     def of_voxels(cls, voxels: np.ndarray) -> ColumnBits:
         """The words of a bool[i, j, k] array."""
         nx, ny, nz = voxels.shape
         return cls(pack_columns(voxels), (nx, ny, nz))
+
+    @classmethod
+    def of_packed_bits(cls, bits: np.ndarray, shape: Shape) -> ColumnBits:
+        """The words of np.packbits of a bool[i, j, k] array (packed_bits' inverse, an .npz
+        file's bits), for nz a multiple of 8 (each column whole bytes): the bytes put in
+        [j, i] order and each one's bits reversed, without the bools."""
+        nx, ny, nz = shape
+        if nz % 8:
+            raise ArgumentError(f"columns of {nz} voxels are not whole bytes")
+        per_column = nz // 8
+        columns = np.zeros((ny, nx, 4 * column_words(nz)), np.uint8)
+        stored = np.asarray(bits, np.uint8).reshape(nx, ny, per_column).transpose(1, 0, 2)
+        table = _reversed_bytes()
+        rows = max(1, PACKED_ROWS_BYTES // (nx * per_column))  # (take's indices are intp)
+        for low in range(0, ny, rows):
+            columns[low : low + rows, :, :per_column] = table[stored[low : low + rows]]
+        return cls(columns.view(np.uint32).reshape(-1), shape)
 
     def rows(self, row_lo: int, row_hi: int) -> np.ndarray:
         """The words of the column rows j in [row_lo, row_hi) (a view: rows are contiguous)."""
@@ -131,7 +165,7 @@ class ColumnBits:
     def __or__(self, other: ColumnBits) -> ColumnBits:
         """The union of two grids of one shape."""
         if other.shape != self.shape:
-            raise ValueError(f"shapes differ: {self.shape} and {other.shape}")
+            raise ArgumentError(f"shapes differ: {self.shape} and {other.shape}")
         return ColumnBits(self.words | other.words, self.shape)
 
 
@@ -161,7 +195,7 @@ class DenseGrid(Placed):
         face_ids: np.ndarray | None = None,
     ):
         if voxels.shape != placement.shape or voxels.dtype != bool:
-            raise ValueError(
+            raise ArgumentError(
                 f"expected a bool array of shape {placement.shape}, got "
                 f"{voxels.dtype} {voxels.shape}"
             )
@@ -179,7 +213,7 @@ class DenseGrid(Placed):
     ) -> DenseGrid:
         """The grid of the GPU's column words, kept as they are (no bool array yet)."""
         if columns.shape != placement.shape:
-            raise ValueError(f"expected words of shape {placement.shape}, got {columns.shape}")
+            raise ArgumentError(f"expected words of shape {placement.shape}, got {columns.shape}")
         grid = cls.__new__(cls)
         grid._voxels, grid._columns = None, columns
         grid._place(placement, stats, face_ids)
@@ -191,7 +225,7 @@ class DenseGrid(Placed):
         if face_ids is not None and (
             face_ids.shape != placement.shape or face_ids.dtype != np.int32
         ):
-            raise ValueError(f"expected int32 face ids of shape {placement.shape}")
+            raise ArgumentError(f"expected int32 face ids of shape {placement.shape}")
         self.face_ids = face_ids
         self.placement = placement
         self.stats = stats if stats is not None else Stats()
@@ -203,16 +237,16 @@ class DenseGrid(Placed):
 
     def to_numpy(self, attribute: str | None = None) -> np.ndarray:
         """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]; attribute="face":
-        face_ids (ValueError when the grid has none)."""
+        face_ids (ArgumentError when the grid has none)."""
         if attribute is None:
             if self._voxels is None:
                 assert self._columns is not None  # one of the two is always the storage
                 self._voxels, self._columns = self._columns.to_numpy(), None
             return self._voxels
         if attribute != "face":
-            raise ValueError(f"attribute must be 'face', not {attribute!r}")
+            raise ArgumentError(f"attribute must be 'face', not {attribute!r}")
         if self.face_ids is None:
-            raise ValueError("this grid has no face ids (voxelize with attributes=['face'])")
+            raise ArgumentError("this grid has no face ids (voxelize with attributes=['face'])")
         return self.face_ids
 
     @property
@@ -228,5 +262,5 @@ class DenseGrid(Placed):
     def __repr__(self) -> str:
         return (
             f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
-            f"voxel_size={self.voxel_size:g})"
+            f"voxel_size={voxel_size_text(self.voxel_size)})"
         )

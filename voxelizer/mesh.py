@@ -12,7 +12,7 @@ from typing import TypeVar, cast
 import numpy as np
 import numpy.typing
 
-from .errors import MeshError
+from .errors import MeshError, VoxelizerError
 from .parallel import copy_rows, for_row_chunks, map_row_chunks
 
 T = TypeVar("T")
@@ -240,7 +240,7 @@ class Topology:
 def checked_mesh(vertices: np.typing.ArrayLike, faces: np.typing.ArrayLike, what: str) -> Mesh:
     """A Mesh of array-likes, or MeshError naming `what` (the source, as the user knows it)."""
     try:
-        v = np.asarray(vertices, dtype=np.float64)
+        v = real_array(vertices, np.float64, f"{what}: vertices", MeshError)
         f = np.asarray(faces)
     except (TypeError, ValueError) as exc:
         raise MeshError(f"{what}: vertices and faces must be numeric arrays ({exc})") from exc
@@ -256,6 +256,21 @@ def checked_mesh(vertices: np.typing.ArrayLike, faces: np.typing.ArrayLike, what
         raise MeshError(f"{what}: a face refers to a vertex that does not exist")
     mesh = Mesh(np.ascontiguousarray(v), np.ascontiguousarray(f, dtype=np.int64))
     return usable_mesh(mesh, what)
+
+
+def real_array(
+    values: np.typing.ArrayLike, dtype: type, what: str, error: type[VoxelizerError]
+) -> np.ndarray:
+    """`values` as an array of `dtype`, if they are real numbers; error(...) naming `what`
+    otherwise. A plain cast would drop an imaginary part (with no more than numpy's
+    ComplexWarning) and read strings and bools as numbers."""
+    array = np.asarray(values)
+    if array.dtype.kind not in "iufO":
+        raise error(f"{what} must be real numbers, not {array.dtype}")
+    try:
+        return array.astype(dtype, copy=False)
+    except (TypeError, ValueError) as exc:  # an object array of other things
+        raise error(f"{what} must be real numbers ({exc})") from None
 
 
 def usable_mesh(mesh: Mesh, what: str) -> Mesh:

@@ -7,11 +7,12 @@ vectorized over whole levels; nothing loops per voxel or per node.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 import numpy as np
 
+from .errors import ArgumentError
 from .placement import Shape
 
 FULL_BRICK = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
@@ -119,40 +120,82 @@ def box_brick_codes(levels: int, lo: Sequence[int], hi: Sequence[int]) -> np.nda
     return sx[:, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
 
 
+def region_voxels(
+    brick_values: Callable[[np.ndarray], np.ndarray],
+    levels: int,
+    lo: tuple[int, int, int],
+    hi: tuple[int, int, int],
+) -> np.ndarray:
+    """bool of the voxels lo <= (i, j, k) < hi, unpacked from the bricks that cover them,
+    whose values `brick_values` gives for an array of Morton codes: about 2^24 voxels at a
+    time."""
+    first = [a // 4 for a in lo]
+    last = [-(-b // 4) for b in hi]
+    out = np.empty([4 * (b - a) for a, b in zip(first, last)], bool)
+    rows = max(1, (1 << 18) // ((last[1] - first[1]) * (last[2] - first[2])))
+    for start in range(first[0], last[0], rows):
+        stop = min(last[0], start + rows)
+        codes = box_brick_codes(levels, (start, *first[1:]), (stop, *last[1:]))
+        unpack_bricks(brick_values(codes), out[4 * (start - first[0]) : 4 * (stop - first[0])])
+    crop = tuple(slice(a - 4 * f, b - 4 * f) for a, b, f in zip(lo, hi, first))
+    return np.ascontiguousarray(out[crop])
+
+
+def mapped_read_only(array: np.ndarray) -> bool:
+    """Whether `array` views a file mapped read-only (np.memmap mode "r")."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap):
+            return base.mode == "r" and not array.flags.writeable
+        base = base.base
+    return False
+
+
 def check_box(box: object, shape: Shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
     """(lo, hi) of a region query: voxel-index corners, lo inclusive, hi exclusive, each
-    side non-empty and inside the grid; ValueError saying what is wrong otherwise."""
+    side non-empty and inside the grid; ArgumentError saying what is wrong otherwise."""
     try:
         lo, hi = (tuple(operator.index(v) for v in corner) for corner in box)  # type: ignore[attr-defined]
     except (TypeError, ValueError):  # (not iterable, not two corners, not integers)
-        raise ValueError(
+        raise ArgumentError(
             f"box must be two corners (lo, hi) of three integers, not {box!r}"
         ) from None
     if len(lo) != 3 or len(hi) != 3:
-        raise ValueError(f"box must be two corners (lo, hi) of three integers, not {box!r}")
+        raise ArgumentError(f"box must be two corners (lo, hi) of three integers, not {box!r}")
     if not all(0 <= a < b <= n for a, b, n in zip(lo, hi, shape)):
-        raise ValueError(
+        raise ArgumentError(
             f"box {lo}..{hi} is not a non-empty region of the {'x'.join(map(str, shape))} grid "
             "(lo inclusive, hi exclusive, 0 <= lo < hi <= the shape on every axis)"
         )
     return (lo[0], lo[1], lo[2]), (hi[0], hi[1], hi[2])
 
 
+def brick_shape(shape: Sequence[int]) -> Shape:
+    """The shape rounded up to whole bricks (a multiple of 4 on each side)."""
+    x, y, z = (-(-int(n) // 4) * 4 for n in shape)
+    return x, y, z
+
+
 def build_arrays(voxels: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """bool[i, j, k] grid of shape (nx, ny, nz), each a multiple of 4 from 8 up ->
+    """bool[i, j, k] grid of shape (nx, ny, nz), each side from 1 up ->
     (nodes, bricks, level_offsets).
 
     The CPU reference of the format: brick values, then node states bottom-up, each level
     kept in Morton order so that the children of node m are entries 8m..8m+7 of the level
     below. The tree covers the cube P^3, P = padded_resolution(max(shape)); padding voxels
-    (index >= the side on any axis) are empty and only ever fill whole bricks.
+    (index >= the side on any axis) are empty: they fill whole bricks, and the rest of the
+    bricks that straddle a side (for a side that is not a multiple of 4).
     """
     voxels = np.asarray(voxels)
-    if voxels.dtype != bool or voxels.ndim != 3 or any(n < 8 or n % 4 for n in voxels.shape):
-        raise ValueError(
-            f"expected a bool (nx, ny, nz) array with each side a multiple of 4 "
-            f"from 8 up, got {voxels.dtype} {voxels.shape}"
+    if voxels.dtype != bool or voxels.ndim != 3 or not all(voxels.shape):
+        raise ArgumentError(
+            f"expected a bool (nx, ny, nz) array with each side at least 1, got "
+            f"{voxels.dtype} {voxels.shape}"
         )
+    if brick_shape(voxels.shape) != voxels.shape:  # padded to whole bricks, empty
+        padded = np.zeros(brick_shape(voxels.shape), bool)
+        padded[: voxels.shape[0], : voxels.shape[1], : voxels.shape[2]] = voxels
+        voxels = padded
     shape = voxels.shape
     levels = octree_levels(padded_resolution(max(shape)))
     # Only the non-empty bricks inside the shape are kept (never the (P/4)^3 of the cube).

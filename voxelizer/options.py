@@ -11,7 +11,7 @@ it trusts the values.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
@@ -31,8 +31,21 @@ from .choices import (
     SURFACES,
     VARIANT_CHOICES,
 )
-from .errors import FillModeError, GridError, ModeError, VariantError
-from .placement import GridLike, Shape, check_bounds, check_shape, check_voxel_size
+from .errors import ArgumentError, FillModeError, GridError, ModeError, VariantError
+from .placement import (
+    NO_PADDING,
+    GridLike,
+    Padding,
+    PadLike,
+    Shape,
+    VoxelSize,
+    check_bounds,
+    check_box_fit,
+    check_grid_request,
+    check_pad,
+    check_shape,
+    check_voxel_size,
+)
 from .progress import Progress
 
 if TYPE_CHECKING:
@@ -46,8 +59,10 @@ class BatchOptions(TypedDict, total=False):
     variant: str
     fill_mode: str
     sort: str
-    voxel_size: float | None
+    voxel_size: float | Sequence[float] | None
     bounds: numpy.typing.ArrayLike | None
+    box_fit: str
+    pad: PadLike
     max_memory: int | str | None
     mode: str
     surface: str | None
@@ -67,6 +82,8 @@ DEFAULTS: VoxelizeOptions = {
     "sort": DEFAULT_SORT,
     "voxel_size": None,
     "bounds": None,
+    "box_fit": "cover",
+    "pad": NO_PADDING,
     "max_memory": None,
     "mode": DEFAULT_MODE,
     "surface": None,
@@ -112,12 +129,12 @@ def batch_options_of(namespace: object) -> BatchOptions:
 
 @dataclass(frozen=True, eq=False)
 class Options:
-    """A checked request: grid shape or voxel size, bounds, variant, fill mode, sort, memory
-    budget, progress callback, mode, surface kind and attributes. Build it with
-    `Options.create`."""
+    """A checked request: grid shape or voxel size, bounds, box fit, padding, variant, fill
+    mode, sort, memory budget, progress callback, mode, surface kind and attributes. Build it
+    with `Options.create`."""
 
     shape: Shape | None  # None with voxel_size, or for the default grid
-    voxel_size: float | None
+    voxel_size: VoxelSize | None  # h, or (hx, hy, hz)
     bounds: np.ndarray | None  # float64 (2, 3), read-only
     variant: str
     fill_mode: str
@@ -127,17 +144,25 @@ class Options:
     mode: str = "solid"
     surface: str | None = None  # the surface's kind for modes "surface" and "both", else None
     attributes: tuple[str, ...] = ()  # per-voxel attributes asked for: "face"
+    box_fit: str = "cover"  # bounds not a whole number of voxels: "cover" them or "inside"
+    pad: Padding = NO_PADDING  # empty voxels added: ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi))
 
     @classmethod
     @option_keywords(VoxelizeOptions)
     def create(cls, grid: GridLike | None = None, **options: Unpack[VoxelizeOptions]) -> Options:
         """Check every option (GridError, VariantError, FillModeError, MemoryBudgetError,
-        ModeError; TypeError for a name that is no option).
+        ModeError, ArgumentError; TypeError for a name that is no option).
 
         mode: "solid" (voxels whose centres are inside), "surface" (voxels the triangles
         touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
         solid united with the conservative surface). attributes: ["face"] also gives each
-        surface voxel the smallest index of the triangles that mark it (DenseGrid and SVO)."""
+        surface voxel the smallest index of the triangles that mark it (DenseGrid and SVO).
+
+        Placement (docs/guide/grids.md): voxel_size h or (hx, hy, hz); bounds, the box the
+        grid is (voxel (0, 0, 0)'s corner at its min corner; a box that cuts the mesh crops
+        it); box_fit, where bounds are not a whole number of voxels: "cover" (default) or
+        "inside"; pad, empty voxels added around the grid: k, (kx, ky, kz) or ((x_lo, x_hi),
+        (y_lo, y_hi), (z_lo, z_hi))."""
         unknown = options.keys() - DEFAULTS.keys()
         if unknown:
             raise TypeError(
@@ -152,20 +177,26 @@ class Options:
         if bounds is not None:
             box = check_bounds(bounds)
             box.flags.writeable = False
+        shape = None if grid is None else check_shape(grid)
+        size = None if voxel_size is None else check_voxel_size(voxel_size)
+        box_fit = check_box_fit(given["box_fit"])
+        check_grid_request(shape, size, box, box_fit)
         mode = _choice(given["mode"], MODES, "mode", ModeError)
         max_memory = given["max_memory"]
         return cls(
             mode=mode,
             surface=_surface_kind(mode, given["surface"], given["fill_mode"]),
             attributes=_attributes(mode, given["attributes"]),
-            shape=None if grid is None else check_shape(grid),
-            voxel_size=None if voxel_size is None else check_voxel_size(voxel_size),
+            shape=shape,
+            voxel_size=size,
             bounds=box,
+            box_fit=box_fit,
+            pad=check_pad(given["pad"]),
             variant=_choice(given["variant"], VARIANT_CHOICES, "variant", VariantError),
             fill_mode=_choice(given["fill_mode"], FILL_CHOICES, "fill mode", FillModeError),
             sort=_choice(given["sort"], SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),
-            progress=given["progress"],
+            progress=_callback(given["progress"]),
         )
 
     def keywords(self) -> VoxelizeOptions:
@@ -181,6 +212,15 @@ def _choice(value: object, allowed: Collection[str], what: str, error: type[Exce
 
 
 ATTRIBUTES = ("face",)
+
+
+def _callback(progress: object) -> Progress | None:
+    """The progress callback, refused before the work if it cannot be called."""
+    if progress is not None and not callable(progress):
+        raise ArgumentError(
+            f"progress must be a callable taking (stage, done, total), not {progress!r}"
+        )
+    return progress  # callable: called as Progress documents
 
 
 def _surface_kind(mode: str, surface: object, fill_mode: object) -> str | None:

@@ -10,6 +10,8 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from .console import one_line
+
 # Progress of long jobs: (stage, done, total), e.g. ("slabs", 3, 8); the CLI draws it.
 Progress = Callable[[str, int, int], None]
 
@@ -74,13 +76,14 @@ class TerminalProgress:
 
     def write_above(self, text: str) -> None:
         """Print `text` as a line of its own on the stream, above the progress line: the
-        line is blanked first and redrawn by the next update (a batch's errors, warnings)."""
+        line is blanked first and redrawn by the next update (a batch's errors, warnings).
+        A newline or a terminal escape in it (a file name's) is shown escaped (one_line)."""
         with self._lock:
             if self._shown:
                 self._stream.write("\r" + " " * self._shown + "\r")
                 self._shown = 0
                 self._last = None
-            self._stream.write(text + "\n")
+            self._stream.write(one_line(text) + "\n")
             self._stream.flush()
 
     def close(self) -> None:

@@ -19,9 +19,10 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from .errors import OutputError
+from .grid_spec import voxel_size_text
 from .io.writers import OutputFormat
 from .io.zarr_store import Row, ShardWriter, chunk_path, write_chunk
-from .placement import Placed, Shape
+from .placement import NO_PADDING, Padding, Placed, Shape, VoxelSize, padded_shape, shape_text
 
 SHARD_FORMAT = "zarr"
 
@@ -49,7 +50,7 @@ class Recorded(Protocol):
     @property
     def origin(self) -> tuple[float, float, float] | None: ...
     @property
-    def voxel_size(self) -> float | None: ...
+    def voxel_size(self) -> VoxelSize | None: ...
 
 
 R = TypeVar("R", bound=Recorded)
@@ -81,14 +82,29 @@ def is_shard_format(format: object) -> bool:
     return isinstance(name, str) and name.lower().lstrip(".") == SHARD_FORMAT
 
 
-def check_shard_shape(shape: Shape | None, voxel_size: float | None) -> Shape:
-    """The one grid shape of a store's meshes; OutputError where the shapes would vary."""
+def check_shard_shape(
+    shape: Shape | None,
+    voxel_size: VoxelSize | None,
+    bounds: np.ndarray | None = None,
+    pad: Padding = NO_PADDING,
+) -> Shape:
+    """The one grid shape of a store's meshes (padding included); OutputError where the
+    shapes would vary, or where bounds make voxels of three sizes (the store keeps one)."""
     if shape is None and voxel_size is not None:
         raise OutputError(
             "format 'zarr' stores every mesh on one grid shape: give grid=N (or (nx, ny, nz)) "
             "instead of voxel_size, or write one file per mesh (format 'npz')"
         )
-    return shape if shape is not None else (512, 512, 512)
+    shape = shape if shape is not None else (512, 512, 512)
+    if bounds is not None:
+        sizes = (bounds[1] - bounds[0]) / np.array(shape, np.float64)  # placement's rule
+        if not sizes[0] == sizes[1] == sizes[2]:
+            raise OutputError(
+                f"format 'zarr' stores one voxel size per mesh; these bounds on a "
+                f"{shape_text(shape)} grid make voxels of {voxel_size_text(tuple(sizes))}: give "
+                "bounds in the grid's proportions, or write one file per mesh (format 'npz')"
+            )
+    return padded_shape(shape, pad)
 
 
 def open_store(
@@ -139,7 +155,7 @@ def row_of(result: Recorded) -> Row:
         solid_voxels=count(result.solid_voxels),
         open_columns=count(result.open_columns),
         origin=(origin[0], origin[1], origin[2]),
-        voxel_size=np.nan if result.voxel_size is None else float(result.voxel_size),
+        voxel_size=np.nan if not isinstance(result.voxel_size, float) else result.voxel_size,
     )
 
 

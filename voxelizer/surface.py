@@ -65,11 +65,13 @@ _WHOLE_PLACES = np.array([FINE // 2, FINE // 2, 0, 0, 0])
 
 
 def voxel_surface(
-    voxels: np.ndarray, origin: numpy.typing.ArrayLike, voxel_size: float
+    voxels: np.ndarray, origin: numpy.typing.ArrayLike, voxel_size: numpy.typing.ArrayLike
 ) -> trimesh.Trimesh:
-    """Outward-facing faces between every solid voxel and an empty one (see the module)."""
+    """Outward-facing faces between every solid voxel and an empty one (see the module);
+    `voxel_size`: h, or (hx, hy, hz)."""
     fine, triangles = fine_surface(voxels)
-    vertices = np.asarray(origin, np.float64) + fine / FINE * float(voxel_size)
+    sizes = np.broadcast_to(np.asarray(voxel_size, np.float64), (3,))
+    vertices = np.asarray(origin, np.float64) + fine / FINE * sizes
     import trimesh
 
     return trimesh.Trimesh(vertices, triangles, process=False)

@@ -15,24 +15,29 @@ import numpy as np
 import numpy.typing
 
 from .budget import check_dense_fits
-from .errors import SVOFormatError
+from .errors import ArgumentError, GridIndexError, SVOFormatError
 from .grid import bit_count
+from .grid_spec import voxel_size_text
+from .mesh import real_array
 from .octree import (
     FULL_BRICK,
     OCTANT_BITS,
     POPCOUNT8,
-    box_brick_codes,
     brick_codes,
+    brick_shape,
     brick_slabs,
     build_arrays,
     check_box,
     fill_cubes,
     log2_exact,
+    mapped_read_only,
     morton_decode,
     morton_encode,
+    octree_levels,
     octree_solid,
     padded_resolution,
     popcount64,
+    region_voxels,
     unpack_bricks,
 )
 from .placement import GridPlacement, Placed, shape_text
@@ -129,6 +134,14 @@ class SVO(Placed):
         return self._walked
 
     @classmethod
+    def empty(cls, placement: GridPlacement, stats: Stats | None = None) -> SVO:
+        """The octree of a grid with no solid voxel: the root alone, its masks 0."""
+        levels = octree_levels(padded_resolution(placement.resolution))
+        nodes = np.array([[0, 1 if levels > 1 else 0]], np.uint32)
+        offsets = np.array([0] + [1] * levels, np.uint32)
+        return cls(nodes, np.zeros(0, np.uint64), offsets, placement, stats)
+
+    @classmethod
     def from_dense(
         cls,
         voxels: np.ndarray,
@@ -145,18 +158,18 @@ class SVO(Placed):
             return svo
         face_ids = np.asarray(face_ids)
         if face_ids.shape != svo.shape or face_ids.dtype != np.int32:
-            raise ValueError(f"expected int32 face ids of shape {svo.shape}")
+            raise ArgumentError(f"expected int32 face ids of shape {svo.shape}")
         marked = np.argwhere(face_ids >= 0)
         return svo.with_face_ids(marked, face_ids[tuple(marked.T)])
 
     def with_face_ids(self, voxels: np.ndarray, ids: np.ndarray) -> SVO:
         """This octree carrying face ids: `ids` (M,) of the marked voxels (M, 3) [i, j, k],
-        each a set voxel, none twice (ValueError otherwise); every other voxel has none (-1).
+        each a set voxel, none twice (ArgumentError otherwise); every other voxel has none (-1).
         The tree's arrays are shared, not copied."""
         voxels = np.asarray(voxels, np.int64).reshape(-1, 3)
         ids = np.asarray(ids)
         if ids.shape != (len(voxels),) or ids.dtype.kind not in "ui" or (ids < 0).any():
-            raise ValueError("expected one non-negative integer id per voxel")
+            raise ArgumentError("expected one non-negative integer id per voxel")
         faces = _face_arrays(self, voxels, ids.astype(np.int32))  # walks this tree first
         out = copy.copy(self)
         out._faces = faces
@@ -195,7 +208,7 @@ class SVO(Placed):
     def bounds(self) -> np.ndarray:
         """(2, 3) world min and max corner of the (nx, ny, nz) grid."""
         origin = np.asarray(self.placement.origin, np.float64)
-        return np.array([origin, origin + np.array(self.shape, np.float64) * self.voxel_size])
+        return np.array([origin, origin + np.array(self.shape, np.float64) * self.spacing])
 
     # --- the arrays -----------------------------------------------------------------------
 
@@ -233,7 +246,10 @@ class SVO(Placed):
 
     def volume(self) -> float:
         """Solid volume in world units: count * h^3."""
-        return self.count() * self.voxel_size**3
+        if isinstance(self.voxel_size, float):
+            return self.count() * self.voxel_size**3
+        hx, hy, hz = self.voxel_size
+        return self.count() * hx * hy * hz
 
     def to_numpy(
         self,
@@ -256,38 +272,30 @@ class SVO(Placed):
             return self._face_grid(attribute)
         check_dense_fits(shape, "SVO.to_numpy")
         full_starts, full_stops = self._full_ranges()
-        out = np.empty(shape, bool)
-        for start, stop in brick_slabs(shape):
-            codes = brick_codes(shape, levels, start, stop)
+        bricks = brick_shape(shape)  # whole bricks, cut to the shape at the end
+        out = np.empty(bricks, bool)
+        for start, stop in brick_slabs(bricks):
+            codes = brick_codes(bricks, levels, start, stop)
             unpack_bricks(
                 self._brick_values(codes, full_starts, full_stops), out[4 * start : 4 * stop]
             )
-        return out
+        if bricks == shape:
+            return out
+        return np.ascontiguousarray(out[: shape[0], : shape[1], : shape[2]])
 
     def _region(self, lo: tuple[int, int, int], hi: tuple[int, int, int]) -> np.ndarray:
-        sides = tuple(b - a for a, b in zip(lo, hi))
-        check_dense_fits(sides, "SVO.to_numpy")
-        first = [a // 4 for a in lo]
-        last = [-(-b // 4) for b in hi]
+        check_dense_fits(tuple(b - a for a, b in zip(lo, hi)), "SVO.to_numpy")
         full_starts, full_stops = self._full_ranges()
-        out = np.empty([4 * (b - a) for a, b in zip(first, last)], bool)
-        rows = max(1, (1 << 18) // ((last[1] - first[1]) * (last[2] - first[2])))
-        for start in range(first[0], last[0], rows):  # about 2^24 voxels at a time
-            stop = min(last[0], start + rows)
-            codes = box_brick_codes(self.levels, (start, *first[1:]), (stop, *last[1:]))
-            unpack_bricks(
-                self._brick_values(codes, full_starts, full_stops),
-                out[4 * (start - first[0]) : 4 * (stop - first[0])],
-            )
-        crop = tuple(slice(a - 4 * f, a - 4 * f + n) for a, f, n in zip(lo, first, sides))
-        return np.ascontiguousarray(out[crop])
+        return region_voxels(
+            lambda codes: self._brick_values(codes, full_starts, full_stops), self.levels, lo, hi
+        )
 
     def _face_grid(self, attribute: str) -> np.ndarray:
         if attribute != "face":
-            raise ValueError(f"attribute must be 'face', not {attribute!r}")
+            raise ArgumentError(f"attribute must be 'face', not {attribute!r}")
         faces = self.face_ids
         if faces is None:
-            raise ValueError("this SVO has no face ids (voxelize with attributes=['face'])")
+            raise ArgumentError("this SVO has no face ids (voxelize with attributes=['face'])")
         check_dense_fits(self.shape, "SVO.to_numpy", voxel_bytes=4)
         out = np.full(self.shape, -1, np.int32)
         for codes, masks, ids in (
@@ -308,9 +316,9 @@ class SVO(Placed):
                 for i in index
             )
         ):
-            raise TypeError(f"index with three integers (i, j, k), not {index!r}")
+            raise ArgumentError(f"index with three integers (i, j, k), not {index!r}")
         if not all(0 <= int(i) < n for i, n in zip(index, self.shape)):
-            raise IndexError(
+            raise GridIndexError(
                 f"voxel {tuple(int(i) for i in index)} is outside the {shape_text(self.shape)} grid"
             )
         return bool(self._lookup(np.array([index], np.int64))[0])
@@ -322,10 +330,10 @@ class SVO(Placed):
         float64 exactly so), so a point on a face between two voxels belongs to the higher
         one. Points outside the grid, or not finite, are not contained.
         """
-        points = np.asarray(points, np.float64)
+        points = real_array(points, np.float64, "points", ArgumentError)
         if points.ndim != 2 or points.shape[1] != 3:
-            raise ValueError(f"points must be an (M, 3) array, not {points.shape}")
-        origin, h = np.asarray(self.placement.origin, np.float64), self.voxel_size
+            raise ArgumentError(f"points must be an (M, 3) array, not {points.shape}")
+        origin, h = np.asarray(self.placement.origin, np.float64), self.placement.spacing
         with np.errstate(invalid="ignore", over="ignore"):
             cell = np.floor((points - origin) / h)
             cell += origin + (cell + 1) * h <= points  # rounding put the point one cell low
@@ -380,7 +388,7 @@ class SVO(Placed):
     def world_boxes(self) -> np.ndarray:
         """(M, 2, 3) world min and max corners of solid_boxes(), same order."""
         corners, sizes = self.solid_boxes()
-        origin, h = np.asarray(self.placement.origin, np.float64), self.voxel_size
+        origin, h = np.asarray(self.placement.origin, np.float64), self.placement.spacing
         low = origin + corners * h
         return np.stack([low, origin + (corners + sizes[:, None]) * h], axis=1)
 
@@ -400,9 +408,11 @@ class SVO(Placed):
             or not isinstance(level, (int, np.integer))
             or not 0 <= level <= self.depth - 3
         ):
-            raise ValueError(f"level must be an integer from 0 to {self.depth - 3}, not {level!r}")
+            raise ArgumentError(
+                f"level must be an integer from 0 to {self.depth - 3}, not {level!r}"
+            )
         if rule not in ("any", "majority"):
-            raise ValueError(f"rule must be 'any' or 'majority', not {rule!r}")
+            raise ArgumentError(f"rule must be 'any' or 'majority', not {rule!r}")
         if level == 0:
             return self
         f = 1 << level
@@ -419,7 +429,7 @@ class SVO(Placed):
         solid = codes[counts > 0] if rule == "any" else codes[counts * 2 > f**3]
         x, y, z = morton_decode(solid, cells).T
         voxels[x, y, z] = True
-        placement = GridPlacement(coarse, self.origin, self.voxel_size * f)
+        placement = GridPlacement(coarse, self.origin, tuple(self.placement.spacing * f))
         return SVO.from_dense(voxels, placement)
 
     def _solid_below(self, cells: int) -> tuple[np.ndarray, np.ndarray]:
@@ -487,7 +497,7 @@ class SVO(Placed):
             f"SVO({shape_text(self.shape)}, {self.count():,} solid voxels, "
             f"{self.node_count:,} nodes, "
             f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
-            f"voxel_size={self.voxel_size:g})"
+            f"voxel_size={voxel_size_text(self.voxel_size)})"
         )
 
 
@@ -518,13 +528,13 @@ def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
     levels, bricks, stored = svo.levels, svo.bricks, svo._tree.brick_codes
     inside = ((voxels >= 0) & (voxels < np.array(svo.shape))).all(axis=1)
     if not inside.all():
-        raise ValueError("a marked voxel lies outside the grid")
+        raise ArgumentError("a marked voxel lies outside the grid")
     codes = morton_encode(voxels[:, 0] >> 2, voxels[:, 1] >> 2, voxels[:, 2] >> 2, levels)
     keys = codes << 6 | ((voxels & 3) @ np.array([1, 4, 16]))
     order = np.argsort(keys)
     keys, ids = keys[order], ids[order]
     if (np.diff(keys) == 0).any():
-        raise ValueError("a voxel is marked twice")
+        raise ArgumentError("a voxel is marked twice")
     codes, bits = keys >> 6, (keys & 63).astype(np.uint64)
     at = np.minimum(np.searchsorted(stored, codes), max(len(stored) - 1, 0))
     in_brick = stored[at] == codes if len(stored) else np.zeros(len(codes), bool)
@@ -532,7 +542,7 @@ def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
     brick_ids = np.full(int(counts.sum()), -1, np.int32)
     brick, bit = at[in_brick], bits[in_brick]
     if ((bricks[brick] >> bit) & np.uint64(1) == 0).any():
-        raise ValueError("a marked voxel is not set")
+        raise ArgumentError("a marked voxel is not set")
     below = popcount64(bricks[brick] & ((np.uint64(1) << bit) - np.uint64(1)))
     brick_ids[np.cumsum(counts)[brick] - counts[brick] + below] = ids[in_brick]
     rest = ~in_brick
@@ -540,7 +550,7 @@ def _face_arrays(svo: SVO, voxels: np.ndarray, ids: np.ndarray) -> FaceIds:
     full_starts, full_stops = svo._full_ranges()
     in_range = np.searchsorted(full_starts, codes, side="right") - 1
     if (codes >= full_stops[in_range]).any():
-        raise ValueError("a marked voxel is not set")
+        raise ArgumentError("a marked voxel is not set")
     first = np.flatnonzero(np.diff(codes, prepend=-1) != 0)  # each brick's first voxel
     if len(codes):
         full_masks = np.bitwise_or.reduceat(np.uint64(1) << bits, first)
@@ -591,21 +601,11 @@ def _frozen(array: np.ndarray, dtype: numpy.typing.DTypeLike, name: str) -> np.n
         and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
     ):
         raise SVOFormatError(f"{name} must hold unsigned integers that fit {np.dtype(dtype).name}")
-    if _mapped_read_only(array) and array.dtype == dtype:
+    if mapped_read_only(array) and array.dtype == dtype:
         return array  # an .svo file mapped read-only (voxelizer.load(..., mmap=True)): no copy
     out = np.array(array, dtype=dtype)
     out.flags.writeable = False
     return out
-
-
-def _mapped_read_only(array: np.ndarray) -> bool:
-    """Whether `array` views a file mapped read-only (np.memmap mode "r")."""
-    base: object = array
-    while isinstance(base, np.ndarray):
-        if isinstance(base, np.memmap):
-            return base.mode == "r" and not array.flags.writeable
-        base = base.base
-    return False
 
 
 class _Tree:
@@ -673,14 +673,20 @@ def _check_structure(svo: SVO) -> _Tree:
             f"{len(bricks)} bricks stored, the last level has {len(codes)} mixed children"
         )
     # Padding (index >= the side on some axis) must be empty: every full cube and every brick
-    # lies inside the shape.
+    # lies inside the whole bricks of the shape, every full cube inside the shape, and the
+    # bricks that straddle a side have no voxel beyond it.
+    outside = SVOFormatError(
+        f"solid voxels beyond the {shape_text(svo.shape)} grid (in the padding up to P = {p})"
+    )
     for level, found in [*enumerate(full_codes, start=1), (levels, codes)]:
         side = p >> level
-        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > shape).any():
-            raise SVOFormatError(
-                f"solid voxels beyond the {shape_text(svo.shape)} grid (in the "
-                f"padding up to P = {p})"
-            )
+        limit = np.array(brick_shape(svo.shape)) if level == levels else shape
+        if len(found) and ((morton_decode(found, level).max(axis=0) + 1) * side > limit).any():
+            raise outside
+    if len(codes) and (shape % 4).any():
+        edge = ((morton_decode(codes, levels) + 1) * 4 > shape).any(axis=1)
+        if (_mask_voxels(codes[edge], bricks[edge], levels) >= shape).any():
+            raise outside
     tree = _Tree(codes, full_codes)
     if svo._faces is not None:
         _check_faces(svo, tree, svo._faces)

@@ -33,11 +33,17 @@ ESTIMATE_MARGIN = 3.0
 
 def estimated_surface_voxels(mesh: Mesh, placement: GridPlacement) -> float:
     """About how many voxels the mesh's surface touches on this grid: its projected areas
-    (|n_x| + |n_y| + |n_z|) A over h^2, at most the grid's voxels."""
-    h = placement.voxel_size
+    (|n_x| + |n_y| + |n_z|) A over h^2 (each projection over its plane's voxel face: hy hz,
+    hx hz, hx hy), at most the grid's voxels."""
+    hx, hy, hz = placement.spacing
     shape = placement.shape
     with np.errstate(over="ignore", invalid="ignore"):
-        estimate = float(np.sum(mesh.axis_areas) / (h * h))
+        if isinstance(placement.voxel_size, float):
+            h = placement.voxel_size
+            estimate = float(np.sum(mesh.axis_areas) / (h * h))
+        else:
+            faces = np.array([hy * hz, hx * hz, hx * hy])
+            estimate = float(np.sum(mesh.axis_areas / faces))
     total = float(shape[0] * shape[1] * shape[2])
     return min(estimate, total) if np.isfinite(estimate) else total
 

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from .errors import FormatError
+from .io.npz_file import read_npz_bits
 from .io.zarr_store import Shards, unpacked
 
 __all__ = ["VoxelDataset", "unpack"]
@@ -110,17 +111,16 @@ def _npz_files(source: str | os.PathLike | Sequence[str | os.PathLike]) -> list[
 
 def _read_npz(path: Path) -> tuple[np.ndarray, int, np.ndarray, float]:
     """(bits packed along z, nz, origin, voxel size) of an .npz file of voxelizer's (whose bits
-    are packed over the whole grid: the same bytes where nz is a multiple of 8)."""
-    try:
-        with np.load(path) as data:
-            nx, ny, nz = (int(n) for n in data["shape"])
-            bits = data["bits"]
-            if nz % 8 == 0:
-                packed = bits.reshape(nx, ny, nz // 8)
-            else:
-                voxels = unpacked(bits, nx * ny * nz).reshape(nx, ny, nz)
-                packed = np.packbits(voxels, axis=-1)
-            origin = np.array(data["origin"], np.float64)
-            return packed, nz, origin, float(data["voxel_size"])
-    except (OSError, KeyError, ValueError) as exc:
-        raise FormatError(f"{path}: not a voxel grid .npz file ({exc})") from exc
+    are packed over the whole grid: the same bytes where nz is a multiple of 8), read with
+    the .npz reader's checks (a regular file, its placement, its size against memory)."""
+    bits, placement = read_npz_bits(path)
+    nx, ny, nz = placement.shape
+    if nz % 8 == 0:
+        packed = bits.reshape(nx, ny, nz // 8)
+    else:
+        voxels = unpacked(bits, nx * ny * nz).reshape(nx, ny, nz)
+        packed = np.packbits(voxels, axis=-1)
+    size = placement.voxel_size
+    if isinstance(size, tuple):
+        raise FormatError(f"{path}: voxels that are not cubes ({size}): one voxel size is taken")
+    return packed, nz, np.array(placement.origin, np.float64), float(size)

@@ -301,7 +301,7 @@ def test_voxelize_many_counts_written_results_on_writer_threads(
 def test_voxelize_many_checks_before_any_work(tmp_path):
     inputs = [TREE["top.ply"], tmp_path / "missing.ply"]
     with pytest.raises(GridError):
-        voxelize_many(inputs, grid=30)
+        voxelize_many(inputs, grid=0)
     with pytest.raises(OutputError, match="cannot write 'xyz'"):
         voxelize_many(inputs, out_dir=tmp_path / "out", format="xyz")
     with pytest.raises(OutputError, match="exclude each other"):

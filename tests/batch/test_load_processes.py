@@ -210,7 +210,8 @@ def test_a_script_without_a_main_guard(tmp_path):
 
 
 INTERRUPTED = """
-import os, sys, time
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the launcher left
 import voxelizer
 from voxelizer.batch.readers import shared_load_processes
 readers = shared_load_processes(2)

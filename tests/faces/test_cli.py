@@ -82,10 +82,9 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
         (["--variant", "fastest"], "unknown variant 'fastest'"),
         (["-o", "out.stl"], "cannot write .stl"),
         (["--grid", "many"], "invalid grid 'many'"),
-        (["--grid", "30"], "multiple of 4"),
-        (["--grid", "4"], "multiple of 4"),
-        (["--grid", "-8"], "multiple of 4"),
-        (["--grid", "65540"], "larger than the supported maximum"),
+        (["--grid", "0"], "at least 1"),
+        (["--grid", "-8"], "at least 1"),
+        (["--grid", "65537"], "larger than the supported maximum"),
     ],
 )
 def test_usage_errors_exit_2(capsys, args, message):
@@ -219,14 +218,14 @@ def test_unknown_fill_mode_or_sort_is_a_usage_error(capsys, args):
         (["--grid", "16x8x"], "invalid grid"),
         (["--grid", "1_024"], "invalid grid"),
         (["--grid", "16x8.0x12"], "invalid grid"),
-        (["--grid", "16x10x12"], "side y must be a multiple of 4"),
-        (["--grid", "16x8x65540"], "side z 65540 is larger than the supported maximum"),
+        (["--grid", "16x0x12"], "side y must be at least 1"),
+        (["--grid", "16x8x65537"], "side z 65537 is larger than the supported maximum"),
         (["--grid", "16", "--voxel-size", "0.1"], "not allowed with argument --grid"),
-        (["--voxel-size", "0"], "voxel size must be a positive finite number"),
-        (["--voxel-size", "-0.5"], "voxel size must be a positive finite number"),
-        (["--voxel-size", "nan"], "voxel size must be a positive finite number"),
-        (["--voxel-size", "inf"], "voxel size must be a positive finite number"),
-        (["--voxel-size", "small"], "voxel size must be a positive finite number"),
+        (["--voxel-size", "0"], "voxel size must be positive and finite, not 0.0"),
+        (["--voxel-size", "-0.5"], "voxel size must be positive and finite, not -0.5"),
+        (["--voxel-size", "nan"], "voxel size must be positive and finite, not nan"),
+        (["--voxel-size", "inf"], "voxel size must be positive and finite, not inf"),
+        (["--voxel-size", "small"], "voxel size must be one positive number or three"),
         (["--bounds", "0", "0", "0", "1", "1"], "expected 6 arguments"),
         (["--bounds", "0", "0", "0", "1", "1", "x"], "invalid float value"),
         (["--bounds", "0", "0", "0", "1", "1", "0"], "zmin 0 must be less than zmax 0"),
@@ -245,12 +244,18 @@ def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--bounds", "-0.5", "-1", "-1", "1", "1", "1"], "below the bounds along x"),
         (["--voxel-size", "1e-5"], "needs a 198116x198116x25000 grid"),
+        (
+            ["--voxel-size", "2e-4", "--bounds", "-0.5", "-0.1", "-0.1", "-0.4", "0.1", "0.1"],
+            "the box cuts the mesh",
+        ),
     ],
 )
-def test_placement_errors_exit_1_with_one_line(capsys, args, message):
-    assert_one_line_error(*run_cli(capsys, GEAR, *args), message)
+def test_placement_errors_exit_2_with_one_line(capsys, args, message):
+    """A grid that cannot be placed is a GridError: one line naming the value, status 2."""
+    code, stdout, stderr = run_cli(capsys, GEAR, *args)
+    assert code == 2 and stdout == "" and stderr.startswith("voxelize: error:"), stderr
+    assert message in stderr and len(stderr.strip().splitlines()) == 1, stderr
 
 
 def test_bounds_and_voxel_size_on_a_cube(tmp_path, capsys):

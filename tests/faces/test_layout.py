@@ -208,10 +208,12 @@ def test_the_reference_never_reaches_the_pipeline_or_the_gpu(module):
 
 # -- the rules of docs/developers/architecture.md ------------------------------------------
 
-BASE = {"errors", "log", "parallel", "stats", "progress", "interrupts", "choices"}
+BASE = {"errors", "log", "parallel", "stats", "progress", "interrupts", "choices", "console"}
 MODEL = {
     "thin",
     "mesh",
+    "grid_spec",
+    "placement_rules",
     "placement",
     "components",
     "budget",
@@ -226,6 +228,7 @@ FACES = {
     "options",
     "api",
     "cli",
+    "grid_arguments",
     "ray",
     "normalize",
     "torch",
@@ -289,6 +292,7 @@ PIPELINE_LEVELS = {
     "kernels": 0,
     "geometry": 0,
     "job": 0,
+    "gpu_grid": 0,
     "cubes": 0,
     "binning": 1,
     "fill_pass": 1,

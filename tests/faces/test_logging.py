@@ -172,8 +172,10 @@ def test_help_lists_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> Non
     help_text = capsys.readouterr().out
     epilog = help_text[help_text.index("exit status:") :]
     statuses = dict(re.findall(r"^  (\d+) +(\S.*)$", epilog, re.MULTILINE))
-    assert list(statuses) == ["0", "1", "2", "130"]
+    assert list(statuses) == ["0", "1", "2", "130", "141", "143"]
     assert statuses["0"] == "success"
     assert statuses["1"].startswith("bad input or environment")
     assert statuses["2"].startswith("usage error")
     assert statuses["130"].startswith("interrupted")
+    assert statuses["141"].startswith("the reader of stdout went away")
+    assert statuses["143"].startswith("terminated (SIGTERM")

@@ -56,7 +56,7 @@ def test_values_are_normalised_once():
         ({"variant": ["naive"]}, VariantError, r"unknown variant \['naive'\]"),
         ({"sort": "quick"}, VariantError, "unknown sort 'quick'"),
         ({"fill_mode": "flood"}, FillModeError, "unknown fill mode 'flood'"),
-        ({"grid": 10}, GridError, "multiple of 4"),
+        ({"grid": 0}, GridError, "at least 1"),
         ({"grid": 16, "voxel_size": 0.1}, GridError, "not both"),
         ({"voxel_size": -1.0}, GridError, "positive"),
         ({"bounds": [[0, 0, 0], [0, 1, 1]]}, GridError, "less than"),

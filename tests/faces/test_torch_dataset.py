@@ -3,6 +3,7 @@ DataLoader with worker processes (the CPU build of torch)."""
 
 from __future__ import annotations
 
+import os
 import warnings
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import voxelizer
 from voxelizer import FormatError
 from voxelizer.torch import VoxelDataset, unpack
 
-from ..helpers import PROJECT_MODELS
+from ..helpers import PROJECT_MODELS, time_limit
 
 MODELS = sorted(PROJECT_MODELS.glob("*.ply"))
 
@@ -100,3 +101,21 @@ def test_a_folder_without_grids_is_refused(tmp_path):
         VoxelDataset(tmp_path)
     with pytest.raises(FormatError, match="neither a voxel shard store"):
         VoxelDataset(tmp_path / "missing")
+
+
+def test_npz_files_are_read_with_the_npz_readers_checks(written, tmp_path):
+    """np.load read any path: a FIFO among the files blocked a DataLoader's worker for ever,
+    and a placement the .npz reader refuses (a NaN origin) was handed on."""
+    _, folder, _ = written
+    good = sorted(folder.rglob("*.npz"))[0]
+    fifo = tmp_path / "fifo.npz"
+    os.mkfifo(fifo)
+    with time_limit(2.0), pytest.raises(FormatError, match=r"not a file \(a FIFO\)"):
+        VoxelDataset([good, fifo])[1]
+    with np.load(good) as data:
+        members = {name: data[name] for name in data.files}
+    members["origin"] = np.array([np.nan, 0.0, 0.0])
+    nan_origin = tmp_path / "nan_origin.npz"
+    np.savez(nan_origin, **members)
+    with pytest.raises(FormatError, match="must be finite"):
+        VoxelDataset([nan_origin])[0]

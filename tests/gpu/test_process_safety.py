@@ -139,6 +139,7 @@ def test_device_calls_without_the_loader_raise_device_error(without_vulkan):
 # (the GPU work still pending); then `rounds` times at a random moment of a loop of calls.
 INTERRUPT_SCRIPT = """
 import json, os, random, signal, sys, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the launcher left
 import numpy as np
 import vulkan
 import voxelizer
@@ -211,6 +212,7 @@ print(json.dumps({
 # calls and a function that puts the real one back.
 INTERRUPT_AFTER_FIRST = """
 import json, os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the launcher left
 import numpy as np
 import vulkan
 import voxelizer

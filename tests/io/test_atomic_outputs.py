@@ -228,7 +228,8 @@ def test_ctrl_c_while_writing_leaves_no_file(tmp_path, capsys, monkeypatch, opti
 # imports is not the command's to handle), when it starts writing its files (at the command's
 # all-or-nothing block), and how long main took.
 INTERRUPTIBLE_COMMAND = """
-import contextlib, sys, time
+import contextlib, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the launcher left
 from voxelizer import cli
 
 started = time.perf_counter()

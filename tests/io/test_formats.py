@@ -125,12 +125,12 @@ def patched(data: bytes, offset: int, fmt: str, value) -> bytes:
     "offset, fmt, value, message",
     [
         (0, "<8s", b"VOXSVO\n\n", "not an SVO file"),
-        (8, "<I", 4, "unsupported format version 4"),
+        (8, "<I", 5, "unsupported format version 5"),
         (8, "<I", 0, "unsupported format version 0"),
         (12, "<I", 88, "bad header"),
-        (16, "<I", 30, "side x must be a multiple of 4"),
+        (16, "<I", 0, "side x must be at least 1"),
         (16, "<I", 2**31, "larger than the supported maximum"),
-        (20, "<I", 4, "side y must be a multiple of 4"),
+        (20, "<I", 0, "side y must be at least 1"),
         (24, "<I", 2**31, "side z 2147483648 is larger than the supported maximum"),
         (16, "<I", 20, "do not agree"),  # P = 16 is no longer max(shape) rounded up
         (24, "<I", 8, "padding"),  # P still agrees, but the tree has voxels beyond z = 8

@@ -410,7 +410,7 @@ def test_broken_binvox_files(tmp_path, knot):
         "short.binvox": (data[:-2], "the runs cover"),
         "text.binvox": (b"hello", "not a binvox file"),
         "boxy.binvox": (data.replace(b"dim 48 48 48", b"dim 48 48 40"), "cubic grids"),
-        "odd.binvox": (data.replace(b"dim 48 48 48", b"dim 49 49 49"), "multiple of 4"),
+        "odd.binvox": (data.replace(b"dim 48 48 48", b"dim 0 0 0"), "at least 1"),
         "scale.binvox": (data.replace(b"scale ", b"scale -"), "scale must be positive"),
         "noheader.binvox": (data[: data.index(b"data\n")], "no 'data' line"),
     }
@@ -450,7 +450,7 @@ def test_broken_vti_files(tmp_path, gear_svo):
         "truncated.vti": (data[:-40], "compressed"),
         "text.vti": (b"not xml", "not a VTK XML file"),
         "name.vti": (data.replace(b'Name="solid"', b'Name="other"'), 'no cell array "solid"'),
-        "extent.vti": (data.replace(b"0 40 0 24 0 16", b"0 40 0 24 0 17"), "multiple of 4"),
+        "extent.vti": (data.replace(b"0 40 0 24 0 16", b"0 40 0 24 16 16"), "at least 1"),
         "spacing.vti": (data.replace(b'Spacing="', b'Spacing="2 '), "Spacing must be 3 numbers"),
     }
     for name, (content, message) in cases.items():

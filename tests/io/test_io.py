@@ -108,10 +108,17 @@ def test_broken_npz_files_are_format_errors(tmp_path):
         load(path)
     path = tmp_path / "shape.npz"
     np.savez(
-        path, bits=np.zeros(64, np.uint8), shape=np.array([8, 8, 6]), origin=np.zeros(3),
+        path, bits=np.zeros(0, np.uint8), shape=np.array([8, 8, 0]), origin=np.zeros(3),
         voxel_size=np.float64(1.0),
     )  # fmt: skip
-    with pytest.raises(FormatError, match="multiple of 4"):
+    with pytest.raises(FormatError, match="at least 1"):
+        load(path)
+    path = tmp_path / "sizes.npz"
+    np.savez(
+        path, bits=np.zeros(64, np.uint8), shape=np.array([8, 8, 8]), origin=np.zeros(3),
+        voxel_size=np.ones(2),
+    )  # fmt: skip
+    with pytest.raises(FormatError, match="one number or three"):
         load(path)
 
 

@@ -81,10 +81,10 @@ def test_version_1_files_still_load(tmp_path):
         assert np.array_equal(loaded.to_numpy(), svo.to_numpy())
     data = version_1_file(svo)
     bad = bytearray(data)
-    struct.pack_into("<I", bad, 16, 30)  # N
+    struct.pack_into("<I", bad, 16, 0)  # N
     bad[-4:] = struct.pack("<I", zlib.crc32(bytes(bad[:-4])))
     path.write_bytes(bytes(bad))
-    with pytest.raises(SVOFormatError, match="multiple of 4"):
+    with pytest.raises(SVOFormatError, match="at least 1"):
         voxelizer.load(path)
     path.write_bytes(data[:-1])
     with pytest.raises(SVOFormatError, match="size"):

@@ -84,6 +84,18 @@ CASES = [
         64,
         {"mode": "both", "fill_mode": "winding", "attributes": ["face"]},
     ),
+    # Calls that the grid options (any size, exact boxes, crops, padding) must leave as they
+    # were: a voxel size without bounds, a fill mode on it, odd-shaped surfaces.
+    ("torus_knot-voxel_size", "torus_knot.ply", None, {"voxel_size": 0.037}),
+    ("gear-voxel_size-union", "gear.ply", None, {"voxel_size": 0.03, "fill_mode": "union"}),
+    ("gear-48x40x16-surface", "gear.ply", (48, 40, 16), {"mode": "surface"}),
+    ("torus_knot-56-thin", "torus_knot.ply", 56, {"mode": "surface", "surface": "thin"}),
+    (
+        "suzanne-96x64x72-both-vote",
+        "suzanne.ply",
+        (96, 64, 72),
+        {"mode": "both", "fill_mode": "vote"},
+    ),
 ]
 FACE_ARRAYS = ("brick_ids", "full_codes", "full_masks", "full_ids")  # svo.FaceIds
 # Meshes made here: overlapping and nested closed parts (several runs of fill_mode="union").
@@ -126,6 +138,41 @@ def _outputs(gpu, model: str, grid, options: dict, tmp_path) -> dict[str, str]:
 @pytest.mark.parametrize("name, model, grid, options", CASES, ids=[case[0] for case in CASES])
 def test_outputs_match_the_stored_digests(gpu, tmp_path, name, model, grid, options):
     found = _outputs(gpu, model, grid, options, tmp_path)
+    if os.environ.get("VOXELIZER_WRITE_DIGESTS"):
+        stored = json.loads(DIGESTS.read_text()) if DIGESTS.is_file() else {}
+        stored[name] = found
+        DIGESTS.write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n")
+    stored = json.loads(DIGESTS.read_text())
+    assert found == stored[name]
+
+
+# (case name, model, grid, options, file suffixes): the files each writer makes of a dense grid
+FILE_CASES = [
+    ("files-torus_knot-64", "torus_knot.ply", 64, {}, (".binvox", ".vti", ".vox", ".npz")),
+    ("files-gear-voxel_size", "gear.ply", None, {"voxel_size": 0.03}, (".vti", ".vox", ".npz")),
+]
+
+
+def _file_digest(path) -> str:
+    """The bytes of a written file; for .npz, its arrays (a zip member carries a time)."""
+    if path.suffix != ".npz":
+        return _digest(path.read_bytes())
+    with np.load(path) as data:
+        return _digest(*(name.encode() + data[name].tobytes() for name in sorted(data.files)))
+
+
+@pytest.mark.parametrize(
+    "name, model, grid, options, suffixes", FILE_CASES, ids=[case[0] for case in FILE_CASES]
+)
+def test_written_files_match_the_stored_digests(
+    gpu, tmp_path, name, model, grid, options, suffixes
+):
+    dense = gpu.voxelize_dense(model_path(model), grid, **options)
+    found = {}
+    for suffix in suffixes:
+        path = tmp_path / f"out{suffix}"
+        voxelizer.save(dense, path)
+        found[suffix] = _file_digest(path)
     if os.environ.get("VOXELIZER_WRITE_DIGESTS"):
         stored = json.loads(DIGESTS.read_text()) if DIGESTS.is_file() else {}
         stored[name] = found

@@ -6,17 +6,23 @@ the two-level grid's leaves; the placement; the arrays, files and memory a grid 
 
 from __future__ import annotations
 
+import os
+import struct
+import zipfile
+
 import numpy as np
 import pytest
 
 import voxelizer
-from voxelizer.errors import FormatError, GridError, MeshError
+import voxelizer.budget
+from voxelizer.errors import FormatError, GridError, MemoryBudgetError, MeshError
 from voxelizer.io import load_mesh
 from voxelizer.trigrid import GridEngine, build_triangle_grid
+from voxelizer.trigrid.files import read_triangle_grid
 from voxelizer.trigrid.placement import DEFAULT_DENSITY, CellPlacement
 from voxelizer.trigrid.reference import reference_cells, reference_leaves
 
-from ..helpers import load_model, random_soup
+from ..helpers import load_model, random_soup, time_limit
 from ..shapes import box, sphere
 
 
@@ -318,6 +324,32 @@ def test_a_file_that_is_not_a_triangle_grid_is_a_format_error(gpu, tmp_path):
     np.savez(path, **arrays)
     with pytest.raises(FormatError, match="out of range"):
         voxelizer.load_triangle_grid(path)
+
+
+def test_a_triangle_grid_file_is_read_with_the_npz_readers_limits(tmp_path, monkeypatch):
+    """np.load read any path: a FIFO blocked for ever, an array header claiming a terabyte
+    was allocated (MemoryError), and zeros that inflate past memory were inflated."""
+    fifo = tmp_path / "fifo.npz"
+    os.mkfifo(fifo)
+    with time_limit(2.0), pytest.raises(FormatError, match=r"not a file \(a FIFO\)"):
+        read_triangle_grid(fifo)
+    claims = tmp_path / "claims.npz"
+    header = {"descr": "<i8", "fortran_order": False, "shape": (1 << 37,)}
+    text = repr(header).encode("latin1")
+    text += b" " * (-(len(text) + 11) % 64) + b"\n"
+    with zipfile.ZipFile(claims, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("offsets.npy", b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text)
+    with pytest.raises(FormatError, match="shorter than its header says"):
+        read_triangle_grid(claims)
+    zeros = tmp_path / "zeros.npz"
+    np.savez_compressed(zeros, offsets=np.zeros(1 << 21, np.int64))  # 16 MiB in a few KB
+    monkeypatch.setattr(voxelizer.budget, "_read_available_host_memory", lambda: 1 << 20)
+    monkeypatch.setattr(voxelizer.budget, "_available_read", None)
+    try:
+        with pytest.raises(MemoryBudgetError):
+            read_triangle_grid(zeros)
+    finally:
+        voxelizer.budget._available_read = None
 
 
 def test_to_torch(gpu):

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..command_words import in_command_words
 from ..errors import DeviceError, OutputError, ThinResultWarning, VoxelizerError
-from ..io.mesh_files import GLOB_CHARACTERS, MeshFiles, find_meshes, output_paths
+from ..io.mesh_files import (
+    GLOB_CHARACTERS,
+    MeshFiles,
+    find_meshes,
+    output_paths,
+    refuse_outputs_of_inputs,
+    replaced_input,
+)
 from ..io.output import check_output_path
 from ..io.writers import OUTPUT_FORMATS, OutputFormat
 from ..options import batch_options_of
@@ -82,8 +89,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_int,
         metavar="N",
         help="workers, one Voxelizer each, spread over --devices (default: one per "
-        "device; the first runs in this process, the others in processes of their own); "
-        "with --ray, the number of actors",
+        "device; the first runs in this process, the others in processes of their own; at "
+        "most one per mesh and two per CPU core); with --ray, the number of actors",
     )
     group.add_argument(
         "--devices",
@@ -100,7 +107,8 @@ def add_batch_arguments(parser: argparse.ArgumentParser) -> None:
         "--ray",
         metavar="auto|ADDRESS",
         help="run the batch on a Ray cluster (pip install 'voxelizer[ray]'); inputs and "
-        "--out-dir must be paths every node can reach",
+        "--out-dir must be paths every node can reach; an address where no cluster "
+        "answers within 60 s is an error",
     )
 
 
@@ -134,10 +142,9 @@ def batch_requested(args: argparse.Namespace) -> bool:
     if not models:
         return False
     spec = models[0]
-    path = Path(spec)
-    if path.is_dir():
+    if os.path.isdir(spec):  # (os.path's tests: a name too long is no folder, not an error)
         return True
-    if path.exists():
+    if os.path.lexists(spec):
         return False
     return spec.startswith("@") or bool(GLOB_CHARACTERS & set(spec))
 
@@ -183,6 +190,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             )
     else:
         outputs = output_paths(files.paths, out_dir, output_format.suffix, root=files.root)
+    refuse_outputs_of_inputs([*files.paths, *files.lists], outputs)  # never an input replaced
     if not args.force and not args.skip_existing:
         existing = [output for output in outputs if os.path.lexists(output)]
         if existing:
@@ -193,7 +201,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             )
     log_path = Path(args.log) if args.log else None
     if log_path is not None:
-        check_output_path(log_path, overwrite=True)  # a folder that takes files; appended to
+        _check_log(parser, log_path, files, outputs)
     devices = args.devices if args.devices is not None else args.device
     if args.ray is None:
         _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs)
@@ -227,6 +235,18 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not args.quiet:
         print(_summary(tally, time.perf_counter() - started, out_dir, interrupted=False))
     return 1 if tally["failed"] else 0
+
+
+def _check_log(
+    parser: argparse.ArgumentParser, log: Path, files: MeshFiles, outputs: list[Path]
+) -> None:
+    """--log must name a file of its own, appended to: not an input mesh, an @list.txt or
+    an output of the batch (JSON lines appended to any of those would corrupt it)."""
+    for named, what in (([*files.paths, *files.lists], "an input"), (outputs, "an output")):
+        found = replaced_input(named, [log])
+        if found is not None:
+            parser.error(f"--log {log} names {what} of the batch ({found[1]})")
+    check_output_path(log, overwrite=True)  # a folder that takes files; appended to
 
 
 def _start_reading(*, meshes: int, devices: str | None, jobs: int | None) -> None:

@@ -21,10 +21,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..api import shared_voxelizer
 from ..budget import check_dense_fits
-from ..errors import DeviceError, OutputError, VoxelizerError
+from ..errors import ArgumentError, DeviceError, OutputError, VoxelizerError
 from ..io.meshes import MeshLike
+from ..io.output import remove_stale_temporaries
 from ..io.writers import OutputFormat
 from ..options import BatchOptions, Options, option_keywords
 from ..placement import GridLike
@@ -157,7 +160,7 @@ def voxelize_many(
     if overwrite and skip_existing:
         raise OutputError("overwrite and skip_existing exclude each other")
     selectors = device_list(devices)
-    workers = len(selectors) if jobs is None else int(jobs)
+    workers = len(selectors) if jobs is None else _whole(jobs, "jobs")
     if workers < 1:
         raise DeviceError(f"jobs must be at least 1, not {jobs}")
     threads = default_threads(workers) if threads is None else max(1, int(threads))
@@ -177,9 +180,7 @@ def voxelize_many(
     if up_axis is not None and (out_dir is None or not output_format.takes_up_axis):
         raise OutputError("up_axis is for .vox outputs (format='vox') only")
     if out_dir is not None:
-        make_out_dir(Path(out_dir))
-        if output_format.dense and checked.shape is not None:
-            check_dense_fits(checked.shape, f"format {output_format.name!r}")
+        _prepare_out_dir(Path(out_dir), tasks, output_format, checked)
     elif dense and checked.shape is not None:
         check_dense_fits(checked.shape, "voxelize_many(dense=True)")
     settings = BatchSettings(
@@ -190,10 +191,53 @@ def voxelize_many(
         prefetch=max(prefetch, load_processes + 2),
         load_processes=load_processes,
     )
-    skipped = [t for t in tasks if skip_existing and t.output and os.path.lexists(t.output)]
-    todo = [t for t in tasks if not (skip_existing and t.output and os.path.lexists(t.output))]
+    exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
+    skipped = [t for t in tasks if t.index in exists]
+    todo = [t for t in tasks if t.index not in exists]
+    workers = capped_workers(workers, meshes=len(todo), devices=len(selectors))
     worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
     return BatchRun(_results(skipped, todo, worker_devices, settings), len(tasks))
+
+
+def _prepare_out_dir(
+    out_dir: Path, tasks: list[MeshTask], output_format: OutputFormat, checked: Options
+) -> None:
+    """The output folder made, what a killed earlier run of this batch left there removed (a
+    SIGKILL runs no cleanup: the temporaries of its outputs, by the writers' pattern, and
+    nothing else), and a dense format's grid checked against host memory."""
+    make_out_dir(out_dir)
+    remove_stale_temporaries(task.output for task in tasks if task.output is not None)
+    if output_format.dense and checked.shape is not None:
+        check_dense_fits(checked.shape, f"format {output_format.name!r}")
+
+
+WORKERS_PER_CORE = 2  # a worker waits on its device much of the time: two share a core
+
+
+def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
+    """The workers a batch starts: as asked, but no more than it has meshes to voxelize, nor
+    more than WORKERS_PER_CORE per core of the host (or one per device, where there are more
+    of those): a worker is a process with a device context and threads of its own, so more
+    would only contend (and thousands would meet the host's process limit). A warning says
+    when the cap applies."""
+    cores = os.cpu_count() or 1
+    cap = max(1, min(meshes, max(WORKERS_PER_CORE * cores, devices)))
+    if asked > cap:
+        warnings.warn(
+            f"{asked} workers asked for, {cap} started: at most one per mesh to voxelize "
+            f"({meshes}), {WORKERS_PER_CORE} per CPU core ({cores}) or one per device "
+            f"({devices})",
+            stacklevel=3,
+        )
+        return cap
+    return asked
+
+
+def _whole(value: object, what: str) -> int:
+    """A whole number of workers or processes, or ArgumentError (not a bare TypeError)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ArgumentError(f"{what} must be a whole number, not {value!r}")
+    return int(value)
 
 
 def _shard_run(
@@ -211,7 +255,7 @@ def _shard_run(
     skip_existing: bool,
 ) -> BatchRun:
     """voxelize_many into one voxel shard store at `store` (voxelizer.shards)."""
-    shape = check_shard_shape(checked.shape, checked.voxel_size)
+    shape = check_shard_shape(checked.shape, checked.voxel_size, checked.bounds, checked.pad)
     check_dense_fits(shape, "format 'zarr'")
     planned = plan_tasks(
         inputs, out_dir=None, format=OutputFormat.named("svo"), root=None, overwrite=False

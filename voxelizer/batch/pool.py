@@ -17,6 +17,7 @@ import queue
 import signal
 import threading
 import time
+import warnings
 from collections import Counter, deque
 from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING
 
 from ..api import Voxelizer, shared_voxelizer
 from ..errors import DeviceError, VoxelizerError
+from ..interrupts import terminate_as_interrupt
+from ..io.files import os_error_text
 from ..io.output import remove_temporaries
 from ..log import get_logger
 from ..parallel import use_threads
@@ -73,9 +76,15 @@ def worker_process_main(
     messages go through a pipe of its own: a worker killed part way through one damages
     no other worker's channel."""
     try:
-        # Blocked by the parent while this process started (so that a Ctrl-C could not
-        # interrupt its imports with a traceback): one sent since arrives here, handled below.
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        # The parent stops its workers with SIGINT, and a SIGTERM (a job scheduler's, to the
+        # whole group) ends one as that does, whatever a launcher left them as (ignored
+        # under nohup-like launchers). Blocked by the parent while this process started (so
+        # that neither could interrupt its imports with a traceback): one sent since
+        # arrives here, handled below.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        terminate_as_interrupt()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
         use_threads(settings.threads)  # the workers share the cores
         if settings.load_processes:
             shared_load_processes(settings.load_processes)  # they start while the device opens
@@ -255,17 +264,32 @@ class WorkerPool:
                 yield item
 
     def _start(self, device: str | int | None) -> None:
+        """A worker process for `device`; where the host refuses one (a process limit, no
+        memory), a warning, and the batch goes on with the workers it has (this process's
+        always runs)."""
         slot = next(self._slots)
-        inbox: Queue = self._context.Queue()
-        reader, writer = self._context.Pipe(duplex=False)
-        process = self._context.Process(
-            target=worker_process_main,
-            args=(slot, device, self._settings, inbox, writer),
-            name=f"voxelizer-worker-{slot}",
-            daemon=True,
-        )
-        with _sigint_blocked():  # the child inherits the mask; it unblocks once ready
-            process.start()
+        with _safe_path():  # (a queue starts multiprocessing's resource tracker, a Python too)
+            try:
+                inbox: Queue = self._context.Queue()
+                reader, writer = self._context.Pipe(duplex=False)
+            except OSError as exc:
+                _cannot_start(device, exc, len(self._handles))
+                return
+            process = self._context.Process(
+                target=worker_process_main,
+                args=(slot, device, self._settings, inbox, writer),
+                name=f"voxelizer-worker-{slot}",
+                daemon=True,
+            )
+            try:
+                with _signals_blocked():  # the child inherits the mask; it unblocks once ready
+                    process.start()
+            except OSError as exc:
+                for end in (reader, writer):
+                    end.close()
+                inbox.close()
+                _cannot_start(device, exc, len(self._handles))
+                return
         writer.close()  # the worker holds the only write end: its death ends the pipe
         self._handles[slot] = _Handle(process=process, inbox=inbox, messages=reader, device=device)
 
@@ -355,15 +379,43 @@ def worker_share(outstanding: int, workers: int, backlog: int) -> int:
     return max(1, min(backlog, -(-outstanding // max(1, workers))))
 
 
+def _cannot_start(device: str | int | None, error: OSError, others: int) -> None:
+    warnings.warn(
+        f"cannot start a worker process for device {device} ({os_error_text(error)}): the "
+        f"batch goes on with {others + 1} worker{'s' if others else ''}",
+        stacklevel=2,
+    )
+
+
+INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
+
+
 @contextmanager
-def _sigint_blocked() -> Iterator[None]:
-    """SIGINT held back (not lost) while a worker is spawned: the child inherits the blocked
-    mask through exec, so a Ctrl-C reaches it only once its own code can handle it."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+def _signals_blocked() -> Iterator[None]:
+    """SIGINT and SIGTERM held back (not lost) while a worker is spawned: the child inherits
+    the blocked mask through exec, so they reach it only once its own code handles them."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
+def _safe_path() -> Iterator[None]:
+    """A worker is a new Python started with `-c` (multiprocessing's spawn), which puts the
+    current folder first on its module path: a numpy.py or multiprocessing.py there would
+    run in the worker. PYTHONSAFEPATH=1 (read by Python 3.11 and later) keeps it off, for
+    the children started meanwhile."""
+    previous = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = previous
 
 
 def _stop(handles: list[_Handle], *, interrupted: bool) -> None:

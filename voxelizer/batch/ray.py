@@ -6,7 +6,8 @@ next meshes while the device works). Rows name a mesh by a `path` column, or car
 `bytes` with a `name` (the file name, for the format and the output's name). Results go to
 files under `out_dir` (as `format`: .svo unless told, as voxelize_many writes), or come back
 as columns: `bits` (np.packbits of the [i, j, k] array,
-as in .npz files), `shape`, `origin`, `voxel_size`; `to_dense(row)` makes a DenseGrid of them.
+as in .npz files), `shape`, `origin`, `voxel_size` (NaN for voxels that are not cubes),
+`spacing` (hx, hy, hz); `to_dense(row)` makes a DenseGrid of them.
 Every row also gets the record of voxelize --log: `input`, `output`, `status`, `error`,
 `triangles`, `solid_voxels`, `open_columns`, `seconds`, `device`, `warnings`. A mesh that fails is
 a row with its error; the others go on.
@@ -21,8 +22,11 @@ column `replace`), so nothing is lost or written twice.
 
 from __future__ import annotations
 
+import logging
 import os
+import socket
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -36,10 +40,12 @@ from .. import errors
 from ..api import Voxelizer
 from ..errors import DeviceError, OpenMeshWarning, OutputError
 from ..grid import DenseGrid
-from ..io.output import remove_temporaries
+from ..io.files import os_error_text
+from ..io.mesh_files import absolute, refuse_outputs_of_inputs
+from ..io.output import remove_stale_temporaries
 from ..io.writers import OutputFormat
 from ..options import BATCH_OPTION_NAMES, BatchOptions, Options, option_keywords
-from ..placement import GridLike, GridPlacement, check_shape
+from ..placement import GridLike, GridPlacement, VoxelSize, check_shape, voxel_sizes
 from ..shards import (
     ShardFormat,
     check_shard_shape,
@@ -57,6 +63,7 @@ from .tasks import (
     MeshTask,
     Status,
     error_text,
+    inside,
     make_out_dir,
     plan_tasks,
 )
@@ -145,19 +152,21 @@ class VoxelizeBatch:
         results: dict[int, BatchResult] = {}
         with tempfile.TemporaryDirectory(prefix="voxelizer-") as scratch:
             tasks = []
+            claimed: dict[Path, str] = {}  # output -> the row that writes it
             for row in range(rows):
                 try:
-                    tasks.append(self._task(batch, row, Path(scratch)))
-                except OutputError as exc:  # an `output` in no format a writer has
+                    task = self._task(batch, row, Path(scratch))
+                    if task.output is not None:
+                        _claim(task, claimed)
+                    tasks.append(task)
+                except OutputError as exc:  # an output in no format, outside out_dir, twice
                     task = MeshTask(index=row, source=None, label=self._label(batch, row))
                     device = self.voxelizer.device_name
                     results[row] = task.failed(error_text(task.label, exc), device=device)
             if "output" in batch:
                 # Outputs the driver planned, one row each: a temporary beside one is what
                 # an earlier attempt of this row left when its actor was killed.
-                for task in tasks:
-                    if task.output is not None:
-                        remove_temporaries(task.output)
+                remove_stale_temporaries(task.output for task in tasks if task.output)
             skipped = [
                 task
                 for task in tasks
@@ -177,9 +186,11 @@ class VoxelizeBatch:
         label = self._label(batch, row)
         if "path" in batch:
             source = Path(label)
-            name = Path(source.name)  # below root if it is inside, else the file name
-            if self.root is not None and source.resolve().is_relative_to(self.root.resolve()):
-                name = source.resolve().relative_to(self.root.resolve())
+            # Below root if it is inside, else the file name; the path as given (as
+            # find_meshes takes it: a file behind a symlink is named by the link).
+            name = Path(source.name)
+            if self.root is not None and absolute(source).is_relative_to(absolute(self.root)):
+                name = absolute(source).relative_to(absolute(self.root))
         else:
             name = Path(label)
             source = scratch / f"{row}{name.suffix}"
@@ -192,8 +203,10 @@ class VoxelizeBatch:
             else:
                 output_format = OutputFormat.of_path(output)  # a file named: its extension's
         elif self.out_dir is not None:
-            output = self.out_dir / name.with_suffix(self.format.suffix)
+            output = inside(self.out_dir, name.with_suffix(self.format.suffix), label)
             output_format = self.format
+        if output is not None and "path" in batch:
+            refuse_outputs_of_inputs([source], [output])
         replace = self.overwrite or bool("replace" in batch and batch["replace"][row])
         return MeshTask(
             index=row,
@@ -208,6 +221,19 @@ class VoxelizeBatch:
     def _label(batch: dict[str, np.ndarray], row: int) -> str:
         """How the results name a row's mesh: its path, or its file's name."""
         return str(batch["path" if "path" in batch else "name"][row])
+
+
+def _claim(task: MeshTask, claimed: dict[Path, str]) -> None:
+    """OutputError if an earlier row of the call writes the task's output too (two rows of
+    one name): only the last result would survive, the others reported done."""
+    assert task.output is not None
+    key = absolute(task.output)
+    if key in claimed:
+        raise OutputError(
+            f"{task.label}: {claimed[key]} writes {task.output} too (rows need names of their own)",
+            path=task.output,
+        )
+    claimed[key] = task.label
 
 
 def _actor_device(requested: str | int | None) -> str | int | None:
@@ -255,7 +281,13 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
             ["\n".join(type(w).__name__ for w in r.warnings) for r in results], object
         ),
         "origin": np.array([(np.nan,) * 3 if r.origin is None else r.origin for r in results]),
-        "voxel_size": np.array([np.nan if r.voxel_size is None else r.voxel_size for r in results]),
+        # one size for cubes (NaN for voxels of three sizes), and the three sizes always
+        "voxel_size": np.array(
+            [np.nan if not isinstance(r.voxel_size, float) else r.voxel_size for r in results]
+        ),
+        "spacing": np.array(
+            [(np.nan,) * 3 if r.voxel_size is None else voxel_sizes(r.voxel_size) for r in results]
+        ),
     }
     if with_voxels:
         grids = [r.result for r in results]
@@ -264,7 +296,6 @@ def _columns(results: list[BatchResult], with_voxels: bool) -> dict[str, np.ndar
             bits[row] = np.zeros(0, np.uint8) if grid is None else np.packbits(grid.to_numpy())
         columns["bits"] = bits
         columns["shape"] = np.array([(0, 0, 0) if g is None else g.shape for g in grids], np.int64)
-
     return columns
 
 
@@ -279,9 +310,9 @@ def to_dense(row: dict[str, Any]) -> DenseGrid:
     shape = check_shape([int(n) for n in row["shape"]])
     count = shape[0] * shape[1] * shape[2]
     voxels = np.unpackbits(np.asarray(row["bits"], np.uint8), count=count).astype(bool)
-    placement = GridPlacement(
-        shape, np.asarray(row["origin"], np.float64), float(row["voxel_size"])
-    )
+    sizes = row["spacing"] if "spacing" in row else [row["voxel_size"]] * 3
+    hx, hy, hz = (float(h) for h in sizes)
+    placement = GridPlacement(shape, np.asarray(row["origin"], np.float64), (hx, hy, hz))
     return DenseGrid(voxels.reshape(shape), placement)
 
 
@@ -296,6 +327,10 @@ def result_of(row: dict[str, Any]) -> BatchResult:
     status: Status = str(row["status"])  # type: ignore[assignment]
     origin = [float(v) for v in np.asarray(row["origin"], np.float64).reshape(3)]
     voxel_size = float(row["voxel_size"])
+    sizes = np.asarray(row.get("spacing", [voxel_size] * 3), np.float64).reshape(3)
+    size: VoxelSize | None = None  # (a row without a placement: NaN)
+    if not np.isnan(sizes).any():
+        size = float(sizes[0]) if not np.isnan(voxel_size) else (sizes[0], sizes[1], sizes[2])
     return BatchResult(
         index=int(row.get("index", -1)),
         input=str(row["input"]),
@@ -309,7 +344,7 @@ def result_of(row: dict[str, Any]) -> BatchResult:
         device=str(row["device"]),
         warnings=_warnings_of(row),
         origin=None if np.isnan(origin).any() else (origin[0], origin[1], origin[2]),
-        voxel_size=None if np.isnan(voxel_size) else voxel_size,
+        voxel_size=size,
     )
 
 
@@ -397,16 +432,17 @@ def voxelize_files_on_ray(
     if up_axis is not None and not output_format.takes_up_axis:
         raise OutputError("up_axis is for .vox outputs (format='vox') only")
     make_out_dir(Path(out_dir))
-    skipped = [t for t in tasks if skip_existing and t.output and os.path.lexists(t.output)]
+    exists = {t.index: t.output is not None and os.path.lexists(t.output) for t in tasks}
+    skipped = [t for t in tasks if skip_existing and exists[t.index]]
     rows = [
         {
             "index": task.index,
             "path": str(task.source),
             "output": str(task.output),
-            "replace": bool(task.replace or not os.path.lexists(str(task.output))),
+            "replace": bool(task.replace or not exists[task.index]),
         }
         for task in tasks
-        if task not in skipped
+        if not (skip_existing and exists[task.index])  # a lookup, not a scan: linear in paths
     ]
     return BatchRun(
         _ray_results(
@@ -437,7 +473,7 @@ def _shards_on_ray(
 ) -> BatchRun:
     """voxelize_files_on_ray into one voxel shard store (voxelizer.shards): the actors write
     their meshes' chunks, this driver the table."""
-    shape = check_shard_shape(checked.shape, checked.voxel_size)
+    shape = check_shard_shape(checked.shape, checked.voxel_size, checked.bounds, checked.pad)
     labels = [os.fspath(path) for path in paths]
     writer = open_store(store, labels, shape, options=dict(checked.keywords()),
                         overwrite=overwrite, skip_existing=skip_existing)  # fmt: skip
@@ -475,16 +511,7 @@ def _ray_results(
         return
     connected = not ray.is_initialized()
     if connected:
-        try:
-            ray.init(
-                address=address,
-                runtime_env=forwarded_runtime_env() or None,
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-            )
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            raise DeviceError(f"cannot connect to the Ray cluster {address!r}: {exc}") from None
+        connect(address)
     try:
         context = ray.data.DataContext.get_current()
         context.enable_progress_bars = False
@@ -504,3 +531,69 @@ def _ray_results(
     finally:
         if connected:
             ray.shutdown()
+
+
+CONNECT_SECONDS = 60.0  # ray.init waits this long at most for a cluster (it retried for ever)
+
+
+def connect(address: str | None, seconds: float = CONNECT_SECONDS) -> None:
+    """ray.init for `address` ("auto", host:port, ray://host:port, or None: a new local
+    cluster), bounded in time: DeviceError naming the address, at once where nothing
+    listens there, or after `seconds` where what listens does not answer as a cluster
+    (ray.init keeps retrying such an address for as long as it runs)."""
+    where = _listening_address(address)
+    if where is not None:
+        host, port = where
+        try:
+            with socket.create_connection((host, port), timeout=min(seconds, 10.0)):
+                pass
+        except OSError as exc:
+            reason = os_error_text(exc) if not isinstance(exc, TimeoutError) else "no answer"
+            raise DeviceError(f"cannot reach the Ray cluster at {address} ({reason})") from None
+    outcome: list[BaseException | None] = []
+
+    def initialise() -> None:
+        # Off the main thread Ray leaves SIGTERM alone (the command's handler stays: a
+        # SIGTERM ends a batch as Ctrl-C does) and says so; that line is not the user's news.
+        logging.getLogger("ray._private.worker").addFilter(_not_the_sigterm_notice)
+        try:
+            ray.init(
+                address=address,
+                runtime_env=forwarded_runtime_env() or None,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
+            )
+            outcome.append(None)
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append(exc)
+
+    # A daemon thread: where the cluster never answers it is left waiting, and the process
+    # can still end.
+    thread = threading.Thread(target=initialise, name="voxelizer-ray-connect", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise DeviceError(f"the Ray cluster at {address} did not answer within {seconds:g} s")
+    error = outcome[0]
+    if isinstance(error, (ConnectionError, RuntimeError, ValueError)):
+        raise DeviceError(f"cannot connect to the Ray cluster {address!r}: {error}") from None
+    if error is not None:
+        raise error
+
+
+def _not_the_sigterm_notice(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("SIGTERM handler is not set")
+
+
+def _listening_address(address: str | None) -> tuple[str, int] | None:
+    """(host, port) that something must listen on for `address` to be a cluster: an
+    explicit host:port (ray://host:port too); None for "auto", None and other forms (Ray
+    resolves those itself)."""
+    if address is None or address == "auto":
+        return None
+    text = address.removeprefix("ray://")
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)

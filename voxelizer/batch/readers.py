@@ -66,7 +66,14 @@ def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False
     mesh = load_mesh(source)
     mesh.indices  # noqa: B018 - computed now, cached
     try:
-        placement = GridPlacement.around(mesh, options.shape, options.voxel_size, options.bounds)
+        placement = GridPlacement.around(
+            mesh,
+            options.shape,
+            options.voxel_size,
+            options.bounds,
+            box_fit=options.box_fit,
+            pad=options.pad,
+        )
         placement.placed_vertices(mesh)
         if make_soup and uploads_soup(options.variant):
             placement.make_soup(mesh)  # copied by the device's thread instead of gathered
@@ -240,8 +247,14 @@ class LoadProcesses:
 
 
 # The helper imports this very package (whatever the working directory or sys.path of the
-# batch's process), then says so.
-_HELPER = "import sys; sys.path.insert(0, {!r}); from voxelizer.batch.readers import main; main()"
+# batch's process), then says so. `-c` puts the current folder first on the module path: a
+# numpy.py there would run in the helper. -P (Python 3.11 and later) leaves it off, and the
+# program drops it where -P is unknown, before any import that could find it.
+_HELPER = (
+    "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+    "sys.path.insert(0, {!r}); from voxelizer.batch.readers import main; main()"
+)
+_SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
 
 
 def _fork_helpers(count: int) -> list[ForkedHelper]:
@@ -253,7 +266,7 @@ def _fork_helpers(count: int) -> list[ForkedHelper]:
     garbage of this process's)."""
     ends: list[tuple[int, int, int]] = []  # (pid, requests' write end, replies' read end)
     try:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         gc.freeze()
         try:
             for _ in range(count):
@@ -311,7 +324,8 @@ def _forked_main(
     finalizers run here)."""
     code = 1
     try:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (as main does)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in foreign:
             os.close(fd)
@@ -332,7 +346,7 @@ def _start() -> subprocess.Popen[bytes]:
     """A helper process, once it is ready; OSError if it does not start."""
     package_parent = str(Path(__file__).resolve().parents[2])
     helper = subprocess.Popen(
-        [sys.executable, "-c", _HELPER.format(package_parent)],
+        [sys.executable, *_SAFE_PATH, "-c", _HELPER.format(package_parent)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         bufsize=1 << 20,
@@ -452,7 +466,10 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 
 
 def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the batch ends its helpers
+    # The batch ends its helpers (by closing their input): a Ctrl-C or a SIGTERM sent to the
+    # whole group leaves them to it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     replies = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the replies
     use_threads(1)  # one core per helper: the helpers share the host's cores

@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from ..console import one_line
 from ..errors import OutputError, ThinResultWarning
 from ..grid import DenseGrid
-from ..io.mesh_files import output_paths
+from ..io.files import os_error_text, resolved
+from ..io.mesh_files import output_paths, refuse_outputs_of_inputs
 from ..io.meshes import MeshLike
 from ..io.output import check_output_path
 from ..io.writers import OutputFormat
 from ..options import Options
+from ..placement import VoxelSize
 from ..svo import SVO
 
 Status = Literal["done", "skipped", "failed"]
@@ -53,7 +56,7 @@ class BatchResult:
     device: str = ""
     warnings: tuple[Warning, ...] = field(default=(), repr=False)
     origin: tuple[float, float, float] | None = None  # the grid's placement, where done
-    voxel_size: float | None = None
+    voxel_size: VoxelSize | None = None  # h, or (hx, hy, hz)
 
     @property
     def ok(self) -> bool:
@@ -150,7 +153,9 @@ def plan_tasks(
     root: str | os.PathLike | None,
     overwrite: bool,
 ) -> list[MeshTask]:
-    """One task per input: its label and, with out_dir, its output path in `format`."""
+    """One task per input: its label and, with out_dir, its output path in `format`.
+    OutputError before any work if two inputs would write one file (an in-memory mesh is
+    named by its index: mesh0, ...) or an output would replace an input file."""
     labels = [
         os.fspath(item) if isinstance(item, (str, os.PathLike)) else f"<{type(item).__name__} #{i}>"
         for i, item in enumerate(inputs)
@@ -168,12 +173,25 @@ def plan_tasks(
     ) if files else []  # fmt: skip
     outputs = {i: output for (i, _), output in zip(files, named)}
     width = len(str(max(len(inputs) - 1, 0)))
+    claimed = {output: labels[i] for i, output in outputs.items()}
+    for i in range(len(inputs)):
+        if i not in outputs:  # an in-memory mesh, named by its index
+            output = Path(out_dir) / f"mesh{i:0{width}d}{format.suffix}"
+            if output in claimed:
+                raise OutputError(
+                    f"{claimed[output]} and {labels[i]} would both write {output} (rename "
+                    "the file, or voxelize them in separate batches)",
+                    path=output,
+                )
+            claimed[output] = labels[i]
+            outputs[i] = output
+    refuse_outputs_of_inputs([path for _, path in files], [outputs[i] for i, _ in files])
     return [
         MeshTask(
             index=i,
             source=item,
             label=labels[i],
-            output=outputs.get(i, Path(out_dir) / f"mesh{i:0{width}d}{format.suffix}"),
+            output=outputs[i],
             replace=overwrite,
             format=format,
         )
@@ -181,14 +199,39 @@ def plan_tasks(
     ]
 
 
+def inside(out_dir: Path, name: Path, label: str) -> Path:
+    """out_dir / name, where `name` comes from outside (a dataset row's): OutputError unless
+    it stays inside out_dir, as written (relative, no `..`) and on disk (no symlinked folder
+    of out_dir leading out of it)."""
+    if name.is_absolute() or name.drive or ".." in name.parts or "\0" in str(name):
+        raise OutputError(
+            f"{label}: the name {str(name)!r} would write outside the output folder "
+            f"{out_dir} (names are relative paths without '..')"
+        )
+    output = out_dir / name
+    existing = output.parent
+    while not os.path.lexists(existing) and existing != out_dir:
+        existing = existing.parent
+    if not resolved(existing).is_relative_to(resolved(out_dir)):
+        raise OutputError(
+            f"{label}: {output} lies outside the output folder {out_dir} (a symlinked "
+            "folder leads out of it)"
+        )
+    return output
+
+
 def make_out_dir(out_dir: Path) -> None:
     """Create the output folder (and its parents); OutputError if it cannot be."""
-    if out_dir.exists() and not out_dir.is_dir():
+    if os.path.lexists(out_dir) and not os.path.isdir(out_dir):
+        try:
+            os.stat(out_dir)
+        except OSError as exc:  # a broken link, a symlink loop
+            raise OutputError(f"{out_dir}: no output folder ({os_error_text(exc)})") from None
         raise OutputError(f"{out_dir}: the output folder is a file", path=out_dir)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OutputError(f"{out_dir}: cannot create ({exc.strerror or exc})") from exc
+        raise OutputError(f"{out_dir}: cannot create ({os_error_text(exc)})") from exc
     check_output_path(out_dir / ".voxelizer-write-check", overwrite=True)
 
 
@@ -202,5 +245,7 @@ def error_text(label: str, error: BaseException) -> str:
         text = f"out of host memory ({str(error).strip() or 'MemoryError'})"
     else:
         text = str(error).strip() or type(error).__name__
-    text = text.splitlines()[0]
-    return text if label in text else f"{label}: {text}"
+    # A newline in the input's name is shown escaped, not taken for the end of the line.
+    shown = one_line(label)
+    text = text.replace(label, shown).splitlines()[0]
+    return text if shown in text else f"{shown}: {text}"

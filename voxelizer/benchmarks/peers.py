@@ -64,7 +64,7 @@ def prepare(peer: str, mesh: Mesh, n: int) -> tuple[Callable[[], Any], Callable[
     """(run, to_ours): run() is the timed peer call; to_ours(result) is its voxels as
     bool[i, j, k] on our grid."""
     placement = GridPlacement.fit(mesh, n)
-    h = placement.voxel_size
+    h = float(placement.spacing[0])  # cubes: a grid placed around the mesh
     centre0 = placement.origin + h / 2  # world position of the centre of voxel (0, 0, 0)
     if peer == "reference":
         from voxelizer.reference import voxelize_reference

@@ -57,7 +57,12 @@ def write_both(grids: list[voxelizer.DenseGrid], count: int, out: Path) -> dict[
         write_chunk(grid, chunk_path(store, index))
         writer.record(
             index,
-            Row(f"mesh{index:06d}", "done", origin=tuple(grid.origin), voxel_size=grid.voxel_size),
+            Row(
+                f"mesh{index:06d}",
+                "done",
+                origin=tuple(grid.origin),
+                voxel_size=float(grid.spacing[0]),  # (cubes: the benchmark's grids)
+            ),
         )
     writer.close()
     store_seconds = time.perf_counter() - started

@@ -1,4 +1,5 @@
-"""Reading .binvox files back (the writer is voxelizer.io.writers.write_binvox).
+"""Reading .binvox files back, and the run-length code the writer
+(voxelizer.io.writers.write_binvox) writes.
 
 binvox 1: a text header (`dim N N N`, `translate tx ty tz`, `scale s`, `data`), then
 (value, count) byte pairs run-length encoding the voxels with y fastest, then z, then x.
@@ -16,9 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, GridError
-from ..grid import DenseGrid
+from ..budget import check_host_fits
+from ..errors import FormatError, GridError, MemoryBudgetError
+from ..grid import ColumnBits, DenseGrid, column_words
 from ..placement import GridPlacement, check_shape
+from .files import read_regular
 
 MAX_HEADER_LINES = 16  # the five of binvox 1, and room for comments
 
@@ -26,15 +29,14 @@ MAX_HEADER_LINES = 16  # the five of binvox 1, and room for comments
 def read_binvox(path: str | os.PathLike) -> DenseGrid:
     """The DenseGrid of a cubic .binvox file; FormatError names the file and what is wrong."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    data = read_regular(path, FormatError)
     try:
         placement, start = _header(data)
         voxels = _runs(data[start:], placement.shape[0])
     except FormatError as exc:
         raise FormatError(f"{path}: {exc}") from None
+    except MemoryBudgetError as exc:
+        raise MemoryBudgetError(f"{path}: {exc}") from None
     return DenseGrid(voxels, placement)
 
 
@@ -92,5 +94,78 @@ def _runs(body: bytes, n: int) -> np.ndarray:
     covered = int(counts.sum(dtype=np.int64))
     if covered != n**3:
         raise FormatError(f"the runs cover {covered} voxels, dim {n} needs {n**3}")
+    check_host_fits(2 * n**3, f"the {n}x{n}x{n} grid")  # the runs expanded, then reordered
     flat = np.repeat(values.astype(bool), counts)
     return np.ascontiguousarray(flat.reshape(n, n, n).transpose(0, 2, 1))  # [x, z, y] -> [x, y, z]
+
+
+# --- writing: the run-length code, from the GPU's column words --------------------------------
+
+TRANSITION_WORDS = 1 << 22  # column words compared at a time (16 MiB): the peak's bound
+
+
+def binvox_runs(columns: ColumnBits) -> np.ndarray:
+    """The (value, count <= 255) byte pairs of a cubic grid in binvox order (y fastest,
+    then z, then x), as uint8 (2 * pairs,), computed from its column words without the
+    bool grid: voxel (x, z, y) and the one before it differ along y exactly where the words
+    of columns (x, y - 1) and (x, y) differ, so the XOR of neighbouring rows of words marks
+    every change of value but those at the start of a y row (read from the words of rows
+    0 and n - 1). Runs end at the changes; their values alternate from voxel (0, 0, 0)'s."""
+    n = columns.shape[0]
+    words = column_words(n)
+    grid = columns.words.reshape(n, n, words)  # [y, x, word]
+    lane = 64 if words % 2 == 0 else 32  # compared 64 bits at a time where a column allows
+    lanes = grid.view(np.uint64) if lane == 64 else grid
+    per_column = lanes.shape[2]
+    mask = np.full(per_column, np.iinfo(lanes.dtype).max, lanes.dtype)
+    if n < lane * per_column:  # bits z >= n are padding, never compared
+        mask[-1] = (1 << (n - lane * (per_column - 1))) - 1
+    changes = [_row_starts(grid, n)]
+    rows = max(1, TRANSITION_WORDS // (n * words))
+    for low in range(1, n, rows):
+        high = min(n, low + rows)
+        differ = lanes[low:high] ^ lanes[low - 1 : high - 1]  # [y - low, x, lane]
+        differ &= mask
+        found = np.flatnonzero(differ)
+        if len(found) == 0:
+            continue
+        flipped = differ.reshape(-1)[found].astype(f"<u{lane // 8}", copy=False)
+        which, bit = np.nonzero(
+            np.unpackbits(flipped.view(np.uint8).reshape(-1, lane // 8), axis=1, bitorder="little")
+        )
+        spot = found[which]
+        y = spot // (n * per_column) + low
+        x = (spot // per_column) % n
+        z = (spot % per_column) * lane + bit
+        changes.append((x * n + z) * n + y)
+    starts = np.sort(np.concatenate(changes))
+    lengths = np.diff(starts, append=n**3, prepend=0)
+    first = bool(grid[0, 0, 0] & 1)
+    values = (np.arange(len(lengths)) % 2).astype(bool) ^ first
+    return _pairs(values, lengths)
+
+
+def _row_starts(grid: np.ndarray, n: int) -> np.ndarray:
+    """Positions (in binvox order) of the changes at the start of a y row: voxel (x, z, 0)
+    against the last one of the row before, (x, z - 1, n - 1) or (x - 1, n - 1, n - 1)."""
+    first = _unpacked(grid[0], n).reshape(-1)  # [x * n + z]: voxel (x, z, y = 0)
+    last = _unpacked(grid[n - 1], n).reshape(-1)  # voxel (x, z, y = n - 1)
+    rows = np.flatnonzero(first[1:] != last[:-1]) + 1
+    return rows.astype(np.int64) * n
+
+
+def _unpacked(row: np.ndarray, n: int) -> np.ndarray:
+    """bool [x, z] of one row of columns' words [x, word]."""
+    return np.unpackbits(row.view(np.uint8), axis=1, count=n, bitorder="little").view(bool)
+
+
+def _pairs(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """(value, count) byte pairs of runs, each longer than 255 cut into runs of 255 and one
+    of the rest."""
+    pieces = (lengths + 254) // 255
+    counts = np.full(int(pieces.sum()), 255, np.int64)
+    counts[np.cumsum(pieces) - 1] = lengths - 255 * (pieces - 1)
+    pairs = np.empty((len(counts), 2), np.uint8)
+    pairs[:, 0] = np.repeat(values, pieces)
+    pairs[:, 1] = counts
+    return pairs.reshape(-1)

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import MeshError, OutputError
+from ..errors import ArgumentError, MemoryBudgetError, MeshError, OutputError
+from .files import read_regular, resolved
 
 # What a directory is searched for (case-insensitive): the mesh files of common datasets
 # (ShapeNet .obj, ModelNet .off, Thingi10K .stl, Objaverse .glb) and the scanned .ply.
@@ -27,66 +28,73 @@ GLOB_CHARACTERS = frozenset("*?[")
 class MeshFiles:
     """Mesh files found from command-line style inputs, and the folder their outputs mirror:
     the deepest folder common to every input's own root (a directory itself, a glob's fixed
-    part, a file's folder)."""
+    part, a file's folder). `lists`: the @list.txt files read (inputs, not outputs)."""
 
     paths: list[Path]
     root: Path
+    lists: tuple[Path, ...] = ()
+
+
+def absolute(path: str | os.PathLike) -> Path:
+    """The path made absolute as written, `..` taken lexically, symlinks kept: the name a
+    user gave, which outputs mirror (a file behind a link is named by the link)."""
+    return Path(os.path.abspath(path))
 
 
 def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None) -> MeshFiles:
     """Files, directories (searched recursively for MESH_SUFFIXES), globs (`**` included) and
     `@list.txt` files (one input of these kinds per line; blank lines and `#` comments
-    skipped; relative paths from the current folder), in the order given, each file once.
+    skipped; relative paths from the current folder), in the order given, each path once.
+    Paths are taken as given: two symlinks to one file are two inputs, and a link inside a
+    folder is found there even where it is broken or loops (it then fails as one mesh).
     Files under `exclude` (an output folder inside an input folder) are left out of
     directory and glob searches. MeshError names an input that matches nothing."""
-    found: dict[Path, Path] = {}  # resolved -> as given (first occurrence)
+    found: dict[Path, Path] = {}  # absolute -> as given (first occurrence)
     roots: list[Path] = []
-    excluded = exclude.resolve() if exclude is not None else None
-
-    def wanted(path: Path) -> bool:
-        return excluded is None or not path.resolve().is_relative_to(excluded)
+    lists: list[Path] = []
+    left_out = _left_out(exclude)
 
     def add(spec: str, listed_in: str | None) -> None:
         where = f" (listed in {listed_in})" if listed_in else ""
         path = Path(spec)
-        if spec.startswith("@") and listed_in is None and not path.exists():
+        if spec.startswith("@") and listed_in is None and not os.path.lexists(path):
             add_list(Path(spec[1:]))
             return
-        if path.is_dir():
-            files = sorted(
-                (p for p in path.rglob("*") if p.suffix.lower() in MESH_SUFFIXES and p.is_file()),
-                key=lambda p: p.as_posix(),
-            )
-            files = [p for p in files if wanted(p)]
+        if os.path.isdir(path):
+            candidates = sorted(_meshes_under(path), key=lambda p: p.as_posix())
+            files = [p for p in candidates if not left_out(p)]
             if not files:
-                raise MeshError(f"{spec}: no mesh files ({', '.join(MESH_SUFFIXES)}){where}")
+                raise MeshError(_nothing_found(spec, where, bool(candidates), exclude))
             roots.append(path)
             for file in files:
-                found.setdefault(file.resolve(), file)
+                found.setdefault(absolute(file), file)
             return
-        if path.exists():
+        if os.path.lexists(path):  # a file, or a link (a broken one fails as its mesh)
             roots.append(path.parent)
-            found.setdefault(path.resolve(), path)
+            found.setdefault(absolute(path), path)
             return
         if GLOB_CHARACTERS & set(spec):
-            matches = [
+            candidates = [
                 Path(match)
                 for match in sorted(glob.glob(spec, recursive=True))
-                if Path(match).is_file() and wanted(Path(match))
+                if os.path.isfile(match) or os.path.islink(match)
             ]
+            matches = [match for match in candidates if not left_out(match)]
             if not matches:
-                raise MeshError(f"{spec}: no file matches{where}")
+                raise MeshError(_nothing_found(spec, where, bool(candidates), exclude))
             roots.append(_glob_root(spec))
             for match in matches:
-                found.setdefault(match.resolve(), match)
+                found.setdefault(absolute(match), match)
             return
         raise MeshError(f"{spec}: no such file{where}")
 
     def add_list(list_file: Path) -> None:
-        try:
-            lines = list_file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise MeshError(f"@{list_file}: cannot read the list ({exc})") from None
+        try:  # a regular file only: a FIFO or /dev/zero named as the list would never end
+            lines = read_regular(list_file, MeshError).decode("utf-8").splitlines()
+        except (MeshError, MemoryBudgetError, UnicodeDecodeError) as exc:
+            reason = str(exc).removeprefix(f"{list_file}: ")
+            raise MeshError(f"@{list_file}: cannot read the list ({reason})") from None
+        lists.append(list_file)
         entries = [line.strip() for line in lines]
         entries = [line for line in entries if line and not line.startswith("#")]
         if not entries:
@@ -94,11 +102,57 @@ def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None)
         for entry in entries:
             add(entry, f"@{list_file}")
 
-    for spec in specs:
-        add(os.fspath(spec), None)
+    for spec in _specs(specs):
+        add(spec, None)
     if not found:
         raise MeshError("no input meshes")
-    return MeshFiles(list(found.values()), common_root(roots))
+    return MeshFiles(list(found.values()), common_root(roots), tuple(lists))
+
+
+def _meshes_under(folder: Path) -> Iterable[Path]:
+    """The files and symlinks below `folder` (symlinked folders not entered) whose names end
+    in MESH_SUFFIXES."""
+    for path in folder.rglob("*"):
+        if path.suffix.lower() in MESH_SUFFIXES and (path.is_symlink() or path.is_file()):
+            yield path
+
+
+def _left_out(exclude: Path | None) -> Callable[[Path], bool]:
+    """Whether a found file lies in the output folder `exclude`, by the path as given or
+    by where its folders really are."""
+    if exclude is None:
+        return lambda path: False
+    given, real = absolute(exclude), resolved(exclude)
+    folders = _Folders()
+    return lambda path: (
+        absolute(path).is_relative_to(given) or folders.entry(path).is_relative_to(real)
+    )
+
+
+def _nothing_found(spec: str, where: str, any_left_out: bool, exclude: Path | None) -> str:
+    """Why an input named no mesh file: none there, or every one in the output folder."""
+    if any_left_out:
+        return (
+            f"{spec}: its mesh files are all in the output folder {exclude}, which a batch "
+            f"does not read (its outputs go there; choose another output folder){where}"
+        )
+    nothing = "no file matches" if GLOB_CHARACTERS & set(spec) else "no mesh files"
+    return f"{spec}: {nothing} ({', '.join(MESH_SUFFIXES)}){where}"
+
+
+def _specs(specs: object) -> list[str]:
+    """The inputs as text: one path (a str or a Path) or an iterable of them; ArgumentError
+    for anything else (a str is one input, never its characters)."""
+    if isinstance(specs, (str, os.PathLike)):
+        specs = [specs]
+    if not isinstance(specs, Iterable):
+        raise ArgumentError(f"find_meshes takes paths, not {type(specs).__name__}")
+    texts = []
+    for spec in specs:
+        if not isinstance(spec, (str, os.PathLike)):
+            raise ArgumentError(f"find_meshes takes paths, not {type(spec).__name__}")
+        texts.append(os.fspath(spec))
+    return texts
 
 
 def _glob_root(pattern: str) -> Path:
@@ -115,9 +169,9 @@ def _glob_root(pattern: str) -> Path:
 
 
 def common_root(folders: Iterable[Path]) -> Path:
-    """The deepest folder that contains every one of `folders` (as an absolute path)."""
-    resolved = [str(folder.resolve()) for folder in folders]
-    return Path(os.path.commonpath(resolved)) if resolved else Path.cwd()
+    """The deepest folder that contains every one of `folders` (absolute, as written)."""
+    given = {str(absolute(folder)) for folder in folders}
+    return Path(os.path.commonpath(sorted(given))) if given else Path.cwd()
 
 
 # --- naming outputs -----------------------------------------------------------------------------
@@ -127,16 +181,17 @@ def output_paths(
     paths: Sequence[Path], out_dir: str | os.PathLike, suffix: str, root: Path | None = None
 ) -> list[Path]:
     """Each input's output: its path below `root` (default: the inputs' deepest common
-    folder), under `out_dir`, with `suffix`. OutputError if an input lies outside `root` or
-    two inputs would write the same file (`a.ply` and `a.obj` both make `a.npz`)."""
-    base = common_root(path.parent for path in paths) if root is None else root.resolve()
+    folder), under `out_dir`, with `suffix`; paths as given (a file behind a symlink is
+    named by the link). OutputError if an input lies outside `root` or two inputs would
+    write the same file (`a.ply` and `a.obj` both make `a.npz`)."""
+    base = common_root(path.parent for path in paths) if root is None else absolute(root)
     outputs: list[Path] = []
     claimed: dict[Path, Path] = {}
     for path in paths:
-        resolved = path.resolve()
-        if not resolved.is_relative_to(base):
+        given = absolute(path)
+        if not given.is_relative_to(base):
             raise OutputError(f"{path} is not inside {base}, whose tree the outputs mirror")
-        output = Path(out_dir) / resolved.relative_to(base).with_suffix(suffix)
+        output = Path(out_dir) / given.relative_to(base).with_suffix(suffix)
         if output in claimed:
             raise OutputError(
                 f"{claimed[output]} and {path} would both write {output} (rename one, or "
@@ -146,3 +201,76 @@ def output_paths(
         claimed[output] = path
         outputs.append(output)
     return outputs
+
+
+def refuse_outputs_of_inputs(inputs: Sequence[Path], outputs: Sequence[Path | None]) -> None:
+    """OutputError if an output would replace one of `inputs` (see replaced_input)."""
+    found = replaced_input(inputs, outputs)
+    if found is not None:
+        output, replaced = found
+        raise OutputError(
+            f"{output}: an output would replace the input {replaced} (choose another output "
+            "folder or format)",
+            path=output,
+        )
+
+
+def replaced_input(
+    inputs: Sequence[Path], outputs: Sequence[Path | None]
+) -> tuple[Path, Path] | None:
+    """The first (output, input) where writing the output would replace the input: the same
+    path, a path to it through a symlinked folder, the file a symlinked input points to,
+    or, for an output that exists, a hard link to it. None where no output would."""
+    folders = _Folders()
+    entries: dict[Path, Path] = {}
+    for path in inputs:
+        entries.setdefault(folders.entry(path), path)
+        if os.path.islink(path):  # replacing the link's target loses the input too
+            entries.setdefault(resolved(path), path)
+    identities: dict[tuple[int, int], Path] | None = None
+    for output in outputs:
+        if output is None:
+            continue
+        replaced = entries.get(folders.entry(output))
+        if replaced is None and os.path.lexists(output):
+            if identities is None:
+                identities = _identities(inputs)
+            replaced = identities.get(_identity(output) or (-1, -1))
+        if replaced is not None:
+            return output, replaced
+    return None
+
+
+class _Folders:
+    """Folders resolved once each: a batch's files share a few folders."""
+
+    def __init__(self) -> None:
+        self._real: dict[str, Path] = {}
+
+    def entry(self, path: Path) -> Path:
+        """Where the directory entry `path` really is: its folder resolved (symlinked
+        folders followed), its own name kept (a symlink is itself, not its target)."""
+        given = os.path.abspath(path)
+        folder = os.path.dirname(given)
+        real = self._real.get(folder)
+        if real is None:
+            real = self._real[folder] = resolved(folder)
+        return real / os.path.basename(given)
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino
+
+
+def _identities(paths: Sequence[Path]) -> dict[tuple[int, int], Path]:
+    """The (device, inode) of each file that exists, followed through symlinks."""
+    found: dict[tuple[int, int], Path] = {}
+    for path in paths:
+        identity = _identity(path)
+        if identity is not None:
+            found.setdefault(identity, path)
+    return found

@@ -273,8 +273,8 @@ def int64_faces(columns: Sequence[np.ndarray], vertex_count: int) -> np.ndarray:
         largest.append(int(chunk.view(np.uint64).max(initial=0)))
 
     for_row_chunks(len(faces), convert)
-    if largest and max(largest) >= vertex_count:
-        check_indices(faces.reshape(-1), vertex_count)
+    if largest and max(largest) >= vertex_count:  # named as written: 2^63 is not negative
+        check_indices(faces.reshape(-1), vertex_count, written=np.stack(columns, axis=1).ravel())
     return faces
 
 

@@ -1,13 +1,13 @@
 """Writing the voxels' outer faces (voxelizer.surface) as PLY, OBJ or GLB, with every vertex
 exactly as SVO.to_mesh() holds it, so that a reader computes the volume of the same
-polyhedron (count * h^3) up to the rounding of its own sum.
+polyhedron (count * hx * hy * hz) up to the rounding of its own sum.
 
 - PLY: binary little-endian, float64 coordinates (`property double`), int32 indices.
 - OBJ: text, each coordinate as Python's repr, the shortest decimal that reads back as the
   same float64.
 - GLB: glTF stores positions as float32 only, so the vertices are written in grid units
   (multiples of 1/FINE below 2^17 voxels: exact in float32) and the node's matrix (float64
-  in the JSON) places them: scale h, translation the grid origin. trimesh applies it in
+  in the JSON) places them: scale (hx, hy, hz), translation the grid origin. trimesh applies it in
   float64 and gets to_mesh()'s vertices; open3d applies it in float32.
 """
 
@@ -29,7 +29,7 @@ def write_mesh(result: Placed, path: str | os.PathLike, overwrite: bool, *, kind
     """The outer faces of the voxels (as SVO.to_mesh()) as `kind`: "ply", "obj" or "glb"."""
     fine, triangles = fine_surface(result.to_numpy())
     origin = np.asarray(result.placement.origin, np.float64)
-    h = float(result.voxel_size)
+    h = result.placement.spacing
     with open_output(path, overwrite) as fh:
         if kind == "glb":
             fh.write(_glb(fine, triangles, origin, h))
@@ -82,7 +82,7 @@ def _write_obj(fh: BinaryIO, vertices: np.ndarray, triangles: np.ndarray) -> Non
         fh.write((("f %d %d %d\n" * len(rows)) % tuple(rows.ravel().tolist())).encode("ascii"))
 
 
-def _glb(fine: np.ndarray, triangles: np.ndarray, origin: np.ndarray, h: float) -> bytes:
+def _glb(fine: np.ndarray, triangles: np.ndarray, origin: np.ndarray, h: np.ndarray) -> bytes:
     import trimesh  # only for .glb: `import voxelizer` stays light
 
     grid = trimesh.Trimesh(fine / FINE, triangles, process=False)

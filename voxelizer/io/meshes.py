@@ -14,12 +14,21 @@ import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, BinaryIO, Union
 
 import numpy as np
 
 from ..errors import MeshError
 from ..mesh import Mesh, checked_mesh, usable_mesh
+from .files import open_regular, os_error_text
+from .mesh_archives import (
+    ARCHIVE_TYPES,
+    LIBRARY_MEMORY_FACTOR,
+    NATIVE_MEMORY_FACTOR,
+    bunzipped,
+    check_unpacked_size,
+    regular_file_resolver,
+)
 from .mesh_parsing import MalformedMesh, MeshBytes, text_bytes
 from .obj_file import read_obj
 from .ply_file import read_ply
@@ -56,37 +65,58 @@ def load_mesh(source: MeshLike) -> Mesh:
 
 
 def read_mesh_file(path: Path) -> Mesh:
-    """The triangles of a mesh file, or MeshError saying why there are none to voxelize."""
-    if not path.exists():
-        raise MeshError(f"{path}: no such file")
-    if not path.is_file():
-        raise MeshError(f"{path}: not a file")
-    file_type = _mesh_file_type(path)
-    reader = NATIVE_READERS.get(file_type)
-    if reader is None:
-        return _read_with_trimesh(path, file_type)
-    label = file_type.upper()
-    try:
-        with open(path, "rb") as file:
+    """The triangles of a mesh file, or MeshError saying why there are none to voxelize.
+    Only a regular file is read (a FIFO, a device or a folder is refused)."""
+    with open_regular(path, MeshError, missing="no such file") as file:
+        file_type = _mesh_file_type(path)
+        label = file_type.upper()
+        try:
             if os.fstat(file.fileno()).st_size == 0:
                 raise MeshError(f"{path}: cannot read mesh ({label} file): the file is empty")
+            if file_type == "bz2":  # one compressed file: unpacked here, within memory
+                return _read_bunzipped(path, file)
+            if file_type not in NATIVE_READERS:
+                return _read_with_trimesh(path, file, file_type)
             data = _mapped(file)
+        except OSError as exc:
+            raise MeshError(f"{path}: cannot read mesh ({os_error_text(exc)})") from exc
+    return _read_natively(path, data, file_type)
+
+
+def _read_natively(path: Path, data: MeshBytes, file_type: str) -> Mesh:
+    """The mesh of a PLY, STL or OBJ file's bytes (or its mapping, closed here)."""
+    try:
         try:
-            vertices, faces = reader(data)
+            vertices, faces = NATIVE_READERS[file_type](data)
         finally:
             if isinstance(data, mmap.mmap):
                 with suppress(BufferError):  # a view held by a traceback: closed when freed
                     data.close()
     except MalformedMesh as exc:
-        raise MeshError(f"{path}: cannot read mesh ({label} file): {exc}") from None
-    except OSError as exc:
-        raise MeshError(f"{path}: cannot read mesh ({exc.strerror or exc})") from exc
+        raise MeshError(f"{path}: cannot read mesh ({file_type.upper()} file): {exc}") from None
     if len(faces) == 0:
         raise MeshError(f"{path}: the mesh has no triangles")
     return usable_mesh(Mesh(vertices, faces), str(path))
 
 
-def _mapped(file: io.BufferedReader) -> MeshBytes:
+def _read_bunzipped(path: Path, file: BinaryIO) -> Mesh:
+    """A mesh file compressed with bzip2 (mesh.stl.bz2): the format is the name's without
+    .bz2; unpacked within host memory, then read as that format."""
+    inner = Path(path.name[: -len(".bz2")]) if path.name.lower().endswith(".bz2") else Path("")
+    inner_type = _mesh_file_type(inner) if inner.suffix else ""
+    if not inner_type or inner_type in ARCHIVE_TYPES:
+        raise MeshError(
+            f"{path}: cannot read mesh (BZ2 file): name it after the mesh it holds "
+            "(mesh.stl.bz2, mesh.ply.bz2, ...)"
+        )
+    native = inner_type in NATIVE_READERS
+    data = bunzipped(path, file, NATIVE_MEMORY_FACTOR if native else LIBRARY_MEMORY_FACTOR)
+    if native:
+        return _read_natively(path, data, inner_type)
+    return _read_with_trimesh(path, io.BytesIO(data), inner_type)
+
+
+def _mapped(file: BinaryIO) -> MeshBytes:
     """The file mapped into memory (binary data is read in place), or read whole where it
     cannot be mapped."""
     try:
@@ -95,25 +125,24 @@ def _mapped(file: io.BufferedReader) -> MeshBytes:
         return file.read()
 
 
-def _read_with_trimesh(path: Path, file_type: str) -> Mesh:
-    """A format of trimesh's own (OFF, GLB, ...), read by it."""
+def _read_with_trimesh(path: Path, file: BinaryIO, file_type: str) -> Mesh:
+    """A format of trimesh's own (OFF, GLB, ...) or an archive of meshes, read by it from the
+    open file (archives checked first: check_unpacked_size)."""
     import trimesh  # only these formats need it: importing voxelizer does not
 
     label = file_type.upper()
     try:
-        if path.stat().st_size == 0:
-            raise MeshError(f"{path}: cannot read mesh ({label} file): the file is empty")
+        if file_type in ARCHIVE_TYPES:
+            check_unpacked_size(path, file, file_type)
         # The formats we check ourselves are read whole and handed over as bytes in UTF-8:
         # trimesh's own decoding needs charset_normalizer for any other byte in a comment.
         checked = _CHECKED_FORMATS.get(file_type)
-        source: str | io.BytesIO = str(path)
-        if checked is not None:
-            source = io.BytesIO(checked(path.read_bytes()))
+        source: BinaryIO = io.BytesIO(checked(file.read())) if checked is not None else file
         with _quiet_trimesh_log():  # its warnings are tracebacks, and the error below says it
             loaded = trimesh.load(
                 source,
-                file_type=file_type if checked is not None else None,
-                resolver=trimesh.resolvers.FilePathResolver(str(path)),
+                file_type=file_type,
+                resolver=regular_file_resolver(path),
                 process=False,
                 force="mesh",
             )
@@ -122,7 +151,7 @@ def _read_with_trimesh(path: Path, file_type: str) -> Mesh:
     except MalformedMesh as exc:
         raise MeshError(f"{path}: cannot read mesh ({label} file): {exc}") from None
     except OSError as exc:
-        raise MeshError(f"{path}: cannot read mesh ({exc.strerror or exc})") from exc
+        raise MeshError(f"{path}: cannot read mesh ({os_error_text(exc)})") from exc
     except Exception as exc:  # trimesh raises many types for bad files
         raise MeshError(
             f"{path}: cannot read mesh ({label} file): {_library_detail(exc, file_type)}"

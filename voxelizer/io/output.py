@@ -14,7 +14,7 @@ import errno
 import os
 import re
 import secrets
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 from ..errors import OutputError
 from ..interrupts import interrupts_deferred
+from .files import os_error_text
 
 # Errors of os.link that mean "this filesystem has no hard links", not "cannot write".
 _NO_HARD_LINKS = {errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOSYS, errno.EOPNOTSUPP}
@@ -169,9 +170,17 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> None:
     for callers that check their outputs before long work."""
     path = Path(path)
     folder = path.parent
-    if not folder.is_dir():
-        raise OutputError(f"{path}: cannot write (no such folder: {folder})", path=path)
-    if path.is_dir():
+    # os.path's tests, not Path's: those raise for a name too long for the filesystem.
+    if not os.path.isdir(folder):
+        try:
+            os.stat(folder)
+            reason = f"{folder} is not a folder"
+        except FileNotFoundError:
+            reason = f"no such folder: {folder}"
+        except OSError as exc:  # a symlink loop, a name too long
+            reason = f"{folder}: {os_error_text(exc)}"
+        raise OutputError(f"{path}: cannot write ({reason})", path=path)
+    if os.path.isdir(path):
         raise OutputError(f"{path}: cannot write (it is a folder)", path=path)
     if not overwrite and os.path.lexists(path):
         raise OutputError.file_exists(path)
@@ -181,6 +190,30 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> None:
 
 def _temp_name(target: Path, token: str) -> str:
     return f".{target.name[:64]}.{token}.tmp"
+
+
+_TEMPORARY = re.compile(r"\.(.{1,64})\.[0-9a-f]{8}\.tmp", re.DOTALL)
+
+
+def remove_stale_temporaries(targets: Iterable[str | os.PathLike]) -> int:
+    """remove_temporaries for many targets, each folder read once (a batch's outputs share
+    a few folders, which may hold hundreds of thousands of files); how many there were."""
+    names: dict[str, set[str]] = {}
+    for target in targets:
+        folder, name = os.path.split(os.fspath(target))
+        names.setdefault(folder or ".", set()).add(name[:64])
+    removed = 0
+    for folder, owned in names.items():
+        try:
+            entries = [entry.name for entry in os.scandir(folder)]
+        except OSError:
+            continue
+        for entry in entries:
+            match = _TEMPORARY.fullmatch(entry)
+            if match is not None and match.group(1) in owned:
+                _remove_quietly(Path(folder) / entry)
+                removed += 1
+    return removed
 
 
 def remove_temporaries(target: str | os.PathLike) -> int:
@@ -274,4 +307,4 @@ def _remove_quietly(path: Path) -> None:
 
 
 def _cannot_write(path: Path, exc: OSError) -> OutputError:
-    return OutputError(f"{path}: cannot write ({exc.strerror or exc})", path=path)
+    return OutputError(f"{path}: cannot write ({os_error_text(exc)})", path=path)

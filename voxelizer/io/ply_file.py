@@ -203,6 +203,11 @@ class Body(ABC):
         whole = np.isfinite(values) & (values == np.trunc(values))
         if not whole.all():
             raise MalformedMesh(f"a vertex index that is not a whole number ({values[~whole][0]})")
+        huge = np.abs(values) >= 2.0**63  # no int64 holds it: named here, never wrapped
+        if huge.any():
+            raise MalformedMesh(
+                f"a face refers to vertex {values[huge][0]:.0f}, which does not exist"
+            )
         return values.astype(np.int64)
 
     @abstractmethod
@@ -495,7 +500,7 @@ def read_faces(body: Body, face: Element, layout: Layout, vertex_count: int) -> 
         if corners == 3:
             table = body.indices(table)
             return int64_faces([table[:, 0], table[:, 1], table[:, 2]], vertex_count)
-        flat = body.indices(table.reshape(-1)).astype(np.int64)
+        written = body.indices(table.reshape(-1))
         counts = np.full(face.rows, corners, np.int64)
     else:
         counts = layout.row_lengths[number]
@@ -503,12 +508,13 @@ def read_faces(body: Body, face: Element, layout: Layout, vertex_count: int) -> 
         firsts = np.asarray(offset) + count_width
         owner_first = np.repeat(firsts, counts)
         rank = np.arange(len(owner_first)) - np.repeat(np.cumsum(counts) - counts, counts)
-        flat = body.indices(body.gather(owner_first + rank * item_width, chosen.value))
-        flat = flat.astype(np.int64)
+        written = body.indices(body.gather(owner_first + rank * item_width, chosen.value))
+    flat = written.astype(np.int64)  # a uint64 index from 2^63 up wraps: named as written
     starts = np.cumsum(counts) - counts
     check_indices(
         flat,
         vertex_count,
         lambda at: f"face {int(np.searchsorted(starts, at, side='right')) - 1:,}",
+        written=written,
     )
     return triangles_of_polygons(flat, counts, grouped=True)

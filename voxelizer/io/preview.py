@@ -5,13 +5,13 @@ a voxelization can be judged at a glance.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 
-from ..errors import OutputError
+from ..errors import ArgumentError, OutputError
 from ..placement import Placed
 from ..render import encode_png, render_views
+from .files import as_path
 from .output import open_output
 
 __all__ = ["PREVIEW_SUFFIX", "encode_png", "render_views", "write_preview"]
@@ -24,7 +24,7 @@ def write_preview(
 ) -> None:
     """Write the three-view PNG of an SVO, a DenseGrid or a bool (nx, ny, nz) array to a
     .png path (OutputError for any other extension), atomically (see open_output)."""
-    if Path(path).suffix.lower() != PREVIEW_SUFFIX:
+    if as_path(path, "write_preview").suffix.lower() != PREVIEW_SUFFIX:
         raise OutputError(
             f"{path}: the preview is a PNG image: name it {PREVIEW_SUFFIX}", path=path
         )
@@ -39,7 +39,7 @@ def _dense(voxels: Placed | np.ndarray) -> np.ndarray:
         return voxels.to_numpy()
     voxels = np.asarray(voxels)
     if voxels.dtype != bool or voxels.ndim != 3:
-        raise ValueError(
+        raise ArgumentError(
             f"expected an SVO, a DenseGrid or a bool 3-D array, not {voxels.dtype} {voxels.shape}"
         )
     return voxels

@@ -6,10 +6,10 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import FormatError
+from .files import as_path
 
 if TYPE_CHECKING:
     from ..grid import DenseGrid
@@ -36,7 +36,8 @@ def load(path: str | os.PathLike, *, mmap: bool = False) -> SVO | DenseGrid:
     Meshes (.ply, .obj, .glb) are not read back: FormatError says so, as it does for a file
     that cannot be read or breaks its format.
     """
-    suffix = Path(path).suffix.lower()
+    path = as_path(path, "voxelizer.load")
+    suffix = path.suffix.lower()
     if suffix not in READERS:
         raise FormatError(
             f"{path}: cannot load {suffix or 'files without an extension'}: "

@@ -1,5 +1,5 @@
 """The .svo file of docs/svo-format.md: header, level offsets, nodes, bricks, face ids
-(version 3), CRC-32.
+(version 3), the three voxel sizes of voxels that are not cubes (version 4), CRC-32.
 
 The reader trusts nothing: it checks the file's size against its header before allocating
 anything, then the checksum, then (through the SVO constructor) the whole tree.
@@ -16,21 +16,27 @@ from typing import BinaryIO
 
 import numpy as np
 
+from ..budget import check_host_fits
 from ..errors import GridError, SVOFormatError
 from ..octree import octree_levels, padded_resolution
 from ..placement import GridPlacement, Placed, Shape, check_shape, shape_text
 from ..svo import SVO, FaceIds
+from .files import open_regular, os_error_text
 from .output import open_output
 
 MAGIC = b"VOXSVO\r\n"
 VERSION = 2  # the version written without attributes; the reader also knows 1 (cubic grids)
 VERSION_ATTRIBUTES = 3  # the version written with face ids
+VERSION_SPACING = 4  # the version written for voxels that are not cubes (with or without ids)
 # magic, version, header size, nx, ny, nz, P, L, reserved, origin, voxel size, nodes, bricks,
 # solid voxels
 HEADER = struct.Struct("<8s8I3ddQQQ")
 # Version 3: version 2's fields, then attributes (bit 0: face ids), reserved, the face ids
 # beside the bricks, the bricks of full cubes with ids, and their ids
 HEADER_V3 = struct.Struct("<8s8I3ddQQQ2I3Q")
+# Version 4: version 3's fields (attributes 0 or face ids; the voxel size field 0), then the
+# voxel sizes hx, hy, hz and a reserved word
+HEADER_V4 = struct.Struct("<8s8I3ddQQQ2I3Q3dQ")
 FACE_IDS = 1  # bit of the attributes word
 # Version 1: magic, version, header size, N, P, L, reserved, origin, voxel size, nodes, bricks,
 # solid voxels
@@ -40,6 +46,7 @@ CHECKSUM = struct.Struct("<I")
 MAPPED_CHUNK = 1 << 24  # bytes of a mapped file checksummed at a time
 
 assert HEADER.size == 96 and HEADER_V1.size == 88 and HEADER_V3.size == 128
+assert HEADER_V4.size == 160
 
 
 def as_svo(result: Placed) -> SVO:
@@ -56,23 +63,33 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
     svo = as_svo(result)
     levels, faces = svo.levels, svo.face_ids
     origin = np.asarray(svo.placement.origin, np.float64)
-    layout = HEADER if faces is None else HEADER_V3
+    cubic = svo.placement.cubic
+    if not cubic:
+        layout, version = HEADER_V4, VERSION_SPACING
+    elif faces is None:
+        layout, version = HEADER, VERSION
+    else:
+        layout, version = HEADER_V3, VERSION_ATTRIBUTES
     fields = [
         MAGIC,
-        VERSION if faces is None else VERSION_ATTRIBUTES,
+        version,
         layout.size,
         *svo.shape,
         svo.padded_resolution,
         levels,
         0,
         *origin,
-        svo.voxel_size,
+        svo.voxel_size if cubic else 0.0,
         svo.node_count,
         svo.brick_count,
         svo.count(),
     ]
     if faces is not None:
         fields += [FACE_IDS, 0, len(faces.brick_ids), len(faces.full_codes), len(faces.full_ids)]
+    elif not cubic:
+        fields += [0, 0, 0, 0, 0]
+    if not cubic:
+        fields += [*svo.placement.spacing.tolist(), 0]
     parts = [
         layout.pack(*fields),
         svo.level_offsets.astype("<u4").tobytes(),
@@ -97,8 +114,8 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
 
 
 class SVOFileSink:
-    """An OctreeSink (voxelizer.octree) that writes an .svo file (version 2) as the octree
-    comes, so that the octree never has to be whole in memory: the header and level offsets
+    """An OctreeSink (voxelizer.octree) that writes an .svo file as the octree comes (version 2, or 4 for voxels that are not cubes), so that the octree never has
+    to be whole in memory: the header and level offsets
     at `begin`, the nodes and the bricks piece by piece, the checksum at `finish`. It writes
     into a file of open_output, which appears only when the block ends without an error."""
 
@@ -108,6 +125,7 @@ class SVOFileSink:
         self._counts = (0, 0)  # nodes and bricks announced
         self._written = [0, 0]  # nodes and bricks written
         self._levels = octree_levels(padded_resolution(placement.resolution))
+        self._layout = HEADER if placement.cubic else HEADER_V4
 
     def begin(self, level_offsets: np.ndarray, brick_count: int, solid: int) -> None:
         offsets = np.asarray(level_offsets, "<u4")
@@ -115,12 +133,16 @@ class SVOFileSink:
             raise ValueError(f"{len(offsets)} level offsets, not {self._levels + 1}")
         self._counts = (int(offsets[-1]), int(brick_count))
         placement = self._placement
-        header = HEADER.pack(
-            MAGIC, VERSION, HEADER.size, *placement.shape, padded_resolution(placement.resolution),
-            self._levels, 0, *np.asarray(placement.origin, np.float64), placement.voxel_size,
-            self._counts[0], self._counts[1], int(solid),
-        )  # fmt: skip
-        self._write(header)
+        cubic = placement.cubic
+        fields = [
+            MAGIC, VERSION if cubic else VERSION_SPACING, self._layout.size, *placement.shape,
+            padded_resolution(placement.resolution), self._levels, 0,
+            *np.asarray(placement.origin, np.float64),
+            float(placement.spacing[0]) if cubic else 0.0, *self._counts, int(solid),
+        ]  # fmt: skip
+        if not cubic:  # version 4: no face ids, the three sizes
+            fields += [0, 0, 0, 0, 0, *placement.spacing.tolist(), 0]
+        self._write(self._layout.pack(*fields))
         self._write(offsets.tobytes())
 
     def nodes(self, words: np.ndarray) -> None:
@@ -129,7 +151,7 @@ class SVOFileSink:
         self._written[0] += len(words)
         self._write(np.ascontiguousarray(words, "<u4").tobytes())
         if self._written[0] == self._counts[0]:
-            self._write(bytes(brick_padding(HEADER.size, self._levels)))
+            self._write(bytes(brick_padding(self._layout.size, self._levels)))
 
     def bricks(self, values: np.ndarray) -> None:
         if self._written[0] != self._counts[0]:
@@ -149,25 +171,26 @@ class SVOFileSink:
 
 
 def read_svo(path: str | os.PathLike, *, mmap: bool = False) -> SVO:
-    """Read an .svo file (version 3 with face ids, 2, or 1 for a cube): sizes first (before
-    allocating), then checksum, then structure; SVOFormatError names the file and what is
-    wrong. mmap=True: the arrays stay in the file, mapped read-only (an octree larger than
-    memory; the checksum is read through in pieces), for count() and region queries
-    (to_numpy(box=...))."""
+    """Read an .svo file (version 4 for voxels that are not cubes, 3 with face ids, 2, or 1
+    for a cube): sizes first (before allocating), then checksum, then structure;
+    SVOFormatError names the file and what is wrong. mmap=True: the arrays stay in the file,
+    mapped read-only (an octree larger than memory; the checksum is read through in pieces),
+    for count() and region queries (to_numpy(box=...))."""
     path = Path(path)
     if mmap:
         return _mapped_svo(path)
+    file = open_regular(path, SVOFormatError)
     try:
-        with open(path, "rb") as fh:
-            size = fh.seek(0, 2)
-            fh.seek(0)
-            head = fh.read(HEADER_V3.size)  # the longest header; shorter ones are a prefix
+        with file as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(HEADER_V4.size)  # the longest header; shorter ones are a prefix
             header = read_header(head, size)
+            check_host_fits(header.file_size, f"{path}: reading the file")
             data = head + fh.read(header.file_size - len(head))
         if len(data) != header.file_size:
             raise SVOFormatError("truncated while reading")
     except OSError as exc:
-        raise SVOFormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+        raise SVOFormatError(f"{path}: cannot read ({os_error_text(exc)})") from exc
     except SVOFormatError as exc:
         raise SVOFormatError(f"{path}: {exc}") from None
     (crc,) = CHECKSUM.unpack_from(data, len(data) - CHECKSUM.size)
@@ -217,7 +240,7 @@ def _mapped_svo(path: Path) -> SVO:
     try:
         size = path.stat().st_size
         with open(path, "rb") as fh:
-            header = read_header(fh.read(HEADER_V3.size), size)
+            header = read_header(fh.read(HEADER_V4.size), size)
         data = np.memmap(path, np.uint8, mode="r")
     except OSError as exc:
         raise SVOFormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
@@ -248,6 +271,27 @@ def _mapped_svo(path: Path) -> SVO:
     return svo
 
 
+def _attributes_and_sizes(
+    version: int, rest: tuple
+) -> tuple[int, int, tuple[int, int, int] | None, float | tuple[float, float, float]]:
+    """(attributes, reserved word, face id counts or None, voxel size) from the header's
+    fields after the octree's: version 3's attributes, version 4's three sizes (attributes 0
+    with no counts: no face ids; FACE_IDS stands for "as expected" either way)."""
+    h = rest[3]
+    if version < VERSION_ATTRIBUTES:
+        return FACE_IDS, 0, None, h
+    attributes, reserved = rest[7], rest[8]
+    counts: tuple[int, int, int] | None = (rest[9], rest[10], rest[11])
+    if version != VERSION_SPACING:
+        return attributes, reserved, counts, h
+    sizes, reserved_v4 = rest[12:15], rest[15]
+    if h != 0 or reserved_v4 != 0:
+        raise SVOFormatError(f"bad header (voxel size {h}, reserved {reserved_v4})")
+    if attributes == 0 and counts == (0, 0, 0):
+        attributes, counts = FACE_IDS, None  # no face ids
+    return attributes, reserved, counts, (sizes[0], sizes[1], sizes[2])
+
+
 def brick_padding(header_size: int, levels: int) -> int:
     """Zero bytes before the bricks: they start 8-byte aligned (also when there are none)."""
     return (header_size + 4 * (levels + 1)) % 8
@@ -261,7 +305,7 @@ class SVOHeader:
     shape: Shape
     levels: int
     origin: tuple[float, float, float]
-    voxel_size: float
+    voxel_size: float | tuple[float, float, float]
     node_count: int
     brick_count: int
     solid: int
@@ -276,11 +320,16 @@ def read_header(head: bytes, size: int) -> SVOHeader:
     if len(head) < PREFIX.size:
         raise SVOFormatError(f"truncated: {size} bytes, shorter than the header")
     _, version, header_size = PREFIX.unpack_from(head)
-    layouts = {1: HEADER_V1, VERSION: HEADER, VERSION_ATTRIBUTES: HEADER_V3}
+    layouts = {
+        1: HEADER_V1,
+        VERSION: HEADER,
+        VERSION_ATTRIBUTES: HEADER_V3,
+        VERSION_SPACING: HEADER_V4,
+    }
     if version not in layouts:
         raise SVOFormatError(
             f"unsupported format version {version} (this reader knows "
-            f"{' and '.join(map(str, sorted(layouts)))})"
+            f"{', '.join(map(str, sorted(layouts)))})"
         )
     layout = layouts[version]
     if len(head) < layout.size:
@@ -290,10 +339,8 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         sides, (p, levels, reserved), rest = (fields[3],) * 3, fields[4:7], fields[7:]
     else:
         sides, (p, levels, reserved), rest = fields[3:6], fields[6:9], fields[9:]
-    origin, h, node_count, brick_count, solid = rest[0:3], rest[3], rest[4], rest[5], rest[6]
-    attributes, reserved_v3, face_counts = (
-        (rest[7], rest[8], rest[9:12]) if version == VERSION_ATTRIBUTES else (FACE_IDS, 0, None)
-    )
+    origin, node_count, brick_count, solid = rest[0:3], rest[4], rest[5], rest[6]
+    attributes, reserved_v3, face_counts, voxel_size = _attributes_and_sizes(version, rest)
     if header_size != layout.size or reserved != 0 or reserved_v3 != 0:
         raise SVOFormatError(f"bad header (size {header_size}, reserved {reserved})")
     if attributes != FACE_IDS:
@@ -304,7 +351,8 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         raise SVOFormatError(f"bad grid shape: {exc}") from None
     if p != padded_resolution(max(shape)) or levels != octree_levels(p):
         raise SVOFormatError(f"shape {shape_text(shape)}, P = {p}, L = {levels} do not agree")
-    if not (np.isfinite(origin).all() and np.isfinite(h) and h > 0):
+    steps = np.array(voxel_size if isinstance(voxel_size, tuple) else (voxel_size,))
+    if not (np.isfinite(origin).all() and np.isfinite(steps).all() and (steps > 0).all()):
         raise SVOFormatError("origin and voxel size must be finite, voxel size positive")
     if not 1 <= node_count <= sum(8**level for level in range(levels)) or brick_count > 8**levels:
         raise SVOFormatError(f"impossible counts: {node_count} nodes, {brick_count} bricks")
@@ -337,10 +385,10 @@ def read_header(head: bytes, size: int) -> SVOHeader:
         shape,
         levels,
         tuple(origin),
-        h,
+        voxel_size,
         node_count,
         brick_count,
         solid,
         expected,
-        None if face_counts is None else tuple(face_counts),
+        face_counts,
     )

@@ -17,6 +17,7 @@ voxels (and were not written), a few voxels larger where its equal tiles overhan
 
 from __future__ import annotations
 
+import math
 import os
 import struct
 from dataclasses import dataclass, field
@@ -24,12 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import FormatError, GridError
+from ..budget import check_host_fits
+from ..errors import FormatError, GridError, MemoryBudgetError
 from ..grid import DenseGrid
-from ..placement import MIN_RESOLUTION, GridPlacement, check_shape
+from ..placement import MIN_RESOLUTION, GridPlacement, check_shape, shape_text
+from .files import read_regular
 
 MODEL_SIDE = 256  # MagicaVoxel's largest model side
 MAX_DEPTH = 64  # scene graph levels followed before the file is taken as cyclic
+MAX_TRANSLATION = 1 << 30  # a node's translation: far beyond any grid, and no overflow
+MAX_OVERLAP = 8  # placed voxels per voxel of the grid: models may overlap, not pile up
 
 
 @dataclass
@@ -46,16 +51,15 @@ def read_vox(path: str | os.PathLike) -> DenseGrid:
     """The DenseGrid of a .vox file (origin 0, voxel size 1); FormatError names the file and
     what is wrong."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    data = read_regular(path, FormatError)
     try:
         scene = _chunks(data)
         placed = _place(scene)
         return _grid(placed)
     except FormatError as exc:
         raise FormatError(f"{path}: {exc}") from None
+    except MemoryBudgetError as exc:
+        raise MemoryBudgetError(f"{path}: {exc}") from None
 
 
 class _Reader:
@@ -140,8 +144,11 @@ def _chunk(scene: Scene, name: bytes, content: bytes) -> None:
                 translation = [int(v) for v in frame.get("_t", "0 0 0").split()]
             except ValueError:
                 translation = []
-            if len(translation) != 3:
-                raise FormatError(f"node {node}: bad translation {frame.get('_t')!r}")
+            if len(translation) != 3 or any(abs(v) > MAX_TRANSLATION for v in translation):
+                raise FormatError(
+                    f"node {node}: bad translation {frame.get('_t')!r} (three integers "
+                    f"of at most {MAX_TRANSLATION} in size)"
+                )
             scene.nodes[node] = ("T", child, np.array(translation, np.int64))
         elif name == b"nGRP":
             (count,) = reader.ints(1)
@@ -164,10 +171,16 @@ def _place(scene: Scene) -> list[tuple[np.ndarray, tuple[int, int, int], np.ndar
             raise FormatError(f"{len(models)} models and no scene graph to place them")
         return [(np.zeros(3, np.int64), *models[0])]
     placed: list[tuple[np.ndarray, tuple[int, int, int], np.ndarray]] = []
+    visited: set[int] = set()
 
     def visit(node: int, offset: np.ndarray, depth: int) -> None:
+        # A tree: a node reached twice would place its subtree twice, and a few hundred bytes
+        # of groups that each name the next one twice place 2^40 models.
         if depth > MAX_DEPTH or node not in scene.nodes:
             raise FormatError(f"scene graph: node {node} is missing or the graph is cyclic")
+        if node in visited:
+            raise FormatError(f"scene graph: node {node} is reached twice (not a tree)")
+        visited.add(node)
         kind, *rest = scene.nodes[node]
         if kind == "T":
             visit(rest[0], offset + rest[1], depth + 1)
@@ -197,6 +210,14 @@ def _grid(placed: list[tuple[np.ndarray, tuple[int, int, int], np.ndarray]]) -> 
         shape = check_shape(sides)
     except GridError as exc:
         raise FormatError(f"the models span {'x'.join(map(str, high))} voxels: {exc}") from None
+    cells = math.prod(shape)
+    placed_voxels = sum(len(xyz) for _, _, xyz in placed)
+    if placed_voxels > MAX_OVERLAP * cells:  # one model placed again and again
+        raise FormatError(
+            f"the scene graph places {placed_voxels:,} voxels on a grid of {cells:,} "
+            f"({shape_text(shape)})"
+        )
+    check_host_fits(cells, f"the {shape_text(shape)} grid")
     voxels = np.zeros(shape, bool)
     for corner, _, xyz in placed:
         voxels[tuple((corner - low + xyz.astype(np.int64)).T)] = True

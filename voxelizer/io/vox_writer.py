@@ -23,6 +23,7 @@ import numpy as np
 from ..errors import OutputError
 from ..placement import Placed
 from .output import open_output
+from .writers import check_output_shape
 
 VOX_MODEL_SIDE = 256  # MagicaVoxel stores at most 256 voxels per side in one model
 UP_AXES = ("z", "y")  # the grid axis that becomes MagicaVoxel's up (+z)
@@ -61,6 +62,7 @@ def write_vox(
     (midvoxio), put the tiles right too. An empty grid is one empty model. Every voxel has
     colour index 1 (light grey); the world placement (origin, h) is not stored.
     """
+    check_output_shape(path, result.shape, result.voxel_size)
     voxels = to_vox_axes(result.to_numpy(), check_up_axis(up_axis))
     if max(voxels.shape) <= VOX_MODEL_SIDE:
         body = _model(voxels.shape, np.argwhere(voxels))

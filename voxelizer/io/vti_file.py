@@ -1,7 +1,7 @@
 """.vti files: VTK's XML ImageData, which ParaView, PyVista and VTK open as they are.
 
 Written with numpy and the standard library (no VTK needed): the grid's points are the voxel
-corners (Origin = grid origin, Spacing = h, WholeExtent 0..n per axis), so that cell
+corners (Origin = grid origin, Spacing = (hx, hy, hz), WholeExtent 0..n per axis), so that cell
 (i, j, k) is voxel (i, j, k), and the cell array "solid" (UInt8 0/1, i fastest) holds the
 voxels, zlib-compressed in raw appended data.
 
@@ -13,6 +13,7 @@ re-saved by ParaView or PyVista loads too: a voxel is solid where "solid" is not
 from __future__ import annotations
 
 import base64
+import math
 import os
 import re
 import zlib
@@ -21,10 +22,12 @@ from xml.etree import ElementTree
 
 import numpy as np
 
+from ..budget import check_host_fits
 from ..convert import reversed_axes, vtk_cell_order
-from ..errors import FormatError, GridError
+from ..errors import FormatError, GridError, MemoryBudgetError
 from ..grid import DenseGrid
 from ..placement import GridPlacement, Placed, check_shape
+from .files import read_regular
 from .output import open_output
 
 ARRAY_NAME = "solid"
@@ -43,6 +46,10 @@ VTK_TYPES = {
     "Float64": "f8",
 }
 ZLIB = "vtkZLibDataCompressor"
+# Deflate inflates at most 1032-fold (a 258-byte match per 2 bits); a zlib stream of nothing
+# is 8 bytes. A table claiming more is corrupted, or a bomb.
+ZLIB_MAX_RATIO = 1032
+ZLIB_SMALLEST_STREAM = 8
 
 
 def write_vti(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
@@ -56,13 +63,13 @@ def write_vti(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
     last = len(data) - BLOCK_BYTES * (len(blocks) - 1)
     header = np.array([len(blocks), BLOCK_BYTES, last, *map(len, blocks)], "<u8")
     origin = " ".join(repr(float(v)) for v in result.placement.origin)
-    h = repr(float(result.voxel_size))
+    spacing = " ".join(repr(float(h)) for h in result.placement.spacing)
     extent = f"0 {nx} 0 {ny} 0 {nz}"
     xml = (
         '<?xml version="1.0"?>\n'
         '<VTKFile type="ImageData" version="1.0" byte_order="LittleEndian" '
         f'header_type="UInt64" compressor="{ZLIB}">\n'
-        f'  <ImageData WholeExtent="{extent}" Origin="{origin}" Spacing="{h} {h} {h}" '
+        f'  <ImageData WholeExtent="{extent}" Origin="{origin}" Spacing="{spacing}" '
         'Direction="1 0 0 0 1 0 0 0 1">\n'
         f'    <Piece Extent="{extent}">\n'
         "      <PointData>\n"
@@ -88,14 +95,13 @@ def read_vti(path: str | os.PathLike) -> DenseGrid:
     """The DenseGrid of a .vti file of one ImageData piece with the cell array "solid";
     FormatError names the file and what is wrong."""
     path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise FormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    raw = read_regular(path, FormatError)
     try:
         return _parse(raw)
     except FormatError as exc:
         raise FormatError(f"{path}: {exc}") from None
+    except MemoryBudgetError as exc:
+        raise MemoryBudgetError(f"{path}: {exc}") from None
 
 
 def _parse(raw: bytes) -> DenseGrid:
@@ -144,7 +150,7 @@ def _parse(raw: bytes) -> DenseGrid:
             f"{array.get('NumberOfComponents', '1')} of {array.get('type')!r}"
         )
     dtype = np.dtype(order + kind)
-    cells = int(np.prod(placement.shape, dtype=np.int64))
+    cells = math.prod(placement.shape)
     form = array.get("format")
     if form == "ascii":
         values = _ascii(array.text or "", dtype, cells)
@@ -175,17 +181,16 @@ def _placement(image: ElementTree.Element, piece: ElementTree.Element) -> GridPl
     direction = _numbers(image.get("Direction", "1 0 0 0 1 0 0 0 1"), "Direction", 9, float)
     if direction != [1, 0, 0, 0, 1, 0, 0, 0, 1]:
         raise FormatError("rotated images (Direction other than the identity) are not supported")
-    h = spacing[0]
-    if not (spacing[1] == spacing[2] == h and np.isfinite(h) and h > 0):
-        raise FormatError(f"voxels must be cubes of positive size, not Spacing {spacing}")
+    if not all(np.isfinite(h) and h > 0 for h in spacing):
+        raise FormatError(f"voxel sizes must be positive and finite, not Spacing {spacing}")
     if not np.isfinite(origin).all():
         raise FormatError(f"Origin must be finite, not {origin}")
     try:
         shape = check_shape([extent[2 * a + 1] - extent[2 * a] for a in range(3)])
     except GridError as exc:
         raise FormatError(f"cells per axis: {exc}") from None
-    corner = np.array(origin) + np.array(extent[0::2], np.float64) * h
-    return GridPlacement(shape, corner, h)
+    corner = np.array(origin) + np.array(extent[0::2], np.float64) * np.array(spacing)
+    return GridPlacement(shape, corner, tuple(spacing))
 
 
 def _numbers(text: str | None, what: str, count: int, kind: type) -> list:
@@ -209,13 +214,29 @@ def _integer(text: str | None, what: str) -> int:
 
 
 def _ascii(text: str, dtype: np.dtype, cells: int) -> np.ndarray:
-    words = text.split()
-    if len(words) != cells:
-        raise FormatError(f"{len(words)} values for {cells} cells")
-    try:
-        return np.array(words, np.float64 if dtype.kind == "f" else np.int64)
-    except ValueError as exc:
-        raise FormatError(f"bad ascii values ({exc})") from None
+    """The values of an ascii array, converted a piece of text at a time (a list of every
+    word of a large array would take dozens of bytes per value)."""
+    _check_values_fit(cells, 8)  # as int64 or float64
+    values = np.empty(cells, np.float64 if dtype.kind == "f" else np.int64)
+    filled = at = 0
+    while at < len(text):
+        space = _SPACE.search(text, min(at + ASCII_PIECE, len(text)))
+        end = space.start() if space else len(text)
+        words = text[at:end].split()
+        if filled + len(words) > cells:
+            raise FormatError(f"more than {cells} values for {cells} cells")
+        try:
+            values[filled : filled + len(words)] = np.array(words, values.dtype)
+        except ValueError as exc:
+            raise FormatError(f"bad ascii values ({exc})") from None
+        filled, at = filled + len(words), end
+    if filled != cells:
+        raise FormatError(f"{filled} values for {cells} cells")
+    return values
+
+
+ASCII_PIECE = 1 << 20  # characters of an ascii array converted at a time
+_SPACE = re.compile(r"\s")
 
 
 def _binary(
@@ -240,6 +261,7 @@ def _binary(
                 f"the array holds {int(size)} bytes (file has {len(raw) - item}), "
                 f"{cells} cells need {expected}"
             )
+        _check_values_fit(cells, 0)  # the values are the file's bytes
         return np.frombuffer(raw, dtype, cells, item)
     # Compressed: a table (block count, block size, last block's size or 0 when full, each
     # block's compressed size), then the zlib blocks; in base64, the table is a text of its own.
@@ -265,6 +287,12 @@ def _binary(
             f"the compressed array holds {total} bytes in {blocks} blocks ({compressed} "
             f"compressed, file has {len(body)}); {cells} cells need {expected}"
         )
+    if total > ZLIB_MAX_RATIO * compressed + ZLIB_SMALLEST_STREAM * blocks:
+        raise FormatError(
+            f"{compressed} compressed bytes cannot hold {total} bytes (zlib inflates "
+            f"at most {ZLIB_MAX_RATIO}-fold)"
+        )
+    _check_values_fit(cells, dtype.itemsize)
     out = np.empty(expected, np.uint8)
     at = start = 0
     for index, size in enumerate(sizes):
@@ -279,6 +307,12 @@ def _binary(
         out[start : start + want] = np.frombuffer(piece, np.uint8)
         at, start = at + size, start + want
     return out.view(dtype)
+
+
+def _check_values_fit(cells: int, value_bytes: int) -> None:
+    """MemoryBudgetError unless host memory holds the values (`value_bytes` each) and the
+    voxels made of them (value != 0, then in [i, j, k] order: two bytes a cell)."""
+    check_host_fits(cells * (value_bytes + 2), f"the grid of {cells:,} cells")
 
 
 def _encoded_length(size: int) -> int:

@@ -16,9 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import OutputError
-from ..grid import DenseGrid
+from ..errors import ArgumentError, OutputError
+from ..grid import ColumnBits, DenseGrid
+from ..grid_spec import VoxelSize, voxel_size_text
 from ..placement import Placed, shape_text
+from .files import as_path
 from .output import open_output
 
 
@@ -34,6 +36,11 @@ def save(
     `up_axis` ("z" or "y", .vox only): the grid axis that becomes MagicaVoxel's up (see
     voxelizer.io.vox_writer); without it the grid's own axes are kept.
     """
+    if not isinstance(result, Placed):
+        raise ArgumentError(
+            f"voxelizer.save writes an SVO or a DenseGrid, not {type(result).__name__}"
+        )
+    path = as_path(path, "voxelizer.save")
     OutputFormat.of_path(path).write(result, path, overwrite=overwrite, up_axis=up_axis)
 
 
@@ -51,6 +58,8 @@ class OutputFormat:
         OutputError for a format no writer has."""
         if isinstance(name, OutputFormat):
             return name
+        if not isinstance(name, str):
+            raise ArgumentError(f"a format is a name such as 'npz', not {name!r}")
         suffix = "." + name.lower().lstrip(".")
         if suffix not in WRITERS:
             raise OutputError(
@@ -107,11 +116,18 @@ class OutputFormat:
             raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
 
 
-def check_output_shape(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
-    """OutputError unless the format that `path` names holds a grid of this shape: .binvox
-    holds cubes only. The command calls it before the GPU work, the writer again."""
-    if Path(path).suffix.lower() == ".binvox":
+def check_output_shape(
+    path: str | os.PathLike, shape: tuple[int, int, int], voxel_size: VoxelSize = 1.0
+) -> None:
+    """OutputError unless the format that `path` names holds a grid of this shape and voxel
+    size: .binvox holds cubic grids of cubic voxels only, .vox cubic voxels (MagicaVoxel
+    draws every voxel as a cube and stores no size). The command calls it before the GPU
+    work, the writer again."""
+    suffix = Path(path).suffix.lower()
+    if suffix == ".binvox":
         _check_cubic(path, shape)
+    if suffix in (".binvox", ".vox"):
+        check_cubic_voxels(path, suffix, voxel_size)
 
 
 def _check_cubic(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
@@ -119,6 +135,16 @@ def _check_cubic(path: str | os.PathLike, shape: tuple[int, int, int]) -> None:
         raise OutputError(
             f"{path}: .binvox holds cubic grids only, not {shape_text(shape)} "
             "(use .svo, .npz or .vox)",
+            path=path,
+        )
+
+
+def check_cubic_voxels(path: str | os.PathLike, suffix: str, voxel_size: VoxelSize) -> None:
+    """OutputError for voxels that are not cubes, in a format of one voxel size (`suffix`)."""
+    if isinstance(voxel_size, tuple):
+        raise OutputError(
+            f"{path}: {suffix} holds cubic voxels only (one size), not "
+            f"{voxel_size_text(voxel_size)} (use .npz, .vti or .svo, which store the three)",
             path=path,
         )
 
@@ -131,35 +157,24 @@ def write_binvox(result: Placed, path: str | os.PathLike, overwrite: bool = Fals
     pairs with runs of at most 255. Cubic grids only: binvox has one scale for the whole grid,
     which readers divide by each side (trimesh 4 cannot even load other shapes).
     """
+    from .binvox_file import binvox_runs  # the format's module, as save imports the others
+
     _check_cubic(path, result.shape)
+    check_cubic_voxels(path, ".binvox", result.voxel_size)
     n = result.shape[0]
     columns = result.columns if isinstance(result, DenseGrid) else None
-    if columns is None:
-        flat = result.to_numpy().transpose(0, 2, 1).ravel()
-    else:  # unpacked from the GPU's words in the file's order at once
-        flat = columns.to_numpy_xzy().ravel()
+    if columns is None:  # the runs are read from column words (binvox_runs)
+        columns = ColumnBits.of_voxels(result.to_numpy())
     origin = np.asarray(result.placement.origin, np.float64)
     header = (
         f"#binvox 1\ndim {n} {n} {n}\n"
         f"translate {float(origin[0])!r} {float(origin[1])!r} {float(origin[2])!r}\n"
-        f"scale {float(n * result.voxel_size)!r}\ndata\n"
+        f"scale {float(n * result.placement.spacing[0])!r}\ndata\n"
     )
-    runs = _binvox_runs(flat)
+    runs = binvox_runs(columns)
     with open_output(path, overwrite) as fh:
         fh.write(header.encode("ascii"))
         fh.write(runs.tobytes())
-
-
-def _binvox_runs(flat: np.ndarray) -> np.ndarray:
-    """Run-length pairs (value, count <= 255) of a flat bool array, as uint8 (2 * runs,)."""
-    starts = np.concatenate([[0], np.flatnonzero(flat[1:] != flat[:-1]) + 1])
-    lengths = np.diff(np.concatenate([starts, [len(flat)]]))
-    pieces = (lengths + 254) // 255  # a run longer than 255 becomes several pairs
-    values = np.repeat(flat[starts], pieces)
-    counts = np.full(int(pieces.sum()), 255, np.int64)
-    last = np.cumsum(pieces) - 1
-    counts[last] = lengths - 255 * (pieces - 1)
-    return np.stack([values.astype(np.uint8), counts.astype(np.uint8)], axis=1).ravel()
 
 
 # suffix -> (module of voxelizer.io, its writer): a format's module is imported when a file of

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import time
 import zlib
 from collections.abc import Iterable, Sequence
@@ -41,9 +42,17 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, OutputError
+from ..errors import (
+    ArgumentError,
+    FormatError,
+    GridError,
+    GridIndexError,
+    OutputError,
+    VoxelizerError,
+)
 from ..grid import DenseGrid
 from ..placement import GridPlacement, Placed, Shape, check_shape
+from .files import os_error_text, read_regular, resolved
 from .output import open_output
 
 STORE_FORMAT = "voxelizer shards 1"
@@ -115,7 +124,11 @@ def _decode_strings(data: bytes, count: int) -> list[str]:
         raise FormatError("a string chunk of the store's table does not hold its rows")
     values, at = [], 4
     for _ in range(count):
+        if at + 4 > len(data):
+            raise FormatError("a string chunk of the store's table is cut short")
         length = int(np.frombuffer(data, "<u4", 1, at)[0])
+        if at + 4 + length > len(data):
+            raise FormatError("a string chunk of the store's table is cut short")
         values.append(data[at + 4 : at + 4 + length].decode("utf-8", "surrogateescape"))
         at += 4 + length
     return values
@@ -206,6 +219,7 @@ class ShardWriter:
                 return cls._resumed(path, inputs, shape, attributes)
             if not overwrite:
                 raise OutputError.file_exists(path)
+            _refuse_inputs_inside(path, inputs)  # replacing the store removes its whole tree
             _remove_store(path)
         writer = cls(path, shape, [Row(str(item)) for item in inputs], attributes)
         writer._create_metadata()
@@ -310,13 +324,26 @@ class ShardWriter:
         self.flush()
 
 
+def _refuse_inputs_inside(path: Path, inputs: Sequence[str]) -> None:
+    """OutputError if an input file lies inside the store `path` (as given, or on disk)."""
+    given, real = Path(os.path.abspath(path)), resolved(path)
+    for item in inputs:
+        if not os.path.lexists(item):
+            continue  # an in-memory mesh's label
+        if Path(os.path.abspath(item)).is_relative_to(given) or resolved(item).is_relative_to(real):
+            raise OutputError(
+                f"{path}: replacing the store would remove the input {item} inside it",
+                path=path,
+            )
+
+
 def _remove_store(path: Path) -> None:
     """Remove a store that overwrite replaces: only one this package wrote (its group's
     attributes say so), never another folder."""
     try:
-        meta = json.loads((path / "zarr.json").read_text())
+        meta = json.loads(read_regular(path / "zarr.json", FormatError))
         ours = meta["attributes"]["voxelizer"]["format"] == STORE_FORMAT
-    except (OSError, ValueError, KeyError, TypeError):
+    except (VoxelizerError, ValueError, KeyError, TypeError):
         ours = False
     if not ours:
         raise OutputError(
@@ -340,31 +367,37 @@ class Shards:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         try:
-            group = json.loads((self.path / "zarr.json").read_text())
+            group = json.loads(self._read(self.path / "zarr.json"))
             attributes = group["attributes"]["voxelizer"]
             if attributes["format"] != STORE_FORMAT:
                 raise FormatError(f"{self.path}: an unknown store format {attributes['format']!r}")
             self.shape: Shape = check_shape(attributes["grid"])
             self.attributes: dict[str, Any] = attributes
-            voxels = json.loads((self.path / VOXELS / "zarr.json").read_text())
-            self.count = int(voxels["shape"][0])
+            voxels = json.loads(self._read(self.path / VOXELS / "zarr.json"))
+            self.count = voxels["shape"][0]
+            if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 0:
+                raise ValueError(f"{self.count!r} meshes")
+            self._chunks = os.fspath(self.path / VOXELS) + os.sep + "c."
+            nx, ny, nz = self.shape
+            self._chunk_bytes = nx * ny * -(-nz // 8)  # a mesh's packed grid
+            self._chunk_limit = 2 * self._chunk_bytes + 1024  # above gzip's worst case
+            self.origin = self._column("origin", "<f8", (3,))
+            self.voxel_size = self._column("voxel_size", "<f8", ())
+            self.table: dict[str, np.ndarray] = {
+                **{name: self._strings(name) for name in STRING_COLUMNS},
+                **{name: self._column(name, "<i8", ()) for name in COUNT_COLUMNS},
+            }
         except FormatError:
             raise
-        except OSError as exc:
-            raise FormatError(
-                f"{self.path}: not a voxel shard store ({exc.strerror or exc})"
-            ) from exc
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, IndexError, GridError) as exc:
             raise FormatError(f"{self.path}: not a voxel shard store ({exc})") from exc
-        self._chunks = os.fspath(self.path / VOXELS) + os.sep + "c."
-        nx, ny, nz = self.shape
-        self._chunk_limit = 2 * nx * ny * -(-nz // 8) + 1024  # above gzip's worst case
-        self.origin = self._column("origin", "<f8", (3,))
-        self.voxel_size = self._column("voxel_size", "<f8", ())
-        self.table: dict[str, np.ndarray] = {
-            **{name: self._strings(name) for name in STRING_COLUMNS},
-            **{name: self._column(name, "<i8", ()) for name in COUNT_COLUMNS},
-        }
+
+    def _read(self, path: Path) -> bytes:
+        """A file of the store's metadata or table: a regular file, within host memory."""
+        try:
+            return read_regular(path, FormatError)
+        except FormatError as exc:
+            raise FormatError(f"{self.path}: not a voxel shard store ({exc})") from None
 
     def __len__(self) -> int:
         return self.count
@@ -377,7 +410,7 @@ class Shards:
         rows = min(TABLE_ROWS, max(self.count, 1))
         parts = []
         for block in self._blocks():
-            data = (self.path / name / f"c.{block}{suffix}").read_bytes()
+            data = self._read(self.path / name / f"c.{block}{suffix}")
             parts.append(np.frombuffer(data, dtype).reshape((rows, *tail)))
         whole = np.concatenate(parts) if parts else np.zeros((0, *tail), dtype)
         return whole[: self.count]
@@ -386,8 +419,7 @@ class Shards:
         rows = min(TABLE_ROWS, max(self.count, 1))
         values: list[str] = []
         for block in self._blocks():
-            data = (self.path / name / f"c.{block}").read_bytes()
-            values += _decode_strings(data, rows)
+            values += _decode_strings(self._read(self.path / name / f"c.{block}"), rows)
         return np.array(values[: self.count], dtype=object)
 
     def row(self, index: int) -> Row:
@@ -407,22 +439,25 @@ class Shards:
 
     def packed(self, index: int) -> np.ndarray:
         """uint8 (X, Y, ceil(Z / 8)): mesh `index`'s bits packed along z."""
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise ArgumentError(f"a mesh's index is an integer, not {index!r}")
         if not 0 <= index < self.count:
-            raise IndexError(f"mesh {index} of a store of {self.count}")
+            raise GridIndexError(f"mesh {index} of a store of {self.count}")
         nx, ny, nz = self.shape
         try:  # (os calls on a str path: a training loop reads thousands a second)
-            descriptor = os.open(f"{self._chunks}{index}.0.0.0", os.O_RDONLY)
-            try:
-                data = os.read(descriptor, self._chunk_limit)
-            finally:
-                os.close(descriptor)
+            data = _chunk_bytes(f"{self._chunks}{index}.0.0.0", self._chunk_limit)
         except FileNotFoundError:
             return np.zeros((nx, ny, -(-nz // 8)), np.uint8)
+        except (OSError, ValueError) as exc:
+            reason = os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+            raise FormatError(f"{chunk_path(self.path, index)}: cannot read ({reason})") from None
+        # Inflated no further than a chunk's size: a few KB of zeros could claim gigabytes.
+        inflater = zlib.decompressobj(GZIP_WBITS)
         try:
-            raw = zlib.decompress(data, GZIP_WBITS)
+            raw = inflater.decompress(data, self._chunk_bytes + 1)
         except zlib.error as exc:
             raise FormatError(f"{chunk_path(self.path, index)}: a damaged chunk ({exc})") from exc
-        if len(raw) != nx * ny * -(-nz // 8):
+        if len(raw) != self._chunk_bytes or not inflater.eof:
             raise FormatError(f"{chunk_path(self.path, index)}: not a chunk of shape {self.shape}")
         return np.frombuffer(raw, np.uint8).reshape(nx, ny, -(-nz // 8))
 
@@ -435,8 +470,26 @@ class Shards:
         status = self.table["status"][index]
         if status not in ("done", "skipped"):
             raise FormatError(f"{self.path}: mesh {index} is {status or 'missing'}, not stored")
-        placement = GridPlacement(self.shape, self.origin[index], float(self.voxel_size[index]))
+        try:
+            placement = GridPlacement(self.shape, self.origin[index], self.voxel_size[index])
+        except GridError as exc:
+            raise FormatError(f"{self.path}: mesh {index}'s placement: {exc}") from None
         return DenseGrid(self.voxels(index), placement)
+
+
+def _chunk_bytes(path: str, limit: int) -> bytes:
+    """A chunk file's bytes: a regular file (a FIFO would block, a device never end) of at
+    most `limit` bytes (ValueError otherwise); FileNotFoundError where there is none."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        found = os.fstat(descriptor)
+        if not stat.S_ISREG(found.st_mode):
+            raise ValueError("not a regular file")
+        if found.st_size > limit:
+            raise ValueError(f"{found.st_size} bytes, more than a chunk of its shape holds")
+        return os.read(descriptor, found.st_size)
+    finally:
+        os.close(descriptor)
 
 
 def open_shards(path: str | os.PathLike) -> Shards:

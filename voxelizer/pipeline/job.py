@@ -8,7 +8,7 @@ import numpy as np
 
 from ..choices import DEFAULT_FILL_MODE, DEFAULT_MODE, DEFAULT_SURFACE
 from ..mesh import Mesh
-from ..placement import Shape, lattice_shift
+from ..placement import Shape, WorkGrid, lattice_shift
 from ..progress import Progress
 from .geometry import fine_vertices_of
 
@@ -19,7 +19,7 @@ class Job:
     the checked options that shape the work."""
 
     mesh: Mesh
-    vertices: np.ndarray  # float32 (V, 3), grid space: [0, shape] per axis
+    vertices: np.ndarray  # float32 (V, 3), grid space: [0, shape] per axis (of `lattice`)
     shape: Shape
     variant: str
     sort: str
@@ -37,6 +37,13 @@ class Job:
     # The triangle soup of `vertices` and the mesh's faces, (T, 3, 3) float32, where it was
     # made before the call (placement.make_soup, in a reading process); None: gathered.
     soup: np.ndarray | None = None
+    # The lattice the vertices are placed on (placement.work): None for the grid of `shape`
+    # itself; for a grid that crops the mesh, one that holds the mesh too, whose window is
+    # the result (gpu_grid.GpuGrid runs it and cuts the result).
+    lattice: WorkGrid | None = None
+    # The grid's own columns along x and y where `shape` is padded beyond them (the surface
+    # pass's far faces, gpu_grid); None: shape's.
+    columns: tuple[int, int] | None = None
 
     @property
     def sparse_grid(self) -> bool:

@@ -201,7 +201,8 @@ SURFACE_GROUP_PAIRS = 32
 SURFACE_GROUP_THREADS = 128
 _SURFACE_PUSH = (
     ("window", WINDOW),
-    ("ny", "int"),
+    ("grid_nx", "int"),
+    ("grid_ny", "int"),
     ("pair_count", "uint"),
     ("triangle_offset", "uint"),
 )

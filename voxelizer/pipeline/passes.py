@@ -172,7 +172,7 @@ class PassRunner:
         slab: Window,
         grid: Binding,
         *,
-        grid_rows: int,
+        grid_columns: tuple[int, int],
         clear: bool,
         face_ids: Binding | None = None,
     ) -> None:
@@ -181,7 +181,8 @@ class PassRunner:
         `face_ids` (FACE_ID_BYTES per voxel of the slab, column by column as the bits), also
         set each voxel's smallest marking triangle index there (NO_FACE where none). Parts
         split as in voxelize; each ORs its marks and lowers the ids, so the split does not
-        show. `grid_rows`: the grid's ny (the thin surface's last row takes its far face)."""
+        show. `grid_columns`: the grid's own columns along x and y (its far faces, where the
+        thin surface marks the last column; the tile padding beyond is never marked)."""
         if self.surface is None:
             raise VoxelizerError("this PassRunner was built without surface kernels")
         work: list[Part] = [(slab, batch) for batch in self._batches()]
@@ -194,7 +195,7 @@ class PassRunner:
                 work[:0] = self._split(window, batch)
                 continue
             clear_ids = face_ids if parts == 0 else None
-            self._surface_part(count, grid, grid_rows, face_ids, clear_ids)
+            self._surface_part(count, grid, grid_columns, face_ids, clear_ids)
             parts += 1
         self.stats.count(surface_parts=parts)
 
@@ -347,7 +348,7 @@ class PassRunner:
         self,
         count: PartCount,
         grid: Binding,
-        grid_rows: int,
+        grid_columns: tuple[int, int],
         face_ids: Binding | None,
         clear_ids: Binding | None,
     ) -> None:
@@ -359,7 +360,7 @@ class PassRunner:
         sequence.mark("start")
         self.surface.record(
             count.counted, count.pairs, grid,
-            grid_rows=grid_rows, face_ids=face_ids, clear_ids=clear_ids,
+            grid_columns=grid_columns, face_ids=face_ids, clear_ids=clear_ids,
         )  # fmt: skip
         self.stats.add_gpu(sequence.submit())
         self.stats.add_host(surface_submission=(time.perf_counter() - started) * 1e3)

@@ -77,7 +77,7 @@ class SurfacePass:
         pair_count: int,
         grid: Binding,
         *,
-        grid_rows: int,
+        grid_columns: tuple[int, int],
         face_ids: Binding | None,
         clear_ids: Binding | None,
     ) -> None:
@@ -112,7 +112,8 @@ class SurfacePass:
             kernel = self.pipelines.with_faces
         push = {
             "window": window,
-            "ny": grid_rows,
+            "grid_nx": grid_columns[0],
+            "grid_ny": grid_columns[1],
             "pair_count": pair_count,
             "triangle_offset": counted.batch[0],
         }

@@ -4,7 +4,8 @@ The contract (the GPU implements the same one: a fixed-point fast path, and exac
 arithmetic on the fine coordinates near ties, shaders/exact.glsl and shaders/fine.glsl):
 
 1. Grid-space vertices g (float64 from the placement, or float32 as given; each coordinate in
-   [0, n] for its axis's side n of the grid shape (nx, ny, nz)) become fine coordinates
+   [0, n] for its axis's side n of the grid shape (nx, ny, nz); for a grid that crops the
+   mesh, of the lattice that holds both, placement.WorkGrid) become fine coordinates
    F = rint(g * 2**FINE_BITS) (round half to even; exact for g >= 8, within 2**-50 below).
    int64 arrays given to the functions here are taken as such fine coordinates already.
    Grids with a side over 8192 take FINE_BITS - 3 (placement.fine_bits): the same bounds.
@@ -28,13 +29,14 @@ error and settled with Python integers where the estimate is too close to call.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import cast
 
 import numpy as np
 
 from ..components import Components, mesh_components, split_components
 from ..grid import DenseGrid
+from ..grid_spec import PadLike, VoxelSizeLike
 from ..mesh import Mesh
 from ..placement import (
     COLUMN_AXIS_ORDERS,
@@ -65,25 +67,43 @@ def voxelize_reference(
     grid: GridLike | None = None,
     fill_mode: str = "parity",
     *,
-    voxel_size: float | None = None,
+    voxel_size: VoxelSizeLike | None = None,
     bounds: np.typing.ArrayLike | None = None,
+    box_fit: str = "cover",
+    pad: PadLike = 0,
 ) -> DenseGrid:
     """Voxelize on the CPU with the exact contract: slow, simple, and the ground truth.
 
     The grid is placed as the GPU path places it (GridPlacement.fit)."""
-    placement = GridPlacement.fit(mesh, grid, voxel_size, bounds)
-    grid_vertices = placement.fine_vertices(mesh.vertices)
-    if fill_mode == "parity":
-        voxels = solid_columns(grid_vertices, mesh.faces, placement.shape)
-    elif fill_mode == "vote":
-        voxels = vote_columns(grid_vertices, mesh.faces, placement.shape)
-    elif fill_mode == "union":
-        parts = mesh_components(mesh)
-        voxels = union_columns(grid_vertices, mesh.faces, placement.shape, parts)
-        # (the parts as the GPU path finds them: mesh_components, from the mesh's vertices)
-    else:
+    placement = GridPlacement.fit(mesh, grid, voxel_size, bounds, box_fit=box_fit, pad=pad)
+    if fill_mode not in ("parity", "vote", "union"):
         raise ValueError(f"unknown fill mode {fill_mode!r}")
-    return DenseGrid(voxels, placement)
+
+    def solid(_: np.ndarray, fine: np.ndarray, shape: Shape) -> np.ndarray:
+        if fill_mode == "parity":
+            return solid_columns(fine, mesh.faces, shape)
+        if fill_mode == "vote":
+            return vote_columns(fine, mesh.faces, shape)
+        # (the parts as the GPU path finds them: mesh_components, from the mesh's vertices)
+        return union_columns(fine, mesh.faces, shape, mesh_components(mesh))
+
+    return on_work_lattice(mesh, placement, solid)
+
+
+def on_work_lattice(
+    mesh: Mesh,
+    placement: GridPlacement,
+    voxels_of: Callable[[np.ndarray, np.ndarray, Shape], np.ndarray],
+) -> DenseGrid:
+    """The grid's voxels, voxels_of(grid vertices, fine vertices, shape) on the lattice the
+    grid is voxelized on (placement.work: the grid itself unless it crops the mesh), cut to
+    the grid; every voxel empty where the grid holds no part of the mesh."""
+    if not placement.holds_part_of(mesh):
+        return DenseGrid(np.zeros(placement.shape, bool), placement)
+    work = placement.work(mesh)
+    grid_vertices, fine = placement.placed_vertices(mesh)
+    voxels = voxels_of(grid_vertices, fine, work.shape)
+    return DenseGrid(np.ascontiguousarray(work.cut(voxels)), placement)
 
 
 def vote_columns(grid_vertices: np.ndarray, faces: np.ndarray, shape: int | Shape) -> np.ndarray:

@@ -37,9 +37,17 @@ import numpy.typing
 from ..choices import SURFACES
 from ..components import mesh_components
 from ..grid import DenseGrid
+from ..grid_spec import PadLike, VoxelSizeLike
 from ..mesh import Mesh
 from ..placement import MAX_RESOLUTION, GridLike, GridPlacement, Shape
-from .solid import ONE, solid_columns, to_fixed, union_columns, vote_columns
+from .solid import (
+    ONE,
+    on_work_lattice,
+    solid_columns,
+    to_fixed,
+    union_columns,
+    vote_columns,
+)
 
 HALF = ONE >> 1
 
@@ -103,28 +111,36 @@ def voxelize_surface_reference(
     surface: str = "conservative",
     fill_mode: str = "parity",
     *,
-    voxel_size: float | None = None,
+    voxel_size: VoxelSizeLike | None = None,
     bounds: numpy.typing.ArrayLike | None = None,
+    box_fit: str = "cover",
+    pad: PadLike = 0,
 ) -> DenseGrid:
     """The voxels of `mode` ("surface" with `surface`, or "both": the solid of `fill_mode`
-    united with the conservative surface), placed as the GPU path places them."""
+    united with the conservative surface), placed as the GPU path places them (on the
+    lattice that holds the mesh too where the grid crops it: reference.on_work_lattice)."""
     if mode not in ("surface", "both") or surface not in SURFACES:
         raise ValueError(f"unknown mode {mode!r} or surface {surface!r}")
-    placement = GridPlacement.fit(mesh, grid, voxel_size, bounds)
-    g = placement.grid_vertices(mesh.vertices)
-    shape = placement.shape
-    if mode == "surface":
-        return DenseGrid(surface_columns(g, mesh.faces, shape, surface), placement)
-    fine = placement.fine_vertices(mesh.vertices)  # the solid's coordinates
-    if fill_mode == "parity":
-        solid = solid_columns(fine, mesh.faces, shape)
-    elif fill_mode == "vote":
-        solid = vote_columns(fine, mesh.faces, shape)
-    elif fill_mode == "union":
-        solid = union_columns(fine, mesh.faces, shape, mesh_components(mesh))
-    else:
+    if fill_mode not in ("parity", "vote", "union", "winding"):
         raise ValueError(f"unknown fill mode {fill_mode!r}")
-    return DenseGrid(solid | surface_columns(g, mesh.faces, shape, "conservative"), placement)
+    placement = GridPlacement.fit(mesh, grid, voxel_size, bounds, box_fit=box_fit, pad=pad)
+
+    def voxels_of(g: np.ndarray, fine: np.ndarray, shape: Shape) -> np.ndarray:
+        if mode == "surface":
+            return surface_columns(g, mesh.faces, shape, surface)
+        if fill_mode == "parity":
+            solid = solid_columns(fine, mesh.faces, shape)
+        elif fill_mode == "vote":
+            solid = vote_columns(fine, mesh.faces, shape)
+        elif fill_mode == "union":
+            solid = union_columns(fine, mesh.faces, shape, mesh_components(mesh))
+        else:
+            from .winding import winding_columns
+
+            solid = winding_columns(g, mesh.faces, shape, fine)
+        return solid | surface_columns(g, mesh.faces, shape, "conservative")
+
+    return on_work_lattice(mesh, placement, voxels_of)
 
 
 # -- marks: (triangle indices, flat voxel indices) in batches -----------------------------------

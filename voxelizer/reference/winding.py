@@ -29,9 +29,10 @@ from collections import Counter
 import numpy as np
 
 from ..grid import DenseGrid
+from ..grid_spec import PadLike, VoxelSizeLike
 from ..mesh import Mesh
 from ..placement import FIXED_BITS, GridLike, GridPlacement, Shape
-from .solid import signed_crossings, to_fixed
+from .solid import on_work_lattice, signed_crossings, to_fixed
 
 ONE = 1 << FIXED_BITS
 HALF = ONE >> 1
@@ -42,14 +43,19 @@ def voxelize_winding_reference(
     mesh: Mesh,
     grid: GridLike | None = None,
     *,
-    voxel_size: float | None = None,
+    voxel_size: VoxelSizeLike | None = None,
     bounds: np.typing.ArrayLike | None = None,
+    box_fit: str = "cover",
+    pad: PadLike = 0,
 ) -> DenseGrid:
-    """fill_mode="winding" on the CPU, placed as the GPU path places the grid."""
-    placement = GridPlacement.fit(mesh, grid, voxel_size, bounds)
-    g = placement.grid_vertices(mesh.vertices)
-    fine = placement.fine_vertices(mesh.vertices)
-    return DenseGrid(winding_columns(g, mesh.faces, placement.shape, fine), placement)
+    """fill_mode="winding" on the CPU, placed as the GPU path places the grid (on the
+    lattice that holds the whole mesh too where the grid crops it: every triangle counts)."""
+    placement = GridPlacement.fit(mesh, grid, voxel_size, bounds, box_fit=box_fit, pad=pad)
+
+    def voxels_of(g: np.ndarray, fine: np.ndarray, shape: Shape) -> np.ndarray:
+        return winding_columns(g, mesh.faces, shape, fine)
+
+    return on_work_lattice(mesh, placement, voxels_of)
 
 
 def winding_columns(

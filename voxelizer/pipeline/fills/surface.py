@@ -131,8 +131,9 @@ class _SurfaceSlabs:
             self.solid.fill_slab(runner, slab, grid)
         else:
             stats.count(slabs=1)
+        columns = job.columns or (job.shape[0], job.shape[1])
         runner.voxelize_surface(
-            slab, grid, grid_rows=job.shape[1], clear=self.solid is None, face_ids=ids
+            slab, grid, grid_columns=columns, clear=self.solid is None, face_ids=ids
         )
         if ids is not None and work.download:
             self.marked.append(download_marked(resources.sequence, slab, ids, stats))
