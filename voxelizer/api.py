@@ -146,14 +146,12 @@ class Voxelizer:
         - count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
           result; result.count() gives it), for a caller that counts them on another thread
           (a batch, on the thread that writes the result's file).
-        - out="x.svo": the octree is written to this .svo file as it is made (never whole in
-          memory on the sparse path) and the result is that file mapped read-only
-          (voxelizer.load(out, mmap=True)); overwrite=True replaces an existing file."""
+        - out="x.svo": the octree written to this file as it is made, the result the file
+          mapped (load(out, mmap=True)); overwrite=True replaces a file (large-grids.md)."""
         checked = Options.create(grid, **options)
         if out is not None and Path(out).suffix.lower() != ".svo":
             raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (save writes others)")
         if out is not None and (checked.fill_mode == AUTO_FILL or checked.attributes):
-            # "auto" may run twice, face ids come apart: in memory first, then written
             svo = self.voxelize(mesh, grid, warn=warn, count_voxels=count_voxels, **options)
             write_svo(svo, out, overwrite=overwrite)
             return svo
