@@ -205,6 +205,7 @@ class Voxelizer:
         svo.stats = run
         return svo
 
+    @option_keywords(VoxelizeOptions)
     def voxelize_dense(
         self,
         mesh: MeshLike,
