@@ -51,8 +51,6 @@ from .gpu.device import Device
 from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh
-from .io.output import open_output
-from .io.svo_file import SVOFileSink, read_svo, write_svo
 from .mesh import Mesh, Topology, real_array
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
@@ -153,21 +151,18 @@ class Voxelizer:
             raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (save writes others)")
         if out is not None and (checked.fill_mode == AUTO_FILL or checked.attributes):
             svo = self.voxelize(mesh, grid, warn=warn, count_voxels=count_voxels, **options)
-            write_svo(svo, out, overwrite=overwrite)
-            return svo
+            return self._streamed(out, overwrite, svo)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         if not placement.holds_part_of(loaded):
             empty = SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
-            if out is not None:
-                write_svo(empty, out, overwrite=overwrite)
-            return empty
+            return empty if out is None else self._streamed(out, overwrite, empty)
         job = self._job(loaded, placement, checked)
         marked = None
         if out is not None:
-            svo = self._streamed(job, placement, out, overwrite)
+            svo = self._streamed(out, overwrite, (job, placement))
             svo.stats = _merged(stats, svo.stats)
             return self._counted(svo, loaded, checked, warn, count_voxels)
         with self._locked():
@@ -182,11 +177,9 @@ class Voxelizer:
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
         return self._counted(svo, loaded, checked, warn, count_voxels)
 
-    def _counted(
-        self, svo: SVO, loaded: Mesh, checked: Options, warn: bool, count_voxels: bool
-    ) -> SVO:
+    def _counted(self, svo: SVO, loaded: Mesh, checked: Options, warn: bool, count: bool) -> SVO:
         """`svo` with its voxels counted (and the thin check) and its warnings given."""
-        if count_voxels:
+        if count:
             svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
             self.count_thin_surface(loaded, svo, checked)
         if warn:
@@ -194,9 +187,17 @@ class Voxelizer:
         return svo
 
     def _streamed(
-        self, job: Job, placement: GridPlacement, out: str | os.PathLike, overwrite: bool
+        self, out: str | os.PathLike, overwrite: bool, made: SVO | tuple[Job, GridPlacement]
     ) -> SVO:
-        """The job's octree written to the .svo file `out` as it is made, read back mapped."""
+        """The .svo file `out`: an SVO `made` in memory written, or a job's octree written as
+        it is made and read back mapped. (A format's modules load on use: test_startup.py.)"""
+        from .io.output import open_output
+        from .io.svo_file import SVOFileSink, read_svo, write_svo
+
+        if isinstance(made, SVO):
+            write_svo(made, out, overwrite=overwrite)
+            return made
+        job, placement = made
         with self._locked(), open_output(out, overwrite) as fh:
             sink = SVOFileSink(fh, placement)
             run = self._pipeline.svo_into(job, sink)
