@@ -100,6 +100,21 @@ def test_a_16384_grid_equals_dense_runs_of_the_same_voxels(gpu, shape_name, mesh
 
 
 @pytest.mark.slow
+def test_a_32768_grid_equals_the_dense_run_of_the_same_voxels(gpu):
+    """The same box cut into voxels half the size (32768 a side), a sphere against the dense
+    run of the 384^3 voxels around it."""
+    n, h = 2 * N, H / 2
+    mesh = sphere((50.25, -20.5, 7.0), 1.0)
+    svo = gpu.voxelize(mesh, n, bounds=BOUNDS)
+    lo = np.array([int((c + HALF) / h) for c in (48.75, -22.0, 5.5)])
+    sides = np.array([384, 384, 384])
+    low = -HALF + lo * h
+    dense = gpu.voxelize_dense(mesh, (384, 384, 384), bounds=[low, low + sides * h])
+    assert svo.shape == (n, n, n) and svo.count() == dense.count() > 0
+    crops_match(svo, dense, lo, [((0, 0, 0), (384, 384, 384)), ((5, 40, 77), (301, 260, 143))])
+
+
+@pytest.mark.slow
 def test_sampled_columns_at_16384_equal_the_exact_reference(gpu):
     """A sphere whose vertices are not on any coarse lattice (jittered): its columns against
     the exact reference on the large grid's lattice (FINE_BITS 46), computed for those
