@@ -539,11 +539,12 @@ class Placed(ABC):
     @abstractmethod
     def to_numpy(self, attribute: str | None = None) -> np.ndarray:
         """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]; with
-        attribute="face", the int32 face ids (-1 where none)."""
+        attribute="face", the int32 face ids (-1 where none); "label", uint16 labels (0
+        where empty); "color", uint8 RGBA (nx, ny, nz, 4)."""
 
     @property
     def attributes(self) -> tuple[str, ...]:
-        """The per-voxel attributes carried: ("face",) with face ids, else ()."""
+        """The per-voxel attributes carried, of "face", "label" and "color"."""
         return ()
 
     @abstractmethod

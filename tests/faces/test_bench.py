@@ -358,3 +358,30 @@ def test_trees_side_by_side_time_every_pass_of_both(tmp_path):
     assert all(float(row.split(" | ")[-1].rstrip(" |")) > 0 for row in rows)
     rounds = json.loads((out / "passes.json").read_text())
     assert [Path(found[0]["package"]).parent for found in rounds.values()] == copies
+
+
+@pytest.mark.slow
+def test_the_colours_benchmark_writes_its_files_and_their_sizes(tmp_path, capsys):
+    """A tiny run of voxelizer.benchmarks.colours on the bundled models: every call and file
+    in the JSON, the same voxels with and without colours, the .ply float32 on the power of
+    two voxel size."""
+    from voxelizer.benchmarks import colours
+
+    args = [str(tmp_path), "--textured", str(PROJECT_MODELS / "painted_gear.obj")]
+    args += ["--part", str(PROJECT_MODELS / "gear.ply"), "--grid", "16", "--part-voxels", "30"]
+    assert colours.main([*args, "--runs", "1"]) == 0
+    doc = json.loads((tmp_path / "colours.json").read_text())
+    textured, part = doc["textured"], doc["part"]
+    assert textured["voxels"]["plain"] == textured["voxels"]["colors"] > 0
+    assert textured["parts"] == ["gear", "axle"] and textured["distinct_colours"] > 10
+    assert textured["ratio_to_plain"]["plain"] == 1.0
+    assert [row["file"] for row in textured["files"]] == [
+        f"painted_gear-16.{suffix}" for suffix in colours.TEXTURED_FORMATS
+    ]
+    assert part["grid"][0] in (30, 31, 32) and part["voxels"] > 0  # (the placement's margin)
+    for row in [*textured["files"], *part["files"], part["dyadic"]]:
+        path = tmp_path / row["file"]
+        files = sorted(path.iterdir()) if path.is_dir() else [path]
+        assert row["bytes"] == sum(f.stat().st_size for f in files) > 0
+    assert part["dyadic"]["ply_float32"] and part["dyadic"]["voxel_size"] <= part["voxel_size"]
+    assert "| colors+labels |" in capsys.readouterr().out

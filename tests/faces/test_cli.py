@@ -80,7 +80,7 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
     "args, message",
     [
         (["--variant", "fastest"], "unknown variant 'fastest'"),
-        (["-o", "out.stl"], "cannot write .stl"),
+        (["-o", "out.3mf"], "cannot write .3mf"),
         (["--grid", "many"], "invalid grid 'many'"),
         (["--grid", "0"], "at least 1"),
         (["--grid", "-8"], "at least 1"),

@@ -102,7 +102,8 @@ class Buffer:
         if not self.host_visible:
             raise ValueError("only host-visible buffers can be mapped")
         if self._mapped is None:
-            self._mapped = vk.vkMapMemory(self.device.handle, self.memory, 0, self.size, 0)
+            with interrupts_deferred():  # kept before a Ctrl-C unwinds: mapped twice otherwise
+                self._mapped = vk.vkMapMemory(self.device.handle, self.memory, 0, self.size, 0)
         return self._mapped
 
     def view(self, dtype: numpy.typing.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:

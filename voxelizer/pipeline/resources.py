@@ -11,6 +11,7 @@ from ..gpu.commands import Sequence
 from ..gpu.device import Device
 from ..gpu.first_dispatches import build_in_background
 from ..gpu.scan import Scan
+from ..interrupts import interrupts_deferred
 from .face_ids import FaceGather
 from .kernels import PassPipelines
 from .sparse_pass import SparsePipelines
@@ -96,9 +97,12 @@ class Resources:
             wanted += [tree.classify_grid, tree.classify_nodes]
             wanted += [tree.write_nodes, tree.write_bricks, tree.download]
         self._builders = [thread for thread in self._builders if thread.is_alive()]
-        thread = build_in_background(wanted)
-        if thread is not None:
-            self._builders.append(thread)
+        # A Ctrl-C between the thread's start and its recording here would leave it unjoined
+        # by close, building and submitting on a device being destroyed.
+        with interrupts_deferred():
+            thread = build_in_background(wanted)
+            if thread is not None:
+                self._builders.append(thread)
 
     def close(self) -> None:
         """Wait for the background builds and the device, then free every kernel and buffer
