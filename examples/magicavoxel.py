@@ -1,10 +1,14 @@
-"""MagicaVoxel: a model as a `.vox` scene, standing upright.
+"""MagicaVoxel: a model as a `.vox` scene, standing upright, and a coloured one.
 
 MagicaVoxel's z is up; many models (glTF, most game assets) are y-up. `up_axis="y"` turns
 the model so that its +y becomes MagicaVoxel's +z (a rotation, not a mirror). A grid of at
 most 256 voxels a side is one plain model, which MagicaVoxel, py-vox-io and midvoxio read
 exactly; a larger grid is written as tiles placed in the scene. Here a y-up copy of the gear
 (its axis along y) comes out lying flat, as it should.
+
+With `colors=True` the file's palette holds the model's colours: the bundled painted gear
+(models/painted_gear.obj, a gear textured with a colour wheel and a grey axle) has more
+than 255 colours at 64³, so the palette is their median cut (exact up to 255).
 
     python examples/magicavoxel.py [OUT_DIR]
 """
@@ -18,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import voxelizer
+from voxelizer.attributes.palette import palette_of
 
 MODELS = Path(__file__).resolve().parents[1] / "models"
 
@@ -35,6 +40,16 @@ def main(out_dir: Path) -> None:
     print(f"{path}: {scene.shape} in MagicaVoxel's axes, {scene.count():,} voxels")
     assert scene.count() == voxels.count() and scene.shape[2] == voxels.shape[1]
     assert np.array_equal(scene.to_numpy(), np.flip(voxels.to_numpy(), axis=2).transpose(0, 2, 1))
+
+    painted = voxelizer.voxelize_dense(MODELS / "painted_gear.obj", 64, colors=True)
+    colours = painted.to_numpy("color")[painted.to_numpy()]
+    path = out_dir / "painted_gear.vox"
+    voxelizer.save(painted, path, overwrite=True)
+    palette, _, exact = palette_of(colours)  # the palette the .vox file holds
+    print(
+        f"{path}: {painted.count():,} voxels of {len(np.unique(colours, axis=0)):,} colours, "
+        f"a palette of {len(palette)} ({'exact' if exact else 'median cut'})"
+    )
 
 
 if __name__ == "__main__":

@@ -2,12 +2,15 @@
 
     python models/generate.py
 
-The output is deterministic (no randomness, binary little-endian PLY), so the files can be
-regenerated and compared byte for byte.
+The output is deterministic (no randomness, binary little-endian PLY; the painted gear as
+OBJ, MTL and PNG text and bytes), so the files can be regenerated and compared byte for byte.
 """
 
 from __future__ import annotations
 
+import colorsys
+import struct
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -110,12 +113,59 @@ def build(name: str) -> trimesh.Trimesh:
     return mesh
 
 
+WHEEL = 64  # pixels per side of the painted gear's texture
+
+
+def colour_wheel() -> np.ndarray:
+    """RGB uint8 (WHEEL, WHEEL, 3): hue by angle around the centre, lighter towards it."""
+    y, x = (np.mgrid[0:WHEEL, 0:WHEEL] + 0.5) / WHEEL * 2.0 - 1.0
+    hue = (np.arctan2(-y, x) / (2.0 * np.pi)) % 1.0
+    light = 0.35 + 0.25 * np.clip(1.0 - np.hypot(x, y), 0.0, 1.0)
+    rgb = [colorsys.hls_to_rgb(h, l, 0.85) for h, l in zip(hue.ravel(), light.ravel())]
+    return np.round(np.array(rgb) * 255).astype(np.uint8).reshape(WHEEL, WHEEL, 3)
+
+
+def png(image: np.ndarray) -> bytes:
+    """RGB PNG bytes (filter 0 rows), written without an image library."""
+    rows = np.concatenate([np.zeros((len(image), 1), np.uint8), image.reshape(len(image), -1)], 1)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    header = struct.pack(">IIBBBBB", image.shape[1], image.shape[0], 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows.tobytes(), 9)) + chunk(b"IEND", b"")
+
+
+def painted_gear() -> None:
+    """painted_gear.obj (+ .mtl, .png): two parts for the colours and labels examples. The
+    gear (group "gear") is painted from above with a colour wheel (texture coordinates from
+    x and y), the axle through its bore (group "axle") is a grey box (a plain Kd)."""
+    gear_mesh = build("gear.ply")
+    v = np.asarray(gear_mesh.vertices)
+    uv = (v[:, :2] + 1.0) / 2.0 * 0.96 + 0.02  # inside [0, 1]: the wheel seen from above
+    axle = trimesh.creation.box(bounds=[[-0.15, -0.15, -0.3], [0.15, 0.15, 0.3]])
+    lines = ["# painted gear: written by models/generate.py", "mtllib painted_gear.mtl", "g gear", "usemtl paint"]
+    lines += [f"v {x:.6f} {y:.6f} {z:.6f}" for x, y, z in v.tolist()]
+    lines += [f"vt {a:.6f} {b:.6f}" for a, b in uv.tolist()]
+    lines += [f"f {a}/{a} {b}/{b} {c}/{c}" for a, b, c in (np.asarray(gear_mesh.faces) + 1).tolist()]
+    lines += ["g axle", "usemtl steel"]
+    lines += [f"v {x:.6f} {y:.6f} {z:.6f}" for x, y, z in np.asarray(axle.vertices).tolist()]
+    lines += [f"f {a} {b} {c}" for a, b, c in (np.asarray(axle.faces) + 1 + len(v)).tolist()]
+    (HERE / "painted_gear.obj").write_text("\n".join(lines) + "\n")
+    (HERE / "painted_gear.mtl").write_text(
+        "newmtl paint\nKd 0.8 0.8 0.8\nmap_Kd painted_gear.png\n\nnewmtl steel\nKd 0.55 0.57 0.62\n"
+    )
+    (HERE / "painted_gear.png").write_bytes(png(colour_wheel()))
+    print(f"painted_gear.obj: {len(gear_mesh.faces) + len(axle.faces)} triangles in 2 groups")
+
+
 def main() -> None:
     for name in MESHES:
         mesh = build(name)
         data = mesh.export(file_type="ply", encoding="binary")
         (HERE / name).write_bytes(data)
         print(f"{name}: {len(mesh.faces)} triangles, volume {mesh.volume:.4f}, {len(data)} bytes")
+    painted_gear()
 
 
 if __name__ == "__main__":

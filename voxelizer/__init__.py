@@ -14,6 +14,7 @@ from .api import (
 from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOICES, VARIANTS
 from .errors import (
     ArgumentError,
+    ColorWarning,
     DeviceError,
     EmptyGridWarning,
     FillModeError,
@@ -35,7 +36,7 @@ from .errors import (
 )
 from .gpu.device import list_devices
 from .grid import DenseGrid
-from .io import load, load_mesh, save, write_preview
+from .io import load, load_mesh, save, write_preview, write_slices
 from .io.mesh_files import find_meshes
 from .mesh import Mesh, Topology
 from .options import Options
@@ -76,6 +77,7 @@ __all__ = [
     "VARIANT_CHOICES",
     "ArgumentError",
     "BatchResult",
+    "ColorWarning",
     "DenseGrid",
     "DeviceError",
     "EmptyGridWarning",
@@ -116,4 +118,5 @@ __all__ = [
     "voxelize_dense",
     "voxelize_many",
     "write_preview",
+    "write_slices",
 ]

@@ -19,14 +19,17 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing
 
+from .api_runs import PipelineRuns, attributed_svo, face_grid, part_name
+from .attributes.run import Attributed
 from .budget import check_dense_fits
 from .choices import (
     AUTO_FILL,
@@ -36,27 +39,27 @@ from .choices import (
     variant_candidates,
 )
 from .errors import (
-    ArgumentError,
+    ColorWarning,
     DeviceError,
     EmptyGridWarning,
+    FormatError,
     MeshError,
-    OpenMeshWarning,
-    OverlapWarning,
     ReentrantCallError,
     VoxelizerError,
 )
 from .gpu.device import Device
 from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
-from .io.meshes import MeshLike, load_mesh
+from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology, real_array
+from .mesh_warnings import mesh_warnings
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
-from .placement import GridLike, GridPlacement, check_resolution
+from .placement import GridLike, GridPlacement, check_resolution, lattice_shift
 from .stats import Stats
 from .svo import SVO
-from .thin import needs_surface_count, thin_warning
+from .thin import needs_surface_count
 from .trigrid import GridEngine, TriangleGrid, build_triangle_grid
 from .trigrid import queries as grid_queries
 from .trigrid.files import read_triangle_grid
@@ -65,6 +68,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 R = TypeVar("R", SVO, DenseGrid)
+# One mesh, or a list of meshes voxelized together on one grid (each mesh a part).
+MeshesLike = MeshLike | list[MeshLike]
 
 
 class Voxelizer:
@@ -100,18 +105,20 @@ class Voxelizer:
     @option_keywords(VoxelizeOptions)
     def voxelize(
         self,
-        mesh: MeshLike,
+        mesh: MeshesLike,
         grid: GridLike | None = None,
         *,
         warn: bool = True,
         count_voxels: bool = True,
+        out: str | os.PathLike | None = None,
+        overwrite: bool = False,
         **options: Unpack[VoxelizeOptions],
     ) -> SVO:
-        """Voxelization as a sparse voxel octree, built on the GPU from the bit grid. Grids
-        larger than one buffer or the memory budget are voxelized slab by slab.
+        """Voxelization as a sparse voxel octree, built on the GPU from the bit grid, slab by
+        slab where the grid is larger than a buffer or the budget.
 
-        grid: N (the cube N^3) or (nx, ny, nz), each side from 1 to 8192; or voxel_size=
-        instead (world units: h, or (hx, hy, hz)); neither: 512^3. Keyword-only:
+        grid: N (the cube N^3) or (nx, ny, nz), each side from 1 to 65536 (over 8192: sparsely,
+        docs/guide/large-grids.md); or voxel_size= (h, or (hx, hy, hz)); neither: 512^3.
 
         - mode: "solid" (default: the voxels whose centres are inside), "surface" (the
           voxels the triangles touch, of the kind `surface`: "conservative", the default,
@@ -132,21 +139,39 @@ class Voxelizer:
         - max_memory (bytes or "2GiB"), progress (a callable (stage, done, total)).
         - attributes: ["face"] (modes "surface" and "both"): the SVO also stores each surface
           voxel's face id, SVO.to_numpy(attribute="face").
-        - warn=False: no OpenMeshWarning or OverlapWarning through the warnings module (whose
-          catching is not thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives
-          them as data.
-        - count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-          result; result.count() gives it), for a caller that counts them on another thread
-          (a batch, on the thread that writes the result's file)."""
+        - labels=True: the part of every set voxel, SVO.to_numpy(attribute="label"), named
+          by SVO.label_names; overlap ("last" or "smallest"): the part an overlap belongs to.
+          colors=True: every set voxel's RGBA, SVO.to_numpy(attribute="color"); fill_color:
+          the inside's colour (default: the nearest surface voxel's along the column).
+          A list of meshes is voxelized together on one grid around them all, each mesh a
+          part (docs/guide/colours-and-labels.md).
+        - warn=False: no OpenMeshWarning or OverlapWarning through the warnings module (not
+          thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
+        - count_voxels=False: no count of the set voxels in stats.counts (result.count() gives
+          it), for a caller that counts them on another thread (a batch, its writer thread).
+        - out="x.svo": the octree written to this file as it is made, the result the file
+          mapped (load(out, mmap=True)); overwrite=True replaces a file (large-grids.md)."""
         checked = Options.create(grid, **options)
+        if out is not None and _whole_first(checked, out):
+            svo = self.voxelize(mesh, grid, warn=warn, count_voxels=count_voxels, **options)
+            return self._streamed(out, overwrite, svo)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         if not placement.holds_part_of(loaded):
-            return SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
+            empty = SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
+            return empty if out is None else self._streamed(out, overwrite, empty)
+        if checked.labels or checked.colors:
+            check_dense_fits(placement.shape, "labels and colours")
+            found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
+            svo = attributed_svo(found, placement, stats, checked)
+            return self._finished(loaded, svo, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
         marked = None
+        if out is not None:
+            svo = self._streamed(out, overwrite, (job, placement, stats))
+            return self._finished(loaded, svo, checked, warn, count_voxels)
         with self._locked():
             if "face" in checked.attributes:
                 (nodes, bricks, level_offsets), marked, run = self._pipeline.svo_faces(job)
@@ -157,17 +182,32 @@ class Voxelizer:
             started = time.perf_counter()
             svo = svo.with_face_ids(marked.voxels, marked.ids)
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
-        if count_voxels:
-            svo.stats.counts[voxel_count_label(checked.mode)] = svo.count()
-            self.count_thin_surface(loaded, svo, checked)
-        if warn:
-            _warn_from_counts(svo.stats.counts, checked.fill_mode, checked.mode)
+        return self._finished(loaded, svo, checked, warn, count_voxels)
+
+    def _streamed(
+        self, out: str | os.PathLike, overwrite: bool, made: SVO | tuple[Job, GridPlacement, Stats]
+    ) -> SVO:
+        """The .svo file `out`: an SVO `made` in memory written, or a job's octree written as
+        it is made and read back mapped. (A format's modules load on use: test_startup.py.)"""
+        from .io.output import open_output
+        from .io.svo_file import SVOFileSink, read_svo, write_svo
+
+        if isinstance(made, SVO):
+            write_svo(made, out, overwrite=overwrite)
+            return made
+        job, placement, before = made
+        with self._locked(), open_output(out, overwrite) as fh:
+            sink = SVOFileSink(fh, placement)
+            run = self._pipeline.svo_into(job, sink)
+            sink.finish()
+        svo = read_svo(out, mmap=True)
+        svo.stats = _merged(before, run)
         return svo
 
     @option_keywords(VoxelizeOptions)
     def voxelize_dense(
         self,
-        mesh: MeshLike,
+        mesh: MeshesLike,
         grid: GridLike | None = None,
         *,
         warn: bool = True,
@@ -176,7 +216,8 @@ class Voxelizer:
     ) -> DenseGrid:
         """Voxelization on a dense grid (mode "solid", the default: a voxel is set iff its
         centre is inside the mesh). Arguments as for voxelize; attributes=["face"] (modes
-        "surface" and "both") also fills DenseGrid.face_ids."""
+        "surface" and "both") also fills DenseGrid.face_ids, labels=True DenseGrid.labels,
+        colors=True DenseGrid.colors."""
         checked = Options.create(grid, **options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize_dense, mesh, grid, warn, count_voxels, options)
@@ -187,6 +228,12 @@ class Voxelizer:
             empty = ColumnBits.empty(placement.shape)
             stats = _empty_stats(loaded, placement, checked, stats, warn)
             return DenseGrid.of_columns(empty, placement, stats)
+        if checked.labels or checked.colors:
+            found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
+            result = DenseGrid(
+                found.voxels, placement, stats, face_ids=face_grid(found, placement, checked)
+            ).with_attributes(found.labels, found.colors, found.label_names)
+            return self._finished(loaded, result, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
         faces = None
         with self._locked():
@@ -199,12 +246,37 @@ class Voxelizer:
             result = DenseGrid.of_columns(voxels, placement, merged, face_ids=faces)
         else:
             result = DenseGrid(voxels, placement, merged, face_ids=faces)
+        return self._finished(loaded, result, checked, warn, count_voxels)
+
+    def _finished(
+        self,
+        mesh: Mesh,
+        result: R,
+        options: Options,
+        warn: bool,
+        count_voxels: bool,
+        problems: Sequence[str] = (),
+    ) -> R:
+        """The result with its voxel count (and the thin check's), after the warnings its
+        column counts call for and those of its colours (`problems`)."""
         if count_voxels:
-            result.stats.counts[voxel_count_label(checked.mode)] = result.count()
-            self.count_thin_surface(loaded, result, checked)
+            result.stats.counts[voxel_count_label(options.mode)] = result.count()
+            self.count_thin_surface(mesh, result, options)
         if warn:
-            _warn_from_counts(result.stats.counts, checked.fill_mode, checked.mode)
+            _warn_from_counts(result.stats.counts, options.fill_mode, options.mode, stacklevel=5)
+        for problem in problems:  # (not warn's: colours the user asked for, not the mesh's)
+            warnings.warn(ColorWarning(problem), stacklevel=4)
         return result
+
+    def _attributed(
+        self, mesh: Mesh, placement: GridPlacement, stats: Stats, options: Options, name: str
+    ) -> Attributed:
+        """The voxels with labels and colours, from the pipeline runs they need (api_runs)."""
+        runs = PipelineRuns(
+            self._pipeline, self._job, placement=placement, options=options, stats=stats
+        )
+        with self._locked():
+            return runs.attributed(mesh, name)
 
     def voxelize_grid(
         self,
@@ -299,7 +371,7 @@ class Voxelizer:
     def _auto(
         self,
         call: Callable[..., R],
-        mesh: MeshLike,
+        mesh: MeshesLike,
         grid: GridLike | None,
         warn: bool,
         count_voxels: bool,
@@ -308,7 +380,7 @@ class Voxelizer:
         """fill_mode="auto": parity, then winding where the parity fill's column counts find
         the surface open or parts overlapping (counts["auto_winding"] says which ran: 0 or
         1). A closed, consistently oriented mesh costs one parity run; others a second run."""
-        loaded = load_mesh(mesh)
+        loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
         parity = call(
             loaded,
             grid,
@@ -340,6 +412,8 @@ class Voxelizer:
         counts = result.stats.counts
         if options.mode != "solid" or "solid_voxels" not in counts:
             return
+        if lattice_shift(result.placement.shape):  # (no surface pass on the sparse path)
+            return
         if not needs_surface_count(counts["solid_voxels"], mesh, result.placement):
             return
         started = time.perf_counter()
@@ -370,10 +444,10 @@ class Voxelizer:
         device resolves it (choices.variant_candidates)."""
         return variant_candidates(variant, self.device.is_cpu)[0]
 
-    def _prepare(self, mesh: MeshLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
-        """Load and check the mesh, place the grid."""
+    def _prepare(self, mesh: MeshesLike, options: Options) -> tuple[Mesh, GridPlacement, Stats]:
+        """Load and check the mesh (several: one mesh of them, each a part), place the grid."""
         started = time.perf_counter()
-        loaded = load_mesh(mesh)
+        loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
         load_ms = (time.perf_counter() - started) * 1e3
         placement = GridPlacement.around(
             loaded,
@@ -461,67 +535,23 @@ class Voxelizer:
         self.close()
 
 
-def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -> list[Warning]:
-    """The warnings a call with these counts gives: where the fill's column counts say that
-    parity may not mean "inside": columns whose crossings do not balance (an open surface),
-    or else, in parity and vote modes, columns through overlapping, nested or inside-out
-    parts. (The grid contains the whole mesh, `bounds` too, so no column is open because the
-    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns.
-    In mode "solid", where the counts hold the solid's count: a ThinResultWarning where the
-    result is empty or thin (voxelizer.thin). As data, for callers that voxelize with
-    warn=False (the warnings module's catching is not thread-safe)."""
-    if not isinstance(counts, Mapping):
-        raise ArgumentError(f"counts must be a mapping (stats.counts), not {type(counts).__name__}")
-    found: list[Warning] = []
-    thin = thin_warning(counts, mode, fill_mode)
-    if thin is not None:
-        found.append(thin)
-    if fill_mode in ("winding", AUTO_FILL):  # (auto: parity only where no column counted)
-        return found
-    open_columns = counts.get("open_columns", 0)
-    if open_columns:
-        advice = {
-            "vote": "voting between six ray directions decides the voxels near the gaps "
-            "(counted along +z); fill_mode='winding' fills what the surface nearly encloses",
-            "union": "its open parts are filled together by the parity rule and added to the "
-            "union of its closed parts; fill_mode='winding' fills what the surface nearly "
-            "encloses",
-        }.get(
-            fill_mode,
-            "voxels there follow the parity rule but may not be what you want; "
-            "fill_mode='winding' fills what the surface nearly encloses (fill_mode='auto' "
-            "picks it for such meshes only)",
-        )
-        found.append(
-            OpenMeshWarning(
-                f"the mesh is not closed: {open_columns:,} "
-                f"{'column crosses' if open_columns == 1 else 'columns cross'} its surface an "
-                f"odd number of times or more often inwards than outwards: {advice}"
-            )
-        )
-    # Where the surface is open, windings near the holes say little about overlaps: one
-    # warning, the open one. Union fills overlapping parts as meant.
-    overlap_columns = 0 if open_columns else counts.get("overlap_columns", 0)
-    if overlap_columns and fill_mode in ("parity", "vote"):
-        along = " (along x, y and z)" if fill_mode == "vote" else ""
-        found.append(
-            OverlapWarning(
-                f"the mesh has overlapping, nested or inside-out parts: {overlap_columns:,} "
-                f"{'column passes' if overlap_columns == 1 else 'columns pass'}{along} where "
-                "it winds around a voxel centre other than 0 or 1 times; parity fills such "
-                "parts by their exclusive or (an overlap comes out empty); fill_mode='winding' "
-                "or fill_mode='union' fills their union (fill_mode='auto' picks winding for "
-                "such meshes only)"
-            )
-        )
-    return found
+def _whole_first(checked: Options, out: str | os.PathLike) -> bool:
+    """Whether out= is written after the work (fill_mode "auto" may run twice; attributes);
+    FormatError for a file that is no .svo."""
+    if Path(out).suffix.lower() != ".svo":
+        raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (save writes others)")
+    return checked.fill_mode == AUTO_FILL or bool(
+        checked.attributes or checked.labels or checked.colors
+    )
 
 
-def _warn_from_counts(counts: dict[str, int], fill_mode: str, mode: str) -> None:
+def _warn_from_counts(
+    counts: dict[str, int], fill_mode: str, mode: str, stacklevel: int = 4
+) -> None:
     """mesh_warnings, warned. Called by the Voxelizer methods, so the warning points at their
     caller's caller (the module functions' user)."""
     for warning in mesh_warnings(counts, fill_mode, mode):
-        warnings.warn(warning, stacklevel=4)
+        warnings.warn(warning, stacklevel=stacklevel)
 
 
 def check_mesh(mesh: MeshLike) -> Topology:
@@ -608,20 +638,22 @@ os.register_at_fork(after_in_child=_forget_shared_after_fork)
 
 @option_keywords(VoxelizeOptions)
 def voxelize(
-    mesh: MeshLike,
+    mesh: MeshesLike,
     grid: GridLike | None = None,
     *,
     device: str | int | None = None,
+    out: str | os.PathLike | None = None,
+    overwrite: bool = False,
     **options: Unpack[VoxelizeOptions],
 ) -> SVO:
     """Voxelization of `mesh` on the GPU as a sparse voxel octree, on the process's shared
-    Voxelizer of `device` (see Voxelizer.voxelize for the options)."""
-    return shared_voxelizer(device).voxelize(mesh, grid, **options)
+    Voxelizer of `device` (see Voxelizer.voxelize for the options and `out`)."""
+    return shared_voxelizer(device).voxelize(mesh, grid, out=out, overwrite=overwrite, **options)
 
 
 @option_keywords(VoxelizeOptions)
 def voxelize_dense(
-    mesh: MeshLike,
+    mesh: MeshesLike,
     grid: GridLike | None = None,
     *,
     device: str | int | None = None,

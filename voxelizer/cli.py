@@ -33,9 +33,11 @@ from .choices import (
     SURFACES,
     VARIANT_CHOICES,
 )
+from .cli_attributes import add_attribute_arguments, attribute_options, check_attribute_arguments
 from .command_words import in_command_words
 from .console import SIGPIPE_STATUS, error_line, guard_streams, interrupted_status, one_line
 from .errors import (
+    ColorWarning,
     GridError,
     ModeError,
     OpenMeshWarning,
@@ -52,7 +54,8 @@ from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
 from .io.preview import PREVIEW_SUFFIX, write_preview
-from .io.writers import OUTPUT_FORMATS, check_output_shape, save
+from .io.slices import check_slices_folder, write_slices
+from .io.writers import ATTRIBUTE_FORMATS, OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
 from .options import Options, batch_options_of
@@ -66,21 +69,26 @@ from .placement import (
     shape_text,
 )
 from .progress import TerminalProgress
-from .stats import Stats
+from .stats import VOXEL_NOUNS, Stats
 from .svo import SVO
 
 
-def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh: MeshLike) -> SVO:
+def _voxelize_to_svo(
+    args: argparse.Namespace, progress: TerminalProgress, mesh: MeshLike, out: Path | None = None
+) -> SVO:
     """Mesh file (or the mesh already read from it) -> SVO: the one place the command
-    voxelizes."""
+    voxelizes. `out`: the .svo file the octree streams into as it is made."""
     from .api import voxelize
 
     return voxelize(
         mesh,
         args.grid,
         device=args.device,
+        out=out,
+        overwrite=args.force,
         progress=progress,
         attributes=["face"] if args.face_ids else [],
+        **attribute_options(args),
         **batch_options_of(args),  # the options of the same names
     )
 
@@ -198,11 +206,14 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="write the voxels, format by extension: .svo (sparse voxel octree), "
+        help="write the voxels, format by extension: .svo (sparse voxel octree, written "
+        "as it is made), "
         ".binvox, .vox (MagicaVoxel), .npz (packed bits, origin, voxel "
         "size), .vti (VTK image data: ParaView, PyVista), "
-        ".ply/.obj/.glb (the voxels' outer faces as a mesh)",
+        ".ply/.obj/.glb (the voxels' outer faces as a mesh), .stl (the same, binary STL "
+        "for 3D printing)",
     )
+    add_attribute_arguments(parser)
     parser.add_argument(
         "--up-axis",
         choices=("y", "z"),
@@ -265,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("always", OpenMeshWarning)
             warnings.simplefilter("always", OverlapWarning)
+            warnings.simplefilter("always", ColorWarning)
             warnings.simplefilter("always", ThinResultWarning)
             warnings.showwarning = _one_line_warning
             with stderr_logging(args.verbose, prefix="voxelize: "):
@@ -299,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
 def command_line_message(error: VoxelizerError) -> str:
     """The error in the command line's words: the library's overwrite=True is --force here."""
     if isinstance(error, OutputError) and error.exists:
+        if "holds a slice stack" in str(error):
+            return f"{error.path}: holds a slice stack (use --force to overwrite)"
         return f"{error.path}: file exists (use --force to overwrite)"
     return str(error)
 
@@ -330,6 +344,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     _check_mode(parser, args)
     check_grid_arguments(parser, args)
     if batch_requested(args):
+        check_attribute_arguments(parser, args, None, batch=True)
         return run_batch(parser, args)
     refuse_batch_options(parser, args)
     args.model = args.model[0]
@@ -341,6 +356,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         parser.error(
             "--face-ids stores the ids in an .svo or .npz output (-o FILE.svo or FILE.npz)"
         )
+    check_attribute_arguments(parser, args, output, batch=False)
 
     started = time.perf_counter()
     _open_device_meanwhile(args.device)
@@ -349,16 +365,20 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         mesh, load_ms = _loaded(args.model)  # the statistics report the mesh's edges too
     # A redrawn line and the log's lines would garble each other: --verbose draws no progress.
     progress = TerminalProgress(quiet=args.quiet or args.verbose > 0)
+    # An .svo alone streams into its file as the octree is made (never whole in memory).
+    stream = output is not None and output.suffix == ".svo" and not (preview or stats_json)
     try:
-        svo = _voxelize_to_svo(args, progress, mesh)
+        svo = _voxelize_to_svo(args, progress, mesh, out=output if stream else None)
         svo.stats.add_host(load=load_ms)  # a mesh read for the check counts as loading
         if isinstance(mesh, Mesh) and (args.stats or stats_json is not None):
             _add_topology(svo.stats, mesh)
         with all_or_nothing():  # a run writes all its files or none of them
-            if output is not None:
+            if output is not None and not stream:
                 save(svo, output, overwrite=args.force, up_axis=args.up_axis)
             if preview is not None:
                 write_preview(svo, preview, overwrite=args.force)
+            if args.slices is not None:
+                write_slices(svo, args.slices, overwrite=args.force)
             if stats_json is not None:
                 _write_json(stats_json, svo.stats.to_dict(), overwrite=args.force)
     finally:
@@ -366,7 +386,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - started
 
     counts = svo.stats.counts
-    written = [str(path) for path in (output, preview) if path is not None]
+    written = [str(path) for path in (output, preview, args.slices) if path is not None]
     if not args.quiet:
         print(
             f"{one_line(Path(args.model).name)}: {counts['triangles']:,} triangles, grid "
@@ -441,8 +461,7 @@ def _add_topology(stats: Stats, mesh: Mesh) -> None:
     stats.count(**asdict(topology))
 
 
-FACE_ID_FORMATS = (".svo", ".npz")  # the outputs that store face ids
-VOXEL_NOUNS = {"solid": "solid voxels", "surface": "surface voxels", "both": "voxels"}
+FACE_ID_FORMATS = ATTRIBUTE_FORMATS["face"]  # the outputs that store face ids
 
 
 def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -453,9 +472,10 @@ def _check_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             surface=args.surface,
             fill_mode=args.fill_mode,
             attributes=["face"] if args.face_ids else [],
+            fill_color=args.fill_color,
         )
     except ModeError as exc:
-        parser.error(in_command_words(str(exc)))
+        parser.error(in_command_words(str(exc)).replace("fill_color: ", "--fill-color: "))
 
 
 def _check_dense_output(
@@ -466,6 +486,8 @@ def _check_dense_output(
     output's format cannot hold that shape (.binvox: cubes only). With --voxel-size the shape
     follows the mesh's box, so the mesh is read here: (what to voxelize, ms spent reading it)."""
     dense = [path for path in (output, preview) if path and path.suffix.lower() != ".svo"]
+    if args.slices is not None or args.labels or args.colors:
+        dense.append(Path(args.slices or "labels and colours"))
     if not dense:
         return args.model, 0.0
     mesh: MeshLike = args.model
@@ -524,6 +546,8 @@ def _checked_outputs(
     for path in (output, preview, stats_json):
         if path is not None:
             check_output_path(path, overwrite=args.force)
+    if args.slices is not None:
+        check_slices_folder(Path(args.slices), overwrite=args.force)
     return output, preview, stats_json
 
 

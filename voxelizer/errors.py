@@ -77,6 +77,12 @@ class OverlapWarning(UserWarning):
     times). Parity fills them by their exclusive or; fill_mode="union" fills their union."""
 
 
+class ColorWarning(UserWarning):
+    """Colours that cannot be taken from the mesh as it says: a texture that cannot be
+    read, or texture coordinates outside [0, 1]. The faces concerned take their material's
+    colour instead."""
+
+
 class EmptyGridWarning(UserWarning):
     """The grid holds no part of the mesh (bounds beside it): every voxel is empty, and no
     GPU work was done."""

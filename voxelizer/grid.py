@@ -4,6 +4,7 @@ Its .npz file is voxelizer.io's (voxelizer.save, voxelizer.load)."""
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import cache
 
@@ -181,10 +182,18 @@ class DenseGrid(Placed):
 
     `face_ids` (voxelize_dense(..., attributes=["face"])): int32 (nx, ny, nz), for every
     surface voxel the smallest index (row of the mesh's faces) of the triangles that mark
-    it, -1 elsewhere; None when not asked for."""
+    it, -1 elsewhere; None when not asked for.
+
+    `labels` (voxelize_dense(..., labels=True)): uint16 (nx, ny, nz), the part of every set
+    voxel (1 up; 0 for empty voxels), named by `label_names` (label l is label_names[l - 1]).
+    `colors` (colors=True): uint8 (nx, ny, nz, 4), the RGBA of every set voxel, 0 elsewhere.
+    None when not asked for."""
 
     _voxels: np.ndarray | None
     _columns: ColumnBits | None
+    labels: np.ndarray | None = None
+    colors: np.ndarray | None = None
+    label_names: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -237,21 +246,46 @@ class DenseGrid(Placed):
 
     def to_numpy(self, attribute: str | None = None) -> np.ndarray:
         """bool array of shape (nx, ny, nz), indexed [i, j, k] = [x, y, z]; attribute="face":
-        face_ids (ArgumentError when the grid has none)."""
+        face_ids, "label": labels, "color": colors (ArgumentError when the grid has none)."""
         if attribute is None:
             if self._voxels is None:
                 assert self._columns is not None  # one of the two is always the storage
                 self._voxels, self._columns = self._columns.to_numpy(), None
             return self._voxels
-        if attribute != "face":
-            raise ArgumentError(f"attribute must be 'face', not {attribute!r}")
-        if self.face_ids is None:
-            raise ArgumentError("this grid has no face ids (voxelize with attributes=['face'])")
-        return self.face_ids
+        arrays = {"face": self.face_ids, "label": self.labels, "color": self.colors}
+        if attribute not in arrays:
+            raise ArgumentError(f"attribute must be 'face', 'label' or 'color', not {attribute!r}")
+        array = arrays[attribute]
+        if array is None:
+            asked = {"face": "attributes=['face']", "label": "labels=True"}.get(
+                attribute, "colors=True"
+            )
+            raise ArgumentError(f"this grid has no {attribute} attribute (voxelize with {asked})")
+        return array
 
     @property
     def attributes(self) -> tuple[str, ...]:
-        return () if self.face_ids is None else ("face",)
+        arrays = {"face": self.face_ids, "label": self.labels, "color": self.colors}
+        return tuple(name for name, array in arrays.items() if array is not None)
+
+    def with_attributes(
+        self,
+        labels: np.ndarray | None = None,
+        colors: np.ndarray | None = None,
+        label_names: tuple[str, ...] = (),
+    ) -> DenseGrid:
+        """This grid (its voxels shared) carrying labels and colours: uint16 (nx, ny, nz)
+        labels with their names, uint8 (nx, ny, nz, 4) RGBA colours (ValueError otherwise)."""
+        shape = self.placement.shape
+        if labels is not None and (labels.shape != shape or labels.dtype != np.uint16):
+            raise ValueError(f"expected uint16 labels of shape {shape}")
+        if labels is not None and labels.size and int(labels.max()) > len(label_names):
+            raise ValueError("a label without a name")
+        if colors is not None and (colors.shape != (*shape, 4) or colors.dtype != np.uint8):
+            raise ValueError(f"expected uint8 colours of shape {(*shape, 4)}")
+        out = copy.copy(self)
+        out.labels, out.colors, out.label_names = labels, colors, tuple(label_names)
+        return out
 
     def count(self) -> int:
         """Solid voxels."""
@@ -261,6 +295,6 @@ class DenseGrid(Placed):
 
     def __repr__(self) -> str:
         return (
-            f"DenseGrid({shape_text(self.shape)}, {self.count()} solid voxels, "
+            f"DenseGrid({shape_text(self.shape)}, {self.count()} {self.stats.voxel_noun()}, "
             f"voxel_size={voxel_size_text(self.voxel_size)})"
         )

@@ -7,13 +7,16 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 import numpy.typing
 
 from .errors import MeshError, VoxelizerError
 from .parallel import copy_rows, for_row_chunks, map_row_chunks
+
+if TYPE_CHECKING:
+    from .attributes.appearance import Appearance, Parts
 
 T = TypeVar("T")
 
@@ -28,6 +31,10 @@ class Mesh:
 
     vertices: np.ndarray  # (V, 3) float64
     faces: np.ndarray  # (T, 3) int64, each index < V
+    # What the file says beyond the triangles (voxelizer.attributes): the part of each face
+    # and the parts' names, and where each face's colour comes from; None where it has none.
+    parts: Parts | None = None
+    appearance: Appearance | None = None
 
     @property
     def triangle_count(self) -> int:
@@ -39,7 +46,7 @@ class Mesh:
         made (the device buffers keep a read-only array as written: Buffer.write_once)."""
         self.__dict__.update(state)
         for name, value in state.items():
-            if name not in ("vertices", "faces"):
+            if name not in ("vertices", "faces", "parts", "appearance"):
                 _freeze(value)
 
     # The passes over every face and vertex below run in row chunks on the host's cores
@@ -237,8 +244,15 @@ class Topology:
         return self.boundary_edges == 0 and self.nonmanifold_edges == 0
 
 
-def checked_mesh(vertices: np.typing.ArrayLike, faces: np.typing.ArrayLike, what: str) -> Mesh:
-    """A Mesh of array-likes, or MeshError naming `what` (the source, as the user knows it)."""
+def checked_mesh(
+    vertices: np.typing.ArrayLike,
+    faces: np.typing.ArrayLike,
+    what: str,
+    parts: Parts | None = None,
+    appearance: Appearance | None = None,
+) -> Mesh:
+    """A Mesh of array-likes (with the parts and appearance of its faces, if any), or
+    MeshError naming `what` (the source, as the user knows it)."""
     try:
         v = real_array(vertices, np.float64, f"{what}: vertices", MeshError)
         f = np.asarray(faces)
@@ -254,7 +268,15 @@ def checked_mesh(vertices: np.typing.ArrayLike, faces: np.typing.ArrayLike, what
         raise MeshError(f"{what}: faces must be integer vertex indices")
     if f.min() < 0 or f.max() >= len(v):
         raise MeshError(f"{what}: a face refers to a vertex that does not exist")
-    mesh = Mesh(np.ascontiguousarray(v), np.ascontiguousarray(f, dtype=np.int64))
+    if (parts is not None and len(parts.ids) != len(f)) or (
+        appearance is not None
+        and (
+            len(appearance.sources) != len(f)
+            or (appearance.vertex_colors is not None and len(appearance.vertex_colors) != len(v))
+        )
+    ):
+        raise MeshError(f"{what}: the parts or colours do not match the faces and vertices")
+    mesh = Mesh(np.ascontiguousarray(v), np.ascontiguousarray(f, dtype=np.int64), parts, appearance)
     return usable_mesh(mesh, what)
 
 

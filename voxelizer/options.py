@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 import numpy as np
 import numpy.typing
 
+from .attributes.colours import Color, parse_color
+from .attributes.labels import DEFAULT_OVERLAP, OVERLAP_RULES
 from .budget import parse_size
 from .choices import (
     AUTO_FILL,
@@ -70,10 +72,14 @@ class BatchOptions(TypedDict, total=False):
 
 class VoxelizeOptions(BatchOptions, total=False):
     """The options of one voxelize call: a batch's, a progress callback and the per-voxel
-    attributes asked for."""
+    attributes asked for (face ids, labels, colours)."""
 
     progress: Progress | None
     attributes: Collection[str]
+    labels: bool
+    colors: bool
+    overlap: str
+    fill_color: object
 
 
 DEFAULTS: VoxelizeOptions = {
@@ -89,6 +95,10 @@ DEFAULTS: VoxelizeOptions = {
     "surface": None,
     "progress": None,
     "attributes": (),
+    "labels": False,
+    "colors": False,
+    "overlap": DEFAULT_OVERLAP,
+    "fill_color": None,
 }
 BATCH_OPTION_NAMES = tuple(BatchOptions.__annotations__)
 OPTION_NAMES = tuple(VoxelizeOptions.__annotations__)  # the batch's first, then the call's
@@ -144,6 +154,10 @@ class Options:
     mode: str = "solid"
     surface: str | None = None  # the surface's kind for modes "surface" and "both", else None
     attributes: tuple[str, ...] = ()  # per-voxel attributes asked for: "face"
+    labels: bool = False  # a label grid of the mesh's parts (voxelizer.attributes.labels)
+    colors: bool = False  # the colour of every set voxel (voxelizer.attributes.colours)
+    overlap: str = DEFAULT_OVERLAP  # which part an overlap of parts belongs to
+    fill_color: Color | None = None  # the inside's colour; None: its column's surface colour
     box_fit: str = "cover"  # bounds not a whole number of voxels: "cover" them or "inside"
     pad: Padding = NO_PADDING  # empty voxels added: ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi))
 
@@ -157,6 +171,10 @@ class Options:
         touch, of the kind `surface`: "conservative", the default, or "thin") or "both" (the
         solid united with the conservative surface). attributes: ["face"] also gives each
         surface voxel the smallest index of the triangles that mark it (DenseGrid and SVO).
+        labels: a label grid of the mesh's parts; overlap: "last" or "smallest", the part an
+        overlap of parts belongs to. colors: every set voxel's colour; fill_color: None
+        (or "nearest"), the colour of the nearest surface voxel along the column, else the
+        colour of every voxel the surface does not mark ("#RRGGBB[AA]" or 3-4 integers).
 
         Placement (docs/guide/grids.md): voxel_size h or (hx, hy, hz); bounds, the box the
         grid is (voxel (0, 0, 0)'s corner at its min corner; a box that cuts the mesh crops
@@ -197,6 +215,10 @@ class Options:
             sort=_choice(given["sort"], SORTS, "sort", VariantError),
             max_memory=None if max_memory is None else parse_size(max_memory),
             progress=_callback(given["progress"]),
+            labels=_flag(given["labels"], "labels"),
+            colors=_flag(given["colors"], "colors"),
+            overlap=_choice(given["overlap"], OVERLAP_RULES, "overlap rule", ModeError),
+            fill_color=_fill_color(given["fill_color"]),
         )
 
     def keywords(self) -> VoxelizeOptions:
@@ -212,6 +234,19 @@ def _choice(value: object, allowed: Collection[str], what: str, error: type[Exce
 
 
 ATTRIBUTES = ("face",)
+
+
+def _flag(value: object, name: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise ModeError(f"{name} must be True or False, not {value!r}")
+    return bool(value)
+
+
+def _fill_color(value: object) -> Color | None:
+    try:
+        return parse_color(value)
+    except ValueError as exc:
+        raise ModeError(f"fill_color: {exc}") from None
 
 
 def _callback(progress: object) -> Progress | None:

@@ -38,6 +38,10 @@ class MemoryStats:
         }
 
 
+# The set voxels of each mode, as a result's text names them.
+VOXEL_NOUNS = {"solid": "solid voxels", "surface": "surface voxels", "both": "voxels"}
+
+
 @dataclass
 class Stats:
     """GPU ms per pass, host ms per step, workload counts and memory of one voxelization."""
@@ -53,6 +57,11 @@ class Stats:
     host_ms: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     memory: MemoryStats = field(default_factory=MemoryStats)
+
+    def voxel_noun(self) -> str:
+        """What a result's set voxels are, for its text: "solid voxels" where no mode is
+        recorded (a result built from an array)."""
+        return VOXEL_NOUNS.get(self.mode, "solid voxels")
 
     def add_gpu(self, times: dict[str, float]) -> None:
         """Add GPU milliseconds by label (a label seen again is summed)."""

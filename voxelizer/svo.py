@@ -8,7 +8,7 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing
@@ -26,66 +26,21 @@ from .octree import (
     brick_shape,
     brick_slabs,
     build_arrays,
+    check_box,
     fill_cubes,
     log2_exact,
     morton_decode,
     morton_encode,
     octree_levels,
+    octree_solid,
     padded_resolution,
     popcount64,
+    region_voxels,
     unpack_bricks,
 )
 from .placement import GridPlacement, Placed, shape_text
 from .stats import Stats
-
-
-@dataclass(frozen=True, eq=False)
-class FaceIds:
-    """The face ids of an SVO (docs/svo-format.md, version 3): for every set voxel that a
-    triangle marks, the smallest index of the triangles that mark it.
-
-    Beside the stored bricks, `brick_ids` holds one id per set voxel of each stored brick, in
-    brick order and, within a brick, in bit order (brick b's ids start at the popcount of
-    the bricks before it); -1 for a set voxel that no triangle marks (the inside of mode
-    "both"). Voxels in full cubes have no brick: the bricks of full cubes that hold marked
-    voxels are listed by Morton code (`full_codes`, ascending) with a mask of their marked
-    voxels (`full_masks`) and the ids of those voxels (`full_ids`, brick by brick, bit
-    order)."""
-
-    brick_ids: np.ndarray  # int32
-    full_codes: np.ndarray  # uint64
-    full_masks: np.ndarray  # uint64
-    full_ids: np.ndarray  # int32
-
-    @classmethod
-    def frozen(
-        cls,
-        brick_ids: np.ndarray,
-        full_codes: np.ndarray,
-        full_masks: np.ndarray,
-        full_ids: np.ndarray,
-    ) -> FaceIds:
-        """Read-only copies; SVOFormatError unless each array holds integers that fit."""
-        return cls(
-            _frozen_signed(np.asarray(brick_ids).reshape(-1), "face ids"),
-            _frozen(np.asarray(full_codes).reshape(-1), np.uint64, "full brick codes"),
-            _frozen(np.asarray(full_masks).reshape(-1), np.uint64, "full brick masks"),
-            _frozen_signed(np.asarray(full_ids).reshape(-1), "face ids"),
-        )
-
-    @property
-    def nbytes(self) -> int:
-        return 4 * len(self.brick_ids) + 16 * len(self.full_codes) + 4 * len(self.full_ids)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, FaceIds):
-            return NotImplemented
-        return all(
-            np.array_equal(getattr(self, name), getattr(other, name))
-            for name in ("brick_ids", "full_codes", "full_masks", "full_ids")
-        )
-
-    __hash__ = None  # type: ignore[assignment]
+from .svo_arrays import FaceIds, SolidValuesLike, frozen_array
 
 
 class SVO(Placed):
@@ -107,6 +62,7 @@ class SVO(Placed):
         *,
         verify: bool = True,
         face_ids: FaceIds | None = None,
+        values: SolidValuesLike | None = None,
     ):
         self.placement = placement
         self.stats = stats if stats is not None else Stats()
@@ -114,12 +70,13 @@ class SVO(Placed):
         nodes = np.asarray(nodes)
         if nodes.size % 2:
             raise SVOFormatError(f"nodes must have two words per node, not shape {nodes.shape}")
-        self._nodes = _frozen(nodes.reshape(-1, 2), np.uint32, "nodes")
-        self._bricks = _frozen(np.asarray(bricks).reshape(-1), np.uint64, "bricks")
-        self._level_offsets = _frozen(
+        self._nodes = frozen_array(nodes.reshape(-1, 2), np.uint32, "nodes")
+        self._bricks = frozen_array(np.asarray(bricks).reshape(-1), np.uint64, "bricks")
+        self._level_offsets = frozen_array(
             np.asarray(level_offsets).reshape(-1), np.uint32, "level_offsets"
         )
         self._faces = face_ids
+        self._values = values  # labels and colours of the solid voxels
         self._walked: _Tree | None = _check_structure(self) if verify else None
 
     @property
@@ -170,9 +127,28 @@ class SVO(Placed):
         out._faces = faces
         return out
 
+    def with_values(self, values: SolidValuesLike | None) -> SVO:
+        """This octree (its arrays shared) with these labels and colours, or SVOFormatError."""
+        if values is not None and values.check(self.count()):
+            raise SVOFormatError(values.check(self.count()))
+        out = copy.copy(self)
+        out._values = values
+        return out
+
     @property
     def attributes(self) -> tuple[str, ...]:
-        return () if self._faces is None else ("face",)
+        faces = () if self._faces is None else ("face",)
+        return faces + (() if self._values is None else self._values.names)
+
+    @property
+    def values(self) -> SolidValuesLike | None:
+        """The labels and colours of the solid voxels, or None."""
+        return self._values
+
+    @property
+    def label_names(self) -> tuple[str, ...]:
+        """The parts' names: label l (to_numpy(attribute="label")) is label_names[l - 1]."""
+        return () if self._values is None else self._values.label_names
 
     @property
     def face_ids(self) -> FaceIds | None:
@@ -235,13 +211,9 @@ class SVO(Placed):
     # --- contents -------------------------------------------------------------------------
 
     def count(self) -> int:
-        """Solid voxels, from the structure: full children count their cube, bricks their bits."""
-        total = bit_count(self._bricks)
-        for level in range(self.levels):
-            words = self._level(level)[:, 0]
-            side = self._padded >> (level + 1)
-            total += bit_count(words & np.uint32(0xFF00)) * side**3  # the full-children mask
-        return total
+        """Solid voxels, from the structure: full children count their cube, bricks their
+        bits (a chunk at a time: an octree mapped from a file is read through once)."""
+        return octree_solid(self._nodes, self._bricks, self._level_offsets)
 
     def volume(self) -> float:
         """Solid volume in world units: count * h^3."""
@@ -250,12 +222,26 @@ class SVO(Placed):
         hx, hy, hz = self.voxel_size
         return self.count() * hx * hy * hz
 
-    def to_numpy(self, attribute: str | None = None) -> np.ndarray:
+    def to_numpy(
+        self,
+        attribute: str | None = None,
+        *,
+        box: tuple[Sequence[int], Sequence[int]] | None = None,
+    ) -> np.ndarray:
         """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy(), built
         anew on every call (the octree is the stored form). attribute="face": int32 of the
         same shape, the face id of every marked voxel and -1 elsewhere (empty voxels too),
-        as DenseGrid.face_ids."""
+        as DenseGrid.face_ids. box=(lo, hi): the region lo <= (i, j, k) < hi alone (voxel
+        indices, hi exclusive), read from the bricks it covers (to_numpy()[lo:hi] of a grid
+        too large to be dense)."""
         shape, levels = self.shape, self.levels
+        if box is not None:
+            if attribute is not None:
+                raise ArgumentError("box= reads the solid alone, not an attribute")
+            return self._region(*check_box(box, shape))
+        if attribute in ("label", "color") and self._values is not None:
+            check_dense_fits(shape, "SVO.to_numpy", voxel_bytes=2 if attribute == "label" else 4)
+            return self._values.dense(self, attribute)
         if attribute is not None:
             return self._face_grid(attribute)
         check_dense_fits(shape, "SVO.to_numpy")
@@ -271,9 +257,18 @@ class SVO(Placed):
             return out
         return np.ascontiguousarray(out[: shape[0], : shape[1], : shape[2]])
 
+    def _region(self, lo: tuple[int, int, int], hi: tuple[int, int, int]) -> np.ndarray:
+        check_dense_fits(tuple(b - a for a, b in zip(lo, hi)), "SVO.to_numpy")
+        full_starts, full_stops = self._full_ranges()
+        return region_voxels(
+            lambda codes: self._brick_values(codes, full_starts, full_stops), self.levels, lo, hi
+        )
+
     def _face_grid(self, attribute: str) -> np.ndarray:
+        if attribute in ("label", "color"):
+            raise ArgumentError(f"this SVO has no {attribute}s (voxelize with {attribute}s=True)")
         if attribute != "face":
-            raise ArgumentError(f"attribute must be 'face', not {attribute!r}")
+            raise ArgumentError(f"attribute must be 'face', 'label' or 'color', not {attribute!r}")
         faces = self.face_ids
         if faces is None:
             raise ArgumentError("this SVO has no face ids (voxelize with attributes=['face'])")
@@ -365,6 +360,18 @@ class SVO(Placed):
         keys.append((codes << 6) | morton_encode(local[:, 0], local[:, 1], local[:, 2], 2))
         order = np.argsort(np.concatenate(keys), kind="stable")
         return np.concatenate(corners)[order], np.concatenate(sizes)[order]
+
+    def solid_bricks(self) -> tuple[np.ndarray, np.ndarray]:
+        """(Morton codes, ascending; masks) of the bricks with solid voxels, full cubes' too."""
+        codes, masks = [self._tree.brick_codes], [self._bricks]
+        for level, full in enumerate(self._tree.full_codes, start=1):
+            shift = 3 * (self.levels - level)
+            if len(full):
+                codes.append(((full << shift)[:, None] + np.arange(1 << shift)).reshape(-1))
+                masks.append(np.full(len(codes[-1]), FULL_BRICK))
+        all_codes = np.concatenate(codes)
+        order = np.argsort(all_codes, kind="stable")
+        return all_codes[order], np.concatenate(masks)[order]
 
     def world_boxes(self) -> np.ndarray:
         """(M, 2, 3) world min and max corners of solid_boxes(), same order."""
@@ -469,28 +476,18 @@ class SVO(Placed):
             and np.array_equal(self._nodes, other._nodes)
             and np.array_equal(self._bricks, other._bricks)
             and self._faces == other._faces
+            and self._values == other._values
         )
 
     __hash__ = None  # type: ignore[assignment]  # unhashable: __eq__ compares by value
 
     def __repr__(self) -> str:
         return (
-            f"SVO({shape_text(self.shape)}, {self.count():,} solid voxels, "
+            f"SVO({shape_text(self.shape)}, {self.count():,} {self.stats.voxel_noun()}, "
             f"{self.node_count:,} nodes, "
             f"{self.brick_count:,} bricks, {self.nbytes:,} bytes, "
             f"voxel_size={voxel_size_text(self.voxel_size)})"
         )
-
-
-def _frozen_signed(array: np.ndarray, name: str) -> np.ndarray:
-    """A private read-only int32 copy of ids from -1 up."""
-    if array.dtype.kind not in "ui" or (
-        array.size and (array.min() < -1 or array.max() > np.iinfo(np.int32).max)
-    ):
-        raise SVOFormatError(f"{name} must be integers from -1 that fit int32")
-    out = np.array(array, dtype=np.int32)
-    out.flags.writeable = False
-    return out
 
 
 def _mask_voxels(codes: np.ndarray, masks: np.ndarray, levels: int) -> np.ndarray:
@@ -572,19 +569,6 @@ def _check_faces(svo: SVO, tree: _Tree, faces: FaceIds) -> None:
     in_range = np.searchsorted(full_starts, codes, side="right") - 1
     if (codes >= full_stops[in_range]).any():
         raise SVOFormatError("face ids listed for a brick outside the full cubes")
-
-
-def _frozen(array: np.ndarray, dtype: numpy.typing.DTypeLike, name: str) -> np.ndarray:
-    """A private read-only copy in native byte order; only lossless integer conversions."""
-    if array.dtype.kind not in "ui" or (
-        array.dtype != dtype  # (of the dtype itself, every value fits: nothing to search)
-        and array.size
-        and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
-    ):
-        raise SVOFormatError(f"{name} must hold unsigned integers that fit {np.dtype(dtype).name}")
-    out = np.array(array, dtype=dtype)
-    out.flags.writeable = False
-    return out
 
 
 class _Tree:
@@ -669,4 +653,6 @@ def _check_structure(svo: SVO) -> _Tree:
     tree = _Tree(codes, full_codes)
     if svo._faces is not None:
         _check_faces(svo, tree, svo._faces)
+    if svo._values is not None and svo._values.check(svo.count()):
+        raise SVOFormatError(svo._values.check(svo.count()))
     return tree

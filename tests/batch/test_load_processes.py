@@ -460,7 +460,11 @@ def test_the_batch_command_forks_its_helpers_before_vulkan_opens(tmp_path, devic
         tmp_path, "batch.py", BATCH_COMMAND, inputs, "--out-dir", tmp_path / "out", *devices
     )
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == [*("exit", "0", "forked", "2", "before", "2")], run.stdout
+    # One device, or two where a cold driver cache has kernels compiled on a second one
+    # (gpu/first_dispatches.SecondCompiler): every one opened after both helpers forked.
+    words = run.stdout.split()
+    assert words[:5] == ["exit", "0", "forked", "2", "before"], run.stdout
+    assert words[5:] in (["2"], ["2", "2"]), run.stdout
     assert len(list((tmp_path / "out").rglob("*.svo"))) == count
 
 

@@ -401,3 +401,50 @@ def test_datasets_compares_two_trees_beside_their_ceilings(tmp_path, models_dir)
     assert grid["after_over_before"]["parse_files_per_s"] > 0
     text = (out / "datasets.md").read_text()
     assert "| many |" in text and "ceilings: parse" in text
+
+
+@pytest.mark.slow
+def test_the_colours_benchmark_writes_its_files_and_their_sizes(tmp_path, capsys):
+    """A tiny run of voxelizer.benchmarks.colours on the bundled models: every call and file
+    in the JSON, the same voxels with and without colours, the .ply float32 on the power of
+    two voxel size."""
+    from voxelizer.benchmarks import colours
+
+    args = [str(tmp_path), "--textured", str(PROJECT_MODELS / "painted_gear.obj")]
+    args += ["--part", str(PROJECT_MODELS / "gear.ply"), "--grid", "16", "--part-voxels", "30"]
+    assert colours.main([*args, "--runs", "1"]) == 0
+    doc = json.loads((tmp_path / "colours.json").read_text())
+    textured, part = doc["textured"], doc["part"]
+    assert textured["voxels"]["plain"] == textured["voxels"]["colors"] > 0
+    assert textured["parts"] == ["gear", "axle"] and textured["distinct_colours"] > 10
+    assert textured["ratio_to_plain"]["plain"] == 1.0
+    assert [row["file"] for row in textured["files"]] == [
+        f"painted_gear-16.{suffix}" for suffix in colours.TEXTURED_FORMATS
+    ]
+    assert part["grid"][0] in (30, 31, 32) and part["voxels"] > 0  # (the placement's margin)
+    for row in [*textured["files"], *part["files"], part["dyadic"]]:
+        path = tmp_path / row["file"]
+        files = sorted(path.iterdir()) if path.is_dir() else [path]
+        assert row["bytes"] == sum(f.stat().st_size for f in files) > 0
+    assert part["dyadic"]["ply_float32"] and part["dyadic"]["voxel_size"] <= part["voxel_size"]
+    assert "| colors+labels |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_trigrid_rebuild_compares_two_checkouts(tmp_path):
+    """The build's fixed cost, this checkout against itself as the baseline: a row a mesh,
+    each side's times and one submission a build, the table and the JSON written."""
+    from voxelizer.benchmarks import trigrid_rebuild
+
+    out = tmp_path / "out"
+    arguments = ["--baseline", str(trigrid_rebuild.CHECKOUT), "--models-dir", str(tmp_path),
+                 "--out", str(out), "--models", "sphere-1", "--rounds", "1", "--builds", "2",
+                 "--profile", "2"]  # fmt: skip
+    assert trigrid_rebuild.main(arguments) == 0
+    document = json.loads((out / "results.json").read_text())
+    (row,) = document["rows"]
+    assert row["model"] == "sphere-1" and row["triangles"] == 80
+    for side in ("baseline", "this"):
+        assert row[side]["submissions"] == 1
+        assert 0 < row[side]["min_ms"] <= row[side]["median_ms"]
+    assert "| sphere-1 (80) |" in (out / "results.md").read_text(encoding="utf-8")

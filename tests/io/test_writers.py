@@ -119,7 +119,7 @@ def test_an_existing_file_is_refused_in_the_words_of_the_api(tmp_path, suffix):
 
 def test_save_refuses_unknown_extensions(tmp_path):
     svo = placed(noisy_blobs((16, 16, 16), 7))
-    for name in ("g.stl", "g", "g.svo.txt"):
+    for name in ("g.3mf", "g", "g.svo.txt"):
         with pytest.raises(OutputError, match="cannot write") as caught:
             save(svo, tmp_path / name)
         assert not caught.value.exists

@@ -115,3 +115,18 @@ def test_the_command_writes_each_mode(tmp_path, capsys, args, mode, surface, nou
     assert np.array_equal(read_back(out).to_numpy(), expected.to_numpy())
     assert f"{expected.count():,} {noun}, " in stdout
     assert json.loads(stats.read_text())["mode"] == mode
+
+
+@pytest.mark.parametrize(
+    ("mode", "noun"), [("solid", "solid voxels"), ("surface", "surface voxels"), ("both", "voxels")]
+)
+def test_a_results_text_says_what_its_voxels_are(gpu, mode, noun):
+    """repr names the voxels of the result's mode, not "solid voxels" for every result."""
+    vertices = np.array([[1, 1, 1], [7, 1, 1], [1, 7, 1], [1, 1, 7]], np.float32)
+    faces = np.array([[0, 2, 1], [0, 1, 3], [0, 3, 2], [1, 2, 3]], np.int32)
+    svo = gpu.voxelize((vertices, faces), 8, mode=mode)
+    dense = gpu.voxelize_dense((vertices, faces), 8, mode=mode)
+    for result in (svo, dense):
+        text = repr(result)
+        assert f" {result.count():,} {noun}," in text, text
+        assert mode == "solid" or "solid voxels" not in text, text

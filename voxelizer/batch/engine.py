@@ -291,6 +291,10 @@ def _refuse_call_options(options: BatchOptions) -> None:
         )
     if "attributes" in options:
         raise TypeError("voxelize_many keeps no attributes: call voxelize_dense for face ids")
+    if {"labels", "colors", "overlap", "fill_color"} & options.keys():
+        raise TypeError(
+            "voxelize_many keeps no labels or colours: call voxelize_dense or voxelize for them"
+        )
 
 
 def _load_processes(asked: int | None, *, workers: int, meshes: int) -> int:

@@ -102,7 +102,8 @@ class Buffer:
         if not self.host_visible:
             raise ValueError("only host-visible buffers can be mapped")
         if self._mapped is None:
-            self._mapped = vk.vkMapMemory(self.device.handle, self.memory, 0, self.size, 0)
+            with interrupts_deferred():  # kept before a Ctrl-C unwinds: mapped twice otherwise
+                self._mapped = vk.vkMapMemory(self.device.handle, self.memory, 0, self.size, 0)
         return self._mapped
 
     def view(self, dtype: numpy.typing.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:
@@ -180,7 +181,10 @@ class Binding:
     """A buffer range bound at one binding of a pipeline's descriptor set."""
 
     buffer: Buffer
-    size: int | None = None  # bytes from offset 0; None binds the whole buffer
+    size: int | None = None  # bytes from `offset`; None binds the rest of the buffer
+    # bytes into the buffer; a multiple of the device's storage offset alignment (256 or
+    # less on every Vulkan device: callers pass multiples of 4 KiB)
+    offset: int = 0
 
 
 class BufferPool:
@@ -192,6 +196,9 @@ class BufferPool:
         # Host milliseconds spent growing buffers so far (freeing the old, allocating and
         # mapping the new): the first-call cost that a repeated call does not pay.
         self.growth_ms = 0.0
+        # Counts every buffer the pool has created or destroyed: unchanged, every buffer
+        # it handed out is still alive (what a replayed recording needs).
+        self.generation = 0
 
     def get(
         self, name: str, size: int, usage: Usage = STORAGE, host_visible: bool = False
@@ -201,6 +208,7 @@ class BufferPool:
         if buffer is not None and buffer.handle is not None and buffer.size >= size:
             return buffer  # (no handle: a growth was interrupted after the destroy below)
         started = time.perf_counter()
+        self.generation += 1
         if buffer is not None:
             buffer.destroy()
         # Grow geometrically so a slowly growing workload does not reallocate every call.
@@ -232,6 +240,7 @@ class BufferPool:
         }
 
     def destroy(self) -> None:
+        self.generation += 1
         for buffer in self._buffers.values():
             buffer.destroy()
         self._buffers.clear()

@@ -7,6 +7,7 @@ here. `save(result, path)` and `load(path)` pick the format by extension.
 from .meshes import MeshLike, load_mesh
 from .preview import write_preview
 from .readers import INPUT_FORMATS, load
+from .slices import write_slices
 from .writers import OUTPUT_FORMATS, save
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "load_mesh",
     "save",
     "write_preview",
+    "write_slices",
 ]

@@ -13,11 +13,16 @@ import io
 import mmap
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from ..parallel import copy_rows, for_row_chunks
 from .text_numbers import fast_numbers, fast_table
+
+if TYPE_CHECKING:
+    from ..attributes.appearance import Appearance, Parts
 
 MeshBytes = bytes | mmap.mmap
 """A whole mesh file: bytes, or the file mapped into memory (binary bodies are read in place)."""
@@ -34,6 +39,17 @@ _SPACES = bytes.maketrans(b"\n\r\t\v\f", b"     ")
 # Bytes above ASCII that numpy's text parser (reading Latin-1) takes for blanks: as spaces in
 # payloads, so that counting words by bytes agrees with it.
 _WIDE_BLANKS = bytes.maketrans(b"\x85\xa0", b"  ")
+
+
+class ReadMesh(NamedTuple):
+    """What a native reader finds in a file: the triangles, and where the file has them, the
+    part of each face and how to make the faces' appearance once the file's path is known
+    (an OBJ's materials and textures lie beside it)."""
+
+    vertices: np.ndarray  # (V, 3) float64
+    faces: np.ndarray  # (T, 3) int64
+    parts: Parts | None = None
+    appearance: Callable[[Path], Appearance] | None = None
 
 
 class MalformedMesh(ValueError):

@@ -29,7 +29,7 @@ from .mesh_archives import (
     check_unpacked_size,
     regular_file_resolver,
 )
-from .mesh_parsing import MalformedMesh, MeshBytes, text_bytes
+from .mesh_parsing import MalformedMesh, MeshBytes, ReadMesh, text_bytes
 from .obj_file import read_obj
 from .ply_file import read_ply
 from .stl_file import read_stl
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 MeshLike = Union[Mesh, str, os.PathLike, tuple, "trimesh.Trimesh"]
 
-NATIVE_READERS: dict[str, Callable[[MeshBytes], tuple[np.ndarray, np.ndarray]]] = {
+NATIVE_READERS: dict[str, Callable[[MeshBytes], ReadMesh]] = {
     "ply": read_ply,
     "stl": read_stl,
     "obj": read_obj,
@@ -49,14 +49,23 @@ NATIVE_READERS: dict[str, Callable[[MeshBytes], tuple[np.ndarray, np.ndarray]]] 
 
 def load_mesh(source: MeshLike) -> Mesh:
     """Accept a path to a mesh file (PLY, STL, OBJ, or anything trimesh reads), a
-    trimesh.Trimesh, a Mesh, or (vertices, faces)."""
+    trimesh.Trimesh or trimesh.Scene (with its parts and colours), a Mesh, or (vertices,
+    faces)."""
     if isinstance(source, Mesh):
         return usable_mesh(source, "mesh")
     if isinstance(source, (str, os.PathLike)):
         return read_mesh_file(Path(source))
     if isinstance(source, tuple) and len(source) == 2:
         return checked_mesh(source[0], source[1], "(vertices, faces)")
+    if type(source).__module__.startswith("trimesh") and hasattr(source, "dump"):
+        from .trimesh_meshes import mesh_of_trimesh  # a Scene: its instances are its parts
+
+        return mesh_of_trimesh(source, type(source).__name__)
     if hasattr(source, "vertices") and hasattr(source, "faces"):
+        if type(source).__module__.startswith("trimesh") and hasattr(source, "visual"):
+            from .trimesh_meshes import mesh_of_trimesh
+
+            return mesh_of_trimesh(source, type(source).__name__)
         return checked_mesh(source.vertices, source.faces, type(source).__name__)
     raise MeshError(
         f"cannot voxelize a {type(source).__name__}: pass a file path, a trimesh.Trimesh "
@@ -87,16 +96,17 @@ def _read_natively(path: Path, data: MeshBytes, file_type: str) -> Mesh:
     """The mesh of a PLY, STL or OBJ file's bytes (or its mapping, closed here)."""
     try:
         try:
-            vertices, faces = NATIVE_READERS[file_type](data)
+            read = NATIVE_READERS[file_type](data)
         finally:
             if isinstance(data, mmap.mmap):
                 with suppress(BufferError):  # a view held by a traceback: closed when freed
                     data.close()
     except MalformedMesh as exc:
         raise MeshError(f"{path}: cannot read mesh ({file_type.upper()} file): {exc}") from None
-    if len(faces) == 0:
+    if len(read.faces) == 0:
         raise MeshError(f"{path}: the mesh has no triangles")
-    return usable_mesh(Mesh(vertices, faces), str(path))
+    appearance = None if read.appearance is None else read.appearance(path)
+    return usable_mesh(Mesh(read.vertices, read.faces, read.parts, appearance), str(path))
 
 
 def _read_bunzipped(path: Path, file: BinaryIO) -> Mesh:
@@ -144,7 +154,7 @@ def _read_with_trimesh(path: Path, file: BinaryIO, file_type: str) -> Mesh:
                 file_type=file_type,
                 resolver=regular_file_resolver(path),
                 process=False,
-                force="mesh",
+                force="scene",  # its instances are the parts (to_mesh's order: trimesh_meshes)
             )
     except MeshError:
         raise
@@ -156,10 +166,9 @@ def _read_with_trimesh(path: Path, file: BinaryIO, file_type: str) -> Mesh:
         raise MeshError(
             f"{path}: cannot read mesh ({label} file): {_library_detail(exc, file_type)}"
         ) from exc
-    # A point cloud or a path has no faces (every Geometry with faces has vertices too).
-    if not hasattr(loaded, "faces") or not hasattr(loaded, "vertices") or loaded.faces is None:
-        raise MeshError(f"{path}: the file holds no triangles")
-    return checked_mesh(loaded.vertices, loaded.faces, str(path))
+    from .trimesh_meshes import mesh_of_trimesh  # a point cloud or a path: no triangles
+
+    return mesh_of_trimesh(loaded, str(path))
 
 
 def _mesh_file_type(path: Path) -> str:
@@ -262,3 +271,28 @@ def _checked_off(data: bytes) -> bytes:
 
 _CHECKED_FORMATS = {"off": _checked_off}
 """Formats read by trimesh whose files we check first, for a clear message."""
+
+
+def load_meshes(sources: list[MeshLike]) -> Mesh:
+    """Several meshes as one, each a part (its own parts as parts of it, named "NAME/PART"):
+    vertices and faces one mesh after another, named by file name (without the extension)
+    or "mesh N" (counted from 1)."""
+    from ..attributes.appearance import joined_appearance, joined_parts
+
+    if not sources:
+        raise MeshError("an empty list of meshes: give one mesh or more")
+    meshes = [load_mesh(source) for source in sources]
+    names = [
+        Path(source).stem if isinstance(source, (str, os.PathLike)) else f"mesh {number}"
+        for number, source in enumerate(sources, start=1)
+    ]
+    if len(meshes) == 1 and meshes[0].parts is not None:
+        return meshes[0]
+    vertex_counts = [len(mesh.vertices) for mesh in meshes]
+    face_counts = [mesh.triangle_count for mesh in meshes]
+    offsets = np.cumsum([0, *vertex_counts[:-1]])
+    vertices = np.vstack([mesh.vertices for mesh in meshes])
+    faces = np.vstack([mesh.faces + offset for mesh, offset in zip(meshes, offsets)])
+    parts = joined_parts([mesh.parts for mesh in meshes], face_counts, names)
+    appearance = joined_appearance([mesh.appearance for mesh in meshes], vertex_counts, face_counts)
+    return usable_mesh(Mesh(vertices, faces, parts, appearance), "the meshes")

@@ -27,12 +27,16 @@ NPZ_KEYS = ("bits", "shape", "origin", "voxel_size")
 # writes thousands.
 NPZ_COMPRESS_LEVEL = 1
 FACE_IDS_KEY = "face_ids"  # optional: int32 (nx, ny, nz), -1 where no triangle marks the voxel
+LABELS_KEY = "labels"  # optional: uint16 (nx, ny, nz), 0 for empty voxels, part p + 1 else
+LABEL_NAMES_KEY = "label_names"  # with labels: str (P,), the name of label l at l - 1
+COLORS_KEY = "colors"  # optional: uint8 (nx, ny, nz, 4), RGBA, 0 for empty voxels
 
 
 def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
     """Packed bits (np.packbits of the [i, j, k] array) with shape, origin and voxel size
-    (a float, or the three sizes (hx, hy, hz) of voxels that are not cubes),
-    and the face ids as an int32 [i, j, k] array when the result carries them."""
+    (a float, or the three sizes (hx, hy, hz) of voxels that are not cubes), and the face
+    ids (int32), labels (uint16, with their names) and colours (uint8 RGBA) as [i, j, k]
+    arrays when the result carries them."""
     columns = result.columns if isinstance(result, DenseGrid) else None
     size = result.voxel_size
     arrays = {  # the GPU's words packed straight away when the grid still holds them
@@ -44,6 +48,11 @@ def write_npz(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
     }
     if "face" in result.attributes:
         arrays[FACE_IDS_KEY] = result.to_numpy("face")
+    if "label" in result.attributes:
+        arrays[LABELS_KEY] = result.to_numpy("label")
+        arrays[LABEL_NAMES_KEY] = np.array(getattr(result, "label_names", ()), dtype=str)
+    if "color" in result.attributes:
+        arrays[COLORS_KEY] = result.to_numpy("color")
     with (
         open_output(path, overwrite) as fh,
         zipfile.ZipFile(fh, "w", zipfile.ZIP_DEFLATED, compresslevel=NPZ_COMPRESS_LEVEL) as archive,
@@ -91,14 +100,13 @@ def read_npz(path: str | os.PathLike) -> DenseGrid:
         voxel_count = math.prod(shape)
         bit_bytes = -(-voxel_count // 8)
         faces_member = members.get(FACE_IDS_KEY)
-        # Whole bytes per column and no face ids to check against the voxels: the grid is
+        attributes = 4 * (faces_member is not None) + 2 * (LABELS_KEY in members)
+        attributes += 4 * (COLORS_KEY in members)  # bytes a voxel of ids, labels, colours
+        # Whole bytes per column and no arrays to check against the voxels: the grid is
         # kept as column words (an eighth of the bools: voxelizer.grid.ColumnBits).
-        as_words = shape[2] % 8 == 0 and faces_member is None
+        as_words = shape[2] % 8 == 0 and attributes == 0
         need = 3 * bit_bytes if as_words else bit_bytes + voxel_count
-        check_host_fits(
-            need + (4 * voxel_count if faces_member is not None else 0),
-            f"{path}: the {shape_text(shape)} grid",
-        )
+        check_host_fits(need + attributes * voxel_count, f"{path}: the {shape_text(shape)} grid")
         bits = _bits(archive, members, placement)
         if as_words:
             return DenseGrid.of_columns(ColumnBits.of_packed_bits(bits, shape), placement)
@@ -112,7 +120,40 @@ def read_npz(path: str | os.PathLike) -> DenseGrid:
             )  # fmt: skip
             if (faces < -1).any() or (~voxels & (faces >= 0)).any():
                 raise FormatError(f"{path}: a face id below -1, or on an empty voxel")
-    return DenseGrid(voxels, placement, face_ids=faces)
+        labels, names, colors = _attribute_arrays(path, archive, members, voxels)
+    return DenseGrid(voxels, placement, face_ids=faces).with_attributes(labels, colors, names)
+
+
+def _attribute_arrays(
+    path: Path, archive: zipfile.ZipFile, members: dict[str, zipfile.ZipInfo], voxels: np.ndarray
+) -> tuple[np.ndarray | None, tuple[str, ...], np.ndarray | None]:
+    """The labels, their names and the colours of an .npz file, checked against its voxels
+    (FormatError), or None and () where it has none."""
+    shape = voxels.shape
+    labels: np.ndarray | None = None
+    colors: np.ndarray | None = None
+    names: tuple[str, ...] = ()
+    if LABELS_KEY in members:
+        labels = _array(
+            archive, members[LABELS_KEY], shape, "u", 2,
+            lambda found: f"labels are not uint16 of the shape {shape} ({found})",
+        )  # fmt: skip
+        if LABEL_NAMES_KEY in members:
+            if members[LABEL_NAMES_KEY].file_size > MAX_NAMES_BYTES:
+                raise FormatError(f"{path}: the label names take over {MAX_NAMES_BYTES} bytes")
+            found = _array(archive, members[LABEL_NAMES_KEY], None, "U", None, _refusal("names"))
+            names = tuple(str(name) for name in found.reshape(-1))
+        if ((labels > 0) != voxels).any() or (labels.size and int(labels.max()) > len(names)):
+            raise FormatError(f"{path}: labels do not match the voxels, or lack names")
+    if COLORS_KEY in members:
+        colors = _array(
+            archive, members[COLORS_KEY], (*shape, 4), "u", 1,
+            lambda found: f"colours are not uint8 of the shape {(*shape, 4)} ({found})",
+        )  # fmt: skip
+    return labels, names, colors
+
+
+MAX_NAMES_BYTES = 1 << 26  # the label names' array: far more than any file's parts
 
 
 def read_npz_bits(path: str | os.PathLike) -> tuple[np.ndarray, GridPlacement]:

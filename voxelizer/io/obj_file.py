@@ -1,6 +1,6 @@
-"""Wavefront OBJ meshes: the `v` and `f` lines; everything else (texture coordinates,
-normals, groups, objects, materials, comments) is skipped, and all objects and groups are
-one mesh.
+"""Wavefront OBJ meshes: the `v` and `f` lines; objects, groups, materials, texture
+coordinates and vertex colours are read by obj_groups, for files that have them; normals
+and comments are skipped.
 
 Vertices are every `v` line in file order (a w or colour column is ignored); a face's corners
 may be `v`, `v/vt`, `v/vt/vn` or `v//vn`, counted from 1, or negative: relative to the
@@ -16,6 +16,7 @@ import numpy as np
 from .mesh_parsing import (
     MalformedMesh,
     MeshBytes,
+    ReadMesh,
     TextLines,
     check_indices,
     parse_numbers,
@@ -25,12 +26,14 @@ from .mesh_parsing import (
     triangles_of_polygons,
     without_comments,
 )
+from .obj_groups import has_extras, read_extras
 
 _CONTINUED_LINE = re.compile(rb"\\[ \t]*\r?\n")
 
 
-def read_obj(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices (V, 3) float64, faces (T, 3) int64) of an OBJ file, or MalformedMesh."""
+def read_obj(data: MeshBytes) -> ReadMesh:
+    """(vertices (V, 3) float64, faces (T, 3) int64, parts, appearance) of an OBJ file, or
+    MalformedMesh; the parts and appearance only for a file that has them (obj_groups)."""
     text = text_bytes(data)
     if b"\\" in text:
         text = _CONTINUED_LINE.sub(b" ", text)
@@ -49,11 +52,17 @@ def read_obj(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
         ),
         written=corners,
     )
-    if len(counts) and (counts == counts[0]).all():  # all faces alike
-        if counts[0] == 3:
-            return vertices, indices.reshape(-1, 3)
-        return vertices, triangles_of_polygons(indices, counts, grouped=True)
-    return vertices, triangles_of_polygons(indices, counts, grouped=False)
+    grouped = bool(len(counts) and (counts == counts[0]).all())  # all faces alike
+    if grouped and counts[0] == 3:
+        faces = indices.reshape(-1, 3)
+    else:
+        faces = triangles_of_polygons(indices, counts, grouped=grouped)
+    extras = None
+    if has_extras(lines, vertex_lines):
+        extras = read_extras(lines, face_lines, vertex_lines, counts, grouped)
+    if extras is None:
+        return ReadMesh(vertices, faces)
+    return ReadMesh(vertices, faces, extras.parts, extras.appearance_maker())
 
 
 def _vertices(lines: TextLines, vertex_lines: np.ndarray) -> np.ndarray:

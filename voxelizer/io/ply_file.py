@@ -21,6 +21,7 @@ import numpy as np
 from .mesh_parsing import (
     MalformedMesh,
     MeshBytes,
+    ReadMesh,
     check_indices,
     float64_vertices,
     int64_faces,
@@ -29,6 +30,7 @@ from .mesh_parsing import (
     text_bytes,
     triangles_of_polygons,
 )
+from .ply_extras import has_extras, read_extras
 
 # The property types of PLY headers, with the aliases found in the wild (those trimesh reads).
 _TYPES = {
@@ -81,8 +83,10 @@ class Header:
     lines: int  # lines of the header, for the line numbers of ASCII data
 
 
-def read_ply(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices (V, 3) float64, faces (T, 3) int64) of a PLY file, or MalformedMesh."""
+def read_ply(data: MeshBytes) -> ReadMesh:
+    """(vertices (V, 3) float64, faces (T, 3) int64, parts, appearance) of a PLY file, or
+    MalformedMesh; the parts and appearance only for a file whose header declares them
+    (ply_extras)."""
     if starts_with_byte_order_mark(data):  # an ASCII PLY saved as UTF-16, UTF-32 or UTF-8
         data = text_bytes(data)
     header = parse_header(data)
@@ -95,11 +99,23 @@ def read_ply(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
     vertex = next((e for e in header.elements if e.name == "vertex"), None)
     face = next((e for e in header.elements if e.name == "face"), None)
     if face is None or face.rows == 0:
-        return np.empty((0, 3)), np.empty((0, 3), np.int64)
+        return ReadMesh(np.empty((0, 3)), np.empty((0, 3), np.int64))
     if vertex is None:
         raise MalformedMesh("the header declares faces but no vertex element")
     vertices = read_vertices(body, vertex, layouts[id(vertex)])
-    return vertices, read_faces(body, face, layouts[id(face)], len(vertices))
+    faces = read_faces(body, face, layouts[id(face)], len(vertices))
+    if not has_extras(vertex, face):
+        return ReadMesh(vertices, faces)
+    parts, appearance = read_extras(
+        vertex,
+        face,
+        lambda element, prop: read_scalar(body, element, layouts[id(element)], prop),
+        lambda element, prop: read_list_table(body, element, layouts[id(element)], prop),
+        polygon_sizes(face, layouts[id(face)]),
+        faces,
+        bytes(data[: header.body_start]),
+    )
+    return ReadMesh(vertices, faces, parts, appearance)
 
 
 # --- the header ----------------------------------------------------------------------------
@@ -449,6 +465,43 @@ def _offsets(body: Body, element: Element, layout: Layout, name: str) -> np.ndar
 
 
 # --- vertices and faces ----------------------------------------------------------------------
+
+
+def read_scalar(body: Body, element: Element, layout: Layout, prop: Property) -> np.ndarray:
+    """One scalar property of every row of an element, in its declared type."""
+    offset = _offsets(body, element, layout, prop.name)
+    if layout.row is None:  # walked rows
+        values = body.gather(np.asarray(offset), prop.value)
+    else:
+        values = body.table(layout.start, layout.row, element.rows, prop.value, int(offset), 1)
+        values = values[:, 0]
+    return body.declared(values, prop.value)
+
+
+def read_list_table(body: Body, element: Element, layout: Layout, prop: Property) -> np.ndarray:
+    """(rows, n) values of a list property whose every row has n items (rows of fixed
+    layout only); MalformedMesh otherwise."""
+    lists = [p for p in element.properties if p.count is not None]
+    number = lists.index(prop)
+    if layout.row is None or layout.row_lengths is not None:
+        raise MalformedMesh(f"the {prop.name} lists differ in length")
+    offset = int(_offsets(body, element, layout, prop.name))
+    assert prop.count is not None
+    width = layout.lengths[number]
+    table = body.table(
+        layout.start, layout.row, element.rows, prop.value, offset + body.width(prop.count), width
+    )
+    return body.declared(table, prop.value)
+
+
+def polygon_sizes(face: Element, layout: Layout) -> np.ndarray:
+    """The corner count of every face (as read_faces fans them)."""
+    lists = [prop for prop in face.properties if prop.count is not None]
+    chosen = next((prop for prop in lists if prop.name in _FACE_LISTS), lists[0])
+    number = lists.index(chosen)
+    if layout.row_lengths is None:
+        return np.full(face.rows, layout.lengths[number], np.int64)
+    return layout.row_lengths[number]
 
 
 def read_vertices(body: Body, vertex: Element, layout: Layout) -> np.ndarray:

@@ -6,15 +6,19 @@ which the indexed variants upload and the topology check compares.
 
 A file is binary when its size is exactly what its triangle count says (84 + 50·n bytes),
 as trimesh decides; otherwise it must be an ASCII STL (`solid` ... `endsolid`), whose
-`vertex` lines are read in any encoding (a solid's name is never decoded)."""
+`vertex` lines are read in any encoding. An ASCII file of several solids (`solid NAME` ...
+`endsolid`) gives each triangle the part of its solid, named by the solid (decoded as UTF-8,
+any other byte replaced)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..attributes.appearance import Parts
 from .mesh_parsing import (
     MalformedMesh,
     MeshBytes,
+    ReadMesh,
     TextLines,
     float64_copy,
     merged_corners,
@@ -28,8 +32,9 @@ HEADER_BYTES = 84  # 80 bytes of anything, then the triangle count (uint32)
 TRIANGLE = np.dtype([("normal", "<f4", (3,)), ("corners", "<f4", (3, 3)), ("attribute", "<u2")])
 
 
-def read_stl(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices (V, 3) float64, faces (T, 3) int64) of an STL file, or MalformedMesh."""
+def read_stl(data: MeshBytes) -> ReadMesh:
+    """(vertices (V, 3) float64, faces (T, 3) int64, parts) of an STL file, or
+    MalformedMesh; parts only for an ASCII file of several solids."""
     size = len(data)
     if size >= HEADER_BYTES:
         count = int.from_bytes(data[80:HEADER_BYTES], "little")
@@ -53,17 +58,17 @@ def read_stl(data: MeshBytes) -> tuple[np.ndarray, np.ndarray]:
     return _ascii(text)
 
 
-def _binary(data: MeshBytes, count: int) -> tuple[np.ndarray, np.ndarray]:
+def _binary(data: MeshBytes, count: int) -> ReadMesh:
     corners = np.frombuffer(data, TRIANGLE, count=count, offset=HEADER_BYTES)["corners"]
     positions, rows = merged_corners(corners)
-    return float64_copy(positions), rows.reshape(-1, 3)
+    return ReadMesh(float64_copy(positions), rows.reshape(-1, 3))
 
 
-def _ascii(text: bytes) -> tuple[np.ndarray, np.ndarray]:
+def _ascii(text: bytes) -> ReadMesh:
     lines = TextLines(text)
     vertex_lines = lines.with_keyword(b"vertex", ignore_case=True)
     if len(vertex_lines) == 0:
-        return np.empty((0, 3)), np.empty((0, 3), np.int64)
+        return ReadMesh(np.empty((0, 3)), np.empty((0, 3), np.int64))
     payload = lines.payload(vertex_lines, len(b"vertex"))
     vertices = parse_table(payload, np.float64)
     if vertices is None or vertices.shape != (len(vertex_lines), 3):
@@ -79,4 +84,17 @@ def _ascii(text: bytes) -> tuple[np.ndarray, np.ndarray]:
     if len(vertices) % 3:
         raise MalformedMesh(f"{len(vertices):,} vertex lines, not three per facet")
     positions, rows = merged_corners(vertices)
-    return positions, rows.reshape(-1, 3)
+    return ReadMesh(positions, rows.reshape(-1, 3), _solids(lines, vertex_lines))
+
+
+def _solids(lines: TextLines, vertex_lines: np.ndarray) -> Parts | None:
+    """The solid of each triangle, for a file of several solids (None for one)."""
+    solid_lines = lines.with_keyword(b"solid", ignore_case=True)
+    if len(solid_lines) < 2:
+        return None
+    names = []
+    for number, line in enumerate(solid_lines.tolist(), start=1):
+        raw = lines.text[int(lines.heads[line]) + len(b"solid") : int(lines.ends[line])]
+        names.append(raw.strip().decode("utf-8", "replace") or f"solid {number}")
+    solid = np.searchsorted(solid_lines, vertex_lines[0::3], side="right") - 1
+    return Parts.of_groups(np.maximum(solid, 0), names)

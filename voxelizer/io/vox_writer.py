@@ -11,6 +11,11 @@ Axes: MagicaVoxel's z is up. `up_axis="z"` (the default) keeps the grid's own ax
 +y, turns the grid by +90 degrees about x: MagicaVoxel (x, y, z) = (i, nz - 1 - k, j), so
 our +x stays +x, our +y (up) becomes +z and our +z becomes -y. A rotation, not a mirror: a
 right-handed model stays right-handed. The model's size is then (nx, nz, ny).
+
+Colours: a result with colours (colors=True) gets them as the palette. At most 255 distinct
+colours are written exactly (palette entry c is colour index c + 1, in the order of their
+RGBA values); more are quantised to 255 by median cut (voxelizer.attributes.palette). A
+result without colours has every voxel at index 1, light grey.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import struct
 
 import numpy as np
 
+from ..attributes.palette import palette_of
 from ..errors import OutputError
 from ..placement import Placed
 from .output import open_output
@@ -59,19 +65,36 @@ def write_vox(
     model, placed by its own transform node (root nTRN -> nGRP -> nTRN -> nSHP -> model) at
     translation tile corner + size / 2, MagicaVoxel's model centre. As all models have one
     size, readers that place a model by its translation alone, taking it as the corner
-    (midvoxio), put the tiles right too. An empty grid is one empty model. Every voxel has
-    colour index 1 (light grey); the world placement (origin, h) is not stored.
+    (midvoxio), put the tiles right too. An empty grid is one empty model. The colours are
+    the result's (see the module), else every voxel has colour index 1 (light grey); the
+    world placement (origin, h) is not stored.
     """
     check_output_shape(path, result.shape, result.voxel_size)
-    voxels = to_vox_axes(result.to_numpy(), check_up_axis(up_axis))
+    indices, palette = _colour_indices(result)
+    voxels = to_vox_axes(indices, check_up_axis(up_axis))
     if max(voxels.shape) <= VOX_MODEL_SIDE:
-        body = _model(voxels.shape, np.argwhere(voxels))
+        body = _model(voxels.shape, voxels)
     else:
         body = _tiles(voxels)
-    body += _chunk(b"RGBA", _palette().tobytes())
+    body += _chunk(b"RGBA", palette.tobytes())
     with open_output(path, overwrite) as fh:
         fh.write(b"VOX " + struct.pack("<i", 150))
         fh.write(b"MAIN" + struct.pack("<ii", 0, len(body)) + body)
+
+
+def _colour_indices(result: Placed) -> tuple[np.ndarray, np.ndarray]:
+    """(uint8 [i, j, k] colour index of every voxel, 0 where empty; the RGBA chunk's 256
+    entries)."""
+    voxels = result.to_numpy()
+    indices = voxels.astype(np.uint8)  # index 1: the default grey
+    if "color" not in result.attributes:
+        return indices, _palette()
+    colors = result.to_numpy("color")[voxels]
+    entries, index, _ = palette_of(colors, VOX_MODEL_SIDE - 1)
+    indices[voxels] = index + 1
+    palette = np.zeros((256, 4), np.uint8)
+    palette[: len(entries)] = entries
+    return indices, palette
 
 
 def _tiles(voxels: np.ndarray) -> bytes:
@@ -83,10 +106,10 @@ def _tiles(voxels: np.ndarray) -> bytes:
         low = np.array(corner) * size
         tile = voxels[tuple(slice(a, a + s) for a, s in zip(low, size))]
         if tile.any():
-            models.append(_model(size, np.argwhere(tile)))
+            models.append(_model(size, tile))
             centres.append(low + size // 2)
     if not models:  # an empty grid: one empty model
-        models.append(_model(size, np.zeros((0, 3), np.int64)))
+        models.append(_model(size, np.zeros((1, 1, 1), np.uint8)))
         centres.append(size // 2)
     children = [2 + 2 * m for m in range(len(models))]
     scene = [
@@ -101,10 +124,13 @@ def _tiles(voxels: np.ndarray) -> bytes:
     return b"".join(models) + b"".join(scene)
 
 
-def _model(size: tuple[int, ...] | np.ndarray, xyz: np.ndarray) -> bytes:
-    """SIZE and XYZI chunks of one model: voxels (M, 3) inside size, all colour index 1."""
-    xyzi = np.ones((len(xyz), 4), np.uint8)
+def _model(size: tuple[int, ...] | np.ndarray, indices: np.ndarray) -> bytes:
+    """SIZE and XYZI chunks of one model: the voxels of uint8 colour `indices` (0: empty),
+    an array within `size` (a tile at the grid's edge may be smaller)."""
+    xyz = np.argwhere(indices)
+    xyzi = np.empty((len(xyz), 4), np.uint8)
     xyzi[:, :3] = xyz
+    xyzi[:, 3] = indices[tuple(xyz.T)]
     return _chunk(b"SIZE", struct.pack("<3i", *(int(side) for side in size))) + _chunk(
         b"XYZI", struct.pack("<i", len(xyz)) + xyzi.tobytes()
     )

@@ -3,7 +3,9 @@
 Written with numpy and the standard library (no VTK needed): the grid's points are the voxel
 corners (Origin = grid origin, Spacing = (hx, hy, hz), WholeExtent 0..n per axis), so that cell
 (i, j, k) is voxel (i, j, k), and the cell array "solid" (UInt8 0/1, i fastest) holds the
-voxels, zlib-compressed in raw appended data.
+voxels, zlib-compressed in raw appended data. A result with labels also gets the cell
+array "label" (UInt16, 0 for empty voxels), one with colours "color" (UInt8, 4 components:
+RGBA); ParaView shows "color" as colours when "Map Scalars" is off.
 
 The reader takes these files back and the other ways VTK stores one such array (inline
 base64 "binary", appended raw or base64, "ascii", compressed with zlib or not), so that a file
@@ -13,10 +15,10 @@ re-saved by ParaView or PyVista loads too: a voxel is solid where "solid" is not
 from __future__ import annotations
 
 import base64
-import math
 import os
 import re
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -53,15 +55,28 @@ ZLIB_SMALLEST_STREAM = 8
 
 
 def write_vti(result: Placed, path: str | os.PathLike, overwrite: bool = False) -> None:
-    """VTK XML ImageData with cell data "solid": origin, voxel size and shape kept."""
+    """VTK XML ImageData with cell data "solid" (and "label", "color" when the result has
+    them): origin, voxel size and shape kept."""
     nx, ny, nz = result.shape
-    data = vtk_cell_order(result.to_numpy())
-    blocks = [
-        zlib.compress(data[at : at + BLOCK_BYTES].tobytes(), 6)
-        for at in range(0, len(data), BLOCK_BYTES)
-    ]
-    last = len(data) - BLOCK_BYTES * (len(blocks) - 1)
-    header = np.array([len(blocks), BLOCK_BYTES, last, *map(len, blocks)], "<u8")
+    arrays = [(ARRAY_NAME, "UInt8", 1, vtk_cell_order(result.to_numpy()), "0", "1")]
+    if "label" in result.attributes:
+        labels = reversed_axes(result.to_numpy("label")).reshape(-1)
+        arrays.append(("label", "UInt16", 1, labels, "0", str(int(labels.max(initial=0)))))
+    if "color" in result.attributes:
+        colors = np.ascontiguousarray(result.to_numpy("color").transpose(2, 1, 0, 3))
+        arrays.append(("color", "UInt8", 4, colors.reshape(-1), "0", "255"))
+    pieces: list[bytes] = []
+    declarations: list[str] = []
+    offset = 0
+    for name, kind, components, data, low, high in arrays:
+        piece = _compressed(data.view(np.uint8))
+        several = f' NumberOfComponents="{components}"' if components > 1 else ""
+        declarations.append(
+            f'        <DataArray type="{kind}" Name="{name}"{several} format="appended" '
+            f'RangeMin="{low}" RangeMax="{high}" offset="{offset}"/>\n'
+        )
+        pieces.append(piece)
+        offset += len(piece)
     origin = " ".join(repr(float(v)) for v in result.placement.origin)
     spacing = " ".join(repr(float(h)) for h in result.placement.spacing)
     extent = f"0 {nx} 0 {ny} 0 {nz}"
@@ -74,10 +89,7 @@ def write_vti(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
         f'    <Piece Extent="{extent}">\n'
         "      <PointData>\n"
         "      </PointData>\n"
-        f'      <CellData Scalars="{ARRAY_NAME}">\n'
-        f'        <DataArray type="UInt8" Name="{ARRAY_NAME}" format="appended" '
-        f'RangeMin="0" RangeMax="1" offset="0"/>\n'
-        "      </CellData>\n"
+        f'      <CellData Scalars="{ARRAY_NAME}">\n' + "".join(declarations) + "      </CellData>\n"
         "    </Piece>\n"
         "  </ImageData>\n"
         '  <AppendedData encoding="raw">\n'
@@ -85,10 +97,21 @@ def write_vti(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
     )
     with open_output(path, overwrite) as fh:
         fh.write(xml.encode("ascii"))
-        fh.write(header.tobytes())
-        for block in blocks:
-            fh.write(block)
+        for piece in pieces:
+            fh.write(piece)
         fh.write(b"\n  </AppendedData>\n</VTKFile>\n")
+
+
+def _compressed(data: np.ndarray) -> bytes:
+    """One appended array as VTK's zlib compressor lays it out: the table (block count,
+    block size, the last block's size, each block's compressed size), then the blocks."""
+    blocks = [
+        zlib.compress(data[at : at + BLOCK_BYTES].tobytes(), 6)
+        for at in range(0, len(data), BLOCK_BYTES)
+    ]
+    last = len(data) - BLOCK_BYTES * (len(blocks) - 1)
+    header = np.array([len(blocks), BLOCK_BYTES, last, *map(len, blocks)], "<u8")
+    return header.tobytes() + b"".join(blocks)
 
 
 def read_vti(path: str | os.PathLike) -> DenseGrid:
@@ -139,36 +162,81 @@ def _parse(raw: bytes) -> DenseGrid:
     if image is None or len(pieces) != 1:
         raise FormatError("the reader takes one ImageData with one Piece")
     placement = _placement(image, pieces[0])
-    arrays = [a for a in pieces[0].iterfind("CellData/DataArray") if a.get("Name") == ARRAY_NAME]
-    if len(arrays) != 1:
+    arrays = _CellArrays(
+        piece=pieces[0],
+        cells=int(np.prod(placement.shape, dtype=np.int64)),
+        order=order,
+        header=order + header_type,
+        compressor=compressor,
+        appended=appended >= 0,
+        binary=binary,
+        encoded=encoding is not None and encoding.group(1) == b"base64",
+    )
+    solid = arrays.values(ARRAY_NAME, 1)
+    if solid is None:
         raise FormatError(f'no cell array "{ARRAY_NAME}" (the voxels)')
-    array = arrays[0]
-    kind = VTK_TYPES.get(array.get("type", ""))
-    if kind is None or array.get("NumberOfComponents", "1") != "1":
-        raise FormatError(
-            f'"{ARRAY_NAME}" must be one component of a numeric type, not '
-            f"{array.get('NumberOfComponents', '1')} of {array.get('type')!r}"
+    ijk = placement.shape[::-1]
+    voxels = reversed_axes(solid.reshape(ijk) != 0)  # [k, j, i] -> [i, j, k]
+    return _with_attributes(DenseGrid(voxels, placement), arrays, ijk)
+
+
+def _with_attributes(grid: DenseGrid, arrays: _CellArrays, ijk: tuple[int, ...]) -> DenseGrid:
+    """The grid with the file's "label" and "color" arrays, if it has them (the labels named
+    "part 1", "part 2", ...: the file holds no names)."""
+    labels, colors = arrays.values("label", 1), arrays.values("color", 4)
+    if labels is None and colors is None:
+        return grid
+    names: tuple[str, ...] = ()
+    if labels is not None:
+        labels = reversed_axes(labels.reshape(ijk).astype(np.uint16))
+        names = tuple(f"part {label}" for label in range(1, int(labels.max(initial=0)) + 1))
+    if colors is not None:
+        colors = np.ascontiguousarray(
+            colors.reshape(*ijk, 4).astype(np.uint8).transpose(2, 1, 0, 3)
         )
-    dtype = np.dtype(order + kind)
-    cells = math.prod(placement.shape)
-    form = array.get("format")
-    if form == "ascii":
-        values = _ascii(array.text or "", dtype, cells)
-    elif form == "binary":
-        values = _binary(
-            (array.text or "").strip().encode("ascii"), True, order + header_type, compressor,
-            dtype, cells,
-        )  # fmt: skip
-    elif form == "appended":
-        if appended < 0:
-            raise FormatError(f'"{ARRAY_NAME}" is appended, but the file has no AppendedData')
-        offset = _integer(array.get("offset"), "offset")
-        encoded = encoding is not None and encoding.group(1) == b"base64"
-        values = _binary(binary[offset:], encoded, order + header_type, compressor, dtype, cells)
-    else:
+    return grid.with_attributes(labels, colors, names)
+
+
+@dataclass(frozen=True)
+class _CellArrays:
+    """The cell arrays of a file's one piece, read by name, with what their bytes need."""
+
+    piece: ElementTree.Element
+    cells: int
+    order: str  # "<" or ">"
+    header: str  # the arrays' header type, with byte order
+    compressor: str | None
+    appended: bool  # whether the file has AppendedData
+    binary: bytes  # the appended data (after its "_")
+    encoded: bool  # base64 appended data
+
+    def values(self, name: str, components: int) -> np.ndarray | None:
+        """The cell array `name` of `components` components, or None if the file has none."""
+        found = [a for a in self.piece.iterfind("CellData/DataArray") if a.get("Name") == name]
+        if not found:
+            return None
+        array = found[0]
+        kind = VTK_TYPES.get(array.get("type", ""))
+        if kind is None or array.get("NumberOfComponents", "1") != str(components):
+            raise FormatError(
+                f'"{name}" must be {components} component(s) of a numeric type, not '
+                f"{array.get('NumberOfComponents', '1')} of {array.get('type')!r}"
+            )
+        dtype = np.dtype(self.order + kind)
+        form = array.get("format")
+        count = self.cells * components
+        if form == "ascii":
+            return _ascii(array.text or "", dtype, count)
+        if form == "binary":
+            text = (array.text or "").strip().encode("ascii")
+            return _binary(text, True, self.header, self.compressor, dtype, count)
+        if form == "appended":
+            if not self.appended:
+                raise FormatError(f'"{name}" is appended, but the file has no AppendedData')
+            offset = _integer(array.get("offset"), "offset")
+            data = self.binary[offset:]
+            return _binary(data, self.encoded, self.header, self.compressor, dtype, count)
         raise FormatError(f"unknown DataArray format {form!r}")
-    voxels = reversed_axes(values.reshape(placement.shape[::-1]) != 0)  # [k, j, i] -> [i, j, k]
-    return DenseGrid(voxels, placement)
 
 
 def _placement(image: ElementTree.Element, piece: ElementTree.Element) -> GridPlacement:

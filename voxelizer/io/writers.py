@@ -1,5 +1,5 @@
-"""Output files of a voxelization: .svo, .binvox, .vox, .npz, .vti, .ply, .obj, .glb, chosen by
-a file's extension (save) or by an OutputFormat decoded once (a batch's). Every writer takes a
+"""Output files of a voxelization: .svo, .binvox, .vox, .npz, .vti, .ply, .obj, .glb, .stl,
+chosen by a file's extension (save) or by an OutputFormat decoded once (a batch's). Every writer takes a
 DenseGrid or an SVO (anything Placed).
 
 Every writer refuses to replace an existing file unless asked (OutputError with `exists`
@@ -189,5 +189,12 @@ WRITERS: dict[str, tuple[str, str]] = {
     ".ply": (".mesh_writer", "write_ply"),
     ".obj": (".mesh_writer", "write_obj"),
     ".glb": (".mesh_writer", "write_glb"),
+    ".stl": (".stl_writer", "write_stl"),
+}
+# The formats that hold each attribute of a result (the others write the voxels alone).
+ATTRIBUTE_FORMATS = {
+    "face": (".svo", ".npz"),
+    "label": (".svo", ".npz", ".vti"),
+    "color": (".svo", ".npz", ".vti", ".vox", ".ply", ".obj", ".glb"),
 }
 OUTPUT_FORMATS = tuple(WRITERS)
