@@ -74,9 +74,10 @@ def bit_count(values: np.ndarray) -> int:
 @dataclass(frozen=True, eq=False)
 class ColumnBits:
     """A dense grid as the GPU writes it: column (i, j) in the W = column_words(nz) uint32
-    words from (j*nx + i)*W, voxel k at bit k % 32 of its word k // 32 (bits k >= nz are
-    padding, never read). An eighth of the bool array's bytes: results stay in this form
-    until someone asks for the bools."""
+    words from (j*nx + i)*W, voxel k at bit k % 32 of its word k // 32. The bits k >= nz
+    (a column's padding to whole words) are 0: the GPU's passes write none of them, and
+    every grid built here keeps them so (padding_is_clear checks it). An eighth of the bool
+    array's bytes: results stay in this form until someone asks for the bools."""
 
     words: np.ndarray  # uint32 (ny * nx * W,)
     shape: Shape
@@ -144,13 +145,17 @@ class ColumnBits:
         return np.unpackbits(rows, axis=1, count=nz, bitorder="little").view(bool)
 
     def count(self) -> int:
-        """Set voxels: the words' set bits, the padding above nz masked off."""
+        """Set voxels: the words' set bits (the padding above nz is 0), one pass over them."""
+        return bit_count(self.words)
+
+    def padding_is_clear(self) -> bool:
+        """Whether every bit k >= nz is 0, as the class holds them (a check for tests: it
+        reads every column's last word)."""
         nz = self.shape[2]
-        columns = self.words.reshape(-1, column_words(nz))
-        if nz % 32:
-            columns = columns.copy()
-            columns[:, -1] &= np.uint32((1 << nz % 32) - 1)
-        return bit_count(columns)
+        if nz % 32 == 0 or not self.words.size:
+            return True
+        last = self.words.reshape(-1, column_words(nz))[:, -1]
+        return not np.any(last & ~np.uint32((1 << nz % 32) - 1))
 
     def packed_bits(self) -> np.ndarray:
         """np.packbits of the bool[i, j, k] array in C order (big bit order), as .npz files
