@@ -131,3 +131,14 @@ def test_an_open_mesh_leaves_no_bit_past_nz(gpu, no_bools):
     dense = gpu.voxelize_dense(open_box, (5, 6, 45), bounds=[[0, 0, 0], [5, 6, 45]], warn=False)
     assert dense.columns is not None and dense.columns.padding_is_clear()
     assert dense.count() == 3 * 3 * (45 - 4)  # above the top face, to the grid's top
+
+
+def test_the_dense_cut_benchmark_runs(capsys):
+    """A tiny run of python -m voxelizer.benchmarks.dense_cut on this tree: a row per grid,
+    its steps' medians and the ratio to the first grid."""
+    from voxelizer.benchmarks import dense_cut
+
+    assert dense_cut.main(["--grids", "16", "15", "--rounds", "1", "--repeat", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| . |")]
+    assert [row.split("|")[2].strip() for row in rows] == ["16", "15"]
+    assert rows[0].rstrip(" |").endswith("1.00")
