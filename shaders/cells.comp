@@ -13,6 +13,10 @@
 //     and writes the triangle's index there (with emit_cells, also the cell's key, for a
 //     second level). Afterwards each entry holds its cell's end: cell c's triangles are
 //     slots [ends[c - 1], ends[c]), grouped by cell, in no particular order within a cell.
+//     The host records it in the count's submission, before it knows the total: where the
+//     references do not fit the `capacity` it gave TriangleIds (or the 64-bit total has a
+//     high word), the emission does nothing, CellEnds keep each cell's first slot, and the
+//     host runs the emission again with the ids it sizes from the total read back.
 //
 // The items are the triangles (level 1: a uniform grid, whose cells are keyed
 // (i * ny + j) * nz + k) or the references of a built top level (level 2: the triangle
@@ -32,8 +36,8 @@
 // corners (float32, through Indices), converts them to fixed point as the surface does
 // (triangle.glsl, to_fixed) and keeps them as given in Records for the other steps and the
 // queries. Every count also adds to Totals, a 64-bit total (low word, high word) of the
-// references, summed per workgroup first: the host checks it before it sizes the triangle
-// ids (the scan of CellEnds is 32 bits).
+// references, summed per workgroup first: the emission and the host check it against the
+// triangle ids' capacity (the scan of CellEnds is 32 bits).
 //
 // Loop trips per invocation (llvmpipe's budget, tiles.glsl): at most small_columns or
 // chunk_columns columns (at most 4096: voxelizer/trigrid/build.py), each with at most 4
@@ -169,6 +173,7 @@ layout(push_constant) uniform Params {
     uint over_units;     // 0: one thread per item, 1: one per unit
     uint emit_cells;     // 1: the emission also writes each reference's cell
     uint level;          // 1: the grid's triangles, 2: a top level's references
+    uint capacity;       // emit: the references TriangleIds (and ReferenceCells) hold
 };
 
 // Where an item's cells go: keys base + ((l.x * dims.y + l.y) * dims.z + l.z), l = cell - lo.
@@ -344,7 +349,9 @@ void main() {
     if (gl_LocalInvocationID.x == 0u) group_marks = 0u;
     barrier();
     uint index = flat_invocation_id();
-    uint marked = over_units != 0u ? run_unit(index) : run_item(index);
+    // (the count's totals, read alike by every thread: the emission is all or nothing)
+    bool fits = stage == 0u || (totals[1] == 0u && totals[0] <= capacity);
+    uint marked = !fits ? 0u : (over_units != 0u ? run_unit(index) : run_item(index));
     if (stage == 0u && marked != 0u) atomicAdd(group_marks, marked);
     barrier();
     if (gl_LocalInvocationID.x == 0u && group_marks != 0u) {

@@ -385,3 +385,23 @@ def test_the_colours_benchmark_writes_its_files_and_their_sizes(tmp_path, capsys
         assert row["bytes"] == sum(f.stat().st_size for f in files) > 0
     assert part["dyadic"]["ply_float32"] and part["dyadic"]["voxel_size"] <= part["voxel_size"]
     assert "| colors+labels |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_trigrid_rebuild_compares_two_checkouts(tmp_path):
+    """The build's fixed cost, this checkout against itself as the baseline: a row a mesh,
+    each side's times and one submission a build, the table and the JSON written."""
+    from voxelizer.benchmarks import trigrid_rebuild
+
+    out = tmp_path / "out"
+    arguments = ["--baseline", str(trigrid_rebuild.CHECKOUT), "--models-dir", str(tmp_path),
+                 "--out", str(out), "--models", "sphere-1", "--rounds", "1", "--builds", "2",
+                 "--profile", "2"]  # fmt: skip
+    assert trigrid_rebuild.main(arguments) == 0
+    document = json.loads((out / "results.json").read_text())
+    (row,) = document["rows"]
+    assert row["model"] == "sphere-1" and row["triangles"] == 80
+    for side in ("baseline", "this"):
+        assert row[side]["submissions"] == 1
+        assert 0 < row[side]["min_ms"] <= row[side]["median_ms"]
+    assert "| sphere-1 (80) |" in (out / "results.md").read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from voxelizer import Voxelizer
-from voxelizer.gpu.buffers import BufferPool
+from voxelizer.gpu.buffers import STAGING, BufferPool
 from voxelizer.gpu.commands import Sequence
 from voxelizer.gpu.device import PUSH_DESCRIPTOR_EXTENSION, Device
 from voxelizer.gpu.loader import vk
@@ -123,3 +123,45 @@ def test_svo_recorded_into_the_passes_submission(monkeypatch):
         assert "fill_submission" not in again.stats.host_ms
         assert_same_voxels(again.to_numpy(), expected)
         assert_same_svo(again, first)
+
+
+@pytest.mark.parametrize("push", ["1", "0"])
+def test_a_reusable_recording_replays(monkeypatch, push):
+    """A recording begun reusable is submitted again by replay(), reading what its buffers
+    hold then (new data in its staging buffer: its scan), each time counted as a submission;
+    one begun otherwise, or begun again since, cannot be replayed."""
+    monkeypatch.setenv("VOXELIZER_PUSH_DESCRIPTORS", push)
+    device = Device()
+    pool = BufferPool(device)
+    sequence = Sequence(device, pool)
+    scan = Scan(device)
+    try:
+        count = SCAN_BLOCK + 5  # two levels
+        values = pool.get("values", 4 * count)
+        first = np.arange(count, dtype=np.uint32) % 7
+        sequence.begin(reusable=True)
+        sequence.upload(values, first)
+        sequence.barrier()
+        total = scan.record(sequence, pool, values, count, "scan")
+        staged, staged_total = sequence.download(values, 4 * count), sequence.download(total, 4)
+        sequence.submit()
+        assert sequence.replayable and sequence.submissions == 1
+        for data in (first, np.full(count, 3, np.uint32), first[::-1].copy()):
+            pool.get(f"upload:{values.name}", 4 * count, STAGING, host_visible=True).write(data)
+            sequence.replay()
+            sums = np.cumsum(data, dtype=np.uint64)
+            expected = np.concatenate([[0], sums[:-1]]).astype(np.uint32)
+            assert np.array_equal(staged.read(np.uint32, count), expected)
+            assert int(staged_total.read(np.uint32, 1)[0]) == int(sums[-1])
+        assert sequence.submissions == 4
+        sequence.begin()
+        assert not sequence.replayable
+        sequence.submit()
+        with pytest.raises(RuntimeError, match="no reusable recording"):
+            sequence.replay()
+        assert sequence.submissions == 5
+    finally:
+        sequence.destroy()
+        scan.destroy()
+        pool.destroy()
+        device.close()

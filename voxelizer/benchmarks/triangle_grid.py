@@ -5,10 +5,13 @@ For each mesh, side by side in this one process, each timed as wall time with th
 synchronised, the minimum of --runs after a warm-up:
 
 * ours, uniform (density λ) and two-level: the build from a mesh whose vertices and faces
-  the device holds already (`build`: the passes, two submissions and their waits, the
-  read-back of the reference count; a rebuild of the same mesh uploads nothing), also with
-  the upload (`build+upload`, what a new mesh pays), and the GPU time of its passes (Vulkan
-  timestamps); references, cells, the build's peak device memory and the structure's;
+  the device holds already (`build`: the passes, in one submission for a uniform grid, two
+  for two levels, their waits and the read-back of the reference count; a rebuild of the
+  same mesh uploads nothing, and replays the commands recorded for the one before it), also
+  with the upload (`build+upload`: what a new mesh of the same size pays, its geometry
+  written to staging memory and copied to the device), and the GPU time of its passes
+  (Vulkan timestamps); the submissions of a build, references, cells, the build's peak
+  device memory and the structure's;
   then --rays first-hit queries from rays on the device (the traversal's dispatch and its
   wait), in Mrays/s;
 * NVIDIA Warp (where `import warp` works and it has a CUDA device): `wp.Mesh` (its BVH
@@ -142,6 +145,7 @@ def ours(
     stats = grid.stats
     row["build_gpu_ms"] = min(gpu_ms)
     row.update(
+        submissions=stats.counts["submissions"],
         shape="x".join(map(str, grid.shape)),
         references=stats.counts["references"],
         leaf_references=stats.counts["leaf_references"],

@@ -193,6 +193,9 @@ class BufferPool:
         # Host milliseconds spent growing buffers so far (freeing the old, allocating and
         # mapping the new): the first-call cost that a repeated call does not pay.
         self.growth_ms = 0.0
+        # Counts every buffer the pool has created or destroyed: unchanged, every buffer
+        # it handed out is still alive (what a replayed recording needs).
+        self.generation = 0
 
     def get(
         self, name: str, size: int, usage: Usage = STORAGE, host_visible: bool = False
@@ -202,6 +205,7 @@ class BufferPool:
         if buffer is not None and buffer.handle is not None and buffer.size >= size:
             return buffer  # (no handle: a growth was interrupted after the destroy below)
         started = time.perf_counter()
+        self.generation += 1
         if buffer is not None:
             buffer.destroy()
         # Grow geometrically so a slowly growing workload does not reallocate every call.
@@ -233,6 +237,7 @@ class BufferPool:
         }
 
     def destroy(self) -> None:
+        self.generation += 1
         for buffer in self._buffers.values():
             buffer.destroy()
         self._buffers.clear()

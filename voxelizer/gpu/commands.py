@@ -1,9 +1,14 @@
 """Recording and submitting work: one command buffer, barriers between steps, timestamps.
 
 A `Sequence` is reused for every voxelization a Voxelizer runs: `begin()`, record steps,
-`submit()` (waits), read results, and `begin()` again. A call records a few dozen commands,
-so recording is kept cheap on the host: the commands go straight to the Vulkan functions
-(cffi, none of the wrapper's per-call argument conversion), the descriptor writes of each
+`submit()` (waits), read results, and `begin()` again. A recording begun with
+`begin(reusable=True)` can be submitted again as it is by `replay()`, until the next
+`begin()`: for work whose buffers, sizes and push constants are the same as last time, no
+command is recorded again. `submissions` counts what went to the queue.
+
+A call records a few dozen commands, so recording is kept cheap on the host: the commands
+go straight to the Vulkan functions (cffi, none of the wrapper's per-call argument
+conversion), the descriptor writes of each
 pipeline are built once and only their buffers change, a dispatch pushes its buffers into
 the command buffer (VK_KHR_push_descriptor, where the device has it; otherwise it gets a
 descriptor set from the sequence's pool, which is reset at every `begin()`), a pipeline
@@ -73,6 +78,9 @@ class Sequence:
         self._pool_index = 0
         self._sets_left = 0
         self._labels: list[str] = []
+        self.submissions = 0  # submits and replays so far
+        self._reusable = False  # the recording was begun reusable
+        self._replayable = False  # a reusable recording has been submitted, not begun since
         # The Vulkan functions themselves: the commands below return nothing to check, and
         # the ones that return a VkResult are checked here as the wrapper checks them.
         self._lib, self._ffi = vk.lib, vk.ffi
@@ -113,9 +121,13 @@ class Sequence:
 
     # -- recording ---------------------------------------------------------------------------
 
-    def begin(self) -> None:
+    def begin(self, reusable: bool = False) -> None:
+        """Start a recording; `reusable`: it may be replayed after its submit."""
         handle, lib = self.device.handle, self._lib
         self.device.settle()  # an interrupted submit's work may still use the command buffer
+        self._replayable = False
+        self._reusable = reusable
+        self._begin_info.flags = 0 if reusable else vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
         check_result(lib.vkResetCommandBuffer(self.command_buffer, 0))
         for pool in self._descriptor_pools:
             check_result(lib.vkResetDescriptorPool(handle, pool, 0))
@@ -179,9 +191,15 @@ class Sequence:
         array (a per-mesh cache's) that the staging buffer holds already is not copied there
         again: only the device copy is recorded."""
         data = np.ascontiguousarray(data)
+        self.copy(self.stage(target, data), target, data.nbytes)
+
+    def stage(self, target: Buffer, data: np.ndarray) -> Buffer:
+        """Write host data into the staging buffer that `upload` copies into `target` from,
+        recording nothing: for a replayed recording that uploads (write_once's rule)."""
+        data = np.ascontiguousarray(data)
         staging = self.pool.get(f"upload:{target.name}", data.nbytes, STAGING, host_visible=True)
         staging.write_once(data)
-        self.copy(staging, target, data.nbytes)
+        return staging
 
     def upload_made(
         self,
@@ -331,15 +349,34 @@ class Sequence:
 
     def submit(self) -> dict[str, float]:
         """Submit, wait, and return GPU milliseconds per label (summed when a label repeats)."""
-        lib = self._lib
-        check_result(lib.vkEndCommandBuffer(self.command_buffer))
-        check_result(lib.vkResetFences(self.device.handle, 1, self._fences))
+        check_result(self._lib.vkEndCommandBuffer(self.command_buffer))
+        times = self._run()
+        self._replayable = self._reusable
+        return times
+
+    @property
+    def replayable(self) -> bool:
+        """Whether `replay()` may run: the last recording was begun reusable and submitted."""
+        return self._replayable
+
+    def replay(self) -> dict[str, float]:
+        """Submit the last recording again as it is (see `replayable`) and wait: the buffers
+        it names must be alive still, and hold what its steps expect."""
+        if not self._replayable:
+            raise RuntimeError("no reusable recording to replay")
+        self.device.settle()  # (an interrupted replay's work may still use the buffer)
+        return self._run()
+
+    def _run(self) -> dict[str, float]:
+        """Submit the ended command buffer, wait, and read its timestamps."""
+        check_result(self._lib.vkResetFences(self.device.handle, 1, self._fences))
         # Set before the submit: an interrupt just after it must still find the flag set.
         self.device.queue_may_be_busy = True
         # The submit and the wait through the wrapper (one call each per submission; the
         # Ctrl-C test of tests/gpu/test_process_safety.py interrupts right after the submit).
         with self.device.queue_lock:
             vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
+        self.submissions += 1
         vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
         self.device.queue_may_be_busy = False
         return self._timings()

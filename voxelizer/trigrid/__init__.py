@@ -7,7 +7,7 @@ is the public face (voxelizer/api.py)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 import numpy as np
 
@@ -49,6 +49,30 @@ def build_triangle_grid(
     if isinstance(levels, bool) or levels not in LEVELS:
         raise GridError(f"levels must be 1 or 2, not {levels!r}")
     started = time.perf_counter()
+    asked = _hashable((resolution, cell_size, density, bounds, levels))
+    place = lambda: _place(mesh, resolution, cell_size, density, bounds, levels)  # noqa: E731
+    # (a rebuild of the same mesh, asked alike, places nothing again)
+    placement, leaf_density, vertices = place() if asked is None else mesh.placed(asked, place)
+    faces = mesh.indices  # (read-only: a rebuild of this mesh and placement uploads nothing)
+    place_ms = (time.perf_counter() - started) * 1e3
+    device, stats = engine.build(
+        vertices, faces, placement, levels=levels, leaf_density=leaf_density,
+        branchless=branchless, small_columns=small_columns, chunk_columns=chunk_columns,
+    )  # fmt: skip
+    stats.add_host(placement=place_ms)
+    return TriangleGrid(placement, levels, device=device, stats=stats)
+
+
+def _place(
+    mesh: Mesh,
+    resolution: int | Sequence[int] | None,
+    cell_size: float | Sequence[float] | None,
+    density: float | None,
+    bounds: object,
+    levels: int,
+) -> tuple[CellPlacement, float, np.ndarray]:
+    """The placement of the grid (of its top level, for two), the leaves' density, and the
+    mesh's vertices in grid space (read-only)."""
     low, high = mesh.bounds
     if levels == 1:
         placement = CellPlacement.fit(low, high, mesh.triangle_count, resolution, cell_size,
@@ -65,14 +89,18 @@ def build_triangle_grid(
         leaf_density = DEFAULT_DENSITY if density is None else float(density)
     key = ("trigrid", placement.shape, placement.origin.tobytes(), placement.cell_size.tobytes())
     vertices = mesh.placed(key, lambda: _frozen(placement.grid_vertices(mesh.vertices)))
-    faces = mesh.indices  # (read-only: a rebuild of this mesh and placement uploads nothing)
-    place_ms = (time.perf_counter() - started) * 1e3
-    device, stats = engine.build(
-        vertices, faces, placement, levels=levels, leaf_density=leaf_density,
-        branchless=branchless, small_columns=small_columns, chunk_columns=chunk_columns,
-    )  # fmt: skip
-    stats.add_host(placement=place_ms)
-    return TriangleGrid(placement, levels, device=device, stats=stats)
+    return placement, leaf_density, vertices
+
+
+def _hashable(value: object) -> Hashable | None:
+    """A key of what the caller asked for, or None where some part of it is not plain
+    (an array, say: its placement is not kept)."""
+    if value is None or type(value) in (int, float, bool):
+        return ("trigrid", type(value).__name__, value)  # (1, 1.0 and True are equal keys)
+    if isinstance(value, (tuple, list)):
+        parts = tuple(_hashable(part) for part in value)
+        return None if any(part is None for part in parts) else ("trigrid", parts)
+    return None
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

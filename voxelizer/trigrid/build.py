@@ -1,43 +1,53 @@
 """The build of triangle grids on the GPU, and the engine that owns their kernels and buffers.
 
 A build is the conservative binning of the surface modes (setup.comp and emit.comp with
-CONSERVATIVE 1, in two dimensions) run in three (shaders/cells.comp):
+CONSERVATIVE 1, in two dimensions) run in three (shaders/cells.comp), in one submission and
+with no read-back between its passes:
 
-  submission 1: upload -> count (one thread per triangle: its fixed-point corners, and a
-  count in every cell it touches; a triangle with many columns leaves units instead)
-  -> scan of the unit counts -> count over the units -> scan of the cell counts (each
-  cell's first slot); the host reads the 64-bit total of references back
-  submission 2: emit (every touched cell's next slot takes the triangle), over the
-  triangles, then over the units; afterwards each cell's entry is its end.
+  upload -> count (one thread per triangle: its fixed-point corners, and a count in every
+  cell it touches; a triangle with many columns leaves units instead) -> scan of the unit
+  counts -> count over the units -> scan of the cell counts (each cell's first slot) ->
+  emit (every touched cell's next slot takes the triangle), over the triangles, then over
+  the units; afterwards each cell's entry is its end (levels.py records a level's passes).
+
+The triangle ids are sized before the count has run: for the count of the last build of
+these very vertices, else for an estimate (`reference_estimate`). The emission reads the
+count's 64-bit total and does nothing where the references do not fit; the host reads the
+total after the submission and then, only then, sizes the ids exactly and emits in a second
+submission. A one-level build whose buffers, sizes and push constants are those of the
+build recorded last, uploading or not as it did (a rebuild of the same mesh; or a new mesh
+of the same size, placed alike, after a new one: an animation's frames), into the buffers
+the last grid gave back, records nothing: the engine writes the new geometry into the
+staging buffers, if it uploads, and replays that recording.
 
 No pair array and no sort: a cell's entry is its count, then its cursor, then its end
 (Taranta's memory saving: 4 bytes per reference and 4 per cell, besides the records). The
 scan is gpu/scan.py's, and the indirect dispatches over units are sized by the passes'
 pair_dispatch kernel. A two-level grid (Kalojanov et al. 2011) builds its top level so,
-with each reference's cell kept; subgrid.comp gives each top cell its own resolution
-from its references; its leaves are then counted and emitted the same way over the top
-level's references (submissions 3 and 4).
+with each reference's cell kept, and in the same submission subgrid.comp gives each top
+cell its own resolution from its references; its leaves are then counted and emitted the
+same way over the top level's references, in a second submission.
 
-Ownership: the engine (one per device, `GridEngine`) holds the pipelines, a buffer pool for
-what a build or a query needs while it runs, and its sequence; every build's result is a
-`DeviceGrid` that owns the buffers it keeps (records, cell ends, triangle ids, and the
-leaves), freed by its `destroy()` or when the engine closes. One build or query runs at a
-time per engine (its lock); a device's queue is shared with the voxelizer's passes, each
-submission under the device's queue lock.
+Ownership: the engine (one per device, `GridEngine`) holds the pipelines, a buffer pool and
+a sequence for builds, another pair for what a query needs while it runs; every build's
+result is a `DeviceGrid` that owns the buffers it keeps (records, cell ends, triangle ids,
+and the leaves), freed by its `destroy()` or when the engine closes. One build or query runs
+at a time per engine (its lock); a device's queue is shared with the voxelizer's passes,
+each submission under the device's queue lock.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import GridError, VoxelizerError
-from ..gpu.buffers import INDIRECT, STORAGE, Binding, Buffer, BufferPool, Usage
+from ..gpu.buffers import STORAGE, Binding, Buffer, BufferPool, Usage
 from ..gpu.commands import Sequence, workgroups
 from ..gpu.device import Device
 from ..gpu.kernels import WG_SIZE, Kernel
@@ -47,7 +57,8 @@ from ..interrupts import interrupts_deferred
 from ..placement import MAX_RESOLUTION
 from ..stats import Stats
 from . import kernels
-from .placement import CellPlacement, Shape
+from .levels import NO_WRAP, Level, LevelPasses
+from .placement import CellPlacement
 
 # Load balance (shaders/cells.comp): a triangle with at most SMALL_COLUMNS columns is done
 # by one thread; a larger one in units of CHUNK_COLUMNS columns, one thread each.
@@ -60,8 +71,20 @@ RECORD_BYTES = 48  # TriangleRecord (triangle.glsl)
 # that a workgroup's sum of 256 cells stays within 32 bits).
 TOP_DENSITY = 1.0 / 16.0
 LEAF_LIMIT = 255
-NO_WRAP = 0xFFFFFFFF  # pair_dispatch.comp's capacity: any unit count fits
 SPARE_SLACK = 1 << 20  # a spare buffer up to twice the size asked for, plus this, is reused
+# The references a build sizes its ids for before the count (reference_estimate): this many
+# per item, and this many per cell of a face of the lattice's cube (a surface crosses the
+# grid about so: a mesh of many small triangles, one of few large ones).
+ESTIMATE_PER_ITEM = 4
+ESTIMATE_PER_FACE_CELL = 12
+
+
+def reference_estimate(items: int, cells: int) -> int:
+    """References to size the ids for before the count: enough for the scanned and sculpted
+    models measured (the shared models at densities 1/16 to 32 and resolutions 16 to 256:
+    1.06 to 3.7 times their count), not for a CAD part's long thin triangles (0.7 to 0.97
+    of featuretype.stl's), whose build then takes a second submission."""
+    return ESTIMATE_PER_ITEM * items + ESTIMATE_PER_FACE_CELL * math.ceil(cells ** (2 / 3))
 
 
 @dataclass(eq=False)
@@ -99,44 +122,35 @@ class DeviceGrid:
 
 
 @dataclass
-class _Level:
-    """One level's count and emission (cells.comp): its kernel, what every step of it binds
-    besides its own buffers, and its push constants."""
+class _Recording:
+    """The build recorded last on the build sequence, reusable: what it was recorded for
+    (sizes, push constants and the buffers of its grid; the build pool's generation says
+    whether every pool buffer it names is alive), what it reads back, and the bytes the
+    build holds at its peak."""
 
-    name: str
-    level: int  # 1: the grid's triangles, 2: the top level's references
-    cells: ComputePipeline
-    shared: dict[str, Binding | Buffer]
-    items: int
-    shape: Shape
-    cell_count: int
-    small_columns: int
-    chunk_columns: int
-    emit_cells: bool = False  # the emission also writes each reference's cell
-
-    def push(self, stage: int, over_units: bool) -> dict[str, object]:
-        return {
-            "item_count": self.items,
-            "nx": self.shape[0],
-            "ny": self.shape[1],
-            "nz": self.shape[2],
-            "small_columns": self.small_columns,
-            "chunk_columns": self.chunk_columns,
-            "stage": stage,
-            "over_units": int(over_units),
-            "emit_cells": int(self.emit_cells),
-            "level": self.level,
-        }
+    key: tuple[object, ...]
+    buffers: dict[str, Buffer]
+    generation: int
+    read: tuple[Buffer, Buffer | None]
+    used: dict[str, int]
 
 
 class GridEngine:
     """Triangle grids on one device: the kernels (built on first use, per variant of the
-    exact tests), a buffer pool and a sequence for builds and queries, one at a time."""
+    exact tests), a buffer pool and a sequence for builds, another for queries, one build
+    or query at a time."""
 
     def __init__(self, device: Device):
         self.device = device
         self.pool = BufferPool(device)
         self.sequence = Sequence(device, self.pool)
+        # The builds': a recording there stays valid until the next build (_Recording).
+        self.build_pool = BufferPool(device)
+        self.build_sequence = Sequence(device, self.build_pool)
+        self._recording: _Recording | None = None
+        # The reference counts of the last build, and of which grid-space vertices, placed
+        # how: a rebuild sizes its ids for them exactly.
+        self._learned: tuple[weakref.ref[np.ndarray], tuple[object, ...], int, int] | None = None
         self.scan = Scan(device)
         self.lock = threading.Lock()
         self._pipelines: dict[tuple[Kernel, int], ComputePipeline] = {}
@@ -145,9 +159,7 @@ class GridEngine:
         self._spares: dict[str, Buffer] = {}  # the buffers of the grid destroyed last
         # The read-only arrays whose upload the pool's geometry buffers hold (_upload_geometry)
         self._resident: tuple[weakref.ref[np.ndarray], weakref.ref[np.ndarray]] | None = None
-        # Per level of the build running: its units, their total and their dispatch size,
-        # from the count's recording to the emission's.
-        self._level_state: dict[str, tuple[Binding, Buffer, Buffer]] = {}
+        self._level_passes: LevelPasses | None = None  # (made on first use)
 
     def pipeline(self, kernel: Kernel, branchless: int = 1) -> ComputePipeline:
         """The kernel on this device, with the variant of the exact tests (built on first use)."""
@@ -157,6 +169,14 @@ class GridEngine:
                 self.device, kernel, kernels.trigrid_defines(branchless)
             )
         return self._pipelines[key]
+
+    @property
+    def _levels(self) -> LevelPasses:
+        """The levels' passes, on the build sequence."""
+        if self._level_passes is None:
+            self._level_passes = LevelPasses(self.device, self.build_sequence, self.build_pool,
+                                             self.scan, self.pipeline(kernels.PAIR_DISPATCH))  # fmt: skip
+        return self._level_passes
 
     def check_open(self) -> None:
         if self._closed:
@@ -210,22 +230,19 @@ class GridEngine:
         """Record the upload of the grid-space vertices and the faces, unless the device
         holds these very arrays already (read-only ones, given again: a rebuild of the same
         mesh and placement uploads nothing)."""
-        sequence, pool = self.sequence, self.pool
+        sequence, pool = self.build_sequence, self.build_pool
         geometry = {
             "vertices": pool.binding("trigrid_vertices", vertices.nbytes),
             "indices": pool.binding("trigrid_indices", faces.nbytes),
         }
-        arrays = (vertices, faces)
-        held = self._resident
-        if held is not None and all(ref() is array for ref, array in zip(held, arrays)):
+        if self._holds_geometry(vertices, faces):
             return geometry
         self._resident = None
         sequence.upload(geometry["vertices"].buffer, np.ascontiguousarray(vertices, np.float32))
         sequence.upload(geometry["indices"].buffer, np.ascontiguousarray(faces, np.uint32))
         sequence.barrier()
         sequence.mark("upload")
-        if not any(array.flags.writeable for array in arrays):
-            self._resident = (weakref.ref(vertices), weakref.ref(faces))
+        self._remember_geometry(vertices, faces)
         return geometry
 
     def close(self) -> None:
@@ -242,8 +259,17 @@ class GridEngine:
                 pipeline.destroy()
             self._pipelines.clear()
             self.scan.destroy()
-            self.sequence.destroy()
-            self.pool.destroy()
+            self._recording = None
+            for sequence, pool in ((self.sequence, self.pool),
+                                   (self.build_sequence, self.build_pool)):  # fmt: skip
+                sequence.destroy()
+                pool.destroy()
+
+    @property
+    def submissions(self) -> int:
+        """Submissions of builds so far (one a build, unless its references outgrew the
+        ids sized before its count; a two-level build's leaves take one more)."""
+        return self.build_sequence.submissions
 
     # -- the build ---------------------------------------------------------------------------
 
@@ -271,6 +297,7 @@ class GridEngine:
             self.check_open()
             stats = Stats(device=self.device.name, shape=placement.shape)
             grid = DeviceGrid(self, placement, levels, len(faces), 0)
+            submitted = self.submissions
             try:
                 self._build(grid, vertices, faces, stats, leaf_density, branchless,
                             small_columns, chunk_columns)  # fmt: skip
@@ -279,6 +306,7 @@ class GridEngine:
                 raise
             self.adopt(grid)
             stats.counts.update(structure_bytes=grid.nbytes)
+            stats.count(submissions=self.submissions - submitted)
             return grid, stats
 
     def _build(
@@ -295,15 +323,13 @@ class GridEngine:
         placement = grid.placement
         triangles = len(faces)
         started = time.perf_counter()
-        used: dict[str, int] = {}  # bytes of every buffer the build holds at its peak
-        sequence = self.sequence
-        sequence.begin()
-        sequence.mark("start")
-        geometry = self._upload_geometry(vertices, faces)
-        used.update(vertices=vertices.nbytes, indices=faces.nbytes)
-        records = self.own(grid, "records", triangles * RECORD_BYTES)
         two = grid.levels == 2
-        top = _Level(
+        records = self.own(grid, "records", triangles * RECORD_BYTES)
+        ends = self.own(grid, "cell_ends", placement.cells * 4)
+        learned = self._learned_counts(vertices, grid, leaf_density)
+        capacity = self._capacity(triangles, placement.cells, learned[0] if learned else None)
+        ids = self.own(grid, "triangle_ids", capacity * 4)
+        top = Level(
             "cells",
             1,
             self.pipeline(kernels.CELLS, branchless),
@@ -314,28 +340,134 @@ class GridEngine:
             small_columns,
             chunk_columns,
             emit_cells=two,
+            capacity=min(ids.size // 4, NO_WRAP),
         )
-        ends = self.own(grid, "cell_ends", placement.cells * 4)
-        read = self._record_count(top, ends, geometry, used)
-        self._submit(stats, "count")
+        uploads = not self._holds_geometry(vertices, faces)
+        key = (placement.shape, triangles, vertices.nbytes, faces.nbytes, branchless,
+               small_columns, chunk_columns, top.capacity, uploads)  # fmt: skip
+        recording = self._recording
+        if (
+            not two
+            and recording is not None
+            and recording.key == key
+            and recording.buffers == grid.buffers
+            and self.build_sequence.replayable
+            and recording.generation == self.build_pool.generation
+            and self._stage_geometry(vertices, faces, uploads)
+        ):
+            self._replay(stats)
+            read, used = recording.read, dict(recording.used)
+            stats.count(replayed=1)
+        else:
+            used = {}  # bytes of every buffer the build holds at its peak
+            self._recording = None
+            sequence = self.build_sequence
+            sequence.begin(reusable=not two)
+            sequence.mark("start")
+            geometry = self._upload_geometry(vertices, faces)
+            used.update(vertices=vertices.nbytes, indices=faces.nbytes)
+            read = self._levels.record_count(top, ends, geometry, used)
+            cells = self._reference_cells(top, used)
+            self._levels.record_emit(top, ends, ids, cells)
+            if two:
+                leaf_totals = self._record_resolve(grid, leaf_density, branchless)
+            self._submit(stats, "build")
+            if sequence.replayable:
+                self._recording = _Recording(key, dict(grid.buffers), self.build_pool.generation,
+                                             read, dict(used))  # fmt: skip
         grid.references = self._total(read, "references")
-        ids = self.own(grid, "triangle_ids", grid.references * 4)
-        sequence.begin()
-        sequence.mark("start")
-        cells = None
-        if two:
-            cells = self.pool.binding("trigrid_reference_cells", grid.references * 4)
-            used["reference_cells"] = grid.references * 4
-        self._record_emit(top, ends, ids, cells)
-        if not two:
+        if grid.references > top.capacity:  # (the emission did nothing)
+            self._emit_again(grid, top, ends, "triangle_ids", stats, used)
+            if two:
+                leaf_totals = self._record_resolve(grid, leaf_density, branchless)
             self._submit(stats, "emit")
-            used.update({name: buffer.size for name, buffer in grid.buffers.items()})
-            self._finish_stats(stats, grid, used, started)
-            return
-        assert cells is not None
-        self._build_leaves(grid, top, ends, ids, cells, stats, used, leaf_density, branchless)
+        if two:
+            learned_leaves = learned[1] if learned else None
+            self._build_leaves(grid, top, leaf_totals, stats, used, learned_leaves)
+        self._levels.clear()
+        self._learned = (weakref.ref(vertices), self._placed(grid, leaf_density),
+                         grid.references, grid.leaf_references)  # fmt: skip
         used.update({name: buffer.size for name, buffer in grid.buffers.items()})
         self._finish_stats(stats, grid, used, started)
+
+    def _stage_geometry(self, vertices: np.ndarray, faces: np.ndarray, uploads: bool) -> bool:
+        """Before a replay that uploads: the arrays into the staging buffers its copies read
+        (as _upload_geometry would). Returns whether they were there to write into."""
+        if not uploads:
+            return True
+        self._resident = None
+        sequence, pool = self.build_sequence, self.build_pool
+        generation = pool.generation
+        for name, array, dtype in (("vertices", vertices, np.float32),
+                                   ("indices", faces, np.uint32)):  # fmt: skip
+            target = pool.get(f"trigrid_{name}", array.nbytes)
+            sequence.stage(target, np.ascontiguousarray(array, dtype))
+        if pool.generation != generation:  # (not the sizes recorded: recorded afresh)
+            return False
+        self._remember_geometry(vertices, faces)
+        return True
+
+    def _remember_geometry(self, vertices: np.ndarray, faces: np.ndarray) -> None:
+        """The device holds these arrays now: read-only ones are not uploaded again."""
+        if not (vertices.flags.writeable or faces.flags.writeable):
+            self._resident = (weakref.ref(vertices), weakref.ref(faces))
+
+    def _holds_geometry(self, vertices: np.ndarray, faces: np.ndarray) -> bool:
+        """Whether the device holds these very (read-only) arrays already."""
+        held = self._resident
+        arrays = (vertices, faces)
+        return held is not None and all(ref() is array for ref, array in zip(held, arrays))
+
+    def _placed(self, grid: DeviceGrid, leaf_density: float) -> tuple[object, ...]:
+        return (grid.placement.shape, grid.levels, leaf_density)
+
+    def _learned_counts(
+        self, vertices: np.ndarray, grid: DeviceGrid, leaf_density: float
+    ) -> tuple[int, int] | None:
+        """The reference counts of the last build, if it was of these very vertices, placed
+        alike (the vertices are in grid space: the same array, the same placement)."""
+        learned = self._learned
+        if learned is None or learned[0]() is not vertices:
+            return None
+        if learned[1] != self._placed(grid, leaf_density):
+            return None
+        return learned[2], learned[3]
+
+    def _capacity(self, items: int, cells: int, learned: int | None) -> int:
+        """References to size the ids for before the count: those learned, else the
+        estimate, within what one buffer holds."""
+        wanted = learned if learned is not None else reference_estimate(items, cells)
+        return max(1, min(wanted, self.device.max_storage_range // 4, NO_WRAP))
+
+    def _reference_cells(self, level: Level, used: dict[str, int]) -> Binding | None:
+        """Each top reference's cell, for the leaves of a two-level grid (sized as the ids)."""
+        if not level.emit_cells:
+            return None
+        used["reference_cells"] = level.capacity * 4
+        return self.build_pool.binding("trigrid_reference_cells", level.capacity * 4)
+
+    def _emit_again(
+        self,
+        grid: DeviceGrid,
+        level: Level,
+        ends: Buffer,
+        ids_name: str,
+        stats: Stats,
+        used: dict[str, int],
+    ) -> None:
+        """Begin a second submission for references that outgrew the ids sized before the
+        count: the ids sized exactly, and the emission (the count left the cells' first
+        slots in place)."""
+        total = grid.leaf_references if ids_name == "leaf_ids" else grid.references
+        stats.count(emissions_again=1)
+        self._recording = None
+        grid.buffers.pop(ids_name).destroy()
+        ids = self.own(grid, ids_name, total * 4)
+        level.capacity = total
+        sequence = self.build_sequence
+        sequence.begin()
+        sequence.mark("start")
+        self._levels.record_emit(level, ends, ids, self._reference_cells(level, used))
 
     def _finish_stats(
         self, stats: Stats, grid: DeviceGrid, used: dict[str, int], started: float
@@ -350,32 +482,27 @@ class GridEngine:
         )
         stats.add_host(build=(time.perf_counter() - started) * 1e3)
 
-    def _build_leaves(
-        self,
-        grid: DeviceGrid,
-        top: _Level,
-        top_ends: Buffer,
-        top_ids: Buffer,
-        top_cells: Binding,
-        stats: Stats,
-        used: dict[str, int],
-        leaf_density: float,
-        branchless: int,
-    ) -> None:
-        """Submission 2 goes on with each top cell's resolution and the scan of the leaf
-        counts; then the leaves are counted (3) and emitted (4) over the top references."""
-        placement, sequence = grid.placement, self.sequence
-        resolutions = self.own(grid, "resolutions", placement.cells * 16)
-        leaf_base = self.own(grid, "leaf_base", placement.cells * 4)
-        totals = self.pool.binding("trigrid_leaf_totals", 16)
+    def _record_resolve(self, grid: DeviceGrid, leaf_density: float, branchless: int) -> Buffer:
+        """Record each top cell's resolution (subgrid.comp) and the scan of the leaf counts
+        into each top cell's first leaf, after the top level's emission. Returns the staging
+        buffer of the leaves' total, for after the submission."""
+        placement, sequence, pool = grid.placement, self.build_sequence, self.build_pool
+        # (recorded again after a second emission: into the same buffers)
+        resolutions = grid.buffers.get("resolutions") or self.own(
+            grid, "resolutions", placement.cells * 16
+        )
+        leaf_base = grid.buffers.get("leaf_base") or self.own(
+            grid, "leaf_base", placement.cells * 4
+        )
+        totals = pool.binding("trigrid_leaf_totals", 16)
         sequence.fill(totals.buffer, 0, 16)
         sequence.barrier()
         limits = [max(1, min(LEAF_LIMIT, MAX_RESOLUTION // n)) for n in placement.shape]
         side = placement.cell_size / placement.cell_size.max()
         sequence.dispatch(
             self.pipeline(kernels.RESOLVE_TOP, branchless),
-            {"cell_ends": top_ends, "resolutions": resolutions, "leaf_counts": leaf_base,
-             "totals": totals},
+            {"cell_ends": grid.buffers["cell_ends"], "resolutions": resolutions,
+             "leaf_counts": leaf_base, "totals": totals},
             {"cell_count": placement.cells, "density": float(leaf_density),
              "side_x": float(side[0]), "side_y": float(side[1]), "side_z": float(side[2]),
              "limit_x": limits[0], "limit_y": limits[1], "limit_z": limits[2]},
@@ -383,133 +510,65 @@ class GridEngine:
         )  # fmt: skip
         sequence.barrier()
         sequence.mark("resolve")
-        self.scan.record(sequence, self.pool, leaf_base, placement.cells, "trigrid_leaf_base")
+        self.scan.record(sequence, pool, leaf_base, placement.cells, "trigrid_leaf_base")
         sequence.mark("leaf_base_scan")
-        leaf_totals = sequence.download(totals.buffer, 8)
-        self._submit(stats, "emit")
+        return sequence.download(totals.buffer, 8)
+
+    def _build_leaves(
+        self,
+        grid: DeviceGrid,
+        top: Level,
+        leaf_totals: Buffer,
+        stats: Stats,
+        used: dict[str, int],
+        learned: int | None,
+    ) -> None:
+        """Count and emit the leaves over the top references, in one more submission (two
+        where their references outgrow the ids sized before their count)."""
         grid.leaves = self._total((leaf_totals, None), "leaves")
         leaf_ends = self.own(grid, "leaf_ends", grid.leaves * 4)
-        leaves = _Level(
+        capacity = self._capacity(grid.references, grid.leaves, learned)
+        leaf_ids = self.own(grid, "leaf_ids", capacity * 4)
+        top_cells = self.build_pool.binding("trigrid_reference_cells", grid.references * 4)
+        leaves = Level(
             "leaves",
             2,
-            self.pipeline(kernels.CELLS, branchless),
+            top.cells,
             {
                 "records": grid.buffers["records"],
-                "top_ids": top_ids,
+                "top_ids": grid.buffers["triangle_ids"],
                 "top_cells": top_cells,
-                "resolutions": resolutions,
-                "leaf_base": leaf_base,
+                "resolutions": grid.buffers["resolutions"],
+                "leaf_base": grid.buffers["leaf_base"],
             },
             grid.references,
-            placement.shape,
+            grid.placement.shape,
             grid.leaves,
             top.small_columns,
             top.chunk_columns,
+            capacity=min(leaf_ids.size // 4, NO_WRAP),
         )
+        sequence = self.build_sequence
         sequence.begin()
         sequence.mark("start")
-        read = self._record_count(leaves, leaf_ends, {}, used)
-        self._submit(stats, "leaf_count")
+        read = self._levels.record_count(leaves, leaf_ends, {}, used)
+        self._levels.record_emit(leaves, leaf_ends, leaf_ids, None)
+        self._submit(stats, "leaves")
         grid.leaf_references = self._total(read, "leaf references")
-        leaf_ids = self.own(grid, "leaf_ids", grid.leaf_references * 4)
-        sequence.begin()
-        sequence.mark("start")
-        self._record_emit(leaves, leaf_ends, leaf_ids, None)
-        self._submit(stats, "leaf_emit")
+        if grid.leaf_references > leaves.capacity:
+            self._emit_again(grid, leaves, leaf_ends, "leaf_ids", stats, used)
+            self._submit(stats, "leaf_emit")
 
-    def _record_count(
-        self,
-        level: _Level,
-        ends: Buffer,
-        geometry: Mapping[str, Binding],
-        used: dict[str, int],
-    ) -> tuple[Buffer, Buffer | None]:
-        """Record the count of one level: its items, the scan of their units, the units, the
-        scan of the cell counts. Returns the staging buffers of the 64-bit total and of the
-        32-bit scan total, for after the submission."""
-        sequence, pool, name = self.sequence, self.pool, level.name
-        totals = pool.binding(f"trigrid_{name}_totals", 16)
-        units = pool.binding(f"trigrid_{name}_units", level.items * 4)
-        used[f"{name}_units"] = level.items * 4
-        sequence.fill(ends, 0, level.cell_count * 4)
-        sequence.fill(totals.buffer, 0, 16)
-        sequence.barrier()
-        bindings = self._cells_bindings(
-            level, {**geometry, "cell_ends": ends, "units": units, "totals": totals}
-        )
-        sequence.dispatch(
-            level.cells, bindings, level.push(0, False), workgroups(level.items, WG_SIZE)
-        )
-        sequence.barrier()
-        sequence.mark(f"{name}_count")
-        unit_total = self.scan.record(
-            sequence, pool, units.buffer, level.items, f"trigrid_{name}_units"
-        )
-        arguments = self._unit_dispatch(level, unit_total)
-        bindings["unit_total"] = unit_total
-        sequence.dispatch_indirect(level.cells, bindings, level.push(0, True), arguments, 16)
-        sequence.barrier()
-        sequence.mark(f"{name}_count_units")
-        cell_total = self.scan.record(
-            sequence, pool, ends, level.cell_count, f"trigrid_{name}_ends"
-        )
-        sequence.mark(f"{name}_scan")
-        self._level_state[name] = (units, unit_total, arguments)
-        return sequence.download(totals.buffer, 8), sequence.download(cell_total, 4)
-
-    def _cells_bindings(
-        self, level: _Level, given: Mapping[str, Binding | Buffer]
-    ) -> dict[str, Binding | Buffer]:
-        """Every buffer cells.comp declares: the level's and the step's, a stand-in for the
-        rest (which the step does not touch)."""
-        stand_in = self.pool.binding("trigrid_stand_in", 16)
-        bindings: dict[str, Binding | Buffer] = dict.fromkeys(kernels.CELLS.bindings, stand_in)
-        bindings.update(level.shared)
-        bindings.update(given)
-        return bindings
-
-    def _unit_dispatch(self, level: _Level, unit_total: Buffer) -> Buffer:
-        """Record the indirect dispatch size of the passes over the units (pair_dispatch.comp:
-        its second command, at byte 16)."""
-        arguments = self.pool.get(f"trigrid_{level.name}_unit_dispatch", 32, INDIRECT)
-        no_wrap = self.pool.binding("trigrid_no_wrap", 16)
-        self.sequence.fill(no_wrap.buffer, 0, 16)
-        self.sequence.barrier()
-        self.sequence.dispatch(
-            self.pipeline(kernels.PAIR_DISPATCH),
-            {"pair_total": unit_total, "wrap_flag": no_wrap, "pair_dispatch": arguments},
-            {"triangle_count": 0, "capacity": NO_WRAP, "max_groups_x": self.device.max_groups_x},
-            1,
-        )
-        self.sequence.barrier()
-        return arguments
-
-    def _record_emit(self, level: _Level, ends: Buffer, ids: Buffer, cells: Binding | None) -> None:
-        """Record the emission of one level (its units' state from _record_count)."""
-        sequence = self.sequence
-        units, unit_total, arguments = self._level_state.pop(level.name)
-        given: dict[str, Binding | Buffer] = {
-            "cell_ends": ends,
-            "triangle_ids": ids,
-            "units": units,
-            "unit_total": unit_total,
-        }
-        if cells is not None:
-            given["reference_cells"] = cells
-        bindings = self._cells_bindings(level, given)
-        sequence.dispatch(
-            level.cells, bindings, level.push(1, False), workgroups(level.items, WG_SIZE)
-        )
-        sequence.barrier()
-        sequence.mark(f"{level.name}_emit")
-        sequence.dispatch_indirect(level.cells, bindings, level.push(1, True), arguments, 16)
-        sequence.barrier()
-        sequence.mark(f"{level.name}_emit_units")
+    def _replay(self, stats: Stats) -> None:
+        """Submit the build recorded last again, and wait."""
+        started = time.perf_counter()
+        stats.add_gpu(self.build_sequence.replay())
+        stats.add_host(build_submission=(time.perf_counter() - started) * 1e3)
 
     def _submit(self, stats: Stats, label: str) -> None:
         """Submit and wait, the GPU and host milliseconds added to `stats`."""
         started = time.perf_counter()
-        stats.add_gpu(self.sequence.submit())
+        stats.add_gpu(self.build_sequence.submit())
         stats.add_host({f"{label}_submission": (time.perf_counter() - started) * 1e3})
 
     def _total(self, read: tuple[Buffer, Buffer | None], what: str) -> int:

@@ -57,6 +57,7 @@ CELLS = Kernel(
         ("over_units", "uint"),
         ("emit_cells", "uint"),
         ("level", "uint"),
+        ("capacity", "uint"),
     ),
 )
 
