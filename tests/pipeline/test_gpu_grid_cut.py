@@ -70,7 +70,7 @@ def test_the_cut_of_words_is_the_cut_of_bools_without_bools(result, lattice, fil
     cut = grid.cut(padded)
     assert isinstance(cut, ColumnBits) and cut.shape == result
     assert np.array_equal(cut.words, expected.words)  # the padding bits past nz clear too
-    assert cut.padding_is_clear() and cut.count() == expected.count()
+    assert cut.clean_padding and cut.padding_bits() == 0 and cut.count() == expected.count()
 
 
 def test_an_odd_grid_moves_its_words_in_place(no_bools):
@@ -96,17 +96,22 @@ def test_padded_words_of_words_are_those_of_bools(request):
     assert np.array_equal(grid.padded_words(words), expected)
 
 
-def test_count_is_one_pass_over_the_words():
+def test_count_skips_the_mask_only_where_the_padding_is_known_clean():
     voxels = np.random.default_rng(2).random((5, 6, 45)) < 0.5
     bits = ColumnBits.of_voxels(voxels)
-    assert bits.padding_is_clear() and bits.count() == int(voxels.sum())
-    bits.words[1] |= np.uint32(1 << 31)  # a bit past nz = 45 (column 0's second word)
-    assert not bits.padding_is_clear()
+    assert bits.clean_padding and bits.padding_bits() == 0 and bits.count() == int(voxels.sum())
+    dirty = bits.words.copy()
+    dirty[1::2] |= np.uint32(0xFFFFE000)  # every bit past nz = 45 (each column's second word)
+    words = ColumnBits(dirty, bits.shape)  # of unknown origin: its padding is masked off
+    assert not words.clean_padding and words.padding_bits() == 30 * 19
+    assert words.count() == int(voxels.sum())
+    assert (words | bits).count() == int(voxels.sum()) and (bits | bits).clean_padding
 
 
 ODD_CALLS = [
     ({"fill_mode": "parity"}, (37, 30, 45)),
     ({"fill_mode": "winding"}, (37, 30, 45)),
+    ({"fill_mode": "union"}, (37, 30, 45)),
     ({"mode": "surface"}, (37, 30, 45)),
     ({"mode": "both"}, (37, 30, 45)),
 ]
@@ -120,17 +125,22 @@ def test_odd_dense_grids_from_the_gpu_never_make_bools(gpu, options, grid, no_bo
     dense = gpu.voxelize_dense(mesh, grid, warn=False, **options)
     bits = dense.columns
     assert bits is not None and bits.shape == grid
-    assert bits.padding_is_clear()
+    assert bits.clean_padding and bits.padding_bits() == 0
     assert dense.count() == grid_module.bit_count(bits.words) > 0
 
 
-def test_an_open_mesh_leaves_no_bit_past_nz(gpu, no_bools):
-    """Parity on an open mesh (its columns cross it once) stops at the grid's top voxel."""
+@pytest.mark.parametrize("fill_mode", ["parity", "winding"])
+def test_an_open_mesh_leaves_no_bit_past_nz(gpu, fill_mode, no_bools):
+    """An open mesh (its columns cross it once: parity fills them to the grid's top) leaves
+    no bit past nz set, as the words' clean padding says."""
     vertices, faces = shapes.box((0.5, 0.5, 0.5), (3.5, 3.5, 3.5))
     open_box = (vertices, np.delete(faces, [4, 10], axis=0))  # the bottom face gone
-    dense = gpu.voxelize_dense(open_box, (5, 6, 45), bounds=[[0, 0, 0], [5, 6, 45]], warn=False)
-    assert dense.columns is not None and dense.columns.padding_is_clear()
-    assert dense.count() == 3 * 3 * (45 - 4)  # above the top face, to the grid's top
+    box = [[0, 0, 0], [5, 6, 45]]
+    dense = gpu.voxelize_dense(open_box, (5, 6, 45), bounds=box, fill_mode=fill_mode, warn=False)
+    assert dense.columns is not None and dense.columns.clean_padding
+    assert dense.columns.padding_bits() == 0
+    if fill_mode == "parity":
+        assert dense.count() == 3 * 3 * (45 - 4)  # above the top face, to the grid's top
 
 
 def test_the_dense_cut_benchmark_runs(capsys):

@@ -86,16 +86,18 @@ class GpuGrid:
         shape = (nx, ny, nz)
         if k or nz != pz:
             columns = bits.words.reshape(py, px, words)[j : j + ny, i : i + nx]
-            return ColumnBits(z_window(columns, k, nz).reshape(-1), shape)
+            return ColumnBits(z_window(columns, k, nz).reshape(-1), shape, clean_padding=True)
         row_words = nx * words
         if px == nx and i == 0:
-            return ColumnBits(bits.words[j * row_words : (j + ny) * row_words], shape)
+            rows = bits.words[j * row_words : (j + ny) * row_words]
+            return ColumnBits(rows, shape, clean_padding=bits.clean_padding)
         if 2 * ny * row_words < bits.words.size:  # a small window: its own copy
             columns = bits.words.reshape(py, px, words)[j : j + ny, i : i + nx]
-            return ColumnBits(np.ascontiguousarray(columns).reshape(-1), shape)
+            copied = np.ascontiguousarray(columns).reshape(-1)
+            return ColumnBits(copied, shape, clean_padding=bits.clean_padding)
         start = (j * px + i) * words
         moved = move_rows_down(bits.words, start=start, stride=px * words, rows=ny, size=row_words)
-        return ColumnBits(moved, shape)
+        return ColumnBits(moved, shape, clean_padding=bits.clean_padding)
 
     def clear_padding(self, voxels: np.ndarray) -> np.ndarray:
         """Bools of the padded grid with every voxel outside the result's emptied (a grid
