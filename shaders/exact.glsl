@@ -1,5 +1,11 @@
 // Exact geometric predicates on fixed-point grid coordinates (see triangle.glsl).
 //
+// Grids of up to 8192 a side take FIXED_BITS 16; larger ones (up to 65,536) FIXED_BITS
+// 16 - LATTICE_SHIFT (voxelizer/placement.py, lattice_shift), so that n 2^FIXED_BITS stays
+// within 2^29 and every integer bound below holds as it is. The float estimates' errors are
+// relative, so their absolute size grows with z* <= 2^(13 + LATTICE_SHIFT): the thresholds
+// that compare with them grow by 2^LATTICE_SHIFT.
+//
 // Everything that decides a voxel is integer arithmetic, so every device and the CPU
 // reference agree bit for bit. Bounds (coordinates in [0, 2^29]):
 //   * coordinate differences fit in int32 (|d| <= 2^29);
@@ -24,10 +30,13 @@
 // kfirst starts from a float32 estimate: all terms are non-negative, so there is no
 // cancellation; seven correctly rounded conversions, products and sums (2^-24 each) and one
 // division (2.5 ulp allowed by Vulkan) keep its relative error below 2^-20, so with
-// z* <= 2^13 the estimate is within 2^-7 of z*. The true floor(z* + 1/2) is therefore one of
-// k0 - 1, k0, k0 + 1 for k0 = floor(estimate + 1/2), and two exact sign tests pick it. The
-// naive variant skips them when estimate + 1/2 lies farther than 1/64 (> 2^-7) from an
-// integer: then k0 is already exact. The branchless variant always runs both tests.
+// z* <= 2^(13 + LATTICE_SHIFT) the estimate is within 2^(LATTICE_SHIFT - 7) <= 2^-4 of z*.
+// The true floor(z* + 1/2) is therefore one of k0 - 1, k0, k0 + 1 for k0 = floor(estimate +
+// 1/2), and two exact sign tests pick it. The naive variant skips them when estimate + 1/2
+// lies farther than 2^(LATTICE_SHIFT - 6) (1/64 up to 8192) from an integer: then k0 is
+// already exact. The branchless variant always runs both tests.
+
+#define LATTICE_SHIFT (16 - FIXED_BITS)
 
 int64_t edge_function(ivec2 a, ivec2 b, ivec2 p) {
     return int64_t(b.x - a.x) * int64_t(p.y - a.y) - int64_t(b.y - a.y) * int64_t(p.x - a.x);
@@ -97,7 +106,7 @@ float crossing_estimate(Coverage w, ivec3 a, ivec3 b, ivec3 c) {
 int first_voxel_above(Coverage w, ivec3 a, ivec3 b, ivec3 c, int n) {
     float z = crossing_estimate(w, a, b, c);
     int k0 = int(floor(z + 0.5));
-    const float certain = 1.0 / 64.0;
+    const float certain = float(1 << LATTICE_SHIFT) / 64.0;
 #if BRANCHLESS
     int k = k0 + 1 - int(centre_above_crossing(w, a.z, b.z, c.z, k0))
                    - int(centre_above_crossing(w, a.z, b.z, c.z, k0 - 1));
@@ -173,8 +182,8 @@ int fine_coverage(Coverage w, ivec3 a, ivec3 b, ivec3 c, ivec2 column, int64_t d
 
 // For a SURE_IN column: true iff no voxel centre lies within spread of z* (see above). The
 // estimate z is within (z + 1) 2^-19 of z* (exact.glsl: 2^-20 relative), z + 1/2 adds at most
-// 2^-11 (float32 below 8192), and spread, computed in float32 from exact integers (relative
-// error below 2^-20), is taken 1.001 times.
+// 2^(LATTICE_SHIFT - 11) (float32 below 2^(13 + LATTICE_SHIFT)), and spread, computed in
+// float32 from exact integers (relative error below 2^-20), is taken 1.001 times.
 bool depth_certain(Coverage w, ivec3 a, ivec3 b, ivec3 c, int64_t delta) {
     if (delta == 0l) return true;
     ivec3 u = b - a, v = c - a;
@@ -185,6 +194,6 @@ bool depth_certain(Coverage w, ivec3 a, ivec3 b, ivec3 c, int64_t delta) {
                  * (1.001 / float(1 << FIXED_BITS));
     float z = crossing_estimate(w, a, b, c);
     float position = z + 0.5 - floor(z + 0.5);  // in [0, 1)
-    float margin = spread + (abs(z) + 1.0) * (1.0 / 524288.0) + 1.0 / 1024.0;
+    float margin = spread + (abs(z) + 1.0) * (1.0 / 524288.0) + float(1 << LATTICE_SHIFT) / 1024.0;
     return position > margin && position < 1.0 - margin;
 }

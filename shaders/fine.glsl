@@ -1,21 +1,22 @@
 // Exact decisions on the fine lattice: the float64 grid coordinates g = (v - origin) / h,
-// rounded once to multiples of 2^-FINE_BITS (F = roundEven(g 2^49), an int64 up to 2^62 for
-// g <= 8192; float64 itself has that step from 8 up, so only coordinates below 8 move, by at
-// most 2^-50). These coordinates, not the fixed-point record, define every solid decision:
+// rounded once to multiples of 2^-FINE_BITS (F = roundEven(g 2^FINE_BITS), an int64 up to
+// 2^62: FINE_BITS 49 for g <= 8192, 46 for the larger grids' g <= 65536, FIXED_BITS + 33 in
+// both; float64 itself has that step from 8, or 64, up, so only coordinates below move, by
+// at most 2^-(FINE_BITS + 1)). These coordinates, not the fixed-point record, define every solid decision:
 // the fixed-point record (triangle.glsl) is a fast path that decides wherever it provably
 // agrees with them (the bounds are in exact.glsl), and the near ties it cannot call come here.
 //
 // Wide integers: 192 bits as three 64-bit words, little-endian, two's complement. Bounds,
 // with coordinates and column centres in [0, 2^62]: coordinate differences |d| <= 2^62 fit
 // int64; a 2x2 determinant of such differences is below 2^125; the depth sum S below
-// (heights minus a centre up to (2 * 8192 + 1) 2^48: |d| < 2^63) is a sum of three products
+// (heights minus a centre up to (2 n + 1) 2^(FINE_BITS - 1) <= 2^63) is a sum of three products
 // of a determinant and a difference, below 3 * 2^188 < 2^191: every value fits, and every
 // operation (sum, product modulo 2^192) is exact.
 //
 // No loops here: the exact path adds no loop iterations to llvmpipe's 65,535-iteration guard
 // (tiles.glsl), however long a tile's list of near ties.
 
-#define FINE_BITS 49  // voxelizer/placement.py, FINE_BITS
+#define FINE_BITS (FIXED_BITS + 33)  // voxelizer/placement.py, FINE_BITS and lattice_shift
 
 struct Wide {
     uint64_t w0, w1, w2;
@@ -139,12 +140,12 @@ ivec2 fine_crossing(i64vec3 a, i64vec3 b, i64vec3 c, ivec2 column, int n) {
     }
     // Estimate: the weights are >= 0 and D = wa + wb + wc > 0. Each weight over D is within
     // 11 * 2^-24 (two conversions, one division of 2.5 ulp), relative; then three products
-    // with coordinates (converted within 2^-24, scaled exactly by 2^-49) and two sums of
-    // non-negative terms: z is within 15 * 2^-24 * z <= 2^-6.9 of z* for z* <= 8192, and
-    // z + 1/2 adds 2^-11. So floor(z + 1/2) is within one of floor(z* + 1/2), and two exact
-    // sign tests settle it (as in exact.glsl).
+    // with coordinates (converted within 2^-24, scaled exactly by 2^-FINE_BITS) and two sums
+    // of non-negative terms: z is within 15 * 2^-24 * z <= 2^-3.9 of z* for z* <= 65536, and
+    // z + 1/2 adds at most 2^-9. So floor(z + 1/2) is within one of floor(z* + 1/2), and two
+    // exact sign tests settle it (as in exact.glsl).
     float d = wide_float(wide_add(wide_add(wa, wb), wc));
-    const float scale = 1.0 / 562949953421312.0;  // 2^-49
+    const float scale = 1.0 / float(1ul << FINE_BITS);  // exact: a power of two
     float z = (wide_float(wa) / d) * (float(a.z) * scale) + (wide_float(wb) / d) * (float(b.z) * scale)
             + (wide_float(wc) / d) * (float(c.z) * scale);
     int k0 = int(floor(z + 0.5));

@@ -112,9 +112,11 @@ void band_extent(vec2 p, vec2 q, float y0, float y1, inout float x_min, inout fl
 // over the band of that row's column centres, in float with a margin of one column (float
 // only narrows the search; tile_coverage decides exactly). Empty when x > y. The band is
 // widened by 1/128 of a voxel, more than the fine triangle's distance from this one (delta,
-// at most 2^8 fixed-point units, exact.glsl), so a centre the fine triangle covers has a point
-// of this triangle within the band and within one column of it; 1/128 keeps the band's ends
-// exact in float, so the comparisons with the rounded corners stay monotone.
+// at most 1/256 voxel, geometry.py's max_fixed_error) and the corners' conversion to float
+// (below 2^29 fixed-point units: at most 2^-9 voxel), so a centre the fine triangle covers
+// has a point of this triangle within the band and within one column of it; 1/128 keeps the
+// band's ends exact in float (sides up to 65,536), so the comparisons with the rounded
+// corners stay monotone.
 ivec2 candidate_tiles(ivec3 a, ivec3 b, ivec3 c, int ty, ivec2 lo, ivec2 hi) {
     const float scale = 1.0 / float(1 << FIXED_BITS);
     vec2 pa = vec2(a.xy) * scale, pb = vec2(b.xy) * scale, pc = vec2(c.xy) * scale;

@@ -4,8 +4,9 @@
 // Fixed-point grid coordinates: X = roundEven(g * 2^FIXED_BITS) of the float32 grid-space
 // position g in [0, N]. The multiplication by a power of two is exact in float32 and
 // roundEven is exact, so the integer is a function of the float32 input alone, identical on
-// every device and in the CPU reference. With N <= 8192 and FIXED_BITS = 16 every coordinate
-// lies in [0, 2^29], which the bounds in exact.glsl rely on.
+// every device and in the CPU reference. With N <= 8192 and FIXED_BITS = 16 (N <= 65,536 and
+// FIXED_BITS = 13 for the larger grids) every coordinate lies in [0, 2^29], which the bounds
+// in exact.glsl rely on; column indices below 65,536 fit pack_column's 16 bits.
 //
 // These records are the solid's fast path: its decisions are defined on the fine corners
 // (fine.glsl), which the fill reads for near ties (exact.glsl, fixed_error).

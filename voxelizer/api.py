@@ -19,9 +19,10 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -38,13 +39,11 @@ from .choices import (
     variant_candidates,
 )
 from .errors import (
-    ArgumentError,
     ColorWarning,
     DeviceError,
     EmptyGridWarning,
+    FormatError,
     MeshError,
-    OpenMeshWarning,
-    OverlapWarning,
     ReentrantCallError,
     VoxelizerError,
 )
@@ -53,13 +52,14 @@ from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology, real_array
+from .mesh_warnings import mesh_warnings
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
-from .placement import GridLike, GridPlacement, check_resolution
+from .placement import GridLike, GridPlacement, check_resolution, lattice_shift
 from .stats import Stats
 from .svo import SVO
-from .thin import needs_surface_count, thin_warning
+from .thin import needs_surface_count
 from .trigrid import GridEngine, TriangleGrid, build_triangle_grid
 from .trigrid import queries as grid_queries
 from .trigrid.files import read_triangle_grid
@@ -110,13 +110,15 @@ class Voxelizer:
         *,
         warn: bool = True,
         count_voxels: bool = True,
+        out: str | os.PathLike | None = None,
+        overwrite: bool = False,
         **options: Unpack[VoxelizeOptions],
     ) -> SVO:
-        """Voxelization as a sparse voxel octree, built on the GPU from the bit grid. Grids
-        larger than one buffer or the memory budget are voxelized slab by slab.
+        """Voxelization as a sparse voxel octree, built on the GPU from the bit grid, slab by
+        slab where the grid is larger than a buffer or the budget.
 
-        grid: N (the cube N^3) or (nx, ny, nz), each side from 1 to 8192; or voxel_size=
-        instead (world units: h, or (hx, hy, hz)); neither: 512^3. Keyword-only:
+        grid: N (the cube N^3) or (nx, ny, nz), each side from 1 to 65536 (over 8192: sparsely,
+        docs/guide/large-grids.md); or voxel_size= (h, or (hx, hy, hz)); neither: 512^3.
 
         - mode: "solid" (default: the voxels whose centres are inside), "surface" (the
           voxels the triangles touch, of the kind `surface`: "conservative", the default,
@@ -143,19 +145,23 @@ class Voxelizer:
           the inside's colour (default: the nearest surface voxel's along the column).
           A list of meshes is voxelized together on one grid around them all, each mesh a
           part (docs/guide/colours-and-labels.md).
-        - warn=False: no OpenMeshWarning or OverlapWarning through the warnings module (whose
-          catching is not thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives
-          them as data.
-        - count_voxels=False: no count of the set voxels in stats.counts (a host pass over the
-          result; result.count() gives it), for a caller that counts them on another thread
-          (a batch, on the thread that writes the result's file)."""
+        - warn=False: no OpenMeshWarning or OverlapWarning through the warnings module (not
+          thread-safe); mesh_warnings(result.stats.counts, fill_mode) gives them as data.
+        - count_voxels=False: no count of the set voxels in stats.counts (result.count() gives
+          it), for a caller that counts them on another thread (a batch, its writer thread).
+        - out="x.svo": the octree written to this file as it is made, the result the file
+          mapped (load(out, mmap=True)); overwrite=True replaces a file (large-grids.md)."""
         checked = Options.create(grid, **options)
+        if out is not None and _whole_first(checked, out):
+            svo = self.voxelize(mesh, grid, warn=warn, count_voxels=count_voxels, **options)
+            return self._streamed(out, overwrite, svo)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         if not placement.holds_part_of(loaded):
-            return SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
+            empty = SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
+            return empty if out is None else self._streamed(out, overwrite, empty)
         if checked.labels or checked.colors:
             check_dense_fits(placement.shape, "labels and colours")
             found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
@@ -163,6 +169,9 @@ class Voxelizer:
             return self._finished(loaded, svo, checked, warn, count_voxels, found.problems)
         job = self._job(loaded, placement, checked)
         marked = None
+        if out is not None:
+            svo = self._streamed(out, overwrite, (job, placement, stats))
+            return self._finished(loaded, svo, checked, warn, count_voxels)
         with self._locked():
             if "face" in checked.attributes:
                 (nodes, bricks, level_offsets), marked, run = self._pipeline.svo_faces(job)
@@ -174,6 +183,26 @@ class Voxelizer:
             svo = svo.with_face_ids(marked.voxels, marked.ids)
             svo.stats.add_host(face_ids=(time.perf_counter() - started) * 1e3)
         return self._finished(loaded, svo, checked, warn, count_voxels)
+
+    def _streamed(
+        self, out: str | os.PathLike, overwrite: bool, made: SVO | tuple[Job, GridPlacement, Stats]
+    ) -> SVO:
+        """The .svo file `out`: an SVO `made` in memory written, or a job's octree written as
+        it is made and read back mapped. (A format's modules load on use: test_startup.py.)"""
+        from .io.output import open_output
+        from .io.svo_file import SVOFileSink, read_svo, write_svo
+
+        if isinstance(made, SVO):
+            write_svo(made, out, overwrite=overwrite)
+            return made
+        job, placement, before = made
+        with self._locked(), open_output(out, overwrite) as fh:
+            sink = SVOFileSink(fh, placement)
+            run = self._pipeline.svo_into(job, sink)
+            sink.finish()
+        svo = read_svo(out, mmap=True)
+        svo.stats = _merged(before, run)
+        return svo
 
     @option_keywords(VoxelizeOptions)
     def voxelize_dense(
@@ -383,6 +412,8 @@ class Voxelizer:
         counts = result.stats.counts
         if options.mode != "solid" or "solid_voxels" not in counts:
             return
+        if lattice_shift(result.placement.shape):  # (no surface pass on the sparse path)
+            return
         if not needs_surface_count(counts["solid_voxels"], mesh, result.placement):
             return
         started = time.perf_counter()
@@ -504,60 +535,14 @@ class Voxelizer:
         self.close()
 
 
-def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -> list[Warning]:
-    """The warnings a call with these counts gives: where the fill's column counts say that
-    parity may not mean "inside": columns whose crossings do not balance (an open surface),
-    or else, in parity and vote modes, columns through overlapping, nested or inside-out
-    parts. (The grid contains the whole mesh, `bounds` too, so no column is open because the
-    grid cuts the surface.) The winding fill is meant for open meshes and counts no columns.
-    In mode "solid", where the counts hold the solid's count: a ThinResultWarning where the
-    result is empty or thin (voxelizer.thin). As data, for callers that voxelize with
-    warn=False (the warnings module's catching is not thread-safe)."""
-    if not isinstance(counts, Mapping):
-        raise ArgumentError(f"counts must be a mapping (stats.counts), not {type(counts).__name__}")
-    found: list[Warning] = []
-    thin = thin_warning(counts, mode, fill_mode)
-    if thin is not None:
-        found.append(thin)
-    if fill_mode in ("winding", AUTO_FILL):  # (auto: parity only where no column counted)
-        return found
-    open_columns = counts.get("open_columns", 0)
-    if open_columns:
-        advice = {
-            "vote": "voting between six ray directions decides the voxels near the gaps "
-            "(counted along +z); fill_mode='winding' fills what the surface nearly encloses",
-            "union": "its open parts are filled together by the parity rule and added to the "
-            "union of its closed parts; fill_mode='winding' fills what the surface nearly "
-            "encloses",
-        }.get(
-            fill_mode,
-            "voxels there follow the parity rule but may not be what you want; "
-            "fill_mode='winding' fills what the surface nearly encloses (fill_mode='auto' "
-            "picks it for such meshes only)",
-        )
-        found.append(
-            OpenMeshWarning(
-                f"the mesh is not closed: {open_columns:,} "
-                f"{'column crosses' if open_columns == 1 else 'columns cross'} its surface an "
-                f"odd number of times or more often inwards than outwards: {advice}"
-            )
-        )
-    # Where the surface is open, windings near the holes say little about overlaps: one
-    # warning, the open one. Union fills overlapping parts as meant.
-    overlap_columns = 0 if open_columns else counts.get("overlap_columns", 0)
-    if overlap_columns and fill_mode in ("parity", "vote"):
-        along = " (along x, y and z)" if fill_mode == "vote" else ""
-        found.append(
-            OverlapWarning(
-                f"the mesh has overlapping, nested or inside-out parts: {overlap_columns:,} "
-                f"{'column passes' if overlap_columns == 1 else 'columns pass'}{along} where "
-                "it winds around a voxel centre other than 0 or 1 times; parity fills such "
-                "parts by their exclusive or (an overlap comes out empty); fill_mode='winding' "
-                "or fill_mode='union' fills their union (fill_mode='auto' picks winding for "
-                "such meshes only)"
-            )
-        )
-    return found
+def _whole_first(checked: Options, out: str | os.PathLike) -> bool:
+    """Whether out= is written after the work (fill_mode "auto" may run twice; attributes);
+    FormatError for a file that is no .svo."""
+    if Path(out).suffix.lower() != ".svo":
+        raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (save writes others)")
+    return checked.fill_mode == AUTO_FILL or bool(
+        checked.attributes or checked.labels or checked.colors
+    )
 
 
 def _warn_from_counts(
@@ -657,11 +642,13 @@ def voxelize(
     grid: GridLike | None = None,
     *,
     device: str | int | None = None,
+    out: str | os.PathLike | None = None,
+    overwrite: bool = False,
     **options: Unpack[VoxelizeOptions],
 ) -> SVO:
     """Voxelization of `mesh` on the GPU as a sparse voxel octree, on the process's shared
-    Voxelizer of `device` (see Voxelizer.voxelize for the options)."""
-    return shared_voxelizer(device).voxelize(mesh, grid, **options)
+    Voxelizer of `device` (see Voxelizer.voxelize for the options and `out`)."""
+    return shared_voxelizer(device).voxelize(mesh, grid, out=out, overwrite=overwrite, **options)
 
 
 @option_keywords(VoxelizeOptions)

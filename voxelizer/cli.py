@@ -73,15 +73,19 @@ from .stats import VOXEL_NOUNS, Stats
 from .svo import SVO
 
 
-def _voxelize_to_svo(args: argparse.Namespace, progress: TerminalProgress, mesh: MeshLike) -> SVO:
+def _voxelize_to_svo(
+    args: argparse.Namespace, progress: TerminalProgress, mesh: MeshLike, out: Path | None = None
+) -> SVO:
     """Mesh file (or the mesh already read from it) -> SVO: the one place the command
-    voxelizes."""
+    voxelizes. `out`: the .svo file the octree streams into as it is made."""
     from .api import voxelize
 
     return voxelize(
         mesh,
         args.grid,
         device=args.device,
+        out=out,
+        overwrite=args.force,
         progress=progress,
         attributes=["face"] if args.face_ids else [],
         **attribute_options(args),
@@ -202,7 +206,8 @@ def _add_output_arguments(parser: argparse.ArgumentParser) -> None:
         "-o",
         "--output",
         metavar="FILE",
-        help="write the voxels, format by extension: .svo (sparse voxel octree), "
+        help="write the voxels, format by extension: .svo (sparse voxel octree, written "
+        "as it is made), "
         ".binvox, .vox (MagicaVoxel), .npz (packed bits, origin, voxel "
         "size), .vti (VTK image data: ParaView, PyVista), "
         ".ply/.obj/.glb (the voxels' outer faces as a mesh), .stl (the same, binary STL "
@@ -360,13 +365,15 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         mesh, load_ms = _loaded(args.model)  # the statistics report the mesh's edges too
     # A redrawn line and the log's lines would garble each other: --verbose draws no progress.
     progress = TerminalProgress(quiet=args.quiet or args.verbose > 0)
+    # An .svo alone streams into its file as the octree is made (never whole in memory).
+    stream = output is not None and output.suffix == ".svo" and not (preview or stats_json)
     try:
-        svo = _voxelize_to_svo(args, progress, mesh)
+        svo = _voxelize_to_svo(args, progress, mesh, out=output if stream else None)
         svo.stats.add_host(load=load_ms)  # a mesh read for the check counts as loading
         if isinstance(mesh, Mesh) and (args.stats or stats_json is not None):
             _add_topology(svo.stats, mesh)
         with all_or_nothing():  # a run writes all its files or none of them
-            if output is not None:
+            if output is not None and not stream:
                 save(svo, output, overwrite=args.force, up_axis=args.up_axis)
             if preview is not None:
                 write_preview(svo, preview, overwrite=args.force)

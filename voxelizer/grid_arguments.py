@@ -157,8 +157,9 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
         type=grid_value,
         metavar="N|NXxNYxNZ",
         help="voxels per side (a cube), or along x, y and z (e.g. 512x256x128); each from 1 "
-        f"to 8192 (default {DEFAULT_GRID}); with --bounds the box is cut into exactly "
-        "these voxels",
+        f"to 65536 (default {DEFAULT_GRID}); with --bounds the box is cut into exactly "
+        "these voxels; over 8192 a side the solid is built sparsely, as an octree "
+        "(-o FILE.svo streams it into the file)",
     )
     size.add_argument(
         "--voxel-size",

@@ -14,7 +14,12 @@ import numpy as np
 
 from .errors import GridError
 
-MAX_RESOLUTION = 8192  # voxels along each side of a grid, at most
+# Grids up to FINE_LATTICE_MAX a side run the dense passes on the finest lattice; larger ones,
+# up to MAX_RESOLUTION, the sparse path on a lattice LARGE_LATTICE_SHIFT bits coarser
+# (placement.lattice_shift).
+FINE_LATTICE_MAX = 8192
+LARGE_LATTICE_SHIFT = 3
+MAX_RESOLUTION = FINE_LATTICE_MAX << LARGE_LATTICE_SHIFT  # voxels along each side, at most
 DEFAULT_GRID = 512  # the cube used when neither a grid nor a voxel size is asked for
 AXES = "xyz"
 # How a grid of a given voxel size fits bounds that are not a whole number of voxels:

@@ -6,7 +6,9 @@ vectorized over whole levels; nothing loops per voxel or per node.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import operator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -110,6 +112,62 @@ def brick_codes(shape: Shape, levels: int, start: int, stop: int) -> np.ndarray:
     start..stop-1 of the grid."""
     sx, sy, sz = (_spread(np.arange(n // 4), levels) for n in shape)
     return sx[start:stop, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
+
+
+def box_brick_codes(levels: int, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
+    """Morton codes (C order, shape hi - lo) of the bricks lo..hi-1 (brick indices, per axis)."""
+    sx, sy, sz = (_spread(np.arange(a, b), levels) for a, b in zip(lo, hi))
+    return sx[:, None, None] | (sy[None, :, None] << 1) | (sz[None, None, :] << 2)
+
+
+def region_voxels(
+    brick_values: Callable[[np.ndarray], np.ndarray],
+    levels: int,
+    lo: tuple[int, int, int],
+    hi: tuple[int, int, int],
+) -> np.ndarray:
+    """bool of the voxels lo <= (i, j, k) < hi, unpacked from the bricks that cover them,
+    whose values `brick_values` gives for an array of Morton codes: about 2^24 voxels at a
+    time."""
+    first = [a // 4 for a in lo]
+    last = [-(-b // 4) for b in hi]
+    out = np.empty([4 * (b - a) for a, b in zip(first, last)], bool)
+    rows = max(1, (1 << 18) // ((last[1] - first[1]) * (last[2] - first[2])))
+    for start in range(first[0], last[0], rows):
+        stop = min(last[0], start + rows)
+        codes = box_brick_codes(levels, (start, *first[1:]), (stop, *last[1:]))
+        unpack_bricks(brick_values(codes), out[4 * (start - first[0]) : 4 * (stop - first[0])])
+    crop = tuple(slice(a - 4 * f, b - 4 * f) for a, b, f in zip(lo, hi, first))
+    return np.ascontiguousarray(out[crop])
+
+
+def mapped_read_only(array: np.ndarray) -> bool:
+    """Whether `array` views a file mapped read-only (np.memmap mode "r")."""
+    base: object = array
+    while isinstance(base, np.ndarray):
+        if isinstance(base, np.memmap):
+            return base.mode == "r" and not array.flags.writeable
+        base = base.base
+    return False
+
+
+def check_box(box: object, shape: Shape) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """(lo, hi) of a region query: voxel-index corners, lo inclusive, hi exclusive, each
+    side non-empty and inside the grid; ArgumentError saying what is wrong otherwise."""
+    try:
+        lo, hi = (tuple(operator.index(v) for v in corner) for corner in box)  # type: ignore[attr-defined]
+    except (TypeError, ValueError):  # (not iterable, not two corners, not integers)
+        raise ArgumentError(
+            f"box must be two corners (lo, hi) of three integers, not {box!r}"
+        ) from None
+    if len(lo) != 3 or len(hi) != 3:
+        raise ArgumentError(f"box must be two corners (lo, hi) of three integers, not {box!r}")
+    if not all(0 <= a < b <= n for a, b, n in zip(lo, hi, shape)):
+        raise ArgumentError(
+            f"box {lo}..{hi} is not a non-empty region of the {'x'.join(map(str, shape))} grid "
+            "(lo inclusive, hi exclusive, 0 <= lo < hi <= the shape on every axis)"
+        )
+    return (lo[0], lo[1], lo[2]), (hi[0], hi[1], hi[2])
 
 
 def brick_shape(shape: Sequence[int]) -> Shape:
@@ -264,3 +322,75 @@ def unpack_bricks(values: np.ndarray, out: np.ndarray) -> None:
     # bx x by y bz z
     cells = bits.view(bool).reshape(s, my, mz, 4, 4, 4).transpose(0, 5, 1, 4, 2, 3)
     out.reshape(cells.shape)[...] = cells
+
+
+class OctreeSink(Protocol):
+    """Where an octree is written as it is made, in the format's order (docs/svo-format.md):
+    first its sizes, then every node level by level, then the bricks, in pieces of any size.
+    An SVO in memory (ArraysSink) or an .svo file written as it goes (voxelizer.io's)."""
+
+    def begin(self, level_offsets: np.ndarray, brick_count: int, solid: int) -> None:
+        """The octree's level offsets (their last entry: the node count), its brick count and
+        its solid voxels, before any node."""
+
+    def nodes(self, words: np.ndarray) -> None:
+        """The next nodes, uint32 (n, 2)."""
+
+    def bricks(self, values: np.ndarray) -> None:
+        """The next bricks, uint64 (n,), after every node."""
+
+
+class ArraysSink:
+    """An OctreeSink that keeps the octree's arrays in memory, allocated once at `begin`."""
+
+    def __init__(self) -> None:
+        self.level_offsets = np.zeros(1, np.uint32)
+        self.node_words = np.zeros((0, 2), np.uint32)
+        self.brick_values = np.zeros(0, np.uint64)
+        self.solid = 0
+        self._nodes_at = 0
+        self._bricks_at = 0
+
+    def begin(self, level_offsets: np.ndarray, brick_count: int, solid: int) -> None:
+        self.level_offsets = np.asarray(level_offsets, np.uint32)
+        self.node_words = np.empty((int(self.level_offsets[-1]), 2), np.uint32)
+        self.brick_values = np.empty(brick_count, np.uint64)
+        self.solid = solid
+
+    def nodes(self, words: np.ndarray) -> None:
+        end = self._nodes_at + len(words)
+        self.node_words[self._nodes_at : end] = words
+        self._nodes_at = end
+
+    def bricks(self, values: np.ndarray) -> None:
+        end = self._bricks_at + len(values)
+        self.brick_values[self._bricks_at : end] = values
+        self._bricks_at = end
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(nodes, bricks, level_offsets), once every piece has come."""
+        if self._nodes_at != len(self.node_words) or self._bricks_at != len(self.brick_values):
+            raise ValueError("the octree is not complete")
+        return self.node_words, self.brick_values, self.level_offsets
+
+
+COUNT_CHUNK = 1 << 22  # entries counted at a time: the counts of a mapped file stay small
+
+
+def octree_solid(nodes: np.ndarray, bricks: np.ndarray, level_offsets: np.ndarray) -> int:
+    """Solid voxels of an octree's arrays (docs/svo-format.md): every full child its cube,
+    every brick its bits; a chunk at a time, so that arrays mapped from a file are read
+    through once without a copy of their size."""
+    levels = len(level_offsets) - 1
+    padded = 4 << levels
+    total = 0
+    for level in range(levels):
+        start, stop = int(level_offsets[level]), int(level_offsets[level + 1])
+        side = padded >> (level + 1)
+        for first in range(start, stop, COUNT_CHUNK):
+            words = np.asarray(nodes[first : min(first + COUNT_CHUNK, stop), 0])
+            total += int(np.bitwise_count(words & np.uint32(0xFF00)).sum(dtype=np.int64)) * side**3
+    for first in range(0, len(bricks), COUNT_CHUNK):
+        chunk = np.asarray(bricks[first : first + COUNT_CHUNK], np.uint64)
+        total += int(np.bitwise_count(chunk).sum(dtype=np.int64))
+    return total

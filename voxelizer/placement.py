@@ -15,7 +15,8 @@ placement rules with their formulas):
   h = longest side / DEFAULT_GRID, covering the box;
 * padding adds whole voxels on each side: origin -= pad_lo * h, n += pad_lo + pad_hi;
 * grid-space vertices g = (v - origin) / h are computed in float64 per axis and rounded once
-  to the fine lattice (multiples of 2^-FINE_BITS: `fine_vertices`); every solid decision
+  to the fine lattice (multiples of 2^-fine_bits(shape), FINE_BITS up to FINE_LATTICE_MAX a
+  side and LARGE_LATTICE_SHIFT fewer above: `fine_vertices`); every solid decision
   depends only on these. Placed around the mesh, g is clipped to [0, n] (which absorbs the
   rounding at the mesh's extremes); a box may cut the mesh instead, and then nothing is
   clipped: the grid is voxelized as the window of a larger lattice that holds the mesh too
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,8 @@ from .grid_spec import (
     AXES,
     BOX_FITS,
     DEFAULT_GRID,
+    FINE_LATTICE_MAX,
+    LARGE_LATTICE_SHIFT,
     MAX_RESOLUTION,
     NO_PADDING,
     GridLike,
@@ -80,7 +84,9 @@ __all__ = [
     "COLUMN_AXIS_ORDERS",
     "DEFAULT_GRID",
     "FINE_BITS",
+    "FINE_LATTICE_MAX",
     "FIXED_BITS",
+    "LARGE_LATTICE_SHIFT",
     "MAX_RESOLUTION",
     "MIN_RESOLUTION",
     "NO_PADDING",
@@ -99,7 +105,10 @@ __all__ = [
     "check_resolution",
     "check_shape",
     "check_voxel_size",
+    "fine_bits",
+    "fixed_bits",
     "fixed_gap",
+    "lattice_shift",
     "padded_shape",
     "shape_text",
     "to_fine",
@@ -114,11 +123,31 @@ FIXED_BITS = 16
 # up to 2**62 for coordinates up to 8192; float64 itself has that step from 8 up, so only
 # coordinates below 8 are rounded, by at most 2**-50). shaders/fine.glsl has the same value.
 FINE_BITS = 49
+# A grid over FINE_LATTICE_MAX a side (up to MAX_RESOLUTION, as an SVO: the sparse path)
+# takes both LARGE_LATTICE_SHIFT bits fewer (FIXED_BITS 13, FINE_BITS 46: 2**29 and 2**62
+# again at 65,536; float64 has the fine step from 64 up, so coordinates below 64 are rounded,
+# by at most 2**-47), and column indices still fit 16 bits (triangle.glsl).
 PLACEMENT_BLOCK_ROWS = 1 << 16  # vertices placed at a time: 1.5 MB of float64, in the cache
 # Parity along x, y or z (fill_mode="vote"): the vertex coordinates are rotated cyclically so
 # that the axis comes last, the GPU's column axis; argsort(order) transposes the result back.
 # The shape rotates with them: (shape[order[0]], shape[order[1]], shape[order[2]]).
 COLUMN_AXIS_ORDERS = ((1, 2, 0), (2, 0, 1), (0, 1, 2))
+
+
+def lattice_shift(shape: Sequence[int]) -> int:
+    """Bits by which a grid of `shape` takes FIXED_BITS and FINE_BITS coarser: 0 up to
+    FINE_LATTICE_MAX a side, LARGE_LATTICE_SHIFT above."""
+    return 0 if max(int(n) for n in shape) <= FINE_LATTICE_MAX else LARGE_LATTICE_SHIFT
+
+
+def fine_bits(shape: Sequence[int]) -> int:
+    """The fine lattice's fractional bits for a grid of `shape` (FINE_BITS up to 8192)."""
+    return FINE_BITS - lattice_shift(shape)
+
+
+def fixed_bits(shape: Sequence[int]) -> int:
+    """The fixed-point record's fractional bits for a grid of `shape` (FIXED_BITS up to 8192)."""
+    return FIXED_BITS - lattice_shift(shape)
 
 
 @dataclass(frozen=True)
@@ -266,20 +295,21 @@ class GridPlacement:
     def work(self, mesh: Mesh) -> WorkGrid:
         """The lattice this grid is voxelized on for `mesh`: the grid itself where it holds
         the mesh, else (a box that cuts the mesh) the smallest that holds both (WorkGrid);
-        GridError where that lattice would be larger than MAX_RESOLUTION on some axis."""
+        GridError where that lattice would be larger than FINE_LATTICE_MAX on some axis."""
         if self.clip:
             return WorkGrid(self.shape, (0, 0, 0), self.shape)
         low, high = self._mesh_extent(mesh)
         first = np.minimum(np.floor(low), 0.0)
         last = np.maximum(np.ceil(high), np.array(self.shape, np.float64))
         sides = last - first
-        for axis in range(3):
-            if not sides[axis] <= MAX_RESOLUTION:
+        crops = bool((sides != np.array(self.shape, np.float64)).any())
+        for axis in range(3):  # (the sparse path of larger grids takes no crops)
+            if crops and not sides[axis] <= FINE_LATTICE_MAX:
                 raise GridError(
                     f"the box cuts the mesh, which reaches from {low[axis]:.6g} to "
                     f"{high[axis]:.6g} voxels along {AXES[axis]} (the grid: 0 to "
                     f"{self.shape[axis]}); a cropped grid is voxelized within a lattice that "
-                    f"holds the mesh too, at most {MAX_RESOLUTION} voxels a side, and this "
+                    f"holds the mesh too, at most {FINE_LATTICE_MAX} voxels a side, and this "
                     f"one needs {sides[axis]:.6g}"
                 )
         offset = tuple(int(-v) for v in first)
@@ -337,7 +367,8 @@ class GridPlacement:
             sides = np.full(3, 2.0 * MAX_RESOLUTION)
             low, high = -sides, sides
         top32 = sides.astype(np.float32)
-        fine_shift = (shift.astype(np.int64) << FINE_BITS) if moved else None
+        bits = fine_bits(self.shape if work is None else work.shape)
+        fine_shift = (shift.astype(np.int64) << bits) if moved else None
         gap = grid and fine and used is not None
 
         def place(start: int, stop: int) -> int:
@@ -355,7 +386,7 @@ class GridPlacement:
             if fine:
                 np.fmax(g, low, out=g)  # fmax and fmin also turn NaN of stray vertices into 0
                 np.fmin(g, high, out=g)
-                g *= float(1 << FINE_BITS)  # exact
+                g *= float(1 << bits)  # exact
                 fine_chunk = fine_out[start:stop]
                 fine_chunk[...] = np.rint(g, out=g)
                 if fine_shift is not None:
@@ -365,7 +396,7 @@ class GridPlacement:
             assert used is not None
             mask = used[start:stop]
             rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
-            return fixed_gap(grid_out[rows], fine_out[rows])
+            return fixed_gap(grid_out[rows], fine_out[rows], FINE_BITS - bits)
 
         def place_blocks(start: int, stop: int) -> int:
             """place() a cache-sized block at a time: its dozen passes then read the cache,
@@ -473,24 +504,27 @@ class GridPlacement:
         return np.asarray(((index >= 0) & (index < np.array(self.shape))).all(axis=-1))
 
 
-def fixed_gap(grid_vertices: np.ndarray, fine: np.ndarray) -> int:
+def fixed_gap(grid_vertices: np.ndarray, fine: np.ndarray, shift: int = 0) -> int:
     """The largest gap, in fine units, between float32 grid-space vertices rounded to the
-    fixed-point lattice (2**-FIXED_BITS, what the binning sees) and their fine coordinates,
-    exact in int64 (X 2^33 and F are at most 2^62); 0 for no rows. The pipeline's
-    fixed_error is its ceiling in fixed-point units."""
+    fixed-point lattice (2**-(FIXED_BITS - shift), what the binning sees) and their fine
+    coordinates (2**-(FINE_BITS - shift)), exact in int64 (X 2^33 and F are at most 2^62);
+    0 for no rows. The pipeline's fixed_error is its ceiling in fixed-point units."""
     if not len(grid_vertices):
         return 0
-    fixed = np.rint(grid_vertices * np.float32(1 << FIXED_BITS)).astype(np.int64)  # (exact)
+    scale = np.float32(1 << (FIXED_BITS - shift))
+    fixed = np.rint(grid_vertices * scale).astype(np.int64)  # (exact)
     fixed *= 1 << (FINE_BITS - FIXED_BITS)
     fixed -= fine
     return int(np.abs(fixed, out=fixed).max())
 
 
-def to_fine(grid_vertices: np.ndarray) -> np.ndarray:
-    """int64 round(g * 2**FINE_BITS) (half to even) of float64 grid-space values in [0, 8192]
-    (the scaling is exact; NaN of stray, unreferenced vertices becomes 0)."""
-    g = np.fmin(np.fmax(np.asarray(grid_vertices, np.float64), 0.0), float(MAX_RESOLUTION))
-    g *= float(1 << FINE_BITS)  # exact
+def to_fine(grid_vertices: np.ndarray, shift: int = 0) -> np.ndarray:
+    """int64 round(g * 2**(FINE_BITS - shift)) (half to even) of float64 grid-space values in
+    [0, FINE_LATTICE_MAX << shift] (the scaling is exact; NaN of stray, unreferenced
+    vertices becomes 0); shift: lattice_shift of the grid."""
+    top = float(FINE_LATTICE_MAX << shift)
+    g = np.fmin(np.fmax(np.asarray(grid_vertices, np.float64), 0.0), top)
+    g *= float(1 << (FINE_BITS - shift))  # exact
     return np.rint(g, out=g).astype(np.int64)
 
 

@@ -8,6 +8,7 @@ Everything here is vectorized over whole levels; nothing loops per voxel or per 
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing
@@ -25,13 +26,16 @@ from .octree import (
     brick_shape,
     brick_slabs,
     build_arrays,
+    check_box,
     fill_cubes,
     log2_exact,
     morton_decode,
     morton_encode,
     octree_levels,
+    octree_solid,
     padded_resolution,
     popcount64,
+    region_voxels,
     unpack_bricks,
 )
 from .placement import GridPlacement, Placed, shape_text
@@ -207,13 +211,9 @@ class SVO(Placed):
     # --- contents -------------------------------------------------------------------------
 
     def count(self) -> int:
-        """Solid voxels, from the structure: full children count their cube, bricks their bits."""
-        total = bit_count(self._bricks)
-        for level in range(self.levels):
-            words = self._level(level)[:, 0]
-            side = self._padded >> (level + 1)
-            total += bit_count(words & np.uint32(0xFF00)) * side**3  # the full-children mask
-        return total
+        """Solid voxels, from the structure: full children count their cube, bricks their
+        bits (a chunk at a time: an octree mapped from a file is read through once)."""
+        return octree_solid(self._nodes, self._bricks, self._level_offsets)
 
     def volume(self) -> float:
         """Solid volume in world units: count * h^3."""
@@ -222,12 +222,23 @@ class SVO(Placed):
         hx, hy, hz = self.voxel_size
         return self.count() * hx * hy * hz
 
-    def to_numpy(self, attribute: str | None = None) -> np.ndarray:
+    def to_numpy(
+        self,
+        attribute: str | None = None,
+        *,
+        box: tuple[Sequence[int], Sequence[int]] | None = None,
+    ) -> np.ndarray:
         """bool (nx, ny, nz) indexed [i, j, k]: the same array as DenseGrid.to_numpy(), built
         anew on every call (the octree is the stored form). attribute="face": int32 of the
         same shape, the face id of every marked voxel and -1 elsewhere (empty voxels too),
-        as DenseGrid.face_ids."""
+        as DenseGrid.face_ids. box=(lo, hi): the region lo <= (i, j, k) < hi alone (voxel
+        indices, hi exclusive), read from the bricks it covers (to_numpy()[lo:hi] of a grid
+        too large to be dense)."""
         shape, levels = self.shape, self.levels
+        if box is not None:
+            if attribute is not None:
+                raise ArgumentError("box= reads the solid alone, not an attribute")
+            return self._region(*check_box(box, shape))
         if attribute in ("label", "color") and self._values is not None:
             check_dense_fits(shape, "SVO.to_numpy", voxel_bytes=2 if attribute == "label" else 4)
             return self._values.dense(self, attribute)
@@ -245,6 +256,13 @@ class SVO(Placed):
         if bricks == shape:
             return out
         return np.ascontiguousarray(out[: shape[0], : shape[1], : shape[2]])
+
+    def _region(self, lo: tuple[int, int, int], hi: tuple[int, int, int]) -> np.ndarray:
+        check_dense_fits(tuple(b - a for a, b in zip(lo, hi)), "SVO.to_numpy")
+        full_starts, full_stops = self._full_ranges()
+        return region_voxels(
+            lambda codes: self._brick_values(codes, full_starts, full_stops), self.levels, lo, hi
+        )
 
     def _face_grid(self, attribute: str) -> np.ndarray:
         if attribute in ("label", "color"):

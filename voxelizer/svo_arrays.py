@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing
 
 from .errors import SVOFormatError
+from .octree import mapped_read_only
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,6 +94,8 @@ def frozen_array(array: np.ndarray, dtype: numpy.typing.DTypeLike, name: str) ->
         and (array.min() < 0 or array.max() > np.iinfo(dtype).max)
     ):
         raise SVOFormatError(f"{name} must hold unsigned integers that fit {np.dtype(dtype).name}")
+    if mapped_read_only(array) and array.dtype == dtype:
+        return array  # an .svo file mapped read-only (voxelizer.load(..., mmap=True)): no copy
     out = np.array(array, dtype=dtype)
     out.flags.writeable = False
     return out

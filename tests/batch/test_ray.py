@@ -282,3 +282,40 @@ def test_actors_write_one_shard_store_that_zarr_reads_exactly(cluster, tree, tmp
     assert [s for i, s in statuses if s == "done"] == ["done"] and statuses[1] == (1, "done")
     got = np.unpackbits(zarr.open_group(store, mode="r")["voxels"][1], axis=-1, count=GRID)
     assert np.array_equal(got.astype(bool), single(paths[1]).to_numpy())
+
+
+@ray.remote(num_cpus=0.5)
+class _WarmProbe:
+    """A VoxelizeBatch in an actor, as map_batches holds it, that also says which of its
+    loader threads live on from one call to the next."""
+
+    def __init__(self, **options: object):
+        self.batch = VoxelizeBatch(**options)
+        self.seen: list = []
+
+    def call(self, batch: dict) -> tuple[dict, int, bool]:
+        import threading
+
+        columns = self.batch(batch)
+        alive_since_last = any(thread.is_alive() for thread in self.seen)
+        self.seen = [t for t in threading.enumerate() if t.name.startswith("voxelizer-load")]
+        return columns, id(self.batch.voxelizer), alive_since_last
+
+
+def test_an_actor_keeps_its_voxelizer_and_threads_across_batches(cluster, tree):
+    """The actor's Voxelizer and its loader threads serve every batch it gets (no start
+    from empty per map_batches call); each batch's rows equal the single calls."""
+    paths = [tree / name for name in SOURCES]
+    probe = _WarmProbe.remote(grid=GRID, threads=2, load_processes=0)
+    voxelizers, alive = set(), []
+    for path in paths:
+        batch = {"path": np.array([str(path)])}
+        columns, voxelizer_id, threads_alive = ray.get(probe.call.remote(batch), timeout=120)
+        voxelizers.add(voxelizer_id)
+        alive.append(threads_alive)
+        row = {name: values[0] for name, values in columns.items()}
+        assert row["status"] == "done", row["error"]
+        assert_same_grid(to_dense(row), single(path))
+    assert len(voxelizers) == 1
+    assert alive[1:] == [True] * (len(paths) - 1)
+    ray.kill(probe)

@@ -97,8 +97,8 @@ def test_auto_takes_the_next_variant_where_the_budget_cannot_hold_the_vertices(o
     [
         0,
         -4,
-        8193,
-        8193 * 4,
+        65537,
+        65537 * 4,
         2.5,
         "64",
         True,

@@ -361,6 +361,49 @@ def test_trees_side_by_side_time_every_pass_of_both(tmp_path):
 
 
 @pytest.mark.slow
+def test_datasets_compares_two_trees_beside_their_ceilings(tmp_path, models_dir):
+    """The datasets benchmark with --before a copy of this package: each tree's rounds run
+    in a process importing that tree, and each grid has both trees' rates, the ratios, and
+    the ceilings (parse rate, summed GPU time, the device thread's CPU per mesh)."""
+    import shutil
+    import subprocess
+    import sys
+
+    from voxelizer.benchmarks import datasets
+
+    before = tmp_path / "before"
+    shutil.copytree(
+        Path(datasets.__file__).parents[1], before / "voxelizer",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )  # fmt: skip
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "voxelizer.benchmarks.datasets", "--models-dir",
+            str(models_dir), "--work", str(tmp_path / "work"), "--limit", "2", "--grids", "16",
+            "--rounds", "1", "--ways", "many", "--parse-processes", "1", "--before",
+            str(before), "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    result = json.loads((out / "datasets.json").read_text())
+    assert result["trees"]["before"] == str(before)
+    (grid,) = result["grids"]
+    for tree in ("before", "after"):
+        found = grid[tree]
+        assert found["rounds"]["many"][0] > 0
+        limits = found["ceilings"]
+        assert limits["parse_files_per_s"] > 0 and limits["device_thread_cpu_ms_per_mesh"] > 0
+        assert limits["gpu_ms_per_mesh"] > 0  # lavapipe has timestamps
+        assert limits["device_thread_other_wait_ms_per_mesh"] is not None
+    assert grid["after_over_before"]["many"]["best"] > 0
+    assert grid["after_over_before"]["parse_files_per_s"] > 0
+    text = (out / "datasets.md").read_text()
+    assert "| many |" in text and "ceilings: parse" in text
+
+
+@pytest.mark.slow
 def test_the_colours_benchmark_writes_its_files_and_their_sizes(tmp_path, capsys):
     """A tiny run of voxelizer.benchmarks.colours on the bundled models: every call and file
     in the JSON, the same voxels with and without colours, the .ply float32 on the power of

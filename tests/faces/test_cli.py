@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from voxelizer import SVO, api, choices, cli, load_mesh
+from voxelizer.io.svo_file import write_svo
 from voxelizer.progress import TerminalProgress
 from voxelizer.reference import voxelize_reference
 from voxelizer.stats import Stats
@@ -83,7 +84,7 @@ def test_existing_output_is_not_overwritten_without_force(tmp_path, capsys):
         (["--grid", "many"], "invalid grid 'many'"),
         (["--grid", "0"], "at least 1"),
         (["--grid", "-8"], "at least 1"),
-        (["--grid", "16384"], "larger than the supported maximum"),
+        (["--grid", "65537"], "larger than the supported maximum"),
     ],
 )
 def test_usage_errors_exit_2(capsys, args, message):
@@ -218,7 +219,7 @@ def test_unknown_fill_mode_or_sort_is_a_usage_error(capsys, args):
         (["--grid", "1_024"], "invalid grid"),
         (["--grid", "16x8.0x12"], "invalid grid"),
         (["--grid", "16x0x12"], "side y must be at least 1"),
-        (["--grid", "16x8x8200"], "side z 8200 is larger than the supported maximum"),
+        (["--grid", "16x8x65537"], "side z 65537 is larger than the supported maximum"),
         (["--grid", "16", "--voxel-size", "0.1"], "not allowed with argument --grid"),
         (["--voxel-size", "0"], "voxel size must be positive and finite, not 0.0"),
         (["--voxel-size", "-0.5"], "voxel size must be positive and finite, not -0.5"),
@@ -243,7 +244,7 @@ def test_shape_and_budget_usage_errors_exit_2(capsys, args, message):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--voxel-size", "1e-4"], "needs a 19812x19812x2500 grid"),
+        (["--voxel-size", "1e-5"], "needs a 198116x198116x25000 grid"),
         (
             ["--voxel-size", "2e-4", "--bounds", "-0.5", "-0.1", "-0.1", "-0.4", "0.1", "0.1"],
             "the box cuts the mesh",
@@ -317,7 +318,10 @@ def reference_voxelize(monkeypatch):
             bounds=options["bounds"],
         )
         stats = Stats(device="reference", counts={"triangles": 1920})
-        return SVO.from_dense(grid.to_numpy(), grid.placement, stats)
+        svo = SVO.from_dense(grid.to_numpy(), grid.placement, stats)
+        if options["out"] is not None:  # -o FILE.svo alone: the API writes it as it goes
+            write_svo(svo, options["out"], overwrite=options["overwrite"])
+        return svo
 
     monkeypatch.setattr(api, "voxelize", fake)
     monkeypatch.setattr(cli, "TerminalProgress", functools.partial(TerminalProgress, delay=0.0))
@@ -336,6 +340,7 @@ def test_options_reach_the_api(tmp_path, capsys, monkeypatch, reference_voxelize
     (call,) = reference_voxelize
     assert call["grid"] == (16, 8, 12) and call["max_memory"] == 3 << 29
     assert call["voxel_size"] is None and call["bounds"] is None
+    assert call["out"] == out and call["overwrite"] is False
     assert isinstance(call["progress"], TerminalProgress)
     expected = reference_grid("gear.ply", (16, 8, 12))
     assert "grid 16x8x12, " in stdout and f"{expected.count():,} solid voxels" in stdout

@@ -60,7 +60,7 @@ def test_cli_refusals(tmp_path, capsys):
     assert code == 2 and "needs 200000 voxels along x" in stderr
     assert len(stderr.strip().splitlines()) == 1
     assert "needs bounds" in cli_usage_error(capsys, model, "--grid", "8", "--box-fit", "inside")
-    assert "from 0 to 8192 voxels, not -1" in cli_usage_error(capsys, model, "--pad", "-1")
+    assert "from 0 to 65536 voxels, not -1" in cli_usage_error(capsys, model, "--pad", "-1")
     assert "1, 3 or 6 numbers" in cli_usage_error(capsys, model, "--pad", "1", "2")
     assert "one number or three" in cli_usage_error(capsys, model, "--voxel-size", "0.1", "0.2")
     assert "along z must be positive" in cli_usage_error(

@@ -133,9 +133,9 @@ def keyword_only(function: object) -> dict[str, object]:
 @pytest.mark.parametrize(
     ("function", "own"),
     [
-        (voxelizer.voxelize, {"device": None}),
+        (voxelizer.voxelize, {"device": None, "out": None, "overwrite": False}),
         (voxelizer.voxelize_dense, {"device": None}),
-        (Voxelizer.voxelize, {"warn": True, "count_voxels": True}),
+        (Voxelizer.voxelize, {"warn": True, "count_voxels": True, "out": None, "overwrite": False}),
         (Voxelizer.voxelize_dense, {"warn": True, "count_voxels": True}),
         (Options.create, {}),
     ],

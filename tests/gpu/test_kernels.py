@@ -42,6 +42,15 @@ def families() -> list[tuple[tuple[Kernel, ...], list[dict[str, int]]]]:
             kernels.PASS_KERNELS,
             [pass_defines(variant, groups) for variant in VARIANTS for groups in SUBGROUP_CHOICES],
         ),
+        (
+            (*kernels.SPARSE_BINNING_KERNELS, *kernels.SPARSE_KERNELS),
+            [
+                pass_defines(variant, groups, shift)
+                for variant in kernels.SPARSE_VARIANTS
+                for groups in SUBGROUP_CHOICES
+                for shift in kernels.LATTICE_SHIFTS
+            ],
+        ),
         (kernels.SVO_KERNELS, [dict(COMMON_DEFINES)]),  # as SVOPipelines builds them
         (kernels.FACE_GATHER_KERNELS, [dict(COMMON_DEFINES)]),  # as FaceGather builds them
         (kernels.WINDING_KERNELS, [winding_defines()]),  # as WindingPipelines builds them

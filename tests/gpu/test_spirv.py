@@ -211,6 +211,10 @@ def test_every_module_a_job_requests_is_shipped(
         assert_same_voxels(
             both.to_numpy(), voxelize_surface_reference(load_model(MODEL), GRID, "both").to_numpy()
         )
+        box = load_mesh(gear()).bounds  # the sparse path: a grid over 8192, the gear small in it
+        centre, side = box.mean(axis=0), (box[1] - box[0]).max() * 256
+        large = vox.voxelize(gear(), 16384, bounds=[centre - side / 2, centre + side / 2])
+        assert large.stats.counts["surface_cubes"] > 0
         for levels in (1, 2):  # triangle grids: the cells, the leaves, rays and boxes
             grid = vox.triangle_grid(gear(), levels=levels)
             assert (grid.intersect([[0.6, 0, 100.0]], [[0, 0, -1]])[1] >= 0).all()

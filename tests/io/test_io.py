@@ -148,7 +148,7 @@ def test_command_line_translates_a_refusal_from_the_writer(tmp_path, capsys, mon
     command still says --force."""
     import voxelizer.cli
 
-    out = tmp_path / "late.svo"
+    out = tmp_path / "late.npz"  # (an .svo alone streams through voxelize(out=...))
 
     def save_after_someone_else(result, path, *, overwrite=False, **options):
         path.write_bytes(b"theirs")

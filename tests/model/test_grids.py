@@ -160,7 +160,7 @@ def test_padding_adds_voxels_around(pad, low, high):
     [
         ({"grid": 0}, "grid must be at least 1, not 0"),
         ({"grid": (4, -2, 4)}, "grid side y must be at least 1, not -2"),
-        ({"grid": 8193}, "grid 8193 is larger than the supported maximum 8192"),
+        ({"grid": 65537}, "grid 65537 is larger than the supported maximum 65536"),
         ({"voxel_size": 0.0}, "voxel size must be positive and finite, not 0.0"),
         ({"voxel_size": (0.1, -0.1, 0.1)}, "voxel size along y must be positive and finite"),
         ({"voxel_size": (0.1, float("nan"), 0.1)}, "along y must be positive and finite, not nan"),
@@ -173,11 +173,11 @@ def test_padding_adds_voxels_around(pad, low, high):
         ),
         ({"box_fit": "inside"}, "needs bounds and no grid"),
         ({"voxel_size": 0.1, "box_fit": "tight"}, "unknown box fit 'tight'"),
-        ({"pad": -1}, "pad must be from 0 to 8192 voxels, not -1"),
+        ({"pad": -1}, "pad must be from 0 to 65536 voxels, not -1"),
         ({"pad": 1.5}, "whole number of voxels"),
         ({"pad": (1, 2)}, "pad must be k, \\(kx, ky, kz\\)"),
         ({"pad": ((1, 2), (0, 0), (1,))}, "per side"),
-        ({"grid": 8190, "pad": 2}, "8194 voxels along x \\(8190 and 2 \\+ 2 of padding\\)"),
+        ({"grid": 65534, "pad": 2}, "65538 voxels along x \\(65534 and 2 \\+ 2 of padding\\)"),
     ],
 )
 def test_bad_grids_name_the_value(kwargs, message):
@@ -405,12 +405,12 @@ def test_any_size_is_the_exact_contract():
 
 
 def test_the_largest_sides_stay_in_range():
-    assert MAX_RESOLUTION == 8192
+    assert MAX_RESOLUTION == 65536
     assert math.isclose(
-        GridPlacement.fit(unit_box(), voxel_size=1 / 8192, bounds=[[0, 0, 0], [1, 1, 1]]).spacing[
+        GridPlacement.fit(unit_box(), voxel_size=1 / 65536, bounds=[[0, 0, 0], [1, 1, 1]]).spacing[
             0
         ],
-        1 / 8192,
+        1 / 65536,
     )
 
 

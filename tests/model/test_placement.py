@@ -38,7 +38,7 @@ def test_check_shape():
         ((8, 8, 8, 8), "three sides"),
         ((16, 0, 12), "side y must be at least 1, not 0"),
         ((16, 8, -4), "side z must be at least 1, not -4"),
-        ((8192 + 1, 8, 8), "side x 8193 is larger than the supported maximum 8192"),
+        ((65536 + 1, 8, 8), "side x 65537 is larger than the supported maximum 65536"),
         ((16, 8.0, 12), "integer"),
         ("16x8x12", "integer N or three"),
         (None, "integer N or three"),
@@ -112,8 +112,9 @@ def test_voxel_size_placement():
     assert GridPlacement.fit(mesh, voxel_size=0.3).shape == (12, 8, 8)  # 10, 3.3, 6.7 voxels
     assert GridPlacement.fit(mesh, voxel_size=100.0).shape == (8, 8, 8)
     assert GridPlacement.fit(mesh, voxel_size=3 / 8192).shape == (8192, 2732, 5464)
-    with pytest.raises(GridError, match=r"voxel size .* needs a 8196x2732x5464 grid"):
-        GridPlacement.fit(mesh, voxel_size=3 / 8193)
+    assert GridPlacement.fit(mesh, voxel_size=3 / 65536).shape == (65536, 21848, 43692)
+    with pytest.raises(GridError, match=r"voxel size .* needs a 65540x21848x43692 grid"):
+        GridPlacement.fit(mesh, voxel_size=3 / 65537)
     with pytest.raises(GridError, match="too small"):
         GridPlacement.fit(mesh, voxel_size=1e-320)
     # a grid of 10^300 voxels a side is not spelt out digit by digit
@@ -121,7 +122,7 @@ def test_voxel_size_placement():
         GridPlacement.fit(mesh, voxel_size=1e-300)
     assert str(caught.value) == (
         "voxel size 1e-300 is too small: it needs 3e+300 voxels along x; each side of the grid "
-        "can be at most 8192"
+        "can be at most 65536"
     )
     for bad in (0.0, -1.0, float("nan"), float("inf"), "0.25", True):
         with pytest.raises(GridError, match="voxel size"):

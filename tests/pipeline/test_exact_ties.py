@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from voxelizer import VARIANTS
-from voxelizer.placement import FINE_BITS, to_fine
+from voxelizer.placement import FINE_BITS, FIXED_BITS, to_fine
 from voxelizer.reference import solid_columns, union_columns, vote_columns, voxelize_reference
 
 from ..cad_shapes import OFFSETS, cases, tray
@@ -147,9 +147,11 @@ def test_random_near_ties_at_full_scale():
 
 
 def test_fine_bits_declared_once():
-    """shaders/fine.glsl's lattice is placement.FINE_BITS."""
+    """shaders/fine.glsl's lattice is placement.FINE_BITS: FIXED_BITS + 33 on every lattice
+    (FIXED_BITS 16 up to 8192 a side, 13 above: placement.lattice_shift)."""
     text = (SHADERS / "fine.glsl").read_text()
-    assert int(re.search(r"#define FINE_BITS (\d+)", text).group(1)) == FINE_BITS
+    found = re.search(r"#define FINE_BITS \(FIXED_BITS \+ (\d+)\)", text)
+    assert found is not None and FIXED_BITS + int(found.group(1)) == FINE_BITS
 
 
 @pytest.mark.parametrize("variant", ["naive", "branchless"])

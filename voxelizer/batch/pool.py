@@ -48,6 +48,9 @@ _log = get_logger(__name__)
 MAX_DEVICE_ATTEMPTS = 2
 MAX_REQUEUES = 4
 MAX_START_FAILURES = 2  # a worker that dies before it is ready is replaced once per device
+# Meshes a worker process gets while it starts: it reads them as its device opens, and a
+# small batch is not held back for it while the worker here is free.
+STARTING_SHARE = 2
 _POLL_SECONDS = 0.2
 
 
@@ -86,20 +89,33 @@ def worker_process_main(
         terminate_as_interrupt()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
         use_threads(settings.threads)  # the workers share the cores
+        outbox.send(("imported", None))  # its first meshes may come: they load as it opens
         if settings.load_processes:
             shared_load_processes(settings.load_processes)  # they start while the device opens
-        try:
+        opened: list[Voxelizer] = []
+
+        def open_device() -> Voxelizer:
+            """Opened by the worker while its first meshes load (the parent hands them over
+            as soon as this process starts)."""
             voxelizer = Voxelizer(device)
-        except VoxelizerError as exc:
-            outbox.send(("failed_start", str(exc)))
-            return
-        outbox.send(("ready", voxelizer.device_name))
-        with voxelizer:
-            worker = MeshWorker(
-                voxelizer, settings, on_start=lambda task: outbox.send(("start", task.index))
-            )
+            opened.append(voxelizer)
+            outbox.send(("ready", voxelizer.device_name))
+            return voxelizer
+
+        worker = MeshWorker(
+            open_device, settings, on_start=lambda task: outbox.send(("start", task.index))
+        )
+        try:
             for result in worker.run(_QueueSource(inbox)):
                 outbox.send(("result", result))
+        except VoxelizerError as exc:
+            if opened:
+                raise
+            outbox.send(("failed_start", str(exc)))
+            return
+        finally:
+            for voxelizer in opened:
+                voxelizer.close()
         outbox.send(("exit", None))
     except KeyboardInterrupt:
         pass  # the parent says what happened; a traceback per worker would bury it
@@ -191,6 +207,7 @@ class _Handle:
     device: str | int | None
     assigned: dict[int, MeshTask] = field(default_factory=dict)
     started: int | None = None  # the mesh on the device now
+    imported: bool = False  # its code runs: it may get meshes to read while its device opens
     ready: bool = False
 
 
@@ -294,13 +311,20 @@ class WorkerPool:
         self._handles[slot] = _Handle(process=process, inbox=inbox, messages=reader, device=device)
 
     def _top_up(self) -> None:
-        """Hand queued meshes to the ready workers, each up to its share."""
+        """Hand queued meshes to the workers, each up to its share: a worker still starting
+        gets its first ones too, so that it reads them while its device opens."""
         held = sum(len(handle.assigned) for handle in self._handles.values())
         limit = worker_share(
-            outstanding=len(self._todo) + held, workers=len(self._handles), backlog=self._backlog
+            outstanding=len(self._todo) + held,
+            workers=len(self._handles) + 1,  # the worker here takes from the same queue
+            backlog=self._backlog,
         )
         for handle in self._handles.values():
-            while handle.ready and len(handle.assigned) < limit:
+            # Until its device is open, no pace of its own: enough to read ahead meanwhile
+            # (none before its imports are done: a script without a main guard fails there).
+            share = min(limit, STARTING_SHARE) if handle.imported else 0
+            share = limit if handle.ready else share
+            while len(handle.assigned) < share:
                 try:
                     task = self._todo.popleft()
                 except IndexError:
@@ -323,7 +347,9 @@ class WorkerPool:
                 return
             if kind == "failed_start":
                 raise DeviceError(str(payload))
-            if kind == "ready":
+            if kind == "imported":
+                handle.imported = True
+            elif kind == "ready":
                 handle.ready = True
             elif kind == "start":
                 handle.started = payload
@@ -338,8 +364,9 @@ class WorkerPool:
         handle.messages.close()
         handle.inbox.cancel_join_thread()  # tasks no one will read: exiting must not wait
         code = handle.process.exitcode
-        if not handle.ready:  # it held no meshes; a device that never opens ends the batch
-            self._failed_start(slot, handle, code)
+        if not handle.ready:  # none of its meshes reached a device: they go back as they were
+            self._todo.extendleft(reversed(handle.assigned.values()))
+            self._failed_start(slot, handle, code)  # a device that never opens ends the batch
             return
         _log.warning("worker %d (device %s) died with exit code %s", slot, handle.device, code)
         for index, task in handle.assigned.items():

@@ -145,7 +145,9 @@ class VoxelizeBatch:
         self.overwrite = overwrite
         self.skip_existing = skip_existing
         self.voxelizer = Voxelizer(_actor_device(device))
-        self.worker = MeshWorker(self.voxelizer, self.settings)
+        # One worker for the actor's life: its threads (and reading processes, and the
+        # device) stay warm from one map_batches call to the next.
+        self.worker = MeshWorker(self.voxelizer, self.settings, keep_threads=True)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         rows = len(next(iter(batch.values()))) if batch else 0

@@ -60,11 +60,14 @@ _log = get_logger(__name__)
 def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False) -> Mesh:
     """The mesh of `source`, read and checked, with what a voxelization with these options
     derives from it on the host done now: its uint32 faces, bounds and placed vertices
-    (cached on the Mesh, so the call finds them done), and with `make_soup` (a reading
-    process, which has the time) the soup variants' triangle soup. A placement that fails is
-    left to the call, which reports it as it would have."""
+    (cached on the Mesh, so the call finds them done), the projected areas of the thin check
+    (mode "solid"), and with `make_soup` the soup variants' triangle soup (copied by the
+    device's thread instead of gathered there). A placement that fails is left to the call,
+    which reports it as it would have."""
     mesh = load_mesh(source)
     mesh.indices  # noqa: B018 - computed now, cached
+    if options.mode == "solid":
+        mesh.axis_areas  # noqa: B018 - what voxelizer.thin estimates a surface by, cached
     try:
         placement = GridPlacement.around(
             mesh,
@@ -76,7 +79,7 @@ def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False
         )
         placement.placed_vertices(mesh)
         if make_soup and uploads_soup(options.variant):
-            placement.make_soup(mesh)  # copied by the device's thread instead of gathered
+            placement.make_soup(mesh)
     except VoxelizerError:
         pass
     return mesh

@@ -15,6 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -53,12 +54,18 @@ class MeshWorker:
         voxelizer: Voxelizer | Callable[[], Voxelizer],
         settings: BatchSettings,
         on_start: Callable[[MeshTask], None] | None = None,
+        *,
+        keep_threads: bool = False,
     ):
         """`voxelizer`, or a function that opens it: then it is opened in run(), while the
-        loader threads read the first meshes."""
+        loader threads read the first meshes. With `keep_threads`, the loader and writer
+        threads stay from one run to the next until close() (a Ray actor's batches: each
+        map_batches call finds them started); else each run ends them."""
         self._voxelizer = voxelizer
         self.settings = settings
         self._on_start = on_start
+        self._keep_threads = keep_threads
+        self._pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
 
     @property
     def voxelizer(self) -> Voxelizer:
@@ -66,10 +73,24 @@ class MeshWorker:
             self._voxelizer = self._voxelizer()
         return self._voxelizer
 
+    def close(self) -> None:
+        """End the loader and writer threads (running writes finish)."""
+        pools, self._pools = self._pools, None
+        for pool in pools or ():
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def _thread_pools(self) -> tuple[ThreadPoolExecutor, ThreadPoolExecutor]:
+        if self._pools is None:
+            threads = self.settings.threads
+            self._pools = (
+                ThreadPoolExecutor(threads, thread_name_prefix="voxelizer-load"),
+                ThreadPoolExecutor(threads, thread_name_prefix="voxelizer-write"),
+            )
+        return self._pools
+
     def run(self, source: TaskSource) -> Generator[BatchResult, None, None]:
         settings = self.settings
-        loaders = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-load")
-        writers = ThreadPoolExecutor(settings.threads, thread_name_prefix="voxelizer-write")
+        loaders, writers = self._thread_pools()
         readers = (
             shared_load_processes(settings.load_processes) if settings.load_processes else None
         )
@@ -134,13 +155,17 @@ class MeshWorker:
             # (whole files, or none).
             for _, pending in loading:
                 pending.cancel()  # a reading process drops it; a thread pool's is cancelled
-            loaders.shutdown(wait=True, cancel_futures=True)
-            writers.shutdown(wait=True, cancel_futures=True)
+            if self._keep_threads:  # as the shutdown below, for this run's writes only
+                for write in writing:
+                    write.cancel()
+                wait_for(writing)  # (a read under way ends on its own; its mesh is dropped)
+            else:
+                self.close()
 
     def _reading_options(self) -> Options:
-        """The options a reading process prepares a mesh for: the variant as this worker's
-        device runs it once that is open, so that the process makes the triangle soup where
-        a soup variant will upload it (until then, the passes gather their own)."""
+        """The options a reading process or a loader thread prepares a mesh for: the variant
+        as this worker's device runs it once that is open, so that the triangle soup is made
+        there where a soup variant will upload it (until then, the passes gather their own)."""
         options = self.settings.options
         if not isinstance(self._voxelizer, Voxelizer):
             return options
@@ -149,7 +174,7 @@ class MeshWorker:
     def _load(self, task: MeshTask) -> Loaded:
         started = time.perf_counter()
         try:
-            mesh = prepared_mesh(task.source, self.settings.options)
+            mesh = prepared_mesh(task.source, self._reading_options(), make_soup=True)
         except (VoxelizerError, MemoryError) as exc:
             return Loaded(task, seconds=time.perf_counter() - started, error=exc)
         return Loaded(task, mesh, seconds=time.perf_counter() - started)

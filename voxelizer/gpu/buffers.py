@@ -181,7 +181,10 @@ class Binding:
     """A buffer range bound at one binding of a pipeline's descriptor set."""
 
     buffer: Buffer
-    size: int | None = None  # bytes from offset 0; None binds the whole buffer
+    size: int | None = None  # bytes from `offset`; None binds the rest of the buffer
+    # bytes into the buffer; a multiple of the device's storage offset alignment (256 or
+    # less on every Vulkan device: callers pass multiples of 4 KiB)
+    offset: int = 0
 
 
 class BufferPool:

@@ -295,11 +295,12 @@ class Sequence:
             bound = bindings[name]
             info = infos[index]
             if isinstance(bound, Buffer):
-                info.buffer, info.range = bound.handle, bound.size
+                info.buffer, info.offset, info.range = bound.handle, 0, bound.size
             else:
-                size = bound.size
-                info.buffer = bound.buffer.handle
-                info.range = bound.buffer.size if size is None else max(4, (size + 3) // 4 * 4)
+                size, offset = bound.size, bound.offset
+                info.buffer, info.offset = bound.buffer.handle, offset
+                rest = bound.buffer.size - offset
+                info.range = rest if size is None else max(4, (size + 3) // 4 * 4)
         push_descriptors = self.device.push_descriptor_function
         if push_descriptors is not None:
             push_descriptors(cmd, self._compute, pipeline.layout, 0, writes.count, writes.writes)

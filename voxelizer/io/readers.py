@@ -27,9 +27,11 @@ READERS: dict[str, tuple[str, str]] = {
 INPUT_FORMATS = tuple(READERS)
 
 
-def load(path: str | os.PathLike) -> SVO | DenseGrid:
+def load(path: str | os.PathLike, *, mmap: bool = False) -> SVO | DenseGrid:
     """The voxelization in a file this package wrote: .svo -> SVO; .npz, .vti, .binvox,
     .vox -> DenseGrid. All but .vox keep the placement (.vox: origin 0, voxel size 1).
+    mmap=True (.svo): the octree stays in the file, mapped read-only, and is read as it is
+    used (count(), to_numpy(box=...)): files larger than memory.
 
     Meshes (.ply, .obj, .glb) are not read back: FormatError says so, as it does for a file
     that cannot be read or breaks its format.
@@ -41,6 +43,12 @@ def load(path: str | os.PathLike) -> SVO | DenseGrid:
             f"{path}: cannot load {suffix or 'files without an extension'}: "
             f"voxelizer.load reads {', '.join(INPUT_FORMATS)}"
         )
+    if mmap and suffix != ".svo":
+        raise FormatError(f"{path}: mmap=True reads .svo files, not {suffix}")
+    if mmap:
+        from .svo_file import read_svo
+
+        return read_svo(path, mmap=True)
     module, name = READERS[suffix]
     reader: Callable[[str | os.PathLike], SVO | DenseGrid]
     reader = getattr(importlib.import_module(module, __package__), name)

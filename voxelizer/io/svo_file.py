@@ -14,6 +14,7 @@ import struct
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -52,6 +53,7 @@ KNOWN_ATTRIBUTES = FACE_IDS | LABELS | COLORS
 HEADER_V1 = struct.Struct("<8s6I3ddQQQ")
 PREFIX = struct.Struct("<8sII")  # magic, version, header size: the same in every version
 CHECKSUM = struct.Struct("<I")
+MAPPED_CHUNK = 1 << 24  # bytes of a mapped file checksummed at a time
 
 assert HEADER.size == 96 and HEADER_V1.size == 88 and HEADER_V3.size == 128
 assert HEADER_V4.size == 160 and HEADER_V5.size == 176
@@ -156,11 +158,73 @@ def write_svo(result: Placed, path: str | os.PathLike, overwrite: bool = False) 
         fh.write(CHECKSUM.pack(crc))
 
 
-def read_svo(path: str | os.PathLike) -> SVO:
+class SVOFileSink:
+    """An OctreeSink (voxelizer.octree) that writes an .svo file as the octree comes (version
+    2, or 4 for voxels that are not cubes), so that the octree never has to be whole in
+    memory: the header and level offsets at `begin`, the nodes and the bricks piece by piece,
+    the checksum at `finish`. It writes into a file of open_output, which appears only when
+    the block ends without an error."""
+
+    def __init__(self, fh: BinaryIO, placement: GridPlacement):
+        self._fh, self._placement = fh, placement
+        self._crc = 0
+        self._counts = (0, 0)  # nodes and bricks announced
+        self._written = [0, 0]  # nodes and bricks written
+        self._levels = octree_levels(padded_resolution(placement.resolution))
+        self._layout = HEADER if placement.cubic else HEADER_V4
+
+    def begin(self, level_offsets: np.ndarray, brick_count: int, solid: int) -> None:
+        offsets = np.asarray(level_offsets, "<u4")
+        if len(offsets) != self._levels + 1:
+            raise ValueError(f"{len(offsets)} level offsets, not {self._levels + 1}")
+        self._counts = (int(offsets[-1]), int(brick_count))
+        placement = self._placement
+        cubic = placement.cubic
+        fields = [
+            MAGIC, VERSION if cubic else VERSION_SPACING, self._layout.size, *placement.shape,
+            padded_resolution(placement.resolution), self._levels, 0,
+            *np.asarray(placement.origin, np.float64),
+            float(placement.spacing[0]) if cubic else 0.0, *self._counts, int(solid),
+        ]  # fmt: skip
+        if not cubic:  # version 4: no face ids, the three sizes
+            fields += [0, 0, 0, 0, 0, *placement.spacing.tolist(), 0]
+        self._write(self._layout.pack(*fields))
+        self._write(offsets.tobytes())
+
+    def nodes(self, words: np.ndarray) -> None:
+        if self._written[1]:
+            raise ValueError("nodes after bricks")
+        self._written[0] += len(words)
+        self._write(np.ascontiguousarray(words, "<u4").tobytes())
+        if self._written[0] == self._counts[0]:
+            self._write(bytes(brick_padding(self._layout.size, self._levels)))
+
+    def bricks(self, values: np.ndarray) -> None:
+        if self._written[0] != self._counts[0]:
+            raise ValueError("bricks before every node")
+        self._written[1] += len(values)
+        self._write(np.ascontiguousarray(values, "<u8").tobytes())
+
+    def finish(self) -> None:
+        """The checksum, once every node and brick has come (ValueError otherwise)."""
+        if tuple(self._written) != self._counts:
+            raise ValueError(f"{self._written} nodes and bricks written, not {self._counts}")
+        self._fh.write(CHECKSUM.pack(self._crc))
+
+    def _write(self, data: bytes) -> None:
+        self._crc = zlib.crc32(data, self._crc)
+        self._fh.write(data)
+
+
+def read_svo(path: str | os.PathLike, *, mmap: bool = False) -> SVO:
     """Read an .svo file (version 5 with labels or colours, 4 for voxels that are not cubes,
     3 with face ids, 2, or 1 for a cube): sizes first (before allocating), then checksum, then
-    structure; SVOFormatError names the file and what is wrong."""
+    structure; SVOFormatError names the file and what is wrong. mmap=True: the arrays stay in
+    the file, mapped read-only (an octree larger than memory; the checksum is read through in
+    pieces), for count() and region queries (to_numpy(box=...))."""
     path = Path(path)
+    if mmap:
+        return _mapped_svo(path)
     file = open_regular(path, SVOFormatError)
     try:
         with file as fh:
@@ -218,6 +282,41 @@ def read_svo(path: str | os.PathLike) -> SVO:
             face_ids=faces,
             values=values,
         )
+    except SVOFormatError as exc:
+        raise SVOFormatError(f"{path}: {exc}") from None
+    if svo.count() != header.solid:
+        raise SVOFormatError(
+            f"{path}: the header says {header.solid} solid voxels, the tree holds {svo.count()}"
+        )
+    return svo
+
+
+def _mapped_svo(path: Path) -> SVO:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            header = read_header(fh.read(HEADER_V5.size), size)
+        data = np.memmap(path, np.uint8, mode="r")
+    except OSError as exc:
+        raise SVOFormatError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except SVOFormatError as exc:
+        raise SVOFormatError(f"{path}: {exc}") from None
+    if header.faces is not None or header.attributes & ~FACE_IDS:
+        raise SVOFormatError(f"{path}: a file with attributes cannot be mapped; read it whole")
+    crc, end = 0, size - CHECKSUM.size
+    for start in range(0, end, MAPPED_CHUNK):
+        crc = zlib.crc32(data[start : min(end, start + MAPPED_CHUNK)].tobytes(), crc)
+    if crc != CHECKSUM.unpack(bytes(data[end:]))[0]:
+        raise SVOFormatError(f"{path}: checksum mismatch (the file is corrupted)")
+    levels, at = header.levels, header.size
+    level_offsets = np.array(data[at : at + 4 * (levels + 1)].view("<u4"))
+    at += 4 * (levels + 1)
+    nodes = data[at : at + 8 * header.node_count].view("<u4").reshape(-1, 2)
+    at += 8 * header.node_count + brick_padding(header.size, levels)
+    bricks = data[at : at + 8 * header.brick_count].view("<u8")
+    placement = GridPlacement(header.shape, np.array(header.origin), header.voxel_size)
+    try:
+        svo = SVO(nodes, bricks, level_offsets, placement)
     except SVOFormatError as exc:
         raise SVOFormatError(f"{path}: {exc}") from None
     if svo.count() != header.solid:

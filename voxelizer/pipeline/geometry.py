@@ -20,10 +20,17 @@ from ..parallel import copy_rows, for_row_chunks, map_row_chunks
 from ..placement import FINE_BITS, FIXED_BITS, fixed_gap, to_fine
 from .layout import INDEX_BYTES, TILE_SIDE, Window
 
-# The largest fixed_error the binning allows for (shaders/tiles.glsl): 1/256 voxel. Float32
-# corners below 8192 are within 2**-12 + 2**-17 of their float64 values (17 units), mirrored
-# ones (fill_mode="vote") within twice that.
-MAX_FIXED_ERROR = 1 << (FIXED_BITS - 8)
+# The largest fixed_error the binning allows for (shaders/tiles.glsl): 1/256 voxel, in units
+# of the grid's fixed point (2**-(FIXED_BITS - shift)). Float32 corners below 8192 are within
+# 2**-12 + 2**-17 of their float64 values (17 units), mirrored ones (fill_mode="vote") within
+# twice that; below 65,536, within 2**-9 + 2**-14 (17 units of FIXED_BITS - 3).
+MAX_FIXED_ERROR_VOXELS_LOG2 = -8
+
+
+def max_fixed_error(shift: int = 0) -> int:
+    """The largest fixed_error in fixed-point units of a grid of lattice_shift `shift`."""
+    return 1 << (FIXED_BITS - shift + MAX_FIXED_ERROR_VOXELS_LOG2)
+
 
 Batch = tuple[int, int]  # triangles [first, end) of the mesh's faces
 
@@ -57,14 +64,16 @@ class Geometry:
         faces_key: np.ndarray | None = None,
         known_gap: int | None = None,
         soup: np.ndarray | None = None,
+        shift: int = 0,
     ):
         self.indexed = indexed
+        self.shift = shift  # placement.lattice_shift of the grid
         self.vertices = np.ascontiguousarray(vertices, np.float32)
         # The fine vertices (placement.fine_vertices) decide the solid; the float32 ones only
         # speed it up, within fixed_error of them (shaders/exact.glsl). `used`: the vertices
         # the faces refer to (Mesh.used, cached per mesh), if the caller has them.
         self.fine = np.ascontiguousarray(
-            fine_vertices_of(self.vertices) if fine is None else fine, np.int64
+            fine_vertices_of(self.vertices, shift) if fine is None else fine, np.int64
         )
         # uint32 as the indexed variants upload them, or int64 (intp) as the soup gather
         # indexes with them without a conversion of its own; anything else becomes uint32.
@@ -79,11 +88,11 @@ class Geometry:
         # The soup of these vertices and faces, made before the call (Job.soup), or None.
         self._soup = soup if soup is not None and soup.shape == (self.triangles, 3, 3) else None
         if known_gap is not None:  # the caller's placement found it (placed_fixed_gap)
-            self.fixed_error = fixed_error_of_gap(known_gap)
+            self.fixed_error = fixed_error_of_gap(known_gap, shift)
         else:
             if used is None:
                 used = used_vertices(len(self.vertices), self.faces)
-            self.fixed_error = remembered_fixed_error(self.vertices, self.fine, used)
+            self.fixed_error = remembered_fixed_error(self.vertices, self.fine, used, shift)
         self._uploaded: Batch | None = None
         self._geometry: dict[str, Binding] = {}
         self._fine: Binding | None = None
@@ -219,13 +228,13 @@ def tile_boxes(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
     return np.stack([x_hi - x_lo + 1, y_lo, y_hi])
 
 
-def fine_vertices_of(vertices: np.ndarray) -> np.ndarray:
+def fine_vertices_of(vertices: np.ndarray, shift: int = 0) -> np.ndarray:
     """The fine coordinates of float32 grid-space vertices given as they are (exact but
-    for values below the fine step, 2^-FINE_BITS)."""
-    return to_fine(np.asarray(vertices, np.float32).astype(np.float64))
+    for values below the fine step, 2^-(FINE_BITS - shift)), shift the grid's lattice_shift."""
+    return to_fine(np.asarray(vertices, np.float32).astype(np.float64), shift)
 
 
-def fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int:
+def fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray, shift: int = 0) -> int:
     """delta of shaders/exact.glsl: the ceiling of the largest gap, in fixed-point units,
     between a used vertex's fixed-point coordinates (from its float32 value) and its fine
     ones, computed exactly in int64 (X 2^33 and F are at most 2^62), in row chunks on the
@@ -235,36 +244,43 @@ def fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int
     def largest_gap(start: int, stop: int) -> int:
         mask = used[start:stop]
         rows = slice(start, stop) if mask.all() else np.flatnonzero(mask) + start
-        return fixed_gap(vertices[rows], fine[rows])
+        return fixed_gap(vertices[rows], fine[rows], shift)
 
-    return fixed_error_of_gap(max(map_row_chunks(len(vertices), largest_gap)))
+    return fixed_error_of_gap(max(map_row_chunks(len(vertices), largest_gap)), shift)
 
 
-def fixed_error_of_gap(gap: int) -> int:
-    """fixed_error from the largest gap in fine units (placement.fixed_gap)."""
+def fixed_error_of_gap(gap: int, shift: int = 0) -> int:
+    """fixed_error from the largest gap in fine units (placement.fixed_gap) on a grid of
+    lattice_shift `shift` (both lattices move together: the step between them is fixed)."""
     step = 1 << (FINE_BITS - FIXED_BITS)
     delta = -(-gap // step)
-    if delta > MAX_FIXED_ERROR:  # the binning's band (shaders/tiles.glsl) covers no more
+    if delta > max_fixed_error(shift):  # the binning's band (shaders/tiles.glsl) covers no more
         raise VoxelizerError(
             f"internal error: float32 vertices {delta} fixed-point units from the fine ones"
         )
     return delta
 
 
-_last_fixed_error: tuple[list[weakref.ref[np.ndarray]], int] | None = None
+_last_fixed_error: tuple[list[weakref.ref[np.ndarray]], int, int] | None = None
 
 
-def remembered_fixed_error(vertices: np.ndarray, fine: np.ndarray, used: np.ndarray) -> int:
+def remembered_fixed_error(
+    vertices: np.ndarray, fine: np.ndarray, used: np.ndarray, shift: int = 0
+) -> int:
     """fixed_error, remembered for the last inputs that are all read-only (a repeated call
     on the same Mesh and grid: placement.placed_vertices, Mesh.used)."""
     global _last_fixed_error
     arrays = (vertices, fine, used)
     last = _last_fixed_error
-    if last is not None and all(ref() is array for ref, array in zip(last[0], arrays)):
+    if (
+        last is not None
+        and last[2] == shift
+        and all(ref() is array for ref, array in zip(last[0], arrays))
+    ):
         return last[1]
-    delta = fixed_error(vertices, fine, used)
+    delta = fixed_error(vertices, fine, used, shift)
     if not any(array.flags.writeable for array in arrays):
-        _last_fixed_error = ([weakref.ref(array) for array in arrays], delta)
+        _last_fixed_error = ([weakref.ref(array) for array in arrays], delta, shift)
     return delta
 
 

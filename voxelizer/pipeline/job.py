@@ -8,7 +8,7 @@ import numpy as np
 
 from ..choices import DEFAULT_FILL_MODE, DEFAULT_MODE, DEFAULT_SURFACE
 from ..mesh import Mesh
-from ..placement import Shape, WorkGrid
+from ..placement import Shape, WorkGrid, lattice_shift
 from ..progress import Progress
 from .geometry import fine_vertices_of
 
@@ -45,5 +45,13 @@ class Job:
     # pass's far faces, gpu_grid); None: shape's.
     columns: tuple[int, int] | None = None
 
+    @property
+    def sparse_grid(self) -> bool:
+        """Whether the job runs the sparse path (sparse_slabs.py): a grid over FINE_LATTICE_MAX
+        a side, which the dense passes cannot hold (its kernels exist on that lattice alone)."""
+        return lattice_shift(self.shape) > 0
+
     def fine_vertices(self) -> np.ndarray:
-        return fine_vertices_of(self.vertices) if self.fine is None else self.fine
+        if self.fine is not None:
+            return self.fine
+        return fine_vertices_of(self.vertices, lattice_shift(self.shape))

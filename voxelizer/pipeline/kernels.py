@@ -18,7 +18,7 @@ from ..choices import VARIANTS, is_indexed
 from ..gpu.device import Device
 from ..gpu.kernels import COMMON_DEFINES, Kernel, Struct, subgroup_defines
 from ..gpu.pipelines import ComputePipeline
-from ..placement import FIXED_BITS, MAX_RESOLUTION
+from ..placement import FINE_LATTICE_MAX, FIXED_BITS, LARGE_LATTICE_SHIFT
 
 # Pairs of one tile per fill dispatch (shaders/fill.comp: the pair loop and the near ties of
 # a round stay under llvmpipe's 65,535-iteration guard).
@@ -161,7 +161,7 @@ FILL_SIGNED = Kernel(
     },
     (*_FILL_PUSH, ("box", COLUMN_BOX)),
     # the words of the deepest column: the signed fill's shared counts of marks (fill.comp)
-    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1, "MAX_COLUMN_WORDS": MAX_RESOLUTION // 32},
+    {**_FLIPS_DEFINES, "SIGNED_CROSSINGS": 1, "MAX_COLUMN_WORDS": FINE_LATTICE_MAX // 32},
     cpu_shaped=True,
 )
 FILL_PARITY = Kernel(
@@ -444,13 +444,86 @@ WINDING_KERNELS = (
 )
 
 
+# -- the sparse grid of the large voxelizations (cubes.py, sparse_pass.py) -------------------
+
+# shaders/sparse.glsl: one slab of the grid cut into cubes of 32^3 voxels (cubes.CubeSpace).
+CUBE_SPACE = Struct(
+    "CubeSpace",
+    (
+        ("nx", "int"),
+        ("ny", "int"),
+        ("nz", "int"),
+        ("cube_row", "int"),
+        ("cube_rows", "int"),
+        ("cubes_x", "int"),
+        ("cubes_z", "int"),
+        ("stack_words", "int"),
+        ("batch_shift", "uint"),
+    ),
+)
+SPARSE_MARK = Kernel(
+    "sparse_cubes",
+    {"records": 0, "pairs": 1, "cube_bits": 2},
+    (("window", WINDOW), ("space", CUBE_SPACE), ("pair_count", "uint"), ("fixed_error", "uint")),
+    {"SPARSE_STAGE": 0},
+)
+SPARSE_WORDS = Kernel(
+    "sparse_cubes",
+    {"cube_bits": 2, "word_slots": 3},
+    (("space", CUBE_SPACE), ("word_count", "uint")),
+    {"SPARSE_STAGE": 1},
+)
+SPARSE_PARITY = Kernel(
+    "sparse_cubes",
+    {"cube_bits": 2, "word_slots": 3, "cubes": 4, "gap_counts": 5, "cube_list": 6},
+    (("space", CUBE_SPACE),),
+    {"SPARSE_STAGE": 2},
+)
+SPARSE_REPLICATE = Kernel(
+    "sparse_cubes",
+    {"cubes": 4, "replicas": 7, "jobs": 8},
+    (("space", CUBE_SPACE), ("replica_shift", "uint"), ("job_count", "uint")),
+    {"SPARSE_STAGE": 3},
+)
+# Built in its CPU shape on every device (CPU_DEVICE 1: pairs two at a time, the flips a
+# plain XOR, right on a GPU too as a thread owns its column's words): one module per lattice
+# and variant, for the shipped SPIR-V's size (tests/gpu/test_spirv.py).
+SPARSE_FILL = Kernel(
+    "sparse_fill",
+    {
+        "records": 0,
+        "pairs": 1,
+        "tiles": 2,
+        "fill_dispatch": 3,
+        "cubes": 4,
+        "cube_bits": 5,
+        "word_slots": 6,
+        **_FINE_BINDINGS,
+        "fill_state": 9,
+    },
+    (("window", WINDOW), ("space", CUBE_SPACE), ("fill_round", "uint"), ("fixed_error", "uint")),
+    {"PAIRS_PER_ROUND": FILL_PAIRS_PER_ROUND, "CPU_DEVICE": 1},
+)
+SPARSE_KERNELS = (SPARSE_MARK, SPARSE_WORDS, SPARSE_PARITY, SPARSE_REPLICATE, SPARSE_FILL)
+# The pass kernels that read FIXED_BITS: PassPipelines builds them on the grid's lattice, the
+# others as on the finer one (the same modules). The sparse path bins with the first three on
+# the coarser lattice of the grids it takes.
+SPARSE_BINNING_KERNELS = (SETUP_SOUP, SETUP_INDEXED, EMIT)
+LATTICE_KERNELS = (*SPARSE_BINNING_KERNELS, FILL_FLIPS, FILL_PARITY, FILL_MARKS, FILL_SIGNED)
+LATTICE_SHIFTS = (LARGE_LATTICE_SHIFT,)
+# The sparse path's kernels are built for one variant (the shipped SPIR-V stays within its
+# size: tests/gpu/test_spirv.py); a job of any variant runs as it, with the same voxels.
+SPARSE_VARIANTS = ("branchless",)
+
+
 # -- the pass kernels of one variant, built -----------------------------------------------------
 
 
-def pass_defines(variant: str, subgroups: Mapping[str, int]) -> dict[str, int]:
+def pass_defines(variant: str, subgroups: Mapping[str, int], shift: int = 0) -> dict[str, int]:
     """What every pass kernel of `variant` is compiled with besides its own defines, given
-    the device's subgroup paths (gpu.kernels.subgroup_defines)."""
-    return {**VARIANTS[variant], **COMMON_DEFINES, "FIXED_BITS": FIXED_BITS, **subgroups}
+    the device's subgroup paths (gpu.kernels.subgroup_defines), on the lattice of a grid of
+    placement.lattice_shift `shift` (its FIXED_BITS)."""
+    return {**VARIANTS[variant], **COMMON_DEFINES, "FIXED_BITS": FIXED_BITS - shift, **subgroups}
 
 
 class PassPipelines:
@@ -458,13 +531,17 @@ class PassPipelines:
     (the scan they share with the SVO build is gpu.scan.Scan; the surface pass's are
     surface_pass.SurfacePipelines)."""
 
-    def __init__(self, device: Device, variant: str):
+    def __init__(self, device: Device, variant: str, shift: int = 0):
         self.variant = variant  # one of VARIANTS (checked by the caller's Options)
         self.indexed = is_indexed(variant)
-        defines = pass_defines(variant, subgroup_defines(device))
+        self.shift = shift  # placement.lattice_shift of the grids it takes
+        subgroups = subgroup_defines(device)
+        defines = pass_defines(variant, subgroups, shift)
+        # (the kernels that do not read FIXED_BITS are the same modules on every lattice)
+        plain = pass_defines(variant, subgroups)
 
         def build(kernel: Kernel) -> ComputePipeline:
-            return ComputePipeline(device, kernel, defines)
+            return ComputePipeline(device, kernel, defines if kernel in LATTICE_KERNELS else plain)
 
         self.setup = build(SETUP_INDEXED if self.indexed else SETUP_SOUP)
         self.emit = build(EMIT)

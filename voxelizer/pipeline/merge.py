@@ -50,7 +50,7 @@ def merge_forests(
         codes.append(code[mixed])
         slab_parts.append(np.full_like(mixed, slab))
         cube_parts.append(mixed)
-        count_parts.append(_counts_per_cube(arrays, inner))
+        count_parts.append(counts_per_cube(arrays, inner))
     order = np.argsort(np.concatenate(codes), kind="stable")
     slab_of, cube_of = np.concatenate(slab_parts)[order], np.concatenate(cube_parts)[order]
     counts = np.stack(count_parts)  # (slabs, inner + 1, cubes)
@@ -82,7 +82,7 @@ def merge_forests(
     return np.concatenate(words), bricks.astype(np.uint64), np.array(level_offsets, np.uint32)
 
 
-def _counts_per_cube(arrays: SVOArrays, inner: int) -> np.ndarray:
+def counts_per_cube(arrays: SVOArrays, inner: int) -> np.ndarray:
     """(inner + 1, cubes): stored nodes of each cube at each level of a forest, bricks last.
 
     A cube's nodes at level l + 1 are the stored children of its nodes at level l, which the

@@ -21,6 +21,7 @@ from ..errors import MemoryBudgetError
 from ..gpu.device import Device
 from ..log import get_logger
 from ..placement import Shape, shape_text
+from .cubes import CUBE_BYTES, GAP_BYTES, CubeSpace, batch_shift_for
 from .layout import (
     FINE_VERTEX_BYTES,
     RECORD_BYTES,
@@ -227,3 +228,94 @@ def _check_vertices(
             f"the fine coordinates of {vertices:,} vertices ({vertices * FINE_VERTEX_BYTES:,} "
             f"bytes) do not fit one storage buffer of device {device.name} ({limit:,} bytes)"
         )
+
+
+# -- the sparse grid of the large voxelizations (sparse_slabs.py) -------------------------------
+
+# Bytes a slab holds per surface cube beyond its words and gap record: the SVO build's
+# classification of the cube's levels (svo_build.Forest.classify_bytes, about 600 per cube)
+# and its arrays' share on the device and in staging memory (a mixed cube of a surface stores
+# a few hundred bytes of nodes and bricks), with room to spare.
+SPARSE_BUILD_BYTES_PER_CUBE = 4096
+# llvmpipe's guard ends an invocation's loops after 65,535 iterations in all (shaders/tiles.glsl):
+# on a CPU device, a part's rows are few enough that no triangle's tile loops reach it.
+LOOP_GUARD = 65535
+
+
+@dataclass(frozen=True)
+class SparsePlan:
+    """How a sparse voxelization (a grid over FINE_LATTICE_MAX a side, as an SVO) holds within
+    `budget` bytes of the device: triangles in batches, a part's pairs within `pair_budget`,
+    a part at most `part_rows` rows (whole tile rows), and a slab's surface cubes, their
+    records, their SVO build and the slab's cube bits within `cube_budget`."""
+
+    shape: Shape
+    budget: int
+    batch_triangles: int
+    pair_budget: int
+    part_rows: int
+    cube_budget: int
+
+    def slot_bytes(self) -> int:
+        return CUBE_BYTES + GAP_BYTES + SPARSE_BUILD_BYTES_PER_CUBE
+
+    def max_slots(self, space: CubeSpace) -> int:
+        """Surface cubes a slab of `space` holds within the budget (its cube bits first), about."""
+        return max(0, (self.cube_budget - 8 * space.words) // self.slot_bytes())
+
+    def holds(self, space: CubeSpace, slots: int) -> bool:
+        """Whether a slab of `space` with `slots` surface cubes fits the budget: its cube bits,
+        the cubes' words in whole batches, their records and SVO build."""
+        words = space.with_batches(batch_shift_for(slots)).cube_bytes(slots)
+        extra = (GAP_BYTES + SPARSE_BUILD_BYTES_PER_CUBE) * slots
+        return 8 * space.words + words + extra <= self.cube_budget
+
+
+def make_sparse_plan(
+    device: Device,
+    shape: Shape,
+    *,
+    triangles: int,
+    vertices: int,
+    indexed: bool,
+    budget: int | None,
+    largest_triangle_tiles: tuple[int, int] = (1, 1),
+) -> SparsePlan:
+    """The plan of a sparse voxelization of `triangles` and `vertices` on a grid of `shape`
+    within `budget` bytes of the device (None: its default): a quarter for the triangles,
+    a quarter for a part's pairs, half for a slab's cubes. `largest_triangle_tiles`: the
+    widest triangle's extent in tiles (across, along the rows), which bounds a part's rows on
+    a CPU device (LOOP_GUARD)."""
+    budget = default_budget(device) if budget is None else int(budget)
+    per_triangle = triangle_bytes(indexed)
+    fixed = vertex_bytes(indexed, vertices)
+    by_budget = max(budget // 4 - fixed, budget // 8) // per_triangle
+    by_buffer = device.max_storage_range // max(RECORD_BYTES, geometry_bytes(indexed))
+    batch = max(1, min(triangles, by_budget, by_buffer))
+    _check_vertices(device, budget=budget, vertices=vertices, indexed=indexed, exact=True)
+    pair_budget = budget // 4
+    cube_budget = min(budget // 2, device.max_storage_range)
+    _, ny, _ = shape
+    part_rows = -(-ny // TILE_SIDE) * TILE_SIDE
+    if device.is_cpu:
+        across, along = largest_triangle_tiles
+        while part_rows > TILE_SIDE and (
+            across * min(along, part_rows // TILE_SIDE + 1) + 3 * (part_rows // TILE_SIDE)
+            > LOOP_GUARD
+        ):
+            part_rows = max(TILE_SIDE, part_rows // 2 // TILE_SIDE * TILE_SIDE)
+    plan = SparsePlan(
+        shape=shape, budget=budget, batch_triangles=batch, pair_budget=pair_budget,
+        part_rows=part_rows, cube_budget=cube_budget,
+    )  # fmt: skip
+    if plan.max_slots(CubeSpace.of(shape, 0, 1)) < 1 or pair_budget < MIN_PAIR_BUDGET:
+        raise MemoryBudgetError(
+            f"a budget of {budget:,} bytes is too small for a {shape_text(shape)} grid: a "
+            f"slab of one row of cubes needs {plan.slot_bytes() + 8 * CubeSpace.of(shape, 0, 1).words:,} "
+            f"bytes for its cubes and {MIN_PAIR_BUDGET:,} for its pairs, beside the triangles"
+        )
+    _log.info(
+        "sparse plan: %s grid, triangles in batches of %s, budget %s bytes, parts of %d rows",
+        shape_text(shape), f"{batch:,}", f"{budget:,}", part_rows,
+    )  # fmt: skip
+    return plan

@@ -14,6 +14,7 @@ from ..gpu.scan import Scan
 from ..interrupts import interrupts_deferred
 from .face_ids import FaceGather
 from .kernels import PassPipelines
+from .sparse_pass import SparsePipelines
 from .surface_pass import SurfacePipelines
 from .svo_build import SVOPipelines
 from .winding import WindingPipelines
@@ -22,14 +23,16 @@ from .winding import WindingPipelines
 class Resources:
     """The device's buffers (`pool`), its command sequence (`sequence`) and its kernels: the
     passes per variant, the surface passes per variant and kind, the scan, the SVO build,
-    the face gather and the winding kernels, built on first use and reused. It owns them
+    the face gather, the winding kernels and the sparse grid's (per variant and lattice),
+    built on first use and reused. It owns them
     all, and the threads that build kernels ahead (`prepare`), and frees them in close()."""
 
     def __init__(self, device: Device):
         self.device = device
         self.pool = BufferPool(device)
         self.sequence = Sequence(device, self.pool)
-        self._passes: dict[str, PassPipelines] = {}
+        self._passes: dict[tuple[str, int], PassPipelines] = {}
+        self._sparse: dict[tuple[str, int], SparsePipelines] = {}
         self._surfaces: dict[tuple[str, str], SurfacePipelines] = {}
         self._scan: Scan | None = None
         self._svo: SVOPipelines | None = None
@@ -37,10 +40,16 @@ class Resources:
         self._winding: WindingPipelines | None = None
         self._builders: list[threading.Thread] = []  # prepare's threads, joined by close
 
-    def passes(self, variant: str) -> PassPipelines:
-        if variant not in self._passes:
-            self._passes[variant] = PassPipelines(self.device, variant)
-        return self._passes[variant]
+    def passes(self, variant: str, shift: int = 0) -> PassPipelines:
+        """The pass kernels of `variant` on the lattice of placement.lattice_shift `shift`."""
+        if (variant, shift) not in self._passes:
+            self._passes[variant, shift] = PassPipelines(self.device, variant, shift)
+        return self._passes[variant, shift]
+
+    def sparse(self, variant: str, shift: int) -> SparsePipelines:
+        if (variant, shift) not in self._sparse:
+            self._sparse[variant, shift] = SparsePipelines(self.device, variant, shift)
+        return self._sparse[variant, shift]
 
     def surface(self, variant: str, kind: str) -> SurfacePipelines:
         if (variant, kind) not in self._surfaces:
@@ -105,6 +114,9 @@ class Resources:
         for kernels in self._passes.values():
             kernels.destroy()
         self._passes.clear()
+        for sparse in self._sparse.values():
+            sparse.destroy()
+        self._sparse.clear()
         for surface in self._surfaces.values():
             surface.destroy()
         self._surfaces.clear()

@@ -25,6 +25,7 @@ import numpy as np
 from ..gpu.device import Device
 from ..grid import ColumnBits
 from ..log import get_logger
+from ..octree import OctreeSink, octree_solid
 from ..stats import Stats
 from .face_ids import MarkedVoxels
 from .fills import FillCall, fill_for, surface_for
@@ -72,6 +73,19 @@ class Pipeline:
 
         octree, stats = self._run(inner, from_result)
         return octree, _result_stats(stats, job)
+
+    def svo_into(self, job: Job, sink: OctreeSink) -> Stats:
+        """The SVO written into `sink` as it is made (an .svo file, where the octree is to stay
+        out of memory: the sparse path of large grids streams it there level by level)."""
+        grid, inner = on_gpu_grid(job)
+        if not inner.sparse_grid or grid.crops:
+            (nodes, bricks, level_offsets), stats = self.svo(job)
+            sink.begin(level_offsets, len(bricks), octree_solid(nodes, bricks, level_offsets))
+            sink.nodes(nodes)
+            sink.bricks(bricks)
+            return stats
+        _, stats = self._run(inner, lambda call: fill_for(inner).svo_into(call, sink))
+        return _result_stats(stats, job)
 
     def dense_faces(self, job: Job) -> tuple[ColumnBits | np.ndarray, np.ndarray, Stats]:
         """Modes "surface" and "both": the grid as `dense`, and int32[i, j, k] face

@@ -8,6 +8,7 @@ arithmetic on the fine coordinates near ties, shaders/exact.glsl and shaders/fin
    mesh, of the lattice that holds both, placement.WorkGrid) become fine coordinates
    F = rint(g * 2**FINE_BITS) (round half to even; exact for g >= 8, within 2**-50 below).
    int64 arrays given to the functions here are taken as such fine coordinates already.
+   Grids with a side over 8192 take FINE_BITS - 3 (placement.fine_bits): the same bounds.
 2. Column (i, j), 0 <= i < nx and 0 <= j < ny, has its centre at
    ((2i + 1) * 2**(FINE_BITS - 1), (2j + 1) * 2**(FINE_BITS - 1)).
 3. A triangle (A, B, C) with D = (B - A) x (C - A) (z component) == 0 adds nothing; with D < 0,
@@ -45,12 +46,12 @@ from ..placement import (
     GridLike,
     GridPlacement,
     Shape,
+    fine_bits,
+    lattice_shift,
     to_fine,
 )
 
 ONE = 1 << FIXED_BITS  # one voxel in fixed point (the surface's coordinates)
-FINE_ONE = 1 << FINE_BITS  # one voxel in fine coordinates (the solid's)
-FINE_HALF = FINE_ONE >> 1
 U = 2.0**-53  # the unit roundoff of float64
 
 # Candidate (triangle, column) pairs tested per batch: bounds memory to a few hundred MiB
@@ -160,9 +161,28 @@ def solid_columns(grid_vertices: np.ndarray, faces: np.ndarray, shape: int | Sha
     contract above). Columns run along z."""
     shape = _shape(shape)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces)
+    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces, shape)
     keys = [_crossings(tris, batch, shape) for batch in _candidate_batches(tris, shape)]
     return _parity_fill(np.concatenate(keys) if keys else np.zeros(0, np.int64), shape)
+
+
+def solid_column_samples(
+    grid_vertices: np.ndarray, faces: np.ndarray, shape: int | Shape, columns: np.ndarray
+) -> np.ndarray:
+    """bool (M, nz): the voxels of the columns (M, 2) [i, j] as solid_columns has them,
+    computed for those columns alone: the check of grids too large to hold whole."""
+    shape = _shape(shape)
+    faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
+    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces, shape)
+    columns = np.asarray(columns, np.int64).reshape(-1, 2)
+    out = np.zeros((len(columns), shape[2]), bool)
+    for row, (i, j) in enumerate(columns.tolist()):
+        near = (tris["i0"] <= i) & (i <= tris["i1"]) & (tris["j0"] <= j) & (j <= tris["j1"])
+        t = np.flatnonzero(near)
+        _, _, _, k = _covered(tris, (t, np.full_like(t, i), np.full_like(t, j)), shape[2])
+        flips = np.bincount(k[k < shape[2]], minlength=shape[2]) % 2
+        out[row] = np.logical_xor.accumulate(flips.astype(bool))
+    return out
 
 
 def column_counts(
@@ -189,7 +209,7 @@ def column_counts(
     shape = _shape(shape)
     _, ny, nz = shape
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces)
+    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces, shape)
     found = [_covered(tris, batch, nz) for batch in _candidate_batches(tris, shape)]
     if not found:
         return 0, 0
@@ -214,7 +234,7 @@ def signed_crossings(
     solid_columns: the same crossings, decided by the same exact rules."""
     shape = _shape(shape)
     faces = np.asarray(faces, dtype=np.int64).reshape(-1, 3)
-    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces)
+    tris = _oriented_triangles(fine_coordinates(grid_vertices, faces, shape), faces, shape)
     counts = np.zeros(shape[0] * shape[1] * shape[2], np.int64)
     for batch in _candidate_batches(tris, shape):
         keys, t = _crossing_keys(tris, batch, shape)
@@ -242,7 +262,7 @@ def fine_coordinates(
     g = np.asarray(grid_vertices)
     if np.issubdtype(g.dtype, np.integer):
         fine = g.astype(np.int64).reshape(-1, 3)
-        top = np.array(shape, np.int64) << FINE_BITS
+        top = np.array(shape, np.int64) << fine_bits(shape)
     else:
         fine = None
         g = g.astype(np.float64).reshape(-1, 3)
@@ -250,7 +270,7 @@ def fine_coordinates(
     used = g.reshape(-1, 3)[np.unique(faces)] if len(faces) else g.reshape(-1, 3)[:0]
     if not np.isfinite(used).all() or (used < 0).any() or (used > top).any():
         raise ValueError(f"grid-space vertices must lie in [0, n] per axis, n = {shape}")
-    return to_fine(g) if fine is None else fine
+    return to_fine(g, lattice_shift(shape)) if fine is None else fine
 
 
 def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shape) -> np.ndarray:
@@ -263,9 +283,12 @@ def to_fixed(grid_vertices_f32: np.ndarray, faces: np.ndarray, shape: int | Shap
     return np.rint(g * np.float32(ONE)).astype(np.int64)
 
 
-def _oriented_triangles(fine: np.ndarray, faces: np.ndarray) -> dict[str, np.ndarray]:
+def _oriented_triangles(
+    fine: np.ndarray, faces: np.ndarray, shape: Shape = (1, 1, 1)
+) -> dict[str, np.ndarray]:
     """Per-triangle fine corners A, B, C with D > 0 (degenerate projections dropped), the
-    winding step, and the columns of the bounding box."""
+    winding step, the columns of the bounding box, and the lattice's bits (of `shape`'s
+    grid: placement.fine_bits)."""
     a, b, c = fine[faces[:, 0]], fine[faces[:, 1]], fine[faces[:, 2]]
     orientation = _det2_sign(
         b[:, 0] - a[:, 0], b[:, 1] - a[:, 1], c[:, 0] - a[:, 0], c[:, 1] - a[:, 1]
@@ -278,7 +301,7 @@ def _oriented_triangles(fine: np.ndarray, faces: np.ndarray) -> dict[str, np.nda
     # down (clockwise in xy: the column enters), -1 where it faces up (column_counts, and
     # signed_crossings: the triangle's share of the winding number below its crossing).
     step = np.where(flip, 1, -1).astype(np.int64)
-    tris = {"A": a, "B": b, "C": c, "step": step}
+    tris = {"A": a, "B": b, "C": c, "step": step, "bits": np.array(fine_bits(shape))}
     # The plane's normal N = (B - A) x (C - A) in float64, each component with a bound of its
     # error (u = 2**-53: two conversions and a product per term, u each, and the difference:
     # 4u of the two terms' sizes covers it).
@@ -289,8 +312,9 @@ def _oriented_triangles(fine: np.ndarray, faces: np.ndarray) -> dict[str, np.nda
         tris["e" + name] = 4 * U * (np.abs(t1) + np.abs(t2))
     xs = np.stack([a[:, 0], b[:, 0], c[:, 0]])
     ys = np.stack([a[:, 1], b[:, 1], c[:, 1]])
-    tris["i0"], tris["i1"] = _centre_range(xs.min(axis=0), xs.max(axis=0))
-    tris["j0"], tris["j1"] = _centre_range(ys.min(axis=0), ys.max(axis=0))
+    bits = int(tris["bits"])
+    tris["i0"], tris["i1"] = _centre_range(xs.min(axis=0), xs.max(axis=0), bits)
+    tris["j0"], tris["j1"] = _centre_range(ys.min(axis=0), ys.max(axis=0), bits)
     return tris
 
 
@@ -309,10 +333,13 @@ def _det2_sign(a: np.ndarray, b: np.ndarray, c: np.ndarray, d: np.ndarray) -> np
     return sign
 
 
-def _centre_range(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _centre_range(
+    lo: np.ndarray, hi: np.ndarray, bits: int = FINE_BITS
+) -> tuple[np.ndarray, np.ndarray]:
     """First and last column index whose centre lies in [lo, hi] (fine, inclusive)."""
-    first = -((FINE_HALF - lo) // FINE_ONE)  # ceil((lo - FINE_HALF) / FINE_ONE)
-    last = (hi - FINE_HALF) // FINE_ONE
+    one, half = 1 << bits, 1 << (bits - 1)
+    first = -((half - lo) // one)  # ceil((lo - half) / one)
+    last = (hi - half) // one
     return first, last
 
 
@@ -364,8 +391,9 @@ def _covered(
     """(triangle, i, j, kfirst) of the candidates whose column centre the triangle covers;
     kfirst in [0, nz] (nz: the crossing lies above every voxel centre)."""
     t, i, j = batch
-    px = i * FINE_ONE + FINE_HALF
-    py = j * FINE_ONE + FINE_HALF
+    bits = int(tris["bits"])
+    px = i * (1 << bits) + (1 << (bits - 1))
+    py = j * (1 << bits) + (1 << (bits - 1))
     covered = np.ones(len(t), dtype=bool)
     for first, second in _EDGES:
         p, q = tris[first][t], tris[second][t]
@@ -407,8 +435,9 @@ def _first_voxel(
         bound = 1.25 * (
             (e_num + np.abs(q) * enz) / (nz_ - enz) + U * np.abs(q) + U * (np.abs(az) + np.abs(z))
         )
-    r = np.ldexp(z, -FINE_BITS) - 0.5
-    bound_voxels = np.ldexp(bound, -FINE_BITS) + 2.0**-39
+    bits = int(tris["bits"])
+    r = np.ldexp(z, -bits) - 0.5
+    bound_voxels = np.ldexp(bound, -bits) + 2.0 ** (-39 + FINE_BITS - bits)
     k = np.floor(r) + 1
     m = np.rint(r)
     near = ~(nz_ > 2 * enz) | ~(np.abs(r - m) > bound_voxels)
@@ -428,7 +457,8 @@ def _exact_first_voxel(tris: dict[str, np.ndarray], t: int, px: int, py: int) ->
         weights.append((q[0] - p[0]) * (py - p[1]) - (q[1] - p[1]) * (px - p[0]))
     numerator = sum(w * corners[name][2] for w, name in zip(weights, "ABC"))
     d = sum(weights)
-    return (2 * numerator + d * FINE_ONE) // (2 * d * FINE_ONE)
+    one = 1 << int(tris["bits"])
+    return (2 * numerator + d * one) // (2 * d * one)
 
 
 def _parity_fill(keys: np.ndarray, shape: Shape) -> np.ndarray:

@@ -62,6 +62,16 @@ def families() -> tuple[Family, ...]:
             kernels.PASS_KERNELS,
             tuple(pass_defines(variant, groups) for variant in VARIANTS for groups in subgroups),
         ),
+        Family(
+            "sparse",  # the binning kernels and sparse_pass.SparsePipelines, coarser lattice
+            (*kernels.SPARSE_BINNING_KERNELS, *kernels.SPARSE_KERNELS),
+            tuple(
+                pass_defines(variant, groups, shift)
+                for variant in kernels.SPARSE_VARIANTS
+                for groups in subgroups
+                for shift in kernels.LATTICE_SHIFTS
+            ),
+        ),
         Family("svo", kernels.SVO_KERNELS, (dict(COMMON_DEFINES),)),  # svo_build.SVOPipelines
         # face_ids.FaceGather
         Family("faces", kernels.FACE_GATHER_KERNELS, (dict(COMMON_DEFINES),)),

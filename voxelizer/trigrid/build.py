@@ -54,7 +54,7 @@ from ..gpu.kernels import WG_SIZE, Kernel
 from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
 from ..interrupts import interrupts_deferred
-from ..placement import MAX_RESOLUTION
+from ..placement import FINE_LATTICE_MAX as MAX_RESOLUTION  # (the finest lattice)
 from ..stats import Stats
 from . import kernels
 from .levels import NO_WRAP, Level, LevelPasses

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import GridError
-from ..placement import MAX_RESOLUTION, check_bounds
+from ..placement import FINE_LATTICE_MAX as MAX_RESOLUTION  # (the finest lattice)
+from ..placement import check_bounds
 
 Shape = tuple[int, int, int]
 DEFAULT_DENSITY = 4.0  # cells per triangle when neither a resolution nor a cell size is given

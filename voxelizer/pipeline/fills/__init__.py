@@ -6,6 +6,8 @@ A new fill mode is a file here with its Fill subclass, and its line in FILLS.
 
 from __future__ import annotations
 
+from ...errors import GridError
+from ...placement import FINE_LATTICE_MAX, shape_text
 from ..job import Job
 from .base import Fill, FillCall
 from .parity import Parity
@@ -23,7 +25,14 @@ FILLS: dict[str, Fill] = {
 
 
 def fill_for(job: Job) -> Fill:
-    """The strategy of the job: its fill mode's (mode "solid"), or the surface's."""
+    """The strategy of the job: its fill mode's (mode "solid"), or the surface's. A grid over
+    FINE_LATTICE_MAX a side takes the sparse path, which is the parity fill's alone."""
+    if job.sparse_grid and (job.mode != "solid" or job.fill_mode != "parity"):
+        raise GridError(
+            f"a {shape_text(job.shape)} grid (over {FINE_LATTICE_MAX} a side) is voxelized "
+            f"with mode 'solid' and fill_mode 'parity' only, not mode {job.mode!r} with "
+            f"fill_mode {job.fill_mode!r}"
+        )
     if job.mode == "solid":
         return FILLS[job.fill_mode]
     return surface_for(job)

@@ -14,7 +14,8 @@ from ...choices import is_indexed, variant_candidates
 from ...errors import MemoryBudgetError
 from ...gpu.buffers import Binding
 from ...grid import ColumnBits
-from ...placement import Shape
+from ...octree import OctreeSink, octree_solid
+from ...placement import Shape, lattice_shift
 from ...stats import Stats
 from ..geometry import Geometry
 from ..job import Job
@@ -81,6 +82,14 @@ class Fill:
             call.resources, voxels, job.shape, call.stats, max_memory=job.max_memory
         )
 
+    def svo_into(self, call: FillCall, sink: OctreeSink) -> None:
+        """The SVO written into `sink` as it is made (an .svo file, for octrees larger than
+        memory); by default the arrays of `svo`, handed over whole."""
+        nodes, bricks, level_offsets = self.svo(call)
+        sink.begin(level_offsets, len(bricks), octree_solid(nodes, bricks, level_offsets))
+        sink.nodes(nodes)
+        sink.bricks(bricks)
+
     def fill_slab(self, passes: PassRunner, slab: Window, grid: Binding) -> None:
         """Leave the solid of the slab's rows in `grid` (a fill that is `in_slab`)."""
         raise NotImplementedError(f"{type(self).__name__} fills no slab in place")
@@ -138,7 +147,7 @@ def plan_passes(
     stats.memory.budget_bytes = made.budget
     stats.count_max(slab_rows=made.slab_rows, triangle_batch=made.batch_triangles)
     surface = None if surface_kind is None else resources.surface(variant, surface_kind)
-    geometry = _geometry(call, vertices, fine, indexed=passes.indexed)
+    geometry = job_geometry(call, vertices, fine, indexed=passes.indexed)
     runner = PassRunner(
         resources.device, passes, resources.scan(), resources.pool, resources.sequence,
         geometry, sort=job.sort, batch_triangles=made.batch_triangles,
@@ -147,7 +156,7 @@ def plan_passes(
     return PlannedPasses(runner, made)
 
 
-def _geometry(
+def job_geometry(
     call: FillCall, vertices: np.ndarray | None, fine: np.ndarray | None, *, indexed: bool
 ) -> Geometry:
     """The job's mesh as the passes take it (or its other `vertices` and `fine` ones): the
@@ -163,7 +172,7 @@ def _geometry(
     geometry = Geometry(
         job.vertices if vertices is None else vertices, faces, indexed=indexed, fine=fine,
         used=mesh.used, faces_key=faces_key, known_gap=job.fixed_gap if own else None,
-        soup=job.soup if own and not indexed else None,
+        soup=job.soup if own and not indexed else None, shift=lattice_shift(job.shape),
     )  # fmt: skip
     stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
     stats.count(triangles=geometry.triangles)
