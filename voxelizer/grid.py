@@ -75,11 +75,16 @@ def bit_count(values: np.ndarray) -> int:
 class ColumnBits:
     """A dense grid as the GPU writes it: column (i, j) in the W = column_words(nz) uint32
     words from (j*nx + i)*W, voxel k at bit k % 32 of its word k // 32 (bits k >= nz are
-    padding, never read). An eighth of the bool array's bytes: results stay in this form
-    until someone asks for the bools."""
+    padding, never read as voxels). An eighth of the bool array's bytes: results stay in
+    this form until someone asks for the bools.
+
+    `clean_padding`: every padding bit is known to be 0, as in the GPU's words (the fill
+    pass masks them, the surface pass marks none) and every grid built here; count() is
+    then one pass over the words. Words of other origin may hold anything there."""
 
     words: np.ndarray  # uint32 (ny * nx * W,)
     shape: Shape
+    clean_padding: bool = False
 
     def __post_init__(self) -> None:
         nx, ny, nz = self.shape
@@ -94,13 +99,13 @@ class ColumnBits:
     def empty(cls, shape: Shape) -> ColumnBits:
         """The words of a grid with no voxel set."""
         nx, ny, nz = shape
-        return cls(np.zeros(nx * ny * column_words(nz), np.uint32), shape)
+        return cls(np.zeros(nx * ny * column_words(nz), np.uint32), shape, clean_padding=True)
 
     @classmethod
     def of_voxels(cls, voxels: np.ndarray) -> ColumnBits:
         """The words of a bool[i, j, k] array."""
         nx, ny, nz = voxels.shape
-        return cls(pack_columns(voxels), (nx, ny, nz))
+        return cls(pack_columns(voxels), (nx, ny, nz), clean_padding=True)
 
     @classmethod
     def of_packed_bits(cls, bits: np.ndarray, shape: Shape) -> ColumnBits:
@@ -117,7 +122,7 @@ class ColumnBits:
         rows = max(1, PACKED_ROWS_BYTES // (nx * per_column))  # (take's indices are intp)
         for low in range(0, ny, rows):
             columns[low : low + rows, :, :per_column] = table[stored[low : low + rows]]
-        return cls(columns.view(np.uint32).reshape(-1), shape)
+        return cls(columns.view(np.uint32).reshape(-1), shape, clean_padding=True)
 
     def rows(self, row_lo: int, row_hi: int) -> np.ndarray:
         """The words of the column rows j in [row_lo, row_hi) (a view: rows are contiguous)."""
@@ -144,13 +149,19 @@ class ColumnBits:
         return np.unpackbits(rows, axis=1, count=nz, bitorder="little").view(bool)
 
     def count(self) -> int:
-        """Set voxels: the words' set bits, the padding above nz masked off."""
+        """Set voxels: the words' set bits, less those of the padding above nz unless it is
+        known to be clean (without a copy of the words either way)."""
+        if self.clean_padding:
+            return bit_count(self.words)
+        return bit_count(self.words) - self.padding_bits()
+
+    def padding_bits(self) -> int:
+        """Set bits past nz (0 where clean_padding holds): every column's last word read."""
         nz = self.shape[2]
-        columns = self.words.reshape(-1, column_words(nz))
-        if nz % 32:
-            columns = columns.copy()
-            columns[:, -1] &= np.uint32((1 << nz % 32) - 1)
-        return bit_count(columns)
+        if nz % 32 == 0 or not self.words.size:
+            return 0
+        last = self.words.reshape(-1, column_words(nz))[:, -1]
+        return bit_count(last & ~np.uint32((1 << nz % 32) - 1))
 
     def packed_bits(self) -> np.ndarray:
         """np.packbits of the bool[i, j, k] array in C order (big bit order), as .npz files
@@ -167,7 +178,8 @@ class ColumnBits:
         """The union of two grids of one shape."""
         if other.shape != self.shape:
             raise ArgumentError(f"shapes differ: {self.shape} and {other.shape}")
-        return ColumnBits(self.words | other.words, self.shape)
+        clean = self.clean_padding and other.clean_padding
+        return ColumnBits(self.words | other.words, self.shape, clean_padding=clean)
 
 
 class DenseGrid(Placed):

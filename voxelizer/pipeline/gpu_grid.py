@@ -60,7 +60,8 @@ class GpuGrid:
         return self.lattice.shape[0], self.lattice.shape[1]
 
     def cut(self, voxels: ColumnBits | np.ndarray) -> ColumnBits | np.ndarray:
-        """The result's voxels (words or bools [i, j, k]) of the padded grid's."""
+        """The result's voxels (words or bools [i, j, k]) of the padded grid's, which the
+        cut takes over: a fresh result, whose words it may move in place."""
         if self.same:
             return voxels
         if isinstance(voxels, ColumnBits):
@@ -75,17 +76,28 @@ class GpuGrid:
         return np.ascontiguousarray(values[i : i + nx, j : j + ny, k : k + nz])
 
     def cut_words(self, bits: ColumnBits) -> ColumnBits:
-        """The window's words: whole columns of the padded grid's rows (a view where only
-        rows go), or through the bools where the window starts or ends inside a column."""
+        """The window's words, never through bools, at the cost of the result's words:
+        whole rows are a view; whole columns are moved down over the padded grid's words
+        (`bits`, which the result then owns) or copied where the window is much smaller;
+        a window that starts or ends inside a column has each column's words shifted."""
         (i, j, k), (nx, ny, nz) = self.lattice.offset, self.lattice.window
-        px, _, pz = self.shape
+        px, py, pz = self.shape
         words = column_words(pz)
-        if k or column_words(nz) != words:
-            return ColumnBits.of_voxels(self.cut_array(bits.to_numpy()))
+        shape = (nx, ny, nz)
+        if k or nz != pz:
+            columns = bits.words.reshape(py, px, words)[j : j + ny, i : i + nx]
+            return ColumnBits(z_window(columns, k, nz).reshape(-1), shape, clean_padding=True)
+        row_words = nx * words
         if px == nx and i == 0:
-            return ColumnBits(bits.words[j * px * words : (j + ny) * px * words], (nx, ny, nz))
-        columns = bits.words.reshape(-1, px, words)[j : j + ny, i : i + nx]
-        return ColumnBits(np.ascontiguousarray(columns).reshape(-1), (nx, ny, nz))
+            rows = bits.words[j * row_words : (j + ny) * row_words]
+            return ColumnBits(rows, shape, clean_padding=bits.clean_padding)
+        if 2 * ny * row_words < bits.words.size:  # a small window: its own copy
+            columns = bits.words.reshape(py, px, words)[j : j + ny, i : i + nx]
+            copied = np.ascontiguousarray(columns).reshape(-1)
+            return ColumnBits(copied, shape, clean_padding=bits.clean_padding)
+        start = (j * px + i) * words
+        moved = move_rows_down(bits.words, start=start, stride=px * words, rows=ny, size=row_words)
+        return ColumnBits(moved, shape, clean_padding=bits.clean_padding)
 
     def clear_padding(self, voxels: np.ndarray) -> np.ndarray:
         """Bools of the padded grid with every voxel outside the result's emptied (a grid
@@ -97,11 +109,53 @@ class GpuGrid:
     def padded_words(self, voxels: ColumnBits | np.ndarray) -> np.ndarray:
         """The GPU words of the result's voxels in the padded shape (x and y; zeros beyond),
         whose octree is the result's: the same P, and the padding empty."""
-        bools = voxels.to_numpy() if isinstance(voxels, ColumnBits) else voxels
-        nx, ny, nz = bools.shape
-        padded = np.zeros((tile_padded(nx), tile_padded(ny), nz), bool)
-        padded[:nx, :ny] = bools
-        return pack_columns(padded)
+        if not isinstance(voxels, ColumnBits):
+            nx, ny, nz = voxels.shape
+            bools = np.zeros((tile_padded(nx), tile_padded(ny), nz), bool)
+            bools[:nx, :ny] = voxels
+            return pack_columns(bools)
+        nx, ny, nz = voxels.shape
+        words = column_words(nz)
+        padded = np.zeros((tile_padded(ny), tile_padded(nx), words), np.uint32)
+        padded[:ny, :nx] = voxels.words.reshape(ny, nx, words)
+        return padded.reshape(-1)
+
+
+WINDOW_CHUNK_WORDS = 1 << 22  # source words shifted at a time (bounds the temporaries)
+
+
+def move_rows_down(
+    words: np.ndarray, *, start: int, stride: int, rows: int, size: int
+) -> np.ndarray:
+    """words[:rows * size]: the `rows` runs of `size` words from `start`, `stride` apart,
+    moved down in place to lie end to end (stride >= size: each lands at or before where
+    it was, so no run is overwritten before it moves)."""
+    for row in range(rows):
+        source = start + row * stride
+        if source != row * size:
+            words[row * size : (row + 1) * size] = words[source : source + size]
+    return words[: rows * size]
+
+
+def z_window(columns: np.ndarray, k: int, nz: int) -> np.ndarray:
+    """uint32 (ny, nx, column_words(nz)): bits k..k+nz-1 of each column of `columns`
+    (uint32 (ny, nx, W), W words a column), as a column of their own (bit 0 = voxel k),
+    the bits past nz cleared. Word by word: each output word is two neighbours shifted."""
+    ny, nx, source_words = columns.shape
+    words = column_words(nz)
+    first, shift = divmod(k, 32)
+    out = np.empty((ny, nx, words), np.uint32)
+    rows = max(1, WINDOW_CHUNK_WORDS // max(1, nx * source_words))
+    for low in range(0, ny, rows):
+        chunk = columns[low : low + rows]
+        target = out[low : low + rows]
+        target[...] = chunk[:, :, first : first + words] >> np.uint32(shift)
+        if shift:
+            above = chunk[:, :, first + 1 : first + 1 + words]
+            target[:, :, : above.shape[2]] |= above << np.uint32(32 - shift)
+    if nz % 32:
+        out[:, :, -1] &= np.uint32((1 << nz % 32) - 1)
+    return out
 
 
 def result_padding(result: Shape) -> Shape:

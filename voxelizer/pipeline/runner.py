@@ -149,7 +149,8 @@ def _svo_of_result(
     """The octree of the result's voxels (of job.shape), built on the device from them
     padded to whole tiles: the same tree (the same P, the padding empty)."""
     shape = result_padding(job.shape)
-    words = ColumnBits(grid.padded_words(voxels), shape)
+    clean = not isinstance(voxels, ColumnBits) or voxels.clean_padding
+    words = ColumnBits(grid.padded_words(voxels), shape, clean_padding=clean)
     return svo_of_voxels(call.resources, words, shape, call.stats, max_memory=job.max_memory)
 
 

@@ -200,7 +200,7 @@ class _SlabOutputs:
         plan = self._plan
         if self._dense:  # the slabs come in row order
             words = self._words[0] if len(self._words) == 1 else np.concatenate(self._words)
-            return ColumnBits(words, plan.shape)
+            return ColumnBits(words, plan.shape, clean_padding=True)  # (the passes' words)
         started = time.perf_counter()
         if plan.whole:
             octree = self._forests[0][1].octree()
