@@ -51,6 +51,7 @@ from .gpu.device import Device
 from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh, load_meshes
+from .normalize import fit_mesh
 from .mesh import Mesh, Topology, real_array
 from .mesh_warnings import mesh_warnings
 from .options import Options, VoxelizeOptions, option_keywords
@@ -448,6 +449,8 @@ class Voxelizer:
         """Load and check the mesh (several: one mesh of them, each a part), place the grid."""
         started = time.perf_counter()
         loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
+        if options.fit is not None:  # placed on the unit cube: Options.create derived bounds
+            loaded = fit_mesh(loaded, options.fit)
         load_ms = (time.perf_counter() - started) * 1e3
         placement = GridPlacement.around(
             loaded,
