@@ -47,7 +47,6 @@ from .placement import (
     check_box_fit,
     check_grid_request,
     check_pad,
-    check_resolution,
     check_shape,
     check_voxel_size,
 )
@@ -251,7 +250,10 @@ def _fitted(cls: type[Options], grid: GridLike | None, given: VoxelizeOptions) -
     pad = check_pad(given["pad"])
     if len({side for axis in pad for side in axis}) != 1:
         raise GridError(f"with fit, pad is one number of voxels (the border), not {pad}")
-    n = check_resolution(DEFAULT_GRID if grid is None else grid)
+    shape = check_shape(DEFAULT_GRID if grid is None else grid)
+    if len(set(shape)) != 1:
+        raise GridError(f"fit places the mesh on a cube: the grid is N, not {shape}")
+    n = shape[0]
     border = int(pad[0][0])
     bounds = unit_cube_bounds(n, border)
     checked = cls.create(n, **{**given, "fit": None, "pad": NO_PADDING, "bounds": bounds})
