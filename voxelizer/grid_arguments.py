@@ -217,6 +217,10 @@ def check_grid_arguments(parser: argparse.ArgumentParser, args: argparse.Namespa
                  args.voxel_size)) if value is not None]  # fmt: skip
         if given:
             parser.error(f"--fit places the grid itself: leave out {' and '.join(given)}")
+        if len({side for axis in check_pad(args.pad) for side in axis}) != 1:
+            parser.error("--fit takes --pad K, one border on every side")
+        if args.grid is not None and len(set(check_shape(args.grid))) != 1:
+            parser.error("--fit places the mesh on a cube: give --grid N")
     if args.bounds is not None:
         try:
             args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])

@@ -67,7 +67,8 @@ def test_the_api_option_is_the_formula(gpu):
     [
         (["--bounds", 0, 0, 0, 1, 1, 1], "--fit places the grid itself: leave out --bounds"),
         (["--voxel-size", 0.1], "leave out --voxel-size"),
-        (["--pad", 1, 2, 3], "pad is one number"),
+        (["--pad", 1, 2, 3], "--fit takes --pad K, one border on every side"),
+        (["--grid", "32x32x16"], "--fit places the mesh on a cube: give --grid N"),
     ],
 )
 def test_fit_with_a_placement_of_its_own_is_a_usage_error(capsys, tmp_path, extra, message):
@@ -77,3 +78,15 @@ def test_fit_with_a_placement_of_its_own_is_a_usage_error(capsys, tmp_path, extr
     )  # fmt: skip
     assert message in stderr.strip().splitlines()[-1] and stderr.count("error:") == 1
     assert not (tmp_path / "x.npz").exists()
+
+
+def test_the_api_refuses_fit_with_a_placement_of_its_own():
+    model = SHARED_MODELS / "torus.stl"
+    with pytest.raises(voxelizer.GridError, match="leave out voxel_size and bounds"):
+        voxelizer.voxelize_dense(model, 16, fit="unit-cube", bounds=[[0, 0, 0], [1, 1, 1]])
+    with pytest.raises(voxelizer.GridError, match="pad is one number"):
+        voxelizer.voxelize_dense(model, 16, fit="unit-cube", pad=(1, 2, 3))
+    with pytest.raises(voxelizer.GridError, match="the grid is N"):
+        voxelizer.voxelize_dense(model, (16, 16, 8), fit="unit-cube")
+    with pytest.raises(voxelizer.ModeError, match="unknown fit"):
+        voxelizer.voxelize_dense(model, 16, fit="sphere")
