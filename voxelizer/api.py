@@ -51,9 +51,9 @@ from .gpu.device import Device
 from .grid import ColumnBits, DenseGrid
 from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh, load_meshes
-from .normalize import fit_mesh
 from .mesh import Mesh, Topology, real_array
 from .mesh_warnings import mesh_warnings
+from .normalize import fit_mesh
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline

@@ -34,7 +34,7 @@ from .choices import (
     VARIANT_CHOICES,
 )
 from .errors import ArgumentError, FillModeError, GridError, ModeError, VariantError
-from .normalize import FITS, unit_cube_bounds
+from .normalize import FITS, unit_cube_border, unit_cube_bounds
 from .placement import (
     DEFAULT_GRID,
     NO_PADDING,
@@ -165,7 +165,6 @@ class Options:
     box_fit: str = "cover"  # bounds not a whole number of voxels: "cover" them or "inside"
     pad: Padding = NO_PADDING  # empty voxels added: ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi))
     fit: str | None = None  # the mesh normalised by this preset where it is read (normalize.py)
-    fit_pad: int = 0  # with fit: the border in voxels that `bounds` (derived) leaves
 
     @classmethod
     @option_keywords(VoxelizeOptions)
@@ -235,7 +234,8 @@ class Options:
         """The checked options again as keywords of a voxelize call (whose grid is `shape`)."""
         words = {name: getattr(self, name) for name in OPTION_NAMES}
         if self.fit is not None:  # the request as given: create derives the box again
-            words.update(bounds=None, pad=self.fit_pad)
+            assert self.shape is not None and self.bounds is not None  # create derived them
+            words.update(bounds=None, pad=unit_cube_border(self.shape[0], self.bounds))
         return cast(VoxelizeOptions, words)
 
 
@@ -256,8 +256,8 @@ def _fitted(cls: type[Options], grid: GridLike | None, given: VoxelizeOptions) -
     n = shape[0]
     border = int(pad[0][0])
     bounds = unit_cube_bounds(n, border)
-    checked = cls.create(n, **{**given, "fit": None, "pad": NO_PADDING, "bounds": bounds})
-    return replace(checked, fit=fit, fit_pad=border)
+    checked = cls.create(n, **{**given, "fit": None, "pad": NO_PADDING, "bounds": bounds})  # type: ignore[arg-type]
+    return replace(checked, fit=fit)
 
 
 def _choice(value: object, allowed: Collection[str], what: str, error: type[Exception]) -> str:

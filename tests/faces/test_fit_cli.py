@@ -90,3 +90,16 @@ def test_the_api_refuses_fit_with_a_placement_of_its_own():
         voxelizer.voxelize_dense(model, (16, 16, 8), fit="unit-cube")
     with pytest.raises(voxelizer.ModeError, match="unknown fit"):
         voxelizer.voxelize_dense(model, 16, fit="sphere")
+
+
+def test_the_checked_fit_options_give_the_same_request_again():
+    """A batch hands its checked options on as keywords (voxelizer.batch.worker)."""
+    from voxelizer.options import Options
+
+    for grid, pad in ((32, 1), (64, 2), (128, 0), (7, 3)):
+        checked = Options.create(grid, fit="unit-cube", pad=pad)
+        words = checked.keywords()
+        assert words["fit"] == "unit-cube" and words["pad"] == pad and words["bounds"] is None
+        again = Options.create(checked.shape, **words)
+        assert np.array_equal(again.bounds, unit_cube_bounds(grid, pad))
+        assert again.keywords() == words
