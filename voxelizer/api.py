@@ -53,6 +53,7 @@ from .interrupts import interrupts_deferred
 from .io.meshes import MeshLike, load_mesh, load_meshes
 from .mesh import Mesh, Topology, real_array
 from .mesh_warnings import mesh_warnings
+from .normalize import fit_mesh
 from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
@@ -448,6 +449,8 @@ class Voxelizer:
         """Load and check the mesh (several: one mesh of them, each a part), place the grid."""
         started = time.perf_counter()
         loaded = load_meshes(mesh) if isinstance(mesh, list) else load_mesh(mesh)
+        if options.fit is not None:  # placed on the unit cube: Options.create derived bounds
+            loaded = fit_mesh(loaded, options.fit)
         load_ms = (time.perf_counter() - started) * 1e3
         placement = GridPlacement.around(
             loaded,

@@ -495,7 +495,8 @@ def _check_dense_output(
     voxel_size: VoxelSize = 1.0  # (cubes: a grid without bounds always has them)
     if args.voxel_size is None and args.bounds is None:
         shape = check_shape(args.grid or DEFAULT_GRID)
-        shape = padded_shape(shape, check_pad(args.pad))
+        if args.fit is None:  # with --fit the border is inside the grid
+            shape = padded_shape(shape, check_pad(args.pad))
     else:
         mesh, load_ms = _loaded(args.model)
         placement = GridPlacement.around(

@@ -9,6 +9,7 @@ import re
 
 from .budget import parse_size
 from .errors import GridError, MemoryBudgetError
+from .normalize import FITS
 from .placement import (
     BOX_FITS,
     DEFAULT_GRID,
@@ -193,6 +194,14 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
         "XLO XHI YLO YHI ZLO ZHI per side",
     )
     parser.add_argument(
+        "--fit",
+        choices=FITS,
+        help="normalise the mesh first: unit-cube centres its box on the origin and scales "
+        "its longest side to [-0.5, 0.5] (v' = (v - centre) / longest side); the N^3 grid "
+        "then spans [-0.5 - K h, 0.5 + K h], h = 1 / (N - 2K), K the --pad border inside "
+        "the grid (docs/guide/datasets-for-learning.md)",
+    )
+    parser.add_argument(
         "--max-memory",
         type=memory_value,
         metavar="SIZE",
@@ -203,6 +212,15 @@ def add_grid_arguments(parser: argparse.ArgumentParser) -> None:
 def check_grid_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """--bounds as a checked box, and the grid options that do not go together: usage
     errors (status 2)."""
+    if args.fit is not None:
+        given = [name for name, value in (("--bounds", args.bounds), ("--voxel-size",
+                 args.voxel_size)) if value is not None]  # fmt: skip
+        if given:
+            parser.error(f"--fit places the grid itself: leave out {' and '.join(given)}")
+        if len({side for axis in check_pad(args.pad) for side in axis}) != 1:
+            parser.error("--fit takes --pad K, one border on every side")
+        if args.grid is not None and len(set(check_shape(args.grid))) != 1:
+            parser.error("--fit places the mesh on a cube: give --grid N")
     if args.bounds is not None:
         try:
             args.bounds = check_bounds([args.bounds[:3], args.bounds[3:]])

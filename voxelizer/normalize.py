@@ -48,3 +48,10 @@ def unit_cube_bounds(grid: int, pad: int = 0) -> np.ndarray:
     h = 1.0 / (n - 2 * int(pad))
     half = 0.5 + int(pad) * h
     return np.array([[-half] * 3, [half] * 3])
+
+
+def unit_cube_border(grid: int, bounds: np.ndarray) -> int:
+    """The `pad` of unit_cube_bounds(grid, pad) == bounds: its inverse (the box is
+    N / (N - 2 pad) wide)."""
+    width = float(bounds[1][0] - bounds[0][0])
+    return round((grid - grid / width) / 2)

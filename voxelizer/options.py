@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, TypedDict, TypeVar, cast
 
 import numpy as np
@@ -34,7 +34,9 @@ from .choices import (
     VARIANT_CHOICES,
 )
 from .errors import ArgumentError, FillModeError, GridError, ModeError, VariantError
+from .normalize import FITS, unit_cube_border, unit_cube_bounds
 from .placement import (
+    DEFAULT_GRID,
     NO_PADDING,
     GridLike,
     Padding,
@@ -65,6 +67,7 @@ class BatchOptions(TypedDict, total=False):
     bounds: numpy.typing.ArrayLike | None
     box_fit: str
     pad: PadLike
+    fit: str | None
     max_memory: int | str | None
     mode: str
     surface: str | None
@@ -90,6 +93,7 @@ DEFAULTS: VoxelizeOptions = {
     "bounds": None,
     "box_fit": "cover",
     "pad": NO_PADDING,
+    "fit": None,
     "max_memory": None,
     "mode": DEFAULT_MODE,
     "surface": None,
@@ -160,6 +164,7 @@ class Options:
     fill_color: Color | None = None  # the inside's colour; None: its column's surface colour
     box_fit: str = "cover"  # bounds not a whole number of voxels: "cover" them or "inside"
     pad: Padding = NO_PADDING  # empty voxels added: ((x_lo, x_hi), (y_lo, y_hi), (z_lo, z_hi))
+    fit: str | None = None  # the mesh normalised by this preset where it is read (normalize.py)
 
     @classmethod
     @option_keywords(VoxelizeOptions)
@@ -180,7 +185,9 @@ class Options:
         grid is (voxel (0, 0, 0)'s corner at its min corner; a box that cuts the mesh crops
         it); box_fit, where bounds are not a whole number of voxels: "cover" (default) or
         "inside"; pad, empty voxels added around the grid: k, (kx, ky, kz) or ((x_lo, x_hi),
-        (y_lo, y_hi), (z_lo, z_hi))."""
+        (y_lo, y_hi), (z_lo, z_hi)); fit="unit-cube", the mesh normalised to the unit cube
+        and the grid placed on it with `pad` voxels of border inside the grid:
+        voxelize(fit_mesh(mesh), N, bounds=unit_cube_bounds(N, pad)) (voxelizer.normalize)."""
         unknown = options.keys() - DEFAULTS.keys()
         if unknown:
             raise TypeError(
@@ -188,6 +195,8 @@ class Options:
                 f"{', '.join(OPTION_NAMES)})"
             )
         given: VoxelizeOptions = {**DEFAULTS, **options}
+        if given["fit"] is not None:
+            return _fitted(cls, grid, given)
         voxel_size, bounds = given["voxel_size"], given["bounds"]
         if grid is not None and voxel_size is not None:
             raise GridError("give a grid or a voxel size, not both")
@@ -223,7 +232,32 @@ class Options:
 
     def keywords(self) -> VoxelizeOptions:
         """The checked options again as keywords of a voxelize call (whose grid is `shape`)."""
-        return cast(VoxelizeOptions, {name: getattr(self, name) for name in OPTION_NAMES})
+        words = {name: getattr(self, name) for name in OPTION_NAMES}
+        if self.fit is not None:  # the request as given: create derives the box again
+            assert self.shape is not None and self.bounds is not None  # create derived them
+            words.update(bounds=None, pad=unit_cube_border(self.shape[0], self.bounds))
+        return cast(VoxelizeOptions, words)
+
+
+def _fitted(cls: type[Options], grid: GridLike | None, given: VoxelizeOptions) -> Options:
+    """Options for fit="unit-cube": a cube grid of N (default DEFAULT_GRID) on the bounds
+    unit_cube_bounds(N, pad), pad one number (the border inside the grid)."""
+    fit = given["fit"]
+    if not isinstance(fit, str) or fit not in FITS:
+        raise ModeError(f"unknown fit {fit!r} (choose from {', '.join(FITS)})")
+    if given["voxel_size"] is not None or given["bounds"] is not None:
+        raise GridError("fit places the grid itself: leave out voxel_size and bounds")
+    pad = check_pad(given["pad"])
+    if len({side for axis in pad for side in axis}) != 1:
+        raise GridError(f"with fit, pad is one number of voxels (the border), not {pad}")
+    shape = check_shape(DEFAULT_GRID if grid is None else grid)
+    if len(set(shape)) != 1:
+        raise GridError(f"fit places the mesh on a cube: the grid is N, not {shape}")
+    n = shape[0]
+    border = int(pad[0][0])
+    bounds = unit_cube_bounds(n, border)
+    checked = cls.create(n, **{**given, "fit": None, "pad": NO_PADDING, "bounds": bounds})  # type: ignore[arg-type]
+    return replace(checked, fit=fit)
 
 
 def _choice(value: object, allowed: Collection[str], what: str, error: type[Exception]) -> str:
