@@ -150,7 +150,7 @@ class PassRunner:
             else:
                 count = self._count_pairs(window, batch, slab_grid)
             if not self._fits(count):
-                work[:0] = self._split(window, batch)
+                work[:0] = split_part(window, batch)
                 continue
             finish = alone and not winding
             last, staging = self._fill(count, slab_grid, finish, download, marks, signed)
@@ -192,7 +192,7 @@ class PassRunner:
             window, batch = work.pop(0)
             count = self._count_pairs(window, batch, slab_grid, self.surface.setup)
             if not self._fits(count):
-                work[:0] = self._split(window, batch)
+                work[:0] = split_part(window, batch)
                 continue
             clear_ids = face_ids if parts == 0 else None
             self._surface_part(count, grid, grid_columns, face_ids, clear_ids)
@@ -381,17 +381,19 @@ class PassRunner:
             counted.window, counted.batch, count.pairs, may_wrap=count.may_wrap
         )
 
-    def _split(self, window: Window, batch: Batch) -> list[Part]:
-        if window.rows > TILE_SIDE:
-            return [(half, batch) for half in window.halves()]
-        first, end = batch
-        if end - first > 1:
-            middle = (first + end) // 2
-            return [(window, (first, middle)), (window, (middle, end))]
-        raise VoxelizerError(
-            "one triangle makes more tile-triangle pairs than the memory "
-            "budget holds; raise max_memory"
-        )
-
     def _count_columns(self, counts: np.ndarray) -> None:
         self.stats.count(open_columns=int(counts[0]), overlap_columns=int(counts[1]))
+
+
+def split_part(window: Window, batch: Batch) -> list[Part]:
+    """A part whose pairs overflow the budget as two: its window's halves, or (a window of
+    one tile row) its batch's halves; a single triangle that still overflows is an error."""
+    if window.rows > TILE_SIDE:
+        return [(half, batch) for half in window.halves()]
+    first, end = batch
+    if end - first > 1:
+        middle = (first + end) // 2
+        return [(window, (first, middle)), (window, (middle, end))]
+    raise VoxelizerError(
+        "one triangle makes more tile-triangle pairs than the memory budget holds; raise max_memory"
+    )

@@ -40,8 +40,9 @@ from .cubes import (
     cubes_along,
 )
 from .geometry import Batch, Geometry
-from .layout import PAIR_BYTES, TILE_SIDE, Window, pair_bytes
+from .layout import PAIR_BYTES, Window, pair_bytes
 from .merge import FULL, MIXED
+from .passes import split_part
 from .plan import SparsePlan
 from .resources import Resources
 from .sparse_merge import SparseOctree
@@ -147,7 +148,7 @@ class SparseRunner:
             window, batch = work.pop(0)
             counted, pairs = self._count(window, batch, clear=space if not parts else None)
             if not self._fits(counted, pairs):
-                work[:0] = self._split(window, batch)
+                work[:0] = split_part(window, batch)
                 continue
             last = not work
             total, binned = self._group_and_mark(counted, pairs, space, last)
@@ -183,18 +184,6 @@ class SparseRunner:
         if self.binning.pair_slots(pairs) * PAIR_BYTES > self.resources.device.max_storage_range:
             return False
         return pair_bytes(pairs, counted.window.tiles, self.binning.sort) <= self.plan.pair_budget
-
-    def _split(self, window: Window, batch: Batch) -> list[Part]:
-        if window.rows > TILE_SIDE:
-            return [(half, batch) for half in window.halves()]
-        first, end = batch
-        if end - first > 1:
-            middle = (first + end) // 2
-            return [(window, (first, middle)), (window, (middle, end))]
-        raise VoxelizerError(
-            "one triangle makes more tile-triangle pairs than the memory budget holds; raise "
-            "max_memory"
-        )
 
     def _group_and_mark(
         self, counted: Counted, pairs: int, space: CubeSpace, last: bool
