@@ -45,7 +45,7 @@ from ..io.meshes import MeshLike, load_mesh
 from ..log import get_logger
 from ..mesh import Mesh
 from ..options import Options
-from ..parallel import use_threads
+from ..parallel import keep_freed_memory, use_threads
 from ..placement import GridPlacement
 
 PROTOCOL = 5
@@ -334,6 +334,7 @@ def _forked_main(
             os.close(fd)
         sys.stdout = sys.stderr  # nothing may print into the parent's buffered stdout
         use_threads(1)  # one core per helper: the helpers share the host's cores
+        keep_freed_memory()  # file after file: each file's arrays reuse the last one's memory
         with (
             open(requests, "rb") as request_file,
             open(replies, "wb", buffering=1 << 20) as reply_file,
@@ -476,6 +477,7 @@ def main() -> None:
     replies = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the replies
     use_threads(1)  # one core per helper: the helpers share the host's cores
+    keep_freed_memory()  # file after file: each file's arrays reuse the last one's memory
     with suppress(BrokenPipeError):  # the batch is gone
         _send(replies, ("ready", None))
         serve(sys.stdin.buffer, replies)
