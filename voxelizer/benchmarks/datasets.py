@@ -29,7 +29,8 @@ Every run starts from warm caches (one call per grid before the rounds). docs/be
 Each grid's figures stand beside their limits (`ceilings`, printed and in the JSON):
 
 - `parse_files_per_s`: the tree's own reader (`load_mesh`) over the same files in a pool of
-  one process per core (`--parse-processes`), no device: the host's parse ceiling;
+  one process per core (`--parse-processes`), each set up as the batch's reading processes
+  are, no device: the host's parse ceiling;
 - `gpu_ms_per_mesh` and `gpu_meshes_per_s`: the GPU time of `many`'s meshes summed from
   their results' Vulkan timestamps (`Stats.gpu_ms`, setup to the end of the SVO build), per
   mesh, and the rate a device doing nothing else would reach (null where the device has no
@@ -226,6 +227,17 @@ def _started(index: int) -> int:
     return index
 
 
+def _reading_process() -> None:
+    """A parse pool's process set up as the batch's reading processes are (one core each,
+    freed memory kept: voxelizer.batch.readers), where the tree has those settings."""
+    from voxelizer import parallel
+
+    parallel.use_threads(1)
+    keep = getattr(parallel, "keep_freed_memory", None)  # (not in older trees)
+    if keep is not None:
+        keep()
+
+
 class ParsePool:
     """One process per core reading files with load_mesh, no device: the host's parse
     ceiling. Made before this process opens a device (the processes fork where the platform
@@ -235,7 +247,9 @@ class ParsePool:
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
         self.processes = processes
-        self._pool = ProcessPoolExecutor(processes, mp_context=context)
+        self._pool = ProcessPoolExecutor(
+            processes, mp_context=context, initializer=_reading_process
+        )
         list(self._pool.map(_started, range(processes)))  # every process up before timing
 
     def rate(self, files: list[Path]) -> float:
