@@ -184,6 +184,11 @@ class LoadProcesses:
         self._requests.put((future, (os.fspath(path), options)))
         return future
 
+    @property
+    def starting(self) -> bool:
+        """Whether the helpers are still starting: none is ready yet, and not all failed."""
+        return not self._settled.is_set()
+
     def wait_started(self, timeout: float) -> bool:
         """Wait until a helper is ready (True), every helper failed to start or `timeout`
         seconds passed (False)."""
