@@ -536,3 +536,31 @@ def test_the_passes_upload_a_soup_made_before_the_call():
     here = load_mesh(shared_model("bunny.ply"))
     again = voxelizer.voxelize_dense(mesh, 36, **soup).count()
     assert again == voxelizer.voxelize_dense(here, 36, **soup).count() > 0
+
+
+def test_a_helper_that_dies_holding_two_requests_fails_one_of_them():
+    """A helper holds the next request while it reads one: when it dies, the mesh it was
+    reading fails, and the one it held is read by its replacement."""
+    readers = LoadProcesses(1)
+    try:
+        assert readers.started.wait(120)
+        path = shared_model("dragon.ply")
+        readers.submit(path, batch_options(16)).result(timeout=120)
+        (pid,) = readers.helper_pids()
+        futures = [readers.submit(path, batch_options(16)) for _ in range(2)]
+        os.kill(pid, signal.SIGKILL)
+        failed = 0
+        for future in futures:
+            try:
+                mesh, _ = future.result(timeout=120)
+            except MeshError as exc:
+                assert "the reading process died" in str(exc)
+                failed += 1
+            else:
+                assert mesh.triangle_count == load_mesh(path).triangle_count
+        assert failed <= 1  # only the mesh it was on, if it had not sent it yet
+        mesh, _ = readers.submit(path, batch_options(16)).result(timeout=120)
+        assert mesh.triangle_count == load_mesh(path).triangle_count
+    finally:
+        readers.close()
+    assert readers.helper_pids() == []

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from contextlib import suppress
 from pathlib import Path
@@ -86,6 +87,8 @@ def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False
 
 
 Request = tuple[str, Options]  # a path, the batch's options
+Sent = deque[tuple[Future[tuple[Mesh, float]], Request]]
+REQUESTS_AHEAD = 2  # requests a helper holds: it reads the next while its last mesh crosses
 
 
 class ForkedHelper:
@@ -218,40 +221,80 @@ class LoadProcesses:
                         self._settled.set()
             else:
                 self._settled.set()
+        sent: Sent = deque()  # the requests the helper has, in its order
+        ending = False
         try:
-            while (item := self._requests.get()) is not None:
-                future, request = item
-                if not future.set_running_or_notify_cancel():
-                    continue
-                try:
-                    future.set_result(self._read(slot, request))
-                except BaseException as exc:  # the request's outcome, whatever it is
-                    future.set_exception(exc)
+            while sent or not ending:
+                # The next request goes to the helper before its last mesh is received here:
+                # it reads on while this thread waits for the GIL to take the mesh in.
+                while not ending and len(sent) < REQUESTS_AHEAD:
+                    try:
+                        item = self._requests.get(block=not sent)
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        ending = True
+                    elif item[0].set_running_or_notify_cancel():
+                        sent.append(item)
+                        self._send_last(slot, sent)
+                if sent:
+                    self._receive_first(slot, sent)
         finally:
             _stop(self._helpers[slot], kill=False)
             self._helpers[slot] = None
 
-    def _read(self, slot: int, request: Request) -> tuple[Mesh, float]:
-        """The helper's answer to one request (starting a helper if none runs): the mesh,
-        or the error it raised; MeshError if the helper dies on it (it is replaced)."""
+    def _send_last(self, slot: int, sent: Sent) -> None:
+        """Send the last request of `sent` to the slot's helper (starting one if none runs);
+        if that fails, _helper_gone."""
         helper = self._helpers[slot]
         try:
             if helper is None:
                 helper = self._helpers[slot] = _start()
                 self.started.set()
-            assert helper.stdin is not None and helper.stdout is not None
-            _send(helper.stdin, request)
+            assert helper.stdin is not None
+            _send(helper.stdin, sent[-1][1])
+        except (OSError, ValueError) as exc:
+            self._helper_gone(slot, sent, exc)
+
+    def _receive_first(self, slot: int, sent: Sent) -> None:
+        """The helper's answer to the first request of `sent`: the mesh, or the error it
+        raised, set on its future; if the helper dies on it, _helper_gone."""
+        future = sent[0][0]
+        helper = self._helpers[slot]
+        try:
+            assert helper is not None and helper.stdout is not None
             outcome, payload = pickle.load(helper.stdout)
         except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
-            code = _stop(helper, kill=True)
-            self._helpers[slot] = None
-            raise MeshError(
+            self._helper_gone(slot, sent, exc)
+            return
+        except BaseException as exc:  # the request's outcome, whatever it is
+            sent.popleft()
+            future.set_exception(exc)
+            return
+        sent.popleft()
+        if outcome == "mesh":
+            future.set_result(payload)
+        else:
+            future.set_exception(payload)
+
+    def _helper_gone(self, slot: int, sent: Sent, error: BaseException) -> None:
+        """The slot's helper died (or did not start): the request it was on, the first of
+        `sent`, fails with MeshError naming it; the others go to a new helper."""
+        helper = self._helpers[slot]
+        code = _stop(helper, kill=True)
+        self._helpers[slot] = None
+        future, request = sent.popleft()
+        future.set_exception(
+            MeshError(
                 f"{request[0]}: the reading process died (exit code {code}; "
-                f"{exc or type(exc).__name__})"
-            ) from exc
-        if outcome != "mesh":
-            raise payload
-        return payload
+                f"{error or type(error).__name__})"
+            )
+        )
+        others = list(sent)
+        sent.clear()
+        for item in others:
+            sent.append(item)
+            self._send_last(slot, sent)
 
 
 # The helper imports this very package (whatever the working directory or sys.path of the
