@@ -341,11 +341,10 @@ def merged_corners(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mesh. Rows are equal when their values are (-0.0 and 0.0 are one; the pipeline sees no
     difference), found with a hash table built in whole-array rounds, in time linear in N;
     each step is one numpy pass over the rows, done in place where it can be."""
-    rows = corners.reshape(-1, 3)  # (a copy only where the view's strides need one)
-    count = len(rows)
+    count = corners.size // 3
     if count == 0:
         return np.empty((0, 3), corners.dtype), np.empty(0, np.int64)
-    keys = _row_keys(rows)
+    keys = _row_keys(corners)
     slot_bits = max(4, (2 * count - 1).bit_length())  # at most half of the slots used
     at = _slots(keys, slot_bits)
     mask = (1 << slot_bits) - 1
@@ -372,20 +371,22 @@ def merged_corners(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return _rows_of(keys, np.flatnonzero(first), corners.dtype), row_of_first[owners]
 
 
-def _row_keys(rows: np.ndarray) -> list[np.ndarray]:
-    """Contiguous unsigned columns that together are the bits of a row of (N, 3) floats (a
-    view of any stride) with -0.0 as 0.0 (adding 0.0 makes it so), each written in one pass:
-    float32 x and y in one uint64 and z, or the three float64 coordinates."""
-    zero = rows.dtype.type(0)
-    if rows.itemsize == 4:
-        pairs = np.empty(len(rows), np.uint64)
-        np.add(rows[:, :2], zero, out=pairs.view(rows.dtype).reshape(-1, 2))
-        last = np.empty(len(rows), np.uint32)
-        np.add(rows[:, 2], zero, out=last.view(rows.dtype))
+def _row_keys(corners: np.ndarray) -> list[np.ndarray]:
+    """Contiguous unsigned columns (one entry per row) that together are the bits of the
+    rows of (..., 3) floats `corners` (a view of any stride, read in place) with -0.0 as 0.0
+    (adding 0.0 makes it so), each written in one pass: float32 x and y in one uint64 and
+    z, or the three float64 coordinates."""
+    zero, shape = corners.dtype.type(0), corners.shape[:-1]
+    count = corners.size // 3
+    if corners.itemsize == 4:
+        pairs = np.empty(count, np.uint64)
+        np.add(corners[..., :2], zero, out=pairs.view(corners.dtype).reshape(*shape, 2))
+        last = np.empty(count, np.uint32)
+        np.add(corners[..., 2], zero, out=last.view(corners.dtype).reshape(shape))
         return [pairs, last]
-    columns = [np.empty(len(rows), np.dtype(f"u{rows.itemsize}")) for _ in range(3)]
+    columns = [np.empty(count, np.dtype(f"u{corners.itemsize}")) for _ in range(3)]
     for axis, column in enumerate(columns):
-        np.add(rows[:, axis], zero, out=column.view(rows.dtype))
+        np.add(corners[..., axis], zero, out=column.view(corners.dtype).reshape(shape))
     return columns
 
 
