@@ -192,9 +192,17 @@ def _numbers(payload: bytes, dtype: type) -> np.ndarray | None:
     if payload.translate(None, _INTEGER_BYTES if integer else _FLOAT_BYTES):
         return None
     starts, ends = words_of(payload)
-    if not integer and payload.count(b"e") + payload.count(b"E") > len(starts) // 8:
+    if not integer and _mostly_exponents(payload, len(starts)):
         return None
     return parse_words(payload, starts, ends, dtype)
+
+
+def _mostly_exponents(payload: bytes, words: int) -> bool:
+    """Whether more than one word in 8 has an exponent (counted only where the text has an
+    exponent letter at all: the search for one is a fast scan, counting is not)."""
+    if b"e" not in payload and b"E" not in payload:
+        return False
+    return payload.count(b"e") + payload.count(b"E") > words // 8
 
 
 def _lines_of_equal_words(text: bytes, ends: np.ndarray, lines: int, count: int) -> bool:
@@ -225,8 +233,8 @@ def _table(payload: bytes, dtype: type, columns: int | None) -> np.ndarray | Non
     if payload.translate(None, _INTEGER_BYTES if integer else _FLOAT_BYTES):
         return None
     starts, ends = words_of(payload)
-    if not integer and payload.count(b"e") + payload.count(b"E") > len(starts) // 8:
-        return None  # mostly exponents: np.loadtxt at once is faster than word by word
+    if not integer and _mostly_exponents(payload, len(starts)):
+        return None  # np.loadtxt at once is faster than word by word
     lines = payload.count(b"\n")
     per_line = len(starts) // max(lines, 1)
     if (
