@@ -86,8 +86,9 @@ def keep_freed_memory() -> bool:
     than 128 KiB-32 MiB anew and gives it back when freed, so every such array of every file
     starts as fresh pages that the kernel faults in one by one, zeroed: half of the time of
     reading an STL and a quarter of an OBJ (docs/benchmarks.md, "Reading at memory speed").
-    For a process that reads file after file (a batch's reading processes): it keeps up to
-    a GiB it no longer uses."""
+    For a process that handles mesh after mesh (the batch command, its worker and reading
+    processes): it keeps up to a GiB it no longer uses. A library call leaves the caller's
+    process as it is."""
     import ctypes
     import ctypes.util
 
