@@ -149,12 +149,13 @@ def fork_allowed() -> bool:
 class LoadProcesses:
     """`count` helper processes reading files: submit(...) -> Future of (Mesh, seconds).
 
-    Each helper has a thread here that hands it one path at a time and waits for its mesh
-    (blocking reads release the GIL), so a free helper takes the next path. The helpers are
+    Each helper has a thread here that hands it paths, REQUESTS_AHEAD at most (the next one
+    waits in the helper while its mesh crosses), and waits for its meshes (blocking reads
+    release the GIL), so a helper with room takes the next path. The helpers are
     forked here where fork_allowed() (`forked` says how many: then `started` is set at once),
     else each thread starts its own by exec. A helper that dies fails its mesh with an error
-    naming it and is replaced (by exec) for the next one. Until one has started (`started`),
-    a batch reads on its threads."""
+    naming it and is replaced (by exec) for the next ones. Until one has started (`started`;
+    `starting` while none has, nor have all failed), a batch reads on its threads."""
 
     def __init__(self, count: int):
         self.count = max(1, count)
