@@ -397,6 +397,7 @@ def test_datasets_compares_two_trees_beside_their_ceilings(tmp_path, models_dir)
         assert limits["parse_files_per_s"] > 0 and limits["device_thread_cpu_ms_per_mesh"] > 0
         assert limits["gpu_ms_per_mesh"] > 0  # lavapipe has timestamps
         assert limits["device_thread_other_wait_ms_per_mesh"] is not None
+        assert limits["device_thread_mesh_wait_ms_per_mesh"] >= 0
     assert grid["after_over_before"]["many"]["best"] > 0
     assert grid["after_over_before"]["parse_files_per_s"] > 0
     text = (out / "datasets.md").read_text()
