@@ -102,7 +102,6 @@ def test_a_stream_of_meshes_replays_exactly(monkeypatch):
     assert replayed == {(kind, name) for kind in ("svo", "dense") for name in REPLAYED}
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("sort", SORTS)
 @pytest.mark.parametrize("variant", list(VARIANTS))
 def test_every_variant_and_sort_replays_exactly(gpu, monkeypatch, variant, sort):
