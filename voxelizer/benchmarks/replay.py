@@ -7,8 +7,10 @@ submission (pipeline/replay.py) saves, for this tree and the tree before side by
 What is timed: `Voxelizer.voxelize` (the SVO, the default options) on every mesh of
 make_dataset's files, loaded into memory first, one after another in one thread: the
 calling thread's CPU time per call (`time.thread_time`, the thread that drives the device),
-the process's (`time.process_time`: the host's helper threads too), the wall time and the
-GPU time the call's stats report. Every grid starts with one untimed pass over the meshes
+the process's (`time.process_time`: the host's helper threads too; on a CPU device, the
+device's threads as well), the wall time and the GPU time the call's stats report (the wall
+time less the GPU's: the host's share, where the thread's CPU time also counts a wait that
+spins). Every grid starts with one untimed pass over the meshes
 (kernels built, buffers grown). Then, on a Voxelizer of its own, one more pass counts the
 Vulkan functions called per call (the `vulkan` module's wrappers, its cffi library where the
 package calls that directly, and the push-descriptor command) and the calls that replayed
@@ -155,6 +157,9 @@ def summary(rounds: list[dict[str, Any]], grid: str) -> dict[str, float]:
         "process_cpu_ms": median("process"),
         "wall_ms": median("wall"),
         "gpu_ms": median("gpu"),
+        "host_ms": statistics.median(
+            wall - gpu for found in calls for wall, gpu in zip(found["wall"], found["gpu"])
+        ),
         "meshes_per_s": 1e3 * len(walls) / sum(walls),
         "vulkan_calls": statistics.median(found["vulkan_calls"] for found in calls),
         "replayed": statistics.median(found["replayed"] for found in calls),
@@ -166,6 +171,7 @@ COLUMNS = (
     ("process_cpu_ms", "process CPU ms", 3),
     ("wall_ms", "wall ms", 3),
     ("gpu_ms", "GPU ms", 3),
+    ("host_ms", "wall - GPU ms", 3),
     ("meshes_per_s", "meshes/s", 1),
     ("vulkan_calls", "Vulkan calls", 1),
     ("replayed", "replayed", 2),
