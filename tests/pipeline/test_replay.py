@@ -17,7 +17,12 @@ from voxelizer.errors import MeshError
 from voxelizer.gpu.commands import Sequence
 from voxelizer.mesh import Mesh, checked_mesh
 from voxelizer.pipeline import binning
-from voxelizer.pipeline.replay import MIN_TRIANGLE_CAPACITY, PartReplays
+from voxelizer.pipeline.replay import (
+    MIN_TRIANGLE_CAPACITY,
+    PADDING_LIMIT_CPU,
+    PADDING_LIMIT_GPU,
+    PartReplays,
+)
 from voxelizer.reference import voxelize_reference
 
 from ..helpers import assert_same_svo, assert_same_voxels
@@ -166,13 +171,20 @@ def test_a_replay_records_nothing_and_submits_once(monkeypatch):
     assert again.stats.counts.get("replayed") == 1
 
 
-def test_capacities_are_powers_of_two_within_the_padding_limit():
-    """A mesh fits the last capacity only within the padding limit; else its own."""
+@pytest.mark.parametrize("cpu", [True, False])
+def test_capacities_hold_the_mesh_within_the_padding_limit(cpu):
+    """A capacity is a power of two on a GPU, the count rounded up to 4 significant bits on
+    a CPU device; a mesh takes the last recording's capacities only within the limit."""
 
     class Device:
-        is_cpu = True
+        is_cpu = cpu
 
     replays = PartReplays(Device())  # type: ignore[arg-type]
-    assert replays.capacities(("k",), 300, 0) == (512, 1)
-    assert replays.capacities(("k",), 10, 0) == (MIN_TRIANGLE_CAPACITY, 1)
-    assert replays.capacities(("k",), 1000, 99) == (1024, 128)
+    limit = PADDING_LIMIT_CPU if cpu else PADDING_LIMIT_GPU
+    for count in (1, 10, 255, 256, 257, 300, 1000, 1025, 99_976, 100_000):
+        triangles, vertices = replays.capacities(("k",), count, count // 2)
+        assert count <= triangles <= limit * max(count, MIN_TRIANGLE_CAPACITY)
+        assert count // 2 + 1 <= vertices <= limit * (count // 2 + 1)
+        if not cpu:
+            assert triangles & (triangles - 1) == 0 and vertices & (vertices - 1) == 0
+    assert replays.capacities(("k",), 300, 0) == ((320, 1) if cpu else (512, 1))

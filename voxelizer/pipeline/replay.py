@@ -32,11 +32,14 @@ from .binning import Counted
 from .geometry import PaddingRows
 from .svo_build import RecordedSVO
 
-# A triangle capacity is a power of two, and a mesh replays a recording only while the
-# capacity is at most this many times its triangle count: the padding costs setup threads
-# that do nothing, cheap on a GPU, CPU time on a CPU device (lavapipe).
-PADDING_LIMIT_GPU = 32
-PADDING_LIMIT_CPU = 2
+# A mesh replays a recording only while its capacity is at most this many times the mesh's
+# triangle count: the padding costs setup, scan and emission threads that do nothing, cheap
+# on a GPU, CPU time on a CPU device (lavapipe). There a capacity is the count rounded up
+# to 4 significant bits (at most 1/8 of padding: meshes of the same size replay, others
+# record); on a GPU, to a power of two.
+PADDING_LIMIT_GPU = 32.0
+PADDING_LIMIT_CPU = 1.125
+CPU_CAPACITY_BITS = 4
 MIN_TRIANGLE_CAPACITY = 256
 
 
@@ -75,6 +78,7 @@ class PartReplays:
 
     def __init__(self, device: Device):
         self.padding_limit = PADDING_LIMIT_CPU if device.is_cpu else PADDING_LIMIT_GPU
+        self._bits = CPU_CAPACITY_BITS if device.is_cpu else 1
         self.padding = PaddingRows()
         self._last: PartRecording | None = None
 
@@ -82,8 +86,8 @@ class PartReplays:
         self, fixed: tuple[object, ...], triangles: int, vertices: int
     ) -> tuple[int, int]:
         """(triangles, vertices) to stage a mesh at: the last recording's where the mesh fits
-        them (the rest of its key `fixed` the same), else powers of two that fit it (the
-        vertices' one more than the mesh's: the padding's own)."""
+        them (the rest of its key `fixed` the same), else the counts rounded up (a power of
+        two on a GPU; the vertices' one more than the mesh's: the padding's own)."""
         last = self._last
         if last is not None and last.key[:-2] == fixed:
             triangle_capacity, vertex_capacity = last.key[-2:]
@@ -92,7 +96,10 @@ class PartReplays:
                 vertices + 1, vertex_capacity
             ):
                 return triangle_capacity, vertex_capacity
-        return _power_of_two(max(triangles, MIN_TRIANGLE_CAPACITY)), _power_of_two(vertices + 1)
+        return (
+            _rounded(max(triangles, MIN_TRIANGLE_CAPACITY), self._bits),
+            _rounded(vertices + 1, self._bits),
+        )
 
     def find(
         self, key: tuple[object, ...], pool: BufferPool, sequence: Sequence
@@ -122,5 +129,7 @@ class PartReplays:
         return count <= capacity <= self.padding_limit * max(count, MIN_TRIANGLE_CAPACITY)
 
 
-def _power_of_two(count: int) -> int:
-    return 1 << max(count - 1, 0).bit_length()
+def _rounded(count: int, bits: int) -> int:
+    """`count` rounded up to `bits` significant bits (1: a power of two)."""
+    step = 1 << max(count.bit_length() - bits, 0)
+    return -(-count // step) * step
