@@ -189,8 +189,8 @@ class Geometry:
     def stage_padded(
         self, pool: BufferPool, triangles: int, vertices: int, padding: PaddingRows
     ) -> PaddedUpload:
-        """The whole mesh into staging buffers of `triangles` triangles (and, indexed,
-        `vertices` vertices, the last of them the padding's), the rows past the mesh's holding
+        """The whole mesh into staging buffers of `triangles` triangles and `vertices`
+        vertices (indexed, the last of them the padding's), the rows past the mesh's holding
         triangles that make no pair (PADDING_COORDINATE): uploads whose copies and bindings
         have the same sizes for every mesh that fits, so that a recording of them can be
         replayed for the next mesh (replay.py). The fine vertices and the soup variants'
@@ -227,10 +227,9 @@ class Geometry:
                 copy_rows(fine_indices.view(np.uint32, (count, 3)), self.faces)
                 fine_indices.made_from(self._faces_sources(), (0, count))
             indices = Binding(fine_indices, triangles * INDEX_BYTES)
-        fine = pool.get("fine", self.fine.nbytes, STORAGE, host_visible=True)
-        fine.write_once(self.fine)
-        # (the whole buffer: the same binding for every mesh; only the mesh's rows are read)
-        uploaded = Uploaded(geometry, Binding(fine), indices)
+        fine = pool.get("fine", vertices * 24, STORAGE, host_visible=True)
+        fine.write_once(self.fine)  # (the rows past the mesh's are never read)
+        uploaded = Uploaded(geometry, Binding(fine, vertices * 24), indices)
         return PaddedUpload(uploaded, copies, triangles, (time.perf_counter() - started) * 1e3)
 
     def _stage_indexed(

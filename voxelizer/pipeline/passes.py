@@ -310,7 +310,7 @@ class PassRunner:
         assert replays is not None
         fixed = (self.binning.pipelines, self.sort, window, slab.grid, download, then,
                  geometry.fixed_error, geometry.indexed)  # fmt: skip
-        vertices = len(geometry.vertices) if geometry.indexed else 0
+        vertices = len(geometry.vertices)
         triangles, vertex_capacity = replays.capacities(fixed, geometry.triangles, vertices)
         key = (*fixed, triangles, vertex_capacity)
         generation = pool.generation
