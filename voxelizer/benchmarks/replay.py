@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from voxelizer.benchmarks.meshes import make_dataset
 
-    files = [str(path) for path in make_dataset(args.models_dir, args.dataset, copies=args.copies)]
+    made = make_dataset(args.models_dir, args.dataset, copies=args.copies)
+    files = [str(path.resolve()) for path in made]  # (the trees run in their own folders)
     trees = {"after": Path(__file__).resolve().parents[2]}
     if args.before is not None:
         trees = {"before": args.before, **trees}
