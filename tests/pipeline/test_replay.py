@@ -188,3 +188,25 @@ def test_capacities_hold_the_mesh_within_the_padding_limit(cpu):
         if not cpu:
             assert triangles & (triangles - 1) == 0 and vertices & (vertices - 1) == 0
     assert replays.capacities(("k",), 300, 0) == ((320, 1) if cpu else (512, 1))
+
+
+def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path):
+    """python -m voxelizer.benchmarks.replay's measurement in this process, on three spheres
+    of one size: per call figures, fewer Vulkan calls than a recorded call makes, replays
+    counted; and its table, with this tree over the one before."""
+    from voxelizer.benchmarks import replay as bench
+
+    files = []
+    for index, centre in enumerate([(0, 0, 0), (0.2, 0.1, 0), (0.1, -0.3, 0.2)]):
+        sphere = trimesh.creation.icosphere(subdivisions=2, radius=1.0 - 0.1 * index)
+        sphere.apply_translation(centre)
+        files.append(str(tmp_path / f"sphere{index}.ply"))
+        sphere.export(files[-1])
+    found = bench.measure(files, [16], "size")
+    figures = found["grids"]["16"]
+    assert len(figures["thread"]) == len(figures["digests"]) == 3
+    assert figures["replayed"] == 1.0  # the warm-up recorded: every counted call replays
+    assert 0 < figures["vulkan_calls"] < 60
+    summary = bench.summary([found], "16")
+    text = bench.table({"before": {"16": summary}, "after": {"16": summary}}, ["16"])
+    assert "| 16 | after/before | 1.00 |" in text
