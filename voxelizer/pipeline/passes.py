@@ -25,7 +25,18 @@ from .binning import Binning, Counted
 from .fill_pass import FillPass, RecordedFill, SlabGrid
 from .geometry import Batch, Geometry, PaddedUpload
 from .kernels import PassPipelines
-from .layout import TILE_SIDE, CrossingMarks, SignedCrossings, Window
+from .layout import (
+    FINE_VERTEX_BYTES,
+    RECORD_BYTES,
+    TILE_SIDE,
+    CrossingMarks,
+    SignedCrossings,
+    Window,
+    geometry_bytes,
+    pair_bytes,
+    triangle_bytes,
+    vertex_bytes,
+)
 from .replay import PartReads, PartRecording, PartReplays
 from .slabs import FilledSlab
 from .surface_pass import SurfacePass, SurfacePipelines
@@ -250,10 +261,11 @@ class PassRunner:
         capacity = self.binning.capacity(window, batch[1] - batch[0])
         if capacity == 0:
             return OneSubmission(self._count_pairs(window, batch, slab))
+        replayable = None
         if self.replays is not None and batch == (0, self.geometry.triangles):
-            counted, reads, capacity = self._replayable(
-                window, batch, slab, download, then, capacity
-            )
+            replayable = self._replayable(window, batch, slab, download, then, capacity)
+        if replayable is not None:
+            counted, reads, capacity = replayable
         else:
             self.sequence.begin()
             counted, reads = self._record_one(window, batch, slab, download, then, capacity)
@@ -302,10 +314,11 @@ class PassRunner:
         download: bool,
         then: Callable[[], RecordedSVO] | None,
         capacity: int,
-    ) -> tuple[Counted, PartReads, int]:
+    ) -> tuple[Counted, PartReads, int] | None:
         """The one submission with the mesh staged at capacities: the recording kept from
         an earlier mesh replayed where it is still valid for this one, else recorded afresh
-        (reusable) and kept. Returns it with the pair capacity it was recorded for."""
+        (reusable) and kept. Returns it with the pair capacity it was recorded for; None
+        where the padding would not keep to the plan (the caller records as ever)."""
         replays, geometry, pool, sequence = self.replays, self.geometry, self.pool, self.sequence
         assert replays is not None
         fixed = (self.binning.pipelines, self.sort, window, slab.grid, download, then,
@@ -313,6 +326,9 @@ class PassRunner:
         vertices = len(geometry.vertices)
         triangles, vertex_capacity = replays.capacities(fixed, geometry.triangles, vertices)
         key = (*fixed, triangles, vertex_capacity)
+        pairs = max(capacity, replays.pair_capacity(key))
+        if not self._padding_fits(window, triangles, vertex_capacity, pairs):
+            return None
         generation = pool.generation
         padded = geometry.stage_padded(pool, triangles, vertex_capacity, replays.padding)
         recording = replays.find(key, pool, sequence) if pool.generation == generation else None
@@ -335,6 +351,23 @@ class PassRunner:
                 PartRecording(key, pool.generation, sequence.submissions, counted, capacity, reads)
             )
         return counted, reads, capacity
+
+    def _padding_fits(self, window: Window, triangles: int, vertices: int, pairs: int) -> bool:
+        """Whether the mesh padded to these capacities keeps to the plan: every buffer within
+        one buffer's range, and the padding's bytes within what room for `pairs` pairs
+        leaves of the pairs' budget (the plan counted the mesh's own triangles)."""
+        geometry, indexed = self.geometry, self.geometry.indexed
+        largest = max(
+            triangles * max(RECORD_BYTES, geometry_bytes(indexed)),
+            vertices * FINE_VERTEX_BYTES,
+        )
+        if largest > self.device.max_storage_range:
+            return False
+        extra = (triangles - geometry.triangles) * triangle_bytes(indexed) + vertex_bytes(
+            indexed, vertices - len(geometry.vertices)
+        )
+        budget = self.binning.pair_budget
+        return budget is None or pair_bytes(pairs, window.tiles, self.sort) + extra <= budget
 
     def _one_result(
         self, counted: Counted, reads: PartReads, capacity: int, slab: SlabGrid

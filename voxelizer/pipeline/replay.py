@@ -116,6 +116,11 @@ class PartReplays:
             return None
         return last
 
+    def pair_capacity(self, key: tuple[object, ...]) -> int:
+        """The pairs the recording for `key` made room for (0: there is none)."""
+        last = self._last
+        return last.capacity if last is not None and last.key == key else 0
+
     def keep(self, recording: PartRecording | None) -> None:
         """The recording to replay next (None: none)."""
         self._last = recording
