@@ -210,3 +210,25 @@ def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path):
     summary = bench.summary([found], "16")
     text = bench.table({"before": {"16": summary}, "after": {"16": summary}}, ["16"])
     assert "| 16 | after/before | 1.00 |" in text
+
+
+def test_padding_that_would_not_keep_to_the_plan_records_as_ever(monkeypatch):
+    """Where the padded buffers would not fit the plan's budget, the part is recorded as it
+    was before replays (one-time, for the mesh's own count): the same voxels, no replay."""
+    from voxelizer.pipeline.passes import PassRunner
+
+    monkeypatch.setattr(PassRunner, "_padding_fits", lambda self, *args: False)
+    begun = []
+    begin = Sequence.begin
+
+    def spy(self, reusable=False):
+        begun.append(reusable)
+        return begin(self, reusable)
+
+    monkeypatch.setattr(Sequence, "begin", spy)
+    with Voxelizer() as voxelizer:
+        for mesh in (_sphere(3, 1.0), _sphere(3, 0.9, drop=100)):
+            got = _quiet(voxelizer.voxelize_dense, mesh, N)
+            assert "replayed" not in got.stats.counts
+            assert_same_voxels(got.to_numpy(), voxelize_reference(mesh, N).to_numpy())
+    assert begun and not any(begun)
