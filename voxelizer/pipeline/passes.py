@@ -338,10 +338,7 @@ class PassRunner:
             slab.cleared()
             self.stats.count(replayed=1)
             counted = replace(recording.counted, batch=batch, upload_ms=padded.upload_ms)
-            reads = recording.reads
-            if reads.svo is not None:  # (recorded once: no host time of its own now)
-                reads = replace(reads, svo=replace(reads.svo, record_ms=0.0))
-            return counted, reads, recording.capacity
+            return counted, recording.replayed_reads, recording.capacity
         replays.keep(None)
         sequence.begin(reusable=True)
         counted, reads = self._record_one(window, batch, slab, download, then, capacity, padded)

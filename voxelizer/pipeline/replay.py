@@ -23,7 +23,7 @@ recorded pair capacity, the part goes on as the general path does, as after a re
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ..gpu.buffers import Buffer, BufferPool
 from ..gpu.commands import Sequence
@@ -69,6 +69,13 @@ class PartRecording:
     counted: Counted
     capacity: int  # the pairs the recording made room for
     reads: PartReads
+    # The reads as a replay hands them on: its SVO conversion takes no host time to record.
+    replayed_reads: PartReads = field(init=False)
+
+    def __post_init__(self) -> None:
+        svo = self.reads.svo
+        recorded = None if svo is None else replace(svo, record_ms=0.0)
+        self.replayed_reads = replace(self.reads, svo=recorded)
 
 
 class PartReplays:
