@@ -15,6 +15,14 @@ descriptor set from the sequence's pool, which is reset at every `begin()`), a p
 already bound is not bound again, and a barrier with nothing recorded since the one before
 it in the same recording is left out.
 
+A submission is cheap on the host too, as a small build submits and waits in a fraction of a
+millisecond: the submit and the wait call the Vulkan functions themselves (gpu/vulkan_calls.py:
+a fault injected into the `vulkan` module's wrapper still reaches them), with structs made
+once per sequence. The wait polls the fence for up to `wait_spin_s` before it blocks in
+vkWaitForFences, as a driver's blocking wait may wake the host well after the GPU is done; a
+CPU device (lavapipe) never polls, as the host's cores run the work. A Vulkan error of the
+submit or the wait (a lost device, no memory) is a `DeviceError`.
+
 A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
 queue: the device's `queue_may_be_busy` says so, and `begin()` and every destroy wait for the
 queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
@@ -22,22 +30,29 @@ queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing
 
+from ..errors import DeviceError
 from ..interrupts import interrupts_deferred
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
 from .loader import vk
 from .pipelines import ComputePipeline
+from .vulkan_calls import VulkanCall
 
 __all__ = ["Binding", "DescriptorWrites", "Sequence", "check_result", "workgroups"]
 
 _SETS_PER_POOL = 64
 _MAX_TIMESTAMPS = 128
+# How long a wait polls the fence before it blocks, on a device that is not the host's CPU
+# (docs/benchmarks.md, "Submissions": the round trip on an H200 with and without the poll).
+WAIT_SPIN_S = 0.0005
+_FOREVER = 2**64 - 1  # a wait's timeout: none
 
 
 def workgroups(items: int, per_group: int) -> int:
@@ -108,6 +123,14 @@ class Sequence:
         self._submit_info.commandBufferCount = 1
         self._submit_info.pCommandBuffers = self._command_buffers
         self._fences = vk.ffi.new("VkFence[]", [self.fence])
+        self._queue_submit = VulkanCall("vkQueueSubmit")
+        self._wait_for_fences = VulkanCall("vkWaitForFences")
+        self._reset_fences = VulkanCall("vkResetFences")
+        self._fence_status = VulkanCall("vkGetFenceStatus")
+        self.wait_spin_s = 0.0 if device.is_cpu else WAIT_SPIN_S
+        # The timestamps of a submission are read into this, when asked for (_timings).
+        self._ticks = vk.ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
+        self._tick_view = np.frombuffer(vk.ffi.buffer(self._ticks), np.uint64)
         self._barrier_stages = (
             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         )
@@ -370,23 +393,46 @@ class Sequence:
 
     def _run(self) -> dict[str, float]:
         """Submit the ended command buffer, wait, and read its timestamps."""
-        check_result(self._lib.vkResetFences(self.device.handle, 1, self._fences))
-        # Set before the submit: an interrupt just after it must still find the flag set.
-        self.device.queue_may_be_busy = True
-        # The submit and the wait through the wrapper (one call each per submission; the
-        # Ctrl-C test of tests/gpu/test_process_safety.py interrupts right after the submit).
-        with self.device.queue_lock:
-            vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
-        self.submissions += 1
-        vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
-        self.device.queue_may_be_busy = False
+        device = self.device
+        try:
+            self._reset_fences(device.handle, 1, self._fences)
+            # Set before the submit: an interrupt just after it must still find the flag set.
+            device.queue_may_be_busy = True
+            # (the Ctrl-C test of tests/gpu/test_process_safety.py interrupts right after it)
+            with device.queue_lock:
+                self._queue_submit(device.queue, 1, self._submit_info, self.fence)
+            self.submissions += 1
+            self._wait()
+        except vk.VkError as exc:
+            raise DeviceError(f"{device.name}: {_failure(exc)}") from exc
+        device.queue_may_be_busy = False
         return self._timings()
+
+    def _wait(self) -> None:
+        """Wait for the fence: polled for up to `wait_spin_s` first, then blocking. Where the
+        wait's functions are replaced (a fault injected), straight through them."""
+        handle, spin = self.device.handle, self.wait_spin_s
+        if (
+            spin > 0
+            and self._fence_status.replaced is None
+            and self._wait_for_fences.replaced is None
+        ):
+            status, fence = self._fence_status.raw, self.fence
+            deadline = time.perf_counter() + spin
+            while True:
+                result = status(handle, fence)
+                if result == 0:  # VK_SUCCESS: signalled
+                    return
+                if result != vk.VK_NOT_READY:
+                    check_result(result)  # (a lost device)
+                if time.perf_counter() >= deadline:
+                    break
+        self._wait_for_fences(handle, 1, self._fences, vk.VK_TRUE, _FOREVER)
 
     def _timings(self) -> dict[str, float]:
         count = len(self._labels)
         if count < 2 or self.device.timestamp_bits == 0:
             return {}
-        data = self._ffi.new("uint64_t[]", count)
         check_result(
             self._lib.vkGetQueryPoolResults(
                 self.device.handle,
@@ -394,17 +440,19 @@ class Sequence:
                 0,
                 count,
                 count * 8,
-                data,
+                self._ticks,
                 8,
                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
             )
         )
-        mask = (1 << self.device.timestamp_bits) - 1 if self.device.timestamp_bits < 64 else -1
-        ticks = [data[i] & mask for i in range(count)]
+        bits = self.device.timestamp_bits
+        mask = np.uint64((1 << bits) - 1 if bits < 64 else 2**64 - 1)
+        ticks = self._tick_view[:count] & mask
+        elapsed = ((ticks[1:] - ticks[:-1]) & mask).tolist()  # (wraps as the counter does)
+        period = self.device.timestamp_period_ns
         times: dict[str, float] = {}
-        for i in range(1, count):
-            elapsed = ((ticks[i] - ticks[i - 1]) & mask) * self.device.timestamp_period_ns / 1e6
-            times[self._labels[i]] = times.get(self._labels[i], 0.0) + elapsed
+        for label, delta in zip(self._labels[1:], elapsed):
+            times[label] = times.get(label, 0.0) + delta * period / 1e6
         return times
 
     def destroy(self) -> None:
@@ -440,6 +488,15 @@ def _memory_barrier() -> Any:
         access | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT | vk.VK_ACCESS_HOST_READ_BIT
     )
     return barriers
+
+
+def _failure(exc: Exception) -> str:
+    """What a Vulkan error of a submission or its wait says, in words."""
+    if isinstance(exc, (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory)):
+        return f"out of memory running the submitted work ({type(exc).__name__})"
+    if isinstance(exc, vk.VkErrorDeviceLost):
+        return "the device was lost running the submitted work (VkErrorDeviceLost)"
+    return f"the submitted work failed ({type(exc).__name__})"
 
 
 def check_result(result: int) -> None:
