@@ -30,8 +30,10 @@ queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable, Hashable, Mapping
+import weakref
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -45,7 +47,7 @@ from .loader import vk
 from .pipelines import ComputePipeline
 from .vulkan_calls import VulkanCall
 
-__all__ = ["Binding", "DescriptorWrites", "Sequence", "check_result", "workgroups"]
+__all__ = ["Binding", "DescriptorWrites", "GpuTimes", "Sequence", "check_result", "workgroups"]
 
 _SETS_PER_POOL = 64
 _MAX_TIMESTAMPS = 128
@@ -128,9 +130,12 @@ class Sequence:
         self._reset_fences = VulkanCall("vkResetFences")
         self._fence_status = VulkanCall("vkGetFenceStatus")
         self.wait_spin_s = 0.0 if device.is_cpu else WAIT_SPIN_S
-        # The timestamps of a submission are read into this, when asked for (_timings).
+        # The timestamps of a submission are read into this, when asked for (GpuTimes).
         self._ticks = vk.ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
         self._tick_view = np.frombuffer(vk.ffi.buffer(self._ticks), np.uint64)
+        self._submitted_labels: tuple[str, ...] = ()  # the labels of the recording submitted
+        self._unread: weakref.ref[GpuTimes] | None = None  # the last submission's, if unread
+        self._times_lock = threading.Lock()
         self._barrier_stages = (
             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         )
@@ -371,9 +376,11 @@ class Sequence:
 
     # -- submission --------------------------------------------------------------------------
 
-    def submit(self) -> dict[str, float]:
-        """Submit, wait, and return GPU milliseconds per label (summed when a label repeats)."""
+    def submit(self) -> Mapping[str, float]:
+        """Submit, wait, and return GPU milliseconds per label (summed when a label repeats),
+        read from the device when first looked at (`GpuTimes`)."""
         check_result(self._lib.vkEndCommandBuffer(self.command_buffer))
+        self._submitted_labels = tuple(self._labels)
         times = self._run()
         self._replayable = self._reusable
         return times
@@ -383,7 +390,7 @@ class Sequence:
         """Whether `replay()` may run: the last recording was begun reusable and submitted."""
         return self._replayable
 
-    def replay(self) -> dict[str, float]:
+    def replay(self) -> Mapping[str, float]:
         """Submit the last recording again as it is (see `replayable`) and wait: the buffers
         it names must be alive still, and hold what its steps expect."""
         if not self._replayable:
@@ -391,9 +398,10 @@ class Sequence:
         self.device.settle()  # (an interrupted replay's work may still use the buffer)
         return self._run()
 
-    def _run(self) -> dict[str, float]:
-        """Submit the ended command buffer, wait, and read its timestamps."""
+    def _run(self) -> Mapping[str, float]:
+        """Submit the ended command buffer, wait, and return its timestamps, unread."""
         device = self.device
+        self._keep_times()  # (the submission overwrites the last one's timestamps)
         try:
             self._reset_fences(device.handle, 1, self._fences)
             # Set before the submit: an interrupt just after it must still find the flag set.
@@ -406,7 +414,11 @@ class Sequence:
         except vk.VkError as exc:
             raise DeviceError(f"{device.name}: {_failure(exc)}") from exc
         device.queue_may_be_busy = False
-        return self._timings()
+        if len(self._submitted_labels) < 2 or device.timestamp_bits == 0:
+            return {}
+        times = GpuTimes(self, self._submitted_labels)
+        self._unread = weakref.ref(times)
+        return times
 
     def _wait(self) -> None:
         """Wait for the fence: polled for up to `wait_spin_s` first, then blocking. Where the
@@ -429,10 +441,17 @@ class Sequence:
                     break
         self._wait_for_fences(handle, 1, self._fences, vk.VK_TRUE, _FOREVER)
 
-    def _timings(self) -> dict[str, float]:
-        count = len(self._labels)
-        if count < 2 or self.device.timestamp_bits == 0:
-            return {}
+    def _keep_times(self) -> None:
+        """Read the last submission's timestamps into its GpuTimes, if that is still held
+        and unread, before they are overwritten or destroyed."""
+        unread, self._unread = self._unread, None
+        times = None if unread is None else unread()
+        if times is not None:
+            times.read()
+
+    def _timings(self, labels: tuple[str, ...]) -> dict[str, float]:
+        """GPU milliseconds per label from the timestamps of the last submission."""
+        count = len(labels)
         check_result(
             self._lib.vkGetQueryPoolResults(
                 self.device.handle,
@@ -451,7 +470,7 @@ class Sequence:
         elapsed = ((ticks[1:] - ticks[:-1]) & mask).tolist()  # (wraps as the counter does)
         period = self.device.timestamp_period_ns
         times: dict[str, float] = {}
-        for label, delta in zip(self._labels[1:], elapsed):
+        for label, delta in zip(labels[1:], elapsed):
             times[label] = times.get(label, 0.0) + delta * period / 1e6
         return times
 
@@ -459,6 +478,8 @@ class Sequence:
         """Destroy what this sequence created (all of it, or what a failed start left)."""
         handle = self.device.handle
         self.device.settle()
+        if self.query_pool is not None:
+            self._keep_times()
         for pool in self._descriptor_pools:
             vk.vkDestroyDescriptorPool(handle, pool, None)
         self._descriptor_pools.clear()
@@ -469,6 +490,49 @@ class Sequence:
         if self.command_pool is not None:  # (its command buffer goes with it)
             vk.vkDestroyCommandPool(handle, self.command_pool, None)
         self.command_pool = self.fence = self.query_pool = None
+
+
+class GpuTimes(Mapping[str, float]):
+    """GPU milliseconds per label of one submission (Vulkan timestamps), read from the device
+    when first looked at: a caller that never looks costs no read. The sequence reads them
+    before its next submission or its destroy overwrites them, while they are held."""
+
+    __slots__ = ("__weakref__", "_labels", "_sequence", "_times")
+
+    def __init__(self, sequence: Sequence, labels: tuple[str, ...]):
+        self._sequence: Sequence | None = sequence
+        self._labels = labels
+        self._times: dict[str, float] | None = None
+
+    def read(self) -> dict[str, float]:
+        """The times as a dict (read from the device now, the first time)."""
+        times = self._times
+        if times is None:
+            sequence = self._sequence  # (None once another thread has read them)
+            if sequence is not None:
+                with sequence._times_lock:  # (against another thread's first look)
+                    if self._times is None:
+                        self._times = sequence._timings(self._labels)
+                        self._sequence = None
+            times = self._times
+            assert times is not None
+        return times
+
+    def __getitem__(self, label: str) -> float:
+        return self.read()[label]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.read())
+
+    def __len__(self) -> int:
+        return len(self.read())
+
+    def __repr__(self) -> str:
+        return f"GpuTimes({self.read()!r})"
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, float]]]:
+        """Pickled and copied as the dict of its times (read now)."""
+        return dict, (self.read(),)
 
 
 def _memory_barrier() -> Any:
