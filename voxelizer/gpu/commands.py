@@ -69,6 +69,7 @@ class Sequence:
         handle = device.handle
         self.command_pool = self.fence = self.query_pool = None
         self._descriptor_pools: list = []
+        self._unread: weakref.ref[GpuTimes] | None = None  # the last submission's, if unread
         try:
             # All or none: a Ctrl-C (held until the block ends) or an error part way destroys
             # what was created, instead of leaving it to be reported when the device goes.
@@ -134,7 +135,6 @@ class Sequence:
         self._ticks = vk.ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
         self._tick_view = np.frombuffer(vk.ffi.buffer(self._ticks), np.uint64)
         self._submitted_labels: tuple[str, ...] = ()  # the labels of the recording submitted
-        self._unread: weakref.ref[GpuTimes] | None = None  # the last submission's, if unread
         self._times_lock = threading.Lock()
         self._barrier_stages = (
             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
