@@ -410,7 +410,7 @@ class Sequence:
             with device.queue_lock:
                 self._queue_submit(device.queue, 1, self._submit_info, self.fence)
             self.submissions += 1
-            self._wait()
+            self._wait_for_fence()
         except vk.VkError as exc:
             raise DeviceError(f"{device.name}: {_failure(exc)}") from exc
         device.queue_may_be_busy = False
@@ -420,7 +420,7 @@ class Sequence:
         self._unread = weakref.ref(times)
         return times
 
-    def _wait(self) -> None:
+    def _wait_for_fence(self) -> None:
         """Wait for the fence: polled for up to `wait_spin_s` first, then blocking. Where the
         wait's functions are replaced (a fault injected), straight through them."""
         handle, spin = self.device.handle, self.wait_spin_s
