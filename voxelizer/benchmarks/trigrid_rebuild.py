@@ -16,6 +16,9 @@ both see the same load. Timed per build, as the triangle grid benchmark's `build
   `grid.stats.gpu_ms` pays);
 * `build, blocking wait`: as `build`, with the sequence's fence poll off
   (`Sequence.wait_spin_s = 0`), on a side that has the poll;
+* `host CPU time`: the CPU time of the thread that builds (`time.thread_time`: the host's
+  own work, without the time it sleeps in a blocking wait, with the time it polls a fence),
+  the GPU times not read, and read;
 * `host ms`: the build's time outside the waits for the device (the profile of --profile
   builds with cProfile, less the time in vkWaitForFences, vkQueueWaitIdle and the
   sequence's own fence wait), where its fixed cost lies; and the GPU time of its passes
@@ -23,7 +26,7 @@ both see the same load. Timed per build, as the triangle grid benchmark's `build
 
 And per side the round trip of one submission with no work in it: a reusable recording of
 two timestamps, replayed --builds times a round (`Sequence.replay()`, its submit and its
-wait), also with its times read, and with the blocking wait. Meshes: model specs of
+wait), also with its times read, and with the blocking wait; and its host CPU time. Meshes: model specs of
 benchmarks/meshes.py, or `sphere-N` (an icosphere of N subdivisions), whose passes are
 short enough on a CPU device to show the fixed cost.
 
@@ -91,25 +94,28 @@ with Voxelizer() as vox:
         return grid
 
     def builds(mesh, count, read):
-        times, gpu = [], []
+        times, gpu, cpu = [], [], []
         for _ in range(count):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
             grid = build(mesh)
             if read:
                 gpu.append(sum(grid.stats.gpu_ms.values()))
             times.append((time.perf_counter() - started) * 1e3)
+            cpu.append((time.thread_time() - cpu_started) * 1e3)
             if not read:
                 gpu.append(sum(grid.stats.gpu_ms.values()))
-        return times, gpu, grid
+        return times, gpu, grid, cpu
 
-    def trips(count, read):
+    def trips(count, read, cpu=None):
         times = []
         for _ in range(count):
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
             times_of = trip.replay()
             if read:
                 dict(times_of)
             times.append((time.perf_counter() - started) * 1e6)
+            if cpu is not None:
+                cpu.append((time.thread_time() - cpu_started) * 1e6)
         return times
 
     for mesh in meshes.values():
@@ -121,15 +127,18 @@ with Voxelizer() as vox:
         what, spec, count = line.split()
         count = int(count)
         if what == "trip":
-            answer = {"trip_us": trips(count, False), "read_us": trips(count, True)}
+            cpu, cpu_read = [], []
+            answer = {"trip_us": trips(count, False, cpu), "read_us": trips(count, True, cpu_read),
+                      "cpu_us": cpu, "cpu_read_us": cpu_read}
             if blocking(trip, True):
                 answer["block_us"] = trips(count, False)
                 blocking(trip, False)
             print(json.dumps(answer), flush=True)
         elif what == "build":
             mesh = meshes[spec]
-            times, gpu, grid = builds(mesh, count, False)
-            answer = {"wall_ms": times, "read_ms": builds(mesh, count, True)[0],
+            times, gpu, grid, cpu = builds(mesh, count, False)
+            read = builds(mesh, count, True)
+            answer = {"wall_ms": times, "read_ms": read[0], "cpu_ms": cpu, "cpu_read_ms": read[3],
                       "gpu_ms": gpu, "counts": grid.stats.counts}
             if blocking(engine.build_sequence, True):
                 answer["block_ms"] = builds(mesh, count, False)[0]
@@ -155,11 +164,15 @@ BUILD_FIGURES = (
     ("build", "wall_ms"),
     ("build, GPU times read", "read_ms"),
     ("build, blocking wait", "block_ms"),
+    ("host CPU time of a build", "cpu_ms"),
+    ("host CPU time, GPU times read", "cpu_read_ms"),
 )
 TRIP_FIGURES = (
     ("submit + wait, no work (µs)", "trip_us"),
     ("the same, GPU times read (µs)", "read_us"),
     ("the same, blocking wait (µs)", "block_us"),
+    ("host CPU time of one (µs)", "cpu_us"),
+    ("host CPU time, GPU times read (µs)", "cpu_read_us"),
 )
 SIDES = ("baseline", "this")
 
