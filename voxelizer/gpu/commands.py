@@ -401,8 +401,8 @@ class Sequence:
     def _run(self) -> Mapping[str, float]:
         """Submit the ended command buffer, wait, and return its timestamps, unread."""
         device = self.device
-        self._keep_times()  # (the submission overwrites the last one's timestamps)
         try:
+            self._keep_times()  # (the submission overwrites the last one's timestamps)
             self._reset_fences(device.handle, 1, self._fences)
             # Set before the submit: an interrupt just after it must still find the flag set.
             device.queue_may_be_busy = True
