@@ -116,26 +116,7 @@ class Sequence:
         self._new_set = vk.ffi.new("VkDescriptorSet[]", 1)
         self._compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
         self._compute_stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
-        # The structs of every begin() and submit(), the same each time.
-        self._begin_info = vk.ffi.new("VkCommandBufferBeginInfo *")
-        self._begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
-        self._begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
-        self._command_buffers = vk.ffi.new("VkCommandBuffer[]", [self.command_buffer])
-        self._submit_info = vk.ffi.new("VkSubmitInfo *")
-        self._submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
-        self._submit_info.commandBufferCount = 1
-        self._submit_info.pCommandBuffers = self._command_buffers
-        self._fences = vk.ffi.new("VkFence[]", [self.fence])
-        self._queue_submit = VulkanCall("vkQueueSubmit")
-        self._wait_for_fences = VulkanCall("vkWaitForFences")
-        self._reset_fences = VulkanCall("vkResetFences")
-        self._fence_status = VulkanCall("vkGetFenceStatus")
-        self.wait_spin_s = 0.0 if device.is_cpu else WAIT_SPIN_S
-        # The timestamps of a submission are read into this, when asked for (GpuTimes).
-        self._ticks = vk.ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
-        self._tick_view = np.frombuffer(vk.ffi.buffer(self._ticks), np.uint64)
-        self._submitted_labels: tuple[str, ...] = ()  # the labels of the recording submitted
-        self._times_lock = threading.Lock()
+        self._prepare_submissions()
         self._barrier_stages = (
             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         )
@@ -146,6 +127,31 @@ class Sequence:
         )
         # The one barrier every step uses, built once: a sequence records dozens per call.
         self._memory_barrier = _memory_barrier()
+
+    def _prepare_submissions(self) -> None:
+        """The structs of every begin() and submit(), the same each time (kept here: the
+        Vulkan calls read them), the functions a submission calls, and its wait's poll."""
+        ffi = vk.ffi
+        self._begin_info = ffi.new("VkCommandBufferBeginInfo *")
+        self._begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        self._begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        self._command_buffers = ffi.new("VkCommandBuffer[]", [self.command_buffer])
+        self._submit_info = ffi.new("VkSubmitInfo *")
+        self._submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        self._submit_info.commandBufferCount = 1
+        self._submit_info.pCommandBuffers = self._command_buffers
+        self._fences = ffi.new("VkFence[]", [self.fence])
+        self._queue_submit = VulkanCall("vkQueueSubmit")
+        self._wait_for_fences = VulkanCall("vkWaitForFences")
+        self._reset_fences = VulkanCall("vkResetFences")
+        self._fence_status = VulkanCall("vkGetFenceStatus")
+        # How long a wait polls the fence before it blocks (never on a CPU device)
+        self.wait_spin_s = 0.0 if self.device.is_cpu else WAIT_SPIN_S
+        # The timestamps of a submission are read into this, when asked for (GpuTimes).
+        self._ticks = ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
+        self._tick_view = np.frombuffer(ffi.buffer(self._ticks), np.uint64)
+        self._submitted_labels: tuple[str, ...] = ()  # the labels of the recording submitted
+        self._times_lock = threading.Lock()
 
     # -- recording ---------------------------------------------------------------------------
 
