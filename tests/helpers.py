@@ -180,11 +180,11 @@ class FakeTerminal(io.StringIO):
 
 def quick_diagonal(rows: Sequence[tuple], columns: Sequence[object]) -> list:
     """Every (*row, column) for pytest.mark.parametrize, all but a diagonal marked slow: the
-    quick run (-m "not slow") takes each row and each column once (row i with column
-    i mod len(columns)), the full run every pair."""
+    quick run (-m "not slow") takes every row and every column at least once (row r with
+    column r mod len(columns), column c with row c mod len(rows)), the full run every pair."""
     return [
         pytest.param(*row, column)
-        if c == r % len(columns)
+        if c == r % len(columns) or r == c % len(rows)
         else pytest.param(*row, column, marks=pytest.mark.slow)
         for r, row in enumerate(rows)
         for c, column in enumerate(columns)
