@@ -23,6 +23,7 @@ from ..helpers import (
     assert_same_svo,
     cli_usage_error,
     load_model,
+    quick_diagonal,
     read_back,
     run_cli,
 )
@@ -55,8 +56,9 @@ def assert_same_faces(svo: SVO, voxels: np.ndarray, faces: np.ndarray) -> None:
 # --- the GPU against the reference --------------------------------------------------------
 
 
-@pytest.mark.parametrize("surface", ["conservative", "thin"])
-@pytest.mark.parametrize("variant", voxelizer.VARIANTS)
+@pytest.mark.parametrize(
+    "surface, variant", quick_diagonal([("conservative",), ("thin",)], voxelizer.VARIANTS)
+)
 def test_svo_face_ids_match_reference_on_every_variant(gpu, variant, surface):
     for name, n in [("suzanne.ply", 40), ("bunny.ply", 64)]:
         svo = gpu.voxelize(
