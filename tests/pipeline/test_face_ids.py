@@ -84,7 +84,15 @@ def test_svo_face_ids_of_a_mostly_marked_grid(gpu):
     assert_same_faces(svo, reference_voxels(name, n, "surface", "conservative"), faces)
 
 
-@pytest.mark.parametrize("name", ["dragon.ply", "armadillo.ply", "torus.stl", "featuretype.stl"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("dragon.ply", marks=pytest.mark.slow),  # the quick run: the bunny and
+        pytest.param("armadillo.ply", marks=pytest.mark.slow),  # suzanne (every variant)
+        "torus.stl",
+        "featuretype.stl",
+    ],
+)
 def test_svo_face_ids_of_shared_models(gpu, name):
     svo = gpu.voxelize(load_model(name), 48, mode="surface", attributes=["face"])
     assert_same_faces(svo, reference_voxels(name, 48, "surface", "conservative"),
