@@ -22,6 +22,7 @@ import pytest
 import voxelizer
 from voxelizer import SVO
 from voxelizer.cli import main
+from voxelizer.gpu.loader import load_vulkan
 from voxelizer.grid import DenseGrid
 from voxelizer.io import load_mesh
 from voxelizer.mesh import Mesh
@@ -364,3 +365,34 @@ def assert_loads_or_names_the_file(path: Path, data: bytes) -> str:
             return text
     assert isinstance(mesh, Mesh) and mesh.triangle_count > 0
     return ""
+
+
+def gpu_time_reads(sequence, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sequence's submission count at each read of its timestamps from the device, from
+    now on (gpu.commands.GpuTimes reads them when first looked at)."""
+    reads: list[int] = []
+    timings = sequence._timings
+
+    def counted(labels):  # type: ignore[no-untyped-def]
+        reads.append(sequence.submissions)
+        return timings(labels)
+
+    monkeypatch.setattr(sequence, "_timings", counted)
+    return reads
+
+
+def fail_once(monkeypatch: pytest.MonkeyPatch, name: str, error: type[Exception]) -> list[int]:
+    """The `vulkan` module's function `name` raises `error` at its next call, then works
+    again (a fault injected where every caller of it goes through); returns its calls."""
+    vulkan = load_vulkan()
+    real = getattr(vulkan, name)
+    calls: list[int] = []
+
+    def failing(*args):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 1:
+            raise error()
+        return real(*args)
+
+    monkeypatch.setattr(vulkan, name, failing)
+    return calls

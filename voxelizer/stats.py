@@ -8,6 +8,7 @@ writes `to_dict()` (`--stats-json`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,19 +54,40 @@ class Stats:
     shape: tuple[int, int, int] = (0, 0, 0)
     mode: str = ""  # "solid", "surface" or "both"
     surface: str = ""  # "conservative" or "thin" with mode "surface", else ""
-    gpu_ms: dict[str, float] = field(default_factory=dict)
     host_ms: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     memory: MemoryStats = field(default_factory=MemoryStats)
+    _gpu_ms: dict[str, float] = field(default_factory=dict, repr=False)
+    # GPU times added and not looked at yet (a submission's, read from the device on demand)
+    _unread: list[Mapping[str, float]] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def gpu_ms(self) -> dict[str, float]:
+        """GPU milliseconds by label (Vulkan timestamps, read when first asked for)."""
+        if self._unread:
+            unread, self._unread = self._unread, []
+            for times in unread:
+                _accumulate(self._gpu_ms, times)
+        return self._gpu_ms
+
+    @gpu_ms.setter
+    def gpu_ms(self, times: dict[str, float]) -> None:
+        self._unread = []
+        self._gpu_ms = times
 
     def voxel_noun(self) -> str:
         """What a result's set voxels are, for its text: "solid voxels" where no mode is
         recorded (a result built from an array)."""
         return VOXEL_NOUNS.get(self.mode, "solid voxels")
 
-    def add_gpu(self, times: dict[str, float]) -> None:
-        """Add GPU milliseconds by label (a label seen again is summed)."""
-        _accumulate(self.gpu_ms, times)
+    def add_gpu(self, times: Mapping[str, float]) -> None:
+        """Add GPU milliseconds by label (a label seen again is summed). A mapping that is not
+        a dict (a submission's `GpuTimes`) is kept as it is until `gpu_ms` is read, so that
+        times nobody looks at are never read from the device."""
+        if isinstance(times, dict):
+            _accumulate(self.gpu_ms, times)
+        else:
+            self._unread.append(times)
 
     def add_host(self, times: dict[str, float] | None = None, **steps: float) -> None:
         """Add host milliseconds by label, as a dict or as keywords."""
@@ -106,6 +128,6 @@ class Stats:
         }
 
 
-def _accumulate(total: dict[str, Any], values: dict[str, Any]) -> None:
+def _accumulate(total: dict[str, Any], values: Mapping[str, Any]) -> None:
     for label, value in values.items():
         total[label] = total.get(label, 0) + value

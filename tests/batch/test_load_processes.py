@@ -536,3 +536,67 @@ def test_the_passes_upload_a_soup_made_before_the_call():
     here = load_mesh(shared_model("bunny.ply"))
     again = voxelizer.voxelize_dense(mesh, 36, **soup).count()
     assert again == voxelizer.voxelize_dense(here, 36, **soup).count() > 0
+
+
+def test_a_helper_that_dies_holding_two_requests_fails_one_of_them():
+    """A helper holds the next request while it reads one: when it dies, the mesh it was
+    reading fails, and the one it held is read by its replacement."""
+    readers = LoadProcesses(1)
+    try:
+        assert readers.started.wait(120)
+        path = shared_model("dragon.ply")
+        readers.submit(path, batch_options(16)).result(timeout=120)
+        (pid,) = readers.helper_pids()
+        futures = [readers.submit(path, batch_options(16)) for _ in range(2)]
+        os.kill(pid, signal.SIGKILL)
+        failed = 0
+        for future in futures:
+            try:
+                mesh, _ = future.result(timeout=120)
+            except MeshError as exc:
+                assert "the reading process died" in str(exc)
+                failed += 1
+            else:
+                assert mesh.triangle_count == load_mesh(path).triangle_count
+        assert failed <= 1  # only the mesh it was on, if it had not sent it yet
+        mesh, _ = readers.submit(path, batch_options(16)).result(timeout=120)
+        assert mesh.triangle_count == load_mesh(path).triangle_count
+    finally:
+        readers.close()
+    assert readers.helper_pids() == []
+
+
+SLOW_HELPERS = """
+import sys, threading, time
+from voxelizer import voxelize_many
+from voxelizer.batch import readers
+
+released = threading.Event()
+start = readers._start
+
+def slow_start():
+    released.wait(60)  # helpers that start only once the batch has its first result
+    return start()
+
+readers._start = slow_start
+readers.fork_allowed = lambda: False  # started by exec, as after a device opened here
+began, first, results = time.perf_counter(), None, []
+for result in voxelize_many(sys.argv[1:], grid=16, load_processes=2, threads=2):
+    if first is None:
+        first = time.perf_counter() - began
+        released.set()
+    results.append(result.ok)
+print(len(results), all(results), round(first, 2))
+"""
+
+
+def test_the_first_meshes_are_read_while_the_helpers_start(tmp_path):
+    """The batch does not wait for its helpers: its threads read the first meshes while the
+    helpers start (here, not before the first result: a batch that waited for them, as it
+    once did for up to 10 s, would never have one sooner)."""
+    files = [shared_model("bunny.ply"), PROJECT_MODELS / "gear.ply", shared_model("torus.stl")]
+    run = run_script(tmp_path, "slow_helpers.py", SLOW_HELPERS, *(files * 3))
+    assert run.returncode == 0, run.stderr
+    count, ok, first = run.stdout.split()
+    assert (count, ok) == ("9", "True")
+    assert float(first) < 8.0, first

@@ -397,6 +397,7 @@ def test_datasets_compares_two_trees_beside_their_ceilings(tmp_path, models_dir)
         assert limits["parse_files_per_s"] > 0 and limits["device_thread_cpu_ms_per_mesh"] > 0
         assert limits["gpu_ms_per_mesh"] > 0  # lavapipe has timestamps
         assert limits["device_thread_other_wait_ms_per_mesh"] is not None
+        assert limits["device_thread_mesh_wait_ms_per_mesh"] >= 0
     assert grid["after_over_before"]["many"]["best"] > 0
     assert grid["after_over_before"]["parse_files_per_s"] > 0
     text = (out / "datasets.md").read_text()
@@ -432,8 +433,9 @@ def test_the_colours_benchmark_writes_its_files_and_their_sizes(tmp_path, capsys
 
 @pytest.mark.slow
 def test_trigrid_rebuild_compares_two_checkouts(tmp_path):
-    """The build's fixed cost, this checkout against itself as the baseline: a row a mesh,
-    each side's times and one submission a build, the table and the JSON written."""
+    """The build's fixed cost and a submission's round trip, this checkout against itself as
+    the baseline: a row for the round trip and one a mesh, each side's times, its host CPU
+    time and one submission a build, the table and the JSON written."""
     from voxelizer.benchmarks import trigrid_rebuild
 
     out = tmp_path / "out"
@@ -442,9 +444,14 @@ def test_trigrid_rebuild_compares_two_checkouts(tmp_path):
                  "--profile", "2"]  # fmt: skip
     assert trigrid_rebuild.main(arguments) == 0
     document = json.loads((out / "results.json").read_text())
-    (row,) = document["rows"]
+    trip, row = document["rows"]
+    assert trip["model"] == "submission"
     assert row["model"] == "sphere-1" and row["triangles"] == 80
     for side in ("baseline", "this"):
         assert row[side]["submissions"] == 1
-        assert 0 < row[side]["min_ms"] <= row[side]["median_ms"]
-    assert "| sphere-1 (80) |" in (out / "results.md").read_text(encoding="utf-8")
+        for key in ("wall_ms", "read_ms", "block_ms", "cpu_ms"):
+            assert 0 < row[side][key]["min"] <= row[side][key]["median"]
+        assert 0 < trip[side]["trip_us"]["min"] <= trip[side]["trip_us"]["median"]
+    assert row["wall_ms_ratio"]["min"] > 0 and trip["cpu_us_ratio"]["median"] > 0
+    text = (out / "results.md").read_text(encoding="utf-8")
+    assert "| sphere-1 (80) | build ms |" in text and "| submission | host CPU time" in text

@@ -317,6 +317,7 @@ PIPELINE_LEVELS = {
     "sparse_pass": 1,
     "sparse_merge": 1,
     "passes": 2,
+    "replay": 2,
     "slabs": 2,
     "sparse_slabs": 2,
     "resources": 2,

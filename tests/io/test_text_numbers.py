@@ -23,6 +23,7 @@ from voxelizer.io.text_numbers import (
     fast_table,
     integer_words,
     parse_words,
+    unsigned_words,
     words_of,
 )
 
@@ -276,3 +277,22 @@ def test_numbers_of_a_text_parse_as_loadtxt_parses_them():
     assert same_bits(fast_numbers(text, np.float64), expected)
     assert fast_numbers(text + b"nan\n", np.float64) is None
     assert fast_numbers(b"1 2 x\n", np.int64) is None
+
+
+def test_words_of_digits_parse_as_with_signs_allowed():
+    """unsigned_words (a text without signs) gives integer_words' values and exactness, for
+    words of 1 to 12 digits, leading zeros, and words at the text's two ends."""
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(1, 13, 3000)
+    words = [bytes(rng.integers(48, 58, n).astype(np.uint8)) for n in lengths]
+    words[:3] = [b"0", b"00000007", b"99999999"]
+    text = b" ".join(words[:1500]) + b"\n" + b"\t".join(words[1500:])
+    starts, ends = words_of(text)
+    padded = bytes(16) + text + bytes(16)
+    windows = np.ndarray((len(padded) - 7,), "<u8", padded, 0, (1,))
+    characters = np.frombuffer(padded, np.uint8, len(text), 16)
+    values, exact = unsigned_words(characters, windows, starts, ends)
+    expected, expected_exact = integer_words(characters, windows, starts, ends)
+    assert np.array_equal(exact, expected_exact) and exact.sum() > 1000
+    assert np.array_equal(values[exact], expected[exact])
+    assert np.array_equal(values[exact], [int(w) for w, e in zip(words, exact) if e])

@@ -5,14 +5,18 @@ equal to the CPU reference (voxelizer/trigrid/build.py says how the build runs).
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 
 import voxelizer.trigrid.build as grid_build
+from voxelizer import DeviceError
+from voxelizer.gpu.loader import load_vulkan
 from voxelizer.io import load_mesh
 from voxelizer.trigrid import GridEngine, build_triangle_grid
 
-from ..helpers import load_model
+from ..helpers import fail_once, gpu_time_reads, load_model
 from ..shapes import sphere
 from .test_triangle_grid import assert_matches_reference
 
@@ -105,3 +109,53 @@ def test_references_beyond_the_ids_take_one_more_submission(gpu, monkeypatch, le
         grid.close()
     finally:
         engine.close()
+
+
+def test_replayed_builds_keep_their_gpu_times(engine, monkeypatch):
+    """Builds replayed many times, each grid held: the GPU times of each, looked at after
+    later builds, are its own passes' (read before the next build's submission, as it was
+    held); none is read while nobody holds it; the last grid is exact."""
+    mesh = load_model("torus.stl")
+    engine.forget_geometry()
+    first = build_triangle_grid(engine, mesh, density=4.0)
+    labels = set(first.stats.gpu_ms)
+    assert {"upload", "cells_count", "cells_emit"} <= labels
+    first.close()
+    reads = gpu_time_reads(engine.build_sequence, monkeypatch)
+    grids = []
+    for _ in range(40):
+        grid = build_triangle_grid(engine, mesh, density=4.0)
+        grid.close()
+        grids.append(grid)
+    assert all(grid.stats.counts["replayed"] == 1 for grid in grids[1:])
+    assert len(reads) == len(grids) - 1  # (the last one's not yet)
+    for grid in grids:
+        assert set(grid.stats.gpu_ms) == labels - {"upload"}
+        assert all(ms >= 0 for ms in grid.stats.gpu_ms.values())
+        assert pickle.loads(pickle.dumps(grid.stats)).gpu_ms == grid.stats.gpu_ms
+    assert len(reads) == len(grids)
+    del grids, grid
+    for _ in range(10):  # dropped unread: never read
+        build_triangle_grid(engine, mesh, density=4.0).close()
+    assert len(reads) == 40
+    last = build_triangle_grid(engine, mesh, density=4.0)
+    assert_matches_reference(last)
+    last.close()
+
+
+@pytest.mark.parametrize("name", ["vkQueueSubmit", "vkWaitForFences"])
+def test_a_fault_in_a_replayed_build_is_a_device_error(engine, monkeypatch, name):
+    """A replayed build whose submit (or wait, with the fence poll of a GPU on: the fault
+    still reaches it) fails: a DeviceError; the next build replays and is exact."""
+    monkeypatch.setattr(engine.build_sequence, "wait_spin_s", 1.0)
+    mesh = load_model("torus.stl")
+    for _ in range(2):
+        build_triangle_grid(engine, mesh, density=4.0).close()
+    calls = fail_once(monkeypatch, name, load_vulkan().VkErrorDeviceLost)
+    with pytest.raises(DeviceError, match="device was lost"):
+        build_triangle_grid(engine, mesh, density=4.0)
+    assert calls
+    grid = build_triangle_grid(engine, mesh, density=4.0)
+    assert grid.stats.counts["replayed"] == 1
+    assert_matches_reference(grid)
+    grid.close()

@@ -31,6 +31,7 @@ from ..io.mesh_files import (
 from ..io.output import check_output_path
 from ..io.writers import OUTPUT_FORMATS, OutputFormat
 from ..options import batch_options_of
+from ..parallel import keep_freed_memory
 from ..progress import TerminalProgress
 from ..shards import ShardFormat, is_shard_format
 from .tasks import DEFAULT_FORMAT
@@ -204,6 +205,10 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         _check_log(parser, log_path, files, outputs)
     devices = args.devices if args.devices is not None else args.device
     if args.ray is None:
+        # This process voxelizes mesh after mesh: each one's arrays (read, staged, results)
+        # reuse the memory of the last one's instead of fresh pages (the device's thread
+        # among them: docs/benchmarks.md, "Reading at memory speed").
+        keep_freed_memory()
         _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs)
     if devices is not None and args.ray is None:
         _check_devices(devices)

@@ -40,7 +40,7 @@ from ..shards import (
     shard_outputs,
 )
 from .pool import WorkerPool
-from .readers import running_load_processes
+from .readers import REQUESTS_AHEAD, running_load_processes
 from .tasks import (
     DEFAULT_FORMAT,
     BatchResult,
@@ -188,7 +188,7 @@ def voxelize_many(
         dense=dense,
         up_axis=up_axis,
         threads=threads,
-        prefetch=max(prefetch, load_processes + 2),
+        prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
         load_processes=load_processes,
     )
     exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
@@ -274,7 +274,7 @@ def _shard_run(
         options=replace(checked, shape=shape),
         dense=dense,
         threads=threads,
-        prefetch=max(prefetch, load_processes + 2),
+        prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
         load_processes=load_processes,
     )
     worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]

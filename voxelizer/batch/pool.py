@@ -31,7 +31,7 @@ from ..interrupts import terminate_as_interrupt
 from ..io.files import os_error_text
 from ..io.output import remove_temporaries
 from ..log import get_logger
-from ..parallel import use_threads
+from ..parallel import keep_freed_memory, use_threads
 from .readers import shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask
 from .worker import MeshWorker
@@ -89,6 +89,7 @@ def worker_process_main(
         terminate_as_interrupt()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
         use_threads(settings.threads)  # the workers share the cores
+        keep_freed_memory()  # mesh after mesh: each one's arrays reuse the last one's memory
         outbox.send(("imported", None))  # its first meshes may come: they load as it opens
         if settings.load_processes:
             shared_load_processes(settings.load_processes)  # they start while the device opens

@@ -55,6 +55,7 @@ from ..shards import (
     shard_outputs,
 )
 from .engine import BatchRun, default_load_processes, default_threads
+from .readers import REQUESTS_AHEAD
 from .tasks import (
     DEFAULT_FORMAT,
     BatchResult,
@@ -136,7 +137,7 @@ class VoxelizeBatch:
             dense=True,  # results kept for the columns: packed bits of the dense grid
             up_axis=up_axis,
             threads=threads,
-            prefetch=max(prefetch, load_processes + 2),
+            prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
             load_processes=load_processes,
         )
         self.out_dir = None if out_dir is None else Path(out_dir)

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from concurrent.futures import Future
 from contextlib import suppress
 from pathlib import Path
@@ -45,7 +46,7 @@ from ..io.meshes import MeshLike, load_mesh
 from ..log import get_logger
 from ..mesh import Mesh
 from ..options import Options
-from ..parallel import use_threads
+from ..parallel import keep_freed_memory, use_threads
 from ..placement import GridPlacement
 
 PROTOCOL = 5
@@ -86,6 +87,8 @@ def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False
 
 
 Request = tuple[str, Options]  # a path, the batch's options
+Sent = deque[tuple[Future[tuple[Mesh, float]], Request]]
+REQUESTS_AHEAD = 2  # requests a helper holds: it reads the next while its last mesh crosses
 
 
 class ForkedHelper:
@@ -146,12 +149,13 @@ def fork_allowed() -> bool:
 class LoadProcesses:
     """`count` helper processes reading files: submit(...) -> Future of (Mesh, seconds).
 
-    Each helper has a thread here that hands it one path at a time and waits for its mesh
-    (blocking reads release the GIL), so a free helper takes the next path. The helpers are
+    Each helper has a thread here that hands it paths, REQUESTS_AHEAD at most (the next one
+    waits in the helper while its mesh crosses), and waits for its meshes (blocking reads
+    release the GIL), so a helper with room takes the next path. The helpers are
     forked here where fork_allowed() (`forked` says how many: then `started` is set at once),
     else each thread starts its own by exec. A helper that dies fails its mesh with an error
-    naming it and is replaced (by exec) for the next one. Until one has started (`started`),
-    a batch reads on its threads."""
+    naming it and is replaced (by exec) for the next ones. Until one has started (`started`;
+    `starting` while none has, nor have all failed), a batch reads on its threads."""
 
     def __init__(self, count: int):
         self.count = max(1, count)
@@ -184,6 +188,11 @@ class LoadProcesses:
         self._requests.put((future, (os.fspath(path), options)))
         return future
 
+    @property
+    def starting(self) -> bool:
+        """Whether the helpers are still starting: none is ready yet, and not all failed."""
+        return not self._settled.is_set()
+
     def wait_started(self, timeout: float) -> bool:
         """Wait until a helper is ready (True), every helper failed to start or `timeout`
         seconds passed (False)."""
@@ -213,40 +222,80 @@ class LoadProcesses:
                         self._settled.set()
             else:
                 self._settled.set()
+        sent: Sent = deque()  # the requests the helper has, in its order
+        ending = False
         try:
-            while (item := self._requests.get()) is not None:
-                future, request = item
-                if not future.set_running_or_notify_cancel():
-                    continue
-                try:
-                    future.set_result(self._read(slot, request))
-                except BaseException as exc:  # the request's outcome, whatever it is
-                    future.set_exception(exc)
+            while sent or not ending:
+                # The next request goes to the helper before its last mesh is received here:
+                # it reads on while this thread waits for the GIL to take the mesh in.
+                while not ending and len(sent) < REQUESTS_AHEAD:
+                    try:
+                        item = self._requests.get(block=not sent)
+                    except queue.Empty:
+                        break
+                    if item is None:
+                        ending = True
+                    elif item[0].set_running_or_notify_cancel():
+                        sent.append(item)
+                        self._send_last(slot, sent)
+                if sent:
+                    self._receive_first(slot, sent)
         finally:
             _stop(self._helpers[slot], kill=False)
             self._helpers[slot] = None
 
-    def _read(self, slot: int, request: Request) -> tuple[Mesh, float]:
-        """The helper's answer to one request (starting a helper if none runs): the mesh,
-        or the error it raised; MeshError if the helper dies on it (it is replaced)."""
+    def _send_last(self, slot: int, sent: Sent) -> None:
+        """Send the last request of `sent` to the slot's helper (starting one if none runs);
+        if that fails, _helper_gone."""
         helper = self._helpers[slot]
         try:
             if helper is None:
                 helper = self._helpers[slot] = _start()
                 self.started.set()
-            assert helper.stdin is not None and helper.stdout is not None
-            _send(helper.stdin, request)
+            assert helper.stdin is not None
+            _send(helper.stdin, sent[-1][1])
+        except (OSError, ValueError) as exc:
+            self._helper_gone(slot, sent, exc)
+
+    def _receive_first(self, slot: int, sent: Sent) -> None:
+        """The helper's answer to the first request of `sent`: the mesh, or the error it
+        raised, set on its future; if the helper dies on it, _helper_gone."""
+        future = sent[0][0]
+        helper = self._helpers[slot]
+        try:
+            assert helper is not None and helper.stdout is not None
             outcome, payload = pickle.load(helper.stdout)
         except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
-            code = _stop(helper, kill=True)
-            self._helpers[slot] = None
-            raise MeshError(
+            self._helper_gone(slot, sent, exc)
+            return
+        except BaseException as exc:  # the request's outcome, whatever it is
+            sent.popleft()
+            future.set_exception(exc)
+            return
+        sent.popleft()
+        if outcome == "mesh":
+            future.set_result(payload)
+        else:
+            future.set_exception(payload)
+
+    def _helper_gone(self, slot: int, sent: Sent, error: BaseException) -> None:
+        """The slot's helper died (or did not start): the request it was on, the first of
+        `sent`, fails with MeshError naming it; the others go to a new helper."""
+        helper = self._helpers[slot]
+        code = _stop(helper, kill=True)
+        self._helpers[slot] = None
+        future, request = sent.popleft()
+        future.set_exception(
+            MeshError(
                 f"{request[0]}: the reading process died (exit code {code}; "
-                f"{exc or type(exc).__name__})"
-            ) from exc
-        if outcome != "mesh":
-            raise payload
-        return payload
+                f"{error or type(error).__name__})"
+            )
+        )
+        others = list(sent)
+        sent.clear()
+        for item in others:
+            sent.append(item)
+            self._send_last(slot, sent)
 
 
 # The helper imports this very package (whatever the working directory or sys.path of the
@@ -334,6 +383,7 @@ def _forked_main(
             os.close(fd)
         sys.stdout = sys.stderr  # nothing may print into the parent's buffered stdout
         use_threads(1)  # one core per helper: the helpers share the host's cores
+        keep_freed_memory()  # file after file: each file's arrays reuse the last one's memory
         with (
             open(requests, "rb") as request_file,
             open(replies, "wb", buffering=1 << 20) as reply_file,
@@ -476,6 +526,7 @@ def main() -> None:
     replies = sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the replies
     use_threads(1)  # one core per helper: the helpers share the host's cores
+    keep_freed_memory()  # file after file: each file's arrays reuse the last one's memory
     with suppress(BrokenPipeError):  # the batch is gone
         _send(replies, ("ready", None))
         serve(sys.stdin.buffer, replies)

@@ -29,8 +29,6 @@ from ..thin import thin_warning
 from .readers import prepared_mesh, shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask, TaskSource, error_text
 
-HELPER_START_SECONDS = 10.0  # a batch waits this long at most for its first reading process
-
 
 @dataclass
 class Loaded:
@@ -97,12 +95,18 @@ class MeshWorker:
         loading: deque[tuple[MeshTask, Future[Any]]] = deque()
         writing: deque[Future[BatchResult]] = deque()
         finished = False
+        on_threads: set[Future[Any]] = set()  # loads given to the threads as helpers start
 
         def read_ahead(wait: bool) -> None:
             """Start loading tasks up to `prefetch` ahead; with `wait`, block for the first
-            one when none is loading (never while one is: its results must go out)."""
+            one when none is loading (never while one is: its results must go out). While
+            the reading processes start, the loader threads read (as many at a time as there
+            are threads): the device never waits for the processes, only for a mesh."""
             nonlocal finished
             while not finished and len(loading) <= settings.prefetch:
+                starting = readers is not None and readers.starting
+                if starting and len(on_threads) >= settings.threads and loading:
+                    return  # the rest for the processes, once one has started
                 try:
                     task = source.next(wait and not loading)
                 except queue.Empty:
@@ -118,22 +122,19 @@ class MeshWorker:
                     loading.append((task, readers.submit(task.source, self._reading_options())))
                 else:
                     loading.append((task, loaders.submit(self._load, task)))
+                    if starting:
+                        on_threads.add(loading[-1][1])
 
         try:
-            if readers is not None and readers.started.is_set():
-                # Helpers already running (forked as they were started, or kept from an
-                # earlier batch): they read the first meshes while the device opens.
-                read_ahead(wait=True)
-            elif readers is not None:
-                # The device opens while the helpers start; then they read every file. (Loader
-                # threads reading beside the device until then held back the first results of
-                # a cold batch: docs/benchmarks.md, "A cold batch".)
-                self.voxelizer  # noqa: B018
-                readers.wait_started(HELPER_START_SECONDS)
+            # The first meshes load while the device opens: on the reading processes where
+            # they run (forked as they were started, or kept from an earlier batch), else on
+            # the loader threads while the processes start.
             read_ahead(wait=True)
             self.voxelizer  # noqa: B018 - opened (if not yet) while the first meshes load
             while loading:
-                loaded = loaded_from(*loading.popleft())
+                task, future = loading.popleft()
+                on_threads.discard(future)
+                loaded = loaded_from(task, future)
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
                 if self._on_start is not None:
                     self._on_start(loaded.task)

@@ -29,7 +29,8 @@ Every run starts from warm caches (one call per grid before the rounds). docs/be
 Each grid's figures stand beside their limits (`ceilings`, printed and in the JSON):
 
 - `parse_files_per_s`: the tree's own reader (`load_mesh`) over the same files in a pool of
-  one process per core (`--parse-processes`), no device: the host's parse ceiling;
+  one process per core (`--parse-processes`), each set up as the batch's reading processes
+  are, no device: the host's parse ceiling;
 - `gpu_ms_per_mesh` and `gpu_meshes_per_s`: the GPU time of `many`'s meshes summed from
   their results' Vulkan timestamps (`Stats.gpu_ms`, setup to the end of the SVO build), per
   mesh, and the rate a device doing nothing else would reach (null where the device has no
@@ -38,7 +39,8 @@ Each grid's figures stand beside their limits (`ceilings`, printed and in the JS
   `many` (one device: the caller's thread runs the worker), per mesh (`time.thread_time`),
   and the rate that thread alone allows; `device_thread_other_wait_ms_per_mesh`: the rest of
   its wall-clock time beyond the GPU's (waiting for the GIL, for a mesh still loading, for a
-  core).
+  core); `device_thread_mesh_wait_ms_per_mesh`: the part of it spent waiting for meshes
+  (for one still loading, or for the reading processes to start).
 
 `--before TREE` compares two source trees in one run: TREE is a folder holding a
 `voxelizer` package (`git archive COMMIT voxelizer | tar -x -C TREE`). Each tree's round
@@ -50,6 +52,7 @@ for every way and ceiling. `--out DIR` writes DIR/datasets.json and DIR/datasets
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import multiprocessing
 import os
@@ -57,10 +60,12 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +106,9 @@ def ways(
     """Each way of voxelizing the dataset at `grid`: a callable that returns meshes done.
     `many` adds its summed GPU ms and its device thread's CPU ms per mesh to `figures`."""
     figures = (
-        {"gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": []} if figures is None else figures
+        {"gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "mesh_wait_ms": []}
+        if figures is None
+        else figures
     )
     v = Voxelizer(device)
     env = _environment()
@@ -171,18 +178,54 @@ def _many(files: list[Path], grid: int, device: str | None, figures: dict[str, l
     device's worker runs in the caller's thread) CPU ms per mesh to `figures`."""
     cpu_started, wall_started = time.thread_time(), time.perf_counter()
     done, gpu_ms, timed = 0, 0.0, True
-    for result in voxelize_many(files, grid=grid, devices=device):
-        done += result.ok
-        times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
-        gpu_ms += sum(times.values()) if times else 0.0
-        timed = timed and bool(times)
+    with _mesh_waits() as waited:
+        for result in voxelize_many(files, grid=grid, devices=device):
+            done += result.ok
+            times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
+            gpu_ms += sum(times.values()) if times else 0.0
+            timed = timed and bool(times)
     cpu_ms = (time.thread_time() - cpu_started) * 1e3 / len(files)
     wall_ms = (time.perf_counter() - wall_started) * 1e3 / len(files)
     figures["device_cpu_ms"].append(cpu_ms)
+    figures.setdefault("mesh_wait_ms", []).append(waited[0] * 1e3 / len(files))
     if timed:
         figures["gpu_ms"].append(gpu_ms / len(files))
         figures["device_wait_ms"].append(wall_ms - cpu_ms - gpu_ms / len(files))
     return done
+
+
+@contextmanager
+def _mesh_waits() -> Iterator[list[float]]:
+    """[seconds] this thread (one device's worker runs in the caller's) spends, while the
+    block runs, in the worker's waits for meshes: `loaded_from` (a mesh still loading) and
+    the reading processes' `wait_started` (names every tree compared has)."""
+    from voxelizer.batch import readers, worker
+
+    waited = [0.0]
+    device_thread = threading.get_ident()
+
+    def timed(function: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(function)
+        def waiting(*args: Any, **kwargs: Any) -> Any:
+            if threading.get_ident() != device_thread:
+                return function(*args, **kwargs)
+            started = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                waited[0] += time.perf_counter() - started
+
+        return waiting
+
+    patched = [(worker, "loaded_from"), (readers.LoadProcesses, "wait_started")]
+    originals = [(owner, name, getattr(owner, name)) for owner, name in patched]
+    for owner, name, original in originals:
+        setattr(owner, name, timed(original))
+    try:
+        yield waited
+    finally:
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 def _warm(
@@ -226,6 +269,17 @@ def _started(index: int) -> int:
     return index
 
 
+def _reading_process() -> None:
+    """A parse pool's process set up as the batch's reading processes are (one core each,
+    freed memory kept: voxelizer.batch.readers), where the tree has those settings."""
+    from voxelizer import parallel
+
+    parallel.use_threads(1)
+    keep = getattr(parallel, "keep_freed_memory", None)  # (not in older trees)
+    if keep is not None:
+        keep()
+
+
 class ParsePool:
     """One process per core reading files with load_mesh, no device: the host's parse
     ceiling. Made before this process opens a device (the processes fork where the platform
@@ -235,7 +289,9 @@ class ParsePool:
         methods = multiprocessing.get_all_start_methods()
         context = multiprocessing.get_context("fork" if "fork" in methods else None)
         self.processes = processes
-        self._pool = ProcessPoolExecutor(processes, mp_context=context)
+        self._pool = ProcessPoolExecutor(
+            processes, mp_context=context, initializer=_reading_process
+        )
         list(self._pool.map(_started, range(processes)))  # every process up before timing
 
     def rate(self, files: list[Path]) -> float:
@@ -263,7 +319,7 @@ def measure_rounds(
     """Every round's meshes/s of each way (interleaved), the parse pool's files/s and
     `many`'s device figures per round: the raw figures that `summary` reduces."""
     figures: dict[str, list[float]] = {
-        "gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "parse": []
+        "gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "mesh_wait_ms": [], "parse": []
     }  # fmt: skip
     chosen = ways(files, dataset, work, grid, jobs, device, devices, figures)
     if only is not None:
@@ -318,6 +374,7 @@ def ceilings(figures: dict[str, list[float]]) -> dict[str, float | None]:
 
     parse = max(figures["parse"]) if figures["parse"] else None
     gpu, cpu, wait = median("gpu_ms"), median("device_cpu_ms"), median("device_wait_ms")
+    mesh_wait = median("mesh_wait_ms")
     return {
         "parse_files_per_s": rounded(parse, 1),
         "gpu_ms_per_mesh": rounded(gpu, 4),
@@ -327,6 +384,9 @@ def ceilings(figures: dict[str, list[float]]) -> dict[str, float | None]:
         # Neither running nor waiting for the GPU: for the GIL, for a mesh still loading,
         # for a core (wall - CPU - GPU time of `many`, per mesh).
         "device_thread_other_wait_ms_per_mesh": rounded(wait, 3),
+        # Of its wall-clock time, waiting for a mesh still loading or for the reading
+        # processes to start (`many`'s worker, per mesh).
+        "device_thread_mesh_wait_ms_per_mesh": rounded(mesh_wait, 3),
     }
 
 
@@ -348,6 +408,9 @@ def ceiling_lines(found: dict[str, Any]) -> str:
     wait = limits.get("device_thread_other_wait_ms_per_mesh")
     if wait is not None:
         cpu_text += f", waiting {wait:.3f} ms/mesh on other than the GPU"
+    mesh_wait = limits.get("device_thread_mesh_wait_ms_per_mesh")
+    if mesh_wait is not None:
+        cpu_text += f", {mesh_wait:.3f} ms/mesh waiting for meshes"
     parse = limits["parse_files_per_s"]
     parse_text = "parse not measured" if parse is None else f"parse {parse} files/s, all cores"
     return f"{found['grid']}³ ceilings: {parse_text}; {gpu_text}; {cpu_text}"

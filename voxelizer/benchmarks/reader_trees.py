@@ -1,15 +1,15 @@
 """Mesh reading in two source trees side by side: what reading parts and colours costs.
 
     python voxelizer/benchmarks/reader_trees.py --trees OLD NEW --models DIR [--runs N]
-        [--rounds R] [--work DIR] [--json FILE]
+        [--rounds R] [--work DIR] [--json FILE] [--reading-process] [--files FILE ...]
 
 For each PLY and STL of DIR, and for text copies of them written into --work (ASCII PLY,
 ASCII STL, OBJ; and the same with parts: an OBJ of two groups with materials, a PLY with a
 `part` face property and vertex colours, an ASCII STL of two solids), the best of N calls
 of `voxelizer.load_mesh(path)` in a Python process of each tree (PYTHONPATH=TREE), the two
 trees taking turns for R rounds, so that the machine's load falls on both alike (each
-process imports the tree's voxelizer, also where an editable install is on the path), wall
-time and CPU time (all threads: on a shared machine the steadier of the two). Prints one
+process imports the tree's voxelizer, also where an editable install is on the path; with
+--reading-process, set up as a batch's reading processes are), wall time and CPU time (all threads: on a shared machine the steadier of the two). Prints one
 line per file: the least wall and CPU times in each tree and their ratios (NEW / OLD), and
 writes them as JSON with --json.
 """
@@ -34,6 +34,10 @@ sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in type(f).__
 sys.path.insert(0, sys.argv[3])
 from voxelizer.io import load_mesh
 assert load_mesh.__code__.co_filename.startswith(sys.argv[3])
+if sys.argv[4] == "reading-process":  # set up as a batch's reading processes are
+    from voxelizer import parallel
+    parallel.use_threads(1)
+    getattr(parallel, "keep_freed_memory", lambda: None)()  # (not in older trees)
 path, runs = sys.argv[1], int(sys.argv[2])
 load_mesh(path)
 walls, cpus = [], []
@@ -105,10 +109,10 @@ def with_parts(mesh: Any, stem: str, work: Path) -> list[Path]:
     return [obj, ply, stl]
 
 
-def best_time(tree: Path, path: Path, runs: int) -> tuple[float, float]:
+def best_time(tree: Path, path: Path, runs: int, setup: str = "plain") -> tuple[float, float]:
     env = dict(os.environ, PYTHONPATH=str(tree))
     out = subprocess.run(
-        [sys.executable, "-c", TIMER, str(path), str(runs), str(tree.resolve())],
+        [sys.executable, "-c", TIMER, str(path), str(runs), str(tree.resolve()), setup],
         env=env,
         capture_output=True,
         text=True,
@@ -127,12 +131,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work", type=Path)
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--reading-process", action="store_true",
+        help="time in processes set up as a batch's reading processes (one core, memory kept)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--files", type=Path, nargs="+", default=[],
+        help="also these mesh files as they are (an OBJ of make_dataset's, ...)",
+    )  # fmt: skip
     args = parser.parse_args()
+    setup = "reading-process" if args.reading_process else "plain"
     with tempfile.TemporaryDirectory() as temporary:
         work = args.work or Path(temporary)
         work.mkdir(parents=True, exist_ok=True)
         files = sorted(args.models.glob("*.ply")) + sorted(args.models.glob("*.stl"))
-        files += text_copies(args.models, work)
+        files += text_copies(args.models, work) + list(args.files)
         results = []
         print(
             f"{'file':<28} {'wall, ms: old':>14} {'new':>9} {'ratio':>6}   {'CPU, ms: old':>13} {'new':>9} {'ratio':>6}"
@@ -141,7 +154,7 @@ def main() -> None:
             times: list[list[tuple[float, float]]] = [[], []]
             for _ in range(args.rounds):
                 for side, tree in enumerate(args.trees):
-                    times[side].append(best_time(tree, path, args.runs))
+                    times[side].append(best_time(tree, path, args.runs, setup))
             (old, old_cpu), (new, new_cpu) = (
                 (min(t[0] for t in side), min(t[1] for t in side)) for side in times
             )

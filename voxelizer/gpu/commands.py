@@ -15,6 +15,14 @@ descriptor set from the sequence's pool, which is reset at every `begin()`), a p
 already bound is not bound again, and a barrier with nothing recorded since the one before
 it in the same recording is left out.
 
+A submission is cheap on the host too, as a small build submits and waits in a fraction of a
+millisecond: the submit and the wait call the Vulkan functions themselves (gpu/vulkan_calls.py:
+a fault injected into the `vulkan` module's wrapper still reaches them), with structs made
+once per sequence. The wait polls the fence for up to `wait_spin_s` before it blocks in
+vkWaitForFences, as a driver's blocking wait may wake the host well after the GPU is done; a
+CPU device (lavapipe) never polls, as the host's cores run the work. A Vulkan error of the
+submit or the wait (a lost device, no memory) is a `DeviceError`.
+
 A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
 queue: the device's `queue_may_be_busy` says so, and `begin()` and every destroy wait for the
 queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
@@ -22,22 +30,31 @@ queue first (`Device.settle`), so nothing the GPU still uses is reset or freed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+import threading
+import time
+import weakref
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing
 
+from ..errors import DeviceError
 from ..interrupts import interrupts_deferred
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
 from .loader import vk
 from .pipelines import ComputePipeline
+from .vulkan_calls import VulkanCall
 
-__all__ = ["Binding", "DescriptorWrites", "Sequence", "check_result", "workgroups"]
+__all__ = ["Binding", "DescriptorWrites", "GpuTimes", "Sequence", "check_result", "workgroups"]
 
 _SETS_PER_POOL = 64
 _MAX_TIMESTAMPS = 128
+# How long a wait polls the fence before it blocks, on a device that is not the host's CPU
+# (docs/benchmarks.md, "Submissions": the round trip on an H200 with and without the poll).
+WAIT_SPIN_S = 0.0005
+_FOREVER = 2**64 - 1  # a wait's timeout: none
 
 
 def workgroups(items: int, per_group: int) -> int:
@@ -52,6 +69,7 @@ class Sequence:
         handle = device.handle
         self.command_pool = self.fence = self.query_pool = None
         self._descriptor_pools: list = []
+        self._unread: weakref.ref[GpuTimes] | None = None  # the last submission's, if unread
         try:
             # All or none: a Ctrl-C (held until the block ends) or an error part way destroys
             # what was created, instead of leaving it to be reported when the device goes.
@@ -98,16 +116,7 @@ class Sequence:
         self._new_set = vk.ffi.new("VkDescriptorSet[]", 1)
         self._compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
         self._compute_stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
-        # The structs of every begin() and submit(), the same each time.
-        self._begin_info = vk.ffi.new("VkCommandBufferBeginInfo *")
-        self._begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
-        self._begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
-        self._command_buffers = vk.ffi.new("VkCommandBuffer[]", [self.command_buffer])
-        self._submit_info = vk.ffi.new("VkSubmitInfo *")
-        self._submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
-        self._submit_info.commandBufferCount = 1
-        self._submit_info.pCommandBuffers = self._command_buffers
-        self._fences = vk.ffi.new("VkFence[]", [self.fence])
+        self._prepare_submissions()
         self._barrier_stages = (
             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         )
@@ -118,6 +127,31 @@ class Sequence:
         )
         # The one barrier every step uses, built once: a sequence records dozens per call.
         self._memory_barrier = _memory_barrier()
+
+    def _prepare_submissions(self) -> None:
+        """The structs of every begin() and submit(), the same each time (kept here: the
+        Vulkan calls read them), the functions a submission calls, and its wait's poll."""
+        ffi = vk.ffi
+        self._begin_info = ffi.new("VkCommandBufferBeginInfo *")
+        self._begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        self._begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        self._command_buffers = ffi.new("VkCommandBuffer[]", [self.command_buffer])
+        self._submit_info = ffi.new("VkSubmitInfo *")
+        self._submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        self._submit_info.commandBufferCount = 1
+        self._submit_info.pCommandBuffers = self._command_buffers
+        self._fences = ffi.new("VkFence[]", [self.fence])
+        self._queue_submit = VulkanCall("vkQueueSubmit")
+        self._wait_for_fences = VulkanCall("vkWaitForFences")
+        self._reset_fences = VulkanCall("vkResetFences")
+        self._fence_status = VulkanCall("vkGetFenceStatus")
+        # How long a wait polls the fence before it blocks (never on a CPU device)
+        self.wait_spin_s = 0.0 if self.device.is_cpu else WAIT_SPIN_S
+        # The timestamps of a submission are read into this, when asked for (GpuTimes).
+        self._ticks = ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
+        self._tick_view = np.frombuffer(ffi.buffer(self._ticks), np.uint64)
+        self._submitted_labels: tuple[str, ...] = ()  # the labels of the recording submitted
+        self._times_lock = threading.Lock()
 
     # -- recording ---------------------------------------------------------------------------
 
@@ -348,9 +382,11 @@ class Sequence:
 
     # -- submission --------------------------------------------------------------------------
 
-    def submit(self) -> dict[str, float]:
-        """Submit, wait, and return GPU milliseconds per label (summed when a label repeats)."""
+    def submit(self) -> Mapping[str, float]:
+        """Submit, wait, and return GPU milliseconds per label (summed when a label repeats),
+        read from the device when first looked at (`GpuTimes`)."""
         check_result(self._lib.vkEndCommandBuffer(self.command_buffer))
+        self._submitted_labels = tuple(self._labels)
         times = self._run()
         self._replayable = self._reusable
         return times
@@ -360,7 +396,7 @@ class Sequence:
         """Whether `replay()` may run: the last recording was begun reusable and submitted."""
         return self._replayable
 
-    def replay(self) -> dict[str, float]:
+    def replay(self) -> Mapping[str, float]:
         """Submit the last recording again as it is (see `replayable`) and wait: the buffers
         it names must be alive still, and hold what its steps expect."""
         if not self._replayable:
@@ -368,25 +404,60 @@ class Sequence:
         self.device.settle()  # (an interrupted replay's work may still use the buffer)
         return self._run()
 
-    def _run(self) -> dict[str, float]:
-        """Submit the ended command buffer, wait, and read its timestamps."""
-        check_result(self._lib.vkResetFences(self.device.handle, 1, self._fences))
-        # Set before the submit: an interrupt just after it must still find the flag set.
-        self.device.queue_may_be_busy = True
-        # The submit and the wait through the wrapper (one call each per submission; the
-        # Ctrl-C test of tests/gpu/test_process_safety.py interrupts right after the submit).
-        with self.device.queue_lock:
-            vk.vkQueueSubmit(self.device.queue, 1, self._submit_info, self.fence)
-        self.submissions += 1
-        vk.vkWaitForFences(self.device.handle, 1, [self.fence], vk.VK_TRUE, 2**64 - 1)
-        self.device.queue_may_be_busy = False
-        return self._timings()
-
-    def _timings(self) -> dict[str, float]:
-        count = len(self._labels)
-        if count < 2 or self.device.timestamp_bits == 0:
+    def _run(self) -> Mapping[str, float]:
+        """Submit the ended command buffer, wait, and return its timestamps, unread."""
+        device = self.device
+        try:
+            self._keep_times()  # (the submission overwrites the last one's timestamps)
+            self._reset_fences(device.handle, 1, self._fences)
+            # Set before the submit: an interrupt just after it must still find the flag set.
+            device.queue_may_be_busy = True
+            # (the Ctrl-C test of tests/gpu/test_process_safety.py interrupts right after it)
+            with device.queue_lock:
+                self._queue_submit(device.queue, 1, self._submit_info, self.fence)
+            self.submissions += 1
+            self._wait_for_fence()
+        except vk.VkError as exc:
+            raise DeviceError(f"{device.name}: {_failure(exc)}") from exc
+        device.queue_may_be_busy = False
+        if len(self._submitted_labels) < 2 or device.timestamp_bits == 0:
             return {}
-        data = self._ffi.new("uint64_t[]", count)
+        times = GpuTimes(self, self._submitted_labels)
+        self._unread = weakref.ref(times)
+        return times
+
+    def _wait_for_fence(self) -> None:
+        """Wait for the fence: polled for up to `wait_spin_s` first, then blocking. Where the
+        wait's functions are replaced (a fault injected), straight through them."""
+        handle, spin = self.device.handle, self.wait_spin_s
+        if (
+            spin > 0
+            and self._fence_status.replaced is None
+            and self._wait_for_fences.replaced is None
+        ):
+            status, fence = self._fence_status.raw, self.fence
+            deadline = time.perf_counter() + spin
+            while True:
+                result = status(handle, fence)
+                if result == 0:  # VK_SUCCESS: signalled
+                    return
+                if result != vk.VK_NOT_READY:
+                    check_result(result)  # (a lost device)
+                if time.perf_counter() >= deadline:
+                    break
+        self._wait_for_fences(handle, 1, self._fences, vk.VK_TRUE, _FOREVER)
+
+    def _keep_times(self) -> None:
+        """Read the last submission's timestamps into its GpuTimes, if that is still held
+        and unread, before they are overwritten or destroyed."""
+        unread, self._unread = self._unread, None
+        times = None if unread is None else unread()
+        if times is not None:
+            times.read()
+
+    def _timings(self, labels: tuple[str, ...]) -> dict[str, float]:
+        """GPU milliseconds per label from the timestamps of the last submission."""
+        count = len(labels)
         check_result(
             self._lib.vkGetQueryPoolResults(
                 self.device.handle,
@@ -394,23 +465,27 @@ class Sequence:
                 0,
                 count,
                 count * 8,
-                data,
+                self._ticks,
                 8,
                 vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
             )
         )
-        mask = (1 << self.device.timestamp_bits) - 1 if self.device.timestamp_bits < 64 else -1
-        ticks = [data[i] & mask for i in range(count)]
+        bits = self.device.timestamp_bits
+        mask = np.uint64((1 << bits) - 1 if bits < 64 else 2**64 - 1)
+        ticks = self._tick_view[:count] & mask
+        elapsed = ((ticks[1:] - ticks[:-1]) & mask).tolist()  # (wraps as the counter does)
+        period = self.device.timestamp_period_ns
         times: dict[str, float] = {}
-        for i in range(1, count):
-            elapsed = ((ticks[i] - ticks[i - 1]) & mask) * self.device.timestamp_period_ns / 1e6
-            times[self._labels[i]] = times.get(self._labels[i], 0.0) + elapsed
+        for label, delta in zip(labels[1:], elapsed):
+            times[label] = times.get(label, 0.0) + delta * period / 1e6
         return times
 
     def destroy(self) -> None:
         """Destroy what this sequence created (all of it, or what a failed start left)."""
         handle = self.device.handle
         self.device.settle()
+        if self.query_pool is not None:
+            self._keep_times()
         for pool in self._descriptor_pools:
             vk.vkDestroyDescriptorPool(handle, pool, None)
         self._descriptor_pools.clear()
@@ -421,6 +496,49 @@ class Sequence:
         if self.command_pool is not None:  # (its command buffer goes with it)
             vk.vkDestroyCommandPool(handle, self.command_pool, None)
         self.command_pool = self.fence = self.query_pool = None
+
+
+class GpuTimes(Mapping[str, float]):
+    """GPU milliseconds per label of one submission (Vulkan timestamps), read from the device
+    when first looked at: a caller that never looks costs no read. The sequence reads them
+    before its next submission or its destroy overwrites them, while they are held."""
+
+    __slots__ = ("__weakref__", "_labels", "_sequence", "_times")
+
+    def __init__(self, sequence: Sequence, labels: tuple[str, ...]):
+        self._sequence: Sequence | None = sequence
+        self._labels = labels
+        self._times: dict[str, float] | None = None
+
+    def read(self) -> dict[str, float]:
+        """The times as a dict (read from the device now, the first time)."""
+        times = self._times
+        if times is None:
+            sequence = self._sequence  # (None once another thread has read them)
+            if sequence is not None:
+                with sequence._times_lock:  # (against another thread's first look)
+                    if self._times is None:
+                        self._times = sequence._timings(self._labels)
+                        self._sequence = None
+            times = self._times
+            assert times is not None
+        return times
+
+    def __getitem__(self, label: str) -> float:
+        return self.read()[label]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.read())
+
+    def __len__(self) -> int:
+        return len(self.read())
+
+    def __repr__(self) -> str:
+        return f"GpuTimes({self.read()!r})"
+
+    def __reduce__(self) -> tuple[type, tuple[dict[str, float]]]:
+        """Pickled and copied as the dict of its times (read now)."""
+        return dict, (self.read(),)
 
 
 def _memory_barrier() -> Any:
@@ -440,6 +558,15 @@ def _memory_barrier() -> Any:
         access | vk.VK_ACCESS_INDIRECT_COMMAND_READ_BIT | vk.VK_ACCESS_HOST_READ_BIT
     )
     return barriers
+
+
+def _failure(exc: Exception) -> str:
+    """What a Vulkan error of a submission or its wait says, in words."""
+    if isinstance(exc, (vk.VkErrorOutOfDeviceMemory, vk.VkErrorOutOfHostMemory)):
+        return f"out of memory running the submitted work ({type(exc).__name__})"
+    if isinstance(exc, vk.VkErrorDeviceLost):
+        return "the device was lost running the submitted work (VkErrorDeviceLost)"
+    return f"the submitted work failed ({type(exc).__name__})"
 
 
 def check_result(result: int) -> None:

@@ -329,33 +329,30 @@ def float64_copy(values: np.ndarray) -> np.ndarray:
 
 # --- corners shared by position ---------------------------------------------------------------
 
-_HASH_FACTORS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
-"""Odd 64-bit constants: a corner's hash is the xor of its three coordinates' bits times these."""
+_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
+_SPREAD = np.uint64(0x9E3779B97F4A7C15)
+"""Odd 64-bit constants: a row's hash is ((k_last * MIX + ...) * MIX + k_0) * SPREAD over its
+key columns, and its slot the top bits of that (multiplicative hashing)."""
 
 
 def merged_corners(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct rows of (..., 3) float `corners` (a view of any stride) in the order they
     first appear, and for each corner the index of its row: a soup's corners become an indexed
     mesh. Rows are equal when their values are (-0.0 and 0.0 are one; the pipeline sees no
-    difference), found with a hash table built in whole-array rounds, in time linear in N."""
-    values = (corners + corners.dtype.type(0)).reshape(-1, 3)  # a copy; -0.0 becomes 0.0
-    count = len(values)
+    difference), found with a hash table built in whole-array rounds, in time linear in N;
+    each step is one numpy pass over the rows, done in place where it can be."""
+    count = corners.size // 3
     if count == 0:
-        return values, np.empty(0, np.int64)
-    keys = _row_keys(values)
-    hashes = np.zeros(count, np.uint64)
-    with np.errstate(over="ignore"):
-        for key, factor in zip(keys, _HASH_FACTORS):
-            hashes ^= key.astype(np.uint64, copy=False) * np.uint64(factor)
+        return np.empty((0, 3), corners.dtype), np.empty(0, np.int64)
+    keys = _row_keys(corners)
     slot_bits = max(4, (2 * count - 1).bit_length())  # at most half of the slots used
-    at = (hashes >> np.uint64(64 - slot_bits)).astype(np.int64)
-    del hashes
+    at = _slots(keys, slot_bits)
     mask = (1 << slot_bits) - 1
     table = np.full(1 << slot_bits, -1, np.int64 if count >= 1 << 31 else np.int32)
     # the first round, for every row: the first row of each slot claims it (numpy writes
     # repeated indices in order, so of rows written in reverse the first one stays)
     table[at[::-1]] = np.arange(count - 1, -1, -1, dtype=table.dtype)
-    owners = table[at].astype(np.int64)
+    owners = table[at]
     found = _same_rows(keys, owners, None)
     pending = np.flatnonzero(~found)
     at = (at[pending] + 1) & mask  # linear probing
@@ -369,19 +366,53 @@ def merged_corners(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         missed = ~found
         pending = pending[missed]
         at = (at[missed] + 1) & mask
-    first = owners == np.arange(count)
+    first = owners == np.arange(count, dtype=owners.dtype)
     row_of_first = np.cumsum(first) - 1
-    return values[first], row_of_first[owners]
+    return _rows_of(keys, np.flatnonzero(first), corners.dtype), row_of_first[owners]
 
 
-def _row_keys(values: np.ndarray) -> list[np.ndarray]:
-    """Contiguous unsigned columns that together are a row's bits: float32 x and y in one
-    uint64 and z, or the three float64 coordinates' bits."""
-    if values.itemsize == 4:
-        pairs = np.ascontiguousarray(values[:, :2]).view(np.uint64).reshape(-1)
-        return [pairs, np.ascontiguousarray(values[:, 2]).view(np.uint32)]
-    bits = values.view(np.dtype(f"u{values.itemsize}"))
-    return [np.ascontiguousarray(bits[:, axis]) for axis in range(3)]
+def _row_keys(corners: np.ndarray) -> list[np.ndarray]:
+    """Contiguous unsigned columns (one entry per row) that together are the bits of the
+    rows of (..., 3) floats `corners` (a view of any stride, read in place) with -0.0 as 0.0
+    (adding 0.0 makes it so), each written in one pass: float32 x and y in one uint64 and
+    z, or the three float64 coordinates."""
+    zero, shape = corners.dtype.type(0), corners.shape[:-1]
+    count = corners.size // 3
+    if corners.itemsize == 4:
+        pairs = np.empty(count, np.uint64)
+        np.add(corners[..., :2], zero, out=pairs.view(corners.dtype).reshape(*shape, 2))
+        last = np.empty(count, np.uint32)
+        np.add(corners[..., 2], zero, out=last.view(corners.dtype).reshape(shape))
+        return [pairs, last]
+    columns = [np.empty(count, np.dtype(f"u{corners.itemsize}")) for _ in range(3)]
+    for axis, column in enumerate(columns):
+        np.add(corners[..., axis], zero, out=column.view(corners.dtype).reshape(shape))
+    return columns
+
+
+def _rows_of(keys: list[np.ndarray], picked: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """(len(picked), 3) rows of `dtype` of the _row_keys columns, at the rows picked."""
+    rows = np.empty((len(picked), 3), dtype)
+    if len(keys) == 2:
+        rows[:, :2] = keys[0][picked].view(dtype).reshape(-1, 2)
+        rows[:, 2] = keys[1][picked].view(dtype)
+    else:
+        for axis, key in enumerate(keys):
+            rows[:, axis] = key[picked].view(dtype)
+    return rows
+
+
+def _slots(keys: list[np.ndarray], slot_bits: int) -> np.ndarray:
+    """Each row's home slot (int64) in a table of 2**slot_bits: the top bits of its hash,
+    computed in one uint64 array, in place."""
+    hashes = keys[-1].astype(np.uint64)
+    with np.errstate(over="ignore"):
+        for key in keys[-2::-1]:
+            hashes *= _MIX
+            hashes += key
+        hashes *= _SPREAD
+    hashes >>= np.uint64(64 - slot_bits)
+    return hashes.view(np.int64)  # below 2**63 after the shift
 
 
 def _same_rows(keys: list[np.ndarray], rows: np.ndarray, others: np.ndarray | None) -> np.ndarray:

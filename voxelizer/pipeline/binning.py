@@ -23,7 +23,7 @@ from ..gpu.device import Device
 from ..gpu.kernels import WG_SIZE
 from ..gpu.pipelines import ComputePipeline
 from ..gpu.scan import Scan
-from .geometry import Batch, Geometry, Uploaded
+from .geometry import Batch, Geometry, PaddedUpload, Uploaded
 from .kernels import PassPipelines
 from .layout import (
     PAIR_BYTES,
@@ -63,10 +63,13 @@ class Counted:
     total: Buffer
     wrap_flag: Binding
     upload_ms: float
+    # The triangles the setup ran over, where the upload was padded to a capacity (its
+    # padding makes no pair); 0: the batch's own.
+    padded_to: int = 0
 
     @property
     def triangles(self) -> int:
-        return self.batch[1] - self.batch[0]
+        return self.padded_to or self.batch[1] - self.batch[0]
 
 
 @dataclass(frozen=True)
@@ -106,16 +109,29 @@ class Binning:
         self.sort, self.pair_budget = sort, pair_budget
 
     def record_count(
-        self, window: Window, batch: Batch, setup: ComputePipeline | None = None
+        self,
+        window: Window,
+        batch: Batch,
+        setup: ComputePipeline | None = None,
+        padded: PaddedUpload | None = None,
     ) -> Counted:
         """Record upload (if another batch is up), setup (the variant's kernel, or `setup`:
         the conservative binning's, which counts the pairs of each tile key instead of each
-        triangle's tiles) and the scan of those counts."""
+        triangle's tiles) and the scan of those counts. `padded`: the whole mesh staged at a
+        capacity (Geometry.stage_padded), whose copies are recorded instead, and the passes
+        run over the capacity."""
         sequence = self.sequence
-        uploaded, upload_ms = self.geometry.upload(sequence, self.pool, batch, exact=setup is None)
+        if padded is None:
+            uploaded, upload_ms = self.geometry.upload(
+                sequence, self.pool, batch, exact=setup is None
+            )
+            count = batch[1] - batch[0]
+        else:
+            uploaded, upload_ms, count = padded.uploaded, padded.upload_ms, padded.triangles
+            for staging, target, size in padded.copies:
+                sequence.copy(staging, target, size)
         sequence.barrier()
         sequence.mark("upload")
-        count = batch[1] - batch[0]
         records = self.pool.binding("records", count * RECORD_BYTES)
         wrap_flag = self.pool.binding("wrap_flag", 16)
         sequence.fill(wrap_flag.buffer, 0, size=16)
@@ -153,6 +169,7 @@ class Binning:
         return Counted(
             window=window, batch=batch, uploaded=uploaded, records=records, offsets=offsets,
             total=total, wrap_flag=wrap_flag, upload_ms=upload_ms,
+            padded_to=0 if padded is None else count,
         )  # fmt: skip
 
     def record_pair_dispatch(self, counted: Counted, capacity: int) -> Buffer:

@@ -59,6 +59,10 @@ class SlabGrid:
         """The next submission clears the grid again (a part whose fill ran runs again)."""
         self._clear = True
 
+    def cleared(self) -> None:
+        """A replayed submission cleared the grid and the counts (record_clear's commands)."""
+        self._clear = False
+
     def record_clear(self) -> None:
         """At the start of a submission: clear the grid and the column counts, if due."""
         if not self._clear:

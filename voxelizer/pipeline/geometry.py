@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import VoxelizerError
-from ..gpu.buffers import STORAGE, Binding, BufferPool
+from ..gpu.buffers import STAGING, STORAGE, Binding, Buffer, BufferPool
 from ..gpu.commands import Sequence
 from ..gpu.kernels import TILE_SHIFT
 from ..parallel import copy_rows, for_row_chunks, map_row_chunks
@@ -34,6 +34,11 @@ def max_fixed_error(shift: int = 0) -> int:
 
 Batch = tuple[int, int]  # triangles [first, end) of the mesh's faces
 
+# Where a padded upload's extra triangles lie (Geometry.stage_padded): every corner at -2 in
+# grid units, left of every column centre, so the setup bins them to no tile (their box
+# ends before column 0 whatever fixed_error widens it by) and they make no pair, no crossing.
+PADDING_COORDINATE = -2.0
+
 
 @dataclass(frozen=True)
 class Uploaded:
@@ -44,6 +49,53 @@ class Uploaded:
     geometry: dict[str, Binding]
     fine: Binding | None
     indices: Binding | None
+
+
+@dataclass(frozen=True)
+class PaddedUpload:
+    """A mesh's uploads at capacities (Geometry.stage_padded): its staging buffers written,
+    the copies into the device buffers (staging, target, bytes) still to record, and the
+    bindings at the capacities' sizes, the same for every mesh that fits them."""
+
+    uploaded: Uploaded
+    copies: tuple[tuple[Buffer, Buffer, int], ...]
+    triangles: int  # the triangle capacity: the setup and the emission run over this many
+    upload_ms: float
+
+
+class PaddingRows:
+    """Which rows of the padded staging buffers hold padding already, per buffer: a mesh
+    with fewer triangles than the last pads only the rows the last one's data filled."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, tuple[Buffer, int, int, bytes]] = {}
+
+    def before_data(self, name: str, rows: int) -> None:
+        """`rows` rows of data are about to be written from row 0: padding below is gone."""
+        entry = self._rows.get(name)
+        if entry is not None and entry[1] < rows:
+            self._rows[name] = (entry[0], rows, max(entry[2], rows), entry[3])
+
+    def pad(
+        self, name: str, buffer: Buffer, view: np.ndarray, data_rows: int, row: np.ndarray
+    ) -> None:
+        """Padding `row` in rows [data_rows, len(view)) of `view` (the start of `buffer`)."""
+        value = row.tobytes()
+        end = len(view)
+        entry = self._rows.get(name)
+        if entry is None or entry[0] is not buffer or entry[3] != value:
+            self._rows.pop(name, None)
+            view[data_rows:] = row
+            self._rows[name] = (buffer, data_rows, end, value)
+            return
+        _, start, padded_end, _ = entry
+        if data_rows < start:
+            view[data_rows:start] = row
+        if padded_end < end:
+            view[max(padded_end, data_rows) :] = row
+        # What was padded before joins the rows padded now only where no row between is left.
+        joined = start <= end
+        self._rows[name] = (buffer, data_rows, max(end, padded_end) if joined else end, value)
 
 
 class Geometry:
@@ -133,6 +185,81 @@ class Geometry:
             self._batch_indices = self._fill_indices(pool, batch)
         uploaded = Uploaded(dict(self._geometry), self._fine, self._batch_indices)
         return uploaded, (time.perf_counter() - started) * 1e3
+
+    def stage_padded(
+        self, pool: BufferPool, triangles: int, vertices: int, padding: PaddingRows
+    ) -> PaddedUpload:
+        """The whole mesh into staging buffers of `triangles` triangles and `vertices`
+        vertices (indexed, the last of them the padding's), the rows past the mesh's holding
+        triangles that make no pair (PADDING_COORDINATE): uploads whose copies and bindings
+        have the same sizes for every mesh that fits, so that a recording of them can be
+        replayed for the next mesh (replay.py). The fine vertices and the soup variants'
+        vertex indices are written where the fill reads them, as `upload` does."""
+        started = time.perf_counter()
+        count = self.triangles
+        if self.indexed:
+            copies = self._stage_indexed(pool, triangles, vertices, padding)
+            geometry = {
+                name: Binding(target, size)
+                for name, (_, target, size) in zip(("vertices", "indices"), copies)
+            }
+            indices = geometry["indices"]
+        else:
+            staging = pool.get("replay:soup", triangles * 36, STAGING, host_visible=True)
+            view = staging.view(np.float32, (triangles, 3, 3))
+            sources = self._soup_sources()
+            if not staging.holds(sources, (0, count)):
+                padding.before_data("soup", count)
+                staging.forget()  # (the gather may be interrupted half way)
+                self._gather(0, count, view[:count])
+                staging.made_from(sources, (0, count))
+            padding.pad(
+                "soup", staging, view, count, np.full((3, 3), PADDING_COORDINATE, np.float32)
+            )
+            soup = pool.get("soup", triangles * 36)
+            copies = ((staging, soup, triangles * 36),)
+            geometry = {"soup": Binding(soup, triangles * 36)}
+            fine_indices = pool.get(
+                "fine_indices", triangles * INDEX_BYTES, STORAGE, host_visible=True
+            )
+            if not fine_indices.holds(self._faces_sources(), (0, count)):
+                fine_indices.forget()
+                copy_rows(fine_indices.view(np.uint32, (count, 3)), self.faces)
+                fine_indices.made_from(self._faces_sources(), (0, count))
+            indices = Binding(fine_indices, triangles * INDEX_BYTES)
+        fine = pool.get("fine", vertices * 24, STORAGE, host_visible=True)
+        fine.write_once(self.fine)  # (the rows past the mesh's are never read)
+        uploaded = Uploaded(geometry, Binding(fine, vertices * 24), indices)
+        return PaddedUpload(uploaded, copies, triangles, (time.perf_counter() - started) * 1e3)
+
+    def _stage_indexed(
+        self, pool: BufferPool, triangles: int, vertices: int, padding: PaddingRows
+    ) -> tuple[tuple[Buffer, Buffer, int], ...]:
+        """stage_padded's vertices and indices: the padding triangles' corners are all the
+        last vertex (vertices - 1), which no face of the mesh names."""
+        count = self.triangles
+        vertex_staging = pool.get("replay:vertices", vertices * 12, STAGING, host_visible=True)
+        vertex_view = vertex_staging.view(np.float32, (vertices, 3))
+        if not vertex_staging.holds((self.vertices,)):
+            vertex_staging.forget()
+            copy_rows(vertex_view[: len(self.vertices)], self.vertices)
+            vertex_staging.made_from((self.vertices,))
+        vertex_view[vertices - 1] = PADDING_COORDINATE
+        index_staging = pool.get("replay:indices", triangles * 12, STAGING, host_visible=True)
+        index_view = index_staging.view(np.uint32, (triangles, 3))
+        sources = self._faces_sources()
+        if not index_staging.holds(sources, (0, count)):
+            padding.before_data("indices", count)
+            index_staging.forget()
+            copy_rows(index_view[:count], self.faces)
+            index_staging.made_from(sources, (0, count))
+        padding.pad(
+            "indices", index_staging, index_view, count, np.full(3, vertices - 1, np.uint32)
+        )
+        return (
+            (vertex_staging, pool.get("vertices", vertices * 12), vertices * 12),
+            (index_staging, pool.get("indices", triangles * 12), triangles * 12),
+        )
 
     def _upload_indexed(self, sequence: Sequence, pool: BufferPool, batch: Batch) -> None:
         """The batch's indices (the whole array itself where the batch is the mesh: a

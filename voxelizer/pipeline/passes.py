@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -23,9 +23,21 @@ from ..gpu.scan import Scan
 from ..stats import Stats
 from .binning import Binning, Counted
 from .fill_pass import FillPass, RecordedFill, SlabGrid
-from .geometry import Batch, Geometry
+from .geometry import Batch, Geometry, PaddedUpload
 from .kernels import PassPipelines
-from .layout import TILE_SIDE, CrossingMarks, SignedCrossings, Window
+from .layout import (
+    FINE_VERTEX_BYTES,
+    RECORD_BYTES,
+    TILE_SIDE,
+    CrossingMarks,
+    SignedCrossings,
+    Window,
+    geometry_bytes,
+    pair_bytes,
+    triangle_bytes,
+    vertex_bytes,
+)
+from .replay import PartReads, PartRecording, PartReplays
 from .slabs import FilledSlab
 from .surface_pass import SurfacePass, SurfacePipelines
 from .svo_build import RecordedSVO
@@ -90,8 +102,11 @@ class PassRunner:
         pair_budget: int | None,
         stats: Stats,
         surface: SurfacePipelines | None = None,
+        replays: PartReplays | None = None,
     ):
         self.device, self.pool, self.sequence, self.stats = device, pool, sequence, stats
+        # Where given, the slab's only part is recorded once and replayed (replay.py).
+        self.replays = replays
         self.geometry, self.sort = geometry, sort
         triangles = geometry.triangles
         self.batch_triangles = max(1, min(batch_triangles or triangles, triangles))
@@ -239,16 +254,44 @@ class PassRunner:
         """The slab's only part in one submission, its pair buffers sized before the count is
         known. A part not done keeps its records on the device for _fill (and its grid is
         cleared again if the fill ran). `then` is recorded after the fill (see voxelize); its
-        work is wasted where the part is not done."""
+        work is wasted where the part is not done. Where the runner has `replays` and the
+        part is the whole mesh, the submission is recorded at capacities and replayed for
+        the next mesh that fits them (replay.py)."""
         started = time.perf_counter()
         capacity = self.binning.capacity(window, batch[1] - batch[0])
         if capacity == 0:
             return OneSubmission(self._count_pairs(window, batch, slab))
+        replayable = None
+        if self.replays is not None and batch == (0, self.geometry.triangles):
+            replayable = self._replayable(window, batch, slab, download, then, capacity)
+        if replayable is not None:
+            counted, reads, capacity = replayable
+        else:
+            self.sequence.begin()
+            counted, reads = self._record_one(window, batch, slab, download, then, capacity)
+            self.stats.add_gpu(self.sequence.submit())
+        svo_ms = 0.0 if reads.svo is None else reads.svo.record_ms  # (charged by `then`)
+        self.stats.add_host(
+            upload=counted.upload_ms,
+            passes_submission=(time.perf_counter() - started) * 1e3 - counted.upload_ms - svo_ms,
+        )
+        return self._one_result(counted, reads, capacity, slab)
+
+    def _record_one(
+        self,
+        window: Window,
+        batch: Batch,
+        slab: SlabGrid,
+        download: bool,
+        then: Callable[[], RecordedSVO] | None,
+        capacity: int,
+        padded: PaddedUpload | None = None,
+    ) -> tuple[Counted, PartReads]:
+        """Record the one submission of _count_and_fill into the begun sequence."""
         sequence = self.sequence
-        sequence.begin()
         sequence.mark("start")
         slab.record_clear()
-        counted = self.binning.record_count(window, batch)
+        counted = self.binning.record_count(window, batch, padded=padded)
         dispatch = self.binning.record_pair_dispatch(counted, capacity)
         binned = self.binning.record_grouping(counted, capacity, dispatch)
         self.fill.record(binned, slab, finish=True)
@@ -256,29 +299,92 @@ class PassRunner:
         wrap_staging = sequence.download(counted.wrap_flag.buffer, 4)
         tile_staging = sequence.download(binned.fill_args, 16)
         counts_staging, grid_staging = slab.record_results(download)
-        recorded_ms = (time.perf_counter() - started) * 1e3
         recorded = None if then is None else then()
-        then_ms = (time.perf_counter() - started) * 1e3 - recorded_ms  # charged by `then`
+        reads = PartReads(
+            total=total_staging, wrap=wrap_staging, tiles=tile_staging, counts=counts_staging,
+            grid=grid_staging, svo=recorded,
+        )  # fmt: skip
+        return counted, reads
+
+    def _replayable(
+        self,
+        window: Window,
+        batch: Batch,
+        slab: SlabGrid,
+        download: bool,
+        then: Callable[[], RecordedSVO] | None,
+        capacity: int,
+    ) -> tuple[Counted, PartReads, int] | None:
+        """The one submission with the mesh staged at capacities: the recording kept from
+        an earlier mesh replayed where it is still valid for this one, else recorded afresh
+        (reusable) and kept. Returns it with the pair capacity it was recorded for; None
+        where the padding would not keep to the plan (the caller records as ever)."""
+        replays, geometry, pool, sequence = self.replays, self.geometry, self.pool, self.sequence
+        assert replays is not None
+        fixed = (self.binning.pipelines, self.sort, window, slab.grid, download, then,
+                 geometry.fixed_error, geometry.indexed)  # fmt: skip
+        vertices = len(geometry.vertices)
+        triangles, vertex_capacity = replays.capacities(fixed, geometry.triangles, vertices)
+        key = (*fixed, triangles, vertex_capacity)
+        pairs = max(capacity, replays.pair_capacity(key))
+        if not self._padding_fits(window, triangles, vertex_capacity, pairs):
+            return None
+        generation = pool.generation
+        padded = geometry.stage_padded(pool, triangles, vertex_capacity, replays.padding)
+        recording = replays.find(key, pool, sequence) if pool.generation == generation else None
+        if recording is not None:
+            self.stats.add_gpu(sequence.replay())
+            replays.replayed(sequence)
+            slab.cleared()
+            self.stats.count(replayed=1)
+            counted = replace(recording.counted, batch=batch, upload_ms=padded.upload_ms)
+            return counted, recording.replayed_reads, recording.capacity
+        replays.keep(None)
+        sequence.begin(reusable=True)
+        counted, reads = self._record_one(window, batch, slab, download, then, capacity, padded)
         self.stats.add_gpu(sequence.submit())
+        if sequence.replayable:
+            replays.keep(
+                PartRecording(key, pool.generation, sequence.submissions, counted, capacity, reads)
+            )
+        return counted, reads, capacity
+
+    def _padding_fits(self, window: Window, triangles: int, vertices: int, pairs: int) -> bool:
+        """Whether the mesh padded to these capacities keeps to the plan: every buffer within
+        one buffer's range, and the padding's bytes within what room for `pairs` pairs
+        leaves of the pairs' budget (the plan counted the mesh's own triangles)."""
+        geometry, indexed = self.geometry, self.geometry.indexed
+        largest = max(
+            triangles * max(RECORD_BYTES, geometry_bytes(indexed)),
+            vertices * FINE_VERTEX_BYTES,
+        )
+        if largest > self.device.max_storage_range:
+            return False
+        extra = (triangles - geometry.triangles) * triangle_bytes(indexed) + vertex_bytes(
+            indexed, vertices - len(geometry.vertices)
+        )
+        budget = self.binning.pair_budget
+        return budget is None or pair_bytes(pairs, window.tiles, self.sort) + extra <= budget
+
+    def _one_result(
+        self, counted: Counted, reads: PartReads, capacity: int, slab: SlabGrid
+    ) -> OneSubmission:
+        """What the one submission's reads say: the slab done, or the part to run again."""
         count = PartCount(
             counted=counted,
-            pairs=int(total_staging.read(np.uint32, 1)[0]),
-            may_wrap=bool(wrap_staging.read(np.uint32, 1)[0]),
+            pairs=int(reads.total.read(np.uint32, 1)[0]),
+            may_wrap=bool(reads.wrap.read(np.uint32, 1)[0]),
         )
-        counts = counts_staging.read(np.uint32, 4)
-        self.stats.add_host(
-            upload=counted.upload_ms,
-            passes_submission=(time.perf_counter() - started) * 1e3 - counted.upload_ms - then_ms,
-        )
+        counts = reads.counts.read(np.uint32, 4)
         if count.may_wrap or count.pairs > capacity:
             return OneSubmission(count)  # nothing emitted: the grid is still clear
         if counts[2]:  # a tile needs more fill rounds: the part runs again
             slab.clear_again()
             return OneSubmission(count)
         self._count_columns(counts)
-        self.stats.count(pairs=count.pairs, tiles=int(tile_staging.read(np.uint32, 4)[3]))
+        self.stats.count(pairs=count.pairs, tiles=int(reads.tiles.read(np.uint32, 4)[3]))
         self.stats.count_max(sort_size=count.pairs)
-        return OneSubmission(count, FilledSlab(staging=grid_staging, recorded=recorded))
+        return OneSubmission(count, FilledSlab(staging=reads.grid, recorded=reads.svo))
 
     def _fill(
         self,

@@ -14,6 +14,7 @@ from ..gpu.scan import Scan
 from ..interrupts import interrupts_deferred
 from .face_ids import FaceGather
 from .kernels import PassPipelines
+from .replay import PartReplays
 from .sparse_pass import SparsePipelines
 from .surface_pass import SurfacePipelines
 from .svo_build import SVOPipelines
@@ -31,6 +32,8 @@ class Resources:
         self.device = device
         self.pool = BufferPool(device)
         self.sequence = Sequence(device, self.pool)
+        # The one-submission part recorded last on the sequence, replayed for the next mesh.
+        self.replays = PartReplays(device)
         self._passes: dict[tuple[str, int], PassPipelines] = {}
         self._sparse: dict[tuple[str, int], SparsePipelines] = {}
         self._surfaces: dict[tuple[str, str], SurfacePipelines] = {}

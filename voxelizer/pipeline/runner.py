@@ -17,6 +17,7 @@ resources.py). It runs one job at a time: callers serialize (the Voxelizer holds
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -133,7 +134,8 @@ class Pipeline:
             stats.add_host(buffer_growth=growth)
         stats.memory.device_buffers = pool.sizes(host_visible=False)
         stats.memory.staging_buffers = pool.sizes(host_visible=True)
-        _log.debug("GPU ms: %s, total %.3f", _ms(stats.gpu_ms), stats.gpu_total_ms)
+        if _log.isEnabledFor(logging.DEBUG):  # (reading the GPU times costs a device read)
+            _log.debug("GPU ms: %s, total %.3f", _ms(stats.gpu_ms), stats.gpu_total_ms)
         return result, stats
 
 

@@ -24,7 +24,14 @@ from .layout import Window
 from .merge import merge_forests
 from .plan import Plan, make_plan
 from .resources import Resources
-from .svo_build import Forest, OctreeArrays, RecordedSVO, SVOArrays, build_svo_on_gpu, record_svo
+from .svo_build import (
+    Forest,
+    OctreeArrays,
+    RecordedSVO,
+    SVOArrays,
+    build_svo_on_gpu,
+    record_svo,
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +58,24 @@ class FilledSlab:
 
 
 SlabFill = Callable[[SlabWork], FilledSlab]
+
+
+@dataclass(frozen=True)
+class SVORecorder:
+    """Records a slab's SVO conversion (record_svo) into the submission under way. Equal
+    recorders record the same commands: a recording that holds one may be replayed for
+    another (replay.py)."""
+
+    resources: Resources
+    forest: Forest
+    grid: Binding
+
+    def __call__(self) -> RecordedSVO:
+        resources = self.resources
+        return record_svo(
+            resources.scan(), resources.svo(), resources.pool, resources.sequence, self.forest,
+            self.grid,
+        )  # fmt: skip
 
 
 @overload
@@ -169,12 +194,9 @@ class _SlabOutputs:
         self._forests: list[tuple[int, SVOArrays]] = []
         self._kept = 0
 
-    def svo_recorder(self, slab: Window, grid: Binding) -> Callable[[], RecordedSVO]:
+    def svo_recorder(self, slab: Window, grid: Binding) -> SVORecorder:
         """What records the slab's SVO conversion into the fill's last submission."""
-        resources, forest = self._resources, self._plan.forest(slab)
-        return lambda: record_svo(
-            resources.scan(), resources.svo(), resources.pool, resources.sequence, forest, grid
-        )
+        return SVORecorder(self._resources, self._plan.forest(slab), grid)
 
     def keep(self, slab: Window, grid: Binding, filled: FilledSlab) -> None:
         """The slab's result from `grid`, or from the staging copy or the SVO conversion

@@ -39,6 +39,7 @@ each submission under the device's queue lock.
 from __future__ import annotations
 
 import math
+import struct
 import threading
 import time
 import weakref
@@ -574,7 +575,7 @@ class GridEngine:
     def _total(self, read: tuple[Buffer, Buffer | None], what: str) -> int:
         """The 64-bit total read back (and checked against the 32-bit scan's, when given)."""
         totals, scanned = read
-        low, high = (int(v) for v in totals.read(np.uint32, 2))
+        low, high = struct.unpack_from("=II", totals.mapped())  # (its two words, low first)
         total = low + (high << 32)
         limit = min(self.device.max_storage_range // 4, (1 << 32) - 1)
         if total > limit:
@@ -582,6 +583,6 @@ class GridEngine:
                 f"the triangle grid would hold {total:,} {what}, more than one buffer of "
                 f"{self.device.name} holds ({limit:,}); ask for fewer cells (a lower density)"
             )
-        if scanned is not None and int(scanned.read(np.uint32, 1)[0]) != total:
+        if scanned is not None and struct.unpack_from("=I", scanned.mapped())[0] != total:
             raise VoxelizerError(f"internal error: the scan of the {what} does not add up")
         return total

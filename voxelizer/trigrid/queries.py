@@ -12,6 +12,8 @@ Each runs under the engine's lock, on its sequence and pool (build.py says who o
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from ..gpu.buffers import Binding, Buffer
@@ -147,7 +149,7 @@ def trace_staged(
     *,
     any_hit: bool = False,
     download: bool = False,
-) -> tuple[np.ndarray | None, dict[str, float]]:
+) -> tuple[np.ndarray | None, Mapping[str, float]]:
     """Trace the `count` rays stage_rays left on the device, in one submission: the hits
     (with `download`) and the GPU milliseconds per label."""
     with engine.lock:

@@ -152,6 +152,7 @@ def plan_passes(
         resources.device, passes, resources.scan(), resources.pool, resources.sequence,
         geometry, sort=job.sort, batch_triangles=made.batch_triangles,
         pair_budget=made.pair_budget, stats=stats, surface=surface,
+        replays=resources.replays if len(made.slabs()) == 1 else None,
     )  # fmt: skip
     return PlannedPasses(runner, made)
 

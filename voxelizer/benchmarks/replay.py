@@ -1,0 +1,249 @@
+"""Host cost per call on a stream of different meshes: what replaying the recorded
+submission (pipeline/replay.py) saves, for this tree and the tree before side by side.
+
+    python -m voxelizer.benchmarks.replay --models-dir ../shared/models --dataset DIR \\
+        --grids 32 128 --before TREE [--copies 1] [--order files|size] [--rounds 3] [--out DIR]
+
+What is timed: `Voxelizer.voxelize` (the SVO, the default options) on every mesh of
+make_dataset's files, loaded into memory first, one after another in one thread: the
+calling thread's CPU time per call (`time.thread_time`, the thread that drives the device),
+the process's (`time.process_time`: the host's helper threads too; on a CPU device, the
+device's threads as well), the wall time and the GPU time the call's stats report (the wall
+time less the GPU's: the host's share, where the thread's CPU time also counts a wait that
+spins). Every grid starts with one untimed pass over the meshes
+(kernels built, buffers grown). Then, on a Voxelizer of its own, one more pass counts the
+Vulkan functions called per call (the `vulkan` module's wrappers, its cffi library where the
+package calls that directly, and the push-descriptor command) and the calls that replayed
+(`Stats.counts["replayed"]`). `--order size` sorts the meshes by
+triangle count (a stream of similar meshes, as a dataset of one kind is); `files`, as
+listed.
+
+A tree is a folder holding a `voxelizer` package (`git archive COMMIT voxelizer | tar -x -C
+TREE`); each runs in a process of its own with it first on the path, the trees taking turns
+round by round, and the SVO arrays of every call are compared across the trees by digest:
+figures are printed only for identical results. The table gives each tree's medians over
+its rounds and this tree's over the tree before's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+
+def measure(files: list[str], grids: list[int], order: str) -> dict[str, Any]:
+    """In the tree under test: per grid, the per-call figures and the digests."""
+    import numpy as np
+
+    import voxelizer
+    from voxelizer.io import load_mesh
+
+    warnings.simplefilter("ignore")  # open meshes warn on every call
+    meshes = [load_mesh(path) for path in files]
+    if order == "size":
+        meshes.sort(key=lambda mesh: mesh.triangle_count)
+    result: dict[str, Any] = {"package": voxelizer.__file__, "grids": {}}
+    with voxelizer.Voxelizer() as vox:
+        for grid in grids:
+            for mesh in meshes:  # untimed: kernels built, buffers grown
+                vox.voxelize(mesh, grid)
+            figures: dict[str, list[float]] = {"thread": [], "process": [], "wall": [], "gpu": []}
+            digests = []
+            for mesh in meshes:
+                thread, process = time.thread_time(), time.process_time()
+                started = time.perf_counter()
+                svo = vox.voxelize(mesh, grid)
+                figures["wall"].append((time.perf_counter() - started) * 1e3)
+                figures["thread"].append((time.thread_time() - thread) * 1e3)
+                figures["process"].append((time.process_time() - process) * 1e3)
+                figures["gpu"].append(svo.stats.gpu_total_ms)
+                digest = hashlib.sha256()
+                for array in (svo.nodes, svo.bricks, svo.level_offsets):
+                    digest.update(np.ascontiguousarray(array).tobytes())
+                digests.append(digest.hexdigest()[:16])
+            calls, replayed = _count_vulkan_calls(meshes, grid)
+            result["grids"][str(grid)] = {
+                **figures, "digests": digests, "vulkan_calls": calls, "replayed": replayed,
+            }  # fmt: skip
+    return result
+
+
+def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
+    """(Vulkan functions called per call, the share of calls that replayed), on a Voxelizer
+    of its own whose every Vulkan function is counted: the `vulkan` module's wrappers, its
+    cffi library where the package calls that directly, the push-descriptor command."""
+    import vulkan
+    import vulkan._vulkan as wrapped
+
+    import voxelizer
+
+    real = wrapped.lib
+    counted = [0]
+
+    def counting(function: Any) -> Any:
+        def call(*args: Any) -> Any:
+            counted[0] += 1
+            return function(*args)
+
+        return call
+
+    class CountingLib:
+        def __getattr__(self, name: str) -> Any:
+            value = getattr(real, name)
+            return counting(value) if name.startswith("vk") and callable(value) else value
+
+    call_api = wrapped._callApi
+    # The wrapper functions (vkQueueSubmit, ...) through their one entry, the rest of the
+    # library where the package calls it directly.
+    vulkan.lib, wrapped._callApi = CountingLib(), counting(call_api)
+    try:
+        with voxelizer.Voxelizer() as vox:
+            device = vox.device
+            push = device.push_descriptor_function
+            if push is not None:
+                device.push_descriptor_function = counting(push)
+            try:
+                for mesh in meshes:  # untimed, uncounted: as the timed passes start
+                    vox.voxelize(mesh, grid)
+                counted[0] = 0
+                replayed = sum(
+                    vox.voxelize(mesh, grid).stats.counts.get("replayed", 0) for mesh in meshes
+                )
+            finally:
+                device.push_descriptor_function = push
+    finally:
+        vulkan.lib, wrapped._callApi = real, call_api
+    return counted[0] / len(meshes), replayed / len(meshes)
+
+
+def run_tree(tree: Path, files: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """One round in a process of its own, `tree`'s voxelizer first on the path."""
+    argv = ["replay", "--child", "--order", args.order, "--grids", *map(str, args.grids)]
+    argv += ["--files", *files]
+    code = (
+        f"import sys; sys.path.insert(0, {str(tree.resolve())!r}); sys.argv = {argv!r}; "
+        f"exec(compile(open({__file__!r}).read(), {__file__!r}, 'exec'))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=tree, capture_output=True, text=True,
+        timeout=args.timeout,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: exit {done.returncode}\n{done.stderr[-4000:]}")
+    found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(found["package"]).resolve().parents[1] != tree.resolve():
+        raise SystemExit(f"{tree}: the process imported {found['package']}, not this tree's")
+    return found
+
+
+def summary(rounds: list[dict[str, Any]], grid: str) -> dict[str, float]:
+    """A tree's figures at one grid: medians per call over every round's calls."""
+    calls = [found["grids"][grid] for found in rounds]
+
+    def median(name: str) -> float:
+        return statistics.median(value for found in calls for value in found[name])
+
+    walls = [value for found in calls for value in found["wall"]]
+    return {
+        "thread_cpu_ms": median("thread"),
+        "process_cpu_ms": median("process"),
+        "wall_ms": median("wall"),
+        "gpu_ms": median("gpu"),
+        "host_ms": statistics.median(
+            wall - gpu for found in calls for wall, gpu in zip(found["wall"], found["gpu"])
+        ),
+        "meshes_per_s": 1e3 * len(walls) / sum(walls),
+        "vulkan_calls": statistics.median(found["vulkan_calls"] for found in calls),
+        "replayed": statistics.median(found["replayed"] for found in calls),
+    }
+
+
+COLUMNS = (
+    ("thread_cpu_ms", "thread CPU ms", 3),
+    ("process_cpu_ms", "process CPU ms", 3),
+    ("wall_ms", "wall ms", 3),
+    ("gpu_ms", "GPU ms", 3),
+    ("host_ms", "wall - GPU ms", 3),
+    ("meshes_per_s", "meshes/s", 1),
+    ("vulkan_calls", "Vulkan calls", 1),
+    ("replayed", "replayed", 2),
+)
+
+
+def table(summaries: dict[str, dict[str, dict[str, float]]], grids: list[str]) -> str:
+    """Markdown: per grid, a row per tree and this tree's figures over the tree before's."""
+    lines = ["| grid | tree | " + " | ".join(title for _, title, _ in COLUMNS) + " |"]
+    lines.append("| ---: | --- |" + " ---: |" * len(COLUMNS))
+    for grid in grids:
+        rows = {label: summaries[label][grid] for label in summaries}
+        for label, row in rows.items():
+            cells = " | ".join(f"{row[key]:.{digits}f}" for key, _, digits in COLUMNS)
+            lines.append(f"| {grid} | {label} | {cells} |")
+        if "before" in rows:
+            before, after = rows["before"], rows["after"]
+            ratios = " | ".join(
+                f"{after[key] / before[key]:.2f}" if before[key] else "-" for key, _, _ in COLUMNS
+            )
+            lines.append(f"| {grid} | after/before | {ratios} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models-dir", type=Path, default=Path("../shared/models"))
+    parser.add_argument("--dataset", type=Path, default=Path("replay_dataset"))
+    parser.add_argument("--copies", type=int, default=1)
+    parser.add_argument("--grids", type=int, nargs="+", default=[32, 128])
+    parser.add_argument("--before", type=Path, default=None)
+    parser.add_argument("--order", choices=("files", "size"), default="files")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--files", nargs="*", default=[], help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        print(json.dumps(measure(args.files, args.grids, args.order)))
+        return 0
+
+    from voxelizer.benchmarks.meshes import make_dataset
+
+    made = make_dataset(args.models_dir, args.dataset, copies=args.copies)
+    files = [str(path.resolve()) for path in made]  # (the trees run in their own folders)
+    trees = {"after": Path(__file__).resolve().parents[2]}
+    if args.before is not None:
+        trees = {"before": args.before, **trees}
+    rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
+    for _ in range(args.rounds):
+        for label, tree in trees.items():
+            rounds[label].append(run_tree(tree, files, args))
+    grids = [str(grid) for grid in args.grids]
+    first = rounds["after"][0]["grids"]
+    for label, found in rounds.items():
+        for one in found:
+            for grid in grids:
+                if one["grids"][grid]["digests"] != first[grid]["digests"]:
+                    raise SystemExit(f"{label}: results at {grid}^3 differ from this tree's")
+    summaries = {label: {grid: summary(rounds[label], grid) for grid in grids} for label in trees}
+    text = table(summaries, grids)
+    print(f"{len(files)} meshes ({args.order} order), {args.rounds} rounds; per call, medians")
+    print(text)
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "replay.md").write_text(text + "\n")
+        record = {"trees": {label: str(tree) for label, tree in trees.items()},
+                  "summaries": summaries, "rounds": rounds}  # fmt: skip
+        (args.out / "replay.json").write_text(json.dumps(record, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,147 @@
+"""The one-submission part recorded once and replayed for the next mesh.
+
+A slab that is one part goes to the GPU in one submission (passes.py, `_count_and_fill`).
+What that submission records depends on the mesh only through its triangle count (the
+buffers' sizes, the setup's workgroups, the scan's levels, push constants), its vertex count
+(the indexed variants' vertex copy) and its fixed_error (a push constant of the setup, the
+emission and the fill). So the mesh is staged at capacities instead (Geometry.stage_padded):
+its triangles, then padding triangles that make no pair and no crossing, up to a triangle
+capacity (a power of two), and the submission is recorded for the capacities, reusable.
+The next mesh that fits the same capacities, with the same fixed_error, grid and outputs,
+is staged the same way and the recording is submitted again as it is (Sequence.replay): no
+command is recorded, and the host's work per mesh is the staging copy, one submit and one
+wait. The results are the same bits: the padding adds nothing, every size the GPU needs it
+computes from the count (shaders/pair_dispatch.comp), and the read-backs are read as far as
+the GPU's counts say.
+
+A replay is valid only while everything it names is as recorded: the key (kernels, sort,
+window, grid buffer, outputs, fixed_error, capacities), every buffer of the pool (its
+generation), and the sequence's command buffer (nothing submitted on it since). Anything
+else records afresh, and that recording is the one kept. Where the pairs overflow the
+recorded pair capacity, the part goes on as the general path does, as after a recording.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..gpu.buffers import Buffer, BufferPool
+from ..gpu.commands import Sequence
+from ..gpu.device import Device
+from .binning import Counted
+from .geometry import PaddingRows
+from .svo_build import RecordedSVO
+
+# A mesh replays a recording only while its capacity is at most this many times the mesh's
+# triangle count: the padding costs setup, scan and emission threads that do nothing, cheap
+# on a GPU, CPU time on a CPU device (lavapipe). There a capacity is the count rounded up
+# to 4 significant bits (at most 1/8 of padding: meshes of the same size replay, others
+# record); on a GPU, to a power of two.
+PADDING_LIMIT_GPU = 32.0
+PADDING_LIMIT_CPU = 1.125
+CPU_CAPACITY_BITS = 4
+MIN_TRIANGLE_CAPACITY = 256
+
+
+@dataclass(frozen=True)
+class PartReads:
+    """The staging buffers the one submission copies its results into: the pair total, the
+    wrap flag, the fill's tile arguments, the column counts, the grid's bits (a dense
+    result) and the SVO conversion recorded after the fill (an SVO)."""
+
+    total: Buffer
+    wrap: Buffer
+    tiles: Buffer
+    counts: Buffer
+    grid: Buffer | None
+    svo: RecordedSVO | None
+
+
+@dataclass
+class PartRecording:
+    """The reusable one-submission part recorded last: what it was recorded for (`key`), the
+    pool's generation and the sequence's submission count that say it is still the command
+    buffer's and every buffer it names is alive, and what it left for the host."""
+
+    key: tuple[object, ...]
+    generation: int
+    submissions: int
+    counted: Counted
+    capacity: int  # the pairs the recording made room for
+    reads: PartReads
+    # The reads as a replay hands them on: its SVO conversion takes no host time to record.
+    replayed_reads: PartReads = field(init=False)
+
+    def __post_init__(self) -> None:
+        svo = self.reads.svo
+        recorded = None if svo is None else replace(svo, record_ms=0.0)
+        self.replayed_reads = replace(self.reads, svo=recorded)
+
+
+class PartReplays:
+    """A Resources' reusable recording of the one-submission part (one at a time, on its
+    sequence), the capacities a mesh is staged at, and the padding rows of the staging
+    buffers."""
+
+    def __init__(self, device: Device):
+        self.padding_limit = PADDING_LIMIT_CPU if device.is_cpu else PADDING_LIMIT_GPU
+        self._bits = CPU_CAPACITY_BITS if device.is_cpu else 1
+        self.padding = PaddingRows()
+        self._last: PartRecording | None = None
+
+    def capacities(
+        self, fixed: tuple[object, ...], triangles: int, vertices: int
+    ) -> tuple[int, int]:
+        """(triangles, vertices) to stage a mesh at: the last recording's where the mesh fits
+        them (the rest of its key `fixed` the same), else the counts rounded up (a power of
+        two on a GPU; the vertices' one more than the mesh's: the padding's own)."""
+        last = self._last
+        if last is not None and last.key[:-2] == fixed:
+            triangle_capacity, vertex_capacity = last.key[-2:]
+            assert isinstance(triangle_capacity, int) and isinstance(vertex_capacity, int)
+            if self._fits(triangles, triangle_capacity) and self._fits(
+                vertices + 1, vertex_capacity
+            ):
+                return triangle_capacity, vertex_capacity
+        return (
+            _rounded(max(triangles, MIN_TRIANGLE_CAPACITY), self._bits),
+            _rounded(vertices + 1, self._bits),
+        )
+
+    def find(
+        self, key: tuple[object, ...], pool: BufferPool, sequence: Sequence
+    ) -> PartRecording | None:
+        """The recording to replay for `key`, if it is still valid."""
+        last = self._last
+        if (
+            last is None
+            or last.key != key
+            or last.generation != pool.generation
+            or not sequence.replayable
+            or last.submissions != sequence.submissions
+        ):
+            return None
+        return last
+
+    def pair_capacity(self, key: tuple[object, ...]) -> int:
+        """The pairs the recording for `key` made room for (0: there is none)."""
+        last = self._last
+        return last.capacity if last is not None and last.key == key else 0
+
+    def keep(self, recording: PartRecording | None) -> None:
+        """The recording to replay next (None: none)."""
+        self._last = recording
+
+    def replayed(self, sequence: Sequence) -> None:
+        """The last recording was just replayed (the sequence counted one more submission)."""
+        if self._last is not None:
+            self._last.submissions = sequence.submissions
+
+    def _fits(self, count: int, capacity: int) -> bool:
+        return count <= capacity <= self.padding_limit * max(count, MIN_TRIANGLE_CAPACITY)
+
+
+def _rounded(count: int, bits: int) -> int:
+    """`count` rounded up to `bits` significant bits (1: a power of two)."""
+    step = 1 << max(count.bit_length() - bits, 0)
+    return -(-count // step) * step
