@@ -187,7 +187,8 @@ def _many(files: list[Path], grid: int, device: str | None, figures: dict[str, l
     cpu_ms = (time.thread_time() - cpu_started) * 1e3 / len(files)
     wall_ms = (time.perf_counter() - wall_started) * 1e3 / len(files)
     figures["device_cpu_ms"].append(cpu_ms)
-    figures.setdefault("mesh_wait_ms", []).append(waited[0] * 1e3 / len(files))
+    if waited:  # (a tree without the batch's reading processes: not measured)
+        figures.setdefault("mesh_wait_ms", []).append(waited[0] * 1e3 / len(files))
     if timed:
         figures["gpu_ms"].append(gpu_ms / len(files))
         figures["device_wait_ms"].append(wall_ms - cpu_ms - gpu_ms / len(files))
@@ -198,8 +199,12 @@ def _many(files: list[Path], grid: int, device: str | None, figures: dict[str, l
 def _mesh_waits() -> Iterator[list[float]]:
     """[seconds] this thread (one device's worker runs in the caller's) spends, while the
     block runs, in the worker's waits for meshes: `loaded_from` (a mesh still loading) and
-    the reading processes' `wait_started` (names every tree compared has)."""
-    from voxelizer.batch import readers, worker
+    the reading processes' `wait_started`); an empty list for a tree before those names."""
+    try:
+        from voxelizer.batch import readers, worker
+    except ImportError:  # (b5a6e0a: batch.py, one module)
+        yield []
+        return
 
     waited = [0.0]
     device_thread = threading.get_ident()
