@@ -5,6 +5,7 @@ Only fixtures live here; what test modules import is in tests/helpers.py."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 os.environ["VOXELIZER_VALIDATION"] = "1"  # before any Vulkan object exists
@@ -54,15 +55,38 @@ def models_dir() -> Path:
     return SHARED_MODELS
 
 
+@pytest.fixture(scope="session")
+def shaped_voxelizers() -> Iterator[dict[str, Voxelizer]]:
+    """A Voxelizer on lavapipe for each shape of the kernels (shaders/common.glsl,
+    CPU_DEVICE), by taking its device for a GPU or a CPU; every other device keeps its own
+    kind. Opened once for the run: a fresh device compiles every kernel again."""
+    real_is_cpu = Device.is_cpu.fget
+    taken_for_cpu: dict[int, bool] = {}  # id(device) -> is_cpu
+    opened: dict[str, Voxelizer] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            Device,
+            "is_cpu",
+            property(lambda device: taken_for_cpu.get(id(device), real_is_cpu(device))),
+        )
+        try:
+            for shape, on_cpu in (("gpu shape", False), ("cpu shape", True)):
+                voxelizer = opened[shape] = Voxelizer()
+                taken_for_cpu[id(voxelizer.device)] = on_cpu
+                assert cpu_defines(voxelizer.device) == {"CPU_DEVICE": int(on_cpu)}
+                defines = pass_defines("branchless", subgroup_defines(voxelizer.device))
+                fill = ComputePipeline(voxelizer.device, kernels.FILL_FLIPS, defines)  # not built
+                assert fill.defines["CPU_DEVICE"] == int(on_cpu)
+            yield opened
+        finally:
+            before = len(_messages())
+            for voxelizer in opened.values():
+                voxelizer.close()
+    leaks = _messages()[before:]
+    assert not leaks, f"validation layer at device destruction: {leaks[0]}"
+
+
 @pytest.fixture(params=["gpu shape", "cpu shape"])
-def shaped(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch):
-    """A Voxelizer on lavapipe whose kernels take the GPU shape or the CPU shape
-    (shaders/common.glsl, CPU_DEVICE), by taking the device for a GPU or a CPU."""
-    on_cpu = request.param == "cpu shape"
-    monkeypatch.setattr(Device, "is_cpu", property(lambda device: on_cpu))
-    with Voxelizer() as voxelizer:
-        assert cpu_defines(voxelizer.device) == {"CPU_DEVICE": int(on_cpu)}
-        defines = pass_defines("branchless", subgroup_defines(voxelizer.device))
-        fill = ComputePipeline(voxelizer.device, kernels.FILL_FLIPS, defines)  # never built
-        assert fill.defines["CPU_DEVICE"] == int(on_cpu)
-        yield voxelizer
+def shaped(request: pytest.FixtureRequest, shaped_voxelizers: dict[str, Voxelizer]) -> Voxelizer:
+    """The Voxelizer of one shape of the kernels (shaped_voxelizers), for each in turn."""
+    return shaped_voxelizers[request.param]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import signal
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from pathlib import Path
@@ -174,6 +174,22 @@ class FakeTerminal(io.StringIO):
 
     def isatty(self) -> bool:
         return self.tty
+
+
+# --- the quick run ----------------------------------------------------------------------------
+
+
+def quick_diagonal(rows: Sequence[tuple], columns: Sequence[object]) -> list:
+    """Every (*row, column) for pytest.mark.parametrize, all but a diagonal marked slow: the
+    quick run (-m "not slow") takes every row and every column at least once (row r with
+    column r mod len(columns), column c with row c mod len(rows)), the full run every pair."""
+    return [
+        pytest.param(*row, column)
+        if c == r % len(columns) or r == c % len(rows)
+        else pytest.param(*row, column, marks=pytest.mark.slow)
+        for r, row in enumerate(rows)
+        for c, column in enumerate(columns)
+    ]
 
 
 # --- the validation layer -------------------------------------------------------------------

@@ -11,11 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import voxelizer
 from voxelizer import voxelize_many
 from voxelizer.choices import VARIANTS
 
-from ..helpers import PROJECT_MODELS, assert_same_svo, shared_model
+from ..helpers import PROJECT_MODELS, assert_same_svo, quick_diagonal, shared_model
 
 GRID = 24
 MODELS = (
@@ -31,12 +30,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     return [Path(shutil.copyfile(model, folder / model.name)) for model in MODELS]
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-@pytest.mark.parametrize("sort", ["counting", "bitonic"])
-def test_every_variant_and_sort_equals_single_calls(files, variant, sort):
+@pytest.mark.parametrize(
+    "sort, variant", quick_diagonal([("counting",), ("bitonic",)], sorted(VARIANTS))
+)
+def test_every_variant_and_sort_equals_single_calls(gpu, files, variant, sort):
     options = {"variant": variant, "sort": sort}
-    with voxelizer.Voxelizer() as single:
-        expected = [single.voxelize(path, GRID, **options) for path in files]
+    expected = [gpu.voxelize(path, GRID, **options) for path in files]
     results = list(voxelize_many(files, grid=GRID, threads=2, **options))
     assert sorted(result.index for result in results) == list(range(len(files)))
     for result in results:
@@ -45,12 +44,15 @@ def test_every_variant_and_sort_equals_single_calls(files, variant, sort):
         assert result.result.stats.counts["solid_voxels"] == expected[result.index].count()
 
 
-@pytest.mark.parametrize("fill_mode", ["parity", "winding", "vote", "union", "auto"])
-@pytest.mark.parametrize("variant", ["branchless", "combined"])
-def test_every_fill_mode_equals_single_calls_dense(files, fill_mode, variant):
+@pytest.mark.parametrize(
+    "variant, fill_mode",
+    quick_diagonal(
+        [("branchless",), ("combined",)], ["parity", "winding", "vote", "union", "auto"]
+    ),
+)
+def test_every_fill_mode_equals_single_calls_dense(gpu, files, fill_mode, variant):
     options = {"variant": variant, "fill_mode": fill_mode}
-    with voxelizer.Voxelizer() as single:
-        expected = [single.voxelize_dense(path, GRID, **options) for path in files]
+    expected = [gpu.voxelize_dense(path, GRID, **options) for path in files]
     results = list(voxelize_many(files, grid=GRID, dense=True, threads=2, **options))
     for result in results:
         assert result.status == "done", result.error
@@ -92,7 +94,7 @@ def test_the_device_thread_finds_the_host_work_done(files, monkeypatch):
 
 
 def test_a_starting_worker_process_reads_its_first_meshes_while_its_device_opens(
-    files, monkeypatch
+    gpu, files, monkeypatch
 ):
     """The spawned worker of a two-worker batch holds meshes before its device is open (it
     reads them meanwhile), a few only; its results equal the single calls'. (The worker in
@@ -113,8 +115,7 @@ def test_a_starting_worker_process_reads_its_first_meshes_while_its_device_opens
 
     monkeypatch.setattr(pool.WorkerPool, "_receive", recorded)
     inputs = files * 4
-    with voxelizer.Voxelizer() as single:
-        expected = [single.voxelize(path, GRID) for path in files]
+    expected = [gpu.voxelize(path, GRID) for path in files]
     results = list(voxelize_many(inputs, grid=GRID, jobs=2, threads=2, load_processes=0))
     assert sorted(result.index for result in results) == list(range(len(inputs)))
     for result in results:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,13 @@ def module_name(path: Path) -> str:
 
 
 MODULES = {module_name(path): path for path in sorted(PACKAGE_DIR.rglob("*.py"))}
-TREES = {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
+
+
+@cache
+def trees() -> dict[str, ast.Module]:
+    """Each module's syntax tree, parsed once, by the first test that reads one (not at
+    collection, which every process of a run does)."""
+    return {name: ast.parse(path.read_text(), str(path)) for name, path in MODULES.items()}
 
 
 def module_level_imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -98,7 +105,7 @@ def import_graph() -> dict[str, set[str]]:
             for target, _ in imported(module, node)
             if target != module
         }
-        for module, tree in TREES.items()
+        for module, tree in trees().items()
     }
 
 
@@ -149,7 +156,7 @@ def test_no_import_cycles():
 def test_no_module_imports_another_modules_private_names():
     found = [
         f"{module} imports {name} from {target}"
-        for module, tree in TREES.items()
+        for module, tree in trees().items()
         for node in all_imports(tree)
         for target, name in imported(module, node)
         if target != module and name and name.startswith("_") and not name.startswith("__")
@@ -160,17 +167,17 @@ def test_no_module_imports_another_modules_private_names():
 @pytest.mark.parametrize("module", DATA_MODEL)
 def test_the_data_model_imports_no_file_io(module):
     targets = {
-        target for node in all_imports(TREES[module]) for target, _ in imported(module, node)
+        target for node in all_imports(trees()[module]) for target, _ in imported(module, node)
     }
     assert not {t for t in targets if t == "voxelizer.io" or t.startswith("voxelizer.io.")}
-    plain = {alias.name for node in all_imports(TREES[module]) for alias in node.names}
+    plain = {alias.name for node in all_imports(trees()[module]) for alias in node.names}
     assert not plain & {"open_output", "save", "load", "load_mesh"}
 
 
 @pytest.mark.parametrize("module", DATA_MODEL)
 def test_the_data_model_opens_no_files(module):
     calls = []
-    for node in ast.walk(TREES[module]):
+    for node in ast.walk(trees()[module]):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
@@ -200,7 +207,7 @@ def test_the_reference_never_reaches_the_pipeline_or_the_gpu(module):
     import neither the pipeline nor the Vulkan layer, not even through another module (nor
     by a deferred import of their own)."""
     graph = import_graph()
-    for node in all_imports(TREES[module]):  # deferred imports too
+    for node in all_imports(trees()[module]):  # deferred imports too
         graph[module] |= {target for target, _ in imported(module, node) if target != module}
     reached = reached_from(graph, module)
     assert not {m for m in reached if m.startswith(("voxelizer.pipeline", "voxelizer.gpu"))}
@@ -284,7 +291,7 @@ def test_every_module_belongs_to_a_layer():
 def test_no_module_imports_from_a_layer_above_its_own():
     found = [
         f"{module} ({layer_of(module)}) imports {target} ({layer_of(target)})"
-        for module, tree in TREES.items()
+        for module, tree in trees().items()
         for node in all_imports(tree)  # deferred imports too
         for target, _ in imported(module, node)
         if layer_of(target) not in ALLOWED[str(layer_of(module))]
@@ -333,7 +340,7 @@ def test_inside_the_pipeline_nothing_imports_a_level_above_its_own():
     found = [
         f"{module} imports {target}"
         for module in pipeline
-        for node in all_imports(TREES[module])
+        for node in all_imports(trees()[module])
         for target, _ in imported(module, node)
         if target.startswith("voxelizer.pipeline")
         and pipeline_level(target) > pipeline_level(module)
@@ -344,7 +351,7 @@ def test_inside_the_pipeline_nothing_imports_a_level_above_its_own():
 def test_the_fill_strategies_are_imported_by_the_runner_alone():
     importers = {
         module
-        for module, tree in TREES.items()
+        for module, tree in trees().items()
         for node in all_imports(tree)
         for target, _ in imported(module, node)
         if target.startswith("voxelizer.pipeline.fills") and not module.startswith(target)
@@ -365,16 +372,18 @@ def module_level_names(tree: ast.Module) -> set[str]:
 
 
 def test_the_vocabulary_is_defined_in_choices_alone():
-    vocabulary = {name for name in module_level_names(TREES["voxelizer.choices"]) if name.isupper()}
+    vocabulary = {
+        name for name in module_level_names(trees()["voxelizer.choices"]) if name.isupper()
+    }
     assert {"VARIANTS", "SORTS", "FILL_MODES", "MODES", "SURFACES", "DEFAULT_VARIANT"} <= vocabulary
     elsewhere = [
         f"{module} defines {name}"
-        for module, tree in TREES.items()
+        for module, tree in trees().items()
         if module != "voxelizer.choices"
         for name in module_level_names(tree) & vocabulary
     ]
     assert not elsewhere, "; ".join(elsewhere)
-    assert not [target for node in all_imports(TREES["voxelizer.choices"])
+    assert not [target for node in all_imports(trees()["voxelizer.choices"])
                 for target, _ in imported("voxelizer.choices", node)]  # fmt: skip
 
 
@@ -406,7 +415,7 @@ def attributes_set_outside_init(cls: ast.ClassDef) -> set[str]:
 def test_pipeline_classes_create_every_attribute_in_init():
     found = [
         f"{module}.{cls.name}: {sorted(names)}"
-        for module, tree in TREES.items()
+        for module, tree in trees().items()
         if module.startswith("voxelizer.pipeline")
         for cls in ast.walk(tree)
         if isinstance(cls, ast.ClassDef)
@@ -454,7 +463,7 @@ def test_no_module_and_no_function_is_too_long():
     }
     long_functions = {
         f"{module}.{name}"
-        for module, tree in TREES.items()
+        for module, tree in trees().items()
         for name, node in functions(tree)
         if (node.end_lineno or node.lineno) - node.lineno + 1 > MAX_FUNCTION_LINES
     }

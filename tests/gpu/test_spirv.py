@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import voxelizer.gpu
@@ -211,9 +212,13 @@ def test_every_module_a_job_requests_is_shipped(
         assert_same_voxels(
             both.to_numpy(), voxelize_surface_reference(load_model(MODEL), GRID, "both").to_numpy()
         )
-        box = load_mesh(gear()).bounds  # the sparse path: a grid over 8192, the gear small in it
-        centre, side = box.mean(axis=0), (box[1] - box[0]).max() * 256
-        large = vox.voxelize(gear(), 16384, bounds=[centre - side / 2, centre + side / 2])
+        # The sparse path: a grid over 8192 along x (long and thin, so that it is quick on a
+        # CPU device; a cube of 16384 asks for the same modules), the gear 14 voxels across.
+        box = load_mesh(gear()).bounds
+        sides = np.array([16384, 16, 16])
+        extent = sides * (box[1] - box[0]).max() / 14
+        corner = box.mean(axis=0) - extent / 2
+        large = vox.voxelize(gear(), tuple(sides), bounds=[corner, corner + extent])
         assert large.stats.counts["surface_cubes"] > 0
         for levels in (1, 2):  # triangle grids: the cells, the leaves, rays and boxes
             grid = vox.triangle_grid(gear(), levels=levels)

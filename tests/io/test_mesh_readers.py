@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -285,6 +286,7 @@ CAMERA: Element = ("camera", [("view", "float"), ("fov", "int")], [(1.5, 60), (2
 MATERIAL: Element = ("material", [("shine", "double"), ("ids", ("uchar", "int"))], [(1.0, [1, 2])])
 
 
+@cache  # made once: collection and each test read it
 def ply_variants() -> dict[str, bytes]:
     vertices, triangles = suzanne()
     polygon_vertices, polygons = prism()
@@ -362,6 +364,7 @@ def test_binary_ply_with_lists_of_differing_lengths(tmp_path, encoding):
 # --- STL -------------------------------------------------------------------------------------
 
 
+@cache  # made once: collection and each test read it
 def stl_variants() -> dict[str, bytes]:
     vertices, faces = suzanne()
     mesh = trimesh.Trimesh(vertices, faces, process=False)
@@ -459,6 +462,7 @@ def obj_in_pieces(vertices: np.ndarray, faces: np.ndarray, negative: bool) -> by
     return ("\n".join(text) + "\n").encode()
 
 
+@cache  # made once: collection and each test read it
 def obj_variants() -> dict[str, tuple[bytes, str]]:
     """(file, how it compares with trimesh): "arrays" when trimesh keeps the file's vertices
     and face order, "triangles" when it regroups faces by material or splits vertices by

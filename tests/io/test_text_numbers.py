@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -164,10 +165,10 @@ def test_ragged_blank_and_other_lines_are_left_to_loadtxt():
     assert fast_table(b"1 2 3\n", np.int32, None) is None  # only int64 and float64
 
 
-@pytest.mark.parametrize("threads", [2, 8, 13])
-def test_a_large_table_split_over_threads_is_whole(threads):
-    """Split at line starts into as many pieces as there are threads (however many cores
-    this machine has), with long and short lines, every line once and in order."""
+@cache
+def large_table() -> tuple[bytes, np.ndarray, np.ndarray]:
+    """100,000 rows of 3 numbers with long and short lines: the bytes, np.loadtxt's table of
+    them and np.loadtxt's numbers of them in one row (made once for every thread count)."""
     rng = np.random.default_rng(6)
     values = np.round(rng.normal(size=(100_000, 3)) * 1000, 6)
     lines = [f"{x:.6f} {y:.6f} {z:.6f}" for x, y, z in values.tolist()]
@@ -175,6 +176,14 @@ def test_a_large_table_split_over_threads_is_whole(threads):
     payload = ("\n".join(lines) + "\n").encode()
     expected = loadtxt_table(payload, np.float64, 3)
     every_number = np.loadtxt(io.BytesIO(payload.replace(b"\n", b" ")), comments=None, ndmin=1)
+    return payload, expected, every_number
+
+
+@pytest.mark.parametrize("threads", [2, 8, 13])
+def test_a_large_table_split_over_threads_is_whole(threads):
+    """Split at line starts into as many pieces as there are threads (however many cores
+    this machine has), with long and short lines, every line once and in order."""
+    payload, expected, every_number = large_table()
     parallel.use_threads(threads)
     try:
         assert same_bits(fast_table(payload, np.float64, 3), expected)
@@ -216,7 +225,9 @@ def fixed_decimals_obj(corner: str = "{v}", negative: bool = False) -> bytes:
     return re.sub(rb"-?\d+\.\d+(e-?\d+)?", lambda m: b"%.6f" % float(m[0]), text)
 
 
+@cache
 def obj_files() -> dict[str, bytes]:
+    """The OBJ files, by name (made once: each test reads one)."""
     files = {name: data for name, (data, _) in obj_variants().items()}
     vertices, faces = suzanne()
     cube, quads = cube_of_quads()

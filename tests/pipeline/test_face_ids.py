@@ -23,6 +23,7 @@ from ..helpers import (
     assert_same_svo,
     cli_usage_error,
     load_model,
+    quick_diagonal,
     read_back,
     run_cli,
 )
@@ -55,8 +56,9 @@ def assert_same_faces(svo: SVO, voxels: np.ndarray, faces: np.ndarray) -> None:
 # --- the GPU against the reference --------------------------------------------------------
 
 
-@pytest.mark.parametrize("surface", ["conservative", "thin"])
-@pytest.mark.parametrize("variant", voxelizer.VARIANTS)
+@pytest.mark.parametrize(
+    "surface, variant", quick_diagonal([("conservative",), ("thin",)], voxelizer.VARIANTS)
+)
 def test_svo_face_ids_match_reference_on_every_variant(gpu, variant, surface):
     for name, n in [("suzanne.ply", 40), ("bunny.ply", 64)]:
         svo = gpu.voxelize(
@@ -82,7 +84,15 @@ def test_svo_face_ids_of_a_mostly_marked_grid(gpu):
     assert_same_faces(svo, reference_voxels(name, n, "surface", "conservative"), faces)
 
 
-@pytest.mark.parametrize("name", ["dragon.ply", "armadillo.ply", "torus.stl", "featuretype.stl"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("dragon.ply", marks=pytest.mark.slow),  # the quick run: the bunny and
+        pytest.param("armadillo.ply", marks=pytest.mark.slow),  # suzanne (every variant)
+        "torus.stl",
+        "featuretype.stl",
+    ],
+)
 def test_svo_face_ids_of_shared_models(gpu, name):
     svo = gpu.voxelize(load_model(name), 48, mode="surface", attributes=["face"])
     assert_same_faces(svo, reference_voxels(name, 48, "surface", "conservative"),

@@ -131,7 +131,7 @@ def test_largest_single_buffer_grid_on_lavapipe(gpu):
     assert not voxels[0, :, :].any() and not voxels[:, 1023, :].any()
 
 
-@pytest.mark.parametrize("variant", ["naive", "branchless"])
+@pytest.mark.parametrize("variant", [pytest.param("naive", marks=pytest.mark.slow), "branchless"])
 def test_tile_with_more_pairs_than_one_fill_round(gpu, variant):
     """70,000 flat tetrahedra stacked over one tile: 280,000 pairs in three fill rounds (one
     round would loop past llvmpipe's 65,535-iteration guard)."""

@@ -204,7 +204,9 @@ def test_voxels_of_three_sizes_are_exact(gpu, e):
         )
 
 
-@pytest.mark.parametrize("ratio", [(1, 1, 8), (8, 1, 1), (1, 8, 2)], ids=str)
+@pytest.mark.parametrize(
+    "ratio", [pytest.param((1, 1, 8), marks=pytest.mark.slow), (8, 1, 1), (1, 8, 2)], ids=str
+)
 def test_a_model_on_voxels_of_three_sizes(gpu, ratio):
     mesh = load_model("bunny.ply")
     size = tuple(0.004 * r for r in ratio)

@@ -135,7 +135,18 @@ def _outputs(gpu, model: str, grid, options: dict, tmp_path) -> dict[str, str]:
     return found
 
 
-@pytest.mark.parametrize("name, model, grid, options", CASES, ids=[case[0] for case in CASES])
+# The largest case is in the full run alone: the quick run pins the winding fill in slabs
+# through test_winding.py's slab and batch check, and its voxels through the smaller cases.
+SLOW_CASES = {"bunny_scan-256-winding-slabs"}
+
+
+@pytest.mark.parametrize(
+    "name, model, grid, options",
+    [
+        pytest.param(*case, id=case[0], marks=[pytest.mark.slow] if case[0] in SLOW_CASES else [])
+        for case in CASES
+    ],
+)
 def test_outputs_match_the_stored_digests(gpu, tmp_path, name, model, grid, options):
     found = _outputs(gpu, model, grid, options, tmp_path)
     if os.environ.get("VOXELIZER_WRITE_DIGESTS"):

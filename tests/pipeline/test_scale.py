@@ -23,8 +23,13 @@ def bunny():
     return load_model("bunny.ply")
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "variant",
+    [v if v == "branchless" else pytest.param(v, marks=pytest.mark.slow) for v in VARIANTS],
+)
 def test_slabs_batches_and_parts_equal_the_whole_run_at_256(gpu, bunny, variant):
+    """(The quick run's other variants in slabs: test_surface.py, test_face_ids.py and the
+    digests of test_outputs_unchanged.py.)"""
     whole = gpu.voxelize(bunny, 256, variant=variant)
     assert whole.stats.counts["slabs"] == 1
     split = gpu.voxelize(bunny, 256, variant=variant, max_memory=4 << 20)

@@ -99,6 +99,27 @@ def test_a_16384_grid_equals_dense_runs_of_the_same_voxels(gpu, shape_name, mesh
     )
 
 
+def test_a_long_thin_grid_over_8192_equals_the_dense_run_of_the_same_voxels(gpu):
+    """The sparse path on a grid over 8192 along x alone (16384 x 96 x 96: quick on lavapipe,
+    where the cubes above take seconds): a sphere against the dense run of the 96^3 voxels
+    around it, voxel for voxel."""
+    side = 96
+    mesh = sphere((10.0, 0.0, 0.0), 0.625)  # 80 voxels across
+    low = np.array([-HALF, -side * H / 2, -side * H / 2])
+    svo = gpu.voxelize(mesh, (N, side, side), bounds=[low, low + np.array([N, side, side]) * H])
+    assert svo.shape == (N, side, side) and svo.voxel_size == H
+    assert svo.stats.counts["surface_cubes"] > 0  # the sparse path's cubes
+    corner = np.array([10.0 - side * H / 2, low[1], low[2]])
+    dense = gpu.voxelize_dense(mesh, (side,) * 3, bounds=[corner, corner + side * H])
+    assert svo.count() == dense.count() > 0  # nothing set outside the dense box
+    crops_match(
+        svo,
+        dense,
+        np.array([voxel_of(corner[0]), 0, 0]),
+        [((0, 0, 0), (side,) * 3), ((1, 2, 3), (65, 90, 40)), ((31, 0, 47), (33, 96, 49))],
+    )
+
+
 @pytest.mark.slow
 def test_a_32768_grid_equals_the_dense_run_of_the_same_voxels(gpu):
     """The same box cut into voxels half the size (32768 a side), a sphere against the dense

@@ -20,7 +20,13 @@ from voxelizer.reference.surface import (
     voxelize_surface_reference,
 )
 
-from ..helpers import assert_same_svo, assert_same_voxels, load_model, random_soup
+from ..helpers import (
+    assert_same_svo,
+    assert_same_voxels,
+    load_model,
+    quick_diagonal,
+    random_soup,
+)
 from ..shapes import box, box_surface, box_thin, combine, octahedron
 
 SHARED = [
@@ -54,8 +60,7 @@ def reference_faces(name: str, grid, surface: str) -> np.ndarray:
     return surface_face_ids(placement.grid_vertices(mesh.vertices), mesh.faces, grid, surface)
 
 
-@pytest.mark.parametrize("mode, surface", KINDS, ids=KIND_IDS)
-@pytest.mark.parametrize("name", SHARED + GENERATED)
+@pytest.mark.parametrize("mode, surface, name", quick_diagonal(KINDS, SHARED + GENERATED))
 def test_models_match_reference(gpu, name, mode, surface):
     grid = gpu.voxelize_dense(load_model(name), 64, mode=mode, surface=surface)
     assert grid.count() > 0
@@ -63,16 +68,16 @@ def test_models_match_reference(gpu, name, mode, surface):
     assert (grid.stats.mode, grid.stats.surface) == (mode, surface or "")
 
 
-@pytest.mark.parametrize("mode, surface", KINDS, ids=KIND_IDS)
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize("mode, surface, variant", quick_diagonal(KINDS, list(VARIANTS)))
 def test_every_variant_matches_reference(gpu, variant, mode, surface):
     for name, n in (("armadillo.ply", 48), ("gear.ply", 40)):
         grid = gpu.voxelize_dense(load_model(name), n, variant=variant, mode=mode, surface=surface)
         assert_same_voxels(grid.to_numpy(), reference(name, n, mode, surface))
 
 
-@pytest.mark.parametrize("surface", ["conservative", "thin"])
-@pytest.mark.parametrize("variant", list(VARIANTS))
+@pytest.mark.parametrize(
+    "surface, variant", quick_diagonal([("conservative",), ("thin",)], list(VARIANTS))
+)
 def test_random_soups_with_ties_match_reference(gpu, variant, surface):
     """Open, overlapping and degenerate soups (repeated indices make segments and points),
     many vertices on voxel corners, edges and centres."""
@@ -164,10 +169,19 @@ def test_thin_parts_survive_in_surface_and_both_but_not_in_solid(gpu):
     assert_same_voxels(thin, surface_columns(g, faces, n, "thin"))
 
 
-@pytest.mark.parametrize("mode, surface", KINDS, ids=KIND_IDS)
+@pytest.mark.parametrize(
+    "mode, surface",
+    [
+        pytest.param(*KINDS[0], marks=pytest.mark.slow),
+        KINDS[1],
+        pytest.param(*KINDS[2], marks=pytest.mark.slow),
+    ],
+    ids=KIND_IDS,
+)
 def test_non_cubic_grids_and_slabs_match_reference(gpu, mode, surface):
     """A small budget forces slabs of rows, triangle batches and split parts; the dense grid
-    and the SVO (forests merged) still equal the reference."""
+    and the SVO (forests merged) still equal the reference. (The quick run's conservative
+    surface and "both" in slabs: test_outputs_unchanged.py, and face ids in slabs below.)"""
     name, shape = "bunny.ply", (256, 128, 256)
     expected = reference(name, shape, mode, surface)
     whole = gpu.voxelize_dense(load_model(name), shape, mode=mode, surface=surface)

@@ -68,8 +68,10 @@ def _svo(shape: tuple[int, int, int], nodes, bricks, level_offsets) -> SVO:
     return SVO(nodes, bricks, level_offsets, placement)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def builder(gpu) -> Iterator[Builder]:
+    """One for the module: its pipelines are compiled once, and each test's grids go through
+    a pool that earlier, larger grids have used."""
     device = gpu.device
     pool = BufferPool(device)
     made = Builder(pool, Sequence(device, pool), Scan(device), SVOPipelines(device))
