@@ -418,6 +418,13 @@ class Sequence:
             self.submissions += 1
             self._wait_for_fence()
         except vk.VkError as exc:
+            # A failed wait may leave the submission running: wait for the queue before the
+            # error goes up (at once where the device is lost), so that whatever runs next
+            # finds nothing of it pending.
+            with device.queue_lock:
+                drained = self._lib.vkQueueWaitIdle(device.queue) == 0  # VK_SUCCESS
+            if drained:
+                device.queue_may_be_busy = False
             raise DeviceError(f"{device.name}: {_failure(exc)}") from exc
         device.queue_may_be_busy = False
         if len(self._submitted_labels) < 2 or device.timestamp_bits == 0:
