@@ -6,8 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
-
 # Page faults of arrays of 8-20 MiB written one after the other (each freed before the next,
 # as a file's are before the next file's) after one of 24 MiB, in a fresh process; with
 # keep_freed_memory first (argv[1] == "keep") or without.
@@ -33,9 +31,11 @@ def page_faults(mode: str) -> tuple[str, int]:
     return output[0], int(output[1])
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
 def test_a_reading_process_reuses_freed_memory_without_page_faults():
     kept, faults = page_faults("keep")
+    if not sys.platform.startswith("linux"):  # (glibc's allocator only: elsewhere untouched)
+        assert kept == "False"
+        return
     assert kept == "True"
     assert faults < 200
     _, default_faults = page_faults("default")
