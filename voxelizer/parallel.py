@@ -84,8 +84,8 @@ def keep_freed_memory() -> bool:
     """Make this process's allocator keep the memory numpy frees for its next arrays (glibc
     on Linux; elsewhere nothing changes: False). By default glibc maps each array of more
     than 128 KiB-32 MiB anew and gives it back when freed, so every such array of every file
-    starts as fresh pages that the kernel faults in one by one, zeroed: half of the time of
-    reading an STL and a quarter of an OBJ (docs/benchmarks.md, "Reading at memory speed").
+    starts as fresh pages that the kernel faults in one by one, zeroed: a large share of
+    reading an STL or an OBJ (measured in docs/benchmarks.md, "Reading at memory speed").
     For a process that handles mesh after mesh (the batch command, its worker and reading
     processes): it keeps up to a GiB it no longer uses. A library call leaves the caller's
     process as it is."""
