@@ -4,7 +4,10 @@ A `Sequence` is reused for every voxelization a Voxelizer runs: `begin()`, recor
 `submit()` (waits), read results, and `begin()` again. A recording begun with
 `begin(reusable=True)` can be submitted again as it is by `replay()`, until the next
 `begin()`: for work whose buffers, sizes and push constants are the same as last time, no
-command is recorded again. `submissions` counts what went to the queue.
+command is recorded again. `keep()` takes such a recording off the sequence as a
+`Recording`, replayed by `replay(recording)` for as long as the caller keeps it (the
+sequence records on a fresh command buffer meanwhile), so that several stay ready at once;
+`release(recording)` hands it back. `submissions` counts what went to the queue.
 
 A call records a few dozen commands, so recording is kept cheap on the host: the commands
 go straight to the Vulkan functions (cffi, none of the wrapper's per-call argument
@@ -47,7 +50,10 @@ from .loader import vk
 from .pipelines import ComputePipeline
 from .vulkan_calls import VulkanCall
 
-__all__ = ["Binding", "DescriptorWrites", "GpuTimes", "Sequence", "check_result", "workgroups"]
+__all__ = [
+    "Binding", "DescriptorWrites", "GpuTimes", "Recording", "Sequence", "check_result",
+    "workgroups",
+]  # fmt: skip
 
 _SETS_PER_POOL = 64
 _MAX_TIMESTAMPS = 128
@@ -60,6 +66,20 @@ _FOREVER = 2**64 - 1  # a wait's timeout: none
 def workgroups(items: int, per_group: int) -> int:
     """Workgroups of `per_group` invocations (or items) that cover `items`."""
     return -(-items // per_group)
+
+
+class Recording:
+    """A reusable recording kept off its sequence (`Sequence.keep`): its command buffer, its
+    timestamps' labels, and the descriptor pools its sets came from (on a device without
+    push descriptors), until `Sequence.release`."""
+
+    __slots__ = ("command_buffer", "descriptor_pools", "labels", "released")
+
+    def __init__(self, command_buffer: Any, labels: tuple[str, ...], descriptor_pools: list):
+        self.command_buffer = command_buffer
+        self.labels = labels
+        self.descriptor_pools = descriptor_pools
+        self.released = False
 
 
 class Sequence:
@@ -97,6 +117,8 @@ class Sequence:
         self._sets_left = 0
         self._labels: list[str] = []
         self.submissions = 0  # submits and replays so far
+        self._kept: list[Recording] = []  # recordings kept off the sequence, not released
+        self._spare_buffers: list[Any] = []  # command buffers of released recordings
         self._reusable = False  # the recording was begun reusable
         self._replayable = False  # a reusable recording has been submitted, not begun since
         # The Vulkan functions themselves: the commands below return nothing to check, and
@@ -396,13 +418,66 @@ class Sequence:
         """Whether `replay()` may run: the last recording was begun reusable and submitted."""
         return self._replayable
 
-    def replay(self) -> Mapping[str, float]:
-        """Submit the last recording again as it is (see `replayable`) and wait: the buffers
-        it names must be alive still, and hold what its steps expect."""
+    def replay(self, recording: Recording | None = None) -> Mapping[str, float]:
+        """Submit the last recording again as it is (see `replayable`), or a kept one, and
+        wait: the buffers it names must be alive still, and hold what its steps expect."""
+        if recording is None:
+            if not self._replayable:
+                raise RuntimeError("no reusable recording to replay")
+            self.device.settle()  # (an interrupted replay's work may still use the buffer)
+            return self._run()
+        if recording.released:
+            raise RuntimeError("a released recording cannot be replayed")
+        self.device.settle()
+        self._command_buffers[0] = recording.command_buffer
+        self._submitted_labels = recording.labels
+        labels, self._submitted_labels = self._submitted_labels, recording.labels
+        try:
+            return self._run()
+        finally:
+            self._command_buffers[0] = self.command_buffer
+            self._submitted_labels = labels
+
+    def keep(self) -> Recording:
+        """The reusable recording just submitted (see `replayable`), taken off the sequence to
+        be replayed later by `replay(recording)`; the next `begin()` records on another
+        command buffer. The caller releases it (`release`) when done with it."""
         if not self._replayable:
-            raise RuntimeError("no reusable recording to replay")
-        self.device.settle()  # (an interrupted replay's work may still use the buffer)
-        return self._run()
+            raise RuntimeError("no reusable recording to keep")
+        pools: list = []
+        if self.device.push_descriptor_function is None:  # its sets: in the pools used
+            pools = self._descriptor_pools[: self._pool_index]
+            del self._descriptor_pools[: self._pool_index]
+            self._pool_index, self._sets_left = 0, 0
+        kept = Recording(self.command_buffer, self._submitted_labels, pools)
+        with interrupts_deferred():  # (the kept one is listed before a Ctrl-C unwinds)
+            self._kept.append(kept)
+            if self._spare_buffers:
+                self.command_buffer = self._spare_buffers.pop()
+            else:
+                alloc = vk.VkCommandBufferAllocateInfo(
+                    commandPool=self.command_pool,
+                    level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                    commandBufferCount=1,
+                )
+                self.command_buffer = vk.vkAllocateCommandBuffers(self.device.handle, alloc)[0]
+            self._command_buffers[0] = self.command_buffer
+        self._replayable = False
+        return kept
+
+    def release(self, recording: Recording) -> None:
+        """Hand a kept recording back: its command buffer and descriptor pools serve later
+        recordings (reset when next begun)."""
+        if recording.released:
+            return
+        self.device.settle()  # (the queue may still run it)
+        recording.released = True
+        self._kept.remove(recording)
+        self._spare_buffers.append(recording.command_buffer)
+        for pool in recording.descriptor_pools:
+            check_result(self._lib.vkResetDescriptorPool(self.device.handle, pool, 0))
+        self._descriptor_pools.extend(recording.descriptor_pools)
+        recording.descriptor_pools = []
 
     def _run(self) -> Mapping[str, float]:
         """Submit the ended command buffer, wait, and return its timestamps, unread."""
@@ -493,6 +568,11 @@ class Sequence:
         self.device.settle()
         if self.query_pool is not None:
             self._keep_times()
+        for kept in self._kept:  # (their command buffers go with the command pool)
+            kept.released = True
+            self._descriptor_pools.extend(kept.descriptor_pools)
+            kept.descriptor_pools = []
+        self._kept.clear()
         for pool in self._descriptor_pools:
             vk.vkDestroyDescriptorPool(handle, pool, None)
         self._descriptor_pools.clear()

@@ -331,21 +331,20 @@ class PassRunner:
             return None
         generation = pool.generation
         padded = geometry.stage_padded(pool, triangles, vertex_capacity, replays.padding)
-        recording = replays.find(key, pool, sequence) if pool.generation == generation else None
+        recording = replays.find(key, pool) if pool.generation == generation else None
         if recording is not None:
-            self.stats.add_gpu(sequence.replay())
-            replays.replayed(sequence)
+            self.stats.add_gpu(sequence.replay(recording.recording))
             slab.cleared()
             self.stats.count(replayed=1)
             counted = replace(recording.counted, batch=batch, upload_ms=padded.upload_ms)
             return counted, recording.replayed_reads, recording.capacity
-        replays.keep(None)
         sequence.begin(reusable=True)
         counted, reads = self._record_one(window, batch, slab, download, then, capacity, padded)
         self.stats.add_gpu(sequence.submit())
         if sequence.replayable:
+            kept = sequence.keep()
             replays.keep(
-                PartRecording(key, pool.generation, sequence.submissions, counted, capacity, reads)
+                PartRecording(key, pool.generation, kept, counted, capacity, reads), sequence
             )
         return counted, reads, capacity
 
