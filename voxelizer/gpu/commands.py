@@ -22,8 +22,12 @@ A submission is cheap on the host too, as a small build submits and waits in a f
 millisecond: the submit and the wait call the Vulkan functions themselves (gpu/vulkan_calls.py:
 a fault injected into the `vulkan` module's wrapper still reaches them), with structs made
 once per sequence. The wait polls the fence for up to `wait_spin_s` before it blocks in
-vkWaitForFences, as a driver's blocking wait may wake the host well after the GPU is done; a
-CPU device (lavapipe) never polls, as the host's cores run the work. A Vulkan error of the
+vkWaitForFences, as a driver's blocking wait may wake the host well after the GPU is done,
+but only while the waiting thread is the process's only one (SPIN_ONLY_ALONE): each poll
+gives up the GIL and takes it back, so beside other Python threads (a batch's readers and
+writers) the poll spends the thread's CPU and hands the GIL to them at every turn, where a
+blocking wait gives it up once. A CPU device (lavapipe) never polls, as the host's cores run
+the work. A Vulkan error of the
 submit or the wait (a lost device, no memory) is a `DeviceError`.
 
 A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
@@ -60,6 +64,8 @@ _MAX_TIMESTAMPS = 128
 # How long a wait polls the fence before it blocks, on a device that is not the host's CPU
 # (docs/benchmarks.md, "Submissions": the round trip on an H200 with and without the poll).
 WAIT_SPIN_S = 0.0005
+# Whether the wait polls only while the process runs no other thread (see the module's text).
+SPIN_ONLY_ALONE = True
 _FOREVER = 2**64 - 1  # a wait's timeout: none
 
 
@@ -167,8 +173,11 @@ class Sequence:
         self._wait_for_fences = VulkanCall("vkWaitForFences")
         self._reset_fences = VulkanCall("vkResetFences")
         self._fence_status = VulkanCall("vkGetFenceStatus")
-        # How long a wait polls the fence before it blocks (never on a CPU device)
+        # How long a wait polls the fence before it blocks (never on a CPU device), and
+        # whether only while the waiting thread is the process's only one
         self.wait_spin_s = 0.0 if self.device.is_cpu else WAIT_SPIN_S
+        self.spin_only_alone = SPIN_ONLY_ALONE
+        self._not_ready = vk.VK_NOT_READY  # (a constant the poll compares with, looked up once)
         # The timestamps of a submission are read into this, when asked for (GpuTimes).
         self._ticks = ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
         self._tick_view = np.frombuffer(ffi.buffer(self._ticks), np.uint64)
@@ -509,25 +518,28 @@ class Sequence:
         return times
 
     def _wait_for_fence(self) -> None:
-        """Wait for the fence: polled for up to `wait_spin_s` first, then blocking. Where the
-        wait's functions are replaced (a fault injected), straight through them."""
+        """Wait for the fence: polled for up to `wait_spin_s` first (where `spin_only_alone`,
+        only while no other thread runs), then blocking. Where the wait's functions are
+        replaced (a fault injected), straight through them."""
         handle, spin = self.device.handle, self.wait_spin_s
         if (
             spin > 0
+            and not (self.spin_only_alone and threading.active_count() > 1)
             and self._fence_status.replaced is None
             and self._wait_for_fences.replaced is None
         ):
-            status, fence = self._fence_status.raw, self.fence
-            deadline = time.perf_counter() + spin
+            status, fence, not_ready = self._fence_status.raw, self.fence, self._not_ready
+            clock = time.perf_counter
+            deadline = clock() + spin
             while True:
                 result = status(handle, fence)
                 if result == 0:  # VK_SUCCESS: signalled
                     return
-                if result != vk.VK_NOT_READY:
+                if result != not_ready:
                     check_result(result)  # (a lost device)
-                if time.perf_counter() >= deadline:
+                if clock() >= deadline:
                     break
-        self._wait_for_fences(handle, 1, self._fences, vk.VK_TRUE, _FOREVER)
+        self._wait_for_fences(handle, 1, self._fences, 1, _FOREVER)  # (waitAll: VK_TRUE)
 
     def _keep_times(self) -> None:
         """Read the last submission's timestamps into its GpuTimes, if that is still held
