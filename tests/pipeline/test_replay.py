@@ -14,6 +14,7 @@ import trimesh
 from voxelizer import VARIANTS, Voxelizer
 from voxelizer.choices import SORTS
 from voxelizer.errors import MeshError
+from voxelizer.gpu import commands
 from voxelizer.gpu.commands import Sequence
 from voxelizer.mesh import Mesh, checked_mesh
 from voxelizer.pipeline import binning, replay
@@ -195,7 +196,7 @@ def test_capacities_hold_the_mesh_within_the_padding_limit(cpu):
     assert replays.capacities(("k",), 300, 0) == ((320, 1) if cpu else (512, 1))
 
 
-def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path):
+def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path, monkeypatch):
     """python -m voxelizer.benchmarks.replay's measurement in this process, on three spheres
     of one size: per call figures, fewer Vulkan calls than a recorded call makes, replays
     counted; and its table, with this tree over the one before."""
@@ -209,6 +210,11 @@ def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path):
         sphere.export(files[-1])
     found = bench.measure(files, [16], "size")
     figures = found["grids"]["16"]
+    # The same beside busy threads, the submissions waiting at once: the same voxels.
+    monkeypatch.setattr(commands, "WAIT_SPIN_S", commands.WAIT_SPIN_S)  # (set_wait's, undone)
+    busy = bench.measure(files, [16], "size", busy_threads=2, wait="block")
+    assert commands.WAIT_SPIN_S == 0
+    assert busy["grids"]["16"]["digests"] == figures["digests"]
     assert len(figures["thread"]) == len(figures["digests"]) == 3
     assert figures["replayed"] == 1.0  # the warm-up recorded: every counted call replays
     assert 0 < figures["vulkan_calls"] < 60

@@ -16,7 +16,6 @@ a slab is halved while it would leave the pairs less than MIN_PAIR_BUDGET.
 from __future__ import annotations
 
 import functools
-
 from dataclasses import dataclass
 
 from ..errors import MemoryBudgetError
