@@ -176,7 +176,7 @@ class Buffer:
             vk.vkFreeMemory(self.device.handle, memory, None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Binding:
     """A buffer range bound at one binding of a pipeline's descriptor set."""
 

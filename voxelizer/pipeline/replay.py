@@ -93,7 +93,10 @@ class PartReplays:
         self.padding_limit = PADDING_LIMIT_CPU if device.is_cpu else PADDING_LIMIT_GPU
         self._bits = CPU_CAPACITY_BITS if device.is_cpu else 1
         self.padding = PaddingRows()
-        self._kept: list[PartRecording] = []
+        # By key (hashable: what it names by identity or by value), the most recently used
+        # last; and per key less its capacities, the capacities kept.
+        self._kept: dict[tuple[object, ...], PartRecording] = {}
+        self._capacities: dict[tuple[object, ...], list[tuple[int, int]]] = {}
 
     def capacities(
         self, fixed: tuple[object, ...], triangles: int, vertices: int
@@ -101,55 +104,51 @@ class PartReplays:
         """(triangles, vertices) to stage a mesh at: the smallest of a kept recording's that
         the mesh fits (the rest of its key `fixed` the same), else the counts rounded up (a
         power of two on a GPU; the vertices' one more than the mesh's: the padding's own)."""
-        best: tuple[int, int] | None = None
-        for kept in self._kept:
-            triangle_capacity, vertex_capacity = kept.key[-2:]
-            assert isinstance(triangle_capacity, int) and isinstance(vertex_capacity, int)
-            if (
-                (best is None or (triangle_capacity, vertex_capacity) < best)
-                and self._fits(triangles, triangle_capacity)
-                and self._fits(vertices + 1, vertex_capacity)
-                and kept.key[:-2] == fixed
+        for triangle_capacity, vertex_capacity in self._capacities.get(fixed, ()):
+            if self._fits(triangles, triangle_capacity) and self._fits(
+                vertices + 1, vertex_capacity
             ):
-                best = triangle_capacity, vertex_capacity
-        if best is not None:
-            return best
+                return triangle_capacity, vertex_capacity
         return (
             _rounded(max(triangles, MIN_TRIANGLE_CAPACITY), self._bits),
             _rounded(vertices + 1, self._bits),
         )
 
     def find(self, key: tuple[object, ...], pool: BufferPool) -> PartRecording | None:
-        """The recording to replay for `key`, if one is kept and still valid (made first
-        in the order of use)."""
-        for index, kept in enumerate(self._kept):
-            if kept.key == key:
-                if kept.generation != pool.generation:
-                    return None
-                if index:
-                    self._kept.insert(0, self._kept.pop(index))
-                return kept
-        return None
+        """The recording to replay for `key`, if one is kept and still valid (made the most
+        recently used)."""
+        kept = self._kept.get(key)
+        if kept is None or kept.generation != pool.generation:
+            return None
+        self._kept[key] = self._kept.pop(key)
+        return kept
 
     def pair_capacity(self, key: tuple[object, ...]) -> int:
         """The pairs the recording kept for `key` made room for (0: there is none)."""
-        for kept in self._kept:
-            if kept.key == key:
-                return kept.capacity
-        return 0
+        kept = self._kept.get(key)
+        return 0 if kept is None else kept.capacity
 
     def keep(self, recording: PartRecording, sequence: Sequence) -> None:
-        """Keep a recording, first in the order of use: it replaces one of the same key,
-        and the least recently used goes past KEPT_RECORDINGS (released to `sequence`), as
-        do those whose buffers are gone (another pool generation)."""
-        kept = [recording]
-        for old in self._kept:
-            stale = old.key == recording.key or old.generation != recording.generation
-            if stale or len(kept) == KEPT_RECORDINGS:
-                sequence.release(old.recording)
-            else:
-                kept.append(old)
-        self._kept = kept
+        """Keep a recording as the most recently used: it replaces one of the same key, and
+        the least recently used goes past KEPT_RECORDINGS (released to `sequence`), as do
+        those whose buffers are gone (another pool generation)."""
+        old = self._kept.pop(recording.key, None)
+        stale = [key for key, kept in self._kept.items() if kept.generation != recording.generation]
+        for key in stale:
+            old_recording = self._kept.pop(key)
+            sequence.release(old_recording.recording)
+        if old is not None:
+            sequence.release(old.recording)
+        while len(self._kept) >= KEPT_RECORDINGS:
+            sequence.release(self._kept.pop(next(iter(self._kept))).recording)
+        self._kept[recording.key] = recording
+        self._capacities = {}
+        for key in self._kept:
+            capacity = key[-2:]
+            assert isinstance(capacity[0], int) and isinstance(capacity[1], int)
+            self._capacities.setdefault(key[:-2], []).append((capacity[0], capacity[1]))
+        for capacities in self._capacities.values():
+            capacities.sort()
 
     def _fits(self, count: int, capacity: int) -> bool:
         return count <= capacity <= self.padding_limit * max(count, MIN_TRIANGLE_CAPACITY)
