@@ -75,7 +75,7 @@ def _fresh(monkeypatch: pytest.MonkeyPatch, call, *args, **kw):
     """call(*args, **kw) with every one-submission part recorded afresh (no recording
     found)."""
     with monkeypatch.context() as patched:
-        patched.setattr(PartReplays, "find", lambda self, key, pool: None)
+        patched.setattr(PartReplays, "find", lambda self, *args: None)
         return _quiet(call, *args, **kw)
 
 
@@ -188,12 +188,12 @@ def test_capacities_hold_the_mesh_within_the_padding_limit(cpu):
     replays = PartReplays(Device())  # type: ignore[arg-type]
     limit = PADDING_LIMIT_CPU if cpu else PADDING_LIMIT_GPU
     for count in (1, 10, 255, 256, 257, 300, 1000, 1025, 99_976, 100_000):
-        triangles, vertices = replays.capacities(("k",), count, count // 2)
+        triangles, vertices = replays.capacities({}, count, count // 2)
         assert count <= triangles <= limit * max(count, MIN_TRIANGLE_CAPACITY)
         assert count // 2 + 1 <= vertices <= limit * (count // 2 + 1)
         if not cpu:
             assert triangles & (triangles - 1) == 0 and vertices & (vertices - 1) == 0
-    assert replays.capacities(("k",), 300, 0) == ((320, 1) if cpu else (512, 1))
+    assert replays.capacities({}, 300, 0) == ((320, 1) if cpu else (512, 1))
 
 
 def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path, monkeypatch):

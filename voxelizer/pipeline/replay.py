@@ -65,10 +65,12 @@ class PartReads:
 @dataclass
 class PartRecording:
     """A reusable one-submission part kept off the sequence (Sequence.keep): what it was
-    recorded for (`key`), the pool's generation that says every buffer it names is alive,
-    and what it left for the host."""
+    recorded for (the key's `fixed` part, and its capacities: (triangles, vertices)), the
+    pool's generation that says every buffer it names is alive, and what it left for the
+    host."""
 
-    key: tuple[object, ...]
+    fixed: tuple[object, ...]
+    capacities: tuple[int, int]
     generation: int
     recording: Recording
     counted: Counted
@@ -76,6 +78,7 @@ class PartRecording:
     reads: PartReads
     # The reads as a replay hands them on: its SVO conversion takes no host time to record.
     replayed_reads: PartReads = field(init=False)
+    used: int = 0  # when it was last recorded or replayed (PartReplays' count of uses)
 
     def __post_init__(self) -> None:
         svo = self.reads.svo
@@ -83,28 +86,32 @@ class PartRecording:
         self.replayed_reads = replace(self.reads, svo=recorded)
 
 
+Kept = dict[tuple[int, int], PartRecording]  # the recordings of one `fixed`, by capacities
+
+
 class PartReplays:
-    """A Resources' reusable recordings of the one-submission part, the most recently used
-    first (up to KEPT_RECORDINGS, each on a command buffer of its own: meshes of several
-    sizes, grids or outputs taking turns each replay theirs), the capacities a mesh is
-    staged at, and the padding rows of the staging buffers."""
+    """A Resources' reusable recordings of the one-submission part (up to KEPT_RECORDINGS,
+    each on a command buffer of its own, the least recently used released first: meshes of
+    several sizes, grids or outputs taking turns each replay theirs), by the key's `fixed`
+    part (hashable: what it names by identity or by value) and then by capacities; the
+    capacities a mesh is staged at, and the padding rows of the staging buffers."""
 
     def __init__(self, device: Device):
         self.padding_limit = PADDING_LIMIT_CPU if device.is_cpu else PADDING_LIMIT_GPU
         self._bits = CPU_CAPACITY_BITS if device.is_cpu else 1
         self.padding = PaddingRows()
-        # By key (hashable: what it names by identity or by value), the most recently used
-        # last; and per key less its capacities, the capacities kept.
-        self._kept: dict[tuple[object, ...], PartRecording] = {}
-        self._capacities: dict[tuple[object, ...], list[tuple[int, int]]] = {}
+        self._kept: dict[tuple[object, ...], Kept] = {}
+        self._uses = 0
 
-    def capacities(
-        self, fixed: tuple[object, ...], triangles: int, vertices: int
-    ) -> tuple[int, int]:
-        """(triangles, vertices) to stage a mesh at: the smallest of a kept recording's that
-        the mesh fits (the rest of its key `fixed` the same), else the counts rounded up (a
-        power of two on a GPU; the vertices' one more than the mesh's: the padding's own)."""
-        for triangle_capacity, vertex_capacity in self._capacities.get(fixed, ()):
+    def kept(self, fixed: tuple[object, ...]) -> Kept:
+        """The recordings kept for `fixed` (the key less its capacities), by capacities."""
+        return self._kept.get(fixed) or {}
+
+    def capacities(self, kept: Kept, triangles: int, vertices: int) -> tuple[int, int]:
+        """(triangles, vertices) to stage a mesh at: the smallest of the `kept` recordings'
+        that the mesh fits, else the counts rounded up (a power of two on a GPU; the
+        vertices' one more than the mesh's: the padding's own)."""
+        for triangle_capacity, vertex_capacity in sorted(kept):
             if self._fits(triangles, triangle_capacity) and self._fits(
                 vertices + 1, vertex_capacity
             ):
@@ -114,41 +121,37 @@ class PartReplays:
             _rounded(vertices + 1, self._bits),
         )
 
-    def find(self, key: tuple[object, ...], pool: BufferPool) -> PartRecording | None:
-        """The recording to replay for `key`, if one is kept and still valid (made the most
-        recently used)."""
-        kept = self._kept.get(key)
-        if kept is None or kept.generation != pool.generation:
+    def find(
+        self, kept: Kept, capacities: tuple[int, int], pool: BufferPool
+    ) -> PartRecording | None:
+        """The recording of `kept` to replay at `capacities`, if it is still valid."""
+        recording = kept.get(capacities)
+        if recording is None or recording.generation != pool.generation:
             return None
-        self._kept[key] = self._kept.pop(key)
-        return kept
-
-    def pair_capacity(self, key: tuple[object, ...]) -> int:
-        """The pairs the recording kept for `key` made room for (0: there is none)."""
-        kept = self._kept.get(key)
-        return 0 if kept is None else kept.capacity
+        self._uses += 1
+        recording.used = self._uses
+        return recording
 
     def keep(self, recording: PartRecording, sequence: Sequence) -> None:
-        """Keep a recording as the most recently used: it replaces one of the same key, and
-        the least recently used goes past KEPT_RECORDINGS (released to `sequence`), as do
-        those whose buffers are gone (another pool generation)."""
-        old = self._kept.pop(recording.key, None)
-        stale = [key for key, kept in self._kept.items() if kept.generation != recording.generation]
-        for key in stale:
-            old_recording = self._kept.pop(key)
-            sequence.release(old_recording.recording)
-        if old is not None:
-            sequence.release(old.recording)
-        while len(self._kept) >= KEPT_RECORDINGS:
-            sequence.release(self._kept.pop(next(iter(self._kept))).recording)
-        self._kept[recording.key] = recording
-        self._capacities = {}
-        for key in self._kept:
-            capacity = key[-2:]
-            assert isinstance(capacity[0], int) and isinstance(capacity[1], int)
-            self._capacities.setdefault(key[:-2], []).append((capacity[0], capacity[1]))
-        for capacities in self._capacities.values():
-            capacities.sort()
+        """Keep a recording: it replaces one of the same key, and the least recently used
+        goes past KEPT_RECORDINGS (released to `sequence`), as do those whose buffers are
+        gone (another pool generation)."""
+        self._uses += 1
+        recording.used = self._uses
+        everything = [old for kept in self._kept.values() for old in kept.values()]
+        everything.sort(key=lambda old: old.used, reverse=True)
+        self._kept = {recording.fixed: {recording.capacities: recording}}
+        for old in everything:
+            kept = self._kept.setdefault(old.fixed, {})
+            if (
+                old.generation != recording.generation
+                or old.capacities in kept
+                or sum(map(len, self._kept.values())) >= KEPT_RECORDINGS
+            ):
+                sequence.release(old.recording)
+            else:
+                kept[old.capacities] = old
+        self._kept = {fixed: kept for fixed, kept in self._kept.items() if kept}
 
     def _fits(self, count: int, capacity: int) -> bool:
         return count <= capacity <= self.padding_limit * max(count, MIN_TRIANGLE_CAPACITY)
