@@ -95,6 +95,8 @@ class Sequence:
         handle = device.handle
         self.command_pool = self.fence = self.query_pool = None
         self._descriptor_pools: list = []
+        self._kept: list[Recording] = []  # recordings kept off the sequence, not released
+        self._spare_buffers: list[Any] = []  # command buffers of released recordings
         self._unread: weakref.ref[GpuTimes] | None = None  # the last submission's, if unread
         try:
             # All or none: a Ctrl-C (held until the block ends) or an error part way destroys
@@ -123,8 +125,6 @@ class Sequence:
         self._sets_left = 0
         self._labels: list[str] = []
         self.submissions = 0  # submits and replays so far
-        self._kept: list[Recording] = []  # recordings kept off the sequence, not released
-        self._spare_buffers: list[Any] = []  # command buffers of released recordings
         self._reusable = False  # the recording was begun reusable
         self._replayable = False  # a reusable recording has been submitted, not begun since
         # The Vulkan functions themselves: the commands below return nothing to check, and
