@@ -215,6 +215,15 @@ def test_kept_recordings_replay_in_turn(monkeypatch, push):
         staging.view(np.uint32, (counts["a"],))[:] = 1
         sequence.replay(again)
         assert np.array_equal(downloaded.read(np.uint32, counts["a"]), np.arange(counts["a"]))
+        # The sequence's own reusable recording keeps its labels across a kept one's replay.
+        sequence.begin(reusable=True)
+        sequence.mark("start")
+        sequence.fill(pool.get("own", 64), 7)
+        sequence.barrier()
+        sequence.mark("own")
+        sequence.submit()
+        assert set(sequence.replay(again)) <= {"scan"}
+        assert set(sequence.replay()) <= {"own"}
     finally:
         sequence.destroy()
         scan.destroy()

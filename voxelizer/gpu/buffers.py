@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import time
 import weakref
 from collections.abc import Hashable
@@ -110,7 +111,7 @@ class Buffer:
         """The start of the mapped memory as a writable array of `shape` (host-visible buffers
         only): for data made straight into it, with forget() and made_from() around."""
         dtype = np.dtype(dtype)
-        count = int(np.prod(shape))
+        count = math.prod(shape)
         return np.frombuffer(self.mapped(), dtype, count=count).reshape(shape)
 
     def write_once(self, data: np.ndarray) -> None:

@@ -439,7 +439,6 @@ class Sequence:
             raise RuntimeError("a released recording cannot be replayed")
         self.device.settle()
         self._command_buffers[0] = recording.command_buffer
-        self._submitted_labels = recording.labels
         labels, self._submitted_labels = self._submitted_labels, recording.labels
         try:
             return self._run()
@@ -453,23 +452,24 @@ class Sequence:
         command buffer. The caller releases it (`release`) when done with it."""
         if not self._replayable:
             raise RuntimeError("no reusable recording to keep")
-        pools: list = []
-        if self.device.push_descriptor_function is None:  # its sets: in the pools used
-            pools = self._descriptor_pools[: self._pool_index]
-            del self._descriptor_pools[: self._pool_index]
-            self._pool_index, self._sets_left = 0, 0
-        kept = Recording(self.command_buffer, self._submitted_labels, pools)
-        with interrupts_deferred():  # (the kept one is listed before a Ctrl-C unwinds)
-            self._kept.append(kept)
-            if self._spare_buffers:
-                self.command_buffer = self._spare_buffers.pop()
-            else:
+        with interrupts_deferred():  # (the kept one listed, the fresh one in use, or neither)
+            if not self._spare_buffers:
                 alloc = vk.VkCommandBufferAllocateInfo(
                     commandPool=self.command_pool,
                     level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
                     commandBufferCount=1,
                 )
-                self.command_buffer = vk.vkAllocateCommandBuffers(self.device.handle, alloc)[0]
+                self._spare_buffers.append(
+                    vk.vkAllocateCommandBuffers(self.device.handle, alloc)[0]
+                )
+            pools: list = []
+            if self.device.push_descriptor_function is None:  # its sets: in the pools used
+                pools = self._descriptor_pools[: self._pool_index]
+                del self._descriptor_pools[: self._pool_index]
+                self._pool_index, self._sets_left = 0, 0
+            kept = Recording(self.command_buffer, self._submitted_labels, pools)
+            self._kept.append(kept)
+            self.command_buffer = self._spare_buffers.pop()
             self._command_buffers[0] = self.command_buffer
         self._replayable = False
         return kept
