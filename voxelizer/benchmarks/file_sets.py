@@ -134,7 +134,7 @@ def _text_forms(plys: list[Path], stls: list[Path]) -> list[_Source]:
     import trimesh  # writing text forms: a benchmark-only use
 
     found = []
-    forms = (
+    forms: tuple[tuple[list[Path], str, dict[str, Any], str, str], ...] = (
         (stls[:1], "stl_ascii", {}, "ascii.stl", "STL (ASCII)"),
         (plys[:1], "ply", {"encoding": "ascii"}, "ascii.ply", "PLY (ASCII)"),
         (plys[-1:], "obj", {"include_normals": False}, "obj.obj", "OBJ"),
@@ -145,6 +145,7 @@ def _text_forms(plys: list[Path], stls: list[Path]) -> list[_Source]:
             shape = trimesh.Trimesh(mesh.vertices, mesh.faces, process=False)
             data = shape.export(file_type=file_type, **options)
             data = data.encode() if isinstance(data, str) else data
+            assert isinstance(data, bytes)  # (a scene would export a dict)
             found.append(_Source(f"{path.stem}-{ending}", data, kind))
     return found
 
@@ -224,6 +225,25 @@ def marked(data: bytes, suffix: str, copy: int, kind: str) -> bytes:
     if suffix == ".obj":
         return b"# " + tag + b"\n" + data
     return data
+
+
+def limited(found: FileSet, limit: int | None, work: Path) -> FileSet:
+    """The first `limit` files of a set (all: None) in a folder of their own under `work`
+    (the batch command reads a whole folder), an OBJ's MTL and textures copied along."""
+    if limit is None:
+        return found
+    folder = work / f"{found.name}-subset"
+    shutil.rmtree(folder, ignore_errors=True)
+    files, broken = [], set()
+    for path in found.files[:limit]:
+        into = folder / path.parent.relative_to(found.folder)
+        into.mkdir(parents=True, exist_ok=True)
+        files.append(Path(shutil.copy(path, into / path.name)))
+        if path in found.broken:
+            broken.add(files[-1])
+        for sidecar in _sidecars(path):
+            shutil.copy(sidecar, into / sidecar.name)
+    return FileSet(found.name, folder, files, frozenset(broken), holds(files, frozenset(broken), 1))
 
 
 def holds(files: list[Path], broken: frozenset[Path], copies: int) -> dict[str, Any]:
