@@ -155,7 +155,8 @@ def _set_markdown(result: dict[str, Any], name: str, found: dict[str, Any], name
     lines = [f"Datasets, {result['device']}, {found['meshes']} files, best (median) of "]
     lines[0] += f"{result['rounds']} rounds; meshes/s"
     if found.get("holds"):
-        lines[0] += " (every file counts: a broken one's error line too)"
+        if found["holds"]["broken"]:
+            lines[0] += " (every file counts: a broken one's error line too)"
         lines += ["", holds_text(name, found["holds"])]
     for grid in found["grids"]:
         lines += ["", f"### {f'set {name}, ' if named else ''}{grid['grid']}³", ""]

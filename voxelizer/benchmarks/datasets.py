@@ -1,10 +1,17 @@
 """Datasets: many meshes, the ways a user can voxelize them, side by side in one run.
 
     python -m voxelizer.benchmarks.datasets --models-dir DIR --work DIR [--grids 64 128]
-        [--rounds 2] [--jobs N] [--device SEL] [--json FILE]
+        [--rounds 2] [--jobs N] [--device SEL] [--sets made,real] [--json FILE]
 
-The dataset is make_dataset's (voxelizer/benchmarks/meshes.py: 8 bases x PLY/STL/OBJ, 24
-files of 5k-100k triangles, turned, stretched and moved at random), written once to --work.
+Each set of files (`--sets`, voxelizer/benchmarks/file_sets.py) is written once to --work
+and has tables of its own. `made` (the default): make_dataset's (8 bases x PLY/STL/OBJ, 24
+files a copy of 1k-100k triangles, turned, stretched and moved at random; `--copies`).
+`real`: the mesh files in `--real-from` folders as they come (default: --models-dir), their
+ASCII and OBJ forms, and six broken files a copy (cut off, empty, text or random bytes under
+a mesh suffix, points without faces), repeated to about as many files as `made`
+(`--real-copies`). Every file counts in the rates: a broken one's result is its error (one
+line from the command), and each way's meshes done and files failed are reported; a failure
+anywhere else (a crash, a file without a result) stops the run.
 For each grid, each way runs once per round, the ways interleaved so that a busy machine
 slows them alike; the best and the median round of each are reported (meshes/s over the
 whole dataset), and the ratios of both (`--ways` picks some ways only):
@@ -33,8 +40,8 @@ Each grid's figures stand beside their limits (`ceilings`, printed and in the JS
   are, no device: the host's parse ceiling;
 - `gpu_ms_per_mesh` and `gpu_meshes_per_s`: the GPU time of `many`'s meshes summed from
   their results' Vulkan timestamps (`Stats.gpu_ms`, setup to the end of the SVO build), per
-  mesh, and the rate a device doing nothing else would reach (null where the device has no
-  timestamps);
+  file of the set (a broken file takes none), and the rate a device doing nothing else would
+  reach (null where the device has no timestamps);
 - `device_thread_cpu_ms_per_mesh`: the CPU time of the thread that drives the device in
   `many` (one device: the caller's thread runs the worker), per mesh (`time.thread_time`),
   and the rate that thread alone allows; `device_thread_other_wait_ms_per_mesh`: the rest of
@@ -45,8 +52,10 @@ Each grid's figures stand beside their limits (`ceilings`, printed and in the JS
 `--before TREE` compares two source trees in one run: TREE is a folder holding a
 `voxelizer` package (`git archive COMMIT voxelizer | tar -x -C TREE`). Each tree's round
 runs in a process of its own with the tree first on the path (its batch commands too), the
-trees taking turns round by round; `after_over_before` gives this tree's rate over TREE's
-for every way and ceiling. `--out DIR` writes DIR/datasets.json and DIR/datasets.md.
+trees taking turns round by round (and set by set within a round); `after_over_before` gives this tree's rate over TREE's
+for every way and ceiling. `--out DIR` writes DIR/datasets.json and DIR/datasets.md: the
+first set's figures at the top of the JSON (as with one set), every set's under "sets", each
+with what it holds ("holds": files by format, triangle range, broken files).
 """
 
 from __future__ import annotations
@@ -209,9 +218,10 @@ def _many(
         for result in voxelize_many(files, grid=grid, devices=device):
             done += result.ok
             failed += not result.ok
-            times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
-            gpu_ms += sum(times.values()) if times else 0.0
-            timed = timed and bool(times)
+            if result.ok:  # (a file that failed took no GPU time)
+                times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
+                gpu_ms += sum(times.values()) if times else 0.0
+                timed = timed and bool(times)
     cpu_ms = (time.thread_time() - cpu_started) * 1e3 / len(files)
     wall_ms = (time.perf_counter() - wall_started) * 1e3 / len(files)
     figures["device_cpu_ms"].append(cpu_ms)
