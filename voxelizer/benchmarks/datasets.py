@@ -5,7 +5,7 @@
 
 Each set of files (`--sets`, voxelizer/benchmarks/file_sets.py) is written once to --work
 and has tables of its own. `made` (the default): make_dataset's (8 bases x PLY/STL/OBJ, 24
-files a copy of 1k-100k triangles, turned, stretched and moved at random; `--copies`).
+files a copy of 8.7k-100k triangles, turned, stretched and moved at random; `--copies`).
 `real`: the mesh files in `--real-from` folders as they come (default: --models-dir), their
 ASCII and OBJ forms, and six broken files a copy (cut off, empty, text or random bytes under
 a mesh suffix, points without faces), repeated to about as many files as `made`
@@ -475,6 +475,7 @@ def _measure_here(
     args: argparse.Namespace, files: list[Path], dataset: Path, work: Path, broken: int = 0
 ) -> tuple[str, list[dict[str, Any]]]:
     """This process's tree: the device's name and each grid's raw figures (measure_rounds)."""
+    work.mkdir(parents=True, exist_ok=True)
     processes = _parse_processes(args.parse_processes)
     parse = ParsePool(processes) if processes else None  # forked before a device opens here
     try:
@@ -579,7 +580,6 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")  # open meshes of the dataset warn on every call
     if args.child:  # one tree's rounds for _compare: raw figures as one line of JSON
         files = [Path(path) for path in json.loads(args.files_json.read_text())]
-        args.work.mkdir(parents=True, exist_ok=True)
         device, raws = _measure_here(args, files, args.dataset, args.work, args.broken)
         package = str(Path(voxelizer.__file__).parent)
         print(json.dumps({"package": package, "device": device, "grids": raws}))
