@@ -153,10 +153,11 @@ def markdown(result: dict[str, Any]) -> str:
 def _set_markdown(result: dict[str, Any], name: str, found: dict[str, Any], named: bool) -> str:
     trees = list(result["trees"])
     lines = [f"Datasets, {result['device']}, {found['meshes']} files, best (median) of "]
-    lines[0] += f"{result['rounds']} rounds; meshes/s"
+    broken = bool(found.get("holds") and found["holds"]["broken"])
+    lines[0] += f"{result['rounds']} rounds; " + (
+        "files/s (a broken file's result is its error line)" if broken else "meshes/s"
+    )
     if found.get("holds"):
-        if found["holds"]["broken"]:
-            lines[0] += " (every file counts: a broken one's error line too)"
         lines += ["", holds_text(name, found["holds"])]
     for grid in found["grids"]:
         lines += ["", f"### {f'set {name}, ' if named else ''}{grid['grid']}³", ""]
