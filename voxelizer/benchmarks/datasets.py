@@ -123,19 +123,6 @@ def ways(
     v = Voxelizer(device)
     env = _environment()
 
-    def loop(out: Path | None = None) -> Counted:
-        done = 0
-        for number, path in enumerate(files):
-            try:
-                if out is None:
-                    v.voxelize(load_mesh(path), grid)
-                else:
-                    voxelizer.save(v.voxelize_dense(load_mesh(path), grid), out / f"{number}.npz")
-            except VoxelizerError:  # (anything else is a crash, and stops the run)
-                continue
-            done += 1
-        return done, len(files) - done
-
     def many() -> Counted:
         return _many(files, grid, device, figures)
 
@@ -156,23 +143,13 @@ def ways(
             return len(list((out / "voxels").glob("c.*"))), failed
         return len(list(out.rglob("*.npz"))), failed
 
-    def cli_per_file() -> Counted:
-        out = _fresh(work / "cli_per_file")
-        failed = 0
-        for number, path in enumerate(files):
-            command = _command(device) + [str(path), "--grid", str(grid)]
-            command += ["-o", str(out / f"{number}.npz")]
-            ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-            failed += _error_lines(ran, some_failed=False)
-        return len(list(out.glob("*.npz"))), failed
-
     found: dict[str, Callable[[], Counted]] = {
-        "loop": loop,
+        "loop": lambda: _loop(v, files, grid),
         "many": many,
-        "loop_npz": lambda: loop(_fresh(work / "loop_npz")),
+        "loop_npz": lambda: _loop(v, files, grid, _fresh(work / "loop_npz")),
         "many_npz": many_npz,
         "cli_batch": cli_batch,
-        "cli_per_file": cli_per_file,
+        "cli_per_file": lambda: _cli_per_file(files, _fresh(work / "cli_per_file"), grid, device),
     }
     found["cli_batch_zarr"] = lambda: cli_batch(format="zarr")
     if devices:
@@ -183,6 +160,34 @@ def ways(
         found["cli_batch_jobs_zarr"] = lambda: cli_batch(jobs, "zarr")
     _warm(v, files[0], work, grid, device, devices)
     return found
+
+
+def _loop(v: Voxelizer, files: list[Path], grid: int, out: Path | None = None) -> Counted:
+    """The way `loop` (with `out`: `loop_npz`, writing there)."""
+    done = 0
+    for number, path in enumerate(files):
+        try:
+            if out is None:
+                v.voxelize(load_mesh(path), grid)
+            else:
+                voxelizer.save(v.voxelize_dense(load_mesh(path), grid), out / f"{number}.npz")
+        except VoxelizerError:  # (anything else is a crash, and stops the run)
+            continue
+        done += 1
+    return done, len(files) - done
+
+
+def _cli_per_file(files: list[Path], out: Path, grid: int, device: str | None) -> Counted:
+    """The way `cli_per_file`: a `voxelize` process per file, writing into `out`."""
+    failed = 0
+    for number, path in enumerate(files):
+        command = _command(device) + [str(path), "--grid", str(grid)]
+        command += ["-o", str(out / f"{number}.npz")]
+        ran = subprocess.run(
+            command, env=_environment(), capture_output=True, text=True, timeout=600
+        )
+        failed += _error_lines(ran, some_failed=False)
+    return len(list(out.glob("*.npz"))), failed
 
 
 def _counted(results: Iterable[Any]) -> Counted:
