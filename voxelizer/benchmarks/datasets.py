@@ -530,7 +530,7 @@ def _compare(
     for index in range(args.rounds):
         for found in sets:
             listing = args.work / f"files.{found.name}.json"
-            listing.write_text(json.dumps([str(path) for path in found.files]))
+            listing.write_text(json.dumps([str(path.resolve()) for path in found.files]))
             for label, tree in trees.items():
                 work = args.work / label / found.name
                 started = time.perf_counter()
