@@ -417,7 +417,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=1, help="also time the CLI with --jobs N")
     parser.add_argument("--copies", type=int, default=1, help="24 files per copy (default 24)")
-    parser.add_argument("--limit", type=int, default=None, help="the first N files only")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="the first N files of each set only"
+    )
     parser.add_argument("--device", default=None)
     parser.add_argument(
         "--devices", default=None, help="also time cli_batch_devices and many_devices on these"
