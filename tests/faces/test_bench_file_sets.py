@@ -55,6 +55,10 @@ def test_the_real_set_lists_what_it_holds(tmp_path, sources):
     assert "12 broken (cut-torus_knot.ply" in text
     # A copy count to reach a size: the set as large as the made set asks
     assert len(file_sets.real_set([sources], tmp_path / "more", None, 30).files) == 3 * DISTINCT
+    with pytest.raises(ValueError, match="no folder"):
+        file_sets.real_set([tmp_path / "nowhere"], tmp_path / "none", 1, 0)
+    with pytest.raises(ValueError, match="no mesh files"):
+        file_sets.real_set([tmp_path / "real"], tmp_path / "none", 1, 0)  # (folders only)
 
 
 def test_copies_differ_on_disk_and_hold_the_same_meshes(tmp_path, sources):

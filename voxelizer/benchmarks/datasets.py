@@ -472,7 +472,10 @@ def _file_sets(args: argparse.Namespace) -> list[Any]:
         elif name == "real":
             sources = args.real_from or [args.models_dir]
             folder, size = args.work / "real", 24 * args.copies
-            found.append(file_sets.real_set(sources, folder, args.real_copies, size))
+            try:
+                found.append(file_sets.real_set(sources, folder, args.real_copies, size))
+            except ValueError as exc:
+                raise SystemExit(f"--real-from: {exc}") from None
         else:
             raise SystemExit(f"--sets: no set {name!r} (made, real)")
     return [file_sets.limited(found_set, args.limit, args.work) for found_set in found]

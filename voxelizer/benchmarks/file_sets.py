@@ -102,6 +102,9 @@ def real_set(sources: list[Path], folder: Path, copies: int | None, size: int) -
 def _real_sources(sources: list[Path]) -> list[_Source]:
     """The distinct files of one copy: the meshes as they come, their text forms, the
     broken files (module docstring); the meshes first, so that a run warms up on one."""
+    missing = [str(folder) for folder in sources if not Path(folder).is_dir()]
+    if missing:
+        raise ValueError(f"no folder {', '.join(missing)}")
     meshes = [
         path
         for folder in sources
@@ -110,10 +113,12 @@ def _real_sources(sources: list[Path]) -> list[_Source]:
     ]
     if not meshes:
         raise ValueError(f"no mesh files ({', '.join(MESH_SUFFIXES)}) in {sources}")
-    found = [
-        _Source(path.name, path.read_bytes(), _kind(path), sidecars=_sidecars(path))
-        for path in meshes
-    ]
+    found: list[_Source] = []
+    for path in meshes:  # (a name in two folders: the second with its folder's in front)
+        name = path.name
+        if any(source.name == name for source in found):
+            name = f"{path.parent.name}-{name}"
+        found.append(_Source(name, path.read_bytes(), _kind(path), sidecars=_sidecars(path)))
     plys = _binary(meshes, ".ply")
     stls = _binary(meshes, ".stl")
     found += _text_forms(plys, stls)
