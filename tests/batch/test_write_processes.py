@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -252,3 +253,64 @@ def test_a_script_without_a_main_guard_forks_then_execs_its_writers(tmp_path):
     assert run.stdout.split("\n")[:4] == ["forked 2", "done 4", "forked 0", "done 4"], run.stdout
     names = [f"m{number}.npz" for number in range(4)]
     assert sorted(os.listdir(tmp_path / "a")) == sorted(os.listdir(tmp_path / "b")) == names
+
+
+INTERRUPTED = """
+import sys
+import voxelizer
+from voxelizer.batch.write_processes import shared_write_processes
+out, files = sys.argv[1], sys.argv[2:]
+writers = shared_write_processes(2)
+print(*[writers.forked], flush=True)
+for round in range(1000):
+    for result in voxelizer.voxelize_many(files, grid=24, out_dir=out, format="npz",
+                                          overwrite=True, write_processes=2):
+        if round == 0 and result.index == 0:
+            print(*writers.writer_pids(), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_leaves_whole_files_only_and_ends_the_writers(tmp_path):
+    """SIGINT to the whole process group, as a terminal sends it, while files are being
+    replaced: the writers ignore it and finish what they hold; no temporary is left, every
+    file is whole, and the writers end with the batch."""
+    script = tmp_path / "interrupted.py"
+    script.write_text(RESTORE_SIGINT + textwrap.dedent(INTERRUPTED))
+    (tmp_path / "in").mkdir()
+    files = []
+    for number in range(8):
+        files.append(tmp_path / "in" / f"m{number}.ply")
+        files[-1].write_bytes(FILES[0].read_bytes())
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(out), *map(str, files)],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    assert process.stdout is not None
+    assert process.stdout.readline().split() == ["2"]  # forked: a fresh process
+    pids = [int(pid) for pid in process.stdout.readline().split()]
+    assert len(pids) == 2
+    time.sleep(1.0)  # well into the batches
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0
+    assert stderr.count("KeyboardInterrupt") == 1, stderr  # the script's own, not a writer's
+    names = os.listdir(out)
+    assert not [name for name in names if name.endswith(".tmp")], names
+    expected = voxelizer.voxelize_dense(FILES[0], 24).count()
+    for name in names:
+        assert voxelizer.load(out / name).count() == expected, name
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in pids)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
