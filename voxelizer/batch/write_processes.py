@@ -129,16 +129,21 @@ def write_output(
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
 
 
+def write_job(job: WriteJob) -> None:
+    """Write a job's file, as write_output does."""
+    write_output(
+        result_of(job.payload),
+        Path(job.output),
+        OutputFormat(job.suffix),
+        replace=job.replace,
+        up_axis=job.up_axis,
+    )
+
+
 def _outcome(job: WriteJob) -> tuple[str, object]:
     """("done", None), or ("error", the exception, one that pickles) for a job."""
     try:
-        write_output(
-            result_of(job.payload),
-            Path(job.output),
-            OutputFormat(job.suffix),
-            replace=job.replace,
-            up_axis=job.up_axis,
-        )
+        write_job(job)
     except (VoxelizerError, MemoryError) as exc:
         return ("error", _portable(exc, job.output))
     except Exception as exc:  # a writer's bug fails this file only
