@@ -19,7 +19,8 @@ batch's writer threads do), `processes` (voxelizer.batch.write_processes, forked
 `pool_fork` and `pool_forkserver` (concurrent.futures.ProcessPoolExecutor with N
 processes, fork or forkserver started). Each gives its start (until the first file is
 written), files/s, the parent's CPU per file, and whether reading processes could still be
-forked after it started (fork_allowed: a batch forks its readers after its writers).
+forked once its writers were (fork_allowed: a batch forks its readers after its writers;
+a ProcessPoolExecutor forks its processes at its first task, with its threads).
 
 Prints one JSON line per figure set and a table; --out DIR gets writing.json and
 writing.md. docs/benchmarks.md, "Writing processes", gives the figures.
@@ -125,9 +126,11 @@ def writers_child(args: argparse.Namespace) -> dict[str, Any]:
     count, way = args.write_processes, args.way
     started = time.perf_counter()
     submit, close = _writers(way, count, result, fmt)
+    forkable = fork_allowed()  # (a process pool forks at its first file, below)
     submit(jobs[0]).result()
     start_s = time.perf_counter() - started
-    forkable = fork_allowed()
+    if way.startswith("pool_"):
+        forkable = fork_allowed()
     cpu, started = _cpu_seconds(), time.perf_counter()
     for future in [submit(job) for job in jobs[1:]]:
         future.result()
