@@ -193,7 +193,7 @@ def test_an_abandoned_batch_leaves_whole_files_and_no_temporaries(tmp_path):
 def test_results_kept_in_memory_need_no_writers():
     results = list(voxelize_many(FILES, grid=16, write_processes=True))
     assert all(r.result is not None and r.output is None for r in results)
-    assert _write_processes(True, workers=1, meshes=100, out_dir=None) == 0
+    assert _write_processes(True, 1, 100, None) == 0
 
 
 def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
@@ -202,11 +202,11 @@ def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
         monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
         assert default_write_processes(workers) == expected, (cores, workers)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert _write_processes(None, workers=1, meshes=8, out_dir="out") == 0  # too few meshes
-    assert _write_processes(False, workers=1, meshes=800, out_dir="out") == 0
-    assert _write_processes(3, workers=1, meshes=1, out_dir="out") == 3
+    assert _write_processes(None, 1, 8, "out") == 0  # too few meshes
+    assert _write_processes(False, 1, 800, "out") == 0
+    assert _write_processes(3, 1, 1, "out") == 3
     with pytest.raises(voxelizer.VoxelizerError, match="0 or more"):
-        _write_processes(-1, workers=1, meshes=1, out_dir="out")
+        _write_processes(-1, 1, 1, "out")
 
 
 def test_a_payload_is_the_result_it_stands_for():

@@ -148,7 +148,6 @@ def voxelize_many(
     devices: one selector, several ("0,1" or [0, 1]) or None (the default device); jobs:
     how many workers (default one per device; several may share a device). One worker runs
     in this process on the shared Voxelizer of its device; more run in spawned processes.
-
     out_dir: write each result there instead of keeping it, as `format` (svo, the default,
     npz, binvox, vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default:
     their deepest common folder; in-memory meshes are named by index). An existing output is
@@ -156,10 +155,7 @@ def voxelize_many(
     threads: loader and writer threads per worker; prefetch: meshes read ahead per worker;
     load_processes: helper processes per worker that read mesh files (None: some where the
     host has 8 cores or more, see default_load_processes; 0: the loader threads read them).
-    write_processes: helper processes that write the output files, off this process's GIL
-    (None: some for a batch of one worker on a host of 8 cores or more, see
-    default_write_processes; True: that many, at least one; False or 0: the writer threads
-    write them).
+    write_processes: likewise, helpers writing the files (default_write_processes; 0: threads).
     """
     _refuse_call_options(options)
     checked = Options.create(grid, **options)  # every option, before any work
@@ -196,9 +192,7 @@ def voxelize_many(
         threads=threads,
         prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
         load_processes=load_processes,
-        write_processes=_write_processes(
-            write_processes, workers=workers, meshes=len(tasks), out_dir=out_dir
-        ),
+        write_processes=_write_processes(write_processes, workers, len(tasks), out_dir),
     )
     exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
     skipped = [t for t in tasks if t.index in exists]
@@ -319,9 +313,7 @@ def _load_processes(asked: int | None, *, workers: int, meshes: int) -> int:
     return int(asked)
 
 
-def _write_processes(
-    asked: int | bool | None, *, workers: int, meshes: int, out_dir: object
-) -> int:
+def _write_processes(asked: int | bool | None, workers: int, meshes: int, out_dir: object) -> int:
     """The writing processes per worker: as asked (True: the default, at least one), else
     the default where this batch writes files, has meshes enough for them, and they can be
     forked now (or run already): a writer started by exec costs a Python start."""
