@@ -314,3 +314,75 @@ def _alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+# The command as `voxelize` runs it, on a host that says it has 16 cores (so its writers
+# and readers start by default), noting its writers (how many were forked, their pids) in
+# the file named by its first argument.
+COMMAND_ON_16_CORES = """
+import os, signal, sys
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+os.cpu_count = lambda: 16
+from voxelizer.batch import write_processes
+started, notes_path = write_processes.WriteProcesses.__init__, sys.argv.pop(1)
+def noted(self, count):
+    started(self, count)
+    with open(notes_path, "a") as notes:
+        print(self.forked, *self.writer_pids(), file=notes)
+write_processes.WriteProcesses.__init__ = noted
+from voxelizer import cli
+sys.argv[0] = "voxelize"
+print("ready", flush=True)
+cli.run()
+"""
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_command_with_writing_processes_leaves_whole_files(tmp_path):
+    """The command forks its writers (before its readers); SIGTERM to its process group part
+    way ends it with status 143 (its helpers ignore it and finish what they hold): every file
+    whole, no temporary, the writers gone; a resumed batch writes the rest."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    names = []
+    for number in range(40):
+        (folder / f"m{number:02d}.ply").write_bytes(FILES[0].read_bytes())
+        names.append(f"m{number:02d}.npz")
+    out, notes = tmp_path / "out", tmp_path / "notes.txt"
+    args = [folder, "--out-dir", out, "--grid", "48", "--format", "npz"]
+    command = [sys.executable, "-c", COMMAND_ON_16_CORES, notes, *args]
+    child = subprocess.Popen(
+        [str(arg) for arg in command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    assert child.stdout is not None and child.stdout.readline() == "ready\n"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and child.poll() is None:
+        if out.is_dir() and sum(name.endswith(".npz") for name in os.listdir(out)) >= 2:
+            break
+        time.sleep(0.02)
+    os.killpg(child.pid, signal.SIGTERM)  # the whole group, as systemd or Slurm may send it
+    stdout, stderr = child.communicate(timeout=180)
+    assert child.returncode == 143, stderr
+    assert "Traceback" not in stderr and " before the interrupt: " in stdout, (stdout, stderr)
+    forked, *pids = [int(word) for word in notes.read_text().split()]
+    assert forked == len(pids) == 4
+    written = sorted(name for name in os.listdir(out) if not name.startswith("."))
+    assert not [name for name in os.listdir(out) if name.endswith(".tmp")]
+    assert 2 <= len(written) < len(names)
+    expected = voxelizer.voxelize_dense(FILES[0], 48).count()
+    for name in written:
+        assert voxelizer.load(out / name).count() == expected, name
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in pids)
+    resumed = subprocess.run(
+        [str(arg) for arg in command] + ["--skip-existing"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    summary = resumed.stdout.splitlines()[-1]
+    assert summary.startswith(f"{len(names)} meshes: {len(names) - len(written)} done"), summary
+    assert sorted(os.listdir(out)) == names
