@@ -273,7 +273,7 @@ for round in range(1000):
 @pytest.mark.slow
 def test_ctrl_c_leaves_whole_files_only_and_ends_the_writers(tmp_path):
     """SIGINT to the whole process group, as a terminal sends it, while files are being
-    replaced: the writers ignore it and finish what they hold; no temporary is left, every
+    replaced: the (forked) writers ignore it, and SIGTERM, and finish what they hold; no temporary is left, every
     file is whole, and the writers end with the batch."""
     script = tmp_path / "interrupted.py"
     script.write_text(RESTORE_SIGINT + textwrap.dedent(INTERRUPTED))
@@ -292,7 +292,10 @@ def test_ctrl_c_leaves_whole_files_only_and_ends_the_writers(tmp_path):
     assert process.stdout.readline().split() == ["2"]  # forked: a fresh process
     pids = [int(pid) for pid in process.stdout.readline().split()]
     assert len(pids) == 2
+    for pid in pids:  # as a service manager may send it: ignored
+        os.kill(pid, signal.SIGTERM)
     time.sleep(1.0)  # well into the batches
+    assert all(_alive(pid) for pid in pids)
     os.killpg(process.pid, signal.SIGINT)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode != 0
@@ -366,6 +369,7 @@ def test_sigterm_to_the_command_with_writing_processes_leaves_whole_files(tmp_pa
     stdout, stderr = child.communicate(timeout=180)
     assert child.returncode == 143, stderr
     assert "Traceback" not in stderr and " before the interrupt: " in stdout, (stdout, stderr)
+    assert ", 0 failed in " in stdout, stdout  # no writer died of it
     forked, *pids = [int(word) for word in notes.read_text().split()]
     assert forked == len(pids) == 4
     written = sorted(name for name in os.listdir(out) if not name.startswith("."))
