@@ -149,6 +149,27 @@ def test_a_writer_that_dies_fails_one_file_and_is_replaced(tmp_path):
         assert voxelizer.load(tmp_path / name).count() == grid.count()
 
 
+def test_a_writer_killed_while_idle_costs_no_file(tmp_path):
+    grid = voxelizer.voxelize_dense(FILES[0], 16)
+    fmt = OutputFormat.named("npz")
+    writers = WriteProcesses(1)
+    try:
+        writers.submit(
+            WriteJob.of(grid, tmp_path / "a.npz", fmt, replace=False, up_axis=None)
+        ).result(timeout=120)
+        (pid,) = writers.writer_pids()
+        os.kill(pid, signal.SIGKILL)
+        while pid in writers.writer_pids():  # (until it is seen ended)
+            time.sleep(0.01)
+        writers.submit(
+            WriteJob.of(grid, tmp_path / "b.npz", fmt, replace=False, up_axis=None)
+        ).result(timeout=120)
+        assert writers.writer_pids() not in ([], [pid])
+    finally:
+        writers.close()
+    assert voxelizer.load(tmp_path / "b.npz").count() == grid.count()
+
+
 def test_writers_ignore_ctrl_c_and_go_on_writing(tmp_path):
     grid = voxelizer.voxelize(FILES[1], 16)
     fmt = OutputFormat.named("svo")

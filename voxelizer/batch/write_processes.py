@@ -287,16 +287,26 @@ class WriteProcesses:
             if writer is not None:
                 writer.stop(kill=False)
 
-    def _send_last(self, slot: int, sent: Sent) -> None:
+    def _send_last(self, slot: int, sent: Sent, *, retry: bool = True) -> None:
         """Hand the last job of `sent` to the slot's writer (started by exec if none runs);
-        if that fails, _writer_gone."""
+        if that fails, _writer_gone. A writer found dead while it held nothing (killed while
+        idle) costs no file: the job goes to a new one."""
         try:
             writer = self._writers[slot]
+            if writer is not None and len(sent) == 1 and writer.poll() is not None:
+                writer.stop(kill=True)  # ended while idle: replaced
+                writer = self._writers[slot] = None
             if writer is None:
                 writer = self._writers[slot] = _start()
             pickle.dump(sent[-1][1], writer.requests, protocol=PROTOCOL)
             writer.requests.flush()
         except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
+            if retry and len(sent) == 1 and self._writers[slot] is not None:
+                gone, self._writers[slot] = self._writers[slot], None
+                assert gone is not None
+                gone.stop(kill=True)
+                self._send_last(slot, sent, retry=False)
+                return
             self._writer_gone(slot, sent, exc)
 
     def _receive_first(self, slot: int, sent: Sent) -> None:
