@@ -32,7 +32,7 @@ from collections import deque
 from concurrent.futures import Future
 from contextlib import suppress
 from pathlib import Path
-from typing import IO, NoReturn, Union
+from typing import IO, NoReturn
 
 try:
     import fcntl
@@ -48,6 +48,7 @@ from ..mesh import Mesh
 from ..options import Options
 from ..parallel import keep_freed_memory, use_threads
 from ..placement import GridPlacement
+from .shared_meshes import SHARED, ReceivingRegion, WritingRegion, new_region_fd
 
 PROTOCOL = 5
 # A reply pipe's size where the system allows it (Linux lets any user grow a pipe to 1 MiB,
@@ -95,10 +96,13 @@ class ForkedHelper:
     """A helper forked from this process, with what LoadProcesses uses of the Popen of an
     exec'd one: its pipes (stdin: requests, stdout: replies), pid, poll, kill and wait."""
 
-    def __init__(self, pid: int, stdin: IO[bytes], stdout: IO[bytes]):
+    def __init__(
+        self, pid: int, stdin: IO[bytes], stdout: IO[bytes], region: ReceivingRegion | None
+    ):
         self.pid = pid
         self.stdin: IO[bytes] | None = stdin
         self.stdout: IO[bytes] | None = stdout
+        self.region = region  # where its meshes' arrays arrive (shared_meshes), if anywhere
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -129,7 +133,13 @@ class ForkedHelper:
         return code
 
 
-Helper = Union["subprocess.Popen[bytes]", ForkedHelper]
+class ExecHelper(subprocess.Popen[bytes]):
+    """A helper started by exec, with the region its meshes' arrays arrive in, if any."""
+
+    region: ReceivingRegion | None = None
+
+
+Helper = ExecHelper | ForkedHelper
 
 
 def fork_allowed() -> bool:
@@ -253,7 +263,8 @@ class LoadProcesses:
                 helper = self._helpers[slot] = _start()
                 self.started.set()
             assert helper.stdin is not None
-            _send(helper.stdin, sent[-1][1])
+            freed = helper.region.take_freed() if helper.region is not None else []
+            _send(helper.stdin, (*sent[-1][1], freed))
         except (OSError, ValueError) as exc:
             self._helper_gone(slot, sent, exc)
 
@@ -264,7 +275,10 @@ class LoadProcesses:
         helper = self._helpers[slot]
         try:
             assert helper is not None and helper.stdout is not None
-            outcome, payload = pickle.load(helper.stdout)
+            reply = pickle.load(helper.stdout)
+            if reply[0] == SHARED and helper.region is not None:
+                reply = helper.region.decode(reply)  # views of the region, no copy
+            outcome, payload = reply
         except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
             self._helper_gone(slot, sent, exc)
             return
@@ -304,7 +318,7 @@ class LoadProcesses:
 # program drops it where -P is unknown, before any import that could find it.
 _HELPER = (
     "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-    "sys.path.insert(0, {!r}); from voxelizer.batch.readers import main; main()"
+    "sys.path.insert(0, {!r}); from voxelizer.batch.readers import main; main({!r})"
 )
 _SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
 
@@ -316,14 +330,15 @@ def _fork_helpers(count: int) -> list[ForkedHelper]:
     it. SIGINT is held while they fork (only this process takes a Ctrl-C: the children
     ignore it), and the garbage collector frozen (a child never collects, and so finalizes,
     garbage of this process's)."""
-    ends: list[tuple[int, int, int]] = []  # (pid, requests' write end, replies' read end)
+    # (pid, requests' write end, replies' read end, its region here)
+    ends: list[tuple[int, int, int, ReceivingRegion | None]] = []
     try:
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         gc.freeze()
         try:
             for _ in range(count):
                 try:
-                    ends.append(_fork_one([fd for _, *pair in ends for fd in pair], previous))
+                    ends.append(_fork_one([fd for _, *fds, _ in ends for fd in fds], previous))
                 except OSError as exc:
                     _log.info("cannot fork a mesh-reading process (%s): starting it by exec", exc)
                     break
@@ -331,7 +346,7 @@ def _fork_helpers(count: int) -> list[ForkedHelper]:
             gc.unfreeze()
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C held arrives now
     except BaseException:
-        for pid, requests, replies in ends:
+        for pid, requests, replies, _ in ends:
             os.close(requests)
             os.close(replies)
             with suppress(ProcessLookupError):
@@ -340,36 +355,63 @@ def _fork_helpers(count: int) -> list[ForkedHelper]:
                 os.waitpid(pid, 0)
         raise
     return [
-        ForkedHelper(pid, open(requests, "wb", buffering=1 << 20), open(replies, "rb"))
-        for pid, requests, replies in ends
+        ForkedHelper(pid, open(requests, "wb", buffering=1 << 20), open(replies, "rb"), region)
+        for pid, requests, replies, region in ends
     ]
 
 
-def _fork_one(siblings: list[int], mask: set[int | signal.Signals]) -> tuple[int, int, int]:
-    """(pid, requests' write end, replies' read end) of one forked helper."""
+def _fork_one(
+    siblings: list[int], mask: set[int | signal.Signals]
+) -> tuple[int, int, int, ReceivingRegion | None]:
+    """(pid, requests' write end, replies' read end, region) of one forked helper."""
+    region_fd, region = _new_region()
     request_read, request_write = os.pipe()
     try:
         reply_read, reply_write = os.pipe()
     except OSError:
         os.close(request_read)
         os.close(request_write)
+        _close(region_fd)
         raise
     try:
         pid = os.fork()
     except OSError:
         for fd in (request_read, request_write, reply_read, reply_write):
             os.close(fd)
+        _close(region_fd)
         raise
     if pid == 0:
-        _forked_main(request_read, reply_write, [request_write, reply_read, *siblings], mask)
+        foreign = [request_write, reply_read, *siblings]
+        _forked_main(request_read, reply_write, region_fd, foreign, mask)
     os.close(request_read)
     os.close(reply_write)
+    _close(region_fd)  # the helper has it; the mapping here keeps the memory
     widen_pipe(reply_read)
-    return pid, request_write, reply_read
+    return pid, request_write, reply_read, region
+
+
+def _new_region() -> tuple[int | None, ReceivingRegion | None]:
+    """A new region for a helper: its file descriptor (for the helper) and its mapping here;
+    (None, None) where the system has none (the helper's meshes then cross the pipe)."""
+    fd = new_region_fd()
+    region = ReceivingRegion.adopt(fd)
+    if region is None:
+        _close(fd)
+        return None, None
+    return fd, region
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
 
 
 def _forked_main(
-    requests: int, replies: int, foreign: list[int], mask: set[int | signal.Signals]
+    requests: int,
+    replies: int,
+    region_fd: int | None,
+    foreign: list[int],
+    mask: set[int | signal.Signals],
 ) -> NoReturn:
     """A forked helper: Ctrl-C ignored, the pipes of the others closed, then serve() until
     the input ends; it leaves by os._exit (none of the parent's exit handlers, buffers or
@@ -389,21 +431,27 @@ def _forked_main(
             open(replies, "wb", buffering=1 << 20) as reply_file,
             suppress(BrokenPipeError),  # the batch is gone
         ):
-            serve(request_file, reply_file)
+            serve(request_file, reply_file, WritingRegion.adopt(region_fd))
         code = 0
     finally:
         os._exit(code)
 
 
-def _start() -> subprocess.Popen[bytes]:
+def _start() -> ExecHelper:
     """A helper process, once it is ready; OSError if it does not start."""
     package_parent = str(Path(__file__).resolve().parents[2])
-    helper = subprocess.Popen(
-        [sys.executable, *_SAFE_PATH, "-c", _HELPER.format(package_parent)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        bufsize=1 << 20,
-    )
+    region_fd, region = _new_region()
+    try:
+        helper = ExecHelper(
+            [sys.executable, *_SAFE_PATH, "-c", _HELPER.format(package_parent, region_fd)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=1 << 20,
+            pass_fds=() if region_fd is None else (region_fd,),
+        )
+    finally:
+        _close(region_fd)  # the helper has its own; the mapping here keeps the memory
+    helper.region = region
     assert helper.stdout is not None
     widen_pipe(helper.stdout.fileno())
     try:
@@ -497,14 +545,17 @@ def _portable(error: BaseException) -> BaseException:
     return error
 
 
-def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    """A helper's loop: requests (path, options), each answered by ("mesh", (Mesh, seconds))
-    or ("error", exception), until the input ends."""
+def serve(requests: IO[bytes], replies: IO[bytes], region: WritingRegion | None = None) -> None:
+    """A helper's loop: requests (path, options, blocks of the region freed), each answered
+    by ("mesh", (Mesh, seconds)) or ("error", exception), until the input ends. With a
+    region, a mesh's arrays go there and the reply says where (WritingRegion.encode)."""
     while True:
         try:
-            path, options = pickle.load(requests)
+            path, options, freed = pickle.load(requests)
         except EOFError:
             return
+        if region is not None:
+            region.release(freed)
         started = time.perf_counter()
         try:
             reply: tuple[str, object] = (
@@ -515,10 +566,10 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
             reply = ("error", _portable(exc))
         except Exception as exc:  # a reader's bug fails this mesh only
             reply = ("error", MeshError(f"{path}: cannot read ({type(exc).__name__}: {exc})"))
-        _send(replies, reply)
+        _send(replies, reply if region is None else region.encode(reply))
 
 
-def main() -> None:
+def main(region_fd: int | None = None) -> None:
     # The batch ends its helpers (by closing their input): a Ctrl-C or a SIGTERM sent to the
     # whole group leaves them to it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -529,7 +580,7 @@ def main() -> None:
     keep_freed_memory()  # file after file: each file's arrays reuse the last one's memory
     with suppress(BrokenPipeError):  # the batch is gone
         _send(replies, ("ready", None))
-        serve(sys.stdin.buffer, replies)
+        serve(sys.stdin.buffer, replies, WritingRegion.adopt(region_fd))
 
 
 if __name__ == "__main__":
