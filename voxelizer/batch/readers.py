@@ -48,7 +48,13 @@ from ..mesh import Mesh
 from ..options import Options
 from ..parallel import keep_freed_memory, use_threads
 from ..placement import GridPlacement
-from .shared_meshes import SHARED, ReceivingRegion, WritingRegion, new_region_fd
+from .shared_meshes import (
+    SHARED,
+    ReceivingRegion,
+    WritingRegion,
+    new_region_fd,
+    shared_memory_available,
+)
 
 PROTOCOL = 5
 # A reply pipe's size where the system allows it (Linux lets any user grow a pipe to 1 MiB,
@@ -165,10 +171,17 @@ class LoadProcesses:
     forked here where fork_allowed() (`forked` says how many: then `started` is set at once),
     else each thread starts its own by exec. A helper that dies fails its mesh with an error
     naming it and is replaced (by exec) for the next ones. Until one has started (`started`;
-    `starting` while none has, nor have all failed), a batch reads on its threads."""
+    `starting` while none has, nor have all failed), a batch reads on its threads.
 
-    def __init__(self, count: int):
+    With shared_memory (where the system has it: shared_meshes), a mesh's arrays arrive in
+    a region of memory the helper shares with this process, else pickled through its pipe.
+    receiving_cpu_seconds() and shared_replies() say what receiving has cost this process."""
+
+    def __init__(self, count: int, *, shared_memory: bool = True):
         self.count = max(1, count)
+        self.shared_memory = shared_memory and shared_memory_available()
+        self._receiving_cpu = [0.0] * self.count  # per slot: each written by its thread only
+        self._shared_replies = [0] * self.count
         self.started = threading.Event()
         self._settled = threading.Event()  # one helper started, or every one failed to
         self._failed_starts = 0
@@ -176,7 +189,9 @@ class LoadProcesses:
         self._requests: queue.SimpleQueue[tuple[Future[tuple[Mesh, float]], Request] | None]
         self._requests = queue.SimpleQueue()
         self._helpers: list[Helper | None] = [None] * self.count
-        forked = _fork_helpers(self.count) if fork_allowed() else []  # before any thread
+        forked = (  # before any thread
+            _fork_helpers(self.count, shared_memory=self.shared_memory) if fork_allowed() else []
+        )
         self.forked = len(forked)
         self._helpers[: len(forked)] = forked
         if forked:
@@ -197,6 +212,14 @@ class LoadProcesses:
         future: Future[tuple[Mesh, float]] = Future()
         self._requests.put((future, (os.fspath(path), options)))
         return future
+
+    def receiving_cpu_seconds(self) -> float:
+        """The CPU time this process's threads spent taking meshes in from the helpers."""
+        return sum(self._receiving_cpu)
+
+    def shared_replies(self) -> int:
+        """How many meshes arrived through shared memory (the others crossed the pipes)."""
+        return sum(self._shared_replies)
 
     @property
     def starting(self) -> bool:
@@ -223,7 +246,7 @@ class LoadProcesses:
     def _serve(self, slot: int) -> None:
         if self._helpers[slot] is None:  # not forked: started here
             try:
-                self._helpers[slot] = _start()
+                self._helpers[slot] = _start(shared_memory=self.shared_memory)
                 self.started.set()
             except OSError:  # tried again for each request, which fails with the reason
                 with self._lock:
@@ -260,7 +283,7 @@ class LoadProcesses:
         helper = self._helpers[slot]
         try:
             if helper is None:
-                helper = self._helpers[slot] = _start()
+                helper = self._helpers[slot] = _start(shared_memory=self.shared_memory)
                 self.started.set()
             assert helper.stdin is not None
             freed = helper.region.take_freed() if helper.region is not None else []
@@ -273,11 +296,13 @@ class LoadProcesses:
         raised, set on its future; if the helper dies on it, _helper_gone."""
         future = sent[0][0]
         helper = self._helpers[slot]
+        started = time.thread_time()
         try:
             assert helper is not None and helper.stdout is not None
             reply = pickle.load(helper.stdout)
             if reply[0] == SHARED and helper.region is not None:
                 reply = helper.region.decode(reply)  # views of the region, no copy
+                self._shared_replies[slot] += 1
             outcome, payload = reply
         except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
             self._helper_gone(slot, sent, exc)
@@ -286,6 +311,8 @@ class LoadProcesses:
             sent.popleft()
             future.set_exception(exc)
             return
+        finally:
+            self._receiving_cpu[slot] += time.thread_time() - started
         sent.popleft()
         if outcome == "mesh":
             future.set_result(payload)
@@ -323,7 +350,7 @@ _HELPER = (
 _SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
 
 
-def _fork_helpers(count: int) -> list[ForkedHelper]:
+def _fork_helpers(count: int, *, shared_memory: bool) -> list[ForkedHelper]:
     """`count` helpers forked from this process (fewer, or none, where the system refuses a
     pipe or a fork: the others are started by exec). Each has two pipes of its own, and
     closes its siblings' ends, so that each sees the end of its input when the batch closes
@@ -338,7 +365,8 @@ def _fork_helpers(count: int) -> list[ForkedHelper]:
         try:
             for _ in range(count):
                 try:
-                    ends.append(_fork_one([fd for _, *fds, _ in ends for fd in fds], previous))
+                    siblings = [fd for _, *fds, _ in ends for fd in fds]
+                    ends.append(_fork_one(siblings, previous, shared_memory=shared_memory))
                 except OSError as exc:
                     _log.info("cannot fork a mesh-reading process (%s): starting it by exec", exc)
                     break
@@ -361,10 +389,10 @@ def _fork_helpers(count: int) -> list[ForkedHelper]:
 
 
 def _fork_one(
-    siblings: list[int], mask: set[int | signal.Signals]
+    siblings: list[int], mask: set[int | signal.Signals], *, shared_memory: bool
 ) -> tuple[int, int, int, ReceivingRegion | None]:
     """(pid, requests' write end, replies' read end, region) of one forked helper."""
-    region_fd, region = _new_region()
+    region_fd, region = _new_region() if shared_memory else (None, None)
     request_read, request_write = os.pipe()
     try:
         reply_read, reply_write = os.pipe()
@@ -437,10 +465,10 @@ def _forked_main(
         os._exit(code)
 
 
-def _start() -> ExecHelper:
+def _start(*, shared_memory: bool = True) -> ExecHelper:
     """A helper process, once it is ready; OSError if it does not start."""
     package_parent = str(Path(__file__).resolve().parents[2])
-    region_fd, region = _new_region()
+    region_fd, region = _new_region() if shared_memory else (None, None)
     try:
         helper = ExecHelper(
             [sys.executable, *_SAFE_PATH, "-c", _HELPER.format(package_parent, region_fd)],
