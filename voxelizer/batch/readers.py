@@ -111,6 +111,13 @@ class ForkedHelper:
         self.region = region  # where its meshes' arrays arrive (shared_meshes), if anywhere
         self.returncode: int | None = None
 
+    @classmethod
+    def of_ends(
+        cls, pid: int, requests: int, replies: int, region: ReceivingRegion | None
+    ) -> ForkedHelper:
+        """The helper of `pid` over its pipes' ends here (file descriptors)."""
+        return cls(pid, open(requests, "wb", buffering=1 << 20), open(replies, "rb"), region)
+
     def poll(self) -> int | None:
         """Its exit code once it has ended (and was reaped here), else None."""
         if self.returncode is None:
@@ -352,20 +359,20 @@ _SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
 
 def _fork_helpers(count: int, *, shared_memory: bool) -> list[ForkedHelper]:
     """`count` helpers forked from this process (fewer, or none, where the system refuses a
-    pipe or a fork: the others are started by exec). Each has two pipes of its own, and
-    closes its siblings' ends, so that each sees the end of its input when the batch closes
-    it. SIGINT is held while they fork (only this process takes a Ctrl-C: the children
-    ignore it), and the garbage collector frozen (a child never collects, and so finalizes,
-    garbage of this process's)."""
-    # (pid, requests' write end, replies' read end, its region here)
-    ends: list[tuple[int, int, int, ReceivingRegion | None]] = []
+    pipe or a fork: the others are started by exec). Each has two pipes and a region
+    (shared_meshes) of its own, and closes its siblings' ones, so that each sees the end of
+    its input when the batch closes it; the regions are mapped here once all have forked
+    (no helper inherits another's mapping). SIGINT is held while they fork (only this
+    process takes a Ctrl-C: the children ignore it), and the garbage collector frozen (a
+    child never collects, and so finalizes, garbage of this process's)."""
+    ends: list[_ForkEnds] = []
     try:
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         gc.freeze()
         try:
             for _ in range(count):
                 try:
-                    siblings = [fd for _, *fds, _ in ends for fd in fds]
+                    siblings = [fd for end in ends for fd in end[1:] if fd is not None]
                     ends.append(_fork_one(siblings, previous, shared_memory=shared_memory))
                 except OSError as exc:
                     _log.info("cannot fork a mesh-reading process (%s): starting it by exec", exc)
@@ -374,25 +381,41 @@ def _fork_helpers(count: int, *, shared_memory: bool) -> list[ForkedHelper]:
             gc.unfreeze()
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C held arrives now
     except BaseException:
-        for pid, requests, replies, _ in ends:
-            os.close(requests)
-            os.close(replies)
-            with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            with suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        for end in ends:
+            _end_forked(end)
         raise
-    return [
-        ForkedHelper(pid, open(requests, "wb", buffering=1 << 20), open(replies, "rb"), region)
-        for pid, requests, replies, region in ends
-    ]
+    helpers = []
+    for end in ends:
+        pid, requests, replies, region_fd = end
+        region = ReceivingRegion.adopt(region_fd)
+        if region_fd is not None and region is None:  # its replies could not be read here
+            _end_forked(end)  # its slot's helper is started by exec
+            continue
+        _close(region_fd)  # the mapping here keeps the memory
+        helpers.append(ForkedHelper.of_ends(pid, requests, replies, region))
+    return helpers
+
+
+# A forked helper's pid, requests' write end, replies' read end and region (None: none).
+_ForkEnds = tuple[int, int, int, int | None]
+
+
+def _end_forked(end: _ForkEnds) -> None:
+    """Close what this process holds of a forked helper, and end it."""
+    pid, *fds = end
+    for fd in fds:
+        _close(fd)
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with suppress(ChildProcessError):
+        os.waitpid(pid, 0)
 
 
 def _fork_one(
     siblings: list[int], mask: set[int | signal.Signals], *, shared_memory: bool
-) -> tuple[int, int, int, ReceivingRegion | None]:
-    """(pid, requests' write end, replies' read end, region) of one forked helper."""
-    region_fd, region = _new_region() if shared_memory else (None, None)
+) -> _ForkEnds:
+    """The ends (_ForkEnds) of one forked helper."""
+    region_fd = new_region_fd() if shared_memory else None
     request_read, request_write = os.pipe()
     try:
         reply_read, reply_write = os.pipe()
@@ -413,9 +436,8 @@ def _fork_one(
         _forked_main(request_read, reply_write, region_fd, foreign, mask)
     os.close(request_read)
     os.close(reply_write)
-    _close(region_fd)  # the helper has it; the mapping here keeps the memory
     widen_pipe(reply_read)
-    return pid, request_write, reply_read, region
+    return pid, request_write, reply_read, region_fd
 
 
 def _new_region() -> tuple[int | None, ReceivingRegion | None]:

@@ -81,7 +81,8 @@ class ReceivingRegion:
 
     @classmethod
     def adopt(cls, fd: int | None) -> ReceivingRegion | None:
-        """The region of `fd` mapped here, or None (no fd, or it cannot be mapped)."""
+        """The region of `fd` mapped here, or None (no fd, or it cannot be mapped); `fd`
+        stays open (the caller hands it to the reading process)."""
         if fd is None:
             return None
         try:
@@ -117,12 +118,16 @@ class WritingRegion:
 
     @classmethod
     def adopt(cls, fd: int | None) -> WritingRegion | None:
+        """The region of `fd` mapped here, or None; `fd` is closed either way (the mapping
+        keeps the memory)."""
         if fd is None:
             return None
         try:
             return cls(fd)
         except (OSError, ValueError):
             return None
+        finally:
+            os.close(fd)
 
     @property
     def held_bytes(self) -> int:
