@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from voxelizer.batch import engine
 from voxelizer.batch.readers import LoadProcesses, prepared_mesh
 from voxelizer.batch.shared_meshes import (
     ALIGNMENT,
@@ -206,3 +207,22 @@ def test_helpers_hand_meshes_over_and_reuse_their_regions(shared_memory):
     del kept
     gc.collect()
     assert mapped_regions() == mapped_before
+
+
+@pytest.mark.parametrize(
+    ("cores", "workers", "shared", "expected"),
+    [
+        (4, 1, True, 0),  # a small host: the loader threads read
+        (8, 1, True, 6),  # all cores but the batch's two
+        (16, 1, True, 14),
+        (16, 2, True, 7),
+        (16, 8, True, 0),  # one core each: none
+        (256, 1, True, 32),  # the cap
+        (16, 1, False, 8),  # meshes pickled through the pipes: half the cores, up to 8
+        (8, 1, False, 4),
+    ],
+)
+def test_reading_processes_by_default(monkeypatch, cores, workers, shared, expected):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(engine, "shared_memory_available", lambda: shared)
+    assert engine.default_load_processes(workers) == expected
