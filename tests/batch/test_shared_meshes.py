@@ -10,12 +10,16 @@ import gc
 import os
 import pickle
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from voxelizer.batch import engine
+from voxelizer.batch import readers as readers_module
 from voxelizer.batch.readers import LoadProcesses, prepared_mesh
 from voxelizer.batch.shared_meshes import (
     ALIGNMENT,
@@ -158,8 +162,13 @@ def test_what_does_not_fit_crosses_whole():
 
 
 def memfd_links(pid: int) -> list[str]:
+    """The regions a process holds open (none once it has ended)."""
     links = []
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:  # gone, or a zombie's
+        return []
+    for fd in fds:
         try:
             target = os.readlink(fd)
         except OSError:  # closed meanwhile
@@ -173,12 +182,15 @@ def mapped_regions() -> int:
     return len(re.findall("memfd:voxelizer-meshes", Path("/proc/self/maps").read_text()))
 
 
-@pytest.mark.parametrize("shared_memory", [True, False])
-def test_helpers_hand_meshes_over_and_reuse_their_regions(shared_memory):
+@pytest.mark.parametrize(("shared_memory", "fork"), [(True, True), (True, False), (False, True)])
+def test_helpers_hand_meshes_over_and_reuse_their_regions(monkeypatch, shared_memory, fork):
+    """Forked or exec'd helpers (the region inherited, or passed), or none through the pipe."""
+    monkeypatch.setattr(readers_module, "fork_allowed", lambda: fork)
     shm_before, mapped_before = set(os.listdir("/dev/shm")), mapped_regions()
     readers = LoadProcesses(1, shared_memory=shared_memory)
     try:
-        assert readers.started.wait(120)
+        assert readers.forked == int(fork)
+        assert readers.wait_started(120)
         first, _ = readers.submit(shared_model("bunny.ply"), OPTIONS).result(timeout=120)
         kept, expected = first.indices[:50], first.indices[:50].copy()
         del first
@@ -226,3 +238,46 @@ def test_reading_processes_by_default(monkeypatch, cores, workers, shared, expec
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
     monkeypatch.setattr(engine, "shared_memory_available", lambda: shared)
     assert engine.default_load_processes(workers) == expected
+
+
+KILLED = """
+import sys
+from voxelizer.batch.readers import LoadProcesses
+from voxelizer.options import Options
+readers = LoadProcesses(2)
+assert readers.forked == 2 and readers.wait_started(120)
+options = Options.create(32)
+for _ in range(4):
+    readers.submit(sys.argv[1], options).result(timeout=120)
+print(*readers.helper_pids(), flush=True)
+while True:  # meshes crossing when the kill comes
+    readers.submit(sys.argv[1], options).result(timeout=120)
+"""
+
+
+def test_a_batch_killed_leaves_nothing_behind(tmp_path):
+    """SIGKILL to the batch's process alone: its helpers end (their input closed) and their
+    regions with them; none ever had a name in /dev/shm or elsewhere."""
+    shm_before = set(os.listdir("/dev/shm"))
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    tree = str(Path(__file__).resolve().parents[2])
+    process = subprocess.Popen(
+        [sys.executable, str(script), str(shared_model("bunny.ply"))],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([tree, os.environ.get("PYTHONPATH", "")])},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    pids = [int(pid) for pid in process.stdout.readline().split()]
+    assert len(pids) == 2
+    for pid in pids:
+        assert memfd_links(pid) == ["/memfd:voxelizer-meshes (deleted)"]
+    assert set(os.listdir("/dev/shm")) <= shm_before
+    process.kill()
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 30
+    while any(memfd_links(pid) for pid in pids):
+        assert time.monotonic() < deadline, "a helper still holds its region"
+        time.sleep(0.05)
+    assert set(os.listdir("/dev/shm")) <= shm_before
