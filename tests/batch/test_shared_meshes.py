@@ -207,7 +207,8 @@ def test_helpers_hand_meshes_over_and_reuse_their_regions(monkeypatch, shared_me
         if shared_memory:
             assert readers.shared_replies() == 21
             assert len(addresses) <= 4  # the same few blocks, over and over
-            assert regions == ["/memfd:voxelizer-meshes (deleted)"]  # named nowhere
+            # named nowhere (a forked one also inherits regions mapped here before it forked)
+            assert regions and set(regions) == {"/memfd:voxelizer-meshes (deleted)"}
         else:
             assert readers.shared_replies() == 0 and regions == []
         assert readers.receiving_cpu_seconds() > 0
