@@ -297,3 +297,17 @@ def test_a_batch_killed_leaves_nothing_behind(tmp_path):
         assert time.monotonic() < deadline, "a helper still holds its region"
         time.sleep(0.05)
     assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+def test_without_shared_memory_meshes_cross_the_pipes(monkeypatch):
+    """A system without memfd_create (not Linux): the helpers pickle meshes as they did."""
+    monkeypatch.setattr(readers_module, "shared_memory_available", lambda: False)
+    readers = LoadProcesses(1)
+    try:
+        assert not readers.shared_memory
+        path = shared_model("torus.stl")
+        mesh, _ = readers.submit(path, OPTIONS).result(timeout=120)
+        assert np.array_equal(mesh.faces, load_mesh(path).faces)
+        assert readers.shared_replies() == 0 and region_holding(mesh.vertices) is None
+    finally:
+        readers.close()
