@@ -5,7 +5,8 @@ device's thread needs between its Vulkan calls, so a device is fed faster by rea
 processes than by threads (docs/benchmarks.md, "Reading processes, dense results as bits,
 the call's host cost"). A helper ignores Ctrl-C (the batch ends it by closing its input) and
 sends back each mesh with what a voxelization derives from it on the host (Mesh pickles its
-caches).
+caches): its arrays through memory it shares with the batch's process where the system has
+it (shared_meshes: the batch's process then copies none of them), else through its pipe.
 
 Where it is safe, the helpers are forked from the batch's process as it starts them: a copy
 with the package imported, reading at once while the device opens (no Vulkan instance in the
