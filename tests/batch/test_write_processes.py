@@ -218,12 +218,12 @@ def test_results_kept_in_memory_need_no_writers():
 
 
 def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
-    for cores, workers, expected in ((2, 1, 0), (4, 1, 0), (8, 1, 2), (16, 1, 4), (64, 1, 4),
-                                     (16, 2, 0)):  # fmt: skip
+    hosts = ((2, 1, 0), (4, 1, 0), (8, 1, 1), (16, 1, 2), (32, 1, 4), (64, 1, 4), (16, 2, 0))
+    for cores, workers, expected in hosts:
         monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
         assert default_write_processes(workers) == expected, (cores, workers)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert _write_processes(None, 1, 8, "out") == 0  # too few meshes
+    assert _write_processes(None, 1, 7, "out") == 0  # too few meshes (4 a writer)
     assert _write_processes(False, 1, 800, "out") == 0
     assert _write_processes(3, 1, 1, "out") == 3
     with pytest.raises(voxelizer.VoxelizerError, match="0 or more"):
@@ -392,7 +392,7 @@ def test_sigterm_to_the_command_with_writing_processes_leaves_whole_files(tmp_pa
     assert "Traceback" not in stderr and " before the interrupt: " in stdout, (stdout, stderr)
     assert ", 0 failed in " in stdout, stdout  # no writer died of it
     forked, *pids = [int(word) for word in notes.read_text().split()]
-    assert forked == len(pids) == 4
+    assert forked == len(pids) == 2
     written = sorted(name for name in os.listdir(out) if not name.startswith("."))
     assert not [name for name in os.listdir(out) if name.endswith(".tmp")]
     assert 2 <= len(written) < len(names)

@@ -41,6 +41,7 @@ from ..shards import (
 )
 from .pool import WorkerPool
 from .readers import REQUESTS_AHEAD, fork_allowed, running_load_processes
+from .shared_meshes import shared_memory_available
 from .tasks import (
     DEFAULT_FORMAT,
     BatchResult,
@@ -59,6 +60,9 @@ if TYPE_CHECKING:
 __all__ = ["BatchResult", "BatchRun", "voxelize_many"]
 
 
+MAX_LOAD_PROCESSES = 32  # reading processes per worker at most (default_load_processes)
+
+
 def default_threads(workers: int = 1) -> int:
     """Loader (and writer) threads per worker: enough to keep a fast GPU fed from numpy
     work that releases the GIL, not more than each worker's part of the cores."""
@@ -66,13 +70,27 @@ def default_threads(workers: int = 1) -> int:
 
 
 def default_load_processes(workers: int = 1) -> int:
-    """Reading processes per worker: where the host has cores to spare (8 or more), half
-    of each worker's part of them, up to 8; else none (the loader threads read)."""
+    """Reading processes per worker: where the host has cores to spare (8 or more), all its
+    cores but two, split over the workers, up to MAX_LOAD_PROCESSES each; else none (the
+    loader threads read).
+
+    The two cores left are the batch's own: its device thread and its writing. The rest go
+    to parsing, which is what bounds a batch's rate once a mesh costs the batch's process
+    next to nothing to receive (its arrays arrive in shared memory: batch/shared_meshes.py),
+    and which scales with the processes up to the cores. Where meshes come pickled through
+    the pipes instead (a system without shared memory), receiving them is the batch's
+    process's work, under the GIL its device thread needs: there, half the cores, up to 8.
+    The cap: past it, more processes only hold more memory (each its Python and a mesh or
+    two), since they would read faster than a device takes meshes."""
     cores = os.cpu_count() or 1
     if cores < 8:
         return 0
-    share = cores // 2 // max(1, workers)
-    return min(8, share) if share >= 2 else 0
+    workers = max(1, workers)
+    if shared_memory_available():
+        share, cap = (cores - 2) // workers, MAX_LOAD_PROCESSES
+    else:
+        share, cap = cores // 2 // workers, 8
+    return min(cap, share) if share >= 2 else 0
 
 
 def device_list(devices: Sequence[str | int] | str | int | None) -> list[str | int | None]:

@@ -1,10 +1,17 @@
 """Datasets: many meshes, the ways a user can voxelize them, side by side in one run.
 
     python -m voxelizer.benchmarks.datasets --models-dir DIR --work DIR [--grids 64 128]
-        [--rounds 2] [--jobs N] [--device SEL] [--json FILE]
+        [--rounds 2] [--jobs N] [--device SEL] [--sets made,real] [--json FILE]
 
-The dataset is make_dataset's (voxelizer/benchmarks/meshes.py: 8 bases x PLY/STL/OBJ, 24
-files of 5k-100k triangles, turned, stretched and moved at random), written once to --work.
+Each set of files (`--sets`, voxelizer/benchmarks/file_sets.py) is written once to --work
+and has tables of its own. `made` (the default): make_dataset's (8 bases x PLY/STL/OBJ, 24
+files a copy of 8.7k-100k triangles, turned, stretched and moved at random; `--copies`).
+`real`: the mesh files in `--real-from` folders as they come (default: --models-dir), their
+ASCII and OBJ forms, and six broken files a copy (cut off, empty, text or random bytes under
+a mesh suffix, points without faces), repeated to about as many files as `made`
+(`--real-copies`). Every file counts in the rates: a broken one's result is its error (one
+line from the command), and each way's meshes done and files failed are reported; a failure
+anywhere else (a crash, a file without a result) stops the run.
 For each grid, each way runs once per round, the ways interleaved so that a busy machine
 slows them alike; the best and the median round of each are reported (meshes/s over the
 whole dataset), and the ratios of both (`--ways` picks some ways only):
@@ -33,8 +40,8 @@ Each grid's figures stand beside their limits (`ceilings`, printed and in the JS
   are, no device: the host's parse ceiling;
 - `gpu_ms_per_mesh` and `gpu_meshes_per_s`: the GPU time of `many`'s meshes summed from
   their results' Vulkan timestamps (`Stats.gpu_ms`, setup to the end of the SVO build), per
-  mesh, and the rate a device doing nothing else would reach (null where the device has no
-  timestamps);
+  file of the set (a broken file takes none), and the rate a device doing nothing else would
+  reach (null where the device has no timestamps);
 - `device_thread_cpu_ms_per_mesh`: the CPU time of the thread that drives the device in
   `many` (one device: the caller's thread runs the worker), per mesh (`time.thread_time`),
   and the rate that thread alone allows; `device_thread_other_wait_ms_per_mesh`: the rest of
@@ -45,8 +52,10 @@ Each grid's figures stand beside their limits (`ceilings`, printed and in the JS
 `--before TREE` compares two source trees in one run: TREE is a folder holding a
 `voxelizer` package (`git archive COMMIT voxelizer | tar -x -C TREE`). Each tree's round
 runs in a process of its own with the tree first on the path (its batch commands too), the
-trees taking turns round by round; `after_over_before` gives this tree's rate over TREE's
-for every way and ceiling. `--out DIR` writes DIR/datasets.json and DIR/datasets.md.
+trees taking turns round by round (and set by set within a round); `after_over_before` gives this tree's rate over TREE's
+for every way and ceiling. `--out DIR` writes DIR/datasets.json and DIR/datasets.md: the
+first set's figures at the top of the JSON (as with one set), every set's under "sets", each
+with what it holds ("holds": files by format, triangle range, broken files).
 """
 
 from __future__ import annotations
@@ -57,22 +66,22 @@ import json
 import multiprocessing
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import voxelizer
-from voxelizer import Voxelizer, voxelize_many
-from voxelizer.benchmarks.meshes import make_dataset
+from voxelizer import Voxelizer, VoxelizerError, voxelize_many
 from voxelizer.io import load_mesh
+
+Counted = tuple[int, int]  # a way's (meshes done, files failed with one error each)
 
 
 def _environment() -> dict[str, str]:
@@ -102,8 +111,9 @@ def ways(
     device: str | None,
     devices: str | None = None,
     figures: dict[str, list[float]] | None = None,
-) -> dict[str, Callable[[], int]]:
-    """Each way of voxelizing the dataset at `grid`: a callable that returns meshes done.
+) -> dict[str, Callable[[], Counted]]:
+    """Each way of voxelizing the dataset at `grid`: a callable that returns the meshes done
+    and the files that failed, each with one error (a broken file is a result, not a crash).
     `many` adds its summed GPU ms and its device thread's CPU ms per mesh to `figures`."""
     figures = (
         {"gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "mesh_wait_ms": []}
@@ -113,59 +123,38 @@ def ways(
     v = Voxelizer(device)
     env = _environment()
 
-    def loop() -> int:
-        for path in files:
-            v.voxelize(load_mesh(path), grid)
-        return len(files)
-
-    def loop_npz() -> int:
-        out = _fresh(work / "loop_npz")
-        for number, path in enumerate(files):
-            voxelizer.save(v.voxelize_dense(load_mesh(path), grid), out / f"{number}.npz")
-        return len(files)
-
-    def many() -> int:
+    def many() -> Counted:
         return _many(files, grid, device, figures)
 
-    def many_npz() -> int:
+    def many_npz() -> Counted:
         out = _fresh(work / "many_npz")
-        run = voxelize_many(files, grid=grid, devices=device, out_dir=out, format="npz")
-        return sum(r.ok for r in run)
+        return _counted(voxelize_many(files, grid=grid, devices=device, out_dir=out, format="npz"))
 
-    def cli_batch(worker_jobs: int = 1, format: str = "npz", on_devices: bool = False) -> int:
+    def cli_batch(worker_jobs: int = 1, format: str = "npz", on_devices: bool = False) -> Counted:
         out = work / f"cli_batch.{format}"
         shutil.rmtree(out, ignore_errors=True)
         command = _command(None if on_devices else device)
         command += [str(dataset), "--out-dir", str(out), "--grid", str(grid)]
         command += ["--format", format] + (["--jobs", str(worker_jobs)] if worker_jobs > 1 else [])
         command += ["--devices", str(devices)] if on_devices else []
-        subprocess.run(command, env=env, check=True, capture_output=True, timeout=3600)
+        ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
+        failed = _error_lines(ran, some_failed=True)
         if format == "zarr":
-            return len(list((out / "voxels").glob("c.*")))
-        return len(list(out.rglob("*.npz")))
+            return len(list((out / "voxels").glob("c.*"))), failed
+        return len(list(out.rglob("*.npz"))), failed
 
-    def cli_per_file() -> int:
-        out = _fresh(work / "cli_per_file")
-        for number, path in enumerate(files):
-            command = _command(device) + [str(path), "--grid", str(grid)]
-            command += ["-o", str(out / f"{number}.npz")]
-            subprocess.run(command, env=env, check=True, capture_output=True, timeout=600)
-        return len(list(out.glob("*.npz")))
-
-    found: dict[str, Callable[[], int]] = {
-        "loop": loop,
+    found: dict[str, Callable[[], Counted]] = {
+        "loop": lambda: _loop(v, files, grid),
         "many": many,
-        "loop_npz": loop_npz,
+        "loop_npz": lambda: _loop(v, files, grid, _fresh(work / "loop_npz")),
         "many_npz": many_npz,
         "cli_batch": cli_batch,
-        "cli_per_file": cli_per_file,
+        "cli_per_file": lambda: _cli_per_file(files, _fresh(work / "cli_per_file"), grid, device),
     }
     found["cli_batch_zarr"] = lambda: cli_batch(format="zarr")
     if devices:
         found["cli_batch_devices"] = lambda: cli_batch(on_devices=True)
-        found["many_devices"] = lambda: sum(
-            r.ok for r in voxelize_many(files, grid=grid, devices=devices)
-        )
+        found["many_devices"] = lambda: _counted(voxelize_many(files, grid=grid, devices=devices))
     if jobs > 1:
         found["cli_batch_jobs"] = lambda: cli_batch(jobs)
         found["cli_batch_jobs_zarr"] = lambda: cli_batch(jobs, "zarr")
@@ -173,17 +162,71 @@ def ways(
     return found
 
 
-def _many(files: list[Path], grid: int, device: str | None, figures: dict[str, list[float]]) -> int:
+def _loop(v: Voxelizer, files: list[Path], grid: int, out: Path | None = None) -> Counted:
+    """The way `loop` (with `out`: `loop_npz`, writing there)."""
+    done = 0
+    for number, path in enumerate(files):
+        try:
+            if out is None:
+                v.voxelize(load_mesh(path), grid)
+            else:
+                voxelizer.save(v.voxelize_dense(load_mesh(path), grid), out / f"{number}.npz")
+        except VoxelizerError:  # (anything else is a crash, and stops the run)
+            continue
+        done += 1
+    return done, len(files) - done
+
+
+def _cli_per_file(files: list[Path], out: Path, grid: int, device: str | None) -> Counted:
+    """The way `cli_per_file`: a `voxelize` process per file, writing into `out`."""
+    failed = 0
+    for number, path in enumerate(files):
+        command = _command(device) + [str(path), "--grid", str(grid)]
+        command += ["-o", str(out / f"{number}.npz")]
+        ran = subprocess.run(
+            command, env=_environment(), capture_output=True, text=True, timeout=600
+        )
+        failed += _error_lines(ran, some_failed=False)
+    return len(list(out.glob("*.npz"))), failed
+
+
+def _counted(results: Iterable[Any]) -> Counted:
+    """(done, failed) of voxelize_many's results."""
+    done = failed = 0
+    for result in results:
+        done += result.ok
+        failed += not result.ok
+    return done, failed
+
+
+def _error_lines(ran: subprocess.CompletedProcess[str], some_failed: bool) -> int:
+    """The inputs a `voxelize` process reports failed, each in one error line: 0 or 1 for
+    a process per file, any number for a batch (which exits 1 when some failed); a crash or
+    an exit without such lines stops the run."""
+    lines = sum(line.startswith("voxelize: error:") for line in ran.stderr.splitlines())
+    crashed = "Traceback" in ran.stderr
+    if not crashed and ran.returncode == 0:
+        return lines
+    if not crashed and ran.returncode == 1 and lines and (some_failed or lines == 1):
+        return lines
+    raise RuntimeError(f"{ran.args[-1]}: exit {ran.returncode}\n{ran.stderr[-4000:]}")
+
+
+def _many(
+    files: list[Path], grid: int, device: str | None, figures: dict[str, list[float]]
+) -> Counted:
     """The way `many`, adding its summed GPU ms and its device thread's (this thread's: one
     device's worker runs in the caller's thread) CPU ms per mesh to `figures`."""
     cpu_started, wall_started = time.thread_time(), time.perf_counter()
-    done, gpu_ms, timed = 0, 0.0, True
+    done, failed, gpu_ms, timed = 0, 0, 0.0, True
     with _mesh_waits() as waited:
         for result in voxelize_many(files, grid=grid, devices=device):
             done += result.ok
-            times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
-            gpu_ms += sum(times.values()) if times else 0.0
-            timed = timed and bool(times)
+            failed += not result.ok
+            if result.ok:  # (a file that failed took no GPU time)
+                times = getattr(getattr(result.result, "stats", None), "gpu_ms", None)
+                gpu_ms += sum(times.values()) if times else 0.0
+                timed = timed and bool(times)
     cpu_ms = (time.thread_time() - cpu_started) * 1e3 / len(files)
     wall_ms = (time.perf_counter() - wall_started) * 1e3 / len(files)
     figures["device_cpu_ms"].append(cpu_ms)
@@ -192,7 +235,7 @@ def _many(files: list[Path], grid: int, device: str | None, figures: dict[str, l
     if timed:
         figures["gpu_ms"].append(gpu_ms / len(files))
         figures["device_wait_ms"].append(wall_ms - cpu_ms - gpu_ms / len(files))
-    return done
+    return done, failed
 
 
 @contextmanager
@@ -251,23 +294,13 @@ def _warm(
     )
 
 
-# The ratios reported: (numerator way, denominator way), each of the best and the median rounds.
-RATIOS = (
-    ("cli_batch", "cli_per_file"),
-    ("many", "loop"),
-    ("many_npz", "loop_npz"),
-    ("cli_batch", "many_npz"),
-    ("cli_batch_zarr", "cli_batch"),
-    ("cli_batch_jobs_zarr", "cli_batch_jobs"),
-    ("many_devices", "many"),
-    ("cli_batch_devices", "cli_batch"),
-)
-
-
 def parsed_triangles(path: str) -> int:
     """One file read by this tree's reader, in a parse pool's process: its triangle count
-    (the mesh itself stays there: only the reading is timed)."""
-    return len(load_mesh(path).faces)
+    (the mesh itself stays there: only the reading is timed); -1 for a file it refuses."""
+    try:
+        return len(load_mesh(path).faces)
+    except VoxelizerError:
+        return -1
 
 
 def _started(index: int) -> int:
@@ -320,9 +353,12 @@ def measure_rounds(
     only: set[str] | None = None,
     devices: str | None = None,
     parse: ParsePool | None = None,
+    broken: int = 0,
 ) -> dict[str, Any]:
-    """Every round's meshes/s of each way (interleaved), the parse pool's files/s and
-    `many`'s device figures per round: the raw figures that `summary` reduces."""
+    """Every round's meshes/s of each way (interleaved; every file counts, a broken one's
+    error too), its meshes done and files failed, the parse pool's files/s and `many`'s
+    device figures per round: the raw figures that `summary` reduces. `broken` files of the
+    set are made to fail: with none, any failure stops the run."""
     figures: dict[str, list[float]] = {
         "gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "mesh_wait_ms": [], "parse": []
     }  # fmt: skip
@@ -330,95 +366,23 @@ def measure_rounds(
     if only is not None:
         chosen = {name: way for name, way in chosen.items() if name in only}
     rates: dict[str, list[float]] = {name: [] for name in chosen}
+    counts: dict[str, dict[str, list[int]]] = {"done": {}, "failed": {}}
     for _ in range(rounds):
         for name, way in chosen.items():
             started = time.perf_counter()
-            done = way()
+            done, failed = way()
             seconds = time.perf_counter() - started
-            if done != len(files):
-                raise RuntimeError(f"{name}: {done} of {len(files)} meshes done")
+            if done + failed != len(files) or (failed and not broken):
+                raise RuntimeError(
+                    f"{name}: {done} of {len(files)} meshes done, {failed} failed ({broken} broken)"
+                )
             rates[name].append(len(files) / seconds)
+            counts["done"].setdefault(name, []).append(done)
+            counts["failed"].setdefault(name, []).append(failed)
         if parse is not None:
             figures["parse"].append(parse.rate(files))
-    return {"grid": grid, "meshes": len(files), "rates": rates, "figures": figures}
-
-
-def summary(raw: dict[str, Any]) -> dict[str, Any]:
-    """The best and median round of each way, the ratios between ways, and the ceilings."""
-    rates, figures = raw["rates"], raw["figures"]
-    best = {name: max(values) for name, values in rates.items() if values}
-    median = {name: statistics.median(values) for name, values in rates.items() if values}
-    ratios = {}
-    for faster, slower in RATIOS:
-        if faster in best and slower in best:
-            ratios[f"{faster}_over_{slower}"] = {
-                "best": round(best[faster] / best[slower], 2),
-                "median": round(median[faster] / median[slower], 2),
-            }
-    return {
-        "grid": raw["grid"],
-        "meshes": raw["meshes"],
-        "meshes_per_s": {name: round(rate, 2) for name, rate in best.items()},
-        "median_meshes_per_s": {name: round(rate, 2) for name, rate in median.items()},
-        "rounds": {name: [round(r, 2) for r in values] for name, values in rates.items()},
-        "ratios": ratios,
-        "ceilings": ceilings(figures),
-    }
-
-
-def ceilings(figures: dict[str, list[float]]) -> dict[str, float | None]:
-    """The limits beside the rates (module docstring): the best parse round, the median
-    rounds of the device figures; None where not measured."""
-
-    def rounded(value: float | None, digits: int) -> float | None:
-        return None if value is None else round(value, digits)
-
-    def median(name: str) -> float | None:
-        values = figures.get(name)
-        return statistics.median(values) if values else None
-
-    parse = max(figures["parse"]) if figures["parse"] else None
-    gpu, cpu, wait = median("gpu_ms"), median("device_cpu_ms"), median("device_wait_ms")
-    mesh_wait = median("mesh_wait_ms")
-    return {
-        "parse_files_per_s": rounded(parse, 1),
-        "gpu_ms_per_mesh": rounded(gpu, 4),
-        "gpu_meshes_per_s": rounded(1e3 / gpu if gpu else None, 1),
-        "device_thread_cpu_ms_per_mesh": rounded(cpu, 3),
-        "device_thread_meshes_per_s": rounded(1e3 / cpu if cpu else None, 1),
-        # Neither running nor waiting for the GPU: for the GIL, for a mesh still loading,
-        # for a core (wall - CPU - GPU time of `many`, per mesh).
-        "device_thread_other_wait_ms_per_mesh": rounded(wait, 3),
-        # Of its wall-clock time, waiting for a mesh still loading or for the reading
-        # processes to start (`many`'s worker, per mesh).
-        "device_thread_mesh_wait_ms_per_mesh": rounded(mesh_wait, 3),
-    }
-
-
-def ceiling_lines(found: dict[str, Any]) -> str:
-    """The ceilings of one grid as a line of text."""
-    limits = found["ceilings"]
-    gpu = limits["gpu_ms_per_mesh"]
-    gpu_text = (
-        "no GPU timestamps on this device"
-        if gpu is None
-        else f"GPU {gpu:.3f} ms/mesh summed from timestamps ({limits['gpu_meshes_per_s']} meshes/s)"
-    )
-    cpu = limits["device_thread_cpu_ms_per_mesh"]
-    cpu_text = "device thread not measured (way `many` not run)"
-    if cpu is not None:
-        cpu_text = (
-            f"device thread {cpu:.3f} CPU ms/mesh ({limits['device_thread_meshes_per_s']} meshes/s)"
-        )
-    wait = limits.get("device_thread_other_wait_ms_per_mesh")
-    if wait is not None:
-        cpu_text += f", waiting {wait:.3f} ms/mesh on other than the GPU"
-    mesh_wait = limits.get("device_thread_mesh_wait_ms_per_mesh")
-    if mesh_wait is not None:
-        cpu_text += f", {mesh_wait:.3f} ms/mesh waiting for meshes"
-    parse = limits["parse_files_per_s"]
-    parse_text = "parse not measured" if parse is None else f"parse {parse} files/s, all cores"
-    return f"{found['grid']}³ ceilings: {parse_text}; {gpu_text}; {cpu_text}"
+    return {"grid": grid, "meshes": len(files), "broken": broken, "rates": rates,
+            "figures": figures, **counts}  # fmt: skip
 
 
 def _parse_processes(asked: int | None) -> int:
@@ -443,78 +407,6 @@ def run_tree(tree: Path, argv: list[str], timeout: float) -> dict[str, Any]:
     return found
 
 
-def merged(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One tree's rounds (each a child's raw figures of every grid) as one raw record per
-    grid, every round's figures in it."""
-    grids: dict[int, dict[str, Any]] = {}
-    for found in rounds:
-        for raw in found["grids"]:
-            entry = grids.setdefault(
-                raw["grid"],
-                {"grid": raw["grid"], "meshes": raw["meshes"], "rates": {}, "figures": {}},
-            )
-            for key in ("rates", "figures"):
-                for name, values in raw[key].items():
-                    entry[key].setdefault(name, []).extend(values)
-    return list(grids.values())
-
-
-def after_over_before(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """This tree's figure over the tree before's, per way (best and median rounds) and per
-    ceiling (a time per mesh as the rate it allows)."""
-    ratios: dict[str, Any] = {}
-    for name, rate in after["meshes_per_s"].items():
-        if before["meshes_per_s"].get(name):
-            ratios[name] = {
-                "best": round(rate / before["meshes_per_s"][name], 2),
-                "median": round(
-                    after["median_meshes_per_s"][name] / before["median_meshes_per_s"][name], 2
-                ),
-            }
-    for name in ("parse_files_per_s", "gpu_meshes_per_s", "device_thread_meshes_per_s"):
-        was, now = before["ceilings"][name], after["ceilings"][name]
-        ratios[name] = round(now / was, 2) if was and now else None
-    return ratios
-
-
-def markdown(result: dict[str, Any]) -> str:
-    """The figures as a table per grid: each tree's best and median round, and the ratio."""
-    trees = list(result["trees"])
-    lines = [f"Datasets, {result['device']}, {result['meshes']} files, best (median) of "]
-    lines[0] += f"{result['rounds']} rounds; meshes/s"
-    for grid in result["grids"]:
-        lines += ["", f"### {grid['grid']}³", ""]
-        lines.append(
-            "| way | " + " | ".join(trees) + (" | after/before |" if len(trees) > 1 else " |")
-        )
-        lines.append("| --- |" + " ---: |" * (len(trees) + (len(trees) > 1)))
-        first = grid[trees[0]]
-        names = list(first["meshes_per_s"])
-        limits = list(first["ceilings"])
-        for name in names + limits:
-            cells = []
-            for tree in trees:
-                found = grid[tree]
-                if name in found["meshes_per_s"]:
-                    cells.append(
-                        f"{found['meshes_per_s'][name]} ({found['median_meshes_per_s'][name]})"
-                    )
-                else:
-                    value = found["ceilings"].get(name)
-                    cells.append("n/a" if value is None else str(value))
-            if len(trees) > 1:
-                ratio = grid["after_over_before"].get(name)
-                cells.append(
-                    "n/a" if ratio is None
-                    else f"{ratio['best']} ({ratio['median']})" if isinstance(ratio, dict)
-                    else str(ratio)
-                )  # fmt: skip
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
-        for tree in trees:
-            lines += ["", f"{tree}: {ceiling_lines(grid[tree])}"]
-    return "\n".join(lines) + "\n"
-
-
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m voxelizer.benchmarks.datasets", description=__doc__.split("\n")[0]
@@ -525,7 +417,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--jobs", type=int, default=1, help="also time the CLI with --jobs N")
     parser.add_argument("--copies", type=int, default=1, help="24 files per copy (default 24)")
-    parser.add_argument("--limit", type=int, default=None, help="the first N files only")
+    parser.add_argument(
+        "--limit", type=int, default=None, help="the first N files of each set only"
+    )
     parser.add_argument("--device", default=None)
     parser.add_argument(
         "--devices", default=None, help="also time cli_batch_devices and many_devices on these"
@@ -542,7 +436,22 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per tree round")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--out", type=Path, help="folder for datasets.json and datasets.md")
+    parser.add_argument(
+        "--sets", default="made",
+        help="comma-separated sets of files, each with its own tables: made (make_dataset's),"
+        " real (files as they come, and broken ones; voxelizer/benchmarks/file_sets.py)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--real-from", type=Path, nargs="+", default=None,
+        help="folders whose mesh files (and an OBJ's MTL and textures) the real set holds"
+        " (default: --models-dir)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--real-copies", type=int, default=None,
+        help="copies of the real set (default: as many as make it about 24 x --copies files)",
+    )  # fmt: skip
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--broken", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--files-json", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--dataset", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -551,23 +460,32 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _dataset(args: argparse.Namespace) -> tuple[list[Path], Path]:
-    """make_dataset's files in --work (the first --limit of them in a folder of their own:
-    the batch command reads a whole folder), and that folder."""
-    dataset = args.work / "dataset"
-    files = make_dataset(args.models_dir, dataset, copies=args.copies)[: args.limit]
-    if args.limit is not None:
-        dataset = _fresh(args.work / "subset")
-        for path in files:
-            (dataset / path.parent.name).mkdir(exist_ok=True)
-        files = [Path(shutil.copy(p, dataset / p.parent.name / p.name)) for p in files]
-    return files, dataset
+def _file_sets(args: argparse.Namespace) -> list[Any]:
+    """The sets of --sets, written in --work (with --limit, the first files of each in a
+    folder of their own: the batch command reads a whole folder)."""
+    from voxelizer.benchmarks import file_sets  # (this tree's only: not in a --before one)
+
+    found = []
+    for name in args.sets.split(","):
+        if name == "made":
+            found.append(file_sets.made_set(args.models_dir, args.work / "dataset", args.copies))
+        elif name == "real":
+            sources = args.real_from or [args.models_dir]
+            folder, size = args.work / "real", 24 * args.copies
+            try:
+                found.append(file_sets.real_set(sources, folder, args.real_copies, size))
+            except ValueError as exc:
+                raise SystemExit(f"--real-from: {exc}") from None
+        else:
+            raise SystemExit(f"--sets: no set {name!r} (made, real)")
+    return [file_sets.limited(found_set, args.limit, args.work) for found_set in found]
 
 
 def _measure_here(
-    args: argparse.Namespace, files: list[Path], dataset: Path, work: Path
+    args: argparse.Namespace, files: list[Path], dataset: Path, work: Path, broken: int = 0
 ) -> tuple[str, list[dict[str, Any]]]:
     """This process's tree: the device's name and each grid's raw figures (measure_rounds)."""
+    work.mkdir(parents=True, exist_ok=True)
     processes = _parse_processes(args.parse_processes)
     parse = ParsePool(processes) if processes else None  # forked before a device opens here
     try:
@@ -578,9 +496,12 @@ def _measure_here(
             raw = measure_rounds(
                 files, dataset, work, grid, args.rounds, args.jobs, args.device,
                 None if args.ways is None else set(args.ways.split(",")), args.devices, parse,
+                broken,
             )  # fmt: skip
             raws.append(raw)
             if not args.child:
+                from voxelizer.benchmarks.dataset_report import ceiling_lines, summary
+
                 print(json.dumps(summary(raw)), flush=True)
                 print(ceiling_lines(summary(raw)), flush=True)
     finally:
@@ -589,41 +510,79 @@ def _measure_here(
     return device_name, raws
 
 
+def _child_argv(args: argparse.Namespace, listing: Path, found: Any, work: Path) -> list[str]:
+    """The command line of one tree's round of one set (main's --child)."""
+    argv = ["datasets", "--child", "--files-json", str(listing.resolve())]
+    argv += ["--dataset", str(found.folder.resolve()), "--work", str(work.resolve())]
+    argv += ["--broken", str(len(found.broken))]
+    argv += ["--grids", *map(str, args.grids), "--rounds", "1", "--jobs", str(args.jobs)]
+    argv += ["--parse-processes", str(_parse_processes(args.parse_processes))]
+    for option in ("device", "devices", "ways"):
+        if getattr(args, option) is not None:
+            argv += [f"--{option}", str(getattr(args, option))]
+    return argv
+
+
 def _compare(
-    args: argparse.Namespace, files: list[Path], dataset: Path
-) -> tuple[str, dict[str, str], list[dict[str, Any]]]:
-    """--before: the rounds of both trees, taking turns; each tree's summary per grid and
-    this tree's figures over the other's."""
+    args: argparse.Namespace, sets: list[Any]
+) -> tuple[str, dict[str, str], dict[str, list[dict[str, Any]]]]:
+    """--before: the rounds of both trees over every set, taking turns (round, set, tree);
+    each tree's summary per set and grid, and this tree's figures over the other's."""
+    from voxelizer.benchmarks.dataset_report import after_over_before, merged, summary
+
     trees = {"before": args.before, "after": Path(voxelizer.__file__).resolve().parents[1]}
-    listing = args.work / "files.json"
-    listing.write_text(json.dumps([str(path) for path in files]))
-    rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
+    rounds: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for index in range(args.rounds):
-        for label, tree in trees.items():
-            argv = ["datasets", "--child", "--files-json", str(listing.resolve())]
-            argv += [
-                "--dataset",
-                str(dataset.resolve()),
-                "--work",
-                str((args.work / label).resolve()),
-            ]
-            argv += ["--grids", *map(str, args.grids), "--rounds", "1", "--jobs", str(args.jobs)]
-            argv += ["--parse-processes", str(_parse_processes(args.parse_processes))]
-            for option in ("device", "devices", "ways"):
-                if getattr(args, option) is not None:
-                    argv += [f"--{option}", str(getattr(args, option))]
-            started = time.perf_counter()
-            rounds[label].append(run_tree(tree, argv, args.timeout))
-            seconds = time.perf_counter() - started
-            print(f"round {index + 1}, {label} ({tree}): {seconds:.0f} s", file=sys.stderr)
-    summaries = {label: [summary(raw) for raw in merged(rounds[label])] for label in trees}
-    grids = []
-    for before, after in zip(summaries["before"], summaries["after"]):
-        ratios = after_over_before(before, after)
-        grids.append({"grid": after["grid"], "before": before, "after": after,
-                      "after_over_before": ratios})  # fmt: skip
-    device = rounds["after"][0]["device"]
+        for found in sets:
+            listing = args.work / f"files.{found.name}.json"
+            listing.write_text(json.dumps([str(path.resolve()) for path in found.files]))
+            for label, tree in trees.items():
+                work = args.work / label / found.name
+                started = time.perf_counter()
+                done = run_tree(tree, _child_argv(args, listing, found, work), args.timeout)
+                rounds.setdefault((found.name, label), []).append(done)
+                seconds = time.perf_counter() - started
+                print(
+                    f"round {index + 1}, set {found.name}, {label} ({tree}): {seconds:.0f} s",
+                    file=sys.stderr,
+                )
+    grids: dict[str, list[dict[str, Any]]] = {}
+    for found in sets:
+        summaries = {label: [summary(raw) for raw in merged(rounds[found.name, label])]
+                     for label in trees}  # fmt: skip
+        grids[found.name] = [
+            {"grid": after["grid"], "before": before, "after": after,
+             "after_over_before": after_over_before(before, after)}
+            for before, after in zip(summaries["before"], summaries["after"])
+        ]  # fmt: skip
+    device = rounds[sets[0].name, "after"][0]["device"]
     return device, {label: str(tree) for label, tree in trees.items()}, grids
+
+
+def _results(args: argparse.Namespace, sets: list[Any]) -> dict[str, Any]:
+    """Every set's figures (under "sets"), the first set's also at the top (its keys as
+    they were with one set)."""
+    from voxelizer.benchmarks.dataset_report import summary
+
+    here = str(Path(voxelizer.__file__).parent)
+    result: dict[str, Any] = {"voxelizer": here, "rounds": args.rounds, "sets": {}}
+    if args.before is None:
+        trees: dict[str, str] = {"this": here}
+        grids = {}
+        for found in sets:
+            device, raws = _measure_here(args, found.files, found.folder,
+                                         args.work / found.name, len(found.broken))  # fmt: skip
+            grids[found.name] = [dict(one, this=one) for one in map(summary, raws)]
+    else:
+        device, trees, grids = _compare(args, sets)
+    for found in sets:
+        result["sets"][found.name] = {
+            "holds": found.holds, "files": [path.name for path in found.files],
+            "meshes": len(found.files), "grids": grids[found.name],
+        }  # fmt: skip
+    first = result["sets"][sets[0].name]
+    result.update(set=sets[0].name, device=device, trees=trees, **first)
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -631,25 +590,13 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")  # open meshes of the dataset warn on every call
     if args.child:  # one tree's rounds for _compare: raw figures as one line of JSON
         files = [Path(path) for path in json.loads(args.files_json.read_text())]
-        args.work.mkdir(parents=True, exist_ok=True)
-        device, raws = _measure_here(args, files, args.dataset, args.work)
+        device, raws = _measure_here(args, files, args.dataset, args.work, args.broken)
         package = str(Path(voxelizer.__file__).parent)
         print(json.dumps({"package": package, "device": device, "grids": raws}))
         return 0
-    files, dataset = _dataset(args)
-    result: dict[str, Any] = {
-        "voxelizer": str(Path(voxelizer.__file__).parent),
-        "files": [path.name for path in files],
-        "meshes": len(files),
-        "rounds": args.rounds,
-    }
-    if args.before is None:
-        device, raws = _measure_here(args, files, dataset, args.work)
-        result.update(device=device, trees={"this": result["voxelizer"]})
-        result["grids"] = [dict(found, this=found) for found in map(summary, raws)]
-    else:
-        device, trees, grids = _compare(args, files, dataset)
-        result.update(device=device, trees=trees, grids=grids)
+    from voxelizer.benchmarks.dataset_report import markdown
+
+    result = _results(args, _file_sets(args))
     text = markdown(result)
     print(text)
     if args.json:

@@ -2,13 +2,15 @@
 
     python -m voxelizer.benchmarks.writing --models-dir DIR --out DIR [--work DIR]
         [--copies 32] [--grid 128] [--format npz] [--rounds 3] [--writers N] [--files 512]
+        [--load-processes N]
 
 `batch`: voxelize_many over make_dataset's files (24 x --copies; voxelizer/benchmarks/
 meshes.py) writing one --format file per mesh, each run in a fresh process set up as the
 command sets itself up (the writing and reading processes forked before the device opens,
 then one warm-up batch over the first 24 files), with `write_processes=0` (the writer
 threads write) and `write_processes=N` (N writing processes: --writers, default the
-host's default_write_processes, at least 1), the two taking turns round by round. Each run
+host's default_write_processes, at least 1; the reading processes as the batch's default,
+or --load-processes), the two taking turns round by round. Each run
 gives meshes/s over the whole dataset (reading, voxelizing, writing: the batch's own
 pace), the batch process's CPU per mesh (getrusage: every thread of it, not its helpers)
 and its device thread's (the caller's: one worker runs in it), and its failures (0).
@@ -84,7 +86,8 @@ def batch_child(args: argparse.Namespace) -> dict[str, Any]:
     from voxelizer.batch.engine import default_load_processes
 
     files = [Path(p) for p in json.loads(args.files_json.read_text())]
-    writers, readers = args.write_processes, default_load_processes(1)
+    writers = args.write_processes
+    readers = default_load_processes(1) if args.load_processes is None else args.load_processes
     if writers:
         shared_write_processes(writers)  # forked first, as the command does
     if readers:
@@ -175,6 +178,8 @@ def _child(args: argparse.Namespace, role: str, extra: list[str]) -> dict[str, A
     command = [sys.executable, "-m", "voxelizer.benchmarks.writing", "--child", role,
                "--work", str(args.work), "--grid", str(args.grid), "--format", args.format,
                "--files", str(args.files), *extra]  # fmt: skip
+    if args.load_processes is not None:
+        command += ["--load-processes", str(args.load_processes)]
     done = subprocess.run(command, env=_environment(), capture_output=True, text=True,
                           timeout=args.timeout, check=False)  # fmt: skip
     if done.returncode != 0:
@@ -272,6 +277,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--writers", type=int, default=0, help="0: the host's default")
     parser.add_argument("--files", type=int, default=512, help="files written per way alone")
+    parser.add_argument(
+        "--load-processes", type=int, default=None, help="reading processes (default: the batch's)"
+    )
     parser.add_argument("--timeout", type=float, default=300, help="seconds per child")
     parser.add_argument("--child", choices=("batch", "writers"), help=argparse.SUPPRESS)
     parser.add_argument("--files-json", type=Path, help=argparse.SUPPRESS)
