@@ -411,3 +411,18 @@ def test_sigterm_to_the_command_with_writing_processes_leaves_whole_files(tmp_pa
     summary = resumed.stdout.splitlines()[-1]
     assert summary.startswith(f"{len(names)} meshes: {len(names) - len(written)} done"), summary
     assert sorted(os.listdir(out)) == names
+
+
+def test_the_reading_processes_are_still_forked_after_the_writers():
+    """Forking the writers starts no thread: the batch's reading processes, forked next,
+    still may be (neither waits for a new Python to start)."""
+    program = (
+        "from voxelizer.batch.write_processes import shared_write_processes\n"
+        "from voxelizer.batch.readers import shared_load_processes\n"
+        "print(shared_write_processes(2).forked, shared_load_processes(2).forked)\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["2", "2"]
