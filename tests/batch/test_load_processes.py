@@ -574,9 +574,9 @@ from voxelizer.batch import readers
 released = threading.Event()
 start = readers._start
 
-def slow_start():
+def slow_start(**keywords):
     released.wait(60)  # helpers that start only once the batch has its first result
-    return start()
+    return start(**keywords)
 
 readers._start = slow_start
 readers.fork_allowed = lambda: False  # started by exec, as after a device opened here

@@ -40,7 +40,8 @@ from ..shards import (
     shard_outputs,
 )
 from .pool import WorkerPool
-from .readers import REQUESTS_AHEAD, running_load_processes
+from .readers import REQUESTS_AHEAD, fork_allowed, running_load_processes
+from .shared_meshes import shared_memory_available
 from .tasks import (
     DEFAULT_FORMAT,
     BatchResult,
@@ -51,11 +52,15 @@ from .tasks import (
     plan_tasks,
 )
 from .worker import MeshWorker
+from .write_processes import default_write_processes, running_write_processes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = ["BatchResult", "BatchRun", "voxelize_many"]
+
+
+MAX_LOAD_PROCESSES = 32  # reading processes per worker at most (default_load_processes)
 
 
 def default_threads(workers: int = 1) -> int:
@@ -65,13 +70,27 @@ def default_threads(workers: int = 1) -> int:
 
 
 def default_load_processes(workers: int = 1) -> int:
-    """Reading processes per worker: where the host has cores to spare (8 or more), half
-    of each worker's part of them, up to 8; else none (the loader threads read)."""
+    """Reading processes per worker: where the host has cores to spare (8 or more), all its
+    cores but two, split over the workers, up to MAX_LOAD_PROCESSES each; else none (the
+    loader threads read).
+
+    The two cores left are the batch's own: its device thread and its writing. The rest go
+    to parsing, which is what bounds a batch's rate once a mesh costs the batch's process
+    next to nothing to receive (its arrays arrive in shared memory: batch/shared_meshes.py),
+    and which scales with the processes up to the cores. Where meshes come pickled through
+    the pipes instead (a system without shared memory), receiving them is the batch's
+    process's work, under the GIL its device thread needs: there, half the cores, up to 8.
+    The cap: past it, more processes only hold more memory (each its Python and a mesh or
+    two), since they would read faster than a device takes meshes."""
     cores = os.cpu_count() or 1
     if cores < 8:
         return 0
-    share = cores // 2 // max(1, workers)
-    return min(8, share) if share >= 2 else 0
+    workers = max(1, workers)
+    if shared_memory_available():
+        share, cap = (cores - 2) // workers, MAX_LOAD_PROCESSES
+    else:
+        share, cap = cores // 2 // workers, 8
+    return min(cap, share) if share >= 2 else 0
 
 
 def device_list(devices: Sequence[str | int] | str | int | None) -> list[str | int | None]:
@@ -135,6 +154,7 @@ def voxelize_many(
     threads: int | None = None,
     prefetch: int | None = None,
     load_processes: int | None = None,
+    write_processes: int | bool | None = None,
     **options: Unpack[BatchOptions],
 ) -> BatchRun:
     """Voxelize many meshes; results (BatchResult) come as they complete, failures included.
@@ -146,7 +166,6 @@ def voxelize_many(
     devices: one selector, several ("0,1" or [0, 1]) or None (the default device); jobs:
     how many workers (default one per device; several may share a device). One worker runs
     in this process on the shared Voxelizer of its device; more run in spawned processes.
-
     out_dir: write each result there instead of keeping it, as `format` (svo, the default,
     npz, binvox, vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default:
     their deepest common folder; in-memory meshes are named by index). An existing output is
@@ -154,6 +173,7 @@ def voxelize_many(
     threads: loader and writer threads per worker; prefetch: meshes read ahead per worker;
     load_processes: helper processes per worker that read mesh files (None: some where the
     host has 8 cores or more, see default_load_processes; 0: the loader threads read them).
+    write_processes: likewise, helpers writing the files (default_write_processes; 0: threads).
     """
     _refuse_call_options(options)
     checked = Options.create(grid, **options)  # every option, before any work
@@ -190,6 +210,7 @@ def voxelize_many(
         threads=threads,
         prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
         load_processes=load_processes,
+        write_processes=_write_processes(write_processes, workers, len(tasks), out_dir),
     )
     exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
     skipped = [t for t in tasks if t.index in exists]
@@ -307,6 +328,24 @@ def _load_processes(asked: int | None, *, workers: int, meshes: int) -> int:
         return count
     if asked < 0:
         raise VoxelizerError(f"load_processes must be 0 or more, not {asked}")
+    return int(asked)
+
+
+def _write_processes(asked: int | bool | None, workers: int, meshes: int, out_dir: object) -> int:
+    """The writing processes per worker: as asked (True: the default, at least one), else
+    the default where this batch writes files, has meshes enough for them, and they can be
+    forked now (or run already): a writer started by exec costs a Python start."""
+    if out_dir is None:
+        return 0  # nothing to write: the results stay in memory
+    if asked is None:
+        count = default_write_processes(workers)
+        if meshes < 4 * count:
+            return 0
+        return count if fork_allowed() or running_write_processes() >= count else 0
+    if isinstance(asked, bool):
+        return max(1, default_write_processes(1)) if asked else 0
+    if _whole(asked, "write_processes") < 0:
+        raise VoxelizerError(f"write_processes must be 0 or more, not {asked}")
     return int(asked)
 
 

@@ -5,7 +5,8 @@ device's thread needs between its Vulkan calls, so a device is fed faster by rea
 processes than by threads (docs/benchmarks.md, "Reading processes, dense results as bits,
 the call's host cost"). A helper ignores Ctrl-C (the batch ends it by closing its input) and
 sends back each mesh with what a voxelization derives from it on the host (Mesh pickles its
-caches).
+caches): its arrays through memory it shares with the batch's process where the system has
+it (shared_meshes: the batch's process then copies none of them), else through its pipe.
 
 Where it is safe, the helpers are forked from the batch's process as it starts them: a copy
 with the package imported, reading at once while the device opens (no Vulkan instance in the
@@ -32,7 +33,7 @@ from collections import deque
 from concurrent.futures import Future
 from contextlib import suppress
 from pathlib import Path
-from typing import IO, NoReturn, Union
+from typing import IO, NoReturn
 
 try:
     import fcntl
@@ -48,6 +49,13 @@ from ..mesh import Mesh
 from ..options import Options
 from ..parallel import keep_freed_memory, use_threads
 from ..placement import GridPlacement
+from .shared_meshes import (
+    SHARED,
+    ReceivingRegion,
+    WritingRegion,
+    new_region_fd,
+    shared_memory_available,
+)
 
 PROTOCOL = 5
 # A reply pipe's size where the system allows it (Linux lets any user grow a pipe to 1 MiB,
@@ -95,11 +103,21 @@ class ForkedHelper:
     """A helper forked from this process, with what LoadProcesses uses of the Popen of an
     exec'd one: its pipes (stdin: requests, stdout: replies), pid, poll, kill and wait."""
 
-    def __init__(self, pid: int, stdin: IO[bytes], stdout: IO[bytes]):
+    def __init__(
+        self, pid: int, stdin: IO[bytes], stdout: IO[bytes], region: ReceivingRegion | None
+    ):
         self.pid = pid
         self.stdin: IO[bytes] | None = stdin
         self.stdout: IO[bytes] | None = stdout
+        self.region = region  # where its meshes' arrays arrive (shared_meshes), if anywhere
         self.returncode: int | None = None
+
+    @classmethod
+    def of_ends(
+        cls, pid: int, requests: int, replies: int, region: ReceivingRegion | None
+    ) -> ForkedHelper:
+        """The helper of `pid` over its pipes' ends here (file descriptors)."""
+        return cls(pid, open(requests, "wb", buffering=1 << 20), open(replies, "rb"), region)
 
     def poll(self) -> int | None:
         """Its exit code once it has ended (and was reaped here), else None."""
@@ -129,7 +147,13 @@ class ForkedHelper:
         return code
 
 
-Helper = Union["subprocess.Popen[bytes]", ForkedHelper]
+class ExecHelper(subprocess.Popen[bytes]):
+    """A helper started by exec, with the region its meshes' arrays arrive in, if any."""
+
+    region: ReceivingRegion | None = None
+
+
+Helper = ExecHelper | ForkedHelper
 
 
 def fork_allowed() -> bool:
@@ -155,10 +179,17 @@ class LoadProcesses:
     forked here where fork_allowed() (`forked` says how many: then `started` is set at once),
     else each thread starts its own by exec. A helper that dies fails its mesh with an error
     naming it and is replaced (by exec) for the next ones. Until one has started (`started`;
-    `starting` while none has, nor have all failed), a batch reads on its threads."""
+    `starting` while none has, nor have all failed), a batch reads on its threads.
 
-    def __init__(self, count: int):
+    With shared_memory (where the system has it: shared_meshes), a mesh's arrays arrive in
+    a region of memory the helper shares with this process, else pickled through its pipe.
+    receiving_cpu_seconds() and shared_replies() say what receiving has cost this process."""
+
+    def __init__(self, count: int, *, shared_memory: bool = True):
         self.count = max(1, count)
+        self.shared_memory = shared_memory and shared_memory_available()
+        self._receiving_cpu = [0.0] * self.count  # per slot: each written by its thread only
+        self._shared_replies = [0] * self.count
         self.started = threading.Event()
         self._settled = threading.Event()  # one helper started, or every one failed to
         self._failed_starts = 0
@@ -166,7 +197,9 @@ class LoadProcesses:
         self._requests: queue.SimpleQueue[tuple[Future[tuple[Mesh, float]], Request] | None]
         self._requests = queue.SimpleQueue()
         self._helpers: list[Helper | None] = [None] * self.count
-        forked = _fork_helpers(self.count) if fork_allowed() else []  # before any thread
+        forked = (  # before any thread
+            _fork_helpers(self.count, shared_memory=self.shared_memory) if fork_allowed() else []
+        )
         self.forked = len(forked)
         self._helpers[: len(forked)] = forked
         if forked:
@@ -187,6 +220,14 @@ class LoadProcesses:
         future: Future[tuple[Mesh, float]] = Future()
         self._requests.put((future, (os.fspath(path), options)))
         return future
+
+    def receiving_cpu_seconds(self) -> float:
+        """The CPU time this process's threads spent taking meshes in from the helpers."""
+        return sum(self._receiving_cpu)
+
+    def shared_replies(self) -> int:
+        """How many meshes arrived through shared memory (the others crossed the pipes)."""
+        return sum(self._shared_replies)
 
     @property
     def starting(self) -> bool:
@@ -213,7 +254,7 @@ class LoadProcesses:
     def _serve(self, slot: int) -> None:
         if self._helpers[slot] is None:  # not forked: started here
             try:
-                self._helpers[slot] = _start()
+                self._helpers[slot] = _start(shared_memory=self.shared_memory)
                 self.started.set()
             except OSError:  # tried again for each request, which fails with the reason
                 with self._lock:
@@ -250,10 +291,11 @@ class LoadProcesses:
         helper = self._helpers[slot]
         try:
             if helper is None:
-                helper = self._helpers[slot] = _start()
+                helper = self._helpers[slot] = _start(shared_memory=self.shared_memory)
                 self.started.set()
             assert helper.stdin is not None
-            _send(helper.stdin, sent[-1][1])
+            freed = helper.region.take_freed() if helper.region is not None else []
+            _send(helper.stdin, (*sent[-1][1], freed))
         except (OSError, ValueError) as exc:
             self._helper_gone(slot, sent, exc)
 
@@ -262,9 +304,14 @@ class LoadProcesses:
         raised, set on its future; if the helper dies on it, _helper_gone."""
         future = sent[0][0]
         helper = self._helpers[slot]
+        started = time.thread_time()
         try:
             assert helper is not None and helper.stdout is not None
-            outcome, payload = pickle.load(helper.stdout)
+            reply = pickle.load(helper.stdout)
+            if reply[0] == SHARED and helper.region is not None:
+                reply = helper.region.decode(reply)  # views of the region, no copy
+                self._shared_replies[slot] += 1
+            outcome, payload = reply
         except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
             self._helper_gone(slot, sent, exc)
             return
@@ -272,6 +319,8 @@ class LoadProcesses:
             sent.popleft()
             future.set_exception(exc)
             return
+        finally:
+            self._receiving_cpu[slot] += time.thread_time() - started
         sent.popleft()
         if outcome == "mesh":
             future.set_result(payload)
@@ -304,26 +353,28 @@ class LoadProcesses:
 # program drops it where -P is unknown, before any import that could find it.
 _HELPER = (
     "import sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-    "sys.path.insert(0, {!r}); from voxelizer.batch.readers import main; main()"
+    "sys.path.insert(0, {!r}); from voxelizer.batch.readers import main; main({!r})"
 )
 _SAFE_PATH = ["-P"] if sys.version_info >= (3, 11) else []
 
 
-def _fork_helpers(count: int) -> list[ForkedHelper]:
+def _fork_helpers(count: int, *, shared_memory: bool) -> list[ForkedHelper]:
     """`count` helpers forked from this process (fewer, or none, where the system refuses a
-    pipe or a fork: the others are started by exec). Each has two pipes of its own, and
-    closes its siblings' ends, so that each sees the end of its input when the batch closes
-    it. SIGINT is held while they fork (only this process takes a Ctrl-C: the children
-    ignore it), and the garbage collector frozen (a child never collects, and so finalizes,
-    garbage of this process's)."""
-    ends: list[tuple[int, int, int]] = []  # (pid, requests' write end, replies' read end)
+    pipe or a fork: the others are started by exec). Each has two pipes and a region
+    (shared_meshes) of its own, and closes its siblings' ones, so that each sees the end of
+    its input when the batch closes it; the regions are mapped here once all have forked
+    (no helper inherits another's mapping). SIGINT is held while they fork (only this
+    process takes a Ctrl-C: the children ignore it), and the garbage collector frozen (a
+    child never collects, and so finalizes, garbage of this process's)."""
+    ends: list[_ForkEnds] = []
     try:
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         gc.freeze()
         try:
             for _ in range(count):
                 try:
-                    ends.append(_fork_one([fd for _, *pair in ends for fd in pair], previous))
+                    siblings = [fd for end in ends for fd in end[1:] if fd is not None]
+                    ends.append(_fork_one(siblings, previous, shared_memory=shared_memory))
                 except OSError as exc:
                     _log.info("cannot fork a mesh-reading process (%s): starting it by exec", exc)
                     break
@@ -331,45 +382,87 @@ def _fork_helpers(count: int) -> list[ForkedHelper]:
             gc.unfreeze()
             signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C held arrives now
     except BaseException:
-        for pid, requests, replies in ends:
-            os.close(requests)
-            os.close(replies)
-            with suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            with suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+        for end in ends:
+            _end_forked(end)
         raise
-    return [
-        ForkedHelper(pid, open(requests, "wb", buffering=1 << 20), open(replies, "rb"))
-        for pid, requests, replies in ends
-    ]
+    helpers = []
+    for end in ends:
+        pid, requests, replies, region_fd = end
+        region = ReceivingRegion.adopt(region_fd)
+        if region_fd is not None and region is None:  # its replies could not be read here
+            _end_forked(end)  # its slot's helper is started by exec
+            continue
+        _close(region_fd)  # the mapping here keeps the memory
+        helpers.append(ForkedHelper.of_ends(pid, requests, replies, region))
+    return helpers
 
 
-def _fork_one(siblings: list[int], mask: set[int | signal.Signals]) -> tuple[int, int, int]:
-    """(pid, requests' write end, replies' read end) of one forked helper."""
+# A forked helper's pid, requests' write end, replies' read end and region (None: none).
+_ForkEnds = tuple[int, int, int, int | None]
+
+
+def _end_forked(end: _ForkEnds) -> None:
+    """Close what this process holds of a forked helper, and end it."""
+    pid, *fds = end
+    for fd in fds:
+        _close(fd)
+    with suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    with suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _fork_one(
+    siblings: list[int], mask: set[int | signal.Signals], *, shared_memory: bool
+) -> _ForkEnds:
+    """The ends (_ForkEnds) of one forked helper."""
+    region_fd = new_region_fd() if shared_memory else None
     request_read, request_write = os.pipe()
     try:
         reply_read, reply_write = os.pipe()
     except OSError:
         os.close(request_read)
         os.close(request_write)
+        _close(region_fd)
         raise
     try:
         pid = os.fork()
     except OSError:
         for fd in (request_read, request_write, reply_read, reply_write):
             os.close(fd)
+        _close(region_fd)
         raise
     if pid == 0:
-        _forked_main(request_read, reply_write, [request_write, reply_read, *siblings], mask)
+        foreign = [request_write, reply_read, *siblings]
+        _forked_main(request_read, reply_write, region_fd, foreign, mask)
     os.close(request_read)
     os.close(reply_write)
     widen_pipe(reply_read)
-    return pid, request_write, reply_read
+    return pid, request_write, reply_read, region_fd
+
+
+def _new_region() -> tuple[int | None, ReceivingRegion | None]:
+    """A new region for a helper: its file descriptor (for the helper) and its mapping here;
+    (None, None) where the system has none (the helper's meshes then cross the pipe)."""
+    fd = new_region_fd()
+    region = ReceivingRegion.adopt(fd)
+    if region is None:
+        _close(fd)
+        return None, None
+    return fd, region
+
+
+def _close(fd: int | None) -> None:
+    if fd is not None:
+        os.close(fd)
 
 
 def _forked_main(
-    requests: int, replies: int, foreign: list[int], mask: set[int | signal.Signals]
+    requests: int,
+    replies: int,
+    region_fd: int | None,
+    foreign: list[int],
+    mask: set[int | signal.Signals],
 ) -> NoReturn:
     """A forked helper: Ctrl-C ignored, the pipes of the others closed, then serve() until
     the input ends; it leaves by os._exit (none of the parent's exit handlers, buffers or
@@ -389,21 +482,27 @@ def _forked_main(
             open(replies, "wb", buffering=1 << 20) as reply_file,
             suppress(BrokenPipeError),  # the batch is gone
         ):
-            serve(request_file, reply_file)
+            serve(request_file, reply_file, WritingRegion.adopt(region_fd))
         code = 0
     finally:
         os._exit(code)
 
 
-def _start() -> subprocess.Popen[bytes]:
+def _start(*, shared_memory: bool = True) -> ExecHelper:
     """A helper process, once it is ready; OSError if it does not start."""
     package_parent = str(Path(__file__).resolve().parents[2])
-    helper = subprocess.Popen(
-        [sys.executable, *_SAFE_PATH, "-c", _HELPER.format(package_parent)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        bufsize=1 << 20,
-    )
+    region_fd, region = _new_region() if shared_memory else (None, None)
+    try:
+        helper = ExecHelper(
+            [sys.executable, *_SAFE_PATH, "-c", _HELPER.format(package_parent, region_fd)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=1 << 20,
+            pass_fds=() if region_fd is None else (region_fd,),
+        )
+    finally:
+        _close(region_fd)  # the helper has its own; the mapping here keeps the memory
+    helper.region = region
     assert helper.stdout is not None
     widen_pipe(helper.stdout.fileno())
     try:
@@ -497,14 +596,17 @@ def _portable(error: BaseException) -> BaseException:
     return error
 
 
-def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    """A helper's loop: requests (path, options), each answered by ("mesh", (Mesh, seconds))
-    or ("error", exception), until the input ends."""
+def serve(requests: IO[bytes], replies: IO[bytes], region: WritingRegion | None = None) -> None:
+    """A helper's loop: requests (path, options, blocks of the region freed), each answered
+    by ("mesh", (Mesh, seconds)) or ("error", exception), until the input ends. With a
+    region, a mesh's arrays go there and the reply says where (WritingRegion.encode)."""
     while True:
         try:
-            path, options = pickle.load(requests)
+            path, options, freed = pickle.load(requests)
         except EOFError:
             return
+        if region is not None:
+            region.release(freed)
         started = time.perf_counter()
         try:
             reply: tuple[str, object] = (
@@ -515,10 +617,10 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
             reply = ("error", _portable(exc))
         except Exception as exc:  # a reader's bug fails this mesh only
             reply = ("error", MeshError(f"{path}: cannot read ({type(exc).__name__}: {exc})"))
-        _send(replies, reply)
+        _send(replies, reply if region is None else region.encode(reply))
 
 
-def main() -> None:
+def main(region_fd: int | None = None) -> None:
     # The batch ends its helpers (by closing their input): a Ctrl-C or a SIGTERM sent to the
     # whole group leaves them to it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -529,7 +631,7 @@ def main() -> None:
     keep_freed_memory()  # file after file: each file's arrays reuse the last one's memory
     with suppress(BrokenPipeError):  # the batch is gone
         _send(replies, ("ready", None))
-        serve(sys.stdin.buffer, replies)
+        serve(sys.stdin.buffer, replies, WritingRegion.adopt(region_fd))
 
 
 if __name__ == "__main__":
