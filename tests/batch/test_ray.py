@@ -198,8 +198,11 @@ def test_cli_on_the_cluster_mirrors_the_tree_and_logs(cluster, tree, tmp_path, c
     assert stdout.startswith("4 meshes: 0 done, 4 skipped, 0 failed in ")
 
 
+ACTOR_TITLES = (b"ray::MapWorker", b"ray::_FileActor")  # map_batches', voxelize_files_on_ray's
+
+
 def _actor_processes() -> list[int]:
-    """The process ids of this machine's Ray Data map actors (their process title)."""
+    """The process ids of this machine's voxelizing actors (by their process title)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -208,7 +211,7 @@ def _actor_processes() -> list[int]:
             title = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if title.startswith(b"ray::MapWorker"):
+        if title.startswith(ACTOR_TITLES):
             found.append(int(entry.name))
     return found
 
