@@ -22,6 +22,7 @@ RATIOS = (
     ("cli_batch_jobs_zarr", "cli_batch_jobs"),
     ("many_devices", "many"),
     ("cli_batch_devices", "cli_batch"),
+    ("cli_batch_ray", "cli_batch_devices"),
 )
 
 

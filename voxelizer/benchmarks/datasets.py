@@ -2,6 +2,7 @@
 
     python -m voxelizer.benchmarks.datasets --models-dir DIR --work DIR [--grids 64 128]
         [--rounds 2] [--jobs N] [--device SEL] [--sets made,real] [--json FILE]
+        [--devices 0,1] [--ray-gpus N | --ray-address ADDRESS]
 
 Each set of files (`--sets`, voxelizer/benchmarks/file_sets.py) is written once to --work
 and has tables of its own. `made` (the default): make_dataset's (8 bases x PLY/STL/OBJ, 24
@@ -29,6 +30,11 @@ whole dataset), and the ratios of both (`--ways` picks some ways only):
 - `cli_batch_devices` and `many_devices` (with `--devices LIST`, e.g. 0,1: a worker per
   GPU): `cli_batch` with `--devices LIST` and `many` with `devices=LIST`; the ratios over
   `cli_batch` and `many` (one device) say how the devices scale.
+- `cli_batch_ray` (with `--ray-gpus N`: a local Ray head with N GPUs that the benchmark
+  starts before the rounds and stops after them; or `--ray-address ADDRESS`: a running
+  cluster): `cli_batch` with `--ray ADDRESS`, whole process (connecting, the actors' start,
+  the batch); its ratio over `cli_batch_devices` says how Ray on one node compares with the
+  local path. Skipped for a tree without `voxelizer.ray` (or a Python without Ray).
 
 Every run starts from warm caches (one call per grid before the rounds). docs/benchmarks.md,
 "Datasets", gives the figures.
@@ -111,6 +117,7 @@ def ways(
     device: str | None,
     devices: str | None = None,
     figures: dict[str, list[float]] | None = None,
+    ray_address: str | None = None,
 ) -> dict[str, Callable[[], Counted]]:
     """Each way of voxelizing the dataset at `grid`: a callable that returns the meshes done
     and the files that failed, each with one error (a broken file is a result, not a crash).
@@ -130,13 +137,16 @@ def ways(
         out = _fresh(work / "many_npz")
         return _counted(voxelize_many(files, grid=grid, devices=device, out_dir=out, format="npz"))
 
-    def cli_batch(worker_jobs: int = 1, format: str = "npz", on_devices: bool = False) -> Counted:
+    def cli_batch(
+        worker_jobs: int = 1, format: str = "npz", on_devices: bool = False, on_ray: bool = False
+    ) -> Counted:
         out = work / f"cli_batch.{format}"
         shutil.rmtree(out, ignore_errors=True)
-        command = _command(None if on_devices else device)
+        command = _command(None if on_devices or on_ray else device)
         command += [str(dataset), "--out-dir", str(out), "--grid", str(grid)]
         command += ["--format", format] + (["--jobs", str(worker_jobs)] if worker_jobs > 1 else [])
         command += ["--devices", str(devices)] if on_devices else []
+        command += ["--ray", str(ray_address)] if on_ray else []
         ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
         failed = _error_lines(ran, some_failed=True)
         if format == "zarr":
@@ -158,8 +168,27 @@ def ways(
     if jobs > 1:
         found["cli_batch_jobs"] = lambda: cli_batch(jobs)
         found["cli_batch_jobs_zarr"] = lambda: cli_batch(jobs, "zarr")
+    if ray_address is not None and _has_ray():
+        found["cli_batch_ray"] = lambda: cli_batch(on_ray=True)
     _warm(v, files[0], work, grid, device, devices)
+    if "cli_batch_ray" in found:  # the head's workers started, as on a cluster in use
+        _warm_ray(files[0], work, grid, str(ray_address))
     return found
+
+
+def _has_ray() -> bool:
+    """Whether this tree's command has --ray (voxelizer.ray) and this Python has Ray."""
+    from importlib.util import find_spec
+
+    return find_spec("ray") is not None and find_spec("voxelizer.ray") is not None
+
+
+def _warm_ray(path: Path, work: Path, grid: int, address: str) -> None:
+    warm = _fresh(work / "warm_ray")
+    shutil.copyfile(path, warm / path.name)
+    command = _command(None) + [str(warm), "--out-dir", str(work / "warm_ray.out")]
+    command += ["--grid", str(grid), "--format", "npz", "--ray", address]
+    subprocess.run(command, env=_environment(), check=True, capture_output=True, timeout=600)
 
 
 def _loop(v: Voxelizer, files: list[Path], grid: int, out: Path | None = None) -> Counted:
@@ -354,6 +383,7 @@ def measure_rounds(
     devices: str | None = None,
     parse: ParsePool | None = None,
     broken: int = 0,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Every round's meshes/s of each way (interleaved; every file counts, a broken one's
     error too), its meshes done and files failed, the parse pool's files/s and `many`'s
@@ -362,7 +392,7 @@ def measure_rounds(
     figures: dict[str, list[float]] = {
         "gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "mesh_wait_ms": [], "parse": []
     }  # fmt: skip
-    chosen = ways(files, dataset, work, grid, jobs, device, devices, figures)
+    chosen = ways(files, dataset, work, grid, jobs, device, devices, figures, ray_address)
     if only is not None:
         chosen = {name: way for name, way in chosen.items() if name in only}
     rates: dict[str, list[float]] = {name: [] for name in chosen}
@@ -425,6 +455,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--devices", default=None, help="also time cli_batch_devices and many_devices on these"
     )
     parser.add_argument("--ways", default=None, help="comma-separated: time only these ways")
+    parser.add_argument(
+        "--ray-gpus", type=int, default=None,
+        help="also time cli_batch_ray on a local Ray head with this many GPUs, started here",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-address", default=None, help="also time cli_batch_ray on this running cluster"
+    )
     parser.add_argument(
         "--parse-processes", type=int, default=None,
         help="processes of the parse ceiling (default: one per core; 0: not measured)",
@@ -496,7 +533,7 @@ def _measure_here(
             raw = measure_rounds(
                 files, dataset, work, grid, args.rounds, args.jobs, args.device,
                 None if args.ways is None else set(args.ways.split(",")), args.devices, parse,
-                broken,
+                broken, args.ray_address,
             )  # fmt: skip
             raws.append(raw)
             if not args.child:
@@ -517,9 +554,9 @@ def _child_argv(args: argparse.Namespace, listing: Path, found: Any, work: Path)
     argv += ["--broken", str(len(found.broken))]
     argv += ["--grids", *map(str, args.grids), "--rounds", "1", "--jobs", str(args.jobs)]
     argv += ["--parse-processes", str(_parse_processes(args.parse_processes))]
-    for option in ("device", "devices", "ways"):
+    for option in ("device", "devices", "ways", "ray_address"):
         if getattr(args, option) is not None:
-            argv += [f"--{option}", str(getattr(args, option))]
+            argv += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
     return argv
 
 
@@ -596,7 +633,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from voxelizer.benchmarks.dataset_report import markdown
 
-    result = _results(args, _file_sets(args))
+    with _ray_head(args):
+        result = _results(args, _file_sets(args))
     text = markdown(result)
     print(text)
     if args.json:
@@ -606,6 +644,20 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "datasets.json").write_text(json.dumps(result, indent=1) + "\n")
         (args.out / "datasets.md").write_text(text)
     return 0
+
+
+@contextmanager
+def _ray_head(args: argparse.Namespace) -> Iterator[None]:
+    """With --ray-gpus (and no --ray-address): a local head for the rounds, its address in
+    args.ray_address."""
+    if args.ray_gpus is None or args.ray_address is not None:
+        yield
+        return
+    from voxelizer.benchmarks.ray_head import local_head
+
+    with local_head(args.ray_gpus) as address:
+        args.ray_address = address
+        yield
 
 
 if __name__ == "__main__":

@@ -1,0 +1,87 @@
+"""A local Ray head for the datasets benchmark's `cli_batch_ray` way, started and stopped by it.
+
+`ray start --head --block` in a session of its own: its processes (the head's services and
+the workers they start) end with it. It is told to stop by SIGTERM; what is left after
+STOP_SECONDS is killed (the head drains for up to 30 s otherwise, with nothing to drain).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+START_SECONDS = 120.0
+STOP_SECONDS = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextmanager
+def local_head(gpus: int, cpus: int | None = None) -> Iterator[str]:
+    """A local Ray head with `gpus` GPUs (and `cpus`, default all), for the block: its
+    address (host:port), as `voxelize --ray ADDRESS` takes it."""
+    port = free_port()
+    command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+               "--port", str(port), "--num-gpus", str(gpus), "--include-dashboard", "false",
+               "--disable-usage-stats"]  # fmt: skip
+    command += ["--num-cpus", str(cpus)] if cpus is not None else []
+    log = tempfile.TemporaryFile()
+    # No token: the command connects with Ray's default, whatever ~/.ray holds.
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    head = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+    address = f"127.0.0.1:{port}"
+    try:
+        _wait_listening(head, port, log)
+        yield address
+    finally:
+        _stop(head)
+        log.close()
+        _forget(address, port)
+
+
+def _wait_listening(head: subprocess.Popen[bytes], port: int, log: object) -> None:
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        if head.poll() is not None:
+            raise RuntimeError(f"ray start exited {head.returncode}: {_tail(log)}")
+        with suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the Ray head did not listen on {port} in {START_SECONDS:g} s")
+
+
+def _tail(log: object) -> str:
+    log.seek(0)  # type: ignore[attr-defined]
+    return log.read().decode(errors="replace")[-2000:]  # type: ignore[attr-defined]
+
+
+def _stop(head: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the head, then SIGKILL to its session's processes still there."""
+    with suppress(ProcessLookupError):
+        os.killpg(head.pid, signal.SIGTERM)
+    with suppress(subprocess.TimeoutExpired):
+        head.wait(STOP_SECONDS)
+    with suppress(ProcessLookupError):
+        os.killpg(head.pid, signal.SIGKILL)
+    head.wait()
+
+
+def _forget(address: str, port: int) -> None:
+    """Ray's note of the latest cluster, where it names this head: a later `ray.init()`
+    would take it for a running cluster."""
+    note = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+    with suppress(OSError):
+        if note.read_text().strip().endswith(f":{port}"):
+            note.unlink()
