@@ -37,7 +37,7 @@ class StreamingWorker:
 
     def __init__(self, worker: MeshWorker):
         self._worker = worker
-        self._tasks: queue.SimpleQueue[MeshTask] = queue.SimpleQueue()
+        self._tasks: queue.SimpleQueue[MeshTask | None] = queue.SimpleQueue()
         self._waiting: dict[int, tuple[int, Future[BatchResult]]] = {}  # number -> (index, f)
         self._numbers = itertools.count()
         self._lock = threading.Lock()
@@ -61,8 +61,18 @@ class StreamingWorker:
 
     def next(self, wait: bool) -> MeshTask | None:
         """The worker's TaskSource: the next task submitted (queue.Empty when none is
-        ready and not `wait`); it never ends while its actor lives."""
+        ready and not `wait`); None only after close()."""
         return self._tasks.get() if wait else self._tasks.get_nowait()
+
+    def close(self) -> None:
+        """End the worker once the tasks submitted are done, and its threads."""
+        with self._lock:
+            thread = self._thread
+            if thread is not None:
+                self._tasks.put(None)
+        if thread is not None:
+            thread.join()
+        self._worker.close()
 
     def _serve(self) -> None:
         try:
@@ -70,6 +80,8 @@ class StreamingWorker:
                 with self._lock:
                     index, future = self._waiting.pop(result.index)
                 future.set_result(replace(result, index=index))
+            with self._lock:
+                self._thread = None
         except BaseException as exc:  # every waiting call gets it; the next call restarts
             with self._lock:
                 waiting, self._waiting = self._waiting, {}

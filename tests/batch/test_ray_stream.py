@@ -1,0 +1,117 @@
+"""The Ray actors' batch engine without a cluster: one MeshWorker running on across calls
+that overlap (voxelizer.batch.ray_stream), each call getting its own rows' results, equal
+to the single calls bit for bit; a failed mesh is its call's row and the next calls go on."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import voxelizer
+from voxelizer.api import shared_voxelizer
+from voxelizer.batch.ray_stream import StreamingWorker, chunks_of
+from voxelizer.batch.tasks import BatchSettings, MeshTask
+from voxelizer.batch.worker import MeshWorker
+from voxelizer.options import Options
+
+from ..helpers import PROJECT_MODELS
+
+GRID = 12
+MODELS = [PROJECT_MODELS / "gear.ply", PROJECT_MODELS / "torus_knot.ply"]
+
+
+def settings() -> BatchSettings:
+    return BatchSettings(
+        options=Options.create(GRID), dense=True, threads=2, prefetch=4, load_processes=0
+    )
+
+
+def tasks_of(paths: list[Path]) -> list[MeshTask]:
+    return [MeshTask(index=row, source=path, label=str(path)) for row, path in enumerate(paths)]
+
+
+def test_overlapping_calls_share_one_running_worker(tmp_path):
+    """Three calls at once, each its rows numbered from 0: every call gets its own results,
+    in its rows' order and numbering, equal to the single call; the worker's thread and its
+    Voxelizer are the same for all of them, and stay for the next call."""
+    opened = []
+
+    def open_voxelizer() -> voxelizer.Voxelizer:
+        opened.append(1)
+        return shared_voxelizer()
+
+    stream = StreamingWorker(MeshWorker(open_voxelizer, settings(), keep_threads=True))
+    calls = [MODELS, MODELS[::-1], MODELS + MODELS]
+    got: dict[int, list] = {}
+
+    def call(number: int) -> None:
+        got[number] = [future.result() for future in stream.submit(tasks_of(calls[number]))]
+
+    threads = [threading.Thread(target=call, args=(number,)) for number in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    expected = {path: voxelizer.voxelize_dense(path, grid=GRID) for path in MODELS}
+    for number, paths in enumerate(calls):
+        assert [result.index for result in got[number]] == list(range(len(paths)))
+        for path, result in zip(paths, got[number]):
+            assert result.status == "done" and result.input == str(path), result.error
+            assert np.array_equal(result.result.to_numpy(), expected[path].to_numpy())
+            assert np.array_equal(result.result.origin, expected[path].origin)
+    streams = [t for t in threading.enumerate() if t.name == "voxelizer-stream"]
+    (again,) = [future.result() for future in stream.submit(tasks_of(MODELS[:1]))]
+    assert again.status == "done" and again.index == 0
+    assert opened == [1]  # one device for every call
+    assert [t for t in threading.enumerate() if t.name == "voxelizer-stream"] == streams[:1]
+    stream.close()
+
+
+def test_a_failed_mesh_is_its_row_and_the_next_call_goes_on(tmp_path):
+    """A file that is no mesh: a failed result (one line naming it) in its call's row; the
+    rows around it, and the call after it, are done."""
+    bad = tmp_path / "bad.ply"
+    bad.write_bytes(b"ply\nformat ascii 1.0\nelement vertex 3\nend_header\n")
+    stream = StreamingWorker(MeshWorker(shared_voxelizer, settings(), keep_threads=True))
+    first = [future.result() for future in stream.submit(tasks_of([MODELS[0], bad, MODELS[1]]))]
+    assert [result.status for result in first] == ["done", "failed", "done"]
+    assert first[1].error is not None and first[1].error.startswith(f"{bad}: ")
+    assert "\n" not in first[1].error
+    second = [future.result() for future in stream.submit(tasks_of(MODELS))]
+    assert [result.status for result in second] == ["done", "done"]
+    stream.close()
+
+
+def test_a_worker_that_breaks_fails_its_calls_and_the_next_call_restarts_it():
+    """An error out of the worker itself (not a mesh's): every waiting call gets it, and
+    the next call runs on a new start of the worker."""
+    broken = [True]
+
+    def open_voxelizer() -> voxelizer.Voxelizer:
+        if broken:
+            broken.pop()
+            raise RuntimeError("no device today")
+        return shared_voxelizer()
+
+    stream = StreamingWorker(MeshWorker(open_voxelizer, settings(), keep_threads=True))
+    futures = stream.submit(tasks_of(MODELS))
+    with pytest.raises(RuntimeError, match="no device today"):
+        futures[0].result(timeout=120)
+    with pytest.raises(RuntimeError, match="no device today"):
+        futures[1].result(timeout=120)
+    results = [future.result(timeout=120) for future in stream.submit(tasks_of(MODELS))]
+    assert [result.status for result in results] == ["done", "done"]
+    stream.close()
+
+
+def test_rows_go_to_actors_as_column_chunks():
+    rows = [{"index": i, "path": f"m{i}.ply"} for i in range(5)]
+    chunks = list(chunks_of(rows, 2))
+    assert chunks == [
+        {"index": [0, 1], "path": ["m0.ply", "m1.ply"]},
+        {"index": [2, 3], "path": ["m2.ply", "m3.ply"]},
+        {"index": [4], "path": ["m4.ply"]},
+    ]
