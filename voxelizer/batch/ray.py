@@ -27,7 +27,6 @@ import os
 import socket
 import tempfile
 import threading
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -555,7 +554,7 @@ def _ray_results(
         count = min(_actor_count(actors, resources), len(rows))
         # Started at once: each opens its device and starts its readers while the rows
         # are cut into chunks and the first ones travel.
-        started = [actor_class.remote(**constructor) for _ in range(count)]
+        started: list[Any] = [actor_class.remote(**constructor) for _ in range(count)]
         size = max(1, min(batch_size, -(-len(rows) // (count * CHUNKS_IN_FLIGHT))))
         try:
             for columns in feed_actors(started, chunks_of(rows, size)):

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import IO
 
 START_SECONDS = 120.0
 STOP_SECONDS = 5.0
@@ -37,21 +38,19 @@ def local_head(gpus: int, cpus: int | None = None) -> Iterator[str]:
                "--port", str(port), "--num-gpus", str(gpus), "--include-dashboard", "false",
                "--disable-usage-stats"]  # fmt: skip
     command += ["--num-cpus", str(cpus)] if cpus is not None else []
-    log = tempfile.TemporaryFile()
     # No token: the command connects with Ray's default, whatever ~/.ray holds.
     env = dict(os.environ, RAY_AUTH_MODE="disabled")
-    head = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
-    address = f"127.0.0.1:{port}"
-    try:
-        _wait_listening(head, port, log)
-        yield address
-    finally:
-        _stop(head)
-        log.close()
-        _forget(address, port)
+    with tempfile.TemporaryFile() as log:
+        head = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
+        try:
+            _wait_listening(head, port, log)
+            yield f"127.0.0.1:{port}"
+        finally:
+            _stop(head)
+            _forget(port)
 
 
-def _wait_listening(head: subprocess.Popen[bytes], port: int, log: object) -> None:
+def _wait_listening(head: subprocess.Popen[bytes], port: int, log: IO[bytes]) -> None:
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         if head.poll() is not None:
@@ -62,9 +61,9 @@ def _wait_listening(head: subprocess.Popen[bytes], port: int, log: object) -> No
     raise RuntimeError(f"the Ray head did not listen on {port} in {START_SECONDS:g} s")
 
 
-def _tail(log: object) -> str:
-    log.seek(0)  # type: ignore[attr-defined]
-    return log.read().decode(errors="replace")[-2000:]  # type: ignore[attr-defined]
+def _tail(log: IO[bytes]) -> str:
+    log.seek(0)
+    return log.read().decode(errors="replace")[-2000:]
 
 
 def _stop(head: subprocess.Popen[bytes]) -> None:
@@ -78,7 +77,7 @@ def _stop(head: subprocess.Popen[bytes]) -> None:
     head.wait()
 
 
-def _forget(address: str, port: int) -> None:
+def _forget(port: int) -> None:
     """Ray's note of the latest cluster, where it names this head: a later `ray.init()`
     would take it for a running cluster."""
     note = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
