@@ -255,17 +255,22 @@ def _check_log(
 
 
 def _start_reading(*, meshes: int, devices: str | None, jobs: int | None) -> None:
-    """The reading helpers of the worker in this process, started before anything here opens
-    Vulkan (checking --devices does): then they are forked, ready at once and reading while
-    the device opens, not started by exec (which costs a Python start and the imports).
+    """The writing and reading helpers of the worker in this process, started before
+    anything here opens Vulkan (checking --devices does): then they are forked, ready at once
+    and reading while the device opens, not started by exec (which costs a Python start and
+    the imports).
     voxelize_many takes them as they are."""
     from .engine import default_load_processes, device_list
-    from .readers import shared_load_processes
+    from .readers import fork_allowed, shared_load_processes
+    from .write_processes import default_write_processes, shared_write_processes
 
     try:
         workers = jobs if jobs is not None else len(device_list(devices))
     except DeviceError:
         return  # _check_devices says what is wrong
+    writers = default_write_processes(workers)
+    if writers and meshes >= 4 * writers and fork_allowed():  # as voxelize_many decides
+        shared_write_processes(writers)  # forked first: the readers' threads start at once
     helpers = default_load_processes(workers)
     if helpers and meshes >= 2 * helpers:  # as voxelize_many decides
         shared_load_processes(helpers)

@@ -40,7 +40,7 @@ from ..shards import (
     shard_outputs,
 )
 from .pool import WorkerPool
-from .readers import REQUESTS_AHEAD, running_load_processes
+from .readers import REQUESTS_AHEAD, fork_allowed, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
     DEFAULT_FORMAT,
@@ -52,6 +52,7 @@ from .tasks import (
     plan_tasks,
 )
 from .worker import MeshWorker
+from .write_processes import default_write_processes, running_write_processes
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -153,6 +154,7 @@ def voxelize_many(
     threads: int | None = None,
     prefetch: int | None = None,
     load_processes: int | None = None,
+    write_processes: int | bool | None = None,
     **options: Unpack[BatchOptions],
 ) -> BatchRun:
     """Voxelize many meshes; results (BatchResult) come as they complete, failures included.
@@ -164,7 +166,6 @@ def voxelize_many(
     devices: one selector, several ("0,1" or [0, 1]) or None (the default device); jobs:
     how many workers (default one per device; several may share a device). One worker runs
     in this process on the shared Voxelizer of its device; more run in spawned processes.
-
     out_dir: write each result there instead of keeping it, as `format` (svo, the default,
     npz, binvox, vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default:
     their deepest common folder; in-memory meshes are named by index). An existing output is
@@ -172,6 +173,7 @@ def voxelize_many(
     threads: loader and writer threads per worker; prefetch: meshes read ahead per worker;
     load_processes: helper processes per worker that read mesh files (None: some where the
     host has 8 cores or more, see default_load_processes; 0: the loader threads read them).
+    write_processes: likewise, helpers writing the files (default_write_processes; 0: threads).
     """
     _refuse_call_options(options)
     checked = Options.create(grid, **options)  # every option, before any work
@@ -208,6 +210,7 @@ def voxelize_many(
         threads=threads,
         prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
         load_processes=load_processes,
+        write_processes=_write_processes(write_processes, workers, len(tasks), out_dir),
     )
     exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
     skipped = [t for t in tasks if t.index in exists]
@@ -325,6 +328,24 @@ def _load_processes(asked: int | None, *, workers: int, meshes: int) -> int:
         return count
     if asked < 0:
         raise VoxelizerError(f"load_processes must be 0 or more, not {asked}")
+    return int(asked)
+
+
+def _write_processes(asked: int | bool | None, workers: int, meshes: int, out_dir: object) -> int:
+    """The writing processes per worker: as asked (True: the default, at least one), else
+    the default where this batch writes files, has meshes enough for them, and they can be
+    forked now (or run already): a writer started by exec costs a Python start."""
+    if out_dir is None:
+        return 0  # nothing to write: the results stay in memory
+    if asked is None:
+        count = default_write_processes(workers)
+        if meshes < 4 * count:
+            return 0
+        return count if fork_allowed() or running_write_processes() >= count else 0
+    if isinstance(asked, bool):
+        return max(1, default_write_processes(1)) if asked else 0
+    if _whole(asked, "write_processes") < 0:
+        raise VoxelizerError(f"write_processes must be 0 or more, not {asked}")
     return int(asked)
 
 

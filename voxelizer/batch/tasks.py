@@ -118,8 +118,8 @@ class MeshTask:
 class BatchSettings:
     """What every worker needs, checked once, picklable for worker processes: the options
     (their `shape` is the grid), whether results kept in memory are dense grids, the .vox
-    outputs' up axis, and the worker's loader and writer threads, read-ahead and reading
-    processes."""
+    outputs' up axis, and the worker's loader and writer threads, read-ahead, reading
+    processes and writing processes."""
 
     options: Options
     dense: bool = False
@@ -127,6 +127,7 @@ class BatchSettings:
     threads: int = 2
     prefetch: int = 4
     load_processes: int = 0  # helper processes reading mesh files (0: the loader threads)
+    write_processes: int = 0  # helper processes writing output files (0: the writer threads)
 
 
 class TaskSource(Protocol):

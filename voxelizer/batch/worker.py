@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..api import Voxelizer, mesh_warnings, voxel_count_label
-from ..errors import DeviceError, OutputError, VoxelizerError
+from ..errors import DeviceError, VoxelizerError
 from ..grid import DenseGrid
 from ..mesh import Mesh
 from ..options import Options
@@ -28,6 +28,7 @@ from ..svo import SVO
 from ..thin import thin_warning
 from .readers import prepared_mesh, shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask, TaskSource, error_text
+from .write_processes import WriteJob, WriteProcesses, shared_write_processes, write_output
 
 
 @dataclass
@@ -64,6 +65,7 @@ class MeshWorker:
         self._on_start = on_start
         self._keep_threads = keep_threads
         self._pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
+        self._writing_processes: WriteProcesses | None = None
 
     @property
     def voxelizer(self) -> Voxelizer:
@@ -88,6 +90,10 @@ class MeshWorker:
 
     def run(self, source: TaskSource) -> Generator[BatchResult, None, None]:
         settings = self.settings
+        # The writing processes first: forked before the reading processes and any thread.
+        self._writing_processes = (
+            shared_write_processes(settings.write_processes) if settings.write_processes else None
+        )
         loaders, writers = self._thread_pools()
         readers = (
             shared_load_processes(settings.load_processes) if settings.load_processes else None
@@ -233,13 +239,16 @@ class MeshWorker:
             label = voxel_count_label(self.settings.options.mode)
             result.stats.counts[label] = result.count()
             found += self._thin(loaded, result)
-            task.output.parent.mkdir(parents=True, exist_ok=True)
-            task.format.write(
-                result, task.output, overwrite=task.replace, up_axis=self.settings.up_axis
-            )
-        except OSError as exc:
-            error = OutputError(f"{task.output}: cannot write ({exc.strerror or exc})")
-            return self._failed(task, error, seconds + time.perf_counter() - started)
+            up_axis = self.settings.up_axis
+            if self._writing_processes is None:
+                write_output(
+                    result, task.output, task.format, replace=task.replace, up_axis=up_axis
+                )
+            else:  # this thread waits without the GIL while a writing process writes
+                job = WriteJob.of(
+                    result, task.output, task.format, replace=task.replace, up_axis=up_axis
+                )
+                self._writing_processes.submit(job).result()
         except (VoxelizerError, MemoryError) as exc:
             return self._failed(task, exc, seconds + time.perf_counter() - started)
         seconds += time.perf_counter() - started
