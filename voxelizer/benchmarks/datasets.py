@@ -31,8 +31,9 @@ whole dataset), and the ratios of both (`--ways` picks some ways only):
   GPU): `cli_batch` with `--devices LIST` and `many` with `devices=LIST`; the ratios over
   `cli_batch` and `many` (one device) say how the devices scale.
 - `cli_batch_ray` (with `--ray-gpus N`: a local Ray head with N GPUs that the benchmark
-  starts before the rounds and stops after them; or `--ray-address ADDRESS`: a running
-  cluster): `cli_batch` with `--ray ADDRESS`, whole process (connecting, the actors' start,
+  starts before the rounds and stops after them, one per tree with `--before`, its actors
+  importing that tree; or `--ray-address ADDRESS`: a running cluster): `cli_batch` with
+  `--ray ADDRESS`, whole process (connecting, the actors' start,
   the batch); its ratio over `cli_batch_devices` says how Ray on one node compares with the
   local path. Skipped for a tree without `voxelizer.ray` (or a Python without Ray).
 
@@ -79,7 +80,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +91,9 @@ from voxelizer.io import load_mesh
 Counted = tuple[int, int]  # a way's (meshes done, files failed with one error each)
 
 
-def _environment() -> dict[str, str]:
-    """Child processes import the voxelizer this process imported."""
-    tree = str(Path(voxelizer.__file__).resolve().parents[1])
+def _environment(of_tree: Path | None = None) -> dict[str, str]:
+    """Child processes import the voxelizer this process imported (or `of_tree`'s)."""
+    tree = str(of_tree or Path(voxelizer.__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH")
     return dict(os.environ, PYTHONPATH=tree if not path else f"{tree}{os.pathsep}{path}")
 
@@ -529,18 +530,19 @@ def _measure_here(
         with Voxelizer(args.device) as v:
             device_name = v.device_name
         raws = []
-        for grid in args.grids:
-            raw = measure_rounds(
-                files, dataset, work, grid, args.rounds, args.jobs, args.device,
-                None if args.ways is None else set(args.ways.split(",")), args.devices, parse,
-                broken, args.ray_address,
-            )  # fmt: skip
-            raws.append(raw)
-            if not args.child:
-                from voxelizer.benchmarks.dataset_report import ceiling_lines, summary
+        with _ray_head(args) as ray_address:
+            for grid in args.grids:
+                raw = measure_rounds(
+                    files, dataset, work, grid, args.rounds, args.jobs, args.device,
+                    None if args.ways is None else set(args.ways.split(",")), args.devices,
+                    parse, broken, ray_address,
+                )  # fmt: skip
+                raws.append(raw)
+                if not args.child:
+                    from voxelizer.benchmarks.dataset_report import ceiling_lines, summary
 
-                print(json.dumps(summary(raw)), flush=True)
-                print(ceiling_lines(summary(raw)), flush=True)
+                    print(json.dumps(summary(raw)), flush=True)
+                    print(ceiling_lines(summary(raw)), flush=True)
     finally:
         if parse is not None:
             parse.close()
@@ -554,10 +556,43 @@ def _child_argv(args: argparse.Namespace, listing: Path, found: Any, work: Path)
     argv += ["--broken", str(len(found.broken))]
     argv += ["--grids", *map(str, args.grids), "--rounds", "1", "--jobs", str(args.jobs)]
     argv += ["--parse-processes", str(_parse_processes(args.parse_processes))]
-    for option in ("device", "devices", "ways", "ray_address"):
+    for option in ("device", "devices", "ways"):
         if getattr(args, option) is not None:
-            argv += [f"--{option.replace('_', '-')}", str(getattr(args, option))]
+            argv += [f"--{option}", str(getattr(args, option))]
     return argv
+
+
+def _tree_cluster(args: argparse.Namespace, tree: Path, heads: ExitStack) -> str | None:
+    """The cluster of a tree's `cli_batch_ray`: --ray-address, else with --ray-gpus a local
+    head whose workers import that tree (a head's actors import the voxelizer on its path),
+    kept for every round; None where the tree has no voxelizer.ray."""
+    if args.ray_address is not None or args.ray_gpus is None:
+        return args.ray_address
+    if not (tree / "voxelizer" / "ray.py").is_file() or not _has_ray():
+        return None
+    from voxelizer.benchmarks.ray_head import local_head
+
+    return heads.enter_context(local_head(args.ray_gpus, env=_environment(tree.resolve())))
+
+
+def _tree_round(
+    args: argparse.Namespace,
+    at: tuple[int, Any, str, Path],
+    listing: Path,
+    clusters: dict[str, str | None],
+    rounds: dict[tuple[str, str], list[dict[str, Any]]],
+) -> None:
+    """One tree's round of one set (run_tree), added to `rounds`."""
+    index, found, label, tree = at
+    argv = _child_argv(args, listing, found, args.work / label / found.name)
+    argv += ["--ray-address", clusters[label]] if clusters[label] else []
+    started = time.perf_counter()
+    done = run_tree(tree, argv, args.timeout)
+    rounds.setdefault((found.name, label), []).append(done)
+    seconds = time.perf_counter() - started
+    print(
+        f"round {index + 1}, set {found.name}, {label} ({tree}): {seconds:.0f} s", file=sys.stderr
+    )
 
 
 def _compare(
@@ -569,20 +604,14 @@ def _compare(
 
     trees = {"before": args.before, "after": Path(voxelizer.__file__).resolve().parents[1]}
     rounds: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for index in range(args.rounds):
-        for found in sets:
-            listing = args.work / f"files.{found.name}.json"
-            listing.write_text(json.dumps([str(path.resolve()) for path in found.files]))
-            for label, tree in trees.items():
-                work = args.work / label / found.name
-                started = time.perf_counter()
-                done = run_tree(tree, _child_argv(args, listing, found, work), args.timeout)
-                rounds.setdefault((found.name, label), []).append(done)
-                seconds = time.perf_counter() - started
-                print(
-                    f"round {index + 1}, set {found.name}, {label} ({tree}): {seconds:.0f} s",
-                    file=sys.stderr,
-                )
+    with ExitStack() as heads:
+        clusters = {label: _tree_cluster(args, tree, heads) for label, tree in trees.items()}
+        for index in range(args.rounds):
+            for found in sets:
+                listing = args.work / f"files.{found.name}.json"
+                listing.write_text(json.dumps([str(path.resolve()) for path in found.files]))
+                for label, tree in trees.items():
+                    _tree_round(args, (index, found, label, tree), listing, clusters, rounds)
     grids: dict[str, list[dict[str, Any]]] = {}
     for found in sets:
         summaries = {label: [summary(raw) for raw in merged(rounds[found.name, label])]
@@ -633,8 +662,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from voxelizer.benchmarks.dataset_report import markdown
 
-    with _ray_head(args):
-        result = _results(args, _file_sets(args))
+    result = _results(args, _file_sets(args))
     text = markdown(result)
     print(text)
     if args.json:
@@ -647,17 +675,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 @contextmanager
-def _ray_head(args: argparse.Namespace) -> Iterator[None]:
-    """With --ray-gpus (and no --ray-address): a local head for the rounds, its address in
-    args.ray_address."""
-    if args.ray_gpus is None or args.ray_address is not None:
-        yield
+def _ray_head(args: argparse.Namespace) -> Iterator[str | None]:
+    """The cluster of `cli_batch_ray`: --ray-address (a --before run's child gets its tree's,
+    _tree_cluster); else with --ray-gpus, a local head for this process's rounds, its
+    workers importing this tree; else None."""
+    if args.child or args.ray_address is not None or args.ray_gpus is None or not _has_ray():
+        yield args.ray_address
         return
     from voxelizer.benchmarks.ray_head import local_head
 
-    with local_head(args.ray_gpus) as address:
-        args.ray_address = address
-        yield
+    with local_head(args.ray_gpus, env=_environment()) as address:
+        yield address
 
 
 if __name__ == "__main__":

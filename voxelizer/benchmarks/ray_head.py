@@ -14,13 +14,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO
 
 START_SECONDS = 120.0
-STOP_SECONDS = 5.0
+STOP_SECONDS = 2.0
 
 
 def free_port() -> int:
@@ -30,16 +30,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def local_head(gpus: int, cpus: int | None = None) -> Iterator[str]:
+def local_head(
+    gpus: int, cpus: int | None = None, env: Mapping[str, str] | None = None
+) -> Iterator[str]:
     """A local Ray head with `gpus` GPUs (and `cpus`, default all), for the block: its
-    address (host:port), as `voxelize --ray ADDRESS` takes it."""
+    address (host:port), as `voxelize --ray ADDRESS` takes it. `env`: the head's
+    environment (default this process's), which its workers, the actors, start with."""
     port = free_port()
     command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
                "--port", str(port), "--num-gpus", str(gpus), "--include-dashboard", "false",
                "--disable-usage-stats"]  # fmt: skip
     command += ["--num-cpus", str(cpus)] if cpus is not None else []
     # No token: the command connects with Ray's default, whatever ~/.ray holds.
-    env = dict(os.environ, RAY_AUTH_MODE="disabled")
+    env = dict(os.environ if env is None else env, RAY_AUTH_MODE="disabled")
     with tempfile.TemporaryFile() as log:
         head = subprocess.Popen(command, env=env, stdout=log, stderr=log, start_new_session=True)
         try:
