@@ -115,3 +115,18 @@ def test_rows_go_to_actors_as_column_chunks():
         {"index": [2, 3], "path": ["m2.ply", "m3.ply"]},
         {"index": [4], "path": ["m4.ply"]},
     ]
+
+
+def test_the_last_chunks_shrink_so_that_the_actors_finish_together():
+    """With 6 chunks in flight, no chunk holds more than a sixth of the rows left: full
+    chunks while many are left, then smaller ones down to single rows; every row once."""
+    rows = [{"index": i} for i in range(100)]
+    sizes = [len(chunk["index"]) for chunk in chunks_of(rows, 16, parts=6)]
+    assert sizes[:2] == [16, 14] and sizes[-3:] == [1, 1, 1]
+    assert sizes == sorted(sizes, reverse=True)
+    left = 100
+    for size in sizes:
+        assert size <= max(1, left // 6)
+        left -= size
+    joined = [i for chunk in chunks_of(rows, 16, parts=6) for i in chunk["index"]]
+    assert joined == list(range(100))

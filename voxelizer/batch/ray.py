@@ -555,9 +555,9 @@ def _ray_results(
         # Started at once: each opens its device and starts its readers while the rows
         # are cut into chunks and the first ones travel.
         started: list[Any] = [actor_class.remote(**constructor) for _ in range(count)]
-        size = max(1, min(batch_size, -(-len(rows) // (count * CHUNKS_IN_FLIGHT))))
+        chunks = chunks_of(rows, batch_size, parts=count * CHUNKS_IN_FLIGHT)
         try:
-            for columns in feed_actors(started, chunks_of(rows, size)):
+            for columns in feed_actors(started, chunks):
                 for row in _rows_of(columns):
                     yield result_of(row)
         finally:

@@ -95,10 +95,17 @@ class StreamingWorker:
                 future.set_exception(exc)
 
 
-def chunks_of(rows: list[dict[str, Any]], size: int) -> Iterator[dict[str, list[Any]]]:
-    """Rows as column batches of `size` rows (the form map_batches gives an actor)."""
-    for start in range(0, len(rows), size):
-        part = rows[start : start + size]
+def chunks_of(
+    rows: list[dict[str, Any]], size: int, parts: int = 1
+) -> Iterator[dict[str, list[Any]]]:
+    """Rows as column batches (the form map_batches gives an actor) of `size` rows, and
+    toward the end of no more than 1/`parts` of the rows left: with `parts` the chunks in
+    flight at once, the last ones are small, and the actors finish together."""
+    start = 0
+    while start < len(rows):
+        step = max(1, min(size, (len(rows) - start) // max(1, parts)))
+        part = rows[start : start + step]
+        start += step
         yield {name: [row[name] for row in part] for name in part[0]}
 
 
