@@ -130,3 +130,24 @@ def test_the_last_chunks_shrink_so_that_the_actors_finish_together():
         left -= size
     joined = [i for chunk in chunks_of(rows, 16, parts=6) for i in chunk["index"]]
     assert joined == list(range(100))
+
+
+def test_map_batches_actors_take_several_batches_at_once_where_ray_data_can():
+    """voxelize_dataset's pool: each actor CHUNKS_IN_FLIGHT batches in flight, run side by
+    side; a Ray Data without concurrent calls gets the batches queued instead, no error."""
+    import ray.data
+
+    from voxelizer.batch.ray import _actor_pool
+    from voxelizer.batch.ray_stream import CHUNKS_IN_FLIGHT
+
+    pool = _actor_pool(ray.data.ActorPoolStrategy, 2)
+    assert pool.min_size == pool.max_size == 2
+    assert pool.max_tasks_in_flight_per_actor == CHUNKS_IN_FLIGHT
+    assert pool.max_concurrent_calls_per_actor == CHUNKS_IN_FLIGHT
+    assert pool.enable_true_multi_threading is True
+
+    class OlderStrategy:
+        def __init__(self, *, size: int, max_tasks_in_flight_per_actor: int):
+            self.arguments = (size, max_tasks_in_flight_per_actor)
+
+    assert _actor_pool(OlderStrategy, 3).arguments == (3, CHUNKS_IN_FLIGHT)

@@ -22,6 +22,7 @@ column `replace`), so nothing is lost or written twice.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import socket
@@ -396,15 +397,24 @@ def voxelize_dataset(
         fn_constructor_kwargs=constructor_kwargs,
         batch_size=batch_size,
         batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(
-            size=_actor_count(actors, resources),
-            max_tasks_in_flight_per_actor=CHUNKS_IN_FLIGHT,
-            max_concurrent_calls_per_actor=CHUNKS_IN_FLIGHT,
-            enable_true_multi_threading=True,
-        ),
+        compute=_actor_pool(ray.data.ActorPoolStrategy, _actor_count(actors, resources)),
         runtime_env=forwarded_runtime_env() or None,
         **resources,
     )
+
+
+def _actor_pool(strategy: Any, size: int) -> Any:
+    """ActorPoolStrategy of `size` actors taking CHUNKS_IN_FLIGHT batches each at a time,
+    run side by side (a Ray Data without concurrent calls: one at a time, the next ones
+    queued at the actor)."""
+    concurrent = {
+        "max_concurrent_calls_per_actor": CHUNKS_IN_FLIGHT,
+        "enable_true_multi_threading": True,
+    }
+    accepted = inspect.signature(strategy).parameters
+    if not all(name in accepted for name in concurrent):
+        concurrent = {}
+    return strategy(size=size, max_tasks_in_flight_per_actor=CHUNKS_IN_FLIGHT, **concurrent)
 
 
 def _constructor_kwargs(

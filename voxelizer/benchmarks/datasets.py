@@ -585,7 +585,8 @@ def _tree_round(
     """One tree's round of one set (run_tree), added to `rounds`."""
     index, found, label, tree = at
     argv = _child_argv(args, listing, found, args.work / label / found.name)
-    argv += ["--ray-address", clusters[label]] if clusters[label] else []
+    cluster = clusters[label]
+    argv += ["--ray-address", cluster] if cluster is not None else []
     started = time.perf_counter()
     done = run_tree(tree, argv, args.timeout)
     rounds.setdefault((found.name, label), []).append(done)
