@@ -3,11 +3,15 @@
 `ray start --head --block` in a session of its own: its processes (the head's services and
 the workers they start) end with it. It is told to stop by SIGTERM; what is left after
 STOP_SECONDS is killed (the head drains for up to 30 s otherwise, with nothing to drain).
+Its files go to a temporary folder of its own, removed after it: Ray's note of "the
+current cluster" there too, so that a `ray.init()` elsewhere on the machine never takes
+this head for its own.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,7 +20,6 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from typing import IO
 
 START_SECONDS = 120.0
@@ -41,6 +44,9 @@ def local_head(
                "--port", str(port), "--num-gpus", str(gpus), "--include-dashboard", "false",
                "--disable-usage-stats"]  # fmt: skip
     command += ["--num-cpus", str(cpus)] if cpus is not None else []
+    # Short: Ray's sockets live below it (a socket's path has at most 107 characters).
+    folder = tempfile.mkdtemp(prefix="vxray-", dir="/tmp" if os.path.isdir("/tmp") else None)
+    command += ["--temp-dir", folder]
     # No token: the command connects with Ray's default, whatever ~/.ray holds.
     env = dict(os.environ if env is None else env, RAY_AUTH_MODE="disabled")
     with tempfile.TemporaryFile() as log:
@@ -50,7 +56,7 @@ def local_head(
             yield f"127.0.0.1:{port}"
         finally:
             _stop(head)
-            _forget(port)
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _wait_listening(head: subprocess.Popen[bytes], port: int, log: IO[bytes]) -> None:
@@ -78,12 +84,3 @@ def _stop(head: subprocess.Popen[bytes]) -> None:
     with suppress(ProcessLookupError):
         os.killpg(head.pid, signal.SIGKILL)
     head.wait()
-
-
-def _forget(port: int) -> None:
-    """Ray's note of the latest cluster, where it names this head: a later `ray.init()`
-    would take it for a running cluster."""
-    note = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
-    with suppress(OSError):
-        if note.read_text().strip().endswith(f":{port}"):
-            note.unlink()
