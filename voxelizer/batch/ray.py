@@ -1,8 +1,11 @@
 """Voxelizing a Ray Dataset of meshes (`pip install 'voxelizer[ray]'`).
 
-`VoxelizeBatch` is a callable class for `Dataset.map_batches`: each actor holds one
-Voxelizer and runs the batch's worker (voxelizer.batch.worker) over its rows (loading the
-next meshes while the device works). Rows name a mesh by a `path` column, or carry its file's
+`VoxelizeBatch` is a callable class for `Dataset.map_batches`: each actor opens one
+Voxelizer and starts its reading processes as it starts, and runs the batch's worker
+(voxelizer.batch.worker) for its whole life over the rows of every call, several calls at a
+time (voxelizer.batch.ray_stream), so its reading, device and writing never drain between
+batches. `voxelize_files_on_ray` (the command's --ray) runs the same class as plain actors,
+started at once and fed chunks of rows by the driver, without Ray Data. Rows name a mesh by a `path` column, or carry its file's
 `bytes` with a `name` (the file name, for the format and the output's name). Results go to
 files under `out_dir` (as `format`: .svo unless told, as voxelize_many writes), or come back
 as columns: `bits` (np.packbits of the [i, j, k] array,
@@ -15,7 +18,7 @@ a row with its error; the others go on.
 Actors ask for one GPU each on clusters with GPUs (`actor_options`), and for half a CPU
 each otherwise: on a small CPU node, whole-CPU actors would leave no CPU for the tasks that
 read the dataset, and the pipeline would wait forever. A worker that dies is restarted by
-Ray and its batch retried; outputs are written atomically, and a retry replaces the output
+Ray and its batches retried; outputs are written atomically, and a retry replaces the output
 of its own earlier attempt only where the driver planned it (`voxelize_files_on_ray`, the
 column `replace`), so nothing is lost or written twice.
 """
