@@ -495,3 +495,26 @@ def test_datasets_times_the_command_on_a_ray_head_it_starts_and_stops(tmp_path, 
     assert "| cli_batch_ray |" in (out / "datasets.md").read_text()
     assert (note.read_text() if note.exists() else None) == noted
     assert not list(Path("/tmp").glob("vxray-*"))
+
+
+@pytest.mark.slow
+def test_the_ray_timeline_notes_every_phase_in_order(tmp_path, capsys):
+    """voxelizer.benchmarks.ray_timeline on a local head it starts: each phase of the
+    command's process noted once, in the order they happen, and every file done."""
+    import shutil
+
+    from voxelizer.benchmarks import ray_timeline
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("gear.ply", "torus_knot.ply"):
+        shutil.copyfile(PROJECT_MODELS / name, folder / name)
+    out = tmp_path / "timeline.json"
+    assert ray_timeline.main([str(folder), "--grid", "8", "--runs", "1", "--json", str(out)]) == 0
+    (run,) = json.loads(out.read_text())
+    assert run["done"] == 2 and run["failed"] == 0
+    marks = run["marks"]
+    times = [marks[phase] for phase in ray_timeline.PHASES]
+    assert times == sorted(times) and times[0] > 0
+    assert marks["probe asked"] <= marks["probe constructor"] <= marks["probe device open"]
+    assert "first result" in capsys.readouterr().out
