@@ -38,9 +38,13 @@ def child(address: str, folder: Path, grid: int, format: str, started: float) ->
     marks["import voxelizer.ray"] = time.time() - started
     batch_ray.connect(address)
     marks["connected"] = time.time() - started
-    files = sorted(path for path in folder.iterdir() if path.is_file())
+    from voxelizer.io.mesh_files import find_meshes
+
+    found = find_meshes([folder])  # as the command finds them: below DIR, mirrored in OUT
     with tempfile.TemporaryDirectory() as out:
-        run = batch_ray.voxelize_files_on_ray(files, out_dir=out, format=format, grid=grid)
+        run = batch_ray.voxelize_files_on_ray(
+            found.paths, out_dir=out, format=format, grid=grid, root=found.root
+        )
         marks["planned"] = time.time() - started
         done = failed = 0
         for result in run:
