@@ -155,3 +155,13 @@ def test_map_batches_actors_take_several_batches_at_once_where_ray_data_can():
             self.arguments = (size, max_tasks_in_flight_per_actor)
 
     assert _actor_pool(OlderStrategy, 3).arguments == (3, CHUNKS_IN_FLIGHT)
+
+
+@pytest.mark.parametrize("actors", [0, -1, 1.5, True])
+def test_a_pool_of_no_actors_is_refused(actors, tmp_path):
+    """No actor would voxelize anything: a DeviceError, not a batch that gives no results."""
+    from voxelizer.batch.ray import voxelize_files_on_ray
+    from voxelizer.errors import DeviceError
+
+    with pytest.raises(DeviceError, match="actors must be"):
+        list(voxelize_files_on_ray(MODELS, address="127.0.0.1:1", out_dir=tmp_path, actors=actors))

@@ -420,6 +420,14 @@ def _actor_pool(strategy: Any, size: int) -> Any:
     return strategy(size=size, max_tasks_in_flight_per_actor=CHUNKS_IN_FLIGHT, **concurrent)
 
 
+def _checked_actors(actors: int) -> int:
+    """DeviceError for a pool of no actor (no mesh would be voxelized) or a count that is no
+    whole number."""
+    if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
+        raise DeviceError(f"actors must be a whole number, at least 1, not {actors!r}")
+    return actors
+
+
 def _constructor_kwargs(
     grid: GridLike | None,
     out_dir: str | os.PathLike | None,
@@ -438,7 +446,7 @@ def _constructor_kwargs(
 def _actor_count(actors: int | None, resources: dict[str, Any]) -> int:
     """As asked, else one per GPU of the cluster for GPU actors, else 2."""
     if actors is not None:
-        return actors
+        return _checked_actors(actors)
     gpus = int(ray.cluster_resources().get("GPU", 0))
     return max(1, gpus) if resources.get("num_gpus") else 2
 
@@ -464,6 +472,8 @@ def voxelize_files_on_ray(
     new local one). The driver plans every output (and which ones a retry may replace:
     those that did not exist before), so a retried batch writes each file once."""
     checked = Options.create(grid, **options)
+    if actors is not None:
+        _checked_actors(actors)
     if is_shard_format(format):
         return _shards_on_ray(paths, address, out_dir, checked, skip_existing, overwrite,
                               actors, batch_size, dict(options))  # fmt: skip
