@@ -25,8 +25,10 @@ from .tasks import BatchResult, MeshTask
 from .worker import MeshWorker
 
 # Chunks each actor holds at once: one running, the next ones queued in its worker, so that
-# the worker never drains between chunks while the driver hands over more.
-CHUNKS_IN_FLIGHT = 3
+# the worker never drains between chunks while the driver hands over more. Four of 16 rows:
+# after one returns, 48 rows still wait there, more than a worker reads ahead (2 for each of
+# its reading processes, 15 of them on a 32-core node of two GPUs).
+CHUNKS_IN_FLIGHT = 4
 
 
 class StreamingWorker:
