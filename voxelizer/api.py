@@ -28,7 +28,14 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import numpy.typing
 
-from .api_runs import PipelineRuns, attributed_svo, face_grid, part_name
+from .api_runs import (
+    PipelineRuns,
+    attributed_svo,
+    empty_stats,
+    face_grid,
+    part_name,
+    voxel_count_label,
+)
 from .attributes.run import Attributed
 from .budget import check_dense_fits
 from .choices import (
@@ -41,7 +48,6 @@ from .choices import (
 from .errors import (
     ColorWarning,
     DeviceError,
-    EmptyGridWarning,
     FormatError,
     MeshError,
     ReentrantCallError,
@@ -158,10 +164,23 @@ class Voxelizer:
             return self._streamed(out, overwrite, svo)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize, mesh, grid, warn, count_voxels, options)
+        return self._svo(mesh, checked, warn, count_voxels, out=out, overwrite=overwrite)
+
+    def _svo(
+        self,
+        mesh: MeshesLike,
+        checked: Options,
+        warn: bool,
+        count_voxels: bool,
+        *,
+        out: str | os.PathLike | None = None,
+        overwrite: bool = False,
+    ) -> SVO:
+        """voxelize's work once its options are checked (and fill_mode is not "auto")."""
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
         if not placement.holds_part_of(loaded):
-            empty = SVO.empty(placement, _empty_stats(loaded, placement, checked, stats, warn))
+            empty = SVO.empty(placement, empty_stats(loaded, placement, checked, stats, warn))
             return empty if out is None else self._streamed(out, overwrite, empty)
         if checked.labels or checked.colors:
             check_dense_fits(placement.shape, "labels and colours")
@@ -222,12 +241,18 @@ class Voxelizer:
         checked = Options.create(grid, **options)
         if checked.fill_mode == AUTO_FILL:
             return self._auto(self.voxelize_dense, mesh, grid, warn, count_voxels, options)
+        return self._dense(mesh, checked, warn, count_voxels)
+
+    def _dense(
+        self, mesh: MeshesLike, checked: Options, warn: bool, count_voxels: bool
+    ) -> DenseGrid:
+        """voxelize_dense's work once its options are checked (fill_mode not "auto")."""
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
         if not placement.holds_part_of(loaded):
             empty = ColumnBits.empty(placement.shape)
-            stats = _empty_stats(loaded, placement, checked, stats, warn)
+            stats = empty_stats(loaded, placement, checked, stats, warn)
             return DenseGrid.of_columns(empty, placement, stats)
         if checked.labels or checked.colors:
             found = self._attributed(loaded, placement, stats, checked, part_name(mesh))
@@ -264,9 +289,9 @@ class Voxelizer:
             result.stats.counts[voxel_count_label(options.mode)] = result.count()
             self.count_thin_surface(mesh, result, options)
         if warn:
-            _warn_from_counts(result.stats.counts, options.fill_mode, options.mode, stacklevel=5)
+            _warn_from_counts(result.stats.counts, options.fill_mode, options.mode, stacklevel=6)
         for problem in problems:  # (not warn's: colours the user asked for, not the mesh's)
-            warnings.warn(ColorWarning(problem), stacklevel=4)
+            warnings.warn(ColorWarning(problem), stacklevel=5)
         return result
 
     def _attributed(
@@ -566,43 +591,26 @@ def check_mesh(mesh: MeshLike) -> Topology:
     return load_mesh(mesh).topology
 
 
-def _empty_stats(
-    mesh: Mesh, placement: GridPlacement, options: Options, before: Stats, warn: bool
-) -> Stats:
-    """The stats of a grid beside the mesh (no GPU work), warned about unless warn=False
-    (the counts hold it as empty_grid = 1 either way)."""
-    stats = Stats(
-        fill_mode=options.fill_mode,
-        shape=placement.shape,
-        mode=options.mode,
-        surface=options.surface if options.mode == "surface" and options.surface else "",
-        host_ms=dict(before.host_ms),
-    )
-    stats.count(triangles=mesh.triangle_count, empty_grid=1)
-    stats.counts[voxel_count_label(options.mode)] = 0
-    if warn:
-        low, high = mesh.bounds
-        warnings.warn(
-            EmptyGridWarning(
-                f"the grid ({placement.describe()}) holds no part of the mesh, whose box is "
-                f"({', '.join(f'{v:g}' for v in low)}) to ({', '.join(f'{v:g}' for v in high)}):"
-                " every voxel is empty"
-            ),
-            stacklevel=4,
-        )
-    return stats
-
-
-def voxel_count_label(mode: str) -> str:
-    """The workload count of set voxels: solid_voxels, surface_voxels, or voxels (both)."""
-    return {"solid": "solid_voxels", "surface": "surface_voxels"}.get(mode, "voxels")
-
-
 def _merged(before: Stats, run: Stats) -> Stats:
     """The pipeline's stats with the host steps and counts of the API in front."""
     run.host_ms = {**before.host_ms, **run.host_ms}
     run.counts.update(before.counts)
     return run
+
+
+def voxelize_checked(
+    voxelizer: Voxelizer, mesh: MeshesLike, options: Options, *, dense: bool, count_voxels: bool
+) -> SVO | DenseGrid:
+    """Voxelizer.voxelize (`dense`: voxelize_dense) with options checked once already by the
+    caller (Options.create: a batch, for all its meshes), without warnings (warn=False):
+    the same result, without checking them again per mesh."""
+    if options.fill_mode == AUTO_FILL:  # (its two runs take the options as keywords)
+        call = voxelizer.voxelize_dense if dense else voxelizer.voxelize
+        grid = options.shape
+        return call(mesh, grid, warn=False, count_voxels=count_voxels, **options.keywords())
+    if dense:
+        return voxelizer._dense(mesh, options, False, count_voxels)
+    return voxelizer._svo(mesh, options, False, count_voxels)
 
 
 _shared: dict[str, Voxelizer] = {}

@@ -1,10 +1,12 @@
 """The pipeline runs a call with labels or colours makes (voxelizer.attributes.run asks for
 them through its Runs protocol), and the pieces of such a call's result: the face grid, the
-name of a mesh without parts. Apart from api.py, which hands in its pipeline and job builder."""
+name of a mesh without parts; the stats of an empty grid, the label of the voxel count.
+Apart from api.py, which hands in its pipeline and job builder."""
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -13,6 +15,7 @@ import numpy as np
 
 from .attributes.run import Attributed, AttributeRequest, attributed_voxels
 from .attributes.voxel_values import SolidValues
+from .errors import EmptyGridWarning
 from .grid import ColumnBits
 from .io.meshes import MeshLike
 from .mesh import Mesh
@@ -114,3 +117,35 @@ def face_grid(found: Attributed, placement: GridPlacement, options: Options) -> 
     faces = np.full(placement.shape, -1, np.int32)
     MarkedVoxels(*found.marked).scatter(faces)
     return faces
+
+
+def empty_stats(
+    mesh: Mesh, placement: GridPlacement, options: Options, before: Stats, warn: bool
+) -> Stats:
+    """The stats of a grid beside the mesh (no GPU work), warned about unless warn=False
+    (the counts hold it as empty_grid = 1 either way)."""
+    stats = Stats(
+        fill_mode=options.fill_mode,
+        shape=placement.shape,
+        mode=options.mode,
+        surface=options.surface if options.mode == "surface" and options.surface else "",
+        host_ms=dict(before.host_ms),
+    )
+    stats.count(triangles=mesh.triangle_count, empty_grid=1)
+    stats.counts[voxel_count_label(options.mode)] = 0
+    if warn:
+        low, high = mesh.bounds
+        warnings.warn(
+            EmptyGridWarning(
+                f"the grid ({placement.describe()}) holds no part of the mesh, whose box is "
+                f"({', '.join(f'{v:g}' for v in low)}) to ({', '.join(f'{v:g}' for v in high)}):"
+                " every voxel is empty"
+            ),
+            stacklevel=5,  # (the caller of the module function: empty_stats, _svo, ...)
+        )
+    return stats
+
+
+def voxel_count_label(mode: str) -> str:
+    """The workload count of set voxels: solid_voxels, surface_voxels, or voxels (both)."""
+    return {"solid": "solid_voxels", "surface": "surface_voxels"}.get(mode, "voxels")

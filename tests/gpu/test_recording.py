@@ -165,3 +165,67 @@ def test_a_reusable_recording_replays(monkeypatch, push):
         scan.destroy()
         pool.destroy()
         device.close()
+
+
+def _record_scan(sequence: Sequence, pool: BufferPool, scan: Scan, name: str, count: int):
+    """A reusable recording that uploads into buffer `name`, scans it and downloads it,
+    submitted and kept: (recording, staging to write, downloaded)."""
+    values = pool.get(name, 4 * count)
+    sequence.begin(reusable=True)
+    sequence.mark("start")
+    staging = sequence.stage(values, np.zeros(count, np.uint32))
+    sequence.copy(staging, values, 4 * count)
+    sequence.barrier()
+    scan.record(sequence, pool, values, count, name)
+    sequence.mark("scan")
+    downloaded = sequence.download(values, 4 * count)
+    sequence.barrier()
+    sequence.submit()
+    return sequence.keep(), staging, downloaded
+
+
+@pytest.mark.parametrize("push", ["1", "0"])
+def test_kept_recordings_replay_in_turn(monkeypatch, push):
+    """Recordings kept off the sequence (Sequence.keep) replay in any order, each its own
+    commands, with other recordings begun and submitted on the sequence between them; a
+    released one is refused, and its command buffer and descriptor pools serve the next
+    recordings. Both ways of binding buffers; the validation layer watches."""
+    monkeypatch.setenv("VOXELIZER_PUSH_DESCRIPTORS", push)
+    device = Device()
+    pool = BufferPool(device)
+    sequence = Sequence(device, pool)
+    scan = Scan(device)
+    rng = np.random.default_rng(7)
+    counts = {"a": 300, "b": SCAN_BLOCK + 3, "c": 40}
+    try:
+        kept = {name: _record_scan(sequence, pool, scan, name, n) for name, n in counts.items()}
+        for name in ["b", "a", "c", "a", "b", "c", "c"]:
+            recording, staging, downloaded = kept[name]
+            data = rng.integers(0, 1000, counts[name], dtype=np.uint32)
+            staging.view(np.uint32, (counts[name],))[:] = data
+            times = sequence.replay(recording)
+            expected = np.concatenate([[0], np.cumsum(data)[:-1]]).astype(np.uint32)
+            assert np.array_equal(downloaded.read(np.uint32, counts[name]), expected)
+            assert set(times) <= {"scan"}
+            _record_scan(sequence, pool, scan, "other", 20)  # (kept, never replayed)
+        sequence.release(kept["a"][0])
+        with pytest.raises(RuntimeError):
+            sequence.replay(kept["a"][0])
+        again, staging, downloaded = _record_scan(sequence, pool, scan, "a", counts["a"])
+        staging.view(np.uint32, (counts["a"],))[:] = 1
+        sequence.replay(again)
+        assert np.array_equal(downloaded.read(np.uint32, counts["a"]), np.arange(counts["a"]))
+        # The sequence's own reusable recording keeps its labels across a kept one's replay.
+        sequence.begin(reusable=True)
+        sequence.mark("start")
+        sequence.fill(pool.get("own", 64), 7)
+        sequence.barrier()
+        sequence.mark("own")
+        sequence.submit()
+        assert set(sequence.replay(again)) <= {"scan"}
+        assert set(sequence.replay()) <= {"own"}
+    finally:
+        sequence.destroy()
+        scan.destroy()
+        pool.destroy()
+        device.close()

@@ -7,6 +7,7 @@ which the same objects give exact results again."""
 from __future__ import annotations
 
 import pickle
+import threading
 from collections.abc import Mapping
 
 import numpy as np
@@ -147,6 +148,7 @@ def test_a_polled_wait_gives_the_same_results(scan_sequence):
     result right, the fence polled, and the blocking wait still behind it."""
     sequence, write, check = scan_sequence
     status = sequence._fence_status.raw = CountingStatus(sequence._fence_status.raw)
+    sequence.spin_only_alone = False  # (the test's process may run other threads)
     for spin in (1.0, 1e-9):
         sequence.wait_spin_s = spin
         for seed in range(5):
@@ -155,6 +157,28 @@ def test_a_polled_wait_gives_the_same_results(scan_sequence):
             assert set(sequence.replay()) == LABELS
             check(data)
     assert status.calls >= 10
+
+
+def test_beside_other_threads_the_wait_blocks_at_once(scan_sequence):
+    """Where the process runs another thread (a batch's readers and writers), a GPU's wait
+    does not poll (each poll would hand it the GIL): it blocks at once, the results right."""
+    sequence, write, check = scan_sequence
+    status = sequence._fence_status.raw = CountingStatus(sequence._fence_status.raw)
+    sequence.wait_spin_s = 1.0  # (as on a GPU)
+    assert sequence.spin_only_alone
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        for seed in range(5):
+            data = np.random.default_rng(seed).integers(0, 99, COUNT, dtype=np.uint32)
+            write(data)
+            sequence.replay()
+            check(data)
+    finally:
+        stop.set()
+        other.join()
+    assert status.calls == 0
 
 
 # -- faults ----------------------------------------------------------------------------------

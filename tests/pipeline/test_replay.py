@@ -14,9 +14,10 @@ import trimesh
 from voxelizer import VARIANTS, Voxelizer
 from voxelizer.choices import SORTS
 from voxelizer.errors import MeshError
+from voxelizer.gpu import commands
 from voxelizer.gpu.commands import Sequence
 from voxelizer.mesh import Mesh, checked_mesh
-from voxelizer.pipeline import binning
+from voxelizer.pipeline import binning, replay
 from voxelizer.pipeline.replay import (
     MIN_TRIANGLE_CAPACITY,
     PADDING_LIMIT_CPU,
@@ -56,8 +57,11 @@ def _stream() -> list[tuple[str, Mesh, dict]]:
     ]
 
 
-# What replays: a crop's grid is as large as the part of the mesh outside it asks for.
-REPLAYED = {"smaller", "open", "smaller again"}
+# What replays: a crop's grid is as large as the part of the mesh outside it asks for; the
+# sphere's recording is still kept after the cube's ("sphere again"); a crop's SVO is built
+# from its dense result, so the dense round replays the SVO round's crops.
+REPLAYED = {"smaller", "open", "sphere again", "smaller again"}
+REPLAYED_DENSE = REPLAYED | {"placed", "placed again"}
 
 
 def _quiet(call, *args, **kw):
@@ -71,7 +75,7 @@ def _fresh(monkeypatch: pytest.MonkeyPatch, call, *args, **kw):
     """call(*args, **kw) with every one-submission part recorded afresh (no recording
     found)."""
     with monkeypatch.context() as patched:
-        patched.setattr(PartReplays, "find", lambda self, key, pool, sequence: None)
+        patched.setattr(PartReplays, "find", lambda self, *args: None)
         return _quiet(call, *args, **kw)
 
 
@@ -104,7 +108,9 @@ def test_a_stream_of_meshes_replays_exactly(monkeypatch):
     recording (counted), every result the fresh recording's and the reference's."""
     with Voxelizer() as voxelizer:
         replayed = _run_stream(monkeypatch, voxelizer, "branchless", "counting")
-    assert replayed == {(kind, name) for kind in ("svo", "dense") for name in REPLAYED}
+    assert replayed == {("svo", name) for name in REPLAYED} | {
+        ("dense", name) for name in REPLAYED_DENSE
+    }
 
 
 @pytest.mark.parametrize("sort", SORTS)
@@ -182,15 +188,15 @@ def test_capacities_hold_the_mesh_within_the_padding_limit(cpu):
     replays = PartReplays(Device())  # type: ignore[arg-type]
     limit = PADDING_LIMIT_CPU if cpu else PADDING_LIMIT_GPU
     for count in (1, 10, 255, 256, 257, 300, 1000, 1025, 99_976, 100_000):
-        triangles, vertices = replays.capacities(("k",), count, count // 2)
+        triangles, vertices = replays.capacities({}, count, count // 2)
         assert count <= triangles <= limit * max(count, MIN_TRIANGLE_CAPACITY)
         assert count // 2 + 1 <= vertices <= limit * (count // 2 + 1)
         if not cpu:
             assert triangles & (triangles - 1) == 0 and vertices & (vertices - 1) == 0
-    assert replays.capacities(("k",), 300, 0) == ((320, 1) if cpu else (512, 1))
+    assert replays.capacities({}, 300, 0) == ((320, 1) if cpu else (512, 1))
 
 
-def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path):
+def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path, monkeypatch):
     """python -m voxelizer.benchmarks.replay's measurement in this process, on three spheres
     of one size: per call figures, fewer Vulkan calls than a recorded call makes, replays
     counted; and its table, with this tree over the one before."""
@@ -204,6 +210,11 @@ def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path):
         sphere.export(files[-1])
     found = bench.measure(files, [16], "size")
     figures = found["grids"]["16"]
+    # The same beside busy threads, the submissions waiting at once: the same voxels.
+    monkeypatch.setattr(commands, "WAIT_SPIN_S", commands.WAIT_SPIN_S)  # (set_wait's, undone)
+    busy = bench.measure(files, [16], "size", busy_threads=2, wait="block")
+    assert commands.WAIT_SPIN_S == 0
+    assert busy["grids"]["16"]["digests"] == figures["digests"]
     assert len(figures["thread"]) == len(figures["digests"]) == 3
     assert figures["replayed"] == 1.0  # the warm-up recorded: every counted call replays
     assert 0 < figures["vulkan_calls"] < 60
@@ -232,3 +243,60 @@ def test_padding_that_would_not_keep_to_the_plan_records_as_ever(monkeypatch):
             assert "replayed" not in got.stats.counts
             assert_same_voxels(got.to_numpy(), voxelize_reference(mesh, N).to_numpy())
     assert begun and not any(begun)
+
+
+def _alternating() -> list[Mesh]:
+    """Meshes of three capacities (on a CPU device and on a GPU) taking turns."""
+    cube = trimesh.creation.box(extents=(1.6, 1.2, 1.4))
+    return [
+        _sphere(4, 1.0),  # 5,120 triangles
+        _sphere(3, 0.8, (0.1, 0.0, 0.1)),  # 1,280
+        checked_mesh(cube.vertices, cube.faces, "cube"),  # 12: the least capacity
+    ]
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_alternating_meshes_replay_their_own_recordings(monkeypatch, dense):
+    """Meshes of different capacities taking turns each replay the recording kept for
+    theirs once the buffers have grown (the first round; the second's first mesh records
+    again, as the later ones grew a buffer), exactly as a fresh recording and the
+    reference. On a grid of their own: the same crop for all."""
+    bounds = {"bounds": [[-1.1, -1.1, -1.1], [1.1, 1.1, 1.1]]}
+    meshes = _alternating()
+    references = [voxelize_reference(mesh, N, **bounds).to_numpy() for mesh in meshes]
+    replayed = []
+    with Voxelizer() as voxelizer:
+        voxelize = voxelizer.voxelize_dense if dense else voxelizer.voxelize
+        for _ in range(3):
+            for mesh, reference in zip(meshes, references):
+                got = _quiet(voxelize, mesh, N, **bounds)
+                assert_same_voxels(got.to_numpy(), reference)
+                replayed.append(got.stats.counts.get("replayed", 0))
+        fresh = [_fresh(monkeypatch, voxelize, mesh, N, **bounds) for mesh in meshes]
+        again = [_quiet(voxelize, mesh, N, **bounds) for mesh in meshes]
+    for got, expected in zip(again, fresh):
+        if dense:
+            assert np.array_equal(got.to_numpy(), expected.to_numpy())
+        else:
+            assert_same_svo(got, expected)
+        assert got.stats.counts["pairs"] == expected.stats.counts["pairs"]
+    assert replayed == [0, 0, 0] + [0, 1, 1] + [1, 1, 1]
+    assert [got.stats.counts.get("replayed", 0) for got in again] == [1, 1, 1]
+
+
+def test_the_least_recently_used_recording_goes(monkeypatch):
+    """With room for two recordings, three capacities taking turns evict each other (none
+    replays); two taking turns replay theirs."""
+    monkeypatch.setattr(replay, "KEPT_RECORDINGS", 2)
+    big, middle, small = _alternating()
+    with Voxelizer() as voxelizer:
+        three = [
+            _quiet(voxelizer.voxelize, mesh, N).stats.counts.get("replayed", 0)
+            for mesh in [big, middle, small] * 2
+        ]
+        two = [
+            _quiet(voxelizer.voxelize, mesh, N).stats.counts.get("replayed", 0)
+            for mesh in [big, small] * 2
+        ]
+    assert three == [0] * 6
+    assert two == [0, 1, 1, 1]  # (the big mesh's recording went with the middle one's turn)

@@ -19,7 +19,7 @@ from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..api import Voxelizer, mesh_warnings, voxel_count_label
+from ..api import Voxelizer, mesh_warnings, voxel_count_label, voxelize_checked
 from ..errors import DeviceError, VoxelizerError
 from ..grid import DenseGrid
 from ..mesh import Mesh
@@ -199,19 +199,15 @@ class MeshWorker:
         reported = len(messages)
         # A result kept in memory is what the batch asks for; a file's, what its format needs.
         dense = self.settings.dense if task.format is None else task.format.dense
-        call = self.voxelizer.voxelize_dense if dense else self.voxelizer.voxelize
         options = self.settings.options
         try:
             # Warnings as data, not caught through the warnings module: its catching is one
             # state for the whole process, and the caller's thread warns at the same time
             # (BatchRun, or another worker in this process). A result that goes to a file has
-            # its voxels counted by the writer thread (_write), off this one's path.
-            result = call(
-                loaded.mesh,
-                options.shape,
-                warn=False,
-                count_voxels=task.output is None,
-                **options.keywords(),
+            # its voxels counted by the writer thread (_write), off this one's path. The
+            # options were checked once for the batch (voxelize_checked: not per mesh).
+            result = voxelize_checked(
+                self.voxelizer, loaded.mesh, options, dense=dense, count_voxels=task.output is None
             )
             if len(messages) > reported:  # only with VOXELIZER_VALIDATION=1: a bug to report
                 raise DeviceError(f"vulkan validation layer: {messages[reported]}")

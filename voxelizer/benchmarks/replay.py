@@ -3,6 +3,7 @@ submission (pipeline/replay.py) saves, for this tree and the tree before side by
 
     python -m voxelizer.benchmarks.replay --models-dir ../shared/models --dataset DIR \\
         --grids 32 128 --before TREE [--copies 1] [--order files|size] [--rounds 3] [--out DIR]
+        [--busy-threads 2] [--waits tree block poll]
 
 What is timed: `Voxelizer.voxelize` (the SVO, the default options) on every mesh of
 make_dataset's files, loaded into memory first, one after another in one thread: the
@@ -17,6 +18,14 @@ package calls that directly, and the push-descriptor command) and the calls that
 (`Stats.counts["replayed"]`). `--order size` sorts the meshes by
 triangle count (a stream of similar meshes, as a dataset of one kind is); `files`, as
 listed.
+
+`--busy-threads N` runs N other Python threads through the timed calls (each a loop of
+Python and numpy work with short sleeps, as a batch's reading and writing threads are), so
+that the calling thread shares the GIL as a batch's device thread does. `--waits` runs this
+tree once per way its submissions wait on a GPU (gpu/commands.py): `tree`, as the tree
+does by default; `block`, at once (WAIT_SPIN_S = 0); `poll`, polled for up to WAIT_SPIN_S
+whatever other threads run (SPIN_ONLY_ALONE = False); the tree before runs as it is. (A CPU
+device never polls: the ways differ on a GPU only.)
 
 A tree is a folder holding a `voxelizer` package (`git archive COMMIT voxelizer | tar -x -C
 TREE`); each runs in a process of its own with it first on the path, the trees taking turns
@@ -38,11 +47,57 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+WAITS = ("tree", "block", "poll")
 
-def measure(files: list[str], grids: list[int], order: str) -> dict[str, Any]:
+
+def set_wait(wait: str) -> None:
+    """How this process's submissions wait on a GPU (see --waits), before any is made."""
+    from voxelizer.gpu import commands
+
+    if wait == "block":
+        commands.WAIT_SPIN_S = 0.0
+    elif wait == "poll":
+        commands.SPIN_ONLY_ALONE = False  # (a tree without it polls so anyway)
+
+
+class BusyThreads:
+    """`count` threads of Python and numpy work (short sleeps between), while in the block."""
+
+    def __init__(self, count: int):
+        import threading
+
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._work, daemon=True) for _ in range(count)]
+
+    def _work(self) -> None:
+        import numpy as np
+
+        values = np.arange(10_000, dtype=np.float64)
+        while not self._stop.is_set():
+            total = 0
+            for index in range(2_000):  # Python under the GIL, then numpy, then a pause
+                total += index * index
+            float(np.sqrt(values).sum())
+            self._stop.wait(0.0002)
+
+    def __enter__(self) -> BusyThreads:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
+
+def measure(
+    files: list[str], grids: list[int], order: str, busy_threads: int = 0, wait: str = "tree"
+) -> dict[str, Any]:
     """In the tree under test: per grid, the per-call figures and the digests."""
     import numpy as np
 
+    set_wait(wait)
     import voxelizer
     from voxelizer.io import load_mesh
 
@@ -57,13 +112,12 @@ def measure(files: list[str], grids: list[int], order: str) -> dict[str, Any]:
                 vox.voxelize(mesh, grid)
             figures: dict[str, list[float]] = {"thread": [], "process": [], "wall": [], "gpu": []}
             digests = []
-            for mesh in meshes:
-                thread, process = time.thread_time(), time.process_time()
-                started = time.perf_counter()
-                svo = vox.voxelize(mesh, grid)
-                figures["wall"].append((time.perf_counter() - started) * 1e3)
-                figures["thread"].append((time.thread_time() - thread) * 1e3)
-                figures["process"].append((time.process_time() - process) * 1e3)
+            with BusyThreads(busy_threads):
+                timed = _timed_calls(vox, meshes, grid)
+            for svo, thread, process, wall in timed:
+                figures["wall"].append(wall)
+                figures["thread"].append(thread)
+                figures["process"].append(process)
                 figures["gpu"].append(svo.stats.gpu_total_ms)
                 digest = hashlib.sha256()
                 for array in (svo.nodes, svo.bricks, svo.level_offsets):
@@ -74,6 +128,19 @@ def measure(files: list[str], grids: list[int], order: str) -> dict[str, Any]:
                 **figures, "digests": digests, "vulkan_calls": calls, "replayed": replayed,
             }  # fmt: skip
     return result
+
+
+def _timed_calls(vox: Any, meshes: list[Any], grid: int) -> list[tuple[Any, float, float, float]]:
+    """(SVO, thread CPU ms, process CPU ms, wall ms) of one call on each mesh in turn."""
+    timed = []
+    for mesh in meshes:
+        thread, process = time.thread_time(), time.process_time()
+        started = time.perf_counter()
+        svo = vox.voxelize(mesh, grid)
+        wall = (time.perf_counter() - started) * 1e3
+        thread = (time.thread_time() - thread) * 1e3
+        timed.append((svo, thread, (time.process_time() - process) * 1e3, wall))
+    return timed
 
 
 def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
@@ -124,10 +191,13 @@ def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
     return counted[0] / len(meshes), replayed / len(meshes)
 
 
-def run_tree(tree: Path, files: list[str], args: argparse.Namespace) -> dict[str, Any]:
-    """One round in a process of its own, `tree`'s voxelizer first on the path."""
+def run_tree(
+    tree: Path, files: list[str], args: argparse.Namespace, wait: str = "tree"
+) -> dict[str, Any]:
+    """One round in a process of its own, `tree`'s voxelizer first on the path, its
+    submissions waiting as `wait` says."""
     argv = ["replay", "--child", "--order", args.order, "--grids", *map(str, args.grids)]
-    argv += ["--files", *files]
+    argv += ["--busy-threads", str(args.busy_threads), "--waits", wait, "--files", *files]
     code = (
         f"import sys; sys.path.insert(0, {str(tree.resolve())!r}); sys.argv = {argv!r}; "
         f"exec(compile(open({__file__!r}).read(), {__file__!r}, 'exec'))"
@@ -187,7 +257,7 @@ def table(summaries: dict[str, dict[str, dict[str, float]]], grids: list[str]) -
         for label, row in rows.items():
             cells = " | ".join(f"{row[key]:.{digits}f}" for key, _, digits in COLUMNS)
             lines.append(f"| {grid} | {label} | {cells} |")
-        if "before" in rows:
+        if "before" in rows and "after" in rows:
             before, after = rows["before"], rows["after"]
             ratios = " | ".join(
                 f"{after[key] / before[key]:.2f}" if before[key] else "-" for key, _, _ in COLUMNS
@@ -207,26 +277,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--busy-threads", type=int, default=0)
+    parser.add_argument("--waits", nargs="+", choices=WAITS, default=["tree"])
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--files", nargs="*", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(measure(args.files, args.grids, args.order)))
+        measured = measure(args.files, args.grids, args.order, args.busy_threads, args.waits[0])
+        print(json.dumps(measured))
         return 0
 
     from voxelizer.benchmarks.meshes import make_dataset
 
     made = make_dataset(args.models_dir, args.dataset, copies=args.copies)
     files = [str(path.resolve()) for path in made]  # (the trees run in their own folders)
-    trees = {"after": Path(__file__).resolve().parents[2]}
+    here = Path(__file__).resolve().parents[2]
+    # label: (tree, how its submissions wait); "after" is this tree as it is by default
+    trees = {("after" if wait == "tree" else f"after, {wait}"): (here, wait) for wait in args.waits}
     if args.before is not None:
-        trees = {"before": args.before, **trees}
+        trees = {"before": (args.before, "tree"), **trees}
     rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
     for _ in range(args.rounds):
-        for label, tree in trees.items():
-            rounds[label].append(run_tree(tree, files, args))
+        for label, (tree, wait) in trees.items():
+            rounds[label].append(run_tree(tree, files, args, wait))
     grids = [str(grid) for grid in args.grids]
-    first = rounds["after"][0]["grids"]
+    first = next(iter(rounds.values()))[0]["grids"]
     for label, found in rounds.items():
         for one in found:
             for grid in grids:
@@ -234,12 +309,15 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit(f"{label}: results at {grid}^3 differ from this tree's")
     summaries = {label: {grid: summary(rounds[label], grid) for grid in grids} for label in trees}
     text = table(summaries, grids)
-    print(f"{len(files)} meshes ({args.order} order), {args.rounds} rounds; per call, medians")
+    busy = f", {args.busy_threads} busy threads" if args.busy_threads else ""
+    print(
+        f"{len(files)} meshes ({args.order} order), {args.rounds} rounds{busy}; per call, medians"
+    )
     print(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "replay.md").write_text(text + "\n")
-        record = {"trees": {label: str(tree) for label, tree in trees.items()},
+        record = {"trees": {label: f"{tree} ({wait})" for label, (tree, wait) in trees.items()},
                   "summaries": summaries, "rounds": rounds}  # fmt: skip
         (args.out / "replay.json").write_text(json.dumps(record, indent=1))
     return 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 import time
 import weakref
 from collections.abc import Hashable
@@ -110,7 +111,7 @@ class Buffer:
         """The start of the mapped memory as a writable array of `shape` (host-visible buffers
         only): for data made straight into it, with forget() and made_from() around."""
         dtype = np.dtype(dtype)
-        count = int(np.prod(shape))
+        count = math.prod(shape)
         return np.frombuffer(self.mapped(), dtype, count=count).reshape(shape)
 
     def write_once(self, data: np.ndarray) -> None:
@@ -126,21 +127,23 @@ class Buffer:
         of them) when `made_from` was last called with them: only read-only arrays count (a
         per-mesh cache's, which nobody changes), and any write since forgets them."""
         held = self._holds
-        return (
-            held is not None
-            and held[1] == part
-            and len(held[0]) == len(sources)
-            and all(ref() is array for ref, array in zip(held[0], sources))
-            and not any(array.flags.writeable for array in sources)
-        )
+        if held is None or held[1] != part or len(held[0]) != len(sources):
+            return False
+        for ref, array in zip(held[0], sources):  # (a loop: asked several times a call)
+            if ref() is not array or array.flags.writeable:
+                return False
+        return True
 
     def made_from(self, sources: tuple[np.ndarray, ...], part: Hashable = None) -> None:
         """Note that the contents were just made from `sources` (`part` of them), for `holds`;
         writable sources are not noted (they may change)."""
-        if any(array.flags.writeable for array in sources):
-            self._holds = None
-        else:
-            self._holds = (tuple(weakref.ref(array) for array in sources), part)
+        refs = []
+        for array in sources:
+            if array.flags.writeable:
+                self._holds = None
+                return
+            refs.append(weakref.ref(array))
+        self._holds = (tuple(refs), part)
 
     def forget(self) -> None:
         """The contents are about to change by other means than write: `holds` says no."""
@@ -176,7 +179,7 @@ class Buffer:
             vk.vkFreeMemory(self.device.handle, memory, None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Binding:
     """A buffer range bound at one binding of a pipeline's descriptor set."""
 

@@ -4,7 +4,10 @@ A `Sequence` is reused for every voxelization a Voxelizer runs: `begin()`, recor
 `submit()` (waits), read results, and `begin()` again. A recording begun with
 `begin(reusable=True)` can be submitted again as it is by `replay()`, until the next
 `begin()`: for work whose buffers, sizes and push constants are the same as last time, no
-command is recorded again. `submissions` counts what went to the queue.
+command is recorded again. `keep()` takes such a recording off the sequence as a
+`Recording`, replayed by `replay(recording)` for as long as the caller keeps it (the
+sequence records on a fresh command buffer meanwhile), so that several stay ready at once;
+`release(recording)` hands it back. `submissions` counts what went to the queue.
 
 A call records a few dozen commands, so recording is kept cheap on the host: the commands
 go straight to the Vulkan functions (cffi, none of the wrapper's per-call argument
@@ -19,8 +22,12 @@ A submission is cheap on the host too, as a small build submits and waits in a f
 millisecond: the submit and the wait call the Vulkan functions themselves (gpu/vulkan_calls.py:
 a fault injected into the `vulkan` module's wrapper still reaches them), with structs made
 once per sequence. The wait polls the fence for up to `wait_spin_s` before it blocks in
-vkWaitForFences, as a driver's blocking wait may wake the host well after the GPU is done; a
-CPU device (lavapipe) never polls, as the host's cores run the work. A Vulkan error of the
+vkWaitForFences, as a driver's blocking wait may wake the host well after the GPU is done,
+but only while the waiting thread is the process's only one (SPIN_ONLY_ALONE): each poll
+gives up the GIL and takes it back, so beside other Python threads (a batch's readers and
+writers) the poll spends the thread's CPU and hands the GIL to them at every turn, where a
+blocking wait gives it up once. A CPU device (lavapipe) never polls, as the host's cores run
+the work. A Vulkan error of the
 submit or the wait (a lost device, no memory) is a `DeviceError`.
 
 A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
@@ -47,19 +54,38 @@ from .loader import vk
 from .pipelines import ComputePipeline
 from .vulkan_calls import VulkanCall
 
-__all__ = ["Binding", "DescriptorWrites", "GpuTimes", "Sequence", "check_result", "workgroups"]
+__all__ = [
+    "Binding", "DescriptorWrites", "GpuTimes", "Recording", "Sequence", "check_result",
+    "workgroups",
+]  # fmt: skip
 
 _SETS_PER_POOL = 64
 _MAX_TIMESTAMPS = 128
 # How long a wait polls the fence before it blocks, on a device that is not the host's CPU
 # (docs/benchmarks.md, "Submissions": the round trip on an H200 with and without the poll).
 WAIT_SPIN_S = 0.0005
+# Whether the wait polls only while the process runs no other thread (see the module's text).
+SPIN_ONLY_ALONE = True
 _FOREVER = 2**64 - 1  # a wait's timeout: none
 
 
 def workgroups(items: int, per_group: int) -> int:
     """Workgroups of `per_group` invocations (or items) that cover `items`."""
     return -(-items // per_group)
+
+
+class Recording:
+    """A reusable recording kept off its sequence (`Sequence.keep`): its command buffer, its
+    timestamps' labels, and the descriptor pools its sets came from (on a device without
+    push descriptors), until `Sequence.release`."""
+
+    __slots__ = ("command_buffer", "descriptor_pools", "labels", "released")
+
+    def __init__(self, command_buffer: Any, labels: tuple[str, ...], descriptor_pools: list):
+        self.command_buffer = command_buffer
+        self.labels = labels
+        self.descriptor_pools = descriptor_pools
+        self.released = False
 
 
 class Sequence:
@@ -69,6 +95,8 @@ class Sequence:
         handle = device.handle
         self.command_pool = self.fence = self.query_pool = None
         self._descriptor_pools: list = []
+        self._kept: list[Recording] = []  # recordings kept off the sequence, not released
+        self._spare_buffers: list[Any] = []  # command buffers of released recordings
         self._unread: weakref.ref[GpuTimes] | None = None  # the last submission's, if unread
         try:
             # All or none: a Ctrl-C (held until the block ends) or an error part way destroys
@@ -145,8 +173,11 @@ class Sequence:
         self._wait_for_fences = VulkanCall("vkWaitForFences")
         self._reset_fences = VulkanCall("vkResetFences")
         self._fence_status = VulkanCall("vkGetFenceStatus")
-        # How long a wait polls the fence before it blocks (never on a CPU device)
+        # How long a wait polls the fence before it blocks (never on a CPU device), and
+        # whether only while the waiting thread is the process's only one
         self.wait_spin_s = 0.0 if self.device.is_cpu else WAIT_SPIN_S
+        self.spin_only_alone = SPIN_ONLY_ALONE
+        self._not_ready = vk.VK_NOT_READY  # (a constant the poll compares with, looked up once)
         # The timestamps of a submission are read into this, when asked for (GpuTimes).
         self._ticks = ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
         self._tick_view = np.frombuffer(ffi.buffer(self._ticks), np.uint64)
@@ -396,13 +427,66 @@ class Sequence:
         """Whether `replay()` may run: the last recording was begun reusable and submitted."""
         return self._replayable
 
-    def replay(self) -> Mapping[str, float]:
-        """Submit the last recording again as it is (see `replayable`) and wait: the buffers
-        it names must be alive still, and hold what its steps expect."""
+    def replay(self, recording: Recording | None = None) -> Mapping[str, float]:
+        """Submit the last recording again as it is (see `replayable`), or a kept one, and
+        wait: the buffers it names must be alive still, and hold what its steps expect."""
+        if recording is None:
+            if not self._replayable:
+                raise RuntimeError("no reusable recording to replay")
+            self.device.settle()  # (an interrupted replay's work may still use the buffer)
+            return self._run()
+        if recording.released:
+            raise RuntimeError("a released recording cannot be replayed")
+        self.device.settle()
+        self._command_buffers[0] = recording.command_buffer
+        labels, self._submitted_labels = self._submitted_labels, recording.labels
+        try:
+            return self._run()
+        finally:
+            self._command_buffers[0] = self.command_buffer
+            self._submitted_labels = labels
+
+    def keep(self) -> Recording:
+        """The reusable recording just submitted (see `replayable`), taken off the sequence to
+        be replayed later by `replay(recording)`; the next `begin()` records on another
+        command buffer. The caller releases it (`release`) when done with it."""
         if not self._replayable:
-            raise RuntimeError("no reusable recording to replay")
-        self.device.settle()  # (an interrupted replay's work may still use the buffer)
-        return self._run()
+            raise RuntimeError("no reusable recording to keep")
+        with interrupts_deferred():  # (the kept one listed, the fresh one in use, or neither)
+            if not self._spare_buffers:
+                alloc = vk.VkCommandBufferAllocateInfo(
+                    commandPool=self.command_pool,
+                    level=vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY,
+                    commandBufferCount=1,
+                )
+                self._spare_buffers.append(
+                    vk.vkAllocateCommandBuffers(self.device.handle, alloc)[0]
+                )
+            pools: list = []
+            if self.device.push_descriptor_function is None:  # its sets: in the pools used
+                pools = self._descriptor_pools[: self._pool_index]
+                del self._descriptor_pools[: self._pool_index]
+                self._pool_index, self._sets_left = 0, 0
+            kept = Recording(self.command_buffer, self._submitted_labels, pools)
+            self._kept.append(kept)
+            self.command_buffer = self._spare_buffers.pop()
+            self._command_buffers[0] = self.command_buffer
+        self._replayable = False
+        return kept
+
+    def release(self, recording: Recording) -> None:
+        """Hand a kept recording back: its command buffer and descriptor pools serve later
+        recordings (reset when next begun)."""
+        if recording.released:
+            return
+        self.device.settle()  # (the queue may still run it)
+        recording.released = True
+        self._kept.remove(recording)
+        self._spare_buffers.append(recording.command_buffer)
+        for pool in recording.descriptor_pools:
+            check_result(self._lib.vkResetDescriptorPool(self.device.handle, pool, 0))
+        self._descriptor_pools.extend(recording.descriptor_pools)
+        recording.descriptor_pools = []
 
     def _run(self) -> Mapping[str, float]:
         """Submit the ended command buffer, wait, and return its timestamps, unread."""
@@ -434,25 +518,28 @@ class Sequence:
         return times
 
     def _wait_for_fence(self) -> None:
-        """Wait for the fence: polled for up to `wait_spin_s` first, then blocking. Where the
-        wait's functions are replaced (a fault injected), straight through them."""
+        """Wait for the fence: polled for up to `wait_spin_s` first (where `spin_only_alone`,
+        only while no other thread runs), then blocking. Where the wait's functions are
+        replaced (a fault injected), straight through them."""
         handle, spin = self.device.handle, self.wait_spin_s
         if (
             spin > 0
+            and not (self.spin_only_alone and threading.active_count() > 1)
             and self._fence_status.replaced is None
             and self._wait_for_fences.replaced is None
         ):
-            status, fence = self._fence_status.raw, self.fence
-            deadline = time.perf_counter() + spin
+            status, fence, not_ready = self._fence_status.raw, self.fence, self._not_ready
+            clock = time.perf_counter
+            deadline = clock() + spin
             while True:
                 result = status(handle, fence)
                 if result == 0:  # VK_SUCCESS: signalled
                     return
-                if result != vk.VK_NOT_READY:
+                if result != not_ready:
                     check_result(result)  # (a lost device)
-                if time.perf_counter() >= deadline:
+                if clock() >= deadline:
                     break
-        self._wait_for_fences(handle, 1, self._fences, vk.VK_TRUE, _FOREVER)
+        self._wait_for_fences(handle, 1, self._fences, 1, _FOREVER)  # (waitAll: VK_TRUE)
 
     def _keep_times(self) -> None:
         """Read the last submission's timestamps into its GpuTimes, if that is still held
@@ -493,6 +580,11 @@ class Sequence:
         self.device.settle()
         if self.query_pool is not None:
             self._keep_times()
+        for kept in self._kept:  # (their command buffers go with the command pool)
+            kept.released = True
+            self._descriptor_pools.extend(kept.descriptor_pools)
+            kept.descriptor_pools = []
+        self._kept.clear()
         for pool in self._descriptor_pools:
             vk.vkDestroyDescriptorPool(handle, pool, None)
         self._descriptor_pools.clear()

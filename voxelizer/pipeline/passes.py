@@ -323,30 +323,31 @@ class PassRunner:
         assert replays is not None
         fixed = (self.binning.pipelines, self.sort, window, slab.grid, download, then,
                  geometry.fixed_error, geometry.indexed)  # fmt: skip
+        kept = replays.kept(fixed)
         vertices = len(geometry.vertices)
-        triangles, vertex_capacity = replays.capacities(fixed, geometry.triangles, vertices)
-        key = (*fixed, triangles, vertex_capacity)
-        pairs = max(capacity, replays.pair_capacity(key))
+        capacities = replays.capacities(kept, geometry.triangles, vertices)
+        triangles, vertex_capacity = capacities
+        found = kept.get(capacities)
+        pairs = capacity if found is None else max(capacity, found.capacity)
         if not self._padding_fits(window, triangles, vertex_capacity, pairs):
             return None
         generation = pool.generation
         padded = geometry.stage_padded(pool, triangles, vertex_capacity, replays.padding)
-        recording = replays.find(key, pool, sequence) if pool.generation == generation else None
+        recording = replays.find(kept, capacities, pool) if pool.generation == generation else None
         if recording is not None:
-            self.stats.add_gpu(sequence.replay())
-            replays.replayed(sequence)
+            self.stats.add_gpu(sequence.replay(recording.recording))
             slab.cleared()
             self.stats.count(replayed=1)
             counted = replace(recording.counted, batch=batch, upload_ms=padded.upload_ms)
             return counted, recording.replayed_reads, recording.capacity
-        replays.keep(None)
         sequence.begin(reusable=True)
         counted, reads = self._record_one(window, batch, slab, download, then, capacity, padded)
         self.stats.add_gpu(sequence.submit())
         if sequence.replayable:
-            replays.keep(
-                PartRecording(key, pool.generation, sequence.submissions, counted, capacity, reads)
+            made = PartRecording(
+                fixed, capacities, pool.generation, sequence.keep(), counted, capacity, reads
             )
+            replays.keep(made, sequence)
         return counted, reads, capacity
 
     def _padding_fits(self, window: Window, triangles: int, vertices: int, pairs: int) -> bool:

@@ -15,6 +15,7 @@ a slab is halved while it would leave the pairs less than MIN_PAIR_BUDGET.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from ..errors import MemoryBudgetError
@@ -150,7 +151,11 @@ class _SlabSizes:
     grid_planes: int
 
     def of(self, rows: int, whole: bool) -> tuple[int, int]:
-        """(bytes of the slab's buffers, the largest single buffer)."""
+        """(bytes of the slab's buffers, the largest single buffer): the same for the same
+        sizes, so remembered (a stream of meshes on one grid asks again and again)."""
+        return _slab_bytes(self, rows, whole)
+
+    def _of(self, rows: int, whole: bool) -> tuple[int, int]:
         nx, _, nz = self.shape
         window = Window(nx=nx, nz=nz, row_lo=0, row_hi=rows, buffer_row=0)
         forest = (
@@ -166,6 +171,11 @@ class _SlabSizes:
         largest = max(grid, sums, forest.largest_classify_buffer() if self.svo else 0, attribute)
         total = self.grid_planes * grid + sums + classify + download + 2 * attribute
         return total, largest
+
+
+@functools.lru_cache(maxsize=256)
+def _slab_bytes(sizes: _SlabSizes, rows: int, whole: bool) -> tuple[int, int]:
+    return sizes._of(rows, whole)
 
 
 def _slab_rows(

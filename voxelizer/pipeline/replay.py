@@ -15,9 +15,12 @@ computes from the count (shaders/pair_dispatch.comp), and the read-backs are rea
 the GPU's counts say.
 
 A replay is valid only while everything it names is as recorded: the key (kernels, sort,
-window, grid buffer, outputs, fixed_error, capacities), every buffer of the pool (its
-generation), and the sequence's command buffer (nothing submitted on it since). Anything
-else records afresh, and that recording is the one kept. Where the pairs overflow the
+window, grid buffer, outputs, fixed_error, capacities) and every buffer of the pool (its
+generation). Each recording is kept on a command buffer of its own (Sequence.keep), up to
+KEPT_RECORDINGS of them, the least recently used released first: meshes of several sizes
+taking turns (a capacity each), or a dense and an SVO result, each replay their own. A mesh
+takes the smallest kept capacities it fits. Anything else records afresh, and that
+recording is kept too. Where the pairs overflow the
 recorded pair capacity, the part goes on as the general path does, as after a recording.
 """
 
@@ -26,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..gpu.buffers import Buffer, BufferPool
-from ..gpu.commands import Sequence
+from ..gpu.commands import Recording, Sequence
 from ..gpu.device import Device
 from .binning import Counted
 from .geometry import PaddingRows
@@ -40,6 +43,8 @@ from .svo_build import RecordedSVO
 PADDING_LIMIT_GPU = 32.0
 PADDING_LIMIT_CPU = 1.125
 CPU_CAPACITY_BITS = 4
+# Recordings kept at once (their command buffers; the buffers they name are the pool's).
+KEPT_RECORDINGS = 8
 MIN_TRIANGLE_CAPACITY = 256
 
 
@@ -59,18 +64,21 @@ class PartReads:
 
 @dataclass
 class PartRecording:
-    """The reusable one-submission part recorded last: what it was recorded for (`key`), the
-    pool's generation and the sequence's submission count that say it is still the command
-    buffer's and every buffer it names is alive, and what it left for the host."""
+    """A reusable one-submission part kept off the sequence (Sequence.keep): what it was
+    recorded for (the key's `fixed` part, and its capacities: (triangles, vertices)), the
+    pool's generation that says every buffer it names is alive, and what it left for the
+    host."""
 
-    key: tuple[object, ...]
+    fixed: tuple[object, ...]
+    capacities: tuple[int, int]
     generation: int
-    submissions: int
+    recording: Recording
     counted: Counted
     capacity: int  # the pairs the recording made room for
     reads: PartReads
     # The reads as a replay hands them on: its SVO conversion takes no host time to record.
     replayed_reads: PartReads = field(init=False)
+    used: int = 0  # when it was last recorded or replayed (PartReplays' count of uses)
 
     def __post_init__(self) -> None:
         svo = self.reads.svo
@@ -78,27 +86,32 @@ class PartRecording:
         self.replayed_reads = replace(self.reads, svo=recorded)
 
 
+Kept = dict[tuple[int, int], PartRecording]  # the recordings of one `fixed`, by capacities
+
+
 class PartReplays:
-    """A Resources' reusable recording of the one-submission part (one at a time, on its
-    sequence), the capacities a mesh is staged at, and the padding rows of the staging
-    buffers."""
+    """A Resources' reusable recordings of the one-submission part (up to KEPT_RECORDINGS,
+    each on a command buffer of its own, the least recently used released first: meshes of
+    several sizes, grids or outputs taking turns each replay theirs), by the key's `fixed`
+    part (hashable: what it names by identity or by value) and then by capacities; the
+    capacities a mesh is staged at, and the padding rows of the staging buffers."""
 
     def __init__(self, device: Device):
         self.padding_limit = PADDING_LIMIT_CPU if device.is_cpu else PADDING_LIMIT_GPU
         self._bits = CPU_CAPACITY_BITS if device.is_cpu else 1
         self.padding = PaddingRows()
-        self._last: PartRecording | None = None
+        self._kept: dict[tuple[object, ...], Kept] = {}
+        self._uses = 0
 
-    def capacities(
-        self, fixed: tuple[object, ...], triangles: int, vertices: int
-    ) -> tuple[int, int]:
-        """(triangles, vertices) to stage a mesh at: the last recording's where the mesh fits
-        them (the rest of its key `fixed` the same), else the counts rounded up (a power of
-        two on a GPU; the vertices' one more than the mesh's: the padding's own)."""
-        last = self._last
-        if last is not None and last.key[:-2] == fixed:
-            triangle_capacity, vertex_capacity = last.key[-2:]
-            assert isinstance(triangle_capacity, int) and isinstance(vertex_capacity, int)
+    def kept(self, fixed: tuple[object, ...]) -> Kept:
+        """The recordings kept for `fixed` (the key less its capacities), by capacities."""
+        return self._kept.get(fixed) or {}
+
+    def capacities(self, kept: Kept, triangles: int, vertices: int) -> tuple[int, int]:
+        """(triangles, vertices) to stage a mesh at: the smallest of the `kept` recordings'
+        that the mesh fits, else the counts rounded up (a power of two on a GPU; the
+        vertices' one more than the mesh's: the padding's own)."""
+        for triangle_capacity, vertex_capacity in sorted(kept):
             if self._fits(triangles, triangle_capacity) and self._fits(
                 vertices + 1, vertex_capacity
             ):
@@ -109,33 +122,36 @@ class PartReplays:
         )
 
     def find(
-        self, key: tuple[object, ...], pool: BufferPool, sequence: Sequence
+        self, kept: Kept, capacities: tuple[int, int], pool: BufferPool
     ) -> PartRecording | None:
-        """The recording to replay for `key`, if it is still valid."""
-        last = self._last
-        if (
-            last is None
-            or last.key != key
-            or last.generation != pool.generation
-            or not sequence.replayable
-            or last.submissions != sequence.submissions
-        ):
+        """The recording of `kept` to replay at `capacities`, if it is still valid."""
+        recording = kept.get(capacities)
+        if recording is None or recording.generation != pool.generation:
             return None
-        return last
+        self._uses += 1
+        recording.used = self._uses
+        return recording
 
-    def pair_capacity(self, key: tuple[object, ...]) -> int:
-        """The pairs the recording for `key` made room for (0: there is none)."""
-        last = self._last
-        return last.capacity if last is not None and last.key == key else 0
-
-    def keep(self, recording: PartRecording | None) -> None:
-        """The recording to replay next (None: none)."""
-        self._last = recording
-
-    def replayed(self, sequence: Sequence) -> None:
-        """The last recording was just replayed (the sequence counted one more submission)."""
-        if self._last is not None:
-            self._last.submissions = sequence.submissions
+    def keep(self, recording: PartRecording, sequence: Sequence) -> None:
+        """Keep a recording: it replaces one of the same key, and the least recently used
+        goes past KEPT_RECORDINGS (released to `sequence`), as do those whose buffers are
+        gone (another pool generation)."""
+        self._uses += 1
+        recording.used = self._uses
+        everything = [old for kept in self._kept.values() for old in kept.values()]
+        everything.sort(key=lambda old: old.used, reverse=True)
+        self._kept = {recording.fixed: {recording.capacities: recording}}
+        for old in everything:
+            kept = self._kept.setdefault(old.fixed, {})
+            if (
+                old.generation != recording.generation
+                or old.capacities in kept
+                or sum(map(len, self._kept.values())) >= KEPT_RECORDINGS
+            ):
+                sequence.release(old.recording)
+            else:
+                kept[old.capacities] = old
+        self._kept = {fixed: kept for fixed, kept in self._kept.items() if kept}
 
     def _fits(self, count: int, capacity: int) -> bool:
         return count <= capacity <= self.padding_limit * max(count, MIN_TRIANGLE_CAPACITY)

@@ -42,6 +42,7 @@ class Resources:
         self._face_gather: FaceGather | None = None
         self._winding: WindingPipelines | None = None
         self._builders: list[threading.Thread] = []  # prepare's threads, joined by close
+        self._prepared: set[tuple[str, str, bool]] = set()  # prepare's, found all built
 
     def passes(self, variant: str, shift: int = 0) -> PassPipelines:
         """The pass kernels of `variant` on the lattice of placement.lattice_shift `shift`."""
@@ -84,7 +85,9 @@ class Resources:
         dispatches them, on a background thread (on a CPU device each also gets its first
         dispatch there, which compiles it: first_dispatches.FirstDispatches): the caller reads and
         checks the mesh meanwhile. Those built already cost nothing; a job needing others
-        builds them."""
+        builds them. A kind found all built is not looked at again."""
+        if (variant, sort, svo) in self._prepared:
+            return
         passes = self.passes(variant)
         scan = self.scan()
         wanted = [passes.setup, scan.scan_blocks, scan.add_offsets]
@@ -106,6 +109,8 @@ class Resources:
             thread = build_in_background(wanted)
             if thread is not None:
                 self._builders.append(thread)
+            else:
+                self._prepared.add((variant, sort, svo))
 
     def close(self) -> None:
         """Wait for the background builds and the device, then free every kernel and buffer
@@ -113,6 +118,7 @@ class Resources:
         for thread in self._builders:
             thread.join()
         self._builders.clear()
+        self._prepared.clear()
         self.device.wait_idle()
         for kernels in self._passes.values():
             kernels.destroy()
