@@ -214,7 +214,7 @@ def test_an_abandoned_batch_leaves_whole_files_and_no_temporaries(tmp_path):
 def test_results_kept_in_memory_need_no_writers():
     results = list(voxelize_many(FILES, grid=16, write_processes=True))
     assert all(r.result is not None and r.output is None for r in results)
-    assert _write_processes(True, 1, 100, None) == 0
+    assert _write_processes(True, 1, meshes=100, out_dir=None, shape=(16, 16, 16)) == 0
 
 
 def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
@@ -223,11 +223,27 @@ def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
         monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
         assert default_write_processes(workers) == expected, (cores, workers)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    assert _write_processes(None, 1, 7, "out") == 0  # too few meshes (4 a writer)
-    assert _write_processes(False, 1, 800, "out") == 0
-    assert _write_processes(3, 1, 1, "out") == 3
+    grid = (128, 128, 128)
+    assert _write_processes(None, 1, meshes=7, out_dir="out", shape=grid) == 0  # 4 a writer
+    assert _write_processes(False, 1, meshes=800, out_dir="out", shape=grid) == 0
+    assert _write_processes(3, 1, meshes=1, out_dir="out", shape=grid) == 3
     with pytest.raises(voxelizer.VoxelizerError, match="0 or more"):
-        _write_processes(-1, 1, 1, "out")
+        _write_processes(-1, 1, meshes=1, out_dir="out", shape=grid)
+
+
+def test_larger_grids_get_more_writers_up_to_half_the_cores(monkeypatch):
+    """A file's cost grows about with the grid's face: side² over 128³'s count."""
+    hosts = (  # cores, grid side, writers
+        (16, None, 2), (16, 64, 2), (16, 128, 2), (16, 181, 4), (16, 256, 8), (16, 512, 8),
+        (32, 256, 16), (64, 512, 16), (8, 256, 4), (4, 256, 0),
+    )  # fmt: skip
+    for cores, side, expected in hosts:
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert default_write_processes(1, side) == expected, (cores, side)
+    monkeypatch.setattr(os, "cpu_count", lambda: 16)
+    shape = (256, 64, 32)  # the longest side counts
+    assert _write_processes(None, 1, meshes=800, out_dir="out", shape=shape) in (0, 8)
+    assert _write_processes(True, 1, meshes=800, out_dir="out", shape=shape) == 8
 
 
 def test_a_payload_is_the_result_it_stands_for():
@@ -426,3 +442,15 @@ def test_the_reading_processes_are_still_forked_after_the_writers():
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["2", "2"]
+
+
+def test_the_command_sizes_its_writers_by_the_grid_it_asks_for():
+    from argparse import Namespace
+
+    from voxelizer.batch.cli import _grid_side
+    from voxelizer.grid_spec import DEFAULT_GRID
+
+    assert _grid_side(Namespace(grid=256, voxel_size=None)) == 256
+    assert _grid_side(Namespace(grid=(64, 300, 8), voxel_size=None)) == 300
+    assert _grid_side(Namespace(grid=None, voxel_size=None)) == DEFAULT_GRID
+    assert _grid_side(Namespace(grid=None, voxel_size=(0.1,))) is None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..command_words import in_command_words
 from ..errors import DeviceError, OutputError, ThinResultWarning, VoxelizerError
+from ..grid_spec import DEFAULT_GRID
 from ..io.mesh_files import (
     GLOB_CHARACTERS,
     MeshFiles,
@@ -209,7 +210,9 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         # reuse the memory of the last one's instead of fresh pages (the device's thread
         # among them: docs/benchmarks.md, "Reading at memory speed").
         keep_freed_memory()
-        _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs)
+        _start_reading(
+            meshes=len(files.paths), devices=devices, jobs=args.jobs, grid_side=_grid_side(args)
+        )
     if devices is not None and args.ray is None:
         _check_devices(devices)
 
@@ -254,7 +257,9 @@ def _check_log(
     check_output_path(log, overwrite=True)  # a folder that takes files; appended to
 
 
-def _start_reading(*, meshes: int, devices: str | None, jobs: int | None) -> None:
+def _start_reading(
+    *, meshes: int, devices: str | None, jobs: int | None, grid_side: int | None
+) -> None:
     """The writing and reading helpers of the worker in this process, started before
     anything here opens Vulkan (checking --devices does): then they are forked, ready at once
     and reading while the device opens, not started by exec (which costs a Python start and
@@ -268,12 +273,20 @@ def _start_reading(*, meshes: int, devices: str | None, jobs: int | None) -> Non
         workers = jobs if jobs is not None else len(device_list(devices))
     except DeviceError:
         return  # _check_devices says what is wrong
-    writers = default_write_processes(workers)
+    writers = default_write_processes(workers, grid_side)
     if writers and meshes >= 4 * writers and fork_allowed():  # as voxelize_many decides
         shared_write_processes(writers)  # forked first: the readers' threads start at once
     helpers = default_load_processes(workers)
     if helpers and meshes >= 2 * helpers:  # as voxelize_many decides
         shared_load_processes(helpers)
+
+
+def _grid_side(args: argparse.Namespace) -> int | None:
+    """The grid's longest side as --grid asks (the default grid without --grid or
+    --voxel-size), None where the meshes' sizes decide it (--voxel-size)."""
+    if args.grid is None:
+        return DEFAULT_GRID if args.voxel_size is None else None
+    return args.grid if isinstance(args.grid, int) else max(args.grid)
 
 
 def _check_devices(devices: str) -> None:

@@ -210,7 +210,9 @@ def voxelize_many(
         threads=threads,
         prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
         load_processes=load_processes,
-        write_processes=_write_processes(write_processes, workers, len(tasks), out_dir),
+        write_processes=_write_processes(
+            write_processes, workers, meshes=len(tasks), out_dir=out_dir, shape=checked.shape
+        ),
     )
     exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
     skipped = [t for t in tasks if t.index in exists]
@@ -331,19 +333,27 @@ def _load_processes(asked: int | None, *, workers: int, meshes: int) -> int:
     return int(asked)
 
 
-def _write_processes(asked: int | bool | None, workers: int, meshes: int, out_dir: object) -> int:
+def _write_processes(
+    asked: int | bool | None,
+    workers: int,
+    *,
+    meshes: int,
+    out_dir: object,
+    shape: tuple[int, int, int] | None,
+) -> int:
     """The writing processes per worker: as asked (True: the default, at least one), else
     the default where this batch writes files, has meshes enough for them, and they can be
     forked now (or run already): a writer started by exec costs a Python start."""
     if out_dir is None:
         return 0  # nothing to write: the results stay in memory
     if asked is None:
-        count = default_write_processes(workers)
+        count = default_write_processes(workers, None if shape is None else max(shape))
         if meshes < 4 * count:
             return 0
         return count if fork_allowed() or running_write_processes() >= count else 0
     if isinstance(asked, bool):
-        return max(1, default_write_processes(1)) if asked else 0
+        side = None if shape is None else max(shape)
+        return max(1, default_write_processes(1, side)) if asked else 0
     if _whole(asked, "write_processes") < 0:
         raise VoxelizerError(f"write_processes must be 0 or more, not {asked}")
     return int(asked)

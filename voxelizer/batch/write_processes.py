@@ -52,23 +52,32 @@ from .readers import fork_allowed, widen_pipe
 
 PROTOCOL = 5
 JOBS_AHEAD = 2  # files a writer holds: the next one crosses while it writes the last
-# The default: one writer for every CORES_PER_WRITER cores of the host, up to MAX. A file
-# costs a writer about 3.4 ms of CPU (.npz at 128³ on the H200 host): two writers keep up
-# with about 590 meshes a second, while the reading processes take the other cores.
+# The default: one writer for every CORES_PER_WRITER cores of the host (up to BASE_WRITERS)
+# at 128³, more on larger grids, as a file's cost grows about with the grid's face: an .npz
+# costs a writer about 3.4 ms of CPU at 128³ and about 14 ms at 256³ (H200 host, 16 cores:
+# docs/benchmarks.md, "Writing processes"). Two writers keep up with about 590 meshes a
+# second at 128³, while the reading processes take the other cores; at 256³ they held the
+# command to 130-150 a second, so there the count grows with side².
 CORES_PER_WRITER = 8
-MAX_WRITE_PROCESSES = 4
+BASE_WRITERS = 4
+REFERENCE_SIDE = 128
+MAX_WRITE_PROCESSES = 16
 _log = get_logger(__name__)
 
 
-def default_write_processes(workers: int = 1) -> int:
+def default_write_processes(workers: int = 1, grid_side: int | None = None) -> int:
     """Writing processes for a batch of one worker: where the host has cores to spare (8 or
-    more), one for every CORES_PER_WRITER cores, up to MAX_WRITE_PROCESSES; else none (the
+    more), one for every CORES_PER_WRITER cores (up to BASE_WRITERS), times (grid_side /
+    REFERENCE_SIDE)² on grids larger than that (grid_side: the grid's longest side, None
+    where unknown), never more than half the cores nor MAX_WRITE_PROCESSES; else none (the
     writer threads write). A batch of several workers leaves its files to its threads (its
     processes' cores go to their own devices)."""
     cores = os.cpu_count() or 1
     if cores < 8 or workers != 1:
         return 0
-    return min(MAX_WRITE_PROCESSES, cores // CORES_PER_WRITER)
+    base = min(BASE_WRITERS, cores // CORES_PER_WRITER)
+    scale = max(1, round((grid_side / REFERENCE_SIDE) ** 2)) if grid_side else 1
+    return min(MAX_WRITE_PROCESSES, cores // 2, base * scale)
 
 
 # --- what crosses: a file to write, as plain arrays -------------------------------------------
