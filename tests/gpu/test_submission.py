@@ -148,7 +148,7 @@ def test_a_polled_wait_gives_the_same_results(scan_sequence):
     result right, the fence polled, and the blocking wait still behind it."""
     sequence, write, check = scan_sequence
     status = sequence._fence_status.raw = CountingStatus(sequence._fence_status.raw)
-    assert not sequence.spin_only_alone  # the default: it polls beside other threads too
+    sequence.spin_only_alone = False  # (the test's process may run other threads)
     for spin in (1.0, 1e-9):
         sequence.wait_spin_s = spin
         for seed in range(5):
@@ -159,13 +159,13 @@ def test_a_polled_wait_gives_the_same_results(scan_sequence):
     assert status.calls >= 10
 
 
-def test_a_wait_told_to_spin_only_alone_blocks_beside_other_threads(scan_sequence):
-    """With spin_only_alone, where the process runs another thread a GPU's wait does not
-    poll: it blocks at once, the results right."""
+def test_beside_other_threads_the_wait_blocks_at_once(scan_sequence):
+    """Where the process runs another thread (a batch's readers and writers), a GPU's wait
+    does not poll (each poll would hand it the GIL): it blocks at once, the results right."""
     sequence, write, check = scan_sequence
     status = sequence._fence_status.raw = CountingStatus(sequence._fence_status.raw)
     sequence.wait_spin_s = 1.0  # (as on a GPU)
-    sequence.spin_only_alone = True
+    assert sequence.spin_only_alone
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()

@@ -22,12 +22,12 @@ A submission is cheap on the host too, as a small build submits and waits in a f
 millisecond: the submit and the wait call the Vulkan functions themselves (gpu/vulkan_calls.py:
 a fault injected into the `vulkan` module's wrapper still reaches them), with structs made
 once per sequence. The wait polls the fence for up to `wait_spin_s` before it blocks in
-vkWaitForFences, as a driver's blocking wait may wake the host well after the GPU is done;
-beside other busy Python threads too (a batch's readers and writers), where a blocking wait
-measured slower on an H200 (docs/benchmarks.md, "Several recordings kept"), though each poll
-gives the GIL up and takes it back. SPIN_ONLY_ALONE makes it poll only while its thread is
-the process's only one. A CPU device (lavapipe) never polls, as the host's cores run the
-work. A Vulkan error of the
+vkWaitForFences, as a driver's blocking wait may wake the host well after the GPU is done,
+but only while the waiting thread is the process's only one (SPIN_ONLY_ALONE): each poll
+gives up the GIL and takes it back, so beside other Python threads (a batch's readers and
+writers) the poll spends the thread's CPU and hands the GIL to them at every turn, where a
+blocking wait gives it up once. A CPU device (lavapipe) never polls, as the host's cores run
+the work. A Vulkan error of the
 submit or the wait (a lost device, no memory) is a `DeviceError`.
 
 A submit interrupted before its wait returns (Ctrl-C, any exception) leaves the work on the
@@ -65,8 +65,9 @@ _MAX_TIMESTAMPS = 128
 # (docs/benchmarks.md, "Submissions": the round trip on an H200 with and without the poll).
 WAIT_SPIN_S = 0.0005
 # Whether the wait polls only while the process runs no other thread (see the module's text):
-# no, as polling beside two busy threads gave more calls a second than blocking on an H200.
-SPIN_ONLY_ALONE = False
+# yes, as the batch command ran faster so on an H200 (docs/benchmarks.md, "Several
+# recordings kept"), although beside synthetic busy threads polling gave more calls a second.
+SPIN_ONLY_ALONE = True
 _FOREVER = 2**64 - 1  # a wait's timeout: none
 
 
