@@ -127,9 +127,15 @@ def test_the_tables_say_what_each_set_holds_and_what_failed():
     assert found["done"] == {"many": 7} and found["failed"] == {"many": 3}
     holds = {"files": 10, "distinct": 5, "copies": 2, "meshes": 7, "broken": 3,
              "formats": {"OBJ": 7}, "triangles": [12, 96], "broken_files": ["empty.stl"]}  # fmt: skip
-    sets = {"real": {"holds": holds, "meshes": 10, "grids": [dict(found, this=found)]}}
+    grids = [dict(found, this=found), dict(found, grid=32, this=found)]
+    sets = {
+        "real": {"holds": holds, "meshes": 10, "grids": grids},
+        "made": {"meshes": 10, "grids": grids},
+    }
     result = {"device": "D", "rounds": 2, "trees": {"this": "T"}, "sets": sets}
     text = dataset_report.markdown(result)
+    for heading in ("set real, 16³", "set real, 32³", "set made, 16³", "set made, 32³"):
+        assert f"### {heading}\n" in text  # each grid's heading names its set
     assert "set real: 10 files (5 distinct x 2 copies): 7 meshes of 12-96 triangles" in text
     assert "| many | 5.0 (4.5) |" in text
     assert "this: meshes done (files failed), of 3 broken: many 7 (3)" in text

@@ -169,25 +169,25 @@ def _set_markdown(result: dict[str, Any], name: str, found: dict[str, Any], name
         first = grid[trees[0]]
         names = list(dict.fromkeys(way for tree in trees for way in grid[tree]["meshes_per_s"]))
         limits = list(first["ceilings"])
-        for name in names + limits:
+        for row in names + limits:
             cells = []
             for tree in trees:
-                found = grid[tree]
-                if name in found["meshes_per_s"]:
+                figures = grid[tree]
+                if row in figures["meshes_per_s"]:
                     cells.append(
-                        f"{found['meshes_per_s'][name]} ({found['median_meshes_per_s'][name]})"
+                        f"{figures['meshes_per_s'][row]} ({figures['median_meshes_per_s'][row]})"
                     )
                 else:
-                    value = found["ceilings"].get(name)
+                    value = figures["ceilings"].get(row)
                     cells.append("n/a" if value is None else str(value))
             if len(trees) > 1:
-                ratio = grid["after_over_before"].get(name)
+                ratio = grid["after_over_before"].get(row)
                 cells.append(
                     "n/a" if ratio is None
                     else f"{ratio['best']} ({ratio['median']})" if isinstance(ratio, dict)
                     else str(ratio)
                 )  # fmt: skip
-            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+            lines.append(f"| {row} | " + " | ".join(cells) + " |")
         for tree in trees:
             lines += ["", f"{tree}: {ceiling_lines(grid[tree])}"]
             if grid[tree].get("failed") and any(grid[tree]["failed"].values()):
