@@ -202,7 +202,9 @@ ACTOR_TITLES = (b"ray::MapWorker", b"ray::_FileActor")  # map_batches', voxelize
 
 
 def _actor_processes() -> list[int]:
-    """The process ids of this machine's voxelizing actors (by their process title)."""
+    """The process ids of the voxelizing actors (by their process title) of this process's
+    own cluster (ray.init started its head as a child of this process): never those of
+    another test process's cluster running beside it."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -211,9 +213,21 @@ def _actor_processes() -> list[int]:
             title = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if title.startswith(ACTOR_TITLES):
+        if title.startswith(ACTOR_TITLES) and _descends_from_this_process(int(entry.name)):
             found.append(int(entry.name))
     return found
+
+
+def _descends_from_this_process(pid: int) -> bool:
+    while pid > 1:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's id, after the name
+        if pid == os.getpid():
+            return True
+    return False
 
 
 def test_killed_actors_lose_and_duplicate_nothing(cluster, tmp_path):
