@@ -27,6 +27,7 @@ from voxelizer.batch.write_processes import (
 )
 from voxelizer.errors import OutputError
 from voxelizer.io.writers import OUTPUT_FORMATS, OutputFormat
+from voxelizer.options import Options
 
 from ..helpers import PROJECT_MODELS, RESTORE_SIGINT, shared_model
 
@@ -214,7 +215,7 @@ def test_an_abandoned_batch_leaves_whole_files_and_no_temporaries(tmp_path):
 def test_results_kept_in_memory_need_no_writers():
     results = list(voxelize_many(FILES, grid=16, write_processes=True))
     assert all(r.result is not None and r.output is None for r in results)
-    assert _write_processes(True, 1, meshes=100, out_dir=None, shape=(16, 16, 16)) == 0
+    assert _write_processes(True, 1, 100, None, Options.create(16)) == 0
 
 
 def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
@@ -223,12 +224,12 @@ def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
         monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
         assert default_write_processes(workers) == expected, (cores, workers)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    grid = (128, 128, 128)
-    assert _write_processes(None, 1, meshes=7, out_dir="out", shape=grid) == 0  # 4 a writer
-    assert _write_processes(False, 1, meshes=800, out_dir="out", shape=grid) == 0
-    assert _write_processes(3, 1, meshes=1, out_dir="out", shape=grid) == 3
+    grid = Options.create(128)
+    assert _write_processes(None, 1, 7, "out", grid) == 0  # too few meshes (4 a writer)
+    assert _write_processes(False, 1, 800, "out", grid) == 0
+    assert _write_processes(3, 1, 1, "out", grid) == 3
     with pytest.raises(voxelizer.VoxelizerError, match="0 or more"):
-        _write_processes(-1, 1, meshes=1, out_dir="out", shape=grid)
+        _write_processes(-1, 1, 1, "out", grid)
 
 
 def test_larger_grids_get_more_writers_up_to_half_the_cores(monkeypatch):
@@ -241,9 +242,9 @@ def test_larger_grids_get_more_writers_up_to_half_the_cores(monkeypatch):
         monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
         assert default_write_processes(1, side) == expected, (cores, side)
     monkeypatch.setattr(os, "cpu_count", lambda: 16)
-    shape = (256, 64, 32)  # the longest side counts
-    assert _write_processes(None, 1, meshes=800, out_dir="out", shape=shape) in (0, 8)
-    assert _write_processes(True, 1, meshes=800, out_dir="out", shape=shape) == 8
+    options = Options.create((256, 64, 32))  # the longest side counts
+    assert _write_processes(None, 1, 800, "out", options) in (0, 8)
+    assert _write_processes(True, 1, 800, "out", options) == 8
 
 
 def test_a_payload_is_the_result_it_stands_for():

@@ -210,9 +210,7 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         # reuse the memory of the last one's instead of fresh pages (the device's thread
         # among them: docs/benchmarks.md, "Reading at memory speed").
         keep_freed_memory()
-        _start_reading(
-            meshes=len(files.paths), devices=devices, jobs=args.jobs, grid_side=_grid_side(args)
-        )
+        _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs, args=args)
     if devices is not None and args.ray is None:
         _check_devices(devices)
 
@@ -258,7 +256,7 @@ def _check_log(
 
 
 def _start_reading(
-    *, meshes: int, devices: str | None, jobs: int | None, grid_side: int | None
+    *, meshes: int, devices: str | None, jobs: int | None, args: argparse.Namespace
 ) -> None:
     """The writing and reading helpers of the worker in this process, started before
     anything here opens Vulkan (checking --devices does): then they are forked, ready at once
@@ -273,7 +271,7 @@ def _start_reading(
         workers = jobs if jobs is not None else len(device_list(devices))
     except DeviceError:
         return  # _check_devices says what is wrong
-    writers = default_write_processes(workers, grid_side)
+    writers = default_write_processes(workers, _grid_side(args))
     if writers and meshes >= 4 * writers and fork_allowed():  # as voxelize_many decides
         shared_write_processes(writers)  # forked first: the readers' threads start at once
     helpers = default_load_processes(workers)

@@ -210,9 +210,7 @@ def voxelize_many(
         threads=threads,
         prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
         load_processes=load_processes,
-        write_processes=_write_processes(
-            write_processes, workers, meshes=len(tasks), out_dir=out_dir, shape=checked.shape
-        ),
+        write_processes=_write_processes(write_processes, workers, len(tasks), out_dir, checked),
     )
     exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
     skipped = [t for t in tasks if t.index in exists]
@@ -334,25 +332,20 @@ def _load_processes(asked: int | None, *, workers: int, meshes: int) -> int:
 
 
 def _write_processes(
-    asked: int | bool | None,
-    workers: int,
-    *,
-    meshes: int,
-    out_dir: object,
-    shape: tuple[int, int, int] | None,
+    asked: int | bool | None, workers: int, meshes: int, out_dir: object, options: Options
 ) -> int:
     """The writing processes per worker: as asked (True: the default, at least one), else
     the default where this batch writes files, has meshes enough for them, and they can be
     forked now (or run already): a writer started by exec costs a Python start."""
     if out_dir is None:
         return 0  # nothing to write: the results stay in memory
+    side = None if options.shape is None else max(options.shape)  # more writers on larger grids
     if asked is None:
-        count = default_write_processes(workers, None if shape is None else max(shape))
+        count = default_write_processes(workers, side)
         if meshes < 4 * count:
             return 0
         return count if fork_allowed() or running_write_processes() >= count else 0
     if isinstance(asked, bool):
-        side = None if shape is None else max(shape)
         return max(1, default_write_processes(1, side)) if asked else 0
     if _whole(asked, "write_processes") < 0:
         raise VoxelizerError(f"write_processes must be 0 or more, not {asked}")
