@@ -1,7 +1,7 @@
 """Prepared meshes handed from reading processes to the batch's process through shared memory.
 
 A pickled mesh of 10^5 triangles is megabytes through a pipe: the batch's process would
-read and copy them (about a millisecond per mesh, part of it holding the GIL that the
+read and copy them (docs/benchmarks.md, "Receiving meshes"; part of it holding the GIL that the
 device's thread needs between its Vulkan calls). Instead each reading process has a region
 of shared memory of its own: it copies the mesh's arrays there (pickle protocol 5's
 out-of-band buffers: the arrays, whatever they are) and sends only the rest of the pickle

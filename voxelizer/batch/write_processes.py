@@ -53,11 +53,9 @@ from .readers import fork_allowed, widen_pipe
 PROTOCOL = 5
 JOBS_AHEAD = 2  # files a writer holds: the next one crosses while it writes the last
 # The default: one writer for every CORES_PER_WRITER cores of the host (up to BASE_WRITERS)
-# at 128³, more on larger grids, as a file's cost grows about with the grid's face: an .npz
-# costs a writer about 3.4 ms of CPU at 128³ and about 14 ms at 256³ (H200 host, 16 cores:
-# docs/benchmarks.md, "Writing processes"). Two writers keep up with about 590 meshes a
-# second at 128³, while the reading processes take the other cores; at 256³ they held the
-# command to 130-150 a second, so there the count grows with side².
+# at 128³, more on larger grids, as a file's cost grows about with the grid's face (side²):
+# a few writers keep up with the device at 128³ while the reading processes take the other
+# cores, and too few held the command back at 256³ (docs/benchmarks.md, "Datasets").
 CORES_PER_WRITER = 8
 BASE_WRITERS = 4
 REFERENCE_SIDE = 128
