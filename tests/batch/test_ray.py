@@ -198,8 +198,11 @@ def test_cli_on_the_cluster_mirrors_the_tree_and_logs(cluster, tree, tmp_path, c
     assert stdout.startswith("4 meshes: 0 done, 4 skipped, 0 failed in ")
 
 
+ACTOR_TITLES = (b"ray::MapWorker", b"ray::_FileActor")  # map_batches', voxelize_files_on_ray's
+
+
 def _actor_processes() -> list[int]:
-    """The process ids of the Ray Data map actors (by their process title) of this process's
+    """The process ids of the voxelizing actors (by their process title) of this process's
     own cluster (ray.init started its head as a child of this process): never those of
     another test process's cluster running beside it."""
     found = []
@@ -210,7 +213,7 @@ def _actor_processes() -> list[int]:
             title = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if title.startswith(b"ray::MapWorker") and _descends_from_this_process(int(entry.name)):
+        if title.startswith(ACTOR_TITLES) and _descends_from_this_process(int(entry.name)):
             found.append(int(entry.name))
     return found
 
@@ -332,4 +335,54 @@ def test_an_actor_keeps_its_voxelizer_and_threads_across_batches(cluster, tree):
         assert_same_grid(to_dense(row), single(path))
     assert len(voxelizers) == 1
     assert alive[1:] == [True] * (len(paths) - 1)
+    ray.kill(probe)
+
+
+@ray.remote(num_cpus=0.5, max_concurrency=3)
+class _CountingFileActor:
+    """voxelize_files_on_ray's actor, counting the Voxelizers (devices) its process opens."""
+
+    def __init__(self, **options: object):
+        from voxelizer.batch import ray as batch_ray
+
+        opened: list[int] = []
+
+        class Counted(batch_ray.Voxelizer):
+            def __init__(self, *args, **kwargs):
+                opened.append(1)
+                super().__init__(*args, **kwargs)
+
+        batch_ray.Voxelizer = Counted  # type: ignore[misc]
+        self.opened = opened
+        self.actor = batch_ray._FileActor(**options)
+
+    def run(self, chunk: dict) -> tuple[dict, int]:
+        return self.actor.run(chunk), len(self.opened)
+
+
+def test_overlapping_chunks_on_one_actor_one_device_and_a_failed_row(cluster, tree, tmp_path):
+    """Three chunks at once on one actor (as voxelize_files_on_ray keeps them in flight), one
+    with a file that is no mesh: that row fails with its one-line error, every other row is
+    the single call's, and the actor opened one device for all of them."""
+    (tree / "bad.ply").write_bytes(BAD_PLY)
+    paths = [tree / name for name in SOURCES]
+    chunks = [paths[:2], [tree / "bad.ply", paths[2]], paths[3:]]
+    out = tmp_path / "out"
+    out.mkdir()
+    probe = _CountingFileActor.remote(grid=GRID, format="npz", load_processes=0)
+    calls = []
+    for number, chunk in enumerate(chunks):
+        outputs = [str(out / f"{number}-{row}.npz") for row in range(len(chunk))]
+        calls.append({"path": [str(p) for p in chunk], "output": outputs})
+    replies = ray.get([probe.run.remote(call) for call in calls], timeout=180)
+    for call, (columns, opened) in zip(calls, replies):
+        assert opened == 1
+        for row, path in enumerate(call["path"]):
+            if path.endswith("bad.ply"):
+                assert columns["status"][row] == "failed"
+                assert columns["error"][row].startswith(f"{path}: ")
+                assert "\n" not in columns["error"][row]
+                continue
+            assert columns["status"][row] == "done", columns["error"][row]
+            assert_same_grid(voxelizer.load(call["output"][row]), single(Path(path)))
     ray.kill(probe)

@@ -455,3 +455,66 @@ def test_trigrid_rebuild_compares_two_checkouts(tmp_path):
     assert row["wall_ms_ratio"]["min"] > 0 and trip["cpu_us_ratio"]["median"] > 0
     text = (out / "results.md").read_text(encoding="utf-8")
     assert "| sphere-1 (80) | build ms |" in text and "| submission | host CPU time" in text
+
+
+@pytest.mark.slow
+def test_datasets_times_the_command_on_a_ray_head_it_starts_and_stops(tmp_path, models_dir):
+    """--ray-gpus 0: cli_batch_ray runs the command with --ray on a local head that the
+    benchmark starts (one for the tree that has voxelizer.ray, none for a tree without it:
+    the way is skipped there, not a crash) and stops: no Ray process of it is left, and no
+    note of it for a later ray.init() on this machine."""
+    import shutil
+    import subprocess
+    import sys
+
+    from voxelizer.benchmarks import datasets
+
+    before = tmp_path / "before"
+    shutil.copytree(
+        Path(datasets.__file__).parents[1], before / "voxelizer",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )  # fmt: skip
+    (before / "voxelizer" / "ray.py").unlink()  # a tree from before Ray support
+    note = Path("/tmp/ray/ray_current_cluster")
+    noted = note.read_text() if note.exists() else None
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [
+            sys.executable, "-m", "voxelizer.benchmarks.datasets", "--models-dir",
+            str(models_dir), "--work", str(tmp_path / "work"), "--limit", "2", "--grids", "16",
+            "--rounds", "1", "--ways", "cli_batch,cli_batch_ray", "--parse-processes", "0",
+            "--ray-gpus", "0", "--before", str(before), "--out", str(out),
+        ],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    (grid,) = json.loads((out / "datasets.json").read_text())["grids"]
+    assert set(grid["after"]["rounds"]) == {"cli_batch", "cli_batch_ray"}
+    assert grid["after"]["rounds"]["cli_batch_ray"][0] > 0
+    assert set(grid["before"]["rounds"]) == {"cli_batch"}
+    assert "| cli_batch_ray |" in (out / "datasets.md").read_text()
+    assert (note.read_text() if note.exists() else None) == noted
+    assert not list(Path("/tmp").glob("vxray-*"))
+
+
+@pytest.mark.slow
+def test_the_ray_timeline_notes_every_phase_in_order(tmp_path, capsys):
+    """voxelizer.benchmarks.ray_timeline on a local head it starts: each phase of the
+    command's process noted once, in the order they happen, and every file done."""
+    import shutil
+
+    from voxelizer.benchmarks import ray_timeline
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for name in ("gear.ply", "torus_knot.ply"):
+        shutil.copyfile(PROJECT_MODELS / name, folder / name)
+    out = tmp_path / "timeline.json"
+    assert ray_timeline.main([str(folder), "--grid", "8", "--runs", "1", "--json", str(out)]) == 0
+    (run,) = json.loads(out.read_text())
+    assert run["done"] == 2 and run["failed"] == 0
+    marks = run["marks"]
+    times = [marks[phase] for phase in ray_timeline.PHASES]
+    assert times == sorted(times) and times[0] > 0
+    assert marks["probe asked"] <= marks["probe constructor"] <= marks["probe device open"]
+    assert "first result" in capsys.readouterr().out

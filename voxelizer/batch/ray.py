@@ -1,8 +1,11 @@
 """Voxelizing a Ray Dataset of meshes (`pip install 'voxelizer[ray]'`).
 
-`VoxelizeBatch` is a callable class for `Dataset.map_batches`: each actor holds one
-Voxelizer and runs the batch's worker (voxelizer.batch.worker) over its rows (loading the
-next meshes while the device works). Rows name a mesh by a `path` column, or carry its file's
+`VoxelizeBatch` is a callable class for `Dataset.map_batches`: each actor opens one
+Voxelizer and starts its reading processes as it starts, and runs the batch's worker
+(voxelizer.batch.worker) for its whole life over the rows of every call, several calls at a
+time (voxelizer.batch.ray_stream), so its reading, device and writing never drain between
+batches. `voxelize_files_on_ray` (the command's --ray) runs the same class as plain actors,
+started at once and fed chunks of rows by the driver, without Ray Data. Rows name a mesh by a `path` column, or carry its file's
 `bytes` with a `name` (the file name, for the format and the output's name). Results go to
 files under `out_dir` (as `format`: .svo unless told, as voxelize_many writes), or come back
 as columns: `bits` (np.packbits of the [i, j, k] array,
@@ -15,26 +18,25 @@ a row with its error; the others go on.
 Actors ask for one GPU each on clusters with GPUs (`actor_options`), and for half a CPU
 each otherwise: on a small CPU node, whole-CPU actors would leave no CPU for the tasks that
 read the dataset, and the pipeline would wait forever. A worker that dies is restarted by
-Ray and its batch retried; outputs are written atomically, and a retry replaces the output
+Ray and its batches retried; outputs are written atomically, and a retry replaces the output
 of its own earlier attempt only where the driver planned it (`voxelize_files_on_ray`, the
 column `replace`), so nothing is lost or written twice.
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import socket
 import tempfile
 import threading
-import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import ray
-import ray.data
 
 from .. import errors
 from ..api import Voxelizer
@@ -55,12 +57,12 @@ from ..shards import (
     shard_outputs,
 )
 from .engine import BatchRun, default_load_processes, default_threads
-from .readers import REQUESTS_AHEAD
+from .ray_stream import CHUNKS_IN_FLIGHT, StreamingWorker, chunks_of, feed_actors
+from .readers import REQUESTS_AHEAD, shared_load_processes
 from .tasks import (
     DEFAULT_FORMAT,
     BatchResult,
     BatchSettings,
-    ListSource,
     MeshTask,
     Status,
     error_text,
@@ -71,12 +73,13 @@ from .tasks import (
 from .worker import MeshWorker
 
 if TYPE_CHECKING:
+    import ray.data
     from typing_extensions import Unpack
 
 # Environment variables of the driver that actors get too (the validation layer on or off).
 FORWARDED_ENVIRONMENT = ("VOXELIZER_VALIDATION",)
-# Rows per actor call: each call runs the batch engine from empty (reading, device, writing
-# overlap within a call only), so small batches pay its start and drain per few meshes.
+# Rows per actor call. An actor's worker runs on from one call to the next, with several
+# calls at a time (CHUNKS_IN_FLIGHT), so a call's size only sets how often rows travel.
 DEFAULT_BATCH_SIZE = 16
 _NO_COUNT = -1  # a count the record does not have (Arrow columns hold one type)
 
@@ -145,10 +148,13 @@ class VoxelizeBatch:
         self.root = None if root is None else Path(root)
         self.overwrite = overwrite
         self.skip_existing = skip_existing
+        if load_processes:  # started first: they start Python while the device opens
+            shared_load_processes(load_processes)
         self.voxelizer = Voxelizer(_actor_device(device))
-        # One worker for the actor's life: its threads (and reading processes, and the
-        # device) stay warm from one map_batches call to the next.
+        # One worker for the actor's life, running on: its threads, reading processes and
+        # device stay busy from one call's rows to the next (calls may overlap).
         self.worker = MeshWorker(self.voxelizer, self.settings, keep_threads=True)
+        self.stream = StreamingWorker(self.worker)
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         rows = len(next(iter(batch.values()))) if batch else 0
@@ -176,8 +182,10 @@ class VoxelizeBatch:
                 if self.skip_existing and task.output is not None and task.output.exists()
             ]
             results.update((task.index, task.skipped()) for task in skipped)
-            todo = ListSource(task for task in tasks if task.index not in results)
-            results.update((result.index, result) for result in self.worker.run(todo))
+            todo = [task for task in tasks if task.index not in results]
+            for future in self.stream.submit(todo):
+                result = future.result()
+                results[result.index] = result
         columns = _columns([results[row] for row in range(rows)], self.out_dir is None)
         if "index" in batch:  # the driver's numbering, passed through
             columns["index"] = np.asarray(batch["index"], np.int64)
@@ -379,29 +387,68 @@ def voxelize_dataset(
 ) -> ray.data.Dataset:
     """`dataset` (rows with `path`, or `bytes` and `name`) mapped to result rows by a pool
     of `actors` VoxelizeBatch actors (default: one per GPU, else 2); lazy, as Ray Data is.
-    Other keywords go to VoxelizeBatch (root, overwrite, skip_existing, the options)."""
-    Options.create(grid, **{k: v for k, v in constructor.items() if k in BATCH_OPTION_NAMES})
-    output_format = OutputFormat.named(format)  # checked here, decoded once for every actor
-    if out_dir is not None:
-        make_out_dir(Path(out_dir))
+    Other keywords go to VoxelizeBatch (root, overwrite, skip_existing, the options).
+
+    Each actor takes CHUNKS_IN_FLIGHT batches at a time: its worker reads the next batch's
+    meshes while it voxelizes this one's, and never starts from empty between them."""
+    import ray.data
+
+    constructor_kwargs = _constructor_kwargs(grid, out_dir, format, constructor)
     resources = actor_options(num_gpus)
-    if actors is None:
-        gpus = int(ray.cluster_resources().get("GPU", 0))
-        actors = max(1, gpus) if resources.get("num_gpus") else 2
     return dataset.map_batches(
         VoxelizeBatch,
-        fn_constructor_kwargs={
-            "grid": grid,
-            "out_dir": out_dir,
-            "format": output_format,
-            **constructor,
-        },
+        fn_constructor_kwargs=constructor_kwargs,
         batch_size=batch_size,
         batch_format="numpy",
-        compute=ray.data.ActorPoolStrategy(size=actors),
+        compute=_actor_pool(ray.data.ActorPoolStrategy, _actor_count(actors, resources)),
         runtime_env=forwarded_runtime_env() or None,
         **resources,
     )
+
+
+def _actor_pool(strategy: Any, size: int) -> Any:
+    """ActorPoolStrategy of `size` actors taking CHUNKS_IN_FLIGHT batches each at a time,
+    run side by side (a Ray Data without concurrent calls: one at a time, the next ones
+    queued at the actor)."""
+    concurrent = {
+        "max_concurrent_calls_per_actor": CHUNKS_IN_FLIGHT,
+        "enable_true_multi_threading": True,
+    }
+    accepted = inspect.signature(strategy).parameters
+    if not all(name in accepted for name in concurrent):
+        concurrent = {}
+    return strategy(size=size, max_tasks_in_flight_per_actor=CHUNKS_IN_FLIGHT, **concurrent)
+
+
+def _checked_actors(actors: int) -> int:
+    """DeviceError for a pool of no actor (no mesh would be voxelized) or a count that is no
+    whole number."""
+    if isinstance(actors, bool) or not isinstance(actors, int) or actors < 1:
+        raise DeviceError(f"actors must be a whole number, at least 1, not {actors!r}")
+    return actors
+
+
+def _constructor_kwargs(
+    grid: GridLike | None,
+    out_dir: str | os.PathLike | None,
+    format: str | OutputFormat,
+    constructor: dict[str, Any],
+) -> dict[str, Any]:
+    """VoxelizeBatch's keywords, checked here (before any actor starts), the format decoded
+    once for every actor, out_dir made."""
+    Options.create(grid, **{k: v for k, v in constructor.items() if k in BATCH_OPTION_NAMES})
+    output_format = OutputFormat.named(format)
+    if out_dir is not None:
+        make_out_dir(Path(out_dir))
+    return {"grid": grid, "out_dir": out_dir, "format": output_format, **constructor}
+
+
+def _actor_count(actors: int | None, resources: dict[str, Any]) -> int:
+    """As asked, else one per GPU of the cluster for GPU actors, else 2."""
+    if actors is not None:
+        return _checked_actors(actors)
+    gpus = int(ray.cluster_resources().get("GPU", 0))
+    return max(1, gpus) if resources.get("num_gpus") else 2
 
 
 @option_keywords(BatchOptions)
@@ -425,6 +472,8 @@ def voxelize_files_on_ray(
     new local one). The driver plans every output (and which ones a retry may replace:
     those that did not exist before), so a retried batch writes each file once."""
     checked = Options.create(grid, **options)
+    if actors is not None:
+        _checked_actors(actors)
     if is_shard_format(format):
         return _shards_on_ray(paths, address, out_dir, checked, skip_existing, overwrite,
                               actors, batch_size, dict(options))  # fmt: skip
@@ -516,24 +565,47 @@ def _ray_results(
     if connected:
         connect(address)
     try:
-        context = ray.data.DataContext.get_current()
-        context.enable_progress_bars = False
-        dataset = voxelize_dataset(
-            ray.data.from_items(rows),
-            grid=grid,
-            format=format,
-            actors=actors,
-            batch_size=batch_size,
-            up_axis=up_axis,
-            **options,
+        constructor = _constructor_kwargs(grid, None, format, {"up_axis": up_axis, **options})
+        resources = actor_options(None)
+        actor_class = ray.remote(_FileActor).options(
+            **resources,
+            max_concurrency=CHUNKS_IN_FLIGHT,
+            max_restarts=-1,  # as Ray Data's actor pools: a killed actor restarts, and its
+            max_task_retries=-1,  # chunks are retried there
+            runtime_env=forwarded_runtime_env() or None,
         )
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
-            for row in dataset.iter_rows():
-                yield result_of(row)
+        count = min(_actor_count(actors, resources), len(rows))
+        # Started at once: each opens its device and starts its readers while the rows
+        # are cut into chunks and the first ones travel.
+        started: list[Any] = [actor_class.remote(**constructor) for _ in range(count)]
+        chunks = chunks_of(rows, batch_size, parts=count * CHUNKS_IN_FLIGHT)
+        try:
+            for columns in feed_actors(started, chunks):
+                for row in _rows_of(columns):
+                    yield result_of(row)
+        finally:
+            for actor in started:
+                ray.kill(actor)
     finally:
         if connected:
             ray.shutdown()
+
+
+class _FileActor:
+    """A VoxelizeBatch as a plain Ray actor (voxelize_files_on_ray): chunks of rows in, their
+    result columns out, several chunks at a time."""
+
+    def __init__(self, **constructor: Any):
+        self.batch = VoxelizeBatch(**constructor)
+
+    def run(self, chunk: dict[str, list[Any]]) -> dict[str, np.ndarray]:
+        return self.batch({name: np.asarray(values) for name, values in chunk.items()})
+
+
+def _rows_of(columns: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
+    names = list(columns)
+    for row in range(len(columns[names[0]]) if names else 0):
+        yield {name: columns[name][row] for name in names}
 
 
 CONNECT_SECONDS = 60.0  # ray.init waits this long at most for a cluster (it retried for ever)

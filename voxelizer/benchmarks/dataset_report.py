@@ -22,6 +22,7 @@ RATIOS = (
     ("cli_batch_jobs_zarr", "cli_batch_jobs"),
     ("many_devices", "many"),
     ("cli_batch_devices", "cli_batch"),
+    ("cli_batch_ray", "cli_batch_devices"),
 )
 
 
@@ -166,7 +167,7 @@ def _set_markdown(result: dict[str, Any], name: str, found: dict[str, Any], name
         )
         lines.append("| --- |" + " ---: |" * (len(trees) + (len(trees) > 1)))
         first = grid[trees[0]]
-        names = list(first["meshes_per_s"])
+        names = list(dict.fromkeys(way for tree in trees for way in grid[tree]["meshes_per_s"]))
         limits = list(first["ceilings"])
         for row in names + limits:
             cells = []

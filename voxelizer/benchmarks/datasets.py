@@ -2,6 +2,7 @@
 
     python -m voxelizer.benchmarks.datasets --models-dir DIR --work DIR [--grids 64 128]
         [--rounds 2] [--jobs N] [--device SEL] [--sets made,real] [--json FILE]
+        [--devices 0,1] [--ray-gpus N | --ray-address ADDRESS]
 
 Each set of files (`--sets`, voxelizer/benchmarks/file_sets.py) is written once to --work
 and has tables of its own. `made` (the default): make_dataset's (8 bases x PLY/STL/OBJ, 24
@@ -29,6 +30,12 @@ whole dataset), and the ratios of both (`--ways` picks some ways only):
 - `cli_batch_devices` and `many_devices` (with `--devices LIST`, e.g. 0,1: a worker per
   GPU): `cli_batch` with `--devices LIST` and `many` with `devices=LIST`; the ratios over
   `cli_batch` and `many` (one device) say how the devices scale.
+- `cli_batch_ray` (with `--ray-gpus N`: a local Ray head with N GPUs that the benchmark
+  starts before the rounds and stops after them, one per tree with `--before`, its actors
+  importing that tree; or `--ray-address ADDRESS`: a running cluster): `cli_batch` with
+  `--ray ADDRESS`, whole process (connecting, the actors' start,
+  the batch); its ratio over `cli_batch_devices` says how Ray on one node compares with the
+  local path. Skipped for a tree without `voxelizer.ray` (or a Python without Ray).
 
 Every run starts from warm caches (one call per grid before the rounds). docs/benchmarks.md,
 "Datasets", gives the figures.
@@ -73,7 +80,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +91,9 @@ from voxelizer.io import load_mesh
 Counted = tuple[int, int]  # a way's (meshes done, files failed with one error each)
 
 
-def _environment() -> dict[str, str]:
-    """Child processes import the voxelizer this process imported."""
-    tree = str(Path(voxelizer.__file__).resolve().parents[1])
+def _environment(of_tree: Path | None = None) -> dict[str, str]:
+    """Child processes import the voxelizer this process imported (or `of_tree`'s)."""
+    tree = str(of_tree or Path(voxelizer.__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH")
     return dict(os.environ, PYTHONPATH=tree if not path else f"{tree}{os.pathsep}{path}")
 
@@ -111,6 +118,7 @@ def ways(
     device: str | None,
     devices: str | None = None,
     figures: dict[str, list[float]] | None = None,
+    ray_address: str | None = None,
 ) -> dict[str, Callable[[], Counted]]:
     """Each way of voxelizing the dataset at `grid`: a callable that returns the meshes done
     and the files that failed, each with one error (a broken file is a result, not a crash).
@@ -130,13 +138,16 @@ def ways(
         out = _fresh(work / "many_npz")
         return _counted(voxelize_many(files, grid=grid, devices=device, out_dir=out, format="npz"))
 
-    def cli_batch(worker_jobs: int = 1, format: str = "npz", on_devices: bool = False) -> Counted:
+    def cli_batch(
+        worker_jobs: int = 1, format: str = "npz", on_devices: bool = False, on_ray: bool = False
+    ) -> Counted:
         out = work / f"cli_batch.{format}"
         shutil.rmtree(out, ignore_errors=True)
-        command = _command(None if on_devices else device)
+        command = _command(None if on_devices or on_ray else device)
         command += [str(dataset), "--out-dir", str(out), "--grid", str(grid)]
         command += ["--format", format] + (["--jobs", str(worker_jobs)] if worker_jobs > 1 else [])
         command += ["--devices", str(devices)] if on_devices else []
+        command += ["--ray", str(ray_address)] if on_ray else []
         ran = subprocess.run(command, env=env, capture_output=True, text=True, timeout=3600)
         failed = _error_lines(ran, some_failed=True)
         if format == "zarr":
@@ -158,8 +169,27 @@ def ways(
     if jobs > 1:
         found["cli_batch_jobs"] = lambda: cli_batch(jobs)
         found["cli_batch_jobs_zarr"] = lambda: cli_batch(jobs, "zarr")
+    if ray_address is not None and _has_ray():
+        found["cli_batch_ray"] = lambda: cli_batch(on_ray=True)
     _warm(v, files[0], work, grid, device, devices)
+    if "cli_batch_ray" in found:  # the head's workers started, as on a cluster in use
+        _warm_ray(files[0], work, grid, str(ray_address))
     return found
+
+
+def _has_ray() -> bool:
+    """Whether this tree's command has --ray (voxelizer.ray) and this Python has Ray."""
+    from importlib.util import find_spec
+
+    return find_spec("ray") is not None and find_spec("voxelizer.ray") is not None
+
+
+def _warm_ray(path: Path, work: Path, grid: int, address: str) -> None:
+    warm = _fresh(work / "warm_ray")
+    shutil.copyfile(path, warm / path.name)
+    command = _command(None) + [str(warm), "--out-dir", str(work / "warm_ray.out")]
+    command += ["--grid", str(grid), "--format", "npz", "--ray", address]
+    subprocess.run(command, env=_environment(), check=True, capture_output=True, timeout=600)
 
 
 def _loop(v: Voxelizer, files: list[Path], grid: int, out: Path | None = None) -> Counted:
@@ -354,6 +384,7 @@ def measure_rounds(
     devices: str | None = None,
     parse: ParsePool | None = None,
     broken: int = 0,
+    ray_address: str | None = None,
 ) -> dict[str, Any]:
     """Every round's meshes/s of each way (interleaved; every file counts, a broken one's
     error too), its meshes done and files failed, the parse pool's files/s and `many`'s
@@ -362,7 +393,7 @@ def measure_rounds(
     figures: dict[str, list[float]] = {
         "gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "mesh_wait_ms": [], "parse": []
     }  # fmt: skip
-    chosen = ways(files, dataset, work, grid, jobs, device, devices, figures)
+    chosen = ways(files, dataset, work, grid, jobs, device, devices, figures, ray_address)
     if only is not None:
         chosen = {name: way for name, way in chosen.items() if name in only}
     rates: dict[str, list[float]] = {name: [] for name in chosen}
@@ -425,6 +456,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--devices", default=None, help="also time cli_batch_devices and many_devices on these"
     )
     parser.add_argument("--ways", default=None, help="comma-separated: time only these ways")
+    parser.add_argument(
+        "--ray-gpus", type=int, default=None,
+        help="also time cli_batch_ray on a local Ray head with this many GPUs, started here",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-address", default=None, help="also time cli_batch_ray on this running cluster"
+    )
     parser.add_argument(
         "--parse-processes", type=int, default=None,
         help="processes of the parse ceiling (default: one per core; 0: not measured)",
@@ -492,18 +530,19 @@ def _measure_here(
         with Voxelizer(args.device) as v:
             device_name = v.device_name
         raws = []
-        for grid in args.grids:
-            raw = measure_rounds(
-                files, dataset, work, grid, args.rounds, args.jobs, args.device,
-                None if args.ways is None else set(args.ways.split(",")), args.devices, parse,
-                broken,
-            )  # fmt: skip
-            raws.append(raw)
-            if not args.child:
-                from voxelizer.benchmarks.dataset_report import ceiling_lines, summary
+        with _ray_head(args) as ray_address:
+            for grid in args.grids:
+                raw = measure_rounds(
+                    files, dataset, work, grid, args.rounds, args.jobs, args.device,
+                    None if args.ways is None else set(args.ways.split(",")), args.devices,
+                    parse, broken, ray_address,
+                )  # fmt: skip
+                raws.append(raw)
+                if not args.child:
+                    from voxelizer.benchmarks.dataset_report import ceiling_lines, summary
 
-                print(json.dumps(summary(raw)), flush=True)
-                print(ceiling_lines(summary(raw)), flush=True)
+                    print(json.dumps(summary(raw)), flush=True)
+                    print(ceiling_lines(summary(raw)), flush=True)
     finally:
         if parse is not None:
             parse.close()
@@ -523,6 +562,40 @@ def _child_argv(args: argparse.Namespace, listing: Path, found: Any, work: Path)
     return argv
 
 
+def _tree_cluster(args: argparse.Namespace, tree: Path, heads: ExitStack) -> str | None:
+    """The cluster of a tree's `cli_batch_ray`: --ray-address, else with --ray-gpus a local
+    head whose workers import that tree (a head's actors import the voxelizer on its path),
+    kept for every round; None where the tree has no voxelizer.ray."""
+    if args.ray_address is not None or args.ray_gpus is None:
+        return args.ray_address
+    if not (tree / "voxelizer" / "ray.py").is_file() or not _has_ray():
+        return None
+    from voxelizer.benchmarks.ray_head import local_head
+
+    return heads.enter_context(local_head(args.ray_gpus, env=_environment(tree.resolve())))
+
+
+def _tree_round(
+    args: argparse.Namespace,
+    at: tuple[int, Any, str, Path],
+    listing: Path,
+    clusters: dict[str, str | None],
+    rounds: dict[tuple[str, str], list[dict[str, Any]]],
+) -> None:
+    """One tree's round of one set (run_tree), added to `rounds`."""
+    index, found, label, tree = at
+    argv = _child_argv(args, listing, found, args.work / label / found.name)
+    cluster = clusters[label]
+    argv += ["--ray-address", cluster] if cluster is not None else []
+    started = time.perf_counter()
+    done = run_tree(tree, argv, args.timeout)
+    rounds.setdefault((found.name, label), []).append(done)
+    seconds = time.perf_counter() - started
+    print(
+        f"round {index + 1}, set {found.name}, {label} ({tree}): {seconds:.0f} s", file=sys.stderr
+    )
+
+
 def _compare(
     args: argparse.Namespace, sets: list[Any]
 ) -> tuple[str, dict[str, str], dict[str, list[dict[str, Any]]]]:
@@ -532,20 +605,14 @@ def _compare(
 
     trees = {"before": args.before, "after": Path(voxelizer.__file__).resolve().parents[1]}
     rounds: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for index in range(args.rounds):
-        for found in sets:
-            listing = args.work / f"files.{found.name}.json"
-            listing.write_text(json.dumps([str(path.resolve()) for path in found.files]))
-            for label, tree in trees.items():
-                work = args.work / label / found.name
-                started = time.perf_counter()
-                done = run_tree(tree, _child_argv(args, listing, found, work), args.timeout)
-                rounds.setdefault((found.name, label), []).append(done)
-                seconds = time.perf_counter() - started
-                print(
-                    f"round {index + 1}, set {found.name}, {label} ({tree}): {seconds:.0f} s",
-                    file=sys.stderr,
-                )
+    with ExitStack() as heads:
+        clusters = {label: _tree_cluster(args, tree, heads) for label, tree in trees.items()}
+        for index in range(args.rounds):
+            for found in sets:
+                listing = args.work / f"files.{found.name}.json"
+                listing.write_text(json.dumps([str(path.resolve()) for path in found.files]))
+                for label, tree in trees.items():
+                    _tree_round(args, (index, found, label, tree), listing, clusters, rounds)
     grids: dict[str, list[dict[str, Any]]] = {}
     for found in sets:
         summaries = {label: [summary(raw) for raw in merged(rounds[found.name, label])]
@@ -606,6 +673,20 @@ def main(argv: list[str] | None = None) -> int:
         (args.out / "datasets.json").write_text(json.dumps(result, indent=1) + "\n")
         (args.out / "datasets.md").write_text(text)
     return 0
+
+
+@contextmanager
+def _ray_head(args: argparse.Namespace) -> Iterator[str | None]:
+    """The cluster of `cli_batch_ray`: --ray-address (a --before run's child gets its tree's,
+    _tree_cluster); else with --ray-gpus, a local head for this process's rounds, its
+    workers importing this tree; else None."""
+    if args.child or args.ray_address is not None or args.ray_gpus is None or not _has_ray():
+        yield args.ray_address
+        return
+    from voxelizer.benchmarks.ray_head import local_head
+
+    with local_head(args.ray_gpus, env=_environment()) as address:
+        yield address
 
 
 if __name__ == "__main__":
