@@ -56,7 +56,11 @@ BAD_PLY = b"ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nend_heade
 
 @pytest.fixture(scope="module")
 def cluster():
-    """A local Ray cluster for this module; its workers import this checkout's voxelizer."""
+    """A local Ray cluster for this module; its workers import this checkout's voxelizer.
+    ray.init sets variables in this process's environment (RAY_AUTH_MODE=token among them)
+    that outlive the cluster: they are put back as they were after it, so that the
+    processes that later tests start do not inherit them."""
+    environment = dict(os.environ)
     ray.init(
         num_cpus=2,
         include_dashboard=False,
@@ -79,6 +83,9 @@ def cluster():
         yield
     finally:
         ray.shutdown()
+        for name in set(os.environ) - set(environment):
+            del os.environ[name]
+        os.environ.update(environment)
 
 
 @pytest.fixture

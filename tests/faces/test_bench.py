@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -478,32 +479,50 @@ def test_datasets_times_the_command_on_a_ray_head_it_starts_and_stops(tmp_path, 
     note = Path("/tmp/ray/ray_current_cluster")
     noted = note.read_text() if note.exists() else None
     out = tmp_path / "out"
-    done = subprocess.run(
+    with subprocess.Popen(
         [
             sys.executable, "-m", "voxelizer.benchmarks.datasets", "--models-dir",
             str(models_dir), "--work", str(tmp_path / "work"), "--limit", "2", "--grids", "16",
             "--rounds", "1", "--ways", "cli_batch,cli_batch_ray", "--parse-processes", "0",
             "--ray-gpus", "0", "--before", str(before), "--out", str(out),
         ],
-        capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    ) as benchmark:  # fmt: skip
+        _, stderr = benchmark.communicate(timeout=600)
+    assert benchmark.returncode == 0, stderr
     (grid,) = json.loads((out / "datasets.json").read_text())["grids"]
     assert set(grid["after"]["rounds"]) == {"cli_batch", "cli_batch_ray"}
     assert grid["after"]["rounds"]["cli_batch_ray"][0] > 0
     assert set(grid["before"]["rounds"]) == {"cli_batch"}
     assert "| cli_batch_ray |" in (out / "datasets.md").read_text()
     assert (note.read_text() if note.exists() else None) == noted
-    assert not list(Path("/tmp").glob("vxray-*"))
+    assert not _head_folders_of(benchmark.pid)  # other processes' heads are theirs
+
+
+def _head_folders_of(pid: int) -> list[Path]:
+    from voxelizer.benchmarks.ray_head import FOLDER_PREFIX
+
+    return list(Path("/tmp").glob(f"{FOLDER_PREFIX}{pid}-*"))
 
 
 @pytest.mark.slow
-def test_the_ray_timeline_notes_every_phase_in_order(tmp_path, capsys):
+@pytest.mark.parametrize("auth_mode", [None, "token"])
+def test_the_ray_timeline_notes_every_phase_in_order(tmp_path, capsys, monkeypatch, auth_mode):
     """voxelizer.benchmarks.ray_timeline on a local head it starts: each phase of the
-    command's process noted once, in the order they happen, and every file done."""
+    command's process noted once, in the order they happen, and every file done. The head
+    authenticates as the processes that connect to it: RAY_AUTH_MODE unset (no token) or
+    "token" (as in a process that ran ray.init()); a head of the other mode than its
+    clients' cancels their actors before they start."""
+    import secrets
     import shutil
 
     from voxelizer.benchmarks import ray_timeline
+
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    if auth_mode is not None:
+        monkeypatch.setenv("RAY_AUTH_MODE", auth_mode)
+        monkeypatch.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
 
     folder = tmp_path / "in"
     folder.mkdir()
@@ -518,3 +537,4 @@ def test_the_ray_timeline_notes_every_phase_in_order(tmp_path, capsys):
     assert times == sorted(times) and times[0] > 0
     assert marks["probe asked"] <= marks["probe constructor"] <= marks["probe device open"]
     assert "first result" in capsys.readouterr().out
+    assert not _head_folders_of(os.getpid())
