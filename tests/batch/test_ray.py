@@ -62,6 +62,7 @@ def cluster():
     processes that later tests start do not inherit them."""
     environment = dict(os.environ)
     ray.init(
+        address="local",  # a cluster of its own, never one that another process started
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
