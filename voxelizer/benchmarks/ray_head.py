@@ -91,13 +91,15 @@ def _tail(log: IO[bytes]) -> str:
 
 
 def _stop(head: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the head's process group (the head and its services), then SIGKILL to
-    every process of its session still there, until none is left: the workers, in groups
-    of their own, would otherwise end after the head, writing below its folder meanwhile."""
+    """SIGTERM to the head's process group (the head and its services), then SIGKILL to it
+    and to every process of its session still there, until none is left: the workers, in
+    groups of their own, would otherwise end after the head, writing below its folder."""
     with suppress(ProcessLookupError):
         os.killpg(head.pid, signal.SIGTERM)
     with suppress(subprocess.TimeoutExpired):
         head.wait(STOP_SECONDS)
+    with suppress(ProcessLookupError):
+        os.killpg(head.pid, signal.SIGKILL)
     deadline = time.monotonic() + STOP_SECONDS
     while (left := _session_processes(head.pid)) and time.monotonic() < deadline:
         for pid in left:
