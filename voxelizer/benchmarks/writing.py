@@ -45,7 +45,8 @@ from pathlib import Path
 from typing import Any
 
 import voxelizer
-from voxelizer.batch.readers import fork_allowed, shared_load_processes
+from voxelizer.batch.helper_processes import fork_allowed
+from voxelizer.batch.readers import shared_load_processes
 from voxelizer.batch.write_processes import (
     WriteJob,
     WriteProcesses,
