@@ -14,7 +14,8 @@ process yet, no other thread running: see fork_allowed). Otherwise, and for a he
 replaces one that died, a helper is a new Python (`python -c`, importing this very package
 and calling main), ready only once it has started Python and imported the package; until
 one is, the batch reads on its threads. Neither runs the user's script again, so it needs no
-`if __name__ == "__main__"` guard.
+`if __name__ == "__main__"` guard. The forking, serving, stopping and replacing are
+voxelizer.batch.helper_processes', as for the writing processes.
 """
 
 from __future__ import annotations

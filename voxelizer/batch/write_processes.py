@@ -18,7 +18,8 @@ SIGTERM: the batch ends it once every file handed over is written, so an interru
 leaves each file whole or absent. concurrent.futures' ProcessPoolExecutor is not used: its
 fork starts its threads at once (the reading processes could then no longer be forked),
 its spawn and forkserver run the user's script again in each child, and one child that dies
-breaks every file queued (docs/benchmarks.md, "Writing processes").
+breaks every file queued (docs/benchmarks.md, "Writing processes"). The forking, serving,
+stopping and replacing are voxelizer.batch.helper_processes', as for the reading processes.
 """
 
 from __future__ import annotations
@@ -35,18 +36,8 @@ from ..io.writers import OutputFormat
 from ..log import get_logger
 from ..placement import Placed
 from ..svo import SVO
-from .helper_processes import (
-    REQUESTS,
-    HelperPool,
-    HelperProcess,
-    KeptPool,
-    exec_main,
-    fork_allowed,
-    fork_helpers,
-    portable,
-    start_by_exec,
-)
-from .helper_processes import serve as helper_serve
+from . import helper_processes as helpers
+from .helper_processes import HelperPool, HelperProcess
 
 JOBS_AHEAD = 2  # files a writer holds: the next one crosses while it writes the last
 # The default: one writer for every CORES_PER_WRITER cores of the host (up to BASE_WRITERS)
@@ -160,7 +151,9 @@ def _outcome(job: WriteJob) -> tuple[str, object]:
 
 def _portable(error: BaseException, output: str) -> BaseException:
     """The error itself if it survives pickling, else an OutputError with its words."""
-    return portable(error, lambda: OutputError(f"{output}: {error or type(error).__name__}"))
+    return helpers.portable(
+        error, lambda: OutputError(f"{output}: {error or type(error).__name__}")
+    )
 
 
 # --- the writers, seen from the batch's process -----------------------------------------------
@@ -185,8 +178,8 @@ class WriteProcesses(HelperPool[WriteJob, None]):
     def __init__(self, count: int):
         count = max(1, count)
         forked = (
-            fork_helpers(count, _serve_here, what=WHAT, region=None, wide=REQUESTS)
-            if fork_allowed()
+            helpers.fork_helpers(count, _serve_here, what=WHAT, region=None, wide=helpers.REQUESTS)
+            if helpers.fork_allowed()
             else []
         )
         super().__init__(count, forked)
@@ -196,7 +189,7 @@ class WriteProcesses(HelperPool[WriteJob, None]):
         return self.helper_pids()
 
     def _start(self) -> HelperProcess:
-        return start_by_exec(__name__, what=WHAT, region=None, wide=REQUESTS)
+        return helpers.start_by_exec(__name__, what=WHAT, region=None, wide=helpers.REQUESTS)
 
     def _died(
         self, request: WriteJob, code: int | None, error: BaseException, *, started: bool
@@ -212,17 +205,17 @@ class WriteProcesses(HelperPool[WriteJob, None]):
 def _serve_here(requests: IO[bytes], replies: IO[bytes], region_fd: int | None) -> None:
     """A writer, forked or exec'd: WriteJobs, each answered by ("done", None) or ("error",
     exception), until None or the end of its input."""
-    helper_serve(requests, replies, _outcome)
+    helpers.serve(requests, replies, _outcome)
 
 
 def main(region_fd: int | None = None) -> None:
     """A writer started by exec: it says it is ready, then serves its parent."""
-    exec_main(_serve_here, region_fd)
+    helpers.exec_main(_serve_here, region_fd)
 
 
 # --- this process's writers, kept from batch to batch -----------------------------------------
 
-_kept = KeptPool(lambda count: WriteProcesses(count))
+_kept = helpers.KeptPool(lambda count: WriteProcesses(count))
 
 
 def shared_write_processes(count: int) -> WriteProcesses:
