@@ -107,8 +107,10 @@ class ReceivingRegion:
 
 
 class WritingRegion:
-    """The reading process's side of a region: blocks allocated lowest first, freed only
-    when the batch's process says so (release)."""
+    """The side of a region that writes: blocks allocated lowest first, freed only when the
+    side that reads says so (release). A reading process writes its meshes so; the batch's
+    process writes so the results it hands to its writing processes
+    (voxelizer.batch.write_processes), which read them through a ReceivingRegion."""
 
     def __init__(self, fd: int):
         size = os.fstat(fd).st_size
@@ -123,11 +125,20 @@ class WritingRegion:
         if fd is None:
             return None
         try:
+            return cls.mapped(fd)
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def mapped(cls, fd: int | None) -> WritingRegion | None:
+        """The region of `fd` mapped here, or None (no fd, or it cannot be mapped); `fd`
+        stays open (the caller hands it to the process that reads the region)."""
+        if fd is None:
+            return None
+        try:
             return cls(fd)
         except (OSError, ValueError):
             return None
-        finally:
-            os.close(fd)
 
     @property
     def held_bytes(self) -> int:

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
 from ..errors import OutputError, VoxelizerError
 from ..grid import ColumnBits, DenseGrid
 from ..io.output import remove_temporaries
@@ -36,8 +38,10 @@ from ..io.writers import OutputFormat
 from ..log import get_logger
 from ..placement import Placed
 from ..svo import SVO
+from ..thin import needs_surface_count
 from . import helper_processes as helpers
 from .helper_processes import HelperPool, HelperProcess
+from .shared_meshes import SHARED, ReceivingRegion, WritingRegion, shared_memory_available
 
 JOBS_AHEAD = 2  # files a writer holds: the next one crosses while it writes the last
 # The default: one writer for every CORES_PER_WRITER cores of the host (up to BASE_WRITERS)
@@ -72,19 +76,43 @@ def default_write_processes(workers: int = 1, grid_side: int | None = None) -> i
 @dataclass(frozen=True)
 class WriteJob:
     """One file to write: where, in which format (its suffix), whether it may replace a
-    file, the .vox up axis, and the voxels as plain arrays (see payload_of)."""
+    file, the .vox up axis, and the voxels as plain arrays (see payload_of). With `count`,
+    the writer counts the voxels first (the count of the batch's result line); with
+    `thin_areas` too (the mesh's axis_areas, for a solid result), it writes the file only if
+    the count is plainly not thin (voxelizer.thin.needs_surface_count), else hands the
+    count back unwritten: the surface pass needs the device, in the batch's process."""
 
     output: str
     suffix: str
     replace: bool
     up_axis: str | None
     payload: tuple[Any, ...]
+    count: bool = False
+    thin_areas: np.ndarray | None = None
 
     @classmethod
     def of(
-        cls, result: Placed, output: Path, fmt: OutputFormat, *, replace: bool, up_axis: str | None
+        cls,
+        result: Placed,
+        output: Path,
+        fmt: OutputFormat,
+        *,
+        replace: bool,
+        up_axis: str | None,
+        count: bool = False,
+        thin_areas: np.ndarray | None = None,
     ) -> WriteJob:
-        return cls(os.fspath(output), fmt.suffix, replace, up_axis, payload_of(result))
+        return cls(os.fspath(output), fmt.suffix, replace, up_axis, payload_of(result),
+                   count, thin_areas)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Counted:
+    """A writer's answer to a job with `count`: the result's voxels, and whether it wrote the
+    file (False: the result may be thin; nothing was written)."""
+
+    voxels: int
+    written: bool
 
 
 def payload_of(result: Placed) -> tuple[Any, ...]:
@@ -127,26 +155,35 @@ def write_output(
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
 
 
-def write_job(job: WriteJob) -> None:
-    """Write a job's file, as write_output does."""
+def write_job(job: WriteJob) -> Counted | None:
+    """Do a job: its voxels counted if it asks (and the file left unwritten where they may
+    be thin: see WriteJob), its file written as write_output does."""
+    result = result_of(job.payload)
+    counted = None
+    if job.count:
+        voxels = result.count()
+        areas = job.thin_areas
+        if areas is not None and needs_surface_count(voxels, areas, result.placement):
+            return Counted(voxels, written=False)
+        counted = Counted(voxels, written=True)
     write_output(
-        result_of(job.payload),
+        result,
         Path(job.output),
         OutputFormat(job.suffix),
         replace=job.replace,
         up_axis=job.up_axis,
     )
+    return counted
 
 
 def _outcome(job: WriteJob) -> tuple[str, object]:
-    """("done", None), or ("error", the exception, one that pickles) for a job."""
+    """("done", write_job's answer), or ("error", the exception, one that pickles)."""
     try:
-        write_job(job)
+        return ("done", write_job(job))
     except (VoxelizerError, MemoryError) as exc:
         return ("error", _portable(exc, job.output))
     except Exception as exc:  # a writer's bug fails this file only
         return ("error", OutputError(f"{job.output}: cannot write ({type(exc).__name__}: {exc})"))
-    return ("done", None)
 
 
 def _portable(error: BaseException, output: str) -> BaseException:
@@ -161,12 +198,17 @@ def _portable(error: BaseException, output: str) -> BaseException:
 WHAT = "writing"
 
 
-class WriteProcesses(HelperPool[WriteJob, None]):
-    """`count` writing processes: submit(job) -> Future, done once the file is written (or
-    failed with the writer's error). Each writer has a thread here, started with the first
-    job, that hands it JOBS_AHEAD files at most and waits for its replies (blocking reads
-    release the GIL). A writer found ended while it held no file is replaced at no file's
-    cost."""
+class WriteProcesses(HelperPool[WriteJob, Counted | None]):
+    """`count` writing processes: submit(job) -> Future of write_job's answer, once the file
+    is written (or failed with the writer's error). Each writer has a thread here, started
+    with the first job, that hands it JOBS_AHEAD files at most and waits for its replies
+    (blocking reads release the GIL). A writer found ended while it held no file is
+    replaced at no file's cost.
+
+    With shared_memory (where the system has it), each writer has a region of memory it
+    shares with this process (voxelizer.batch.shared_meshes, the other way round): a job's
+    arrays are copied there once and the writer reads them in place, telling with each
+    reply which blocks it no longer reads; else they cross its pipe, pickled."""
 
     AHEAD = JOBS_AHEAD
     KIND = "writer"
@@ -175,10 +217,14 @@ class WriteProcesses(HelperPool[WriteJob, None]):
     FAREWELL = True
     STOP_PATIENCE = 60.0  # a writer finishing a large file
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, *, shared_memory: bool = True):
         count = max(1, count)
+        self.shared_memory = shared_memory and shared_memory_available()
+        self._region = WritingRegion.mapped if self.shared_memory else None
         forked = (
-            helpers.fork_helpers(count, _serve_here, what=WHAT, region=None, wide=helpers.REQUESTS)
+            helpers.fork_helpers(
+                count, _serve_here, what=WHAT, region=self._region, wide=helpers.REQUESTS
+            )
             if helpers.fork_allowed()
             else []
         )
@@ -189,7 +235,18 @@ class WriteProcesses(HelperPool[WriteJob, None]):
         return self.helper_pids()
 
     def _start(self) -> HelperProcess:
-        return helpers.start_by_exec(__name__, what=WHAT, region=None, wide=helpers.REQUESTS)
+        return helpers.start_by_exec(
+            __name__, what=WHAT, region=self._region, wide=helpers.REQUESTS
+        )
+
+    def _message(self, helper: HelperProcess, request: WriteJob) -> object:
+        return request if helper.region is None else helper.region.encode(request)
+
+    def _reply(self, slot: int, helper: HelperProcess, reply: Any) -> tuple[str, Any]:
+        outcome, payload, freed = reply
+        if helper.region is not None:
+            helper.region.release(freed)
+        return outcome, payload
 
     def _died(
         self, request: WriteJob, code: int | None, error: BaseException, *, started: bool
@@ -203,9 +260,20 @@ class WriteProcesses(HelperPool[WriteJob, None]):
 
 
 def _serve_here(requests: IO[bytes], replies: IO[bytes], region_fd: int | None) -> None:
-    """A writer, forked or exec'd: WriteJobs, each answered by ("done", None) or ("error",
-    exception), until None or the end of its input."""
-    helpers.serve(requests, replies, _outcome)
+    """A writer, forked or exec'd: WriteJobs (their arrays in its region, where it has one),
+    each answered by _outcome and the blocks of the region it no longer reads, until None
+    or the end of its input."""
+    region = ReceivingRegion.adopt(region_fd)
+    helpers.close_fd(region_fd)  # the mapping keeps the memory
+
+    def answer(message: Any) -> object:
+        shared = region is not None and isinstance(message, tuple) and message[0] == SHARED
+        job = region.decode(message) if shared else message  # type: ignore[union-attr]
+        outcome = _outcome(job)
+        del job  # its arrays' block freed (unless an error sent back still refers to it)
+        return (*outcome, region.take_freed() if region is not None else [])
+
+    helpers.serve(requests, replies, answer)
 
 
 def main(region_fd: int | None = None) -> None:
