@@ -22,6 +22,11 @@ still using it. Its size is address space only: memory is taken by the pages wri
 freed blocks are reused lowest first, so it stays near the most the batch holds at once.
 Where the system has no memfd_create, or a mesh does not fit in what is free, the mesh
 crosses the pipe pickled, as a whole.
+
+The same regions serve the other way round: the batch's process copies the arrays of each
+result it hands to a writing process (voxelizer.batch.write_processes) into that writer's
+region (WritingRegion here, ReceivingRegion there), and the writer tells with each reply
+which blocks it no longer reads.
 """
 
 from __future__ import annotations
