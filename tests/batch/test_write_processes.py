@@ -19,11 +19,14 @@ import pytest
 import voxelizer
 from voxelizer import voxelize_many
 from voxelizer.batch.engine import _write_processes
+from voxelizer.batch.shared_meshes import shared_memory_available
 from voxelizer.batch.write_processes import (
+    Counted,
     WriteJob,
     WriteProcesses,
     default_write_processes,
     result_of,
+    write_job,
 )
 from voxelizer.errors import OutputError
 from voxelizer.io.writers import OUTPUT_FORMATS, OutputFormat
@@ -169,6 +172,43 @@ def test_a_writer_killed_while_idle_costs_no_file(tmp_path):
     finally:
         writers.close()
     assert voxelizer.load(tmp_path / "b.npz").count() == grid.count()
+
+
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_results_cross_through_shared_memory_whose_blocks_are_reused(tmp_path, shared_memory):
+    """A job's arrays are copied into the writer's region (where the system has one), and
+    its block is free again once the writer has written them. The writer counts the voxels
+    it was given."""
+    grid = voxelizer.voxelize_dense(FILES[0], 48)
+    fmt = OutputFormat.named("npz")
+    writers = WriteProcesses(1, shared_memory=shared_memory)
+    try:
+        for number in range(12):
+            job = WriteJob.of(grid, tmp_path / f"{number}.npz", fmt, replace=False,
+                              up_axis=None, count=True)  # fmt: skip
+            assert writers.submit(job).result(timeout=120) == Counted(grid.count(), written=True)
+        shared = shared_memory and shared_memory_available()
+        assert writers.shared_jobs() == (12 if shared else 0)
+        assert writers.held_bytes() == 0  # every block given back
+    finally:
+        writers.close()
+    for number in range(12):
+        assert voxelizer.load(tmp_path / f"{number}.npz").count() == grid.count()
+
+
+def test_a_result_that_may_be_thin_is_counted_and_left_unwritten(tmp_path):
+    """With the mesh's projected areas, a result whose solid may be thin is not written:
+    the surface pass that decides needs the device, in the batch's process."""
+    mesh = voxelizer.load_mesh(FILES[0])
+    grid = voxelizer.voxelize_dense(mesh, 16)
+    fmt = OutputFormat.named("npz")
+    thick = WriteJob.of(grid, tmp_path / "thick.npz", fmt, replace=False, up_axis=None,
+                        count=True, thin_areas=mesh.axis_areas)  # fmt: skip
+    assert write_job(thick) == Counted(grid.count(), written=True)
+    thin = WriteJob.of(grid, tmp_path / "thin.npz", fmt, replace=False, up_axis=None,
+                       count=True, thin_areas=mesh.axis_areas * 1e3)  # fmt: skip
+    assert write_job(thin) == Counted(grid.count(), written=False)
+    assert sorted(os.listdir(tmp_path)) == ["thick.npz"]
 
 
 def test_writers_ignore_ctrl_c_and_go_on_writing(tmp_path):

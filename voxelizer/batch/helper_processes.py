@@ -457,7 +457,7 @@ class HelperPool(Generic[R, T]):
         """A new helper, started by exec (OSError if it does not start)."""
         raise NotImplementedError
 
-    def _message(self, helper: HelperProcess, request: R) -> object:
+    def _message(self, slot: int, helper: HelperProcess, request: R) -> object:
         """What is sent to `helper` for `request`."""
         return request
 
@@ -518,7 +518,7 @@ class HelperPool(Generic[R, T]):
                 helper = self._helpers[slot] = None
             if helper is None:
                 helper = self._helpers[slot] = self._start()
-            send(helper.requests, self._message(helper, sent[-1][1]))
+            send(helper.requests, self._message(slot, helper, sent[-1][1]))
         except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
             if idle and retry and self._helpers[slot] is not None:
                 gone, self._helpers[slot] = self._helpers[slot], None

@@ -162,7 +162,7 @@ class LoadProcesses(HelperPool[Request, tuple[Mesh, float]]):
         self.started.set()
         return helper
 
-    def _message(self, helper: HelperProcess, request: Request) -> object:
+    def _message(self, slot: int, helper: HelperProcess, request: Request) -> object:
         freed = helper.region.take_freed() if helper.region is not None else []
         return (*request, freed)
 

@@ -39,7 +39,7 @@ import sys
 import weakref
 from collections import deque
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -88,12 +88,7 @@ class ReceivingRegion:
     def adopt(cls, fd: int | None) -> ReceivingRegion | None:
         """The region of `fd` mapped here, or None (no fd, or it cannot be mapped); `fd`
         stays open (the caller hands it to the reading process)."""
-        if fd is None:
-            return None
-        try:
-            return cls(fd)
-        except (OSError, ValueError):
-            return None
+        return _mapped(cls, fd)
 
     def decode(self, reply: SharedReply) -> Any:
         """The object of a shared reply, its arrays views of the region (read-only)."""
@@ -138,12 +133,7 @@ class WritingRegion:
     def mapped(cls, fd: int | None) -> WritingRegion | None:
         """The region of `fd` mapped here, or None (no fd, or it cannot be mapped); `fd`
         stays open (the caller hands it to the process that reads the region)."""
-        if fd is None:
-            return None
-        try:
-            return cls(fd)
-        except (OSError, ValueError):
-            return None
+        return _mapped(cls, fd)
 
     @property
     def held_bytes(self) -> int:
@@ -198,3 +188,17 @@ class WritingRegion:
             self._free[index - 1] = (start, end)
         else:
             self._free.insert(index, (start, end))
+
+
+Region = TypeVar("Region", ReceivingRegion, WritingRegion)
+
+
+def _mapped(kind: type[Region], fd: int | None) -> Region | None:
+    """A region of `kind` over `fd`, or None (no fd, or it cannot be mapped); `fd` stays
+    open."""
+    if fd is None:
+        return None
+    try:
+        return kind(fd)
+    except (OSError, ValueError):
+        return None

@@ -232,18 +232,32 @@ class WriteProcesses(HelperPool[WriteJob, Counted | None]):
             else []
         )
         super().__init__(count, forked)
+        self._shared_jobs = [0] * self.count  # per slot: each written by its thread only
 
     def writer_pids(self) -> list[int]:
         """The process ids of the writers running now."""
         return self.helper_pids()
+
+    def shared_jobs(self) -> int:
+        """How many jobs crossed through shared memory (the others crossed the pipes)."""
+        return sum(self._shared_jobs)
+
+    def held_bytes(self) -> int:
+        """The bytes of the writers' regions that hold results they may still be reading."""
+        regions = [h.region for h in self._helpers if h is not None and h.region is not None]
+        return sum(region.held_bytes for region in regions)
 
     def _start(self) -> HelperProcess:
         return helpers.start_by_exec(
             __name__, what=WHAT, region=self._region, wide=helpers.REQUESTS
         )
 
-    def _message(self, helper: HelperProcess, request: WriteJob) -> object:
-        return request if helper.region is None else helper.region.encode(request)
+    def _message(self, slot: int, helper: HelperProcess, request: WriteJob) -> object:
+        if helper.region is None:
+            return request
+        message = helper.region.encode(request)
+        self._shared_jobs[slot] += message is not request
+        return message
 
     def _reply(self, slot: int, helper: HelperProcess, reply: Any) -> tuple[str, Any]:
         outcome, payload, freed = reply
