@@ -74,6 +74,29 @@ def test_every_format_from_a_writing_process_equals_a_single_call(tmp_path, file
         assert not list(out.rglob("*.tmp"))
 
 
+@pytest.mark.slow
+def test_each_of_several_workers_writes_through_its_own_processes(tmp_path, files):
+    """Two workers (the second in a spawned process), each with a writing process of its
+    own: every file is a single call's, byte for byte."""
+    fmt = OutputFormat.named("npz")
+    inputs = []  # each file three times, in folders of their own: six outputs
+    for copy in range(3):
+        for path in files:
+            target = tmp_path / "in" / f"c{copy}" / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+            inputs.append(target)
+    out = tmp_path / "out"
+    results = in_order(
+        voxelize_many(inputs, grid=24, out_dir=out, format=fmt, jobs=2, write_processes=1)
+    )
+    assert [r.status for r in results] == ["done"] * len(inputs), [r.error for r in results]
+    for index, (path, result) in enumerate(zip(inputs, results)):
+        (tmp_path / f"single{index}").mkdir()
+        expected = single_call_bytes(path, fmt, tmp_path / f"single{index}", 24)
+        assert Path(result.output).read_bytes() == expected, result.output
+
+
 def test_an_existing_output_is_refused_alike(tmp_path, files):
     """An existing output fails its mesh with the words of the writer threads, unless the
     batch overwrites (then it is replaced) or skips it."""
@@ -260,8 +283,11 @@ def test_results_kept_in_memory_need_no_writers():
     assert _write_processes(True, 1, 100, None, Options.create(16)) == 0
 
 
-def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
-    hosts = ((2, 1, 0), (4, 1, 0), (8, 1, 1), (16, 1, 2), (32, 1, 4), (64, 1, 4), (16, 2, 0))
+def test_the_default_asks_for_cores_to_spare_in_each_workers_share(monkeypatch):
+    hosts = (  # cores, workers, writers for each worker: its share of the cores counts
+        (2, 1, 0), (4, 1, 0), (8, 1, 1), (16, 1, 2), (32, 1, 4), (64, 1, 4), (16, 2, 1),
+        (32, 2, 2), (8, 2, 0), (64, 4, 2),
+    )  # fmt: skip
     for cores, workers, expected in hosts:
         monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
         assert default_write_processes(workers) == expected, (cores, workers)

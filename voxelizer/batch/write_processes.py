@@ -59,18 +59,19 @@ _log = get_logger(__name__)
 
 
 def default_write_processes(workers: int = 1, grid_side: int | None = None) -> int:
-    """Writing processes for a batch of one worker: where the host has cores to spare (8 or
-    more), one for every CORES_PER_WRITER cores (up to BASE_WRITERS), times (grid_side /
-    REFERENCE_SIDE)² on grids larger than that (grid_side: the grid's longest side, None
-    where unknown), never more than half the cores nor MAX_WRITE_PROCESSES; else none (the
-    writer threads write). A batch of several workers leaves its files to its threads (its
-    processes' cores go to their own devices)."""
-    cores = os.cpu_count() or 1
-    if cores < 8 or workers != 1:
+    """Writing processes for each worker of a batch: where the worker's share of the host's
+    cores (all of them for one worker) is 8 or more, one for every CORES_PER_WRITER of them
+    (up to BASE_WRITERS), times (grid_side / REFERENCE_SIDE)² on grids larger than that
+    (grid_side: the grid's longest side, None where unknown), never more than half the share
+    nor MAX_WRITE_PROCESSES; else none (the writer threads write). Each worker of a batch of
+    several (one per GPU) has its own: its writer threads would hold the GIL its device
+    thread needs, as one worker's would."""
+    share = (os.cpu_count() or 1) // max(1, workers)
+    if share < 8:
         return 0
-    base = min(BASE_WRITERS, cores // CORES_PER_WRITER)
+    base = min(BASE_WRITERS, share // CORES_PER_WRITER)
     scale = max(1, round((grid_side / REFERENCE_SIDE) ** 2)) if grid_side else 1
-    return min(MAX_WRITE_PROCESSES, cores // 2, base * scale)
+    return min(MAX_WRITE_PROCESSES, share // 2, base * scale)
 
 
 # --- what crosses: a file to write, as plain arrays -------------------------------------------
