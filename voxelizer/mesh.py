@@ -79,6 +79,16 @@ class Mesh:
             self.__dict__["_placed"] = last
         return cast(T, last[1])
 
+    def kept(self, name: str, key: Hashable, make: Callable[[], T]) -> T:
+        """make(): what a call derives from this mesh for `key` (hashable: its options),
+        kept under `name` while calls ask with an equal key; only the last key's is kept."""
+        slot = "_kept_" + name  # (a frozen dataclass: as cached_property does)
+        last = self.__dict__.get(slot)
+        if last is None or last[0] != key:
+            last = (key, make())
+            self.__dict__[slot] = last
+        return cast(T, last[1])
+
     def placed_soup(
         self, key: Hashable, make: Callable[[], np.ndarray] | None = None
     ) -> np.ndarray | None:
