@@ -83,7 +83,7 @@ def test_prepared_meshes_replay_to_the_reference(gpu, variant):
     replayed = 0
     with Voxelizer() as voxelizer, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for mesh, again, name in zip(prepared, plain, MODELS):
+        for mesh, again in zip(prepared, plain):
             kept = mesh.__dict__["_kept_placement"][1]
             got = voxelize_checked(voxelizer, mesh, options, dense=True, count_voxels=False)
             assert got.placement is kept
