@@ -61,6 +61,12 @@ class Mesh:
         indices.flags.writeable = False  # (a buffer may keep it as written: write_once)
         return indices
 
+    @property
+    def made_indices(self) -> np.ndarray | None:
+        """`indices` where they were made already (by a batch's reading process: prepared
+        with the mesh), else None: for a caller that can take either them or the faces."""
+        return cast("np.ndarray | None", self.__dict__.get("indices"))
+
     @cached_property
     def frozen_faces(self) -> np.ndarray:
         """The faces as a read-only view (no copy): what buffers made from them remember them

@@ -560,20 +560,20 @@ class Sequence:
 
     def _timings(self, labels: tuple[str, ...]) -> bytes:
         """The raw timestamps of the last submission (one uint64 per label), read from the
-        device: GpuTimes turns them into milliseconds when they are looked at."""
-        count = len(labels)
-        check_result(
-            self._lib.vkGetQueryPoolResults(
-                self.device.handle,
-                self.query_pool,
-                0,
-                count,
-                count * 8,
-                self._ticks,
-                8,
-                vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
-            )
+        device: GpuTimes turns them into milliseconds when they are looked at. Its fence
+        has signalled, so they are there: asked without the wait flag first (which costs a
+        CPU device, lavapipe, a wait of its own for every read), with it if not."""
+        count, handle, pool = len(labels), self.device.handle, self.query_pool
+        flags = vk.VK_QUERY_RESULT_64_BIT
+        result = self._lib.vkGetQueryPoolResults(
+            handle, pool, 0, count, count * 8, self._ticks, 8, flags
         )
+        if result == vk.VK_NOT_READY:
+            flags |= vk.VK_QUERY_RESULT_WAIT_BIT
+            result = self._lib.vkGetQueryPoolResults(
+                handle, pool, 0, count, count * 8, self._ticks, 8, flags
+            )
+        check_result(result)
         return self._ffi.buffer(self._ticks, count * 8)[:]
 
     def destroy(self) -> None:
