@@ -17,6 +17,11 @@ MIN_ROWS = 1 << 18  # below this, one thread: starting the others costs more tha
 # copy_arrays' chunks: a chunk of cold memory takes tens of microseconds on one thread, several
 # times what handing it to another thread costs.
 STAGING_CHUNK_BYTES = 1 << 18
+# With fewer threads than this (a host of 2-3 cores), the calling thread copies alone: there
+# the other cores run the device (a CPU device's own threads) and the readers, and on a
+# 2-core host the chunks measured no less of the calling thread's CPU time when the source
+# was mapped but out of the caches, and a longer wait (docs/benchmarks.md).
+STAGING_MIN_THREADS = 4
 
 _pool: ThreadPoolExecutor | None = None
 _limit: int | None = None
@@ -54,23 +59,27 @@ def copy_rows(target: np.ndarray, source: np.ndarray, min_rows: int = MIN_ROWS) 
 def copy_arrays(
     copies: list[tuple[np.ndarray, np.ndarray]], chunk_bytes: int = STAGING_CHUNK_BYTES
 ) -> None:
-    """target[:] = source for each (target, source) pair of the same shape and dtype, all of
-    them together in row chunks of about `chunk_bytes` on the pool's threads, the calling
-    thread copying the last chunk itself. For the staging copies of a call: memory-bound
-    copies from memory that is cold in this process (a mesh another process wrote) go at a
-    few GB/s on one thread, and several threads read it faster; the calling thread (the
-    device's) spends its time on its own chunk only. Returns once every chunk is copied,
-    even where one failed (its error is raised then)."""
+    """target[:] = source for each (target, source) pair of the same shape, all of them
+    together in row chunks of about `chunk_bytes` on the pool's threads, the calling thread
+    copying the last chunk itself. For the staging copies of a call: memory-bound copies
+    from memory that is cold in this process (a mesh another process wrote) go at a few
+    GB/s on one thread, and several threads read it faster; the calling thread (the
+    device's) spends its time on its own chunk only. With fewer than STAGING_MIN_THREADS
+    threads the calling thread copies everything. Returns once every chunk is copied, even
+    where one failed (its error is raised then)."""
+    if _threads() < STAGING_MIN_THREADS:
+        for target, source in copies:
+            target[:] = source
+        return
     chunks: list[tuple[np.ndarray, np.ndarray, int, int]] = []
     for target, source in copies:
         rows = len(source)
-        row_bytes = max(1, source.nbytes // max(rows, 1))
-        count = max(1, min(rows * row_bytes // chunk_bytes, 4 * _threads()))
+        count = max(1, min(source.nbytes // chunk_bytes, 4 * _threads()))
         bounds = [rows * i // count for i in range(count + 1)]
         chunks += [(target, source, a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-    if len(chunks) <= 1 or _threads() <= 1:
-        for target, source, start, stop in chunks:
-            target[start:stop] = source[start:stop]
+    if len(chunks) <= 1:
+        for chunk in chunks:
+            _copy_chunk(*chunk)
         return
     futures = [_executor().submit(_copy_chunk, *chunk) for chunk in chunks[:-1]]
     try:

@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 
-from voxelizer import Voxelizer
+from voxelizer import Voxelizer, parallel
 from voxelizer.api import voxelize_checked
 from voxelizer.batch.readers import prepared_mesh
 from voxelizer.batch.shared_meshes import SHARED, ReceivingRegion, WritingRegion
@@ -33,8 +33,16 @@ N = 40
 MODELS = ("bunny.ply", "torus.stl", "bunny.ply")  # the bunny twice: two Meshes, one capacity
 
 
+@pytest.fixture(params=[1, 4])
+def threads(request):
+    """Row chunks on this many threads (one: the calling thread copies alone)."""
+    parallel.use_threads(request.param)
+    yield request.param
+    parallel.use_threads(None)
+
+
 @pytest.mark.parametrize("chunk_bytes", [64, 4096, 1 << 18])
-def test_copy_arrays_copies_and_converts_every_row(chunk_bytes):
+def test_copy_arrays_copies_and_converts_every_row(threads, chunk_bytes):
     rng = np.random.default_rng(3)
     faces = rng.integers(0, 1 << 31, (10_001, 3), dtype=np.int64)
     vertices = rng.random((777, 3), dtype=np.float32)
@@ -49,7 +57,7 @@ def test_copy_arrays_copies_and_converts_every_row(chunk_bytes):
         assert np.array_equal(target, expected)
 
 
-def test_copy_arrays_returns_only_once_every_chunk_is_done():
+def test_copy_arrays_returns_only_once_every_chunk_is_done(threads):
     """A chunk that fails raises in the caller, after the others have finished writing."""
     target = np.zeros((100_000, 3), np.float32)
     wrong = (np.zeros((10, 3), np.float32), np.zeros((10, 4), np.float32))
@@ -72,9 +80,10 @@ def _crossed(mesh):
 
 
 @pytest.mark.parametrize("variant", ["indexed", "branchless"])
-def test_prepared_meshes_replay_to_the_reference(gpu, variant):
+def test_prepared_meshes_replay_to_the_reference(gpu, threads, variant):
     """Meshes prepared and sent as a batch's are (placement, placed vertices, faces and the
-    soup made before the call), replayed one after another, give the CPU reference's voxels,
+    soup made before the call), replayed one after another (their staging copies in chunks
+    on 4 threads, or on the calling thread alone), give the CPU reference's voxels,
     as do the same files loaded plainly; the placement is the one the reading process made."""
     options = Options.create(N, variant=variant, fill_mode="parity")
     prepared = [_crossed(prepared_mesh(shared_model(name), options, make_soup=True))
