@@ -19,8 +19,8 @@ MIN_ROWS = 1 << 18  # below this, one thread: starting the others costs more tha
 STAGING_CHUNK_BYTES = 1 << 18
 # With fewer threads than this (a host of 2-3 cores), the calling thread copies alone: there
 # the other cores run the device (a CPU device's own threads) and the readers, and on a
-# 2-core host the chunks measured no less of the calling thread's CPU time when the source
-# was mapped but out of the caches, and a longer wait (docs/benchmarks.md).
+# 2-core host the chunks cost the calling thread as much CPU time as the whole copy where
+# the source was mapped but out of the caches, and made it wait longer.
 STAGING_MIN_THREADS = 4
 
 _pool: ThreadPoolExecutor | None = None
