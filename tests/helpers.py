@@ -12,10 +12,11 @@ import io
 import signal
 import struct
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -403,3 +404,8 @@ def fail_once(monkeypatch: pytest.MonkeyPatch, name: str, error: type[Exception]
 
     monkeypatch.setattr(vulkan, name, failing)
     return calls
+
+
+def in_order(results: Iterable[Any]) -> list[Any]:
+    """A batch's results in the inputs' order (they come as they complete)."""
+    return sorted(results, key=lambda result: result.index)

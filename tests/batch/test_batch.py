@@ -793,3 +793,28 @@ def test_a_worker_holds_at_most_its_share_of_the_meshes_left():
     assert worker_share(outstanding=1000, workers=4, backlog=18) == 18
     assert worker_share(outstanding=3, workers=8, backlog=18) == 1
     assert worker_share(outstanding=0, workers=2, backlog=18) == 1
+
+
+def test_a_slow_file_does_not_hold_up_the_meshes_after_it(monkeypatch):
+    """A mesh goes to the device as soon as it is read: while the first file is still being
+    read, the second's result comes out; the first's follows once it is read."""
+    from voxelizer.batch import worker
+
+    first_read = threading.Event()
+    files = [shared_model("torus.stl"), shared_model("suzanne.ply")]
+    prepared = worker.prepared_mesh
+
+    def slow_first(source, *args, **kwargs):
+        if Path(source) == files[0]:
+            assert first_read.wait(20), "the batch waited for the first file"
+        return prepared(source, *args, **kwargs)
+
+    monkeypatch.setattr(worker, "prepared_mesh", slow_first)
+    results = voxelize_many(files, grid=16, load_processes=0, threads=2)
+    second = next(results)
+    first_read.set()
+    rest = list(results)
+    assert [second.index] + [r.index for r in rest] == [1, 0]
+    assert [r.status for r in (second, *rest)] == ["done", "done"]
+    expected = voxelizer.voxelize(files[0], 16).to_numpy()
+    assert np.array_equal(rest[0].result.to_numpy(), expected)

@@ -176,8 +176,8 @@ def test_voxelize_many_with_helpers_equals_reading_here(tmp_path):
         shared_model("torus.stl"),
         PROJECT_MODELS / "torus_knot.ply",
     ]
-    here = list(voxelize_many(files, grid=24, load_processes=0))
-    there = list(voxelize_many(files, grid=24, load_processes=2))
+    here = sorted(voxelize_many(files, grid=24, load_processes=0), key=lambda r: r.index)
+    there = sorted(voxelize_many(files, grid=24, load_processes=2), key=lambda r: r.index)
     assert [r.index for r in there] == list(range(len(files)))
     for a, b in zip(here, there):
         assert (a.status, a.error, a.triangles, a.solid_voxels) == (
@@ -390,11 +390,14 @@ import voxelizer
 from voxelizer.batch.readers import running_load_processes, shared_load_processes
 
 files = sys.argv[1:]
-first = list(voxelizer.voxelize_many(files, grid=24, load_processes=2))
+def in_order(results):
+    return sorted(results, key=lambda r: r.index)
+
+first = in_order(voxelizer.voxelize_many(files, grid=24, load_processes=2))
 readers = shared_load_processes(2)
 print("forked", readers.forked)
 # The device is open now: a batch that wants more helpers starts them by exec.
-second = list(voxelizer.voxelize_many(files, grid=24, load_processes=3))
+second = in_order(voxelizer.voxelize_many(files, grid=24, load_processes=3))
 print("forked", shared_load_processes(3).forked, running_load_processes())
 here = [voxelizer.voxelize_dense(f, 24).to_numpy() if i != 2 else None for i, f in enumerate(files)]
 for results in (first, second):

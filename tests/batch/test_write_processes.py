@@ -29,7 +29,7 @@ from voxelizer.errors import OutputError
 from voxelizer.io.writers import OUTPUT_FORMATS, OutputFormat
 from voxelizer.options import Options
 
-from ..helpers import PROJECT_MODELS, RESTORE_SIGINT, shared_model
+from ..helpers import PROJECT_MODELS, RESTORE_SIGINT, in_order, shared_model
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 FILES = [PROJECT_MODELS / "gear.ply", shared_model("torus.stl")]
@@ -60,7 +60,9 @@ def test_every_format_from_a_writing_process_equals_a_single_call(tmp_path, file
     for suffix in OUTPUT_FORMATS:
         fmt = OutputFormat(suffix)
         out = tmp_path / fmt.name
-        results = list(voxelize_many(files, grid=24, out_dir=out, format=fmt, write_processes=1))
+        results = in_order(
+            voxelize_many(files, grid=24, out_dir=out, format=fmt, write_processes=1)
+        )
         assert [r.status for r in results] == ["done", "done"], [r.error for r in results]
         for result in results:
             assert result.output is not None and result.solid_voxels
@@ -78,17 +80,17 @@ def test_an_existing_output_is_refused_alike(tmp_path, files):
     taken.write_bytes(b"the user's")
     errors = []
     for processes in (0, 2):
-        results = list(voxelize_many(files, grid=16, out_dir=out, format="npz",
+        results = in_order(voxelize_many(files, grid=16, out_dir=out, format="npz",
                                      write_processes=processes))  # fmt: skip
         assert [r.status for r in results] == ["failed", "done"]
         errors.append(results[0].error)
         (out / "torus.npz").unlink()
     assert errors[0] == errors[1] and "gear.npz: file exists" in errors[0]
     assert taken.read_bytes() == b"the user's"
-    skipped = list(voxelize_many(files, grid=16, out_dir=out, format="npz", write_processes=2,
+    skipped = in_order(voxelize_many(files, grid=16, out_dir=out, format="npz", write_processes=2,
                                  skip_existing=True))  # fmt: skip
     assert [r.status for r in skipped] == ["skipped", "done"]
-    replaced = list(voxelize_many(files, grid=16, out_dir=out, format="npz", write_processes=2,
+    replaced = in_order(voxelize_many(files, grid=16, out_dir=out, format="npz", write_processes=2,
                                   overwrite=True))  # fmt: skip
     assert [r.status for r in replaced] == ["done", "done"]
     assert voxelizer.load(taken).count() == replaced[0].solid_voxels
@@ -107,7 +109,7 @@ def test_a_write_error_is_the_same_line_from_a_process(tmp_path):
         out = tmp_path / f"out{processes}"
         out.mkdir()
         (out / "sub").write_bytes(b"in the way")
-        results = list(voxelize_many(files, grid=16, out_dir=out, format="npz",
+        results = in_order(voxelize_many(files, grid=16, out_dir=out, format="npz",
                                      write_processes=processes))  # fmt: skip
         assert [r.status for r in results] == ["failed", "done"]
         errors.append(results[0].error.replace(f"out{processes}", "out"))
@@ -213,7 +215,7 @@ def test_an_abandoned_batch_leaves_whole_files_and_no_temporaries(tmp_path):
 
 
 def test_results_kept_in_memory_need_no_writers():
-    results = list(voxelize_many(FILES, grid=16, write_processes=True))
+    results = in_order(voxelize_many(FILES, grid=16, write_processes=True))
     assert all(r.result is not None and r.output is None for r in results)
     assert _write_processes(True, 1, 100, None, Options.create(16)) == 0
 

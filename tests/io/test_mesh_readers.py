@@ -335,6 +335,20 @@ def test_ply_variants_read_as_trimesh_reads_them(tmp_path, variant):
     assert mesh.triangle_count in (968, 12, 1 + 2 * 12 + 2 * 10)  # suzanne, cube, prism
 
 
+@pytest.mark.parametrize("encoding", ["ascii", "binary_little_endian", "binary_big_endian"])
+def test_comments_before_the_format_line_are_allowed(tmp_path, encoding):
+    """Comment and obj_info lines may come before the format line (as other readers allow):
+    the mesh reads the same as without them."""
+    plain = box_ply(encoding)
+    remarked = plain.replace(b"ply\n", b"ply\ncomment made by hand\nobj_info a box\n", 1)
+    assert remarked != plain
+    (tmp_path / "plain.ply").write_bytes(plain)
+    (tmp_path / "remarked.ply").write_bytes(remarked)
+    expected, read = load_mesh(tmp_path / "plain.ply"), load_mesh(tmp_path / "remarked.ply")
+    assert np.array_equal(read.vertices, expected.vertices)
+    assert np.array_equal(read.faces, expected.faces)
+
+
 @pytest.mark.parametrize("encoding", ["binary_little_endian", "binary_big_endian"])
 def test_binary_ply_with_lists_of_differing_lengths(tmp_path, encoding):
     """Binary rows whose lists differ in length (polygons of several sizes, vertices with a
@@ -590,7 +604,11 @@ BROKEN: list[tuple[str, Callable[[], bytes], str]] = [
         lambda: box_ply().replace(b"binary_little_endian", b"binary_middle_endian"),
         "unknown format 'binary_middle_endian'",
     ),
-    ("ply", lambda: box_ply().replace(b"format ", b"formats "), "the second line is not a format"),
+    (
+        "ply",
+        lambda: box_ply().replace(b"format ", b"formats "),
+        "no format line follows the ply line",
+    ),
     (
         "ply",
         lambda: box_ply().replace(b"property float x", b"property float128 x"),

@@ -14,7 +14,7 @@ import queue
 import time
 from collections import deque
 from collections.abc import Callable, Generator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, replace
 from typing import Any
@@ -138,7 +138,7 @@ class MeshWorker:
             read_ahead(wait=True)
             self.voxelizer  # noqa: B018 - opened (if not yet) while the first meshes load
             while loading:
-                task, future = loading.popleft()
+                task, future = first_ready(loading)
                 on_threads.discard(future)
                 loaded = loaded_from(task, future)
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
@@ -291,6 +291,21 @@ class MeshWorker:
         return task.failed(
             error_text(task.label, error), device=self.voxelizer.device_name, seconds=seconds
         )
+
+
+def first_ready(loading: deque[tuple[MeshTask, Future[Any]]]) -> tuple[MeshTask, Future[Any]]:
+    """Take the first task of `loading` whose mesh is read (waiting for one if none is).
+
+    Meshes go to the device as they are ready, not in the order of the tasks: one slow file
+    (a large OBJ) would otherwise keep the device waiting while the meshes read after it
+    lie ready, and the readers idle once the window of `prefetch` tasks is full."""
+    ready = next((i for i, (_, future) in enumerate(loading) if future.done()), None)
+    if ready is None:
+        wait_for([future for _, future in loading], return_when=FIRST_COMPLETED)
+        ready = next(i for i, (_, future) in enumerate(loading) if future.done())
+    taken = loading[ready]
+    del loading[ready]
+    return taken
 
 
 def loaded_from(task: MeshTask, future: Future[Any]) -> Loaded:

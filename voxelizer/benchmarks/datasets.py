@@ -241,8 +241,9 @@ def _many(
 @contextmanager
 def _mesh_waits() -> Iterator[list[float]]:
     """[seconds] this thread (one device's worker runs in the caller's) spends, while the
-    block runs, in the worker's waits for meshes: `loaded_from` (a mesh still loading) and
-    the reading processes' `wait_started`); an empty list for a tree before those names."""
+    block runs, in the worker's waits for meshes: `first_ready` and `loaded_from` (a mesh
+    still loading; a tree before `first_ready` waits in `loaded_from`) and the reading
+    processes' `wait_started`); an empty list for a tree before those names."""
     try:
         from voxelizer.batch import readers, worker
     except ImportError:  # (b5a6e0a: batch.py, one module)
@@ -265,8 +266,14 @@ def _mesh_waits() -> Iterator[list[float]]:
 
         return waiting
 
-    patched = [(worker, "loaded_from"), (readers.LoadProcesses, "wait_started")]
-    originals = [(owner, name, getattr(owner, name)) for owner, name in patched]
+    patched = [
+        (worker, "first_ready"),
+        (worker, "loaded_from"),
+        (readers.LoadProcesses, "wait_started"),
+    ]
+    originals = [
+        (owner, name, getattr(owner, name)) for owner, name in patched if hasattr(owner, name)
+    ]
     for owner, name, original in originals:
         setattr(owner, name, timed(original))
     try:

@@ -121,6 +121,9 @@ def read_ply(data: MeshBytes) -> ReadMesh:
 # --- the header ----------------------------------------------------------------------------
 
 
+_REMARKS = (b"comment", b"obj_info")  # header lines that say nothing about the data
+
+
 def parse_header(data: MeshBytes) -> Header:
     """The header's format and elements, checked line by line up to end_header."""
     first_line = bytes(data[:256]).lstrip().split(b"\n", 1)[0]
@@ -131,14 +134,16 @@ def parse_header(data: MeshBytes) -> Header:
     body_start = len(data) if newline < 0 else newline + 1
     raw_lines = bytes(data[:end]).split(b"\n")
     lines = [line.strip() for line in raw_lines if line.strip()]
-    format_words = lines[1].split() if len(lines) > 1 else []
+    # Comments may come before the format line, as other readers and writers allow.
+    after_magic = [line for line in lines[1:] if line.split()[0] not in _REMARKS]
+    format_words = after_magic[0].split() if after_magic else []
     if format_words[:1] != [b"format"] or len(format_words) < 2:
-        raise MalformedMesh("the second line is not a format line")
+        raise MalformedMesh("no format line follows the ply line")
     if format_words[1] not in _FORMATS:
         raise MalformedMesh(f"unknown format {_text(format_words[1])!r}")
     byte_order = _FORMATS[format_words[1]]
     elements: list[Element] = []
-    for line in lines[2:]:
+    for line in after_magic[1:]:
         words = line.split()
         if words[0] == b"element":
             if len(words) != 3 or not words[2].isdigit():
