@@ -65,11 +65,11 @@ def copy_arrays(
     from memory that is cold in this process (a mesh another process wrote) go at a few
     GB/s on one thread, and several threads read it faster; the calling thread (the
     device's) spends its time on its own chunk only. With fewer than STAGING_MIN_THREADS
-    threads the calling thread copies everything. Returns once every chunk is copied, even
-    where one failed (its error is raised then)."""
+    threads each array is copied by copy_rows (in parallel only from MIN_ROWS rows).
+    Returns once every chunk is copied, even where one failed (its error is raised then)."""
     if _threads() < STAGING_MIN_THREADS:
         for target, source in copies:
-            target[:] = source
+            copy_rows(target, source)  # (a very large one still in chunks, as ever)
         return
     chunks: list[tuple[np.ndarray, np.ndarray, int, int]] = []
     for target, source in copies:
