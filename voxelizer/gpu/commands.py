@@ -515,7 +515,7 @@ class Sequence:
         device.queue_may_be_busy = False
         if len(self._submitted_labels) < 2 or device.timestamp_bits == 0:
             return {}
-        labels, device = self._submitted_labels, self.device
+        labels = self._submitted_labels
         times = GpuTimes(
             lambda: self._timings(labels),
             self._times_lock,
