@@ -31,27 +31,32 @@ THIN_RATIO = 0.15
 ESTIMATE_MARGIN = 3.0
 
 
-def estimated_surface_voxels(mesh: Mesh, placement: GridPlacement) -> float:
+def estimated_surface_voxels(mesh: Mesh | np.ndarray, placement: GridPlacement) -> float:
     """About how many voxels the mesh's surface touches on this grid: its projected areas
     (|n_x| + |n_y| + |n_z|) A over h^2 (each projection over its plane's voxel face: hy hz,
-    hx hz, hx hy), at most the grid's voxels."""
+    hx hz, hx hy), at most the grid's voxels. `mesh`: the mesh, or its axis_areas (what a
+    batch's writing process is given)."""
+    axis_areas = mesh.axis_areas if isinstance(mesh, Mesh) else mesh
     hx, hy, hz = placement.spacing
     shape = placement.shape
     with np.errstate(over="ignore", invalid="ignore"):
         if isinstance(placement.voxel_size, float):
             h = placement.voxel_size
-            estimate = float(np.sum(mesh.axis_areas) / (h * h))
+            estimate = float(np.sum(axis_areas) / (h * h))
         else:
             faces = np.array([hy * hz, hx * hz, hx * hy])
-            estimate = float(np.sum(mesh.axis_areas / faces))
+            estimate = float(np.sum(axis_areas / faces))
     total = float(shape[0] * shape[1] * shape[2])
     return min(estimate, total) if np.isfinite(estimate) else total
 
 
-def needs_surface_count(solid_voxels: int, mesh: Mesh, placement: GridPlacement) -> bool:
+def needs_surface_count(
+    solid_voxels: int, mesh: Mesh | np.ndarray, placement: GridPlacement
+) -> bool:
     """Whether a solid of `solid_voxels` may be thin on this placement: empty, or below the
     line of the estimated surface with its margin. False for every mesh that is plainly
-    thick, without a GPU call."""
+    thick, without a GPU call. `mesh`: the mesh (its axis_areas read only where the grid's
+    size does not decide), or its axis_areas."""
     if solid_voxels == 0:
         return True
     shape = placement.shape

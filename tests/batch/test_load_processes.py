@@ -22,13 +22,8 @@ import pytest
 
 import voxelizer
 from voxelizer import voxelize_many
-from voxelizer.batch.readers import (
-    REPLY_PIPE_BYTES,
-    LoadProcesses,
-    fork_allowed,
-    prepared_mesh,
-    widen_pipe,
-)
+from voxelizer.batch.helper_processes import PIPE_BYTES, fork_allowed, widen_pipe
+from voxelizer.batch.readers import LoadProcesses, prepared_mesh
 from voxelizer.errors import MeshError
 from voxelizer.io import load_mesh
 from voxelizer.options import Options
@@ -100,9 +95,9 @@ def pipe_bytes(fd: int) -> int:
 
 def test_reply_pipes_are_widened(helpers):
     """A mesh of megabytes crosses a helper's reply pipe in a few reads: the pipe holds
-    REPLY_PIPE_BYTES (Linux lets any user grow a pipe to 1 MiB)."""
+    PIPE_BYTES (Linux lets any user grow a pipe to 1 MiB)."""
     with open("/proc/sys/fs/pipe-max-size") as limit:
-        expected = min(REPLY_PIPE_BYTES, int(limit.read()))
+        expected = min(PIPE_BYTES, int(limit.read()))
     read_end, write_end = os.pipe()
     try:
         assert pipe_bytes(read_end) < expected

@@ -19,11 +19,14 @@ import pytest
 import voxelizer
 from voxelizer import voxelize_many
 from voxelizer.batch.engine import _write_processes
+from voxelizer.batch.shared_meshes import shared_memory_available
 from voxelizer.batch.write_processes import (
+    Counted,
     WriteJob,
     WriteProcesses,
     default_write_processes,
     result_of,
+    write_job,
 )
 from voxelizer.errors import OutputError
 from voxelizer.io.writers import OUTPUT_FORMATS, OutputFormat
@@ -69,6 +72,29 @@ def test_every_format_from_a_writing_process_equals_a_single_call(tmp_path, file
             expected = single_call_bytes(Path(result.input), fmt, tmp_path, 24)
             assert result.output.read_bytes() == expected, (suffix, result.input)
         assert not list(out.rglob("*.tmp"))
+
+
+@pytest.mark.slow
+def test_each_of_several_workers_writes_through_its_own_processes(tmp_path, files):
+    """Two workers (the second in a spawned process), each with a writing process of its
+    own: every file is a single call's, byte for byte."""
+    fmt = OutputFormat.named("npz")
+    inputs = []  # each file three times, in folders of their own: six outputs
+    for copy in range(3):
+        for path in files:
+            target = tmp_path / "in" / f"c{copy}" / path.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(path.read_bytes())
+            inputs.append(target)
+    out = tmp_path / "out"
+    results = in_order(
+        voxelize_many(inputs, grid=24, out_dir=out, format=fmt, jobs=2, write_processes=1)
+    )
+    assert [r.status for r in results] == ["done"] * len(inputs), [r.error for r in results]
+    for index, (path, result) in enumerate(zip(inputs, results)):
+        (tmp_path / f"single{index}").mkdir()
+        expected = single_call_bytes(path, fmt, tmp_path / f"single{index}", 24)
+        assert Path(result.output).read_bytes() == expected, result.output
 
 
 def test_an_existing_output_is_refused_alike(tmp_path, files):
@@ -173,6 +199,43 @@ def test_a_writer_killed_while_idle_costs_no_file(tmp_path):
     assert voxelizer.load(tmp_path / "b.npz").count() == grid.count()
 
 
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_results_cross_through_shared_memory_whose_blocks_are_reused(tmp_path, shared_memory):
+    """A job's arrays are copied into the writer's region (where the system has one), and
+    its block is free again once the writer has written them. The writer counts the voxels
+    it was given."""
+    grid = voxelizer.voxelize_dense(FILES[0], 48)
+    fmt = OutputFormat.named("npz")
+    writers = WriteProcesses(1, shared_memory=shared_memory)
+    try:
+        for number in range(12):
+            job = WriteJob.of(grid, tmp_path / f"{number}.npz", fmt, replace=False,
+                              up_axis=None, count=True)  # fmt: skip
+            assert writers.submit(job).result(timeout=120) == Counted(grid.count(), written=True)
+        shared = shared_memory and shared_memory_available()
+        assert writers.shared_jobs() == (12 if shared else 0)
+        assert writers.held_bytes() == 0  # every block given back
+    finally:
+        writers.close()
+    for number in range(12):
+        assert voxelizer.load(tmp_path / f"{number}.npz").count() == grid.count()
+
+
+def test_a_result_that_may_be_thin_is_counted_and_left_unwritten(tmp_path):
+    """With the mesh's projected areas, a result whose solid may be thin is not written:
+    the surface pass that decides needs the device, in the batch's process."""
+    mesh = voxelizer.load_mesh(FILES[0])
+    grid = voxelizer.voxelize_dense(mesh, 16)
+    fmt = OutputFormat.named("npz")
+    thick = WriteJob.of(grid, tmp_path / "thick.npz", fmt, replace=False, up_axis=None,
+                        count=True, thin_areas=mesh.axis_areas)  # fmt: skip
+    assert write_job(thick) == Counted(grid.count(), written=True)
+    thin = WriteJob.of(grid, tmp_path / "thin.npz", fmt, replace=False, up_axis=None,
+                       count=True, thin_areas=mesh.axis_areas * 1e3)  # fmt: skip
+    assert write_job(thin) == Counted(grid.count(), written=False)
+    assert sorted(os.listdir(tmp_path)) == ["thick.npz"]
+
+
 def test_writers_ignore_ctrl_c_and_go_on_writing(tmp_path):
     grid = voxelizer.voxelize(FILES[1], 16)
     fmt = OutputFormat.named("svo")
@@ -220,8 +283,11 @@ def test_results_kept_in_memory_need_no_writers():
     assert _write_processes(True, 1, 100, None, Options.create(16)) == 0
 
 
-def test_the_default_asks_for_cores_to_spare_and_one_worker(monkeypatch):
-    hosts = ((2, 1, 0), (4, 1, 0), (8, 1, 1), (16, 1, 2), (32, 1, 4), (64, 1, 4), (16, 2, 0))
+def test_the_default_asks_for_cores_to_spare_in_each_workers_share(monkeypatch):
+    hosts = (  # cores, workers, writers for each worker: its share of the cores counts
+        (2, 1, 0), (4, 1, 0), (8, 1, 1), (16, 1, 2), (32, 1, 4), (64, 1, 4), (16, 2, 1),
+        (32, 2, 2), (8, 2, 0), (64, 4, 2),
+    )  # fmt: skip
     for cores, workers, expected in hosts:
         monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
         assert default_write_processes(workers) == expected, (cores, workers)

@@ -264,7 +264,8 @@ def _start_reading(
     the imports).
     voxelize_many takes them as they are."""
     from .engine import default_load_processes, device_list
-    from .readers import fork_allowed, shared_load_processes
+    from .helper_processes import fork_allowed
+    from .readers import shared_load_processes
     from .write_processes import default_write_processes, shared_write_processes
 
     try:

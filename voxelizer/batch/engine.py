@@ -39,8 +39,9 @@ from ..shards import (
     recorded,
     shard_outputs,
 )
+from .helper_processes import fork_allowed
 from .pool import WorkerPool
-from .readers import REQUESTS_AHEAD, fork_allowed, running_load_processes
+from .readers import REQUESTS_AHEAD, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
     DEFAULT_FORMAT,

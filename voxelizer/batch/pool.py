@@ -35,6 +35,7 @@ from ..parallel import keep_freed_memory, use_threads
 from .readers import shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask
 from .worker import MeshWorker
+from .write_processes import shared_write_processes
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
@@ -91,8 +92,7 @@ def worker_process_main(
         use_threads(settings.threads)  # the workers share the cores
         keep_freed_memory()  # mesh after mesh: each one's arrays reuse the last one's memory
         outbox.send(("imported", None))  # its first meshes may come: they load as it opens
-        if settings.load_processes:
-            shared_load_processes(settings.load_processes)  # they start while the device opens
+        start_helpers(settings)  # they start while the device opens
         opened: list[Voxelizer] = []
 
         def open_device() -> Voxelizer:
@@ -245,10 +245,9 @@ class WorkerPool:
         interrupted = True
         here: _LocalWorker | None = None
         try:
-            if self._settings.load_processes:
-                # the local worker's helpers, before any thread here (a process's queue
-                # feeder, the worker's own): then they may be forked, ready at once
-                shared_load_processes(self._settings.load_processes)
+            # the local worker's helpers, before any thread here (a process's queue feeder,
+            # the worker's own): then they may be forked, ready at once
+            start_helpers(self._settings)
             for device in self._process_devices:
                 self._start(device)
             here = _LocalWorker(self._local_device, self._settings, self._todo)
@@ -398,6 +397,15 @@ class WorkerPool:
             )
         _log.warning("worker %d (device %s) died while starting", slot, handle.device)
         self._start(handle.device)
+
+
+def start_helpers(settings: BatchSettings) -> None:
+    """A worker's writing processes, then its reading processes, as its settings ask: started
+    before its threads (then forked, ready at once), so its MeshWorker finds them running."""
+    if settings.write_processes:
+        shared_write_processes(settings.write_processes)
+    if settings.load_processes:
+        shared_load_processes(settings.load_processes)
 
 
 def worker_share(outstanding: int, workers: int, backlog: int) -> int:

@@ -22,6 +22,11 @@ still using it. Its size is address space only: memory is taken by the pages wri
 freed blocks are reused lowest first, so it stays near the most the batch holds at once.
 Where the system has no memfd_create, or a mesh does not fit in what is free, the mesh
 crosses the pipe pickled, as a whole.
+
+The same regions serve the other way round: the batch's process copies the arrays of each
+result it hands to a writing process (voxelizer.batch.write_processes) into that writer's
+region (WritingRegion here, ReceivingRegion there), and the writer tells with each reply
+which blocks it no longer reads.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import sys
 import weakref
 from collections import deque
 from contextlib import suppress
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -83,12 +88,7 @@ class ReceivingRegion:
     def adopt(cls, fd: int | None) -> ReceivingRegion | None:
         """The region of `fd` mapped here, or None (no fd, or it cannot be mapped); `fd`
         stays open (the caller hands it to the reading process)."""
-        if fd is None:
-            return None
-        try:
-            return cls(fd)
-        except (OSError, ValueError):
-            return None
+        return _mapped(cls, fd)
 
     def decode(self, reply: SharedReply) -> Any:
         """The object of a shared reply, its arrays views of the region (read-only)."""
@@ -107,8 +107,10 @@ class ReceivingRegion:
 
 
 class WritingRegion:
-    """The reading process's side of a region: blocks allocated lowest first, freed only
-    when the batch's process says so (release)."""
+    """The side of a region that writes: blocks allocated lowest first, freed only when the
+    side that reads says so (release). A reading process writes its meshes so; the batch's
+    process writes so the results it hands to its writing processes
+    (voxelizer.batch.write_processes), which read them through a ReceivingRegion."""
 
     def __init__(self, fd: int):
         size = os.fstat(fd).st_size
@@ -123,11 +125,15 @@ class WritingRegion:
         if fd is None:
             return None
         try:
-            return cls(fd)
-        except (OSError, ValueError):
-            return None
+            return cls.mapped(fd)
         finally:
             os.close(fd)
+
+    @classmethod
+    def mapped(cls, fd: int | None) -> WritingRegion | None:
+        """The region of `fd` mapped here, or None (no fd, or it cannot be mapped); `fd`
+        stays open (the caller hands it to the process that reads the region)."""
+        return _mapped(cls, fd)
 
     @property
     def held_bytes(self) -> int:
@@ -182,3 +188,17 @@ class WritingRegion:
             self._free[index - 1] = (start, end)
         else:
             self._free.insert(index, (start, end))
+
+
+Region = TypeVar("Region", ReceivingRegion, WritingRegion)
+
+
+def _mapped(kind: type[Region], fd: int | None) -> Region | None:
+    """A region of `kind` over `fd`, or None (no fd, or it cannot be mapped); `fd` stays
+    open."""
+    if fd is None:
+        return None
+    try:
+        return kind(fd)
+    except (OSError, ValueError):
+        return None

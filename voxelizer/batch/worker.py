@@ -24,6 +24,7 @@ from ..errors import DeviceError, VoxelizerError
 from ..grid import DenseGrid
 from ..mesh import Mesh
 from ..options import Options
+from ..placement import lattice_shift
 from ..svo import SVO
 from ..thin import thin_warning
 from .readers import prepared_mesh, shared_load_processes
@@ -231,31 +232,68 @@ class MeshWorker:
         assert task.output is not None and task.format is not None
         started = time.perf_counter()
         try:
-            # Left to this thread by _voxelize: numpy counts without the GIL, beside the device.
-            label = voxel_count_label(self.settings.options.mode)
-            result.stats.counts[label] = result.count()
-            found += self._thin(loaded, result)
-            up_axis = self.settings.up_axis
             if self._writing_processes is None:
+                # Left to this thread by _voxelize: numpy counts without the GIL, beside the
+                # device.
+                result.stats.counts[self._count_label()] = result.count()
+                found += self._thin(loaded, result)
                 write_output(
-                    result, task.output, task.format, replace=task.replace, up_axis=up_axis
+                    result,
+                    task.output,
+                    task.format,
+                    replace=task.replace,
+                    up_axis=self.settings.up_axis,
                 )
-            else:  # this thread waits without the GIL while a writing process writes
-                job = WriteJob.of(
-                    result, task.output, task.format, replace=task.replace, up_axis=up_axis
-                )
-                self._writing_processes.submit(job).result()
+            else:
+                found += self._write_elsewhere(loaded, result, self._writing_processes)
         except (VoxelizerError, MemoryError) as exc:
             return self._failed(task, exc, seconds + time.perf_counter() - started)
         seconds += time.perf_counter() - started
         return self._done(loaded, result, kept=None, seconds=seconds, found=found)
 
+    def _write_elsewhere(
+        self, loaded: Loaded, result: SVO | DenseGrid, processes: WriteProcesses
+    ) -> tuple[Warning, ...]:
+        """Hand the result to a writing process, which counts its voxels, makes the host's
+        part of the thin check and writes the file, while this thread waits without the GIL.
+        A result that may be thin comes back unwritten: the surface pass runs here (it needs
+        the device), then the file goes to a writer again. The thin warning, if any."""
+        task = loaded.task
+        assert task.output is not None and task.format is not None and loaded.mesh is not None
+        options = self.settings.options
+        thin_areas = None
+        if options.mode == "solid" and not lattice_shift(result.placement.shape):
+            thin_areas = loaded.mesh.axis_areas  # (voxelizer.thin: as count_thin_surface)
+        job = WriteJob.of(
+            result,
+            task.output,
+            task.format,
+            replace=task.replace,
+            up_axis=self.settings.up_axis,
+            count=True,
+            thin_areas=thin_areas,
+        )
+        counted = processes.submit(job).result()
+        assert counted is not None
+        result.stats.counts[self._count_label()] = counted.voxels
+        if counted.written:  # plainly not thin: no surface pass (count_thin_surface's test)
+            return self._thin_warning(result)
+        found = self._thin(loaded, result)
+        processes.submit(replace(job, count=False, thin_areas=None)).result()
+        return found
+
+    def _count_label(self) -> str:
+        return voxel_count_label(self.settings.options.mode)
+
     def _thin(self, loaded: Loaded, result: SVO | DenseGrid) -> tuple[Warning, ...]:
         """The ThinResultWarning of a result counted on this thread (voxelizer.thin; the
         surface pass runs, through the Voxelizer's lock, only for a result that may be thin)."""
         assert loaded.mesh is not None
+        self.voxelizer.count_thin_surface(loaded.mesh, result, self.settings.options)
+        return self._thin_warning(result)
+
+    def _thin_warning(self, result: SVO | DenseGrid) -> tuple[Warning, ...]:
         options = self.settings.options
-        self.voxelizer.count_thin_surface(loaded.mesh, result, options)
         warning = thin_warning(result.stats.counts, options.mode, options.fill_mode)
         return () if warning is None else (warning,)
 

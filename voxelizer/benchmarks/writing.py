@@ -2,7 +2,7 @@
 
     python -m voxelizer.benchmarks.writing --models-dir DIR --out DIR [--work DIR]
         [--copies 32] [--grid 128] [--format npz] [--rounds 3] [--writers N] [--files 512]
-        [--load-processes N]
+        [--load-processes N] [--before TREE]
 
 `batch`: voxelize_many over make_dataset's files (24 x --copies; voxelizer/benchmarks/
 meshes.py) writing one --format file per mesh, each run in a fresh process set up as the
@@ -12,8 +12,16 @@ threads write) and `write_processes=N` (N writing processes: --writers, default 
 host's default_write_processes, at least 1; the reading processes as the batch's default,
 or --load-processes), the two taking turns round by round. Each run
 gives meshes/s over the whole dataset (reading, voxelizing, writing: the batch's own
-pace), the batch process's CPU per mesh (getrusage: every thread of it, not its helpers)
-and its device thread's (the caller's: one worker runs in it), and its failures (0).
+pace), the batch process's CPU per mesh (getrusage: every thread of it, not its helpers),
+its device thread's (the caller's: one worker runs in it), its other Python threads'
+(`threads_cpu_ms_per_mesh`: the writer threads, the threads serving the writing and reading
+processes, from /proc/self/task/TID/schedstat; on lavapipe the batch process's figure also
+holds the driver's threads, which voxelize, and this one does not), and its failures (0).
+
+`--before TREE` runs the batch rounds for a second source tree too (a folder holding a
+`voxelizer` package, as `git archive COMMIT voxelizer | tar -x -C TREE` makes), this tree's
+and TREE's taking turns way by way within each round, each run this script's child with the
+tree first on the path; `after_over_before` gives this tree's figures over TREE's.
 
 `writers`: one of the batch's files read back (a real grid), written --files times by N
 writers, each way in a fresh process: `threads` (N threads calling write_output, as the
@@ -39,13 +47,14 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import voxelizer
-from voxelizer.batch.readers import fork_allowed, shared_load_processes
+from voxelizer.batch.readers import shared_load_processes
 from voxelizer.batch.write_processes import (
     WriteJob,
     WriteProcesses,
@@ -65,11 +74,32 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _environment() -> dict[str, str]:
-    """Child processes import the voxelizer this process imported."""
-    tree = str(Path(voxelizer.__file__).resolve().parents[1])
+def _environment(tree: Path | None = None) -> dict[str, str]:
+    """Child processes import the voxelizer of `tree` (default: the one this process
+    imported)."""
+    first = str(tree.resolve()) if tree is not None else _this_tree()
     path = os.environ.get("PYTHONPATH")
-    return dict(os.environ, PYTHONPATH=tree if not path else f"{tree}{os.pathsep}{path}")
+    return dict(os.environ, PYTHONPATH=first if not path else f"{first}{os.pathsep}{path}")
+
+
+def _this_tree() -> str:
+    return str(Path(voxelizer.__file__).resolve().parents[1])
+
+
+def _threads_cpu_seconds(but: int) -> dict[int, float]:
+    """The CPU seconds of each Python thread of this process but the one of native id
+    `but` (schedstat: nanoseconds on a CPU)."""
+    found = {}
+    for thread in threading.enumerate():
+        tid = thread.native_id
+        if tid is None or tid == but:
+            continue
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as stat:
+                found[tid] = int(stat.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):  # ended, or no such file here
+            continue
+    return found
 
 
 def _fresh(folder: Path) -> Path:
@@ -97,11 +127,18 @@ def batch_child(args: argparse.Namespace) -> dict[str, Any]:
     for _ in voxelize_many_here(files[:24], args.work / "warm", keywords):
         pass
     out = _fresh(args.work / "out")
+    meshes, failed, others = len(files), 0, {}
+    device = threading.get_native_id()
+    before = _threads_cpu_seconds(but=device)
     cpu, thread_cpu, started = _cpu_seconds(), time.thread_time(), time.perf_counter()
-    failed = sum(not r.ok for r in voxelize_many_here(files, out, keywords))
+    for number, result in enumerate(voxelize_many_here(files, out, keywords), 1):
+        failed += not result.ok
+        if number == meshes:  # the batch's threads as they end it (before they are ended)
+            others = _threads_cpu_seconds(but=device)
     seconds = time.perf_counter() - started
-    meshes = len(files)
+    threads_cpu = sum(cpu - before.get(tid, 0.0) for tid, cpu in others.items())
     return {
+        "tree": _this_tree(),
         "way": "processes" if writers else "threads",
         "write_processes": writers,
         "load_processes": readers,
@@ -110,6 +147,7 @@ def batch_child(args: argparse.Namespace) -> dict[str, Any]:
         "meshes_per_s": meshes / seconds,
         "batch_cpu_ms_per_mesh": (_cpu_seconds() - cpu) * 1e3 / meshes,
         "device_thread_cpu_ms_per_mesh": (time.thread_time() - thread_cpu) * 1e3 / meshes,
+        "threads_cpu_ms_per_mesh": threads_cpu * 1e3 / meshes,
     }
 
 
@@ -126,6 +164,8 @@ def writers_child(args: argparse.Namespace) -> dict[str, Any]:
         WriteJob.of(result, out / f"f{i:05d}{fmt.suffix}", fmt, replace=True, up_axis=None)
         for i in range(args.files)
     ]
+    from voxelizer.batch.helper_processes import fork_allowed
+
     count, way = args.write_processes, args.way
     started = time.perf_counter()
     submit, close = _writers(way, count, result, fmt)
@@ -174,17 +214,28 @@ def _writers(way: str, count: int, result: Any, fmt: OutputFormat) -> tuple[Any,
 # --- the parent -------------------------------------------------------------------------------
 
 
-def _child(args: argparse.Namespace, role: str, extra: list[str]) -> dict[str, Any]:
-    command = [sys.executable, "-m", "voxelizer.benchmarks.writing", "--child", role,
-               "--work", str(args.work), "--grid", str(args.grid), "--format", args.format,
-               "--files", str(args.files), *extra]  # fmt: skip
+def _child(
+    args: argparse.Namespace, role: str, extra: list[str], tree: Path | None = None
+) -> dict[str, Any]:
+    """This script's `role` in a fresh process, `tree`'s voxelizer first on its path (and on
+    its helpers': _environment), by default this process's."""
+    argv = [__file__, "--child", role, "--work", str(args.work), "--grid", str(args.grid),
+            "--format", args.format, "--files", str(args.files), *extra]  # fmt: skip
     if args.load_processes is not None:
-        command += ["--load-processes", str(args.load_processes)]
-    done = subprocess.run(command, env=_environment(), capture_output=True, text=True,
-                          timeout=args.timeout, check=False)  # fmt: skip
+        argv += ["--load-processes", str(args.load_processes)]
+    first = str(tree.resolve()) if tree is not None else _this_tree()
+    code = (
+        f"import runpy, sys; sys.path.insert(0, {first!r}); sys.argv = {argv!r}; "
+        f"runpy.run_path({__file__!r}, run_name='__main__')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=_environment(tree), cwd=args.work,
+                          capture_output=True, text=True, timeout=args.timeout, check=False)  # fmt: skip
     if done.returncode != 0:
         raise RuntimeError(f"{role} {extra}: exit {done.returncode}: {done.stderr[-2000:]}")
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if Path(figures.get("tree", first)).resolve() != Path(first).resolve():
+        raise RuntimeError(f"{role}: the child imported {figures['tree']}, not {first}")
+    figures["tree"] = "before" if tree is not None else "after"
     print(json.dumps(figures), flush=True)
     return figures
 
@@ -196,10 +247,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     listing.write_text(json.dumps([str(p) for p in files]))
     writers = args.writers or max(1, default_write_processes(1))
     batches: list[dict[str, Any]] = []
+    trees = [None] if args.before is None else [None, args.before]
     for _ in range(args.rounds):
         for count in (0, writers):
             extra = ["--files-json", str(listing), "--write-processes", str(count)]
-            batches.append(_child(args, "batch", extra))
+            for tree in trees:
+                batches.append(_child(args, "batch", extra, tree))
     sample = next((args.work / "out").rglob(f"*.{OutputFormat.named(args.format).name}"))
     kept = args.work / f"sample{sample.suffix}"
     shutil.copyfile(sample, kept)
@@ -217,14 +270,22 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "format": args.format,
         "meshes": len(files),
         "writers": writers,
+        "before": None if args.before is None else str(args.before),
         "batch": batches,
-        "batch_median": _medians(batches),
+        "batch_median": _medians([b for b in batches if b["tree"] == "after"]),
+        "before_median": (
+            None if args.before is None else _medians([b for b in batches if b["tree"] == "before"])
+        ),
         "writers_alone": alone,
     }
 
 
+KEYS = ("meshes_per_s", "batch_cpu_ms_per_mesh", "device_thread_cpu_ms_per_mesh",
+        "threads_cpu_ms_per_mesh")  # fmt: skip
+
+
 def _medians(batches: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
-    keys = ("meshes_per_s", "batch_cpu_ms_per_mesh", "device_thread_cpu_ms_per_mesh")
+    keys = KEYS
     medians = {}
     for way in ("threads", "processes"):
         runs = [b for b in batches if b["way"] == way]
@@ -236,21 +297,27 @@ def _medians(batches: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
 
 
 def markdown(found: dict[str, Any]) -> str:
-    median = found["batch_median"]
     lines = [
         f"Batch of {found['meshes']} meshes at {found['grid']}^3, --format {found['format']}, "
         f"{found['host_cores']} host cores, {found['writers']} writing processes "
-        "(median of the rounds):",
+        "(median of the rounds; threads: the batch's Python threads but the device's):",
         "",
-        "| way | meshes/s | batch process CPU ms/mesh | device thread CPU ms/mesh |",
-        "| --- | ---: | ---: | ---: |",
+        "| tree | way | meshes/s | batch process CPU ms/mesh | device thread CPU ms/mesh "
+        "| threads CPU ms/mesh |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    for way in ("threads", "processes", "processes_over_threads"):
-        row = median[way]
-        lines.append(
-            f"| {way} | {row['meshes_per_s']:.1f} | {row['batch_cpu_ms_per_mesh']:.3f} | "
-            f"{row['device_thread_cpu_ms_per_mesh']:.3f} |"
-        )
+    tables = [("this", found["batch_median"])]
+    if found.get("before_median") is not None:
+        tables.append(("before", found["before_median"]))
+    for tree, median in tables:
+        for way in ("threads", "processes", "processes_over_threads"):
+            lines.append(_row(tree, way, median[way]))
+    if len(tables) == 2:
+        for way in ("threads", "processes"):
+            after, before = tables[0][1][way], tables[1][1][way]
+            ratios = {key: after[key] / before[key] if before[key] else float("nan")
+                      for key in KEYS}  # fmt: skip
+            lines.append(_row("this/before", way, ratios))
     lines += [
         "",
         f"Writers alone: one {found['grid']}^3 file written {found['writers']} at a time:",
@@ -264,6 +331,13 @@ def markdown(found: dict[str, Any]) -> str:
             f"{row['parent_cpu_ms_per_file']:.3f} | {row['readers_forkable_after_start']} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _row(tree: str, way: str, row: dict[str, float]) -> str:
+    return (
+        f"| {tree} | {way} | {row['meshes_per_s']:.3f} | {row['batch_cpu_ms_per_mesh']:.3f} | "
+        f"{row['device_thread_cpu_ms_per_mesh']:.3f} | {row['threads_cpu_ms_per_mesh']:.3f} |"
+    )
 
 
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
@@ -281,6 +355,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--load-processes", type=int, default=None, help="reading processes (default: the batch's)"
     )
     parser.add_argument("--timeout", type=float, default=300, help="seconds per child")
+    parser.add_argument(
+        "--before", type=Path, help="a second source tree (holding voxelizer/) to compare"
+    )
     parser.add_argument("--child", choices=("batch", "writers"), help=argparse.SUPPRESS)
     parser.add_argument("--files-json", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--write-processes", type=int, default=0, help=argparse.SUPPRESS)
