@@ -64,6 +64,7 @@ from .options import Options, VoxelizeOptions, option_keywords
 from .pipeline.job import Job
 from .pipeline.runner import Pipeline
 from .placement import GridLike, GridPlacement, check_resolution, lattice_shift
+from .placement_kept import kept_holds_part_of, kept_placement
 from .stats import Stats
 from .svo import SVO
 from .thin import needs_surface_count
@@ -179,7 +180,7 @@ class Voxelizer:
         """voxelize's work once its options are checked (and fill_mode is not "auto")."""
         self._start_kernels(checked, svo=True)
         loaded, placement, stats = self._prepare(mesh, checked)
-        if not placement.holds_part_of(loaded):
+        if not kept_holds_part_of(loaded, placement):
             empty = SVO.empty(placement, empty_stats(loaded, placement, checked, stats, warn))
             return empty if out is None else self._streamed(out, overwrite, empty)
         if checked.labels or checked.colors:
@@ -250,7 +251,7 @@ class Voxelizer:
         self._start_kernels(checked, svo=False)
         loaded, placement, stats = self._prepare(mesh, checked)
         check_dense_fits(placement.shape, "voxelize_dense")  # before the GPU work
-        if not placement.holds_part_of(loaded):
+        if not kept_holds_part_of(loaded, placement):
             empty = ColumnBits.empty(placement.shape)
             stats = empty_stats(loaded, placement, checked, stats, warn)
             return DenseGrid.of_columns(empty, placement, stats)
@@ -477,7 +478,7 @@ class Voxelizer:
         if options.fit is not None:  # placed on the unit cube: Options.create derived bounds
             loaded = fit_mesh(loaded, options.fit)
         load_ms = (time.perf_counter() - started) * 1e3
-        placement = GridPlacement.around(
+        placement = kept_placement(
             loaded,
             options.shape,
             options.voxel_size,

@@ -61,6 +61,12 @@ class Mesh:
         indices.flags.writeable = False  # (a buffer may keep it as written: write_once)
         return indices
 
+    @property
+    def made_indices(self) -> np.ndarray | None:
+        """`indices` where they were made already (by a batch's reading process: prepared
+        with the mesh), else None: for a caller that can take either them or the faces."""
+        return cast("np.ndarray | None", self.__dict__.get("indices"))
+
     @cached_property
     def frozen_faces(self) -> np.ndarray:
         """The faces as a read-only view (no copy): what buffers made from them remember them
@@ -77,6 +83,16 @@ class Mesh:
         if last is None or last[0] != key:
             last = (key, place())
             self.__dict__["_placed"] = last
+        return cast(T, last[1])
+
+    def kept(self, name: str, key: Hashable, make: Callable[[], T]) -> T:
+        """make(): what a call derives from this mesh for `key` (hashable: its options),
+        kept under `name` while calls ask with an equal key; only the last key's is kept."""
+        slot = "_kept_" + name  # (a frozen dataclass: as cached_property does)
+        last = self.__dict__.get(slot)
+        if last is None or last[0] != key:
+            last = (key, make())
+            self.__dict__[slot] = last
         return cast(T, last[1])
 
     def placed_soup(

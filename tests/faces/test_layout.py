@@ -222,6 +222,7 @@ MODEL = {
     "grid_spec",
     "placement_rules",
     "placement",
+    "placement_kept",
     "components",
     "budget",
     "grid",

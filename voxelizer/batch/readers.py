@@ -32,7 +32,7 @@ from ..io.meshes import MeshLike, load_mesh
 from ..mesh import Mesh
 from ..options import Options
 from ..parallel import keep_freed_memory
-from ..placement import GridPlacement
+from ..placement_kept import kept_holds_part_of, kept_placement
 from .helper_processes import (
     REPLIES,
     HelperPool,
@@ -55,7 +55,7 @@ from .shared_meshes import (
 
 def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False) -> Mesh:
     """The mesh of `source`, read and checked, with what a voxelization with these options
-    derives from it on the host done now: its uint32 faces, bounds and placed vertices
+    derives from it on the host done now: its uint32 faces, bounds, placement and placed vertices
     (cached on the Mesh, so the call finds them done), the projected areas of the thin check
     (mode "solid"), and with `make_soup` the soup variants' triangle soup (copied by the
     device's thread instead of gathered there). A placement that fails is left to the call,
@@ -65,7 +65,7 @@ def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False
     if options.mode == "solid":
         mesh.axis_areas  # noqa: B018 - what voxelizer.thin estimates a surface by, cached
     try:
-        placement = GridPlacement.around(
+        placement = kept_placement(  # (kept on the Mesh: the call finds it)
             mesh,
             options.shape,
             options.voxel_size,
@@ -74,6 +74,7 @@ def prepared_mesh(source: MeshLike, options: Options, *, make_soup: bool = False
             pad=options.pad,
         )
         placement.placed_vertices(mesh)
+        kept_holds_part_of(mesh, placement)
         if make_soup and uploads_soup(options.variant):
             placement.make_soup(mesh)
     except VoxelizerError:

@@ -40,7 +40,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from ..errors import DeviceError
 from ..interrupts import interrupts_deferred
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
+from .gpu_times import GpuTimes
 from .loader import vk
 from .pipelines import ComputePipeline
 from .vulkan_calls import VulkanCall
@@ -182,7 +183,6 @@ class Sequence:
         self._not_ready = vk.VK_NOT_READY  # (a constant the poll compares with, looked up once)
         # The timestamps of a submission are read into this, when asked for (GpuTimes).
         self._ticks = ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
-        self._tick_view = np.frombuffer(ffi.buffer(self._ticks), np.uint64)
         self._submitted_labels: tuple[str, ...] = ()  # the labels of the recording submitted
         self._times_lock = threading.Lock()
 
@@ -515,7 +515,14 @@ class Sequence:
         device.queue_may_be_busy = False
         if len(self._submitted_labels) < 2 or device.timestamp_bits == 0:
             return {}
-        times = GpuTimes(self, self._submitted_labels)
+        labels = self._submitted_labels
+        times = GpuTimes(
+            lambda: self._timings(labels),
+            self._times_lock,
+            labels,
+            bits=device.timestamp_bits,
+            period_ns=device.timestamp_period_ns,
+        )
         self._unread = weakref.ref(times)
         return times
 
@@ -549,32 +556,25 @@ class Sequence:
         unread, self._unread = self._unread, None
         times = None if unread is None else unread()
         if times is not None:
-            times.read()
+            times.fetch()
 
-    def _timings(self, labels: tuple[str, ...]) -> dict[str, float]:
-        """GPU milliseconds per label from the timestamps of the last submission."""
-        count = len(labels)
-        check_result(
-            self._lib.vkGetQueryPoolResults(
-                self.device.handle,
-                self.query_pool,
-                0,
-                count,
-                count * 8,
-                self._ticks,
-                8,
-                vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT,
-            )
+    def _timings(self, labels: tuple[str, ...]) -> bytes:
+        """The raw timestamps of the last submission (one uint64 per label), read from the
+        device: GpuTimes turns them into milliseconds when they are looked at. Its fence
+        has signalled, so they are there: asked without the wait flag first (which costs a
+        CPU device, lavapipe, a wait of its own for every read), with it if not."""
+        count, handle, pool = len(labels), self.device.handle, self.query_pool
+        flags = vk.VK_QUERY_RESULT_64_BIT
+        result = self._lib.vkGetQueryPoolResults(
+            handle, pool, 0, count, count * 8, self._ticks, 8, flags
         )
-        bits = self.device.timestamp_bits
-        mask = np.uint64((1 << bits) - 1 if bits < 64 else 2**64 - 1)
-        ticks = self._tick_view[:count] & mask
-        elapsed = ((ticks[1:] - ticks[:-1]) & mask).tolist()  # (wraps as the counter does)
-        period = self.device.timestamp_period_ns
-        times: dict[str, float] = {}
-        for label, delta in zip(labels[1:], elapsed):
-            times[label] = times.get(label, 0.0) + delta * period / 1e6
-        return times
+        if result == vk.VK_NOT_READY:
+            flags |= vk.VK_QUERY_RESULT_WAIT_BIT
+            result = self._lib.vkGetQueryPoolResults(
+                handle, pool, 0, count, count * 8, self._ticks, 8, flags
+            )
+        check_result(result)
+        return self._ffi.buffer(self._ticks, count * 8)[:]
 
     def destroy(self) -> None:
         """Destroy what this sequence created (all of it, or what a failed start left)."""
@@ -597,49 +597,6 @@ class Sequence:
         if self.command_pool is not None:  # (its command buffer goes with it)
             vk.vkDestroyCommandPool(handle, self.command_pool, None)
         self.command_pool = self.fence = self.query_pool = None
-
-
-class GpuTimes(Mapping[str, float]):
-    """GPU milliseconds per label of one submission (Vulkan timestamps), read from the device
-    when first looked at: a caller that never looks costs no read. The sequence reads them
-    before its next submission or its destroy overwrites them, while they are held."""
-
-    __slots__ = ("__weakref__", "_labels", "_sequence", "_times")
-
-    def __init__(self, sequence: Sequence, labels: tuple[str, ...]):
-        self._sequence: Sequence | None = sequence
-        self._labels = labels
-        self._times: dict[str, float] | None = None
-
-    def read(self) -> dict[str, float]:
-        """The times as a dict (read from the device now, the first time)."""
-        times = self._times
-        if times is None:
-            sequence = self._sequence  # (None once another thread has read them)
-            if sequence is not None:
-                with sequence._times_lock:  # (against another thread's first look)
-                    if self._times is None:
-                        self._times = sequence._timings(self._labels)
-                        self._sequence = None
-            times = self._times
-            assert times is not None
-        return times
-
-    def __getitem__(self, label: str) -> float:
-        return self.read()[label]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.read())
-
-    def __len__(self) -> int:
-        return len(self.read())
-
-    def __repr__(self) -> str:
-        return f"GpuTimes({self.read()!r})"
-
-    def __reduce__(self) -> tuple[type, tuple[dict[str, float]]]:
-        """Pickled and copied as the dict of its times (read now)."""
-        return dict, (self.read(),)
 
 
 def _memory_barrier() -> Any:

@@ -405,14 +405,18 @@ class Device:
         return max(sizes, default=0)
 
     def largest_heap(self) -> int:
-        """Bytes of the largest device-local memory heap (on a CPU device: host memory)."""
-        props = self.memory_properties
-        sizes = [
-            props.memoryHeaps[i].size
-            for i in range(props.memoryHeapCount)
-            if props.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT
-        ]
-        return max(sizes, default=0)
+        """Bytes of the largest device-local memory heap (on a CPU device: host memory);
+        found once (every call's plan asks)."""
+        found = self.__dict__.get("_largest_heap")
+        if found is None:
+            props = self.memory_properties
+            sizes = [
+                props.memoryHeaps[i].size
+                for i in range(props.memoryHeapCount)
+                if props.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT
+            ]
+            found = self.__dict__["_largest_heap"] = max(sizes, default=0)
+        return int(found)
 
     def check_open(self) -> None:
         """DeviceError once closed: a Vulkan call on a destroyed device ends the process."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 import weakref
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,7 @@ from ..errors import VoxelizerError
 from ..gpu.buffers import STAGING, STORAGE, Binding, Buffer, BufferPool
 from ..gpu.commands import Sequence
 from ..gpu.kernels import TILE_SHIFT
-from ..parallel import copy_rows, for_row_chunks, map_row_chunks
+from ..parallel import copy_arrays, copy_rows, for_row_chunks, map_row_chunks
 from ..placement import FINE_BITS, FIXED_BITS, fixed_gap, to_fine
 from .layout import INDEX_BYTES, TILE_SIDE, Window
 
@@ -96,6 +97,35 @@ class PaddingRows:
         # What was padded before joins the rows padded now only where no row between is left.
         joined = start <= end
         self._rows[name] = (buffer, data_rows, max(end, padded_end) if joined else end, value)
+
+
+class StagingCopies:
+    """The copies into host-visible buffers that one staging needs, run together in row
+    chunks on the host's threads (parallel.copy_arrays: the copies are memory-bound, from a
+    mesh that is cold in this process), each buffer forgotten before and noted as made from
+    its sources after (Buffer.holds)."""
+
+    def __init__(self) -> None:
+        self._copies: list[tuple[np.ndarray, np.ndarray]] = []
+        self._made: list[tuple[Buffer, tuple[np.ndarray, ...], Hashable]] = []
+
+    def add(
+        self,
+        buffer: Buffer,
+        sources: tuple[np.ndarray, ...],
+        part: Hashable,
+        target: np.ndarray,
+        data: np.ndarray,
+    ) -> None:
+        """target[:] = data (a view of `buffer`), which then holds `sources` (`part`)."""
+        buffer.forget()  # (the copy may be interrupted half way)
+        self._copies.append((target, data))
+        self._made.append((buffer, sources, part))
+
+    def run(self) -> None:
+        copy_arrays(self._copies)
+        for buffer, sources, part in self._made:
+            buffer.made_from(sources, part)
 
 
 class Geometry:
@@ -194,11 +224,13 @@ class Geometry:
         triangles that make no pair (PADDING_COORDINATE): uploads whose copies and bindings
         have the same sizes for every mesh that fits, so that a recording of them can be
         replayed for the next mesh (replay.py). The fine vertices and the soup variants'
-        vertex indices are written where the fill reads them, as `upload` does."""
+        vertex indices are written where the fill reads them, as `upload` does. The copies
+        a mesh needs (none of what a buffer holds already) run together (StagingCopies)."""
         started = time.perf_counter()
         count = self.triangles
+        staged = StagingCopies()
         if self.indexed:
-            copies = self._stage_indexed(pool, triangles, vertices, padding)
+            copies = self._stage_indexed(pool, triangles, vertices, padding, staged)
             geometry = {
                 name: Binding(target, size)
                 for name, (_, target, size) in zip(("vertices", "indices"), copies)
@@ -210,9 +242,12 @@ class Geometry:
             sources = self._soup_sources()
             if not staging.holds(sources, (0, count)):
                 padding.before_data("soup", count)
-                staging.forget()  # (the gather may be interrupted half way)
-                self._gather(0, count, view[:count])
-                staging.made_from(sources, (0, count))
+                if self._soup is not None:
+                    staged.add(staging, sources, (0, count), view[:count], self._soup)
+                else:
+                    staging.forget()  # (the gather may be interrupted half way)
+                    self._gather(0, count, view[:count])
+                    staging.made_from(sources, (0, count))
             padding.pad(
                 "soup", staging, view, count, np.full((3, 3), PADDING_COORDINATE, np.float32)
             )
@@ -223,36 +258,39 @@ class Geometry:
                 "fine_indices", triangles * INDEX_BYTES, STORAGE, host_visible=True
             )
             if not fine_indices.holds(self._faces_sources(), (0, count)):
-                fine_indices.forget()
-                copy_rows(fine_indices.view(np.uint32, (count, 3)), self.faces)
-                fine_indices.made_from(self._faces_sources(), (0, count))
+                target = fine_indices.view(np.uint32, (count, 3))
+                staged.add(fine_indices, self._faces_sources(), (0, count), target, self.faces)
             indices = Binding(fine_indices, triangles * INDEX_BYTES)
         fine = pool.get("fine", vertices * 24, STORAGE, host_visible=True)
-        fine.write_once(self.fine)  # (the rows past the mesh's are never read)
+        if not fine.holds((self.fine,)):  # (the rows past the mesh's are never read)
+            staged.add(fine, (self.fine,), None, fine.view(np.int64, self.fine.shape), self.fine)
+        staged.run()
         uploaded = Uploaded(geometry, Binding(fine, vertices * 24), indices)
         return PaddedUpload(uploaded, copies, triangles, (time.perf_counter() - started) * 1e3)
 
     def _stage_indexed(
-        self, pool: BufferPool, triangles: int, vertices: int, padding: PaddingRows
+        self,
+        pool: BufferPool,
+        triangles: int,
+        vertices: int,
+        padding: PaddingRows,
+        staged: StagingCopies,
     ) -> tuple[tuple[Buffer, Buffer, int], ...]:
-        """stage_padded's vertices and indices: the padding triangles' corners are all the
-        last vertex (vertices - 1), which no face of the mesh names."""
+        """stage_padded's vertices and indices (their copies added to `staged`): the padding
+        triangles' corners are all the last vertex (vertices - 1), which no face names."""
         count = self.triangles
         vertex_staging = pool.get("replay:vertices", vertices * 12, STAGING, host_visible=True)
         vertex_view = vertex_staging.view(np.float32, (vertices, 3))
         if not vertex_staging.holds((self.vertices,)):
-            vertex_staging.forget()
-            copy_rows(vertex_view[: len(self.vertices)], self.vertices)
-            vertex_staging.made_from((self.vertices,))
+            target = vertex_view[: len(self.vertices)]
+            staged.add(vertex_staging, (self.vertices,), None, target, self.vertices)
         vertex_view[vertices - 1] = PADDING_COORDINATE
         index_staging = pool.get("replay:indices", triangles * 12, STAGING, host_visible=True)
         index_view = index_staging.view(np.uint32, (triangles, 3))
         sources = self._faces_sources()
         if not index_staging.holds(sources, (0, count)):
             padding.before_data("indices", count)
-            index_staging.forget()
-            copy_rows(index_view[:count], self.faces)
-            index_staging.made_from(sources, (0, count))
+            staged.add(index_staging, sources, (0, count), index_view[:count], self.faces)
         padding.pad(
             "indices", index_staging, index_view, count, np.full(3, vertices - 1, np.uint32)
         )

@@ -16,6 +16,7 @@ a slab is halved while it would leave the pairs less than MIN_PAIR_BUDGET.
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 
 from ..errors import MemoryBudgetError
@@ -124,14 +125,15 @@ def make_plan(
             f"a budget of {budget:,} bytes leaves too little room for the "
             f"tile-triangle pairs of a {shape_text(shape)} grid"
         )
-    _log.info(
-        "plan: %s grid %s, triangles in batches of %s, budget %s bytes (%s for pairs)",
-        shape_text(shape),
-        "whole" if whole else f"in {-(-ny // rows)} slabs of {rows} rows",
-        f"{batch:,}",
-        f"{budget:,}",
-        f"{pair_budget:,}",
-    )
+    if _log.isEnabledFor(logging.INFO):  # (its words are made for every call otherwise)
+        _log.info(
+            "plan: %s grid %s, triangles in batches of %s, budget %s bytes (%s for pairs)",
+            shape_text(shape),
+            "whole" if whole else f"in {-(-ny // rows)} slabs of {rows} rows",
+            f"{batch:,}",
+            f"{budget:,}",
+            f"{pair_budget:,}",
+        )
     return Plan(
         shape=(nx, ny, nz), budget=budget, slab_rows=rows, whole=whole, batch_triangles=batch,
         pair_budget=pair_budget,

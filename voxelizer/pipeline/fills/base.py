@@ -163,17 +163,23 @@ def job_geometry(
     """The job's mesh as the passes take it (or its other `vertices` and `fine` ones): the
     faces as the variant takes them (uint32 for the indexed variants, which upload them,
     converted once per Mesh; the int64 faces themselves for the soup gather, with their
-    read-only view standing for them), and the per-Mesh caches the exact fill reads."""
+    read-only view standing for them, or the uint32 ones where the soup was made before),
+    and the per-Mesh caches the exact fill reads."""
     job, stats = call.job, call.stats
     mesh = job.mesh
     own = vertices is None and fine is None
-    faces, faces_key = (mesh.indices, mesh.indices) if indexed else (mesh.faces, mesh.frozen_faces)
+    soup = job.soup if own and not indexed else None
+    faces, faces_key = mesh.faces, mesh.frozen_faces
+    if indexed or (soup is not None and mesh.made_indices is not None):
+        # (with a soup made, the faces serve only as the fill's uint32 indices: copied as
+        # they are from the uint32 ones where those were made with the mesh)
+        faces = faces_key = mesh.indices
     fine = job.fine_vertices() if fine is None else fine
     started = time.perf_counter()
     geometry = Geometry(
         job.vertices if vertices is None else vertices, faces, indexed=indexed, fine=fine,
         used=mesh.used, faces_key=faces_key, known_gap=job.fixed_gap if own else None,
-        soup=job.soup if own and not indexed else None, shift=lattice_shift(job.shape),
+        soup=soup, shift=lattice_shift(job.shape),
     )  # fmt: skip
     stats.add_host(prepare=(time.perf_counter() - started) * 1e3)
     stats.count(triangles=geometry.triangles)
