@@ -35,6 +35,7 @@ import subprocess
 import sys
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -382,7 +383,7 @@ T = TypeVar("T")  # what its future gives
 Sent = deque[tuple[Future[Any], Any]]
 
 
-class HelperPool(Generic[R, T]):
+class HelperPool(ABC, Generic[R, T]):
     """`count` helpers: submit(request) -> Future of what the helper replies, ("error",
     exception) failing it. Each slot has a thread here (started by start_threads) that
     hands its helper AHEAD requests at most and waits for its replies. What differs from
@@ -453,9 +454,9 @@ class HelperPool(Generic[R, T]):
 
     # --- what differs from one kind of helper to the next ---------------------------------
 
+    @abstractmethod
     def _start(self) -> HelperProcess:
         """A new helper, started by exec (OSError if it does not start)."""
-        raise NotImplementedError
 
     def _message(self, slot: int, helper: HelperProcess, request: R) -> object:
         """What is sent to `helper` for `request`."""
@@ -466,12 +467,12 @@ class HelperPool(Generic[R, T]):
         outcome, payload = reply
         return outcome, payload
 
+    @abstractmethod
     def _died(
         self, request: R, code: int | None, error: BaseException, *, started: bool
     ) -> BaseException:
         """The error of `request`, whose helper died (`started`, with exit `code`) or did
         not start (`error`)."""
-        raise NotImplementedError
 
     def _on_serve(self, slot: int) -> None:
         """What a slot's thread does first."""
