@@ -8,21 +8,12 @@ import functools
 import os
 import sys
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
 import numpy as np
 
 MIN_ROWS = 1 << 18  # below this, one thread: starting the others costs more than it saves
-# copy_arrays' chunks: a chunk of cold memory takes tens of microseconds on one thread, several
-# times what handing it to another thread costs.
-STAGING_CHUNK_BYTES = 1 << 18
-# With fewer threads than this (a host of 2-3 cores), the calling thread copies alone: there
-# the other cores run the device (a CPU device's own threads) and the readers, and on a
-# 2-core host the chunks cost the calling thread as much CPU time as the whole copy where
-# the source was mapped but out of the caches, and made it wait longer.
-STAGING_MIN_THREADS = 4
-
 _pool: ThreadPoolExecutor | None = None
 _limit: int | None = None
 T = TypeVar("T")
@@ -54,44 +45,6 @@ def copy_rows(target: np.ndarray, source: np.ndarray, min_rows: int = MIN_ROWS) 
         target[start:stop] = source[start:stop]
 
     for_row_chunks(len(source), copy, min_rows)
-
-
-def copy_arrays(
-    copies: list[tuple[np.ndarray, np.ndarray]], chunk_bytes: int = STAGING_CHUNK_BYTES
-) -> None:
-    """target[:] = source for each (target, source) pair of the same shape, all of them
-    together in row chunks of about `chunk_bytes` on the pool's threads, the calling thread
-    copying the last chunk itself. For the staging copies of a call: memory-bound copies
-    from memory that is cold in this process (a mesh another process wrote) go at a few
-    GB/s on one thread, and several threads read it faster; the calling thread (the
-    device's) spends its time on its own chunk only. With fewer than STAGING_MIN_THREADS
-    threads each array is copied by copy_rows (in parallel only from MIN_ROWS rows).
-    Returns once every chunk is copied, even where one failed (its error is raised then)."""
-    if _threads() < STAGING_MIN_THREADS:
-        for target, source in copies:
-            copy_rows(target, source)  # (a very large one still in chunks, as ever)
-        return
-    chunks: list[tuple[np.ndarray, np.ndarray, int, int]] = []
-    for target, source in copies:
-        rows = len(source)
-        count = max(1, min(source.nbytes // chunk_bytes, 4 * _threads()))
-        bounds = [rows * i // count for i in range(count + 1)]
-        chunks += [(target, source, a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
-    if len(chunks) <= 1:
-        for chunk in chunks:
-            _copy_chunk(*chunk)
-        return
-    futures = [_executor().submit(_copy_chunk, *chunk) for chunk in chunks[:-1]]
-    try:
-        _copy_chunk(*chunks[-1])
-    finally:
-        wait(futures)  # (no chunk may still write once this returns, an error or not)
-    for future in futures:
-        future.result()  # re-raises a chunk's exception
-
-
-def _copy_chunk(target: np.ndarray, source: np.ndarray, start: int, stop: int) -> None:
-    target[start:stop] = source[start:stop]
 
 
 def _executor() -> ThreadPoolExecutor:

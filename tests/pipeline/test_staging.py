@@ -1,5 +1,5 @@
-"""What a replayed call's host work starts from: the staging copies run together in chunks
-(parallel.copy_arrays, Geometry.stage_padded), the placement kept on the Mesh
+"""What a replayed call's host work starts from: the staging copies run together
+(Geometry.stage_padded), the placement kept on the Mesh
 (placement_kept.py, made by a batch's reading process), and the timestamps turned into
 milliseconds only when looked at (gpu/gpu_times.py). The results stay the CPU reference's,
 bit for bit, for meshes prepared as a batch's reading process prepares them and sends them
@@ -22,7 +22,6 @@ from voxelizer.batch.shared_meshes import SHARED, ReceivingRegion, WritingRegion
 from voxelizer.gpu.gpu_times import GpuTimes, milliseconds
 from voxelizer.io import load_mesh
 from voxelizer.options import Options
-from voxelizer.parallel import copy_arrays
 from voxelizer.placement import GridPlacement
 from voxelizer.placement_kept import kept_holds_part_of, kept_placement
 from voxelizer.reference import voxelize_reference
@@ -35,35 +34,10 @@ MODELS = ("bunny.ply", "torus.stl", "bunny.ply")  # the bunny twice: two Meshes,
 
 @pytest.fixture(params=[1, 4])
 def threads(request):
-    """Row chunks on this many threads (one: the calling thread copies alone)."""
+    """numpy's row-parallel work on this many threads (parallel.use_threads)."""
     parallel.use_threads(request.param)
     yield request.param
     parallel.use_threads(None)
-
-
-@pytest.mark.parametrize("chunk_bytes", [64, 4096, 1 << 18])
-def test_copy_arrays_copies_and_converts_every_row(threads, chunk_bytes):
-    rng = np.random.default_rng(3)
-    faces = rng.integers(0, 1 << 31, (10_001, 3), dtype=np.int64)
-    vertices = rng.random((777, 3), dtype=np.float32)
-    fine = rng.integers(-(1 << 62), 1 << 62, (5, 3), dtype=np.int64)
-    targets = [np.zeros((10_001, 3), np.uint32), np.zeros((777, 3), np.float32),
-               np.zeros((5, 3), np.int64), np.zeros((0, 3), np.uint32)]  # fmt: skip
-    sources = [faces, vertices, fine, np.zeros((0, 3), np.int64)]
-    copy_arrays(list(zip(targets, sources)), chunk_bytes)
-    for target, source in zip(targets, sources):
-        expected = np.empty_like(target)
-        expected[:] = source
-        assert np.array_equal(target, expected)
-
-
-def test_copy_arrays_returns_only_once_every_chunk_is_done(threads):
-    """A chunk that fails raises in the caller, after the others have finished writing."""
-    target = np.zeros((100_000, 3), np.float32)
-    wrong = (np.zeros((10, 3), np.float32), np.zeros((10, 4), np.float32))
-    with pytest.raises(ValueError):
-        copy_arrays([(target, np.ones((100_000, 3), np.float32)), wrong], 4096)
-    assert (target == 1).all()
 
 
 def _crossed(mesh):
@@ -82,8 +56,8 @@ def _crossed(mesh):
 @pytest.mark.parametrize("variant", ["indexed", "branchless"])
 def test_prepared_meshes_replay_to_the_reference(gpu, threads, variant):
     """Meshes prepared and sent as a batch's are (placement, placed vertices, faces and the
-    soup made before the call), replayed one after another (their staging copies in chunks
-    on 4 threads, or on the calling thread alone), give the CPU reference's voxels,
+    soup made before the call), replayed one after another (on 1 or 4 row threads), give
+    the CPU reference's voxels,
     as do the same files loaded plainly; the placement is the one the reading process made."""
     options = Options.create(N, variant=variant, fill_mode="parity")
     prepared = [_crossed(prepared_mesh(shared_model(name), options, make_soup=True))

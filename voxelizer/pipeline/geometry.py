@@ -17,7 +17,7 @@ from ..errors import VoxelizerError
 from ..gpu.buffers import STAGING, STORAGE, Binding, Buffer, BufferPool
 from ..gpu.commands import Sequence
 from ..gpu.kernels import TILE_SHIFT
-from ..parallel import copy_arrays, copy_rows, for_row_chunks, map_row_chunks
+from ..parallel import copy_rows, for_row_chunks, map_row_chunks
 from ..placement import FINE_BITS, FIXED_BITS, fixed_gap, to_fine
 from .layout import INDEX_BYTES, TILE_SIDE, Window
 
@@ -100,10 +100,9 @@ class PaddingRows:
 
 
 class StagingCopies:
-    """The copies into host-visible buffers that one staging needs, run together in row
-    chunks on the host's threads (parallel.copy_arrays: the copies are memory-bound, from a
-    mesh that is cold in this process), each buffer forgotten before and noted as made from
-    its sources after (Buffer.holds)."""
+    """The copies into host-visible buffers that one staging needs, run together (each by
+    copy_rows), each buffer forgotten before and noted as made from its sources after
+    (Buffer.holds)."""
 
     def __init__(self) -> None:
         self._copies: list[tuple[np.ndarray, np.ndarray]] = []
@@ -123,7 +122,8 @@ class StagingCopies:
         self._made.append((buffer, sources, part))
 
     def run(self) -> None:
-        copy_arrays(self._copies)
+        for target, data in self._copies:
+            copy_rows(target, data)
         for buffer, sources, part in self._made:
             buffer.made_from(sources, part)
 
