@@ -210,6 +210,8 @@ class _Handle:
     started: int | None = None  # the mesh on the device now
     imported: bool = False  # its code runs: it may get meshes to read while its device opens
     ready: bool = False
+    started_at: float = field(default_factory=time.perf_counter)
+    start_method: str = "spawn"  # how its process started: "fork" or "spawn"
 
 
 class WorkerPool:
@@ -238,12 +240,15 @@ class WorkerPool:
         self._start_failures: Counter[str] = Counter()  # by device
         self._backlog = settings.prefetch + 2  # tasks one worker holds: loading, device, next
         self._slots = itertools.count()  # a replacement worker gets a slot of its own
+        self._done: Counter[str] = Counter()  # results by worker ("here", or a process's slot)
+        self._began = time.perf_counter()
 
     def results(self) -> Iterator[BatchResult]:
         """Every task's result as it completes. Ending early (Ctrl-C, an error, an abandoned
         iterator) stops every worker: see _stop."""
         interrupted = True
         here: _LocalWorker | None = None
+        self._began = time.perf_counter()
         try:
             # the local worker's helpers, before any thread here (a process's queue feeder,
             # the worker's own): then they may be forked, ready at once
@@ -271,6 +276,10 @@ class WorkerPool:
             _stop(list(self._handles.values()), interrupted=interrupted)
             if here is not None:
                 here.join()
+            _log.debug(
+                "meshes by worker: %s",
+                ", ".join(f"{worker} {count}" for worker, count in self._done.items()),
+            )
 
     def _local_results(self, here: _LocalWorker) -> Iterator[BatchResult]:
         for item in here.take():
@@ -278,6 +287,7 @@ class WorkerPool:
                 raise item
             if item is not None:
                 self._remaining -= 1
+                self._done["here"] += 1
                 yield item
 
     def _start(self, device: str | int | None) -> None:
@@ -351,10 +361,18 @@ class WorkerPool:
                 handle.imported = True
             elif kind == "ready":
                 handle.ready = True
+                now = time.perf_counter()
+                _log.debug(
+                    "worker %d (device %s, started by %s) ready %.2f s after its start, "
+                    "%.2f s into the batch",
+                    slot, handle.device, handle.start_method, now - handle.started_at,
+                    now - self._began,
+                )  # fmt: skip
             elif kind == "start":
                 handle.started = payload
             elif kind == "result" and handle.assigned.pop(payload.index, None) is not None:
                 self._remaining -= 1
+                self._done[f"worker {slot}"] += 1
                 yield payload
 
     def _lost(self, slot: int) -> Iterator[BatchResult]:
