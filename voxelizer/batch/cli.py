@@ -258,18 +258,22 @@ def _check_log(
 def _start_reading(
     *, meshes: int, devices: str | None, jobs: int | None, args: argparse.Namespace
 ) -> None:
-    """The writing and reading helpers of the worker in this process, started before
-    anything here opens Vulkan (checking --devices does): then they are forked, ready at once
-    and reading while the device opens, not started by exec (which costs a Python start and
-    the imports).
+    """The other workers' processes, then the writing and reading helpers of the worker in
+    this process, started before anything here opens Vulkan (checking --devices does): then
+    they are forked, ready at once (a worker opens its device as the batch hands it its
+    settings; a helper reads while the device here opens), not started by spawn or exec
+    (which cost a Python start and the imports).
     voxelize_many takes them as they are."""
-    from .engine import default_load_processes, device_list
+    from .engine import default_load_processes, device_list, start_process_workers
     from .helper_processes import fork_allowed
     from .readers import shared_load_processes
     from .write_processes import default_write_processes, shared_write_processes
 
     try:
         workers = jobs if jobs is not None else len(device_list(devices))
+        # The other workers' processes first (forked, for voxelize_many to take): each
+        # forks its own helpers, and the reading processes' threads here forbid a fork.
+        start_process_workers(devices, jobs=jobs, meshes=meshes)
     except DeviceError:
         return  # _check_devices says what is wrong
     writers = default_write_processes(workers, _grid_side(args))

@@ -3,8 +3,9 @@ line's batch mode and the Ray actors of voxelizer.batch.ray run its worker too.
 
 One worker (voxelizer.batch.worker) is one Voxelizer fed by loader and writer threads.
 Several workers (`jobs`, `devices`): the first runs in this process (it starts at once), the
-others in spawned processes (voxelizer.batch.pool); a worker process that dies is replaced
-and its meshes go to another worker.
+others in processes of their own, forked where that is safe, else spawned
+(voxelizer.batch.pool); a worker process that dies is replaced and its meshes go to another
+worker.
 
 A mesh that fails (unreadable, an output that exists, anything the voxelizer refuses) becomes
 a `BatchResult` with the error, and the batch goes on. Output files are written atomically
@@ -40,7 +41,7 @@ from ..shards import (
     shard_outputs,
 )
 from .helper_processes import fork_allowed
-from .pool import WorkerPool
+from .pool import WorkerPool, start_workers_ahead
 from .readers import REQUESTS_AHEAD, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
@@ -166,7 +167,9 @@ def voxelize_many(
 
     devices: one selector, several ("0,1" or [0, 1]) or None (the default device); jobs:
     how many workers (default one per device; several may share a device). One worker runs
-    in this process on the shared Voxelizer of its device; more run in spawned processes.
+    in this process on the shared Voxelizer of its device; more run in processes of their
+    own, forked from this one where no Vulkan instance or other thread exists yet, else
+    spawned.
     out_dir: write each result there instead of keeping it, as `format` (svo, the default,
     npz, binvox, vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default:
     their deepest common folder; in-memory meshes are named by index). An existing output is
@@ -217,8 +220,9 @@ def voxelize_many(
     skipped = [t for t in tasks if t.index in exists]
     todo = [t for t in tasks if t.index not in exists]
     workers = capped_workers(workers, meshes=len(todo), devices=len(selectors))
-    worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
-    return BatchRun(_results(skipped, todo, worker_devices, settings), len(tasks))
+    return BatchRun(
+        _results(skipped, todo, worker_devices(selectors, workers), settings), len(tasks)
+    )
 
 
 def _prepare_out_dir(
@@ -236,14 +240,20 @@ def _prepare_out_dir(
 WORKERS_PER_CORE = 2  # a worker waits on its device much of the time: two share a core
 
 
-def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
-    """The workers a batch starts: as asked, but no more than it has meshes to voxelize, nor
-    more than WORKERS_PER_CORE per core of the host (or one per device, where there are more
-    of those): a worker is a process with a device context and threads of its own, so more
-    would only contend (and thousands would meet the host's process limit). A warning says
-    when the cap applies."""
+def worker_cap(*, meshes: int, devices: int) -> int:
+    """The most workers a batch starts: no more than it has meshes to voxelize, nor more
+    than WORKERS_PER_CORE per core of the host (or one per device, where there are more of
+    those): a worker is a process with a device context and threads of its own, so more
+    would only contend (and thousands would meet the host's process limit)."""
     cores = os.cpu_count() or 1
-    cap = max(1, min(meshes, max(WORKERS_PER_CORE * cores, devices)))
+    return max(1, min(meshes, max(WORKERS_PER_CORE * cores, devices)))
+
+
+def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
+    """The workers a batch starts: as asked, up to worker_cap. A warning says when the cap
+    applies."""
+    cores = os.cpu_count() or 1
+    cap = worker_cap(meshes=meshes, devices=devices)
     if asked > cap:
         warnings.warn(
             f"{asked} workers asked for, {cap} started: at most one per mesh to voxelize "
@@ -253,6 +263,24 @@ def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
         )
         return cap
     return asked
+
+
+def worker_devices(selectors: list[str | int | None], workers: int) -> list[str | int | None]:
+    """Each worker's device, the devices taken in turn; the first is this process's."""
+    return [selectors[slot % len(selectors)] for slot in range(workers)]
+
+
+def start_process_workers(
+    devices: Sequence[str | int] | str | int | None, *, jobs: int | None, meshes: int
+) -> None:
+    """The worker processes voxelize_many(`meshes` inputs, devices=, jobs=) starts, forked
+    now where that is safe, for it to take (pool.start_workers_ahead): the command starts
+    them before anything in its process opens Vulkan or starts a thread. DeviceError where
+    `devices` is no list of selectors."""
+    selectors = device_list(devices)
+    workers = len(selectors) if jobs is None else jobs
+    workers = min(workers, worker_cap(meshes=meshes, devices=len(selectors)))
+    start_workers_ahead(worker_devices(selectors, workers)[1:])
 
 
 def _whole(value: object, what: str) -> int:
@@ -299,9 +327,8 @@ def _shard_run(
         prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
         load_processes=load_processes,
     )
-    worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
-    results = _results([task(i) for i in stored], [task(i) for i in missing], worker_devices,
-                       settings)  # fmt: skip
+    results = _results([task(i) for i in stored], [task(i) for i in missing],
+                       worker_devices(selectors, workers), settings)  # fmt: skip
     return BatchRun(recorded(results, writer), len(inputs))
 
 
@@ -356,21 +383,21 @@ def _write_processes(
 def _results(
     skipped: list[MeshTask],
     todo: list[MeshTask],
-    worker_devices: list[str | int | None],
+    devices: list[str | int | None],
     settings: BatchSettings,
 ) -> Iterator[BatchResult]:
     for task in skipped:
         yield task.skipped()
     if not todo:
         return
-    if len(worker_devices) == 1:
-        worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
+    if len(devices) == 1:
+        worker = MeshWorker(functools.partial(shared_voxelizer, devices[0]), settings)
         yield from worker.run(ListSource(todo))
-    else:  # the first worker here, the others spawned
+    else:  # the first worker here, the others in processes of their own
         pool = WorkerPool(
             todo,
-            local_device=worker_devices[0],
-            process_devices=worker_devices[1:],
+            local_device=devices[0],
+            process_devices=devices[1:],
             settings=settings,
         )
         yield from pool.results()

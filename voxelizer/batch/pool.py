@@ -1,6 +1,15 @@
 """Several workers for one batch: the first in the batch's own process, the others in
-processes started with `spawn` (a fork would inherit Vulkan objects that cannot work in the
-child), one Voxelizer each, fed task by task so that a fast device takes more meshes.
+processes of their own, one Voxelizer each, fed task by task so that a fast device takes more
+meshes.
+
+A worker process is forked from the batch's process where that is safe (fork_allowed: no
+Vulkan instance there yet, no other thread), as the reading and writing helpers are
+(voxelizer.batch.helper_processes): a copy with the package imported, it opens its device at
+once. The command forks its workers before anything in its process opens Vulkan
+(start_workers_ahead), and voxelize_many where it still may. Otherwise, and for a worker that
+replaces one that died (the batch's process has Vulkan open by then), it is started by
+multiprocessing's `spawn`: a new Python that imports the package first (a fork would inherit
+Vulkan objects that cannot work in the child).
 
 A worker process tells its parent when each mesh reaches its device, so that one that dies
 is blamed for that mesh only: the mesh is tried once more elsewhere, the meshes only queued
@@ -9,6 +18,7 @@ there go back to the others, and the process is replaced.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
 import multiprocessing
@@ -19,11 +29,11 @@ import threading
 import time
 import warnings
 from collections import Counter, deque
-from collections.abc import Iterator
-from contextlib import closing, contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait as wait_for
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..api import Voxelizer, shared_voxelizer
 from ..errors import DeviceError, VoxelizerError
@@ -32,6 +42,7 @@ from ..io.files import os_error_text
 from ..io.output import remove_temporaries
 from ..log import get_logger
 from ..parallel import keep_freed_memory, use_threads
+from .helper_processes import INTERRUPTS, close_kept_pools, fork_allowed, forking
 from .readers import shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask
 from .worker import MeshWorker
@@ -71,14 +82,15 @@ class _QueueSource:
 def worker_process_main(
     slot: int,
     device: str | int | None,
-    settings: BatchSettings,
+    settings: BatchSettings | None,
     inbox: Queue,
     outbox: Connection,
 ) -> None:
     """A worker process: open the device, then voxelize what the parent sends, telling it
     when each mesh reaches the device (so that a crash is blamed on that mesh only). Its
     messages go through a pipe of its own: a worker killed part way through one damages
-    no other worker's channel."""
+    no other worker's channel. One started ahead of its batch (settings None) takes the
+    batch's settings from its inbox first (None: no batch took it)."""
     try:
         # The parent stops its workers with SIGINT, and a SIGTERM (a job scheduler's, to the
         # whole group) ends one as that does, whatever a launcher left them as (ignored
@@ -89,6 +101,10 @@ def worker_process_main(
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         terminate_as_interrupt()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
+        if settings is None:
+            settings = inbox.get()
+            if settings is None:
+                return
         use_threads(settings.threads)  # the workers share the cores
         keep_freed_memory()  # mesh after mesh: each one's arrays reuse the last one's memory
         outbox.send(("imported", None))  # its first meshes may come: they load as it opens
@@ -124,13 +140,31 @@ def worker_process_main(
         pass  # the parent is gone: nothing to tell
 
 
+def _forked_worker_main(foreign: list[int], *args: Any) -> None:
+    """A worker forked from the batch's process: its copies of the parent's ends of the
+    workers' pipes closed (a worker's own end included: the parent's going away must break
+    the pipe; the parent's helpers' pipes were closed as it forked, by KeptPool), then
+    worker_process_main(*args). Its own helpers end as it leaves, Ctrl-C ignored meanwhile
+    (in a spawned worker the exit handlers end them; a forked one leaves by os._exit)."""
+    for fd in foreign:
+        with suppress(OSError):
+            os.close(fd)
+    try:
+        worker_process_main(*args)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: no traceback)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        close_kept_pools()
+
+
 # --- the worker in the batch's process ----------------------------------------------------------
 
 
 class _LocalWorker:
     """The batch's first worker, in this process on the shared Voxelizer of its device, as a
-    one-device batch runs: it voxelizes at once while the spawned workers start (Python, the
-    imports, their device), taking its meshes from the queue they share. Its results come
+    one-device batch runs: it voxelizes at once while the worker processes start (their
+    device; a spawned one, Python and the imports first), taking its meshes from the queue
+    they share. Its results come
     through `results`; a byte on `wakeup` (a pipe) tells the waiting parent loop that some
     are there."""
 
@@ -215,10 +249,11 @@ class _Handle:
 
 
 class WorkerPool:
-    """A batch's tasks run by a worker in this process (on `local_device`) and one spawned
-    process per entry of `process_devices`. It owns the processes (started, replaced and
-    stopped by `results`), the queue of meshes no worker holds yet and each mesh's count of
-    attempts; nothing starts before `results` is iterated."""
+    """A batch's tasks run by a worker in this process (on `local_device`) and one process
+    per entry of `process_devices` (one started ahead for its device, else forked or spawned
+    here: _start_process). It owns the processes (started, replaced and stopped by
+    `results`), the queue of meshes no worker holds yet and each mesh's count of attempts;
+    nothing starts before `results` is iterated."""
 
     def __init__(
         self,
@@ -231,7 +266,6 @@ class WorkerPool:
         self._settings = settings
         self._local_device = local_device
         self._process_devices = process_devices
-        self._context = multiprocessing.get_context("spawn")
         self._handles: dict[int, _Handle] = {}
         self._todo = deque(tasks)  # (the local worker takes from it too)
         self._remaining = len(tasks)  # results still to give
@@ -250,11 +284,20 @@ class WorkerPool:
         here: _LocalWorker | None = None
         self._began = time.perf_counter()
         try:
-            # the local worker's helpers, before any thread here (a process's queue feeder,
-            # the worker's own): then they may be forked, ready at once
-            start_helpers(self._settings)
+            taken = []
             for device in self._process_devices:
-                self._start(device)
+                handle = _ahead.take(device)
+                if handle is None:
+                    self._start(device)
+                else:
+                    self._handles[next(self._slots)] = handle
+                    taken.append(handle)
+            # The local worker's helpers after the workers' forks (the reading processes'
+            # threads start at once), before any other thread here (a queue's feeder, the
+            # local worker): then they may be forked, ready at once.
+            start_helpers(self._settings)
+            for handle in taken:
+                handle.inbox.put(self._settings)  # before any mesh
             here = _LocalWorker(self._local_device, self._settings, self._todo)
             while self._remaining:
                 self._top_up()
@@ -295,30 +338,13 @@ class WorkerPool:
         memory), a warning, and the batch goes on with the workers it has (this process's
         always runs)."""
         slot = next(self._slots)
-        with _safe_path():  # (a queue starts multiprocessing's resource tracker, a Python too)
-            try:
-                inbox: Queue = self._context.Queue()
-                reader, writer = self._context.Pipe(duplex=False)
-            except OSError as exc:
-                _cannot_start(device, exc, len(self._handles))
-                return
-            process = self._context.Process(
-                target=worker_process_main,
-                args=(slot, device, self._settings, inbox, writer),
-                name=f"voxelizer-worker-{slot}",
-                daemon=True,
-            )
-            try:
-                with _signals_blocked():  # the child inherits the mask; it unblocks once ready
-                    process.start()
-            except OSError as exc:
-                for end in (reader, writer):
-                    end.close()
-                inbox.close()
-                _cannot_start(device, exc, len(self._handles))
-                return
-        writer.close()  # the worker holds the only write end: its death ends the pipe
-        self._handles[slot] = _Handle(process=process, inbox=inbox, messages=reader, device=device)
+        others = [*self._handles.values(), *_ahead.handles]
+        try:
+            handle = _start_process(slot, device, self._settings, others=others)
+        except OSError as exc:
+            _cannot_start(device, exc, len(self._handles))
+            return
+        self._handles[slot] = handle
 
     def _top_up(self) -> None:
         """Hand queued meshes to the workers, each up to its share: a worker still starting
@@ -417,6 +443,105 @@ class WorkerPool:
         self._start(handle.device)
 
 
+def _start_process(
+    slot: int,
+    device: str | int | None,
+    settings: BatchSettings | None,
+    *,
+    others: list[_Handle],
+) -> _Handle:
+    """A worker process for `device` (`settings` None: it takes them from its inbox first):
+    forked where fork_allowed(), as the helpers are (signals held, the garbage collector
+    frozen: helper_processes.forking), closing its copies of the parent's ends of the pipes
+    of `others` (the other workers) and of its own; else spawned. OSError where the host
+    refuses one."""
+    forked = fork_allowed()
+    context = (
+        multiprocessing.get_context("fork") if forked else multiprocessing.get_context("spawn")
+    )
+    # (a spawn queue starts multiprocessing's resource tracker, a Python too)
+    with nullcontext() if forked else _safe_path():
+        inbox: Queue = context.Queue()
+        try:
+            reader, writer = context.Pipe(duplex=False)
+        except OSError:
+            inbox.close()
+            raise
+        args: tuple[Any, ...] = (slot, device, settings, inbox, writer)
+        target: Callable[..., None] = worker_process_main
+        if forked:
+            foreign = [reader.fileno()]
+            for other in others:
+                with suppress(OSError):  # (a closed end: nothing to close)
+                    foreign += [other.messages.fileno(), other.process.sentinel]
+            target, args = _forked_worker_main, (foreign, *args)
+        process = context.Process(
+            target=target, args=args, name=f"voxelizer-worker-{slot}", daemon=True
+        )
+        try:
+            # the child inherits the mask; it unblocks the signals once its handlers are set
+            with forking() if forked else _signals_blocked():
+                process.start()
+        except OSError:
+            for end in (reader, writer):
+                end.close()
+            inbox.close()
+            raise
+    writer.close()  # the worker holds the only write end: its death ends the pipe
+    method = "fork" if forked else "spawn"
+    return _Handle(process, inbox, reader, device, start_method=method)
+
+
+class _Ahead:
+    """Worker processes forked before their batch (start_workers_ahead), each waiting for
+    its settings, for the WorkerPool this process makes next: it takes them by device. Those
+    none takes are stopped as this process exits; a forked child has none."""
+
+    def __init__(self) -> None:
+        self.handles: list[_Handle] = []
+        self._owner = os.getpid()
+        self._slots = itertools.count()
+        atexit.register(self.stop)
+
+    def start(self, devices: list[str | int | None]) -> None:
+        self._owner = os.getpid()
+        for device in devices:
+            if not fork_allowed():
+                return
+            try:
+                handle = _start_process(next(self._slots), device, None, others=self.handles)
+            except OSError:
+                return  # the batch starts the others itself
+            self.handles.append(handle)
+
+    def take(self, device: str | int | None) -> _Handle | None:
+        """A worker started ahead for `device`, if one is left."""
+        if os.getpid() != self._owner:
+            return None
+        for index, handle in enumerate(self.handles):
+            if handle.device == device:
+                return self.handles.pop(index)
+        return None
+
+    def stop(self) -> None:
+        if os.getpid() == self._owner:
+            handles, self.handles = self.handles, []
+            _stop(handles, interrupted=False)
+
+
+_ahead = _Ahead()
+
+
+def start_workers_ahead(devices: list[str | int | None]) -> None:
+    """Worker processes for `devices`, forked now for the batch this process runs next
+    (the command's, voxelizer.batch.cli) where fork_allowed(): before anything here opens
+    Vulkan or starts a thread, and before this process's helpers (each worker forks its
+    own). They open their devices once the batch's WorkerPool takes them and hands them its
+    settings; those it does not take are stopped as this process exits. Where a fork is not
+    allowed, none: the batch starts its workers itself."""
+    _ahead.start(devices)
+
+
 def start_helpers(settings: BatchSettings) -> None:
     """A worker's writing processes, then its reading processes, as its settings ask: started
     before its threads (then forked, ready at once), so its MeshWorker finds them running."""
@@ -439,9 +564,6 @@ def _cannot_start(device: str | int | None, error: OSError, others: int) -> None
         f"batch goes on with {others + 1} worker{'s' if others else ''}",
         stacklevel=2,
     )
-
-
-INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 
 @contextmanager
