@@ -69,6 +69,18 @@ _POLL_SECONDS = 0.2
 # --- a worker process ---------------------------------------------------------------------------
 
 
+def _received(inbox: Queue) -> Any:
+    """The next item of a worker process's inbox, once it comes; None if its parent dies
+    first (no one would send an end: the worker would wait for ever)."""
+    parent = multiprocessing.parent_process()
+    while True:
+        try:
+            return inbox.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():
+                return None
+
+
 class _QueueSource:
     """Tasks a worker process receives from its parent; None ends them."""
 
@@ -76,7 +88,9 @@ class _QueueSource:
         self._inbox = inbox
 
     def next(self, wait: bool) -> MeshTask | None:
-        return self._inbox.get(block=wait)
+        if wait:
+            return _received(self._inbox)
+        return self._inbox.get(block=False)
 
 
 def worker_process_main(
@@ -102,7 +116,7 @@ def worker_process_main(
         terminate_as_interrupt()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
         if settings is None:
-            settings = inbox.get()
+            settings = _received(inbox)
             if settings is None:
                 return
         use_threads(settings.threads)  # the workers share the cores
@@ -274,7 +288,7 @@ class WorkerPool:
         self._start_failures: Counter[str] = Counter()  # by device
         self._backlog = settings.prefetch + 2  # tasks one worker holds: loading, device, next
         self._slots = itertools.count()  # a replacement worker gets a slot of its own
-        self._done: Counter[str] = Counter()  # results by worker ("here", or a process's slot)
+        self._done: Counter[int] = Counter()  # results by worker: a process's slot, -1 here
         self._began = time.perf_counter()
 
     def results(self) -> Iterator[BatchResult]:
@@ -319,10 +333,14 @@ class WorkerPool:
             _stop(list(self._handles.values()), interrupted=interrupted)
             if here is not None:
                 here.join()
-            _log.debug(
-                "meshes by worker: %s",
-                ", ".join(f"{worker} {count}" for worker, count in self._done.items()),
-            )
+            _log.debug("meshes by worker: %s", self._shares())
+
+    def _shares(self) -> str:
+        """The results each worker gave, in words: "here 120, worker 0 72"."""
+        slots = sorted(slot for slot in self._done if slot >= 0)
+        return ", ".join(
+            [f"here {self._done[-1]}", *(f"worker {s} {self._done[s]}" for s in slots)]
+        )
 
     def _local_results(self, here: _LocalWorker) -> Iterator[BatchResult]:
         for item in here.take():
@@ -330,7 +348,7 @@ class WorkerPool:
                 raise item
             if item is not None:
                 self._remaining -= 1
-                self._done["here"] += 1
+                self._done[-1] += 1
                 yield item
 
     def _start(self, device: str | int | None) -> None:
@@ -398,7 +416,7 @@ class WorkerPool:
                 handle.started = payload
             elif kind == "result" and handle.assigned.pop(payload.index, None) is not None:
                 self._remaining -= 1
-                self._done[f"worker {slot}"] += 1
+                self._done[slot] += 1
                 yield payload
 
     def _lost(self, slot: int) -> Iterator[BatchResult]:
@@ -513,6 +531,7 @@ class _Ahead:
             except OSError:
                 return  # the batch starts the others itself
             self.handles.append(handle)
+            _log.debug("worker process for device %s forked ahead of its batch", device)
 
     def take(self, device: str | int | None) -> _Handle | None:
         """A worker started ahead for `device`, if one is left."""
