@@ -301,3 +301,58 @@ def test_a_forked_child_closes_its_copies_of_the_helpers_pipes():
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["0"], run.stdout  # the child found none of them open
+
+
+# The command with one reading and one writing process per worker (as on a host with cores
+# to spare), saying how many of each worker's helpers were forked: the worker processes
+# run this script's start_helpers too (a forked one is a copy of it; a spawned one would
+# print nothing).
+WITH_HELPERS = (
+    SIGNALS
+    + """
+import sys
+import voxelizer.batch.engine as engine
+import voxelizer.batch.pool as pool
+import voxelizer.batch.write_processes as write_processes
+from voxelizer.batch.readers import shared_load_processes
+from voxelizer.batch.write_processes import shared_write_processes
+from voxelizer.cli import main
+
+engine.default_load_processes = lambda workers=1: 1
+engine.default_write_processes = write_processes.default_write_processes = lambda *a: 1
+start_helpers = pool.start_helpers
+
+
+def told(settings):
+    start_helpers(settings)
+    readers, writers = shared_load_processes(1), shared_write_processes(1)
+    print("worker's helpers forked", readers.forked, writers.forked, file=sys.stderr)
+
+
+pool.start_helpers = told
+code = main(sys.argv[1:])
+print("exit", code, "forked", shared_load_processes(1).forked, shared_write_processes(1).forked)
+"""
+)
+
+
+def test_the_forked_worker_forks_its_own_helpers_after_the_command_forked_it(tmp_path):
+    """With reading and writing processes: the command forks the second worker first, then
+    its own helpers; the worker forks its own helpers in turn (neither has Vulkan open or
+    another thread yet), and every file is the single call's."""
+    inputs = folder_of_meshes(tmp_path / "in", 12)
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [sys.executable, "-c", WITH_HELPERS, str(tmp_path / "in"), "--out-dir", str(out),
+         "--grid", str(GRID), "--jobs", "2", "--quiet", "-vv"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["exit", "0", "forked", "1", "1"], run.stdout
+    assert READY.findall(run.stderr) == [("0", "fork")], run.stderr
+    told = [line for line in run.stderr.splitlines() if line.startswith("worker's helpers")]
+    assert told == ["worker's helpers forked 1 1"] * 2, run.stderr  # here and in the worker
+    singles = {source: single_svo_bytes(source, tmp_path) for source in SOURCES}
+    for number, path in enumerate(inputs):
+        written = out / path.with_suffix(".svo").name
+        assert written.read_bytes() == singles[SOURCES[number % len(SOURCES)]], path.name
