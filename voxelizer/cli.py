@@ -7,10 +7,8 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 import warnings
-from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -400,19 +398,11 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
 
 def _open_device_meanwhile(device: str | None) -> None:
-    """Open the device on a thread while this one reads the mesh: the driver's start-up
-    (docs/benchmarks.md, "End to end on the H100") and the reading overlap. A failure is
-    left to the voxelization, which asks for the same shared Voxelizer (waiting for this
-    one) and reports it. Not a daemon: a run that ends early (an error, Ctrl-C) waits for it
-    at exit, as the driver's code must not run on while the process tears the loader down
-    (a segfault)."""
-    from .api import shared_voxelizer
+    """Open the device on a thread while this one reads the mesh (api.open_shared_voxelizer):
+    the driver's start-up and the reading overlap."""
+    from .api import open_shared_voxelizer
 
-    def open_device() -> None:
-        with suppress(Exception):
-            shared_voxelizer(device)
-
-    threading.Thread(target=open_device, name="voxelize-open-device").start()
+    open_shared_voxelizer(device)
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
