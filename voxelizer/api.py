@@ -20,7 +20,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -627,24 +627,6 @@ def shared_voxelizer(device: str | int | None = None) -> Voxelizer:
             if len(_shared) == 1:
                 atexit.register(close_shared)  # after the instance's handler, so it runs first
         return _shared[key]
-
-
-def open_shared_voxelizer(device: str | int | None = None) -> threading.Thread:
-    """Start opening the shared Voxelizer of `device` (shared_voxelizer) on a thread, so that
-    the driver's start-up (docs/benchmarks.md, "End to end on the H100") overlaps the
-    caller's other work; the caller's own shared_voxelizer(device) later finds it open or
-    waits for it. A failure is left to that call, which opens again and raises the error it
-    always would. Not a daemon: a process that ends early (an error, Ctrl-C) waits for it at
-    exit, as the driver's code must not run on while the process tears the loader down (a
-    segfault). Start it only once no more processes are forked from this one."""
-
-    def open_device() -> None:
-        with suppress(Exception):
-            shared_voxelizer(device)
-
-    thread = threading.Thread(target=open_device, name="voxelize-open-device")
-    thread.start()
-    return thread
 
 
 def close_shared() -> None:

@@ -16,6 +16,7 @@ from typing import NoReturn, TextIO
 from .batch.cli import (
     add_batch_arguments,
     batch_requested,
+    open_device_meanwhile,
     refuse_batch_options,
     run_batch,
 )
@@ -357,7 +358,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     check_attribute_arguments(parser, args, output, batch=False)
 
     started = time.perf_counter()
-    _open_device_meanwhile(args.device)
+    open_device_meanwhile(args.device)
     mesh, load_ms = _check_dense_output(args, output, preview)
     if (args.stats or stats_json is not None) and not isinstance(mesh, Mesh):
         mesh, load_ms = _loaded(args.model)  # the statistics report the mesh's edges too
@@ -395,14 +396,6 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.stats:
         print(format_stats(svo.stats))
     return 0
-
-
-def _open_device_meanwhile(device: str | None) -> None:
-    """Open the device on a thread while this one reads the mesh (api.open_shared_voxelizer):
-    the driver's start-up and the reading overlap."""
-    from .api import open_shared_voxelizer
-
-    open_shared_voxelizer(device)
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -267,16 +268,32 @@ def _open_local_device(devices: str | None) -> None:
     """Start opening the device of the worker that runs in this process (the first of
     --devices) on a thread, once the helpers are forked and --devices is checked: its
     opening overlaps the checks of the paths and the batch's planning, and the worker's
-    shared Voxelizer is then the one opened here (api.open_shared_voxelizer: a failure is
-    reported by the worker, as it would be without)."""
-    from ..api import open_shared_voxelizer
+    shared Voxelizer is then the one opened here."""
     from .engine import device_list
 
     try:
         local = device_list(devices)[0]
     except DeviceError:
         return  # the worker says what is wrong
-    open_shared_voxelizer(local)
+    open_device_meanwhile(local)
+
+
+def open_device_meanwhile(device: str | int | None) -> None:
+    """Open the shared Voxelizer of `device` (api.shared_voxelizer) on a thread while this
+    one gets on (reads the mesh, checks the paths): the driver's start-up (docs/benchmarks.md,
+    "End to end on the H100") overlaps that work, and the voxelization's own call of
+    shared_voxelizer finds it open or waits for it. A failure is left to that call, which
+    opens again and reports it as it would have. Not a daemon: a run that ends early (an
+    error, Ctrl-C) waits for it at exit, as the driver's code must not run on while the
+    process tears the loader down (a segfault). Started once no more processes are forked
+    from this one."""
+    from ..api import shared_voxelizer
+
+    def open_device() -> None:
+        with suppress(Exception):
+            shared_voxelizer(device)
+
+    threading.Thread(target=open_device, name="voxelize-open-device").start()
 
 
 def _check_log(

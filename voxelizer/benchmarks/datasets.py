@@ -103,7 +103,7 @@ def batch_command(device: str | None) -> list[str]:
     return command + (["--device", device] if device is not None else [])
 
 
-def fresh_folder(folder: Path) -> Path:
+def _fresh(folder: Path) -> Path:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     return folder
@@ -135,7 +135,7 @@ def ways(
         return _many(files, grid, device, figures)
 
     def many_npz() -> Counted:
-        out = fresh_folder(work / "many_npz")
+        out = _fresh(work / "many_npz")
         return _counted(voxelize_many(files, grid=grid, devices=device, out_dir=out, format="npz"))
 
     def cli_batch(
@@ -157,12 +157,10 @@ def ways(
     found: dict[str, Callable[[], Counted]] = {
         "loop": lambda: _loop(v, files, grid),
         "many": many,
-        "loop_npz": lambda: _loop(v, files, grid, fresh_folder(work / "loop_npz")),
+        "loop_npz": lambda: _loop(v, files, grid, _fresh(work / "loop_npz")),
         "many_npz": many_npz,
         "cli_batch": cli_batch,
-        "cli_per_file": lambda: _cli_per_file(
-            files, fresh_folder(work / "cli_per_file"), grid, device
-        ),
+        "cli_per_file": lambda: _cli_per_file(files, _fresh(work / "cli_per_file"), grid, device),
     }
     found["cli_batch_zarr"] = lambda: cli_batch(format="zarr")
     if devices:
@@ -187,7 +185,7 @@ def _has_ray() -> bool:
 
 
 def _warm_ray(path: Path, work: Path, grid: int, address: str) -> None:
-    warm = fresh_folder(work / "warm_ray")
+    warm = _fresh(work / "warm_ray")
     shutil.copyfile(path, warm / path.name)
     command = batch_command(None) + [str(warm), "--out-dir", str(work / "warm_ray.out")]
     command += ["--grid", str(grid), "--format", "npz", "--ray", address]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import voxelizer
-from voxelizer.benchmarks.datasets import batch_command, fresh_folder, tree_environment
+from voxelizer.benchmarks.datasets import batch_command, tree_environment
 
 POLL_SECONDS = 0.002  # how often the log is looked at while the command runs
 DEVICE_OPEN = """
@@ -89,7 +90,8 @@ def batch(
 ) -> dict[str, Any]:
     """One run of the batch command with `tree`'s voxelizer: whole process, and when the
     log's first and last lines appeared."""
-    out = fresh_folder(work / "out")
+    out = work / "out"
+    shutil.rmtree(out, ignore_errors=True)
     log = work / "batch.log"
     log.unlink(missing_ok=True)
     command = batch_command(device) + [str(dataset), "--out-dir", str(out), "--format", "npz"]
