@@ -96,37 +96,22 @@ def batch(
     log.unlink(missing_ok=True)
     command = batch_command(device) + [str(dataset), "--out-dir", str(out), "--format", "npz"]
     command += ["--grid", str(grid), "--log", str(log)]
-    started = time.perf_counter()
-    process = subprocess.Popen(
-        command,
-        env=tree_environment(tree),
-        cwd=work,  # (not a folder holding another voxelizer)
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    size, first, last = 0, None, None
-    while process.poll() is None:
-        if time.perf_counter() - started > timeout:
-            process.kill()
-            process.wait()
-            raise SystemExit(f"{' '.join(command)}: still running after {timeout:.0f} s")
-        grown = log.stat().st_size if log.exists() else 0
-        if grown != size:
-            size, last = grown, time.perf_counter() - started
-            first = last if first is None else first
-        time.sleep(POLL_SECONDS)
-    whole = time.perf_counter() - started
-    assert process.stderr is not None
-    errors = process.stderr.read()
-    process.stderr.close()
+    errors = work / "batch.stderr"  # a file, not a pipe: a full pipe would stop the command
+    with errors.open("w") as stderr:
+        started = time.perf_counter()
+        process = subprocess.Popen(
+            command,
+            env=tree_environment(tree),
+            cwd=work,  # (not a folder holding another voxelizer)
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+        first, last, whole = _watched(log, process, started, timeout)
     lines = log.read_text().splitlines() if log.exists() else []
-    if log.exists() and log.stat().st_size != size:  # lines written after the last look
-        last = whole if first is not None else None
-        first = whole if first is None else first
     statuses = [json.loads(line)["status"] for line in lines]
     if process.returncode not in (0, 1) or first is None or last is None:
-        raise SystemExit(f"{' '.join(command)}: exit {process.returncode}\n{errors[-2000:]}")
+        tail = errors.read_text()[-2000:]
+        raise SystemExit(f"{' '.join(command)}: exit {process.returncode}\n{tail}")
     done = statuses.count("done")
     return {
         "whole_s": whole,
@@ -137,6 +122,30 @@ def batch(
         "meshes": len(statuses),
         "done": done,
     }
+
+
+def _watched(
+    log: Path, process: subprocess.Popen[bytes], started: float, timeout: float
+) -> tuple[float | None, float | None, float]:
+    """Seconds from `started` to the first and to the last growth of `log` seen while
+    `process` runs (None if none was; one after the last look counts at the end), and to
+    the end of `process`; the process killed past `timeout` (SystemExit)."""
+    size, first, last = 0, None, None
+    while process.poll() is None:
+        if time.perf_counter() - started > timeout:
+            process.kill()
+            process.wait()
+            raise SystemExit(f"{process.args!r}: still running after {timeout:.0f} s")
+        grown = log.stat().st_size if log.exists() else 0
+        if grown != size:
+            size, last = grown, time.perf_counter() - started
+            first = last if first is None else first
+        time.sleep(POLL_SECONDS)
+    whole = time.perf_counter() - started
+    if log.exists() and log.stat().st_size != size:  # lines after the last look
+        last = whole
+        first = whole if first is None else first
+    return first, last, whole
 
 
 def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
