@@ -210,3 +210,25 @@ def test_ctrl_c_while_the_device_opens_ends_the_batch_cleanly(tmp_path):
     assert "Traceback" not in stderr and "Fatal" not in stderr
     assert "0 meshes before the interrupt: 0 done" in stdout
     assert not out.exists() or not [p for p in out.rglob("*") if p.is_file()]
+
+
+@pytest.mark.parametrize("ray", [False, True])
+def test_only_a_local_batch_opens_a_device_here(tmp_path, capsys, monkeypatch, ray):
+    """The device of the worker here opens early (the first of --devices); with --ray no
+    device opens in this process (the cluster's actors have theirs)."""
+    import voxelizer.batch.cli
+    import voxelizer.batch.ray
+    from voxelizer.batch.engine import BatchRun
+
+    opened: list[object] = []
+    monkeypatch.setattr(voxelizer.batch.cli, "open_device_meanwhile", opened.append)
+    monkeypatch.setattr(
+        voxelizer.batch.ray, "voxelize_files_on_ray", lambda *a, **k: BatchRun(iter([]), 0)
+    )
+    meshes_in(tmp_path / "in")
+    where = ["--ray", "auto"] if ray else ["--devices", "0,0"]
+    code, _, stderr = run_cli(
+        capsys, tmp_path / "in", "--out-dir", tmp_path / "out", "--grid", 8, *where
+    )
+    assert code == 0, stderr
+    assert opened == ([] if ray else [0])
