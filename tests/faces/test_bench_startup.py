@@ -55,6 +55,7 @@ def test_the_startup_benchmark_times_the_command_and_its_floors(tmp_path):
     assert "| measured | before | after | after / before |" in text
     assert "| floor: the device's opening alone, `Voxelizer()` (s) |" in text
     assert text in done.stdout
+    assert sorted(path.name for path in out.iterdir()) == ["startup.json", "startup.md"]
 
 
 def test_the_startup_benchmark_refuses_a_tree_without_voxelizer(tmp_path):

@@ -19,8 +19,9 @@ tree's voxelizer first on the path, as the datasets benchmark runs a tree):
 Before the rounds, every measurement runs once unrecorded (each tree's modules compiled,
 the driver's caches warm). The medians of the rounds go to DIR/startup.md (a table, the
 trees side by side with this tree's figures over TREE's, `after_over_before`) and
-DIR/startup.json (every round's figures too). A tree is a folder holding a `voxelizer`
-package (`git archive COMMIT voxelizer | tar -x -C TREE`).
+DIR/startup.json (every round's figures too); the commands' outputs, under DIR/work while
+the rounds run, are removed at the end (kept where a command failed). A tree is a folder
+holding a `voxelizer` package (`git archive COMMIT voxelizer | tar -x -C TREE`).
 """
 
 from __future__ import annotations
@@ -244,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     args.dataset, args.out = args.dataset.resolve(), args.out.resolve()
     args.out.mkdir(parents=True, exist_ok=True)
     result = measure(args)
+    shutil.rmtree(args.out / "work")  # the commands' outputs (kept where a run failed)
     text = markdown(result)
     print(text)
     (args.out / "startup.md").write_text(text)
