@@ -304,19 +304,20 @@ def test_a_forked_child_closes_its_copies_of_the_helpers_pipes():
 
 
 # The command with one reading and one writing process per worker (as on a host with cores
-# to spare), saying how many of each worker's helpers were forked: the worker processes
-# run this script's start_helpers too (a forked one is a copy of it; a spawned one would
-# print nothing).
+# to spare), saying how many of each worker's helpers were forked, and whether its device
+# was open when it first waited for its inbox: the worker processes run this script's
+# functions too (a forked one is a copy of it; a spawned one would print nothing).
 WITH_HELPERS = (
     SIGNALS
     + """
-import sys
+import os, sys
 import voxelizer.batch.engine as engine
 import voxelizer.batch.pool as pool
 import voxelizer.batch.write_processes as write_processes
 from voxelizer.batch.readers import shared_load_processes
 from voxelizer.batch.write_processes import shared_write_processes
 from voxelizer.cli import main
+from voxelizer.gpu.device import vulkan_instance_exists
 
 engine.default_load_processes = lambda workers=1: 1
 engine.default_write_processes = write_processes.default_write_processes = lambda *a: 1
@@ -326,12 +327,24 @@ start_helpers = pool.start_helpers
 def told(settings):
     start_helpers(settings)
     readers, writers = shared_load_processes(1), shared_write_processes(1)
-    print("worker's helpers forked", readers.forked, writers.forked, file=sys.stderr)
+    print("helpers", os.getpid(), "forked", readers.forked, writers.forked, file=sys.stderr)
 
 
 pool.start_helpers = told
+received = pool._received
+
+
+def first_wait(inbox):
+    if not waited:
+        waited.append(True)
+        print("waited", os.getpid(), vulkan_instance_exists(), file=sys.stderr)
+    return received(inbox)
+
+
+waited = []
+pool._received = first_wait
 code = main(sys.argv[1:])
-print("exit", code, "forked", shared_load_processes(1).forked, shared_write_processes(1).forked)
+print("exit", code, "pid", os.getpid())
 """
 )
 
@@ -339,7 +352,8 @@ print("exit", code, "forked", shared_load_processes(1).forked, shared_write_proc
 def test_the_forked_worker_forks_its_own_helpers_after_the_command_forked_it(tmp_path):
     """With reading and writing processes: the command forks the second worker first, then
     its own helpers; the worker forks its own helpers in turn (neither has Vulkan open or
-    another thread yet), and every file is the single call's."""
+    another thread yet) and opens its device before the batch hands it its settings; every
+    file is the single call's."""
     inputs = folder_of_meshes(tmp_path / "in", 12)
     out = tmp_path / "out"
     run = subprocess.run(
@@ -348,10 +362,17 @@ def test_the_forked_worker_forks_its_own_helpers_after_the_command_forked_it(tmp
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["exit", "0", "forked", "1", "1"], run.stdout
+    exit_words = run.stdout.split()
+    assert exit_words[:3] == ["exit", "0", "pid"], run.stdout
     assert READY.findall(run.stderr) == [("0", "fork")], run.stderr
-    told = [line for line in run.stderr.splitlines() if line.startswith("worker's helpers")]
-    assert told == ["worker's helpers forked 1 1"] * 2, run.stderr  # here and in the worker
+    told = [line.split() for line in run.stderr.splitlines() if line.startswith("helpers ")]
+    # here, and in the worker: as it starts, then for its batch (it finds them running)
+    assert {words[1] for words in told} - {exit_words[3]}, run.stderr
+    assert exit_words[3] in {words[1] for words in told}, run.stderr
+    assert all(words[2:] == ["forked", "1", "1"] for words in told), run.stderr
+    # the worker's device opened as it started, before the batch handed it its settings
+    waits = [line.split() for line in run.stderr.splitlines() if line.startswith("waited ")]
+    assert [words[2] for words in waits] == ["True"] and waits[0][1] != exit_words[3]
     singles = {source: single_svo_bytes(source, tmp_path) for source in SOURCES}
     for number, path in enumerate(inputs):
         written = out / path.with_suffix(".svo").name

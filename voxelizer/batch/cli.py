@@ -313,9 +313,9 @@ def _start_reading(
 ) -> None:
     """The other workers' processes, then the writing and reading helpers of the worker in
     this process, started before anything here opens Vulkan (checking --devices does): then
-    they are forked, ready at once (a worker opens its device as the batch hands it its
-    settings; a helper reads while the device here opens), not started by spawn or exec
-    (which cost a Python start and the imports).
+    they are forked, ready at once (a worker starts its own helpers and opens its device
+    while this process plans; a helper reads while the device here opens), not started by
+    spawn or exec (which cost a Python start and the imports).
     voxelize_many takes them as they are."""
     from .engine import default_load_processes, device_list, start_process_workers
     from .helper_processes import fork_allowed
@@ -324,16 +324,21 @@ def _start_reading(
 
     try:
         workers = jobs if jobs is not None else len(device_list(devices))
-        # The other workers' processes first (forked, for voxelize_many to take): each
-        # forks its own helpers, and the reading processes' threads here forbid a fork.
-        start_process_workers(devices, jobs=jobs, meshes=meshes)
     except DeviceError:
         return  # _check_devices says what is wrong
+    # as voxelize_many decides, for each worker
     writers = default_write_processes(workers, _grid_side(args))
-    if writers and meshes >= 4 * writers and fork_allowed():  # as voxelize_many decides
-        shared_write_processes(writers)  # forked first: the readers' threads start at once
+    writers = writers if meshes >= 4 * writers and fork_allowed() else 0
     helpers = default_load_processes(workers)
-    if helpers and meshes >= 2 * helpers:  # as voxelize_many decides
+    helpers = helpers if meshes >= 2 * helpers else 0
+    # The other workers' processes first (forked, for voxelize_many to take): each forks
+    # helpers of its own, and the reading processes' threads here forbid a fork.
+    start_process_workers(
+        devices, jobs=jobs, meshes=meshes, write_processes=writers, load_processes=helpers
+    )
+    if writers:
+        shared_write_processes(writers)  # forked first: the readers' threads start at once
+    if helpers:
         shared_load_processes(helpers)
 
 

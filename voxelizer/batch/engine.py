@@ -41,7 +41,7 @@ from ..shards import (
     shard_outputs,
 )
 from .helper_processes import fork_allowed
-from .pool import WorkerPool, start_workers_ahead
+from .pool import AheadStart, WorkerPool, start_workers_ahead
 from .readers import REQUESTS_AHEAD, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
@@ -337,15 +337,22 @@ def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
 
 
 def start_process_workers(
-    devices: Sequence[str | int] | str | int | None, *, jobs: int | None, meshes: int
+    devices: Sequence[str | int] | str | int | None,
+    *,
+    jobs: int | None,
+    meshes: int,
+    write_processes: int,
+    load_processes: int,
 ) -> None:
     """The worker processes voxelize_many(`meshes` inputs, devices=, jobs=) starts, forked
-    now where that is safe, for it to take (pool.start_workers_ahead): the command starts
-    them before anything in its process opens Vulkan or starts a thread. DeviceError where
-    `devices` is no list of selectors."""
+    now where that is safe, for it to take (pool.start_workers_ahead), each starting the
+    writing and reading processes the batch will ask for and opening its device meanwhile:
+    the command starts them before anything in its process opens Vulkan or starts a thread.
+    DeviceError where `devices` is no list of selectors."""
     workers = _Workers.asked(devices, jobs, threads=None, prefetch=None)
     count = min(workers.count, worker_cap(meshes=meshes, devices=len(workers.selectors)))
-    start_workers_ahead(workers.devices(count)[1:])
+    start = AheadStart(write_processes=write_processes, load_processes=load_processes)
+    start_workers_ahead(workers.devices(count)[1:], start)
 
 
 def _whole(value: object, what: str) -> int:

@@ -93,18 +93,29 @@ class _QueueSource:
         return self._inbox.get(block=False)
 
 
+@dataclass(frozen=True)
+class AheadStart:
+    """What a worker process started ahead of its batch (start_workers_ahead) does while the
+    batch plans: it starts as many writing and reading processes as the batch will ask for,
+    and opens its device. The batch's settings come after, through its inbox."""
+
+    write_processes: int = 0
+    load_processes: int = 0
+
+
 def worker_process_main(
     slot: int,
     device: str | int | None,
-    settings: BatchSettings | None,
+    settings: BatchSettings | AheadStart,
     inbox: Queue,
     outbox: Connection,
 ) -> None:
     """A worker process: open the device, then voxelize what the parent sends, telling it
     when each mesh reaches the device (so that a crash is blamed on that mesh only). Its
     messages go through a pipe of its own: a worker killed part way through one damages
-    no other worker's channel. One started ahead of its batch (settings None) takes the
-    batch's settings from its inbox first (None: no batch took it)."""
+    no other worker's channel. One started ahead of its batch (AheadStart) takes the
+    batch's settings from its inbox once its device is open."""
+    opened: list[Voxelizer] = []
     try:
         # The parent stops its workers with SIGINT, and a SIGTERM (a job scheduler's, to the
         # whole group) ends one as that does, whatever a launcher left them as (ignored
@@ -115,26 +126,32 @@ def worker_process_main(
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         terminate_as_interrupt()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
-        if settings is None:
-            settings = _received(inbox)
-            if settings is None:
-                return
-        use_threads(settings.threads)  # the workers share the cores
+        batch = (
+            _ahead_of_batch(settings, device, inbox, opened)
+            if isinstance(settings, AheadStart)
+            else settings
+        )
+        if batch is None:
+            return  # started ahead, and no batch took it
+        use_threads(batch.threads)  # the workers share the cores
         keep_freed_memory()  # mesh after mesh: each one's arrays reuse the last one's memory
         outbox.send(("imported", None))  # its first meshes may come: they load as it opens
-        start_helpers(settings)  # they start while the device opens
-        opened: list[Voxelizer] = []
+        start_helpers(batch)  # they start while the device opens
+        if opened:
+            outbox.send(("ready", opened[0].device_name))
 
         def open_device() -> Voxelizer:
             """Opened by the worker while its first meshes load (the parent hands them over
-            as soon as this process starts)."""
+            as soon as this process starts), unless it was open already."""
+            if opened:
+                return opened[0]
             voxelizer = Voxelizer(device)
             opened.append(voxelizer)
             outbox.send(("ready", voxelizer.device_name))
             return voxelizer
 
         worker = MeshWorker(
-            open_device, settings, on_start=lambda task: outbox.send(("start", task.index))
+            open_device, batch, on_start=lambda task: outbox.send(("start", task.index))
         )
         try:
             for result in worker.run(_QueueSource(inbox)):
@@ -144,14 +161,28 @@ def worker_process_main(
                 raise
             outbox.send(("failed_start", str(exc)))
             return
-        finally:
-            for voxelizer in opened:
-                voxelizer.close()
         outbox.send(("exit", None))
     except KeyboardInterrupt:
         pass  # the parent says what happened; a traceback per worker would bury it
     except (BrokenPipeError, EOFError):
         pass  # the parent is gone: nothing to tell
+    finally:
+        for voxelizer in opened:
+            voxelizer.close()
+
+
+def _ahead_of_batch(
+    start: AheadStart, device: str | int | None, inbox: Queue, opened: list[Voxelizer]
+) -> BatchSettings | None:
+    """A worker started ahead of its batch: its helpers started (before its device opens:
+    then they are forked) and its device opened (into `opened`) while the batch plans, then
+    the batch's settings (None: no batch took it). A device that does not open here is
+    opened again, and its error reported, once the batch runs."""
+    start_helpers(start)
+    with suppress(VoxelizerError):
+        opened.append(Voxelizer(device))
+    settings: BatchSettings | None = _received(inbox)
+    return settings
 
 
 def _forked_worker_main(foreign: list[int], *args: Any) -> None:
@@ -464,11 +495,11 @@ class WorkerPool:
 def _start_process(
     slot: int,
     device: str | int | None,
-    settings: BatchSettings | None,
+    settings: BatchSettings | AheadStart,
     *,
     others: list[_Handle],
 ) -> _Handle:
-    """A worker process for `device` (`settings` None: it takes them from its inbox first):
+    """A worker process for `device` (AheadStart: started ahead of its batch):
     forked where fork_allowed(), as the helpers are (signals held, the garbage collector
     frozen: helper_processes.forking), closing its copies of the parent's ends of the pipes
     of `others` (the other workers) and of its own; else spawned. OSError where the host
@@ -521,13 +552,13 @@ class _Ahead:
         self._slots = itertools.count()
         atexit.register(self.stop)
 
-    def start(self, devices: list[str | int | None]) -> None:
+    def start(self, devices: list[str | int | None], start: AheadStart) -> None:
         self._owner = os.getpid()
         for device in devices:
             if not fork_allowed():
                 return
             try:
-                handle = _start_process(next(self._slots), device, None, others=self.handles)
+                handle = _start_process(next(self._slots), device, start, others=self.handles)
             except OSError:
                 return  # the batch starts the others itself
             self.handles.append(handle)
@@ -551,17 +582,18 @@ class _Ahead:
 _ahead = _Ahead()
 
 
-def start_workers_ahead(devices: list[str | int | None]) -> None:
+def start_workers_ahead(devices: list[str | int | None], start: AheadStart) -> None:
     """Worker processes for `devices`, forked now for the batch this process runs next
     (the command's, voxelizer.batch.cli) where fork_allowed(): before anything here opens
     Vulkan or starts a thread, and before this process's helpers (each worker forks its
-    own). They open their devices once the batch's WorkerPool takes them and hands them its
-    settings; those it does not take are stopped as this process exits. Where a fork is not
-    allowed, none: the batch starts its workers itself."""
-    _ahead.start(devices)
+    own). Each starts its helpers and opens its device at once (`start`), then waits for
+    the settings of the batch's WorkerPool, which takes them; those it does not take are
+    stopped as this process exits. Where a fork is not allowed, none: the batch starts its
+    workers itself."""
+    _ahead.start(devices, start)
 
 
-def start_helpers(settings: BatchSettings) -> None:
+def start_helpers(settings: BatchSettings | AheadStart) -> None:
     """A worker's writing processes, then its reading processes, as its settings ask: started
     before its threads (then forked, ready at once), so its MeshWorker finds them running."""
     if settings.write_processes:
