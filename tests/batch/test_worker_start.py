@@ -377,3 +377,28 @@ def test_the_forked_worker_forks_its_own_helpers_after_the_command_forked_it(tmp
     for number, path in enumerate(inputs):
         written = out / path.with_suffix(".svo").name
         assert written.read_bytes() == singles[SOURCES[number % len(SOURCES)]], path.name
+
+
+def test_workers_started_ahead_end_with_a_batch_that_fails_before_taking_them(tmp_path):
+    """main() called from a script (which goes on after it): a batch that ends before its
+    workers start (an output exists) stops the worker forked ahead for it at once, not at
+    the script's exit."""
+    inputs = folder_of_meshes(tmp_path / "in", 4)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / inputs[0].with_suffix(".svo").name).write_bytes(b"precious")
+    script = SIGNALS + (
+        "import multiprocessing, sys\n"
+        "from voxelizer.cli import main\n"
+        "code = main(sys.argv[1:])\n"
+        "print('exit', code, 'children', len(multiprocessing.active_children()))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "in"), "--out-dir", str(out), "--jobs", "2", "-vv"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "voxelize: worker process for device None forked ahead of its batch" in run.stderr
+    assert "file exists" in run.stderr and "Traceback" not in run.stderr
+    assert run.stdout.split() == ["exit", "1", "children", "0"], run.stdout
+    assert (out / inputs[0].with_suffix(".svo").name).read_bytes() == b"precious"

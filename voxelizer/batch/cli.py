@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
 import warnings
@@ -163,6 +164,15 @@ def refuse_batch_options(parser: argparse.ArgumentParser, args: argparse.Namespa
 
 def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """Check every option and path, then voxelize every mesh; 1 if any failed."""
+    try:
+        return _run_batch(parser, args)
+    finally:
+        pool = sys.modules.get("voxelizer.batch.pool")  # (imported if workers started)
+        if pool is not None:
+            pool.stop_workers_ahead()  # those the batch did not take (it ended before)
+
+
+def _run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     for dest, flag, instead in SINGLE_ONLY:
         if getattr(args, dest) not in (None, False):
             parser.error(f"{flag} names one output; for a batch use {instead}")

@@ -593,6 +593,12 @@ def start_workers_ahead(devices: list[str | int | None], start: AheadStart) -> N
     _ahead.start(devices, start)
 
 
+def stop_workers_ahead() -> None:
+    """Stop the worker processes started ahead that no batch took (the command's batch
+    ended before it started them: a wrong device, an existing output)."""
+    _ahead.stop()
+
+
 def start_helpers(settings: BatchSettings | AheadStart) -> None:
     """A worker's writing processes, then its reading processes, as its settings ask: started
     before its threads (then forked, ready at once), so its MeshWorker finds them running."""
