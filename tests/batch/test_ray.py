@@ -17,6 +17,8 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -183,6 +185,29 @@ def test_files_are_svo_by_default_and_a_row_output_in_the_format_it_names(cluste
         voxelizer.io.OUTPUT_FORMATS
     )
     assert not (tmp_path / "knot.xyz").exists()
+
+
+COLLECT = """
+import sys
+import pytest
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"])
+print("ray imported:", "ray" in sys.modules)
+sys.exit(code)
+"""
+
+
+def test_collecting_the_tests_imports_no_ray():
+    """Collecting every test (as each test process does before it runs one) imports no Ray:
+    only the tests and fixtures that use it do."""
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECT],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert done.stdout.splitlines()[-1] == "ray imported: False"
 
 
 @pytest.mark.parametrize("name", ["VoxelizeBatch", "voxelize_files_on_ray"])
