@@ -41,7 +41,7 @@ from ..shards import (
 )
 from .helper_processes import fork_allowed
 from .pool import WorkerPool
-from .readers import REQUESTS_AHEAD, running_load_processes
+from .readers import read_ahead, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
     DEFAULT_FORMAT,
@@ -209,7 +209,7 @@ def voxelize_many(
         dense=dense,
         up_axis=up_axis,
         threads=threads,
-        prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
+        prefetch=read_ahead(prefetch, load_processes),
         load_processes=load_processes,
         write_processes=_write_processes(write_processes, workers, len(tasks), out_dir, checked),
     )
@@ -296,7 +296,7 @@ def _shard_run(
         options=replace(checked, shape=shape),
         dense=dense,
         threads=threads,
-        prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
+        prefetch=read_ahead(prefetch, load_processes),
         load_processes=load_processes,
     )
     worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
