@@ -7,10 +7,8 @@ import argparse
 import json
 import os
 import sys
-import threading
 import time
 import warnings
-from contextlib import suppress
 from dataclasses import asdict
 from pathlib import Path
 from typing import NoReturn, TextIO
@@ -18,6 +16,7 @@ from typing import NoReturn, TextIO
 from .batch.cli import (
     add_batch_arguments,
     batch_requested,
+    open_device_meanwhile,
     refuse_batch_options,
     run_batch,
 )
@@ -359,7 +358,7 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     check_attribute_arguments(parser, args, output, batch=False)
 
     started = time.perf_counter()
-    _open_device_meanwhile(args.device)
+    open_device_meanwhile(args.device)
     mesh, load_ms = _check_dense_output(args, output, preview)
     if (args.stats or stats_json is not None) and not isinstance(mesh, Mesh):
         mesh, load_ms = _loaded(args.model)  # the statistics report the mesh's edges too
@@ -397,22 +396,6 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.stats:
         print(format_stats(svo.stats))
     return 0
-
-
-def _open_device_meanwhile(device: str | None) -> None:
-    """Open the device on a thread while this one reads the mesh: the driver's start-up
-    (docs/benchmarks.md, "End to end on the H100") and the reading overlap. A failure is
-    left to the voxelization, which asks for the same shared Voxelizer (waiting for this
-    one) and reports it. Not a daemon: a run that ends early (an error, Ctrl-C) waits for it
-    at exit, as the driver's code must not run on while the process tears the loader down
-    (a segfault)."""
-    from .api import shared_voxelizer
-
-    def open_device() -> None:
-        with suppress(Exception):
-            shared_voxelizer(device)
-
-    threading.Thread(target=open_device, name="voxelize-open-device").start()
 
 
 def _check(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import threading
 import time
 import warnings
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -25,7 +26,6 @@ from ..io.mesh_files import (
     GLOB_CHARACTERS,
     MeshFiles,
     find_meshes,
-    output_paths,
     refuse_outputs_of_inputs,
     replaced_input,
 )
@@ -35,7 +35,7 @@ from ..options import batch_options_of
 from ..parallel import keep_freed_memory
 from ..progress import TerminalProgress
 from ..shards import ShardFormat, is_shard_format
-from .tasks import DEFAULT_FORMAT
+from .tasks import DEFAULT_FORMAT, BatchPlan, plan_tasks
 
 if TYPE_CHECKING:
     from .engine import BatchRun
@@ -181,29 +181,13 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.ray is not None and (args.devices is not None or args.device is not None):
         parser.error("--devices is for one machine; on Ray every actor takes a device of its node")
 
-    # Every path before any work: inputs, output collisions, existing files, the log.
+    # Every path before any work: the inputs here, the outputs and the log once the helpers
+    # are forked and the device is opening (their checks overlap its start-up; an error
+    # there still ends the command before any work, as the helpers' input ends with it).
     out_dir = Path(args.out_dir)
     files = find_meshes(args.model, exclude=out_dir)
-    if is_shard_format(output_format):
-        outputs = [out_dir] if os.path.lexists(out_dir) else []
-        if args.grid is None and args.voxel_size is not None:
-            parser.error(
-                "--format zarr stores every mesh on one grid: give --grid, not --voxel-size"
-            )
-    else:
-        outputs = output_paths(files.paths, out_dir, output_format.suffix, root=files.root)
-    refuse_outputs_of_inputs([*files.paths, *files.lists], outputs)  # never an input replaced
-    if not args.force and not args.skip_existing:
-        existing = [output for output in outputs if os.path.lexists(output)]
-        if existing:
-            more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
-            raise OutputError(
-                f"{existing[0]}: file exists{more} (use --force to overwrite, or "
-                "--skip-existing to resume)"
-            )
-    log_path = Path(args.log) if args.log else None
-    if log_path is not None:
-        _check_log(parser, log_path, files, outputs)
+    if is_shard_format(output_format) and args.grid is None and args.voxel_size is not None:
+        parser.error("--format zarr stores every mesh on one grid: give --grid, not --voxel-size")
     devices = args.devices if args.devices is not None else args.device
     if args.ray is None:
         # This process voxelizes mesh after mesh: each one's arrays (read, staged, results)
@@ -211,15 +195,18 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         # among them: docs/benchmarks.md, "Reading at memory speed").
         keep_freed_memory()
         _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs, args=args)
-    if devices is not None and args.ray is None:
-        _check_devices(devices)
+        if devices is not None:
+            _check_devices(devices)
+        _open_local_device(devices)
+    plan = _checked_outputs(parser, args, files, output_format)
+    log_path = Path(args.log) if args.log else None
 
     progress = TerminalProgress(quiet=args.quiet or args.verbose > 0)
     started = time.perf_counter()
     tally: Counter[str] = Counter()
     log = open(log_path, "a", encoding="utf-8") if log_path is not None else None  # noqa: SIM115
     try:
-        with _warnings_above(progress), _results(args, files, output_format) as run:
+        with _warnings_above(progress), _results(args, files, plan, output_format) as run:
             progress("meshes", 0, run.total)
             for result in run:
                 tally[result.status] += 1
@@ -241,6 +228,72 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not args.quiet:
         print(_summary(tally, time.perf_counter() - started, out_dir, interrupted=False))
     return 1 if tally["failed"] else 0
+
+
+def _checked_outputs(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    files: MeshFiles,
+    output_format: OutputFormat,
+) -> BatchPlan | None:
+    """The batch's outputs, planned once and checked: none replaces an input or an
+    @list.txt, none exists (without --force or --skip-existing), and --log names none of
+    them. The plan goes to the engine as it is (None for --format zarr: one store)."""
+    out_dir = Path(args.out_dir)
+    plan = None
+    if is_shard_format(output_format):
+        outputs = [out_dir] if os.path.lexists(out_dir) else []
+        refuse_outputs_of_inputs([*files.paths, *files.lists], outputs)
+    else:
+        tasks = plan_tasks(
+            files.paths, out_dir=out_dir, format=output_format, root=files.root,
+            overwrite=args.force, other_inputs=files.lists,
+        )  # fmt: skip
+        plan = BatchPlan(tuple(tasks), out_dir, output_format)
+        outputs = plan.outputs
+    if not args.force and not args.skip_existing:
+        existing = [output for output in outputs if os.path.lexists(output)]
+        if existing:
+            more = f" (and {len(existing) - 1} more)" if len(existing) > 1 else ""
+            raise OutputError(
+                f"{existing[0]}: file exists{more} (use --force to overwrite, or "
+                "--skip-existing to resume)"
+            )
+    if args.log:
+        _check_log(parser, Path(args.log), files, outputs)
+    return plan
+
+
+def _open_local_device(devices: str | None) -> None:
+    """Start opening the device of the worker that runs in this process (the first of
+    --devices) on a thread, once the helpers are forked and --devices is checked: its
+    opening overlaps the checks of the paths and the batch's planning, and the worker's
+    shared Voxelizer is then the one opened here."""
+    from .engine import device_list
+
+    try:
+        local = device_list(devices)[0]
+    except DeviceError:
+        return  # the worker says what is wrong
+    open_device_meanwhile(local)
+
+
+def open_device_meanwhile(device: str | int | None) -> None:
+    """Open the shared Voxelizer of `device` (api.shared_voxelizer) on a thread while this
+    one gets on (reads the mesh, checks the paths): the driver's start-up (docs/benchmarks.md,
+    "End to end on the H100") overlaps that work, and the voxelization's own call of
+    shared_voxelizer finds it open or waits for it. A failure is left to that call, which
+    opens again and reports it as it would have. Not a daemon: a run that ends early (an
+    error, Ctrl-C) waits for it at exit, as the driver's code must not run on while the
+    process tears the loader down (a segfault). Started once no more processes are forked
+    from this one."""
+    from ..api import shared_voxelizer
+
+    def open_device() -> None:
+        with suppress(Exception):
+            shared_voxelizer(device)
+
+    threading.Thread(target=open_device, name="voxelize-open-device").start()
 
 
 def _check_log(
@@ -311,9 +364,12 @@ def _check_devices(devices: str) -> None:
             raise DeviceError(f"no Vulkan device matches {text!r} (available: {names})")
 
 
-def _results(args: argparse.Namespace, files: MeshFiles, output_format: OutputFormat) -> BatchRun:
-    """The batch's results, from this machine's workers or from Ray."""
-    from .engine import voxelize_many  # the batch machinery: imported for batches only
+def _results(
+    args: argparse.Namespace, files: MeshFiles, plan: BatchPlan | None, output_format: OutputFormat
+) -> BatchRun:
+    """The batch's results, from this machine's workers (over `plan`, the outputs as
+    checked) or from Ray."""
+    from .engine import voxelize_many, voxelize_planned  # the batch machinery: for batches only
 
     options = batch_options_of(args)
     if args.ray is not None:
@@ -336,17 +392,27 @@ def _results(args: argparse.Namespace, files: MeshFiles, output_format: OutputFo
             grid=args.grid,
             **options,
         )
-    return voxelize_many(
+    devices = args.devices if args.devices is not None else args.device
+    if plan is not None:
+        return voxelize_planned(
+            plan,
+            grid=args.grid,
+            devices=devices,
+            jobs=args.jobs,
+            skip_existing=args.skip_existing,
+            up_axis=args.up_axis,
+            **options,
+        )
+    return voxelize_many(  # one voxel shard store
         files.paths,
         grid=args.grid,
-        devices=args.devices if args.devices is not None else args.device,
+        devices=devices,
         jobs=args.jobs,
         out_dir=args.out_dir,
         format=output_format,
         root=files.root,
         overwrite=args.force,
         skip_existing=args.skip_existing,
-        up_axis=args.up_axis,
         **options,
     )
 

@@ -17,7 +17,7 @@ import functools
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +45,7 @@ from .readers import read_ahead, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
     DEFAULT_FORMAT,
+    BatchPlan,
     BatchResult,
     BatchSettings,
     ListSource,
@@ -58,7 +59,7 @@ from .write_processes import default_write_processes, running_write_processes
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["BatchResult", "BatchRun", "voxelize_many"]
+__all__ = ["BatchResult", "BatchRun", "voxelize_many", "voxelize_planned"]
 
 
 MAX_LOAD_PROCESSES = 32  # reading processes per worker at most (default_load_processes)
@@ -180,45 +181,116 @@ def voxelize_many(
     checked = Options.create(grid, **options)  # every option, before any work
     if overwrite and skip_existing:
         raise OutputError("overwrite and skip_existing exclude each other")
-    selectors = device_list(devices)
-    workers = len(selectors) if jobs is None else _whole(jobs, "jobs")
-    if workers < 1:
-        raise DeviceError(f"jobs must be at least 1, not {jobs}")
-    threads = default_threads(workers) if threads is None else max(1, int(threads))
-    prefetch = 2 * threads if prefetch is None else max(1, int(prefetch))
+    workers = _Workers.asked(devices, jobs, threads, prefetch)
     inputs = list(inputs)
     if out_dir is not None and is_shard_format(format):
         return _shard_run(
-            inputs, out_dir, checked, selectors, workers, dense=dense, threads=threads,
-            prefetch=prefetch, load_processes=load_processes, overwrite=overwrite,
-            skip_existing=skip_existing,
+            inputs, out_dir, checked, workers, dense=dense, load_processes=load_processes,
+            overwrite=overwrite, skip_existing=skip_existing,
         )  # fmt: skip
     output_format = OutputFormat.named(format)
     tasks = plan_tasks(
         inputs, out_dir=out_dir, format=output_format, root=root, overwrite=overwrite
     )
-    load_processes = _load_processes(load_processes, workers=workers, meshes=len(tasks))
-    if up_axis is not None and (out_dir is None or not output_format.takes_up_axis):
+    planned = BatchPlan(tuple(tasks), Path(out_dir), output_format) if out_dir is not None else None
+    return _planned_run(
+        tasks, planned, checked, workers, dense=dense, skip_existing=skip_existing,
+        up_axis=up_axis, load_processes=load_processes, write_processes=write_processes,
+    )  # fmt: skip
+
+
+@option_keywords(BatchOptions)
+def voxelize_planned(
+    plan: BatchPlan,
+    *,
+    grid: GridLike | None = None,
+    devices: Sequence[str | int] | str | int | None = None,
+    jobs: int | None = None,
+    skip_existing: bool = False,
+    up_axis: str | None = None,
+    **options: Unpack[BatchOptions],
+) -> BatchRun:
+    """voxelize_many(..., out_dir=plan.out_dir, format=plan.format) over a plan made and
+    checked already (the command's: it checks every path before any work), without
+    planning the outputs again; the rest as voxelize_many."""
+    _refuse_call_options(options)
+    checked = Options.create(grid, **options)
+    workers = _Workers.asked(devices, jobs, threads=None, prefetch=None)
+    return _planned_run(
+        list(plan.tasks), plan, checked, workers, dense=False, skip_existing=skip_existing,
+        up_axis=up_axis, load_processes=None, write_processes=None,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Workers:
+    """The workers a batch asks for: their devices' selectors, how many, and each one's
+    loader threads and read-ahead."""
+
+    selectors: list[str | int | None]
+    count: int
+    threads: int
+    prefetch: int
+
+    @classmethod
+    def asked(
+        cls,
+        devices: Sequence[str | int] | str | int | None,
+        jobs: int | None,
+        threads: int | None,
+        prefetch: int | None,
+    ) -> _Workers:
+        selectors = device_list(devices)
+        workers = len(selectors) if jobs is None else _whole(jobs, "jobs")
+        if workers < 1:
+            raise DeviceError(f"jobs must be at least 1, not {jobs}")
+        threads = default_threads(workers) if threads is None else max(1, int(threads))
+        prefetch = 2 * threads if prefetch is None else max(1, int(prefetch))
+        return cls(selectors, workers, threads, prefetch)
+
+    def devices(self, count: int) -> list[str | int | None]:
+        """The device of each of `count` workers: the selectors in turn."""
+        return [self.selectors[slot % len(self.selectors)] for slot in range(count)]
+
+
+def _planned_run(
+    tasks: list[MeshTask],
+    plan: BatchPlan | None,
+    checked: Options,
+    workers: _Workers,
+    *,
+    dense: bool,
+    skip_existing: bool,
+    up_axis: str | None,
+    load_processes: int | None,
+    write_processes: int | bool | None,
+) -> BatchRun:
+    """The run of planned tasks: into plan.out_dir as plan.format, or kept in memory
+    without a plan."""
+    load_processes = _load_processes(load_processes, workers=workers.count, meshes=len(tasks))
+    if up_axis is not None and (plan is None or not plan.format.takes_up_axis):
         raise OutputError("up_axis is for .vox outputs (format='vox') only")
-    if out_dir is not None:
-        _prepare_out_dir(Path(out_dir), tasks, output_format, checked)
+    if plan is not None:
+        _prepare_out_dir(plan.out_dir, tasks, plan.format, checked)
     elif dense and checked.shape is not None:
         check_dense_fits(checked.shape, "voxelize_many(dense=True)")
+    out_dir = None if plan is None else plan.out_dir
     settings = BatchSettings(
         options=checked,
         dense=dense,
         up_axis=up_axis,
-        threads=threads,
-        prefetch=read_ahead(prefetch, load_processes),
+        threads=workers.threads,
+        prefetch=read_ahead(workers.prefetch, load_processes),
         load_processes=load_processes,
-        write_processes=_write_processes(write_processes, workers, len(tasks), out_dir, checked),
+        write_processes=_write_processes(
+            write_processes, workers.count, len(tasks), out_dir, checked
+        ),
     )
     exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
     skipped = [t for t in tasks if t.index in exists]
     todo = [t for t in tasks if t.index not in exists]
-    workers = capped_workers(workers, meshes=len(todo), devices=len(selectors))
-    worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
-    return BatchRun(_results(skipped, todo, worker_devices, settings), len(tasks))
+    count = capped_workers(workers.count, meshes=len(todo), devices=len(workers.selectors))
+    return BatchRun(_results(skipped, todo, workers.devices(count), settings), len(tasks))
 
 
 def _prepare_out_dir(
@@ -249,7 +321,7 @@ def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
             f"{asked} workers asked for, {cap} started: at most one per mesh to voxelize "
             f"({meshes}), {WORKERS_PER_CORE} per CPU core ({cores}) or one per device "
             f"({devices})",
-            stacklevel=3,
+            stacklevel=4,  # the caller of voxelize_many (through _planned_run)
         )
         return cap
     return asked
@@ -266,12 +338,9 @@ def _shard_run(
     inputs: list[Any],
     store: str | os.PathLike,
     checked: Options,
-    selectors: list[str | int | None],
-    workers: int,
+    workers: _Workers,
     *,
     dense: bool,
-    threads: int,
-    prefetch: int,
     load_processes: int | None,
     overwrite: bool,
     skip_existing: bool,
@@ -291,17 +360,16 @@ def _shard_run(
     def task(i: int) -> MeshTask:
         return MeshTask(i, inputs[i], labels[i], chunks[i], replace=True, format=chunk_format)
 
-    load_processes = _load_processes(load_processes, workers=workers, meshes=len(missing))
+    load_processes = _load_processes(load_processes, workers=workers.count, meshes=len(missing))
     settings = BatchSettings(
         options=replace(checked, shape=shape),
         dense=dense,
-        threads=threads,
-        prefetch=read_ahead(prefetch, load_processes),
+        threads=workers.threads,
+        prefetch=read_ahead(workers.prefetch, load_processes),
         load_processes=load_processes,
     )
-    worker_devices = [selectors[slot % len(selectors)] for slot in range(workers)]
-    results = _results([task(i) for i in stored], [task(i) for i in missing], worker_devices,
-                       settings)  # fmt: skip
+    results = _results([task(i) for i in stored], [task(i) for i in missing],
+                       workers.devices(workers.count), settings)  # fmt: skip
     return BatchRun(recorded(results, writer), len(inputs))
 
 

@@ -8,7 +8,7 @@ a process, so the command line imports it without the batch machinery.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -130,6 +130,22 @@ class BatchSettings:
     write_processes: int = 0  # helper processes writing output files (0: the writer threads)
 
 
+@dataclass(frozen=True)
+class BatchPlan:
+    """A batch whose outputs were planned and checked once (plan_tasks: no two inputs write
+    one file, no output replaces an input), handed to the engine as it is
+    (engine.voxelize_planned): the command checks its paths before any work, and the engine
+    does not plan them again."""
+
+    tasks: tuple[MeshTask, ...]
+    out_dir: Path
+    format: OutputFormat
+
+    @property
+    def outputs(self) -> list[Path]:
+        return [task.output for task in self.tasks if task.output is not None]
+
+
 class TaskSource(Protocol):
     def next(self, wait: bool) -> MeshTask | None:
         """The next task, or None when there are no more; with wait=False, queue.Empty when
@@ -147,16 +163,18 @@ class ListSource:
 
 
 def plan_tasks(
-    inputs: list[MeshLike],
+    inputs: Sequence[MeshLike],
     *,
     out_dir: str | os.PathLike | None,
     format: OutputFormat,
     root: str | os.PathLike | None,
     overwrite: bool,
+    other_inputs: Sequence[Path] = (),
 ) -> list[MeshTask]:
     """One task per input: its label and, with out_dir, its output path in `format`.
     OutputError before any work if two inputs would write one file (an in-memory mesh is
-    named by its index: mesh0, ...) or an output would replace an input file."""
+    named by its index: mesh0, ...) or an output would replace an input file, or one of
+    `other_inputs` (files the batch read its inputs from: the command's @list.txt)."""
     labels = [
         os.fspath(item) if isinstance(item, (str, os.PathLike)) else f"<{type(item).__name__} #{i}>"
         for i, item in enumerate(inputs)
@@ -186,7 +204,9 @@ def plan_tasks(
                 )
             claimed[output] = labels[i]
             outputs[i] = output
-    refuse_outputs_of_inputs([path for _, path in files], [outputs[i] for i, _ in files])
+    refuse_outputs_of_inputs(
+        [*(path for _, path in files), *other_inputs], [outputs[i] for i, _ in files]
+    )
     return [
         MeshTask(
             index=i,

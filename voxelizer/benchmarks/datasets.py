@@ -91,14 +91,14 @@ from voxelizer.io import load_mesh
 Counted = tuple[int, int]  # a way's (meshes done, files failed with one error each)
 
 
-def _environment(of_tree: Path | None = None) -> dict[str, str]:
+def tree_environment(of_tree: Path | None = None) -> dict[str, str]:
     """Child processes import the voxelizer this process imported (or `of_tree`'s)."""
     tree = str(of_tree or Path(voxelizer.__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH")
     return dict(os.environ, PYTHONPATH=tree if not path else f"{tree}{os.pathsep}{path}")
 
 
-def _command(device: str | None) -> list[str]:
+def batch_command(device: str | None) -> list[str]:
     command = [sys.executable, "-m", "voxelizer", "--quiet", "--force"]
     return command + (["--device", device] if device is not None else [])
 
@@ -129,7 +129,7 @@ def ways(
         else figures
     )
     v = Voxelizer(device)
-    env = _environment()
+    env = tree_environment()
 
     def many() -> Counted:
         return _many(files, grid, device, figures)
@@ -143,7 +143,7 @@ def ways(
     ) -> Counted:
         out = work / f"cli_batch.{format}"
         shutil.rmtree(out, ignore_errors=True)
-        command = _command(None if on_devices or on_ray else device)
+        command = batch_command(None if on_devices or on_ray else device)
         command += [str(dataset), "--out-dir", str(out), "--grid", str(grid)]
         command += ["--format", format] + (["--jobs", str(worker_jobs)] if worker_jobs > 1 else [])
         command += ["--devices", str(devices)] if on_devices else []
@@ -187,9 +187,9 @@ def _has_ray() -> bool:
 def _warm_ray(path: Path, work: Path, grid: int, address: str) -> None:
     warm = _fresh(work / "warm_ray")
     shutil.copyfile(path, warm / path.name)
-    command = _command(None) + [str(warm), "--out-dir", str(work / "warm_ray.out")]
+    command = batch_command(None) + [str(warm), "--out-dir", str(work / "warm_ray.out")]
     command += ["--grid", str(grid), "--format", "npz", "--ray", address]
-    subprocess.run(command, env=_environment(), check=True, capture_output=True, timeout=600)
+    subprocess.run(command, env=tree_environment(), check=True, capture_output=True, timeout=600)
 
 
 def _loop(v: Voxelizer, files: list[Path], grid: int, out: Path | None = None) -> Counted:
@@ -211,10 +211,10 @@ def _cli_per_file(files: list[Path], out: Path, grid: int, device: str | None) -
     """The way `cli_per_file`: a `voxelize` process per file, writing into `out`."""
     failed = 0
     for number, path in enumerate(files):
-        command = _command(device) + [str(path), "--grid", str(grid)]
+        command = batch_command(device) + [str(path), "--grid", str(grid)]
         command += ["-o", str(out / f"{number}.npz")]
         ran = subprocess.run(
-            command, env=_environment(), capture_output=True, text=True, timeout=600
+            command, env=tree_environment(), capture_output=True, text=True, timeout=600
         )
         failed += _error_lines(ran, some_failed=False)
     return len(list(out.glob("*.npz"))), failed
@@ -323,8 +323,8 @@ def _warm(
     if devices:  # (this process's shared Voxelizer of the first of them)
         sum(r.ok for r in voxelize_many([path], grid=grid, devices=devices))
     subprocess.run(
-        _command(device) + [str(path), "--grid", str(grid), "-o", str(work / "warm.npz")],
-        env=_environment(),
+        batch_command(device) + [str(path), "--grid", str(grid), "-o", str(work / "warm.npz")],
+        env=tree_environment(),
         check=True,
         capture_output=True,
         timeout=600,
@@ -429,7 +429,7 @@ def _parse_processes(asked: int | None) -> int:
 
 def run_tree(tree: Path, argv: list[str], timeout: float) -> dict[str, Any]:
     """One round of every grid in a process of its own, `tree`'s voxelizer first on the
-    path (its batch commands import it too: _environment)."""
+    path (its batch commands import it too: tree_environment)."""
     code = (
         f"import sys; sys.path.insert(0, {str(tree.resolve())!r}); sys.argv = {argv!r}; "
         f"exec(compile(open({__file__!r}).read(), {__file__!r}, 'exec'))"
@@ -579,7 +579,7 @@ def _tree_cluster(args: argparse.Namespace, tree: Path, heads: ExitStack) -> str
         return None
     from voxelizer.benchmarks.ray_head import local_head
 
-    return heads.enter_context(local_head(args.ray_gpus, env=_environment(tree.resolve())))
+    return heads.enter_context(local_head(args.ray_gpus, env=tree_environment(tree.resolve())))
 
 
 def _tree_round(
@@ -692,7 +692,7 @@ def _ray_head(args: argparse.Namespace) -> Iterator[str | None]:
         return
     from voxelizer.benchmarks.ray_head import local_head
 
-    with local_head(args.ray_gpus, env=_environment()) as address:
+    with local_head(args.ray_gpus, env=tree_environment()) as address:
         yield address
 
 
