@@ -59,13 +59,25 @@ _POLL_SECONDS = 0.2
 
 
 class _QueueSource:
-    """Tasks a worker process receives from its parent; None ends them."""
+    """Tasks a worker process receives from its parent; None ends them, and so does the
+    parent's death. A parent killed outright (SIGKILL) sends no None, and the worker holds
+    the inbox's write end itself, so that its read would never end: a worker waiting for a
+    task would outlive its batch, holding its device, the batch's stderr and multiprocessing's
+    resource tracker."""
 
     def __init__(self, inbox: Queue):
         self._inbox = inbox
+        self._parent = multiprocessing.parent_process()
 
     def next(self, wait: bool) -> MeshTask | None:
-        return self._inbox.get(block=wait)
+        if not wait:
+            return self._inbox.get(block=False)
+        while True:
+            try:
+                return self._inbox.get(timeout=_POLL_SECONDS)
+            except queue.Empty:
+                if self._parent is not None and not self._parent.is_alive():
+                    return None
 
 
 def worker_process_main(
