@@ -52,7 +52,6 @@ from .tasks import (
     MeshTask,
     make_out_dir,
     plan_tasks,
-    read_order,
 )
 from .worker import MeshWorker
 from .write_processes import default_write_processes, running_write_processes
@@ -289,7 +288,7 @@ def _planned_run(
     )
     exists = {t.index for t in tasks if skip_existing and t.output and os.path.lexists(t.output)}
     skipped = [t for t in tasks if t.index in exists]
-    todo = read_order([t for t in tasks if t.index not in exists])  # slow files spread
+    todo = [t for t in tasks if t.index not in exists]
     count = capped_workers(workers.count, meshes=len(todo), devices=len(workers.selectors))
     return BatchRun(_results(skipped, todo, workers.devices(count), settings), len(tasks))
 

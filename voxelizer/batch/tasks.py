@@ -146,51 +146,6 @@ class BatchPlan:
         return [task.output for task in self.tasks if task.output is not None]
 
 
-# A file's reading cost per byte by its suffix, relative to a binary PLY's (the batch's own
-# readers, lavapipe's host: about 2 ms a MB for binary PLY, 6 for binary STL, whose vertices
-# are merged, 18 for OBJ text); other suffixes as STL.
-READ_COST_PER_BYTE = {".ply": 1.0, ".stl": 3.0, ".obj": 9.0, ".off": 9.0}
-OTHER_READ_COST_PER_BYTE = 3.0
-
-
-def read_order(tasks: Sequence[MeshTask]) -> list[MeshTask]:
-    """The tasks in the order their files are read: the costly ones (large, text) spread
-    among the cheap ones, so that the reading processes always have slow files under way
-    while the device takes the quick ones, instead of a run of OBJ files holding the device
-    back and a run of binary files then leaving the readers idle. Greedy: the costliest file
-    left while the cost read so far is at most its even share, else the cheapest; so the
-    first file is the costliest and the next ones are quick. In-memory meshes cost nothing.
-    Results name their task's index, whatever the order."""
-    costs = [_read_cost(task.source) for task in tasks]
-    if len(tasks) < 3 or not any(costs):
-        return list(tasks)
-    share = sum(costs) / len(tasks)
-    by_cost = sorted(range(len(tasks)), key=lambda i: -costs[i])  # stable: input order in ties
-    costliest, cheapest = 0, len(tasks) - 1
-    order: list[MeshTask] = []
-    spent = 0.0
-    while costliest <= cheapest:
-        if spent <= len(order) * share:
-            chosen, costliest = by_cost[costliest], costliest + 1
-        else:
-            chosen, cheapest = by_cost[cheapest], cheapest - 1
-        order.append(tasks[chosen])
-        spent += costs[chosen]
-    return order
-
-
-def _read_cost(source: Any) -> float:
-    if not isinstance(source, (str, os.PathLike)):
-        return 0.0
-    try:
-        size = os.stat(source).st_size
-    except OSError:  # it fails as it is read, at once
-        return 0.0
-    name = os.fspath(source)
-    suffix = os.path.splitext(name)[1].lower() if isinstance(name, str) else ""
-    return size * READ_COST_PER_BYTE.get(suffix, OTHER_READ_COST_PER_BYTE)
-
-
 class TaskSource(Protocol):
     def next(self, wait: bool) -> MeshTask | None:
         """The next task, or None when there are no more; with wait=False, queue.Empty when
