@@ -201,27 +201,40 @@ class DenseGrid(Placed):
     `colors` (colors=True): uint8 (nx, ny, nz, 4), the RGBA of every set voxel, 0 elsewhere.
     None when not asked for."""
 
-    _voxels: np.ndarray | None
-    _columns: ColumnBits | None
-    labels: np.ndarray | None = None
-    colors: np.ndarray | None = None
-    label_names: tuple[str, ...] = ()
-
     def __init__(
         self,
-        voxels: np.ndarray,
+        voxels: np.ndarray | ColumnBits,
         placement: GridPlacement,
         stats: Stats | None = None,
         *,
         face_ids: np.ndarray | None = None,
     ):
-        if voxels.shape != placement.shape or voxels.dtype != bool:
-            raise ArgumentError(
-                f"expected a bool array of shape {placement.shape}, got "
-                f"{voxels.dtype} {voxels.shape}"
-            )
-        self._voxels, self._columns = voxels, None
-        self._place(placement, stats, face_ids)
+        """`voxels`: the bool array, or the GPU's column words (kept as they are: of_columns)."""
+        self._voxels: np.ndarray | None = None
+        self._columns: ColumnBits | None = None
+        if isinstance(voxels, ColumnBits):
+            if voxels.shape != placement.shape:
+                raise ArgumentError(
+                    f"expected words of shape {placement.shape}, got {voxels.shape}"
+                )
+            self._columns = voxels
+        else:
+            if voxels.shape != placement.shape or voxels.dtype != bool:
+                raise ArgumentError(
+                    f"expected a bool array of shape {placement.shape}, got "
+                    f"{voxels.dtype} {voxels.shape}"
+                )
+            self._voxels = voxels
+        if face_ids is not None and (
+            face_ids.shape != placement.shape or face_ids.dtype != np.int32
+        ):
+            raise ArgumentError(f"expected int32 face ids of shape {placement.shape}")
+        self.face_ids = face_ids
+        self.placement = placement
+        self.stats = stats if stats is not None else Stats()
+        self.labels: np.ndarray | None = None
+        self.colors: np.ndarray | None = None
+        self.label_names: tuple[str, ...] = ()
 
     @classmethod
     def of_columns(
@@ -233,23 +246,7 @@ class DenseGrid(Placed):
         face_ids: np.ndarray | None = None,
     ) -> DenseGrid:
         """The grid of the GPU's column words, kept as they are (no bool array yet)."""
-        if columns.shape != placement.shape:
-            raise ArgumentError(f"expected words of shape {placement.shape}, got {columns.shape}")
-        grid = cls.__new__(cls)
-        grid._voxels, grid._columns = None, columns
-        grid._place(placement, stats, face_ids)
-        return grid
-
-    def _place(
-        self, placement: GridPlacement, stats: Stats | None, face_ids: np.ndarray | None
-    ) -> None:
-        if face_ids is not None and (
-            face_ids.shape != placement.shape or face_ids.dtype != np.int32
-        ):
-            raise ArgumentError(f"expected int32 face ids of shape {placement.shape}")
-        self.face_ids = face_ids
-        self.placement = placement
-        self.stats = stats if stats is not None else Stats()
+        return cls(columns, placement, stats, face_ids=face_ids)
 
     @property
     def columns(self) -> ColumnBits | None:

@@ -5,6 +5,9 @@ placement. The actors inherit VOXELIZER_VALIDATION=1 (conftest): a validation me
 turns that mesh into a failed row, which these tests would see. One test kills every actor
 while the batch runs: Ray restarts them and retries their batches, and the outputs are each
 written once and whole.
+
+Ray (and voxelizer.ray, which imports it) is imported by the tests and fixtures that use it,
+not as the module is collected: a second of start-up that every test process would pay.
 """
 
 from __future__ import annotations
@@ -14,25 +17,18 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
-import ray.data
 
 import voxelizer
 from voxelizer.batch.tasks import DEFAULT_FORMAT
 from voxelizer.grid import DenseGrid
 from voxelizer.options import BATCH_OPTION_NAMES
-from voxelizer.ray import (
-    VoxelizeBatch,
-    result_of,
-    to_dense,
-    voxelize_dataset,
-    voxelize_files_on_ray,
-)
 
 from ..helpers import PROJECT_MODELS, run_cli, shared_model
 
@@ -60,6 +56,9 @@ def cluster():
     ray.init sets variables in this process's environment (RAY_AUTH_MODE=token among them)
     that outlive the cluster: they are put back as they were after it, so that the
     processes that later tests start do not inherit them."""
+    import ray
+    import ray.data
+
     environment = dict(os.environ)
     ray.init(
         address="local",  # a cluster of its own, never one that another process started
@@ -116,6 +115,10 @@ def files_under(folder: Path) -> list[str]:
 def test_dataset_of_paths_to_columns_with_a_bad_mesh(cluster, tree):
     """Rows of paths (one of them no mesh) -> rows of packed bits equal to the single call;
     the bad one is a failed row with a one-line error naming it, the others go on."""
+    import ray.data
+
+    from voxelizer.ray import result_of, to_dense, voxelize_dataset
+
     (tree / "bad.ply").write_bytes(BAD_PLY)
     paths = [tree / name for name in SOURCES] + [tree / "bad.ply"]
     dataset = ray.data.from_items([{"path": str(p), "index": i} for i, p in enumerate(paths)])
@@ -138,6 +141,10 @@ def test_dataset_of_paths_to_columns_with_a_bad_mesh(cluster, tree):
 def test_dataset_of_bytes_to_files(cluster, tmp_path):
     """Rows carrying the file's bytes and name (no shared file system needed to read) ->
     files under out_dir named after `name`, equal to the single call's."""
+    import ray.data
+
+    from voxelizer.ray import voxelize_dataset
+
     names = ["gear.ply", "torus.stl"]
     sources = [SOURCES["gear.ply"], SOURCES["sub/torus.stl"]]
     dataset = ray.data.from_items(
@@ -156,6 +163,10 @@ def test_files_are_svo_by_default_and_a_row_output_in_the_format_it_names(cluste
     """Without `format`, out_dir gets .svo files, as voxelize_many and `voxelize --out-dir`
     write: the single call's bytes. A row's own `output` is written in the format its name
     says; one that names no format is that row's failure, and the others go on."""
+    import ray.data
+
+    from voxelizer.ray import voxelize_dataset
+
     out = tmp_path / "out"
     rows = [
         {"path": str(SOURCES["gear.ply"]), "output": "", "index": 0},
@@ -176,9 +187,35 @@ def test_files_are_svo_by_default_and_a_row_output_in_the_format_it_names(cluste
     assert not (tmp_path / "knot.xyz").exists()
 
 
-@pytest.mark.parametrize("function", [VoxelizeBatch.__init__, voxelize_files_on_ray])
-def test_the_ray_functions_show_the_batch_options_and_the_one_default_format(function):
-    parameters = inspect.signature(function).parameters
+COLLECT = """
+import sys
+import pytest
+code = pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"])
+print("ray imported:", "ray" in sys.modules)
+sys.exit(code)
+"""
+
+
+def test_collecting_the_tests_imports_no_ray():
+    """Collecting every test (as each test process does before it runs one) imports no Ray:
+    only the tests and fixtures that use it do."""
+    done = subprocess.run(
+        [sys.executable, "-c", COLLECT],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    assert done.stdout.splitlines()[-1] == "ray imported: False"
+
+
+@pytest.mark.parametrize("name", ["VoxelizeBatch", "voxelize_files_on_ray"])
+def test_the_ray_functions_show_the_batch_options_and_the_one_default_format(name):
+    from voxelizer import ray as voxelizer_ray
+    from voxelizer.ray import voxelize_dataset
+
+    parameters = inspect.signature(getattr(voxelizer_ray, name)).parameters
     assert list(parameters)[-len(BATCH_OPTION_NAMES) :] == list(BATCH_OPTION_NAMES)
     assert parameters["format"].default == DEFAULT_FORMAT == "svo"
     assert inspect.signature(voxelize_dataset).parameters["format"].default == DEFAULT_FORMAT
@@ -242,6 +279,8 @@ def test_killed_actors_lose_and_duplicate_nothing(cluster, tmp_path):
     """Every actor killed (SIGKILL) after the first result: Ray restarts them and retries
     their batches; each mesh's result comes once, each output is there once and whole (no
     temporary left), and equal to the single call's."""
+    from voxelizer.ray import voxelize_files_on_ray
+
     sources = [SOURCES["sub/torus.stl"], SOURCES["sub/sphere.ply"]] * 5
     folder = tmp_path / "in"
     folder.mkdir()
@@ -283,6 +322,7 @@ def test_actors_write_one_shard_store_that_zarr_reads_exactly(cluster, tree, tmp
     import zarr
 
     from voxelizer.io.zarr_store import chunk_path
+    from voxelizer.ray import voxelize_files_on_ray
 
     paths = sorted(tree.rglob("*.ply")) + sorted(tree.rglob("*.stl"))
     store = tmp_path / "grids.zarr"
@@ -309,12 +349,13 @@ def test_actors_write_one_shard_store_that_zarr_reads_exactly(cluster, tree, tmp
     assert np.array_equal(got.astype(bool), single(paths[1]).to_numpy())
 
 
-@ray.remote(num_cpus=0.5)
 class _WarmProbe:
-    """A VoxelizeBatch in an actor, as map_batches holds it, that also says which of its
-    loader threads live on from one call to the next."""
+    """A VoxelizeBatch in an actor (ray.remote(num_cpus=0.5)), as map_batches holds it, that
+    also says which of its loader threads live on from one call to the next."""
 
     def __init__(self, **options: object):
+        from voxelizer.ray import VoxelizeBatch
+
         self.batch = VoxelizeBatch(**options)
         self.seen: list = []
 
@@ -330,8 +371,12 @@ class _WarmProbe:
 def test_an_actor_keeps_its_voxelizer_and_threads_across_batches(cluster, tree):
     """The actor's Voxelizer and its loader threads serve every batch it gets (no start
     from empty per map_batches call); each batch's rows equal the single calls."""
+    import ray
+
+    from voxelizer.ray import to_dense
+
     paths = [tree / name for name in SOURCES]
-    probe = _WarmProbe.remote(grid=GRID, threads=2, load_processes=0)
+    probe = ray.remote(num_cpus=0.5)(_WarmProbe).remote(grid=GRID, threads=2, load_processes=0)
     voxelizers, alive = set(), []
     for path in paths:
         batch = {"path": np.array([str(path)])}
@@ -346,9 +391,9 @@ def test_an_actor_keeps_its_voxelizer_and_threads_across_batches(cluster, tree):
     ray.kill(probe)
 
 
-@ray.remote(num_cpus=0.5, max_concurrency=3)
 class _CountingFileActor:
-    """voxelize_files_on_ray's actor, counting the Voxelizers (devices) its process opens."""
+    """voxelize_files_on_ray's actor (ray.remote(num_cpus=0.5, max_concurrency=3)), counting
+    the Voxelizers (devices) its process opens."""
 
     def __init__(self, **options: object):
         from voxelizer.batch import ray as batch_ray
@@ -372,12 +417,15 @@ def test_overlapping_chunks_on_one_actor_one_device_and_a_failed_row(cluster, tr
     """Three chunks at once on one actor (as voxelize_files_on_ray keeps them in flight), one
     with a file that is no mesh: that row fails with its one-line error, every other row is
     the single call's, and the actor opened one device for all of them."""
+    import ray
+
     (tree / "bad.ply").write_bytes(BAD_PLY)
     paths = [tree / name for name in SOURCES]
     chunks = [paths[:2], [tree / "bad.ply", paths[2]], paths[3:]]
     out = tmp_path / "out"
     out.mkdir()
-    probe = _CountingFileActor.remote(grid=GRID, format="npz", load_processes=0)
+    actor = ray.remote(num_cpus=0.5, max_concurrency=3)(_CountingFileActor)
+    probe = actor.remote(grid=GRID, format="npz", load_processes=0)
     calls = []
     for number, chunk in enumerate(chunks):
         outputs = [str(out / f"{number}-{row}.npz") for row in range(len(chunk))]

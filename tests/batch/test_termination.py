@@ -8,6 +8,7 @@ under a launcher that ignores SIGINT or SIGTERM (nohup, a service manager)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
@@ -177,6 +178,53 @@ def test_after_sigkill_a_resumed_batch_removes_its_own_temporaries(tmp_path):
     for path in foreign:
         path.unlink()
     assert_whole(out, names)
+
+
+# A batch's process in miniature: one worker process as the batch starts it, whose inbox
+# stays empty; once the worker runs (its imports done), the process says its pid and waits.
+WAITING_WORKER = """
+import multiprocessing, sys, time
+from voxelizer.batch.pool import worker_process_main
+from voxelizer.batch.tasks import BatchSettings
+from voxelizer.options import Options
+
+context = multiprocessing.get_context("spawn")
+inbox = context.Queue()
+messages, outbox = context.Pipe(duplex=False)
+settings = BatchSettings(options=Options.create(16))
+worker = context.Process(
+    target=worker_process_main, args=(0, None, settings, inbox, outbox), daemon=True
+)
+worker.start()
+outbox.close()
+assert messages.recv() == ("imported", None)
+print(worker.pid, flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.slow
+def test_a_worker_process_waiting_for_a_mesh_ends_when_its_batch_is_killed(tmp_path):
+    """A worker process waiting for its next mesh when its batch's process is killed outright
+    (SIGKILL: no cleanup, no end of the tasks sent) leaves too: it once waited for ever, with
+    the batch's stderr, so that whoever waited for that (here communicate) waited with it."""
+    batch = subprocess.Popen(
+        [sys.executable, "-c", WAITING_WORKER],
+        cwd=PROJECT_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert batch.stdout is not None
+    worker_pid = int(batch.stdout.readline())
+    try:
+        batch.send_signal(signal.SIGKILL)
+        _, stderr = batch.communicate(timeout=60)  # the end of stderr: the worker has left
+        assert batch.returncode == -signal.SIGKILL
+        assert "Traceback" not in stderr, stderr
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker_pid, signal.SIGKILL)  # (only where it did not leave)
 
 
 @pytest.mark.slow

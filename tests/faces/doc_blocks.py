@@ -1,6 +1,8 @@
 """The code blocks of the Markdown pages (README.md, docs/**/*.md), and the script that runs
 one page's blocks: ```python blocks in order in one namespace, ```bash blocks with bash
-(-e, pipefail), all in the working directory the caller gives (tests/faces/test_docs.py makes one
+(-e, pipefail) in the environment the page started with (a reader's shell does not see what
+a python block put in os.environ: ray.init's RAY_AUTH_MODE, say), all in the working
+directory the caller gives (tests/faces/test_docs.py makes one
 holding `models/` and `shared/`). ```text and the other languages are not run.
 
 Run as a script: `python tests/faces/doc_blocks.py PAGE.md [NAME]`; it exits 1 at the first block that
@@ -8,6 +10,7 @@ fails, naming the page and the block's first line."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -70,6 +73,7 @@ def run_page(page: Path, name: str) -> int:
     where the first failing block starts and why. Tracebacks give the page's own line
     numbers, under `name`."""
     namespace: dict[str, object] = {"__name__": "__main__"}
+    shell_environment = dict(os.environ)
     for block in code_blocks(page):
         block = Block(Path(name), block.line, block.language, block.code)
         if block.language == "python":
@@ -81,7 +85,8 @@ def run_page(page: Path, name: str) -> int:
                 traceback.print_exc()
                 return 1
         elif block.language == "bash":
-            done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.code])
+            command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
+            done = subprocess.run(command, env=shell_environment)
             if done.returncode != 0:
                 print(f"{block.where}: the bash block exited {done.returncode}", file=sys.stderr)
                 return 1

@@ -81,6 +81,27 @@ def test_page_runs(page: Path, workdir: Path) -> None:
     _assert_clean(done, _name(page))
 
 
+def test_a_page_runs_in_a_process_of_its_own_and_its_shell_keeps_its_environment(
+    tmp_path: Path,
+) -> None:
+    """What a page's python blocks put in os.environ (ray.init leaves RAY_AUTH_MODE=token
+    there) stays in that page's process: the test process, and with it the pages and tests
+    that come later, never sees it; nor do the page's own bash blocks, which stand for the
+    reader's shell."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "```python\nimport os\nos.environ['VOXELIZER_DOCS_PROBE'] = 'set'\n```\n\n"
+        "```python\nassert os.environ['VOXELIZER_DOCS_PROBE'] == 'set'\n```\n\n"
+        '```bash\ntest -z "${VOXELIZER_DOCS_PROBE-}"\n```\n'
+    )
+    done = subprocess.run(
+        [sys.executable, str(RUNNER), str(page), "page.md"],
+        cwd=tmp_path, env=_environment(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    _assert_clean(done, "page.md")
+    assert "VOXELIZER_DOCS_PROBE" not in os.environ
+
+
 def test_there_is_an_example_per_recipe_and_a_notebook() -> None:
     assert len(EXAMPLES) >= 5, [_name(p) for p in EXAMPLES]
     assert len(NOTEBOOKS) >= 1

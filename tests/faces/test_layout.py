@@ -4,8 +4,8 @@ checking too) form no cycle; no module imports another's private names; each mod
 only from its layer and those below; inside the pipeline, from its level and those below;
 the CPU references reach neither the pipeline nor the GPU; the data model (svo, grid, mesh,
 placement) neither imports voxelizer.io nor opens a file; the vocabulary is defined in
-choices.py alone; the pipeline's classes create their attributes in __init__; and modules
-and functions stay under their size limits."""
+choices.py alone; the pipeline's classes, Device, Instance and DenseGrid create their
+attributes in __init__; and modules and functions stay under their size limits."""
 
 from __future__ import annotations
 
@@ -413,11 +413,16 @@ def attributes_set_outside_init(cls: ast.ClassDef) -> set[str]:
     return elsewhere - in_init - module_level_names(ast.Module(body=cls.body, type_ignores=[]))
 
 
-def test_pipeline_classes_create_every_attribute_in_init():
+# Modules beyond the pipeline whose classes create every attribute in __init__ (not yet:
+# gpu.commands' Sequence, gpu.buffers' Buffer, mesh's Mesh and two classes of batch/).
+ATTRIBUTES_IN_INIT = {"voxelizer.gpu.device", "voxelizer.grid"}
+
+
+def test_classes_create_every_attribute_in_init():
     found = [
         f"{module}.{cls.name}: {sorted(names)}"
         for module, tree in trees().items()
-        if module.startswith("voxelizer.pipeline")
+        if module.startswith("voxelizer.pipeline") or module in ATTRIBUTES_IN_INIT
         for cls in ast.walk(tree)
         if isinstance(cls, ast.ClassDef)
         for names in [attributes_set_outside_init(cls)]

@@ -224,16 +224,29 @@ def test_ctrl_c_while_writing_leaves_no_file(tmp_path, capsys, monkeypatch, opti
 
 # --- real SIGINTs at random moments of a run that writes ----------------------------------
 
-# The command in a child that says when its imports are done (a Ctrl-C during Python's own
-# imports is not the command's to handle), when it starts writing its files (at the command's
-# all-or-nothing block), and how long main took.
+# The command in a child that says when main has begun (a Ctrl-C during Python's own imports
+# is not the command's to handle), when it starts writing its files (at the command's
+# all-or-nothing block), and when its work is done. Each mark is printed inside main's
+# handling of Ctrl-C (as it reads its options, as it enters the block, as its run returns):
+# a SIGINT just after "ready" or just before "seconds" is still the command's to handle.
 INTERRUPTIBLE_COMMAND = """
 import contextlib, signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)  # whatever the launcher left
 from voxelizer import cli
 
+real_parser, real_run, real_all_or_nothing = cli._parser, cli._run, cli.all_or_nothing
 started = time.perf_counter()
-real_all_or_nothing = cli.all_or_nothing
+
+def marked_parser():
+    global started
+    started = time.perf_counter()
+    print("ready", flush=True)
+    return real_parser()
+
+def marked_run(*args):
+    code = real_run(*args)
+    print("seconds", time.perf_counter() - started, flush=True)
+    return code
 
 @contextlib.contextmanager
 def marked_all_or_nothing():
@@ -241,19 +254,20 @@ def marked_all_or_nothing():
     with real_all_or_nothing():
         yield
 
-cli.all_or_nothing = marked_all_or_nothing
-print("ready", flush=True)
-started = time.perf_counter()
-code = cli.main(sys.argv[1:])
-print("seconds", time.perf_counter() - started, flush=True)
-sys.exit(code)
+cli._parser, cli._run, cli.all_or_nothing = marked_parser, marked_run, marked_all_or_nothing
+sys.exit(cli.main(sys.argv[1:]))
 """
 
 
-def run_interrupted(args: list[object], after: float | None) -> tuple[int, dict[str, float], str]:
-    """`voxelize ARGS` in a child, sent a real SIGINT `after` seconds into main (None: not
-    interrupted): (exit status, {"writing": when writing began, "seconds": main's time}, as
-    far as it got, stderr)."""
+def run_interrupted(
+    args: list[object], after: float | None, mark: str = "ready"
+) -> tuple[int, dict[str, float], str]:
+    """`voxelize ARGS` in a child, sent a real SIGINT `after` seconds after it printed `mark`
+    ("ready": main began; "writing": the writing began), or not interrupted (None): its exit
+    status, its marks as far as it got ({"writing": when the writing began, "seconds": when
+    the run was done}) and its stderr. Timed from the child's own mark, a SIGINT meant for
+    the writing lands in it even when the machine has become busier since the runs that
+    gave `after`."""
     child = subprocess.Popen(
         [sys.executable, "-c", RESTORE_SIGINT + INTERRUPTIBLE_COMMAND, *map(str, args)],
         cwd=PROJECT_ROOT,
@@ -262,12 +276,15 @@ def run_interrupted(args: list[object], after: float | None) -> tuple[int, dict[
         text=True,
     )
     assert child.stdout is not None
-    assert child.stdout.readline() == "ready\n"
+    seen = [child.stdout.readline()]
+    assert seen == ["ready\n"], seen
     if after is not None:
+        while seen[-1] and not seen[-1].startswith(mark):
+            seen.append(child.stdout.readline())  # "" once the child's stdout ends
         time.sleep(after)
         child.send_signal(signal.SIGINT)
     stdout, stderr = child.communicate(timeout=120)
-    words = [line.split() for line in stdout.splitlines()]
+    words = [line.split() for line in "".join(seen[1:]).splitlines() + stdout.splitlines()]
     marks = {w[0]: float(w[1]) for w in words if len(w) == 2 and w[0] in ("writing", "seconds")}
     return child.returncode, marks, stderr
 
@@ -325,8 +342,10 @@ def test_ctrl_c_while_the_device_opens_waits_for_it_at_exit(tmp_path):
 @pytest.mark.slow
 def test_sigint_at_random_moments_of_a_run_leaves_all_outputs_or_none(tmp_path):
     """Real SIGINTs at random moments of a run that voxelizes, then writes a mesh, a preview
-    and the statistics; half the moments fall before the writing began (in an uninterrupted
-    run), half after. Each run ends with status 130 and one line and the folder as it was
+    and the statistics; half the moments are timed from main's start over the time an
+    uninterrupted run took to begin writing, half from the child's start of the writing over
+    the time the writing took (so that a machine busier than it was for that run does not
+    shift them all to one side). Each run ends with status 130 and one line and the folder as it was
     (nothing new, or with --force the older files byte for byte) or every new file whole (a
     SIGINT after the last commit), or, for a SIGINT that came too late, status 0 and every
     file whole."""
@@ -353,8 +372,17 @@ def test_sigint_at_random_moments_of_a_run_leaves_all_outputs_or_none(tmp_path):
         if force:
             for name in outputs:
                 (folder / name).write_bytes((older / name).read_bytes())
-        after = generator.uniform(*((0, marks["writing"]) if round % 2 else marks.values()))
-        code, got, stderr = run_interrupted(command(folder, 128) + ["--force"] * force, after)
+        # Odd rounds: from main's start to the writing's; even rounds: from the writing's
+        # start to main's end; each kind spread over its span in eighths.
+        span, mark = (
+            (marks["writing"], "ready")
+            if round % 2
+            else (marks["seconds"] - marks["writing"], "writing")
+        )
+        eighth = round // 2
+        after = generator.uniform(eighth / 8, (eighth + 1) / 8) * span
+        args = command(folder, 128) + ["--force"] * force
+        code, got, stderr = run_interrupted(args, after, mark)
         files = {name: digest(folder / name) for name in leftovers(folder)}
         if code == 130:
             interrupted["while writing" if "writing" in got else "before writing"] += 1

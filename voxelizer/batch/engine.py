@@ -42,7 +42,7 @@ from ..shards import (
 )
 from .helper_processes import fork_allowed
 from .pool import AheadStart, WorkerPool, start_workers_ahead
-from .readers import REQUESTS_AHEAD, running_load_processes
+from .readers import read_ahead, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
     DEFAULT_FORMAT,
@@ -283,7 +283,7 @@ def _planned_run(
         dense=dense,
         up_axis=up_axis,
         threads=workers.threads,
-        prefetch=max(workers.prefetch, REQUESTS_AHEAD * load_processes + 2),
+        prefetch=read_ahead(workers.prefetch, load_processes),
         load_processes=load_processes,
         write_processes=_write_processes(
             write_processes, workers.count, len(tasks), out_dir, checked
@@ -393,7 +393,7 @@ def _shard_run(
         options=replace(checked, shape=shape),
         dense=dense,
         threads=workers.threads,
-        prefetch=max(workers.prefetch, REQUESTS_AHEAD * load_processes + 2),
+        prefetch=read_ahead(workers.prefetch, load_processes),
         load_processes=load_processes,
     )
     results = _results([task(i) for i in stored], [task(i) for i in missing],

@@ -71,7 +71,7 @@ _POLL_SECONDS = 0.2
 
 def _received(inbox: Queue) -> Any:
     """The next item of a worker process's inbox, once it comes; None if its parent dies
-    first (no one would send an end: the worker would wait for ever)."""
+    first (see _QueueSource: no one would send an end, and the worker would wait for ever)."""
     parent = multiprocessing.parent_process()
     while True:
         try:
@@ -82,7 +82,11 @@ def _received(inbox: Queue) -> Any:
 
 
 class _QueueSource:
-    """Tasks a worker process receives from its parent; None ends them."""
+    """Tasks a worker process receives from its parent; None ends them, and so does the
+    parent's death. A parent killed outright (SIGKILL) sends no None, and the worker holds
+    the inbox's write end itself, so that its read would never end: a worker waiting for a
+    task would outlive its batch, holding its device, the batch's stderr and multiprocessing's
+    resource tracker."""
 
     def __init__(self, inbox: Queue):
         self._inbox = inbox

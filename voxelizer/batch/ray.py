@@ -58,7 +58,7 @@ from ..shards import (
 )
 from .engine import BatchRun, default_load_processes, default_threads
 from .ray_stream import CHUNKS_IN_FLIGHT, StreamingWorker, chunks_of, feed_actors
-from .readers import REQUESTS_AHEAD, shared_load_processes
+from .readers import read_ahead, shared_load_processes
 from .tasks import (
     DEFAULT_FORMAT,
     BatchResult,
@@ -140,7 +140,7 @@ class VoxelizeBatch:
             dense=True,  # results kept for the columns: packed bits of the dense grid
             up_axis=up_axis,
             threads=threads,
-            prefetch=max(prefetch, REQUESTS_AHEAD * load_processes + 2),
+            prefetch=read_ahead(prefetch, load_processes),
             load_processes=load_processes,
         )
         self.out_dir = None if out_dir is None else Path(out_dir)

@@ -19,8 +19,6 @@ from concurrent.futures import Future
 from dataclasses import replace
 from typing import Any
 
-import ray
-
 from .tasks import BatchResult, MeshTask
 from .worker import MeshWorker
 
@@ -117,6 +115,8 @@ def feed_actors(
     """Each chunk given to an actor's `run`, every actor `in_flight` chunks ahead; the
     results as they come. A chunk whose actor dies is retried by Ray on the restarted actor
     (the actors' max_task_retries)."""
+    import ray  # here, not at the top: the streaming worker above runs without Ray
+
     free: deque[Any] = deque(actor for _ in range(in_flight) for actor in actors)
     pending: dict[Any, Any] = {}  # ObjectRef -> its actor
     more = True

@@ -88,6 +88,13 @@ REQUESTS_AHEAD = HelperPool.AHEAD  # requests a helper holds: it reads the next 
 WHAT = "mesh-reading"
 
 
+def read_ahead(prefetch: int, load_processes: int) -> int:
+    """The meshes a worker reads ahead (BatchSettings.prefetch): `prefetch`, and at least
+    what keeps each of its reading processes busy (REQUESTS_AHEAD each), the mesh on the
+    device and the next."""
+    return max(prefetch, REQUESTS_AHEAD * load_processes + 2)
+
+
 class LoadProcesses(HelperPool[Request, tuple[Mesh, float]]):
     """`count` helper processes reading files: submit(...) -> Future of (Mesh, seconds).
 

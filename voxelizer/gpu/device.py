@@ -147,18 +147,23 @@ class Instance:
                 f"cannot create a Vulkan instance ({type(exc).__name__}); "
                 "is a Vulkan driver installed?"
             ) from exc
-        self._messenger = None
+        # The validation layer's messenger, and what it holds (kept alive as long as it).
+        self._messenger: Any = None
+        self._callback: Any = None
+        self._messenger_info: Any = None
         if validation:
-            self._install_messenger()
+            self._callback, self._messenger_info, self._messenger = self._new_messenger()
 
-    def _install_messenger(self) -> None:
+    def _new_messenger(self) -> tuple[Any, Any, Any]:
+        """(the Python callable, the create info, the messenger) of a messenger that keeps
+        and prints every warning and error the validation layer reports."""
+
         def on_message(severity: int, types: int, data: Any, user_data: Any) -> int:
             text = vk.ffi.string(data.pMessage).decode(errors="replace")
             self.messages.append(text)
             print(f"vulkan validation: {text}", file=sys.stderr)
             return vk.VK_FALSE
 
-        self._callback = on_message  # keep the Python callable alive as long as the messenger
         create = vk.vkGetInstanceProcAddr(self.handle, "vkCreateDebugUtilsMessengerEXT")
         info = vk.VkDebugUtilsMessengerCreateInfoEXT(
             messageSeverity=vk.VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT
@@ -168,8 +173,7 @@ class Instance:
             | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
             pfnUserCallback=on_message,
         )
-        self._messenger_info = info
-        self._messenger = create(self.handle, info, None)
+        return on_message, info, create(self.handle, info, None)
 
     def close(self) -> None:
         """Destroy the instance (after every Device); the layer reports leaks on the way."""
@@ -253,89 +257,111 @@ def _subgroup_support(physical: Any) -> tuple[int, int]:
     return int(subgroup.subgroupSize), int(subgroup.supportedOperations) if in_compute else 0
 
 
+def _chosen_physical(instance: Instance, selector: str | int | None) -> tuple[Any, DeviceInfo]:
+    """The physical device `selector` names (None: $VOXELIZER_DEVICE, else the preferred
+    kind) and its description; the choice and why go to the log."""
+    why = f"device={selector!r}"
+    if selector is None:
+        selector = os.environ.get("VOXELIZER_DEVICE") or None
+        why = f"$VOXELIZER_DEVICE={selector!r}"
+    physicals = instance.physical_devices()
+    index = _choose(physicals, selector)
+    info = _describe(index, physicals[index])
+    if selector is None or selector == "":
+        why = f"preference (discrete, integrated, virtual GPU, CPU) of {len(physicals)}"
+    _log.info("device: %s, chosen by %s", info, why)
+    return physicals[index], info
+
+
+def _compute_queue_family(physical: Any, name: str) -> tuple[int, int]:
+    """(the first queue family with compute, its timestamps' valid bits); DeviceError for a
+    device without shaderInt64 (the exact predicates need it) or without compute."""
+    features = vk.vkGetPhysicalDeviceFeatures(physical)
+    if not features.shaderInt64:
+        raise DeviceError(f"{name} lacks shaderInt64, which the exact predicates need")
+    families = vk.vkGetPhysicalDeviceQueueFamilyProperties(physical)
+    compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
+    if not compute:
+        raise DeviceError(f"{name} has no compute queue")
+    return compute[0], int(families[compute[0]].timestampValidBits)
+
+
+def _create_device(physical: Any, name: str, queue_family: int, extensions: list[str]) -> Any:
+    """A logical device with one queue of `queue_family`, shaderInt64 and `extensions`."""
+    priorities = vk.ffi.new("float[]", [1.0])
+    queue_info = vk.VkDeviceQueueCreateInfo(
+        queueFamilyIndex=queue_family, queueCount=1, pQueuePriorities=priorities
+    )
+    enabled = vk.VkPhysicalDeviceFeatures(shaderInt64=vk.VK_TRUE)
+    info = vk.VkDeviceCreateInfo(
+        queueCreateInfoCount=1,
+        pQueueCreateInfos=[queue_info],
+        pEnabledFeatures=enabled,
+        enabledExtensionCount=len(extensions),
+        ppEnabledExtensionNames=extensions or None,
+    )
+    try:
+        return vk.vkCreateDevice(physical, info, None)
+    except vk.VkError as exc:
+        raise DeviceError(f"cannot open {name} ({type(exc).__name__})") from exc
+
+
+def _push_descriptor_function(handle: Any) -> Any:
+    """vkCmdPushDescriptorSetKHR of the device as a plain cffi function, or None."""
+    name = b"vkCmdPushDescriptorSetKHR"
+    address = vk.lib.vkGetDeviceProcAddr(handle, name)
+    if address == vk.ffi.NULL:
+        return None
+    return vk.ffi.cast(f"PFN_{name.decode()}", address)
+
+
 class Device:
     """One logical device with one compute queue; owns nothing else."""
 
     def __init__(self, selector: str | int | None = None):
         self.instance = Instance.hold()
+        self.pid = os.getpid()
+        self.queue_may_be_busy = False  # set by a submit until its wait returns (see settle)
         self.handle: Any = None
+        self._closed = True  # until the device is open
+        self._largest_heap: int | None = None  # found when first asked (largest_heap)
         try:
-            self._open(selector)
+            self.physical, self.info = _chosen_physical(self.instance, selector)
+            # One of Mesa's drivers (lavapipe, RADV, ...): they survive a fork, and keep what
+            # they compile in a shader cache on disk (first_dispatches.SecondCompiler).
+            self.mesa_driver = _survives_fork(self.physical)
+            if not self.mesa_driver:
+                Instance.fork_unsafe = True
+            self.properties: Any = vk.vkGetPhysicalDeviceProperties(self.physical)
+            self.limits: Any = self.properties.limits
+            self.memory_properties: Any = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
+            self.queue_family, self.timestamp_bits = _compute_queue_family(
+                self.physical, self.info.name
+            )
+            extensions = [PUSH_DESCRIPTOR_EXTENSION] if self._has_push_descriptors() else []
+            self.handle = _create_device(
+                self.physical, self.info.name, self.queue_family, extensions
+            )
+            self.queue: Any = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
+            # Held for every submission to the queue and every wait for it to be idle, which
+            # Vulkan requires to be one at a time: the caller's sequence and the first
+            # dispatches of a CPU device (first_dispatches.FirstDispatches) submit from two
+            # threads.
+            self.queue_lock = threading.Lock()
+            # vkCmdPushDescriptorSetKHR as a plain cffi function, or None: descriptor sets.
+            self.push_descriptor_function: Any = (
+                _push_descriptor_function(self.handle) if extensions else None
+            )
+            self.max_groups_x = min(int(self.limits.maxComputeWorkGroupCount[0]), 65535)
+            self.max_groups_y = int(self.limits.maxComputeWorkGroupCount[1])
+            self.max_storage_range = int(self.limits.maxStorageBufferRange)
+            self.timestamp_period_ns = float(self.limits.timestampPeriod)
+            self.subgroup_size, self.subgroup_features = _subgroup_support(self.physical)
         except BaseException:  # an error or a Ctrl-C: nothing left open, the instance let go
             if self.handle is not None:
                 vk.vkDestroyDevice(self.handle, None)
             self.instance.release()
             raise
-
-    def _open(self, selector: str | int | None) -> None:
-        self.pid = os.getpid()
-        self.queue_may_be_busy = False  # set by a submit until its wait returns (see settle)
-        why = f"device={selector!r}"
-        if selector is None:
-            selector = os.environ.get("VOXELIZER_DEVICE") or None
-            why = f"$VOXELIZER_DEVICE={selector!r}"
-        physicals = self.instance.physical_devices()
-        index = _choose(physicals, selector)
-        self.physical = physicals[index]
-        self.info = _describe(index, self.physical)
-        # One of Mesa's drivers (lavapipe, RADV, ...): they survive a fork, and keep what
-        # they compile in a shader cache on disk (first_dispatches.SecondCompiler).
-        self.mesa_driver = _survives_fork(self.physical)
-        if not self.mesa_driver:
-            Instance.fork_unsafe = True
-        if selector is None or selector == "":
-            why = f"preference (discrete, integrated, virtual GPU, CPU) of {len(physicals)}"
-        _log.info("device: %s, chosen by %s", self.info, why)
-        self.properties = vk.vkGetPhysicalDeviceProperties(self.physical)
-        self.limits = self.properties.limits
-        self.memory_properties = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
-        features = vk.vkGetPhysicalDeviceFeatures(self.physical)
-        if not features.shaderInt64:
-            raise DeviceError(
-                f"{self.info.name} lacks shaderInt64, which the exact predicates need"
-            )
-
-        families = vk.vkGetPhysicalDeviceQueueFamilyProperties(self.physical)
-        compute = [i for i, f in enumerate(families) if f.queueFlags & vk.VK_QUEUE_COMPUTE_BIT]
-        if not compute:
-            raise DeviceError(f"{self.info.name} has no compute queue")
-        self.queue_family = compute[0]
-        self.timestamp_bits = families[self.queue_family].timestampValidBits
-
-        priorities = vk.ffi.new("float[]", [1.0])
-        queue_info = vk.VkDeviceQueueCreateInfo(
-            queueFamilyIndex=self.queue_family, queueCount=1, pQueuePriorities=priorities
-        )
-        enabled = vk.VkPhysicalDeviceFeatures(shaderInt64=vk.VK_TRUE)
-        extensions = [PUSH_DESCRIPTOR_EXTENSION] if self._has_push_descriptors() else []
-        info = vk.VkDeviceCreateInfo(
-            queueCreateInfoCount=1,
-            pQueueCreateInfos=[queue_info],
-            pEnabledFeatures=enabled,
-            enabledExtensionCount=len(extensions),
-            ppEnabledExtensionNames=extensions or None,
-        )
-        try:
-            self.handle = vk.vkCreateDevice(self.physical, info, None)
-        except vk.VkError as exc:
-            raise DeviceError(f"cannot open {self.info.name} ({type(exc).__name__})") from exc
-        self.queue = vk.vkGetDeviceQueue(self.handle, self.queue_family, 0)
-        # Held for every submission to the queue and every wait for it to be idle, which
-        # Vulkan requires to be one at a time: the caller's sequence and the first dispatches
-        # of a CPU device (first_dispatches.FirstDispatches) submit from two threads.
-        self.queue_lock = threading.Lock()
-        # vkCmdPushDescriptorSetKHR as a plain cffi function, or None: descriptor sets instead.
-        self.push_descriptor_function: Any = None
-        if extensions:
-            name = b"vkCmdPushDescriptorSetKHR"
-            address = vk.lib.vkGetDeviceProcAddr(self.handle, name)
-            if address != vk.ffi.NULL:
-                self.push_descriptor_function = vk.ffi.cast(f"PFN_{name.decode()}", address)
-        self.max_groups_x = min(int(self.limits.maxComputeWorkGroupCount[0]), 65535)
-        self.max_groups_y = int(self.limits.maxComputeWorkGroupCount[1])
-        self.max_storage_range = int(self.limits.maxStorageBufferRange)
-        self.timestamp_period_ns = float(self.limits.timestampPeriod)
-        self.subgroup_size, self.subgroup_features = _subgroup_support(self.physical)
         self._closed = False
 
     def _has_push_descriptors(self) -> bool:
@@ -407,16 +433,15 @@ class Device:
     def largest_heap(self) -> int:
         """Bytes of the largest device-local memory heap (on a CPU device: host memory);
         found once (every call's plan asks)."""
-        found = self.__dict__.get("_largest_heap")
-        if found is None:
+        if self._largest_heap is None:
             props = self.memory_properties
             sizes = [
                 props.memoryHeaps[i].size
                 for i in range(props.memoryHeapCount)
                 if props.memoryHeaps[i].flags & vk.VK_MEMORY_HEAP_DEVICE_LOCAL_BIT
             ]
-            found = self.__dict__["_largest_heap"] = max(sizes, default=0)
-        return int(found)
+            self._largest_heap = int(max(sizes, default=0))
+        return self._largest_heap
 
     def check_open(self) -> None:
         """DeviceError once closed: a Vulkan call on a destroyed device ends the process."""
