@@ -548,7 +548,8 @@ def _start_process(
 class _Ahead:
     """Worker processes forked before their batch (start_workers_ahead), each waiting for
     its settings, for the WorkerPool this process makes next: it takes them by device. Those
-    none takes are stopped as this process exits; a forked child has none."""
+    none takes are stopped by stop_workers_ahead, or as this process exits; a forked child
+    has none."""
 
     def __init__(self) -> None:
         self.handles: list[_Handle] = []
@@ -592,8 +593,8 @@ def start_workers_ahead(devices: list[str | int | None], start: AheadStart) -> N
     Vulkan or starts a thread, and before this process's helpers (each worker forks its
     own). Each starts its helpers and opens its device at once (`start`), then waits for
     the settings of the batch's WorkerPool, which takes them; those it does not take are
-    stopped as this process exits. Where a fork is not allowed, none: the batch starts its
-    workers itself."""
+    stopped by stop_workers_ahead (the command calls it as its batch ends), or as this
+    process exits. Where a fork is not allowed, none: the batch starts its workers itself."""
     _ahead.start(devices, start)
 
 
