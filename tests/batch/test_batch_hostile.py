@@ -246,13 +246,15 @@ def test_more_workers_than_meshes_are_not_started(tmp_path):
 
 
 def test_a_worker_process_the_host_refuses_leaves_the_others_working(tmp_path, monkeypatch):
-    """A process limit reached: the batch goes on with the worker here, and says so."""
-    from multiprocessing.context import SpawnProcess
+    """A process limit reached: the batch goes on with the worker here, and says so (the
+    worker forked or spawned, as this process allows)."""
+    from multiprocessing.context import ForkProcess, SpawnProcess
 
     def refused(self):  # what fork/exec raise at a process limit
         raise BlockingIOError(11, "Resource temporarily unavailable")
 
     monkeypatch.setattr(SpawnProcess, "start", refused)
+    monkeypatch.setattr(ForkProcess, "start", refused)
     meshes = folder_of_meshes(tmp_path / "m", 3)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import threading
 import time
 import warnings
@@ -163,6 +164,15 @@ def refuse_batch_options(parser: argparse.ArgumentParser, args: argparse.Namespa
 
 def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """Check every option and path, then voxelize every mesh; 1 if any failed."""
+    try:
+        return _run_batch(parser, args)
+    finally:
+        pool = sys.modules.get("voxelizer.batch.pool")  # (imported if workers started)
+        if pool is not None:
+            pool.stop_workers_ahead()  # those the batch did not take (it ended before)
+
+
+def _run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     for dest, flag, instead in SINGLE_ONLY:
         if getattr(args, dest) not in (None, False):
             parser.error(f"{flag} names one output; for a batch use {instead}")
@@ -311,12 +321,13 @@ def _check_log(
 def _start_reading(
     *, meshes: int, devices: str | None, jobs: int | None, args: argparse.Namespace
 ) -> None:
-    """The writing and reading helpers of the worker in this process, started before
-    anything here opens Vulkan (checking --devices does): then they are forked, ready at once
-    and reading while the device opens, not started by exec (which costs a Python start and
-    the imports).
+    """The other workers' processes, then the writing and reading helpers of the worker in
+    this process, started before anything here opens Vulkan (checking --devices does): then
+    they are forked, ready at once (a worker starts its own helpers and opens its device
+    while this process plans; a helper reads while the device here opens), not started by
+    spawn or exec (which cost a Python start and the imports).
     voxelize_many takes them as they are."""
-    from .engine import default_load_processes, device_list
+    from .engine import default_load_processes, device_list, start_process_workers
     from .helper_processes import fork_allowed
     from .readers import shared_load_processes
     from .write_processes import default_write_processes, shared_write_processes
@@ -325,11 +336,19 @@ def _start_reading(
         workers = jobs if jobs is not None else len(device_list(devices))
     except DeviceError:
         return  # _check_devices says what is wrong
+    # as voxelize_many decides, for each worker
     writers = default_write_processes(workers, _grid_side(args))
-    if writers and meshes >= 4 * writers and fork_allowed():  # as voxelize_many decides
-        shared_write_processes(writers)  # forked first: the readers' threads start at once
+    writers = writers if meshes >= 4 * writers and fork_allowed() else 0
     helpers = default_load_processes(workers)
-    if helpers and meshes >= 2 * helpers:  # as voxelize_many decides
+    helpers = helpers if meshes >= 2 * helpers else 0
+    # The other workers' processes first (forked, for voxelize_many to take): each forks
+    # helpers of its own, and the reading processes' threads here forbid a fork.
+    start_process_workers(
+        devices, jobs=jobs, meshes=meshes, write_processes=writers, load_processes=helpers
+    )
+    if writers:
+        shared_write_processes(writers)  # forked first: the readers' threads start at once
+    if helpers:
         shared_load_processes(helpers)
 
 

@@ -3,8 +3,9 @@ line's batch mode and the Ray actors of voxelizer.batch.ray run its worker too.
 
 One worker (voxelizer.batch.worker) is one Voxelizer fed by loader and writer threads.
 Several workers (`jobs`, `devices`): the first runs in this process (it starts at once), the
-others in spawned processes (voxelizer.batch.pool); a worker process that dies is replaced
-and its meshes go to another worker.
+others in processes of their own, forked where that is safe, else spawned
+(voxelizer.batch.pool); a worker process that dies is replaced and its meshes go to another
+worker.
 
 A mesh that fails (unreadable, an output that exists, anything the voxelizer refuses) becomes
 a `BatchResult` with the error, and the batch goes on. Output files are written atomically
@@ -40,7 +41,7 @@ from ..shards import (
     shard_outputs,
 )
 from .helper_processes import fork_allowed
-from .pool import WorkerPool
+from .pool import AheadStart, WorkerPool, start_workers_ahead
 from .readers import read_ahead, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
@@ -167,7 +168,9 @@ def voxelize_many(
 
     devices: one selector, several ("0,1" or [0, 1]) or None (the default device); jobs:
     how many workers (default one per device; several may share a device). One worker runs
-    in this process on the shared Voxelizer of its device; more run in spawned processes.
+    in this process on the shared Voxelizer of its device; more run in processes of their
+    own, forked from this one where no Vulkan instance or other thread exists yet, else
+    spawned.
     out_dir: write each result there instead of keeping it, as `format` (svo, the default,
     npz, binvox, vox, vti, ply, obj, glb), mirroring the inputs' paths below `root` (default:
     their deepest common folder; in-memory meshes are named by index). An existing output is
@@ -308,14 +311,20 @@ def _prepare_out_dir(
 WORKERS_PER_CORE = 2  # a worker waits on its device much of the time: two share a core
 
 
-def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
-    """The workers a batch starts: as asked, but no more than it has meshes to voxelize, nor
-    more than WORKERS_PER_CORE per core of the host (or one per device, where there are more
-    of those): a worker is a process with a device context and threads of its own, so more
-    would only contend (and thousands would meet the host's process limit). A warning says
-    when the cap applies."""
+def worker_cap(*, meshes: int, devices: int) -> int:
+    """The most workers a batch starts: no more than it has meshes to voxelize, nor more
+    than WORKERS_PER_CORE per core of the host (or one per device, where there are more of
+    those): a worker is a process with a device context and threads of its own, so more
+    would only contend (and thousands would meet the host's process limit)."""
     cores = os.cpu_count() or 1
-    cap = max(1, min(meshes, max(WORKERS_PER_CORE * cores, devices)))
+    return max(1, min(meshes, max(WORKERS_PER_CORE * cores, devices)))
+
+
+def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
+    """The workers a batch starts: as asked, up to worker_cap. A warning says when the cap
+    applies."""
+    cores = os.cpu_count() or 1
+    cap = worker_cap(meshes=meshes, devices=devices)
     if asked > cap:
         warnings.warn(
             f"{asked} workers asked for, {cap} started: at most one per mesh to voxelize "
@@ -325,6 +334,25 @@ def capped_workers(asked: int, *, meshes: int, devices: int) -> int:
         )
         return cap
     return asked
+
+
+def start_process_workers(
+    devices: Sequence[str | int] | str | int | None,
+    *,
+    jobs: int | None,
+    meshes: int,
+    write_processes: int,
+    load_processes: int,
+) -> None:
+    """The worker processes voxelize_many(`meshes` inputs, devices=, jobs=) starts, forked
+    now where that is safe, for it to take (pool.start_workers_ahead), each starting the
+    writing and reading processes the batch will ask for and opening its device meanwhile:
+    the command starts them before anything in its process opens Vulkan or starts a thread.
+    DeviceError where `devices` is no list of selectors."""
+    workers = _Workers.asked(devices, jobs, threads=None, prefetch=None)
+    count = min(workers.count, worker_cap(meshes=meshes, devices=len(workers.selectors)))
+    start = AheadStart(write_processes=write_processes, load_processes=load_processes)
+    start_workers_ahead(workers.devices(count)[1:], start)
 
 
 def _whole(value: object, what: str) -> int:
@@ -434,7 +462,7 @@ def _results(
     if len(worker_devices) == 1:
         worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
-    else:  # the first worker here, the others spawned
+    else:  # the first worker here, the others in processes of their own
         pool = WorkerPool(
             todo,
             local_device=worker_devices[0],

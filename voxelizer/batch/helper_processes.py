@@ -37,9 +37,9 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, Generic, NoReturn, Protocol, TypeVar
 
@@ -80,6 +80,25 @@ def fork_allowed() -> bool:
         and threading.active_count() == 1
         and not vulkan_instance_exists()
     )
+
+
+INTERRUPTS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextmanager
+def forking() -> Iterator[set[int | signal.Signals]]:
+    """Around a fork from this process: SIGINT and SIGTERM held (one sent meanwhile arrives
+    here once the block ends, and in a child once it unblocks them: none interrupts a child
+    before its own handlers are set) and the garbage collector frozen (a child never
+    finalizes garbage of this process's). Yields the signal mask to restore, a child's to
+    set. A forked child does not leave the block: it stays frozen, its signals held."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPTS)
+    gc.freeze()
+    try:
+        yield previous
+    finally:
+        gc.unfreeze()
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C held arrives now
 
 
 def widen_pipe(fd: int) -> None:
@@ -200,9 +219,7 @@ def fork_helpers(
     mapped here once all have forked (no helper inherits another's mapping)."""
     ends: list[_ForkEnds] = []
     try:
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-        gc.freeze()
-        try:
+        with forking() as previous:
             for _ in range(count):
                 try:
                     siblings = [fd for end in ends for fd in end[1:] if fd is not None]
@@ -211,9 +228,6 @@ def fork_helpers(
                 except OSError as exc:
                     _log.info("cannot fork a %s process (%s): starting it by exec", what, exc)
                     break
-        finally:
-            gc.unfreeze()
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)  # a Ctrl-C held arrives now
     except BaseException:
         for end in ends:
             _end_forked(end)
@@ -418,6 +432,15 @@ class HelperPool(ABC, Generic[R, T]):
         """The process ids of the helpers running now."""
         return [h.pid for h in self._helpers if h is not None and h.poll() is None]
 
+    def pipe_fds(self) -> list[int]:
+        """The file descriptors of this process's ends of the helpers' pipes."""
+        fds = []
+        for helper in list(self._helpers):
+            for end in (helper.requests, helper.replies) if helper is not None else ():
+                with suppress(ValueError):  # closed already
+                    fds.append(end.fileno())
+        return fds
+
     def receiving_cpu_seconds(self) -> float:
         """The CPU time this process's threads spent taking replies in from the helpers."""
         return sum(self._receiving_cpu)
@@ -575,6 +598,8 @@ class _Pool(Protocol):
 
     def close(self) -> None: ...
 
+    def pipe_fds(self) -> list[int]: ...
+
 
 P = TypeVar("P", bound=_Pool)
 
@@ -583,12 +608,15 @@ class KeptPool(Generic[P]):
     """This process's pool of one kind: made by the first batch that wants it (make(count))
     and kept for the next ones (a process running batch after batch pays the helpers' start
     once); made anew, larger, for a batch that asks for more. It ends with the process; a
-    forked child forgets it (the pool's threads and helpers are its parent's)."""
+    forked child forgets it (the pool's threads and helpers are its parent's) and closes its
+    copies of the helpers' pipes (a helper sees the end of its input when the parent closes
+    its own, whatever children the parent forked since)."""
 
     def __init__(self, make: Callable[[int], P]):
         self._make = make
         self._pool: P | None = None
         self._lock = threading.Lock()
+        _KEPT.append(self)
         atexit.register(self.close)
         os.register_at_fork(after_in_child=self._forget)
 
@@ -612,5 +640,25 @@ class KeptPool(Generic[P]):
                 self._pool = None
 
     def _forget(self) -> None:
-        self._pool = None
+        """In a forked child: the pool dropped, and the descriptors of its pipes closed here
+        (not its files: a thread of the parent may have been writing one as it forked). The
+        pool stays referenced, so that its files never close those numbers again once
+        other files have them."""
+        pool, self._pool = self._pool, None
         self._lock = threading.Lock()
+        if pool is not None:
+            _FORGOTTEN.append(pool)
+            for fd in pool.pipe_fds():
+                with suppress(OSError):
+                    os.close(fd)
+
+
+_KEPT: list[KeptPool[Any]] = []  # every kind's, in the order they were made
+_FORGOTTEN: list[Any] = []  # in a forked child: the parent's pools (see KeptPool._forget)
+
+
+def close_kept_pools() -> None:
+    """End this process's kept pools, as its exit does: for a forked child, which leaves by
+    os._exit, without the exit handlers."""
+    for kept in reversed(_KEPT):
+        kept.close()

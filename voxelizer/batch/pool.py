@@ -1,6 +1,15 @@
 """Several workers for one batch: the first in the batch's own process, the others in
-processes started with `spawn` (a fork would inherit Vulkan objects that cannot work in the
-child), one Voxelizer each, fed task by task so that a fast device takes more meshes.
+processes of their own, one Voxelizer each, fed task by task so that a fast device takes more
+meshes.
+
+A worker process is forked from the batch's process where that is safe (fork_allowed: no
+Vulkan instance there yet, no other thread), as the reading and writing helpers are
+(voxelizer.batch.helper_processes): a copy with the package imported, it opens its device at
+once. The command forks its workers before anything in its process opens Vulkan
+(start_workers_ahead), and voxelize_many where it still may. Otherwise, and for a worker that
+replaces one that died (the batch's process has Vulkan open by then), it is started by
+multiprocessing's `spawn`: a new Python that imports the package first (a fork would inherit
+Vulkan objects that cannot work in the child).
 
 A worker process tells its parent when each mesh reaches its device, so that one that dies
 is blamed for that mesh only: the mesh is tried once more elsewhere, the meshes only queued
@@ -9,6 +18,7 @@ there go back to the others, and the process is replaced.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import itertools
 import multiprocessing
@@ -19,11 +29,11 @@ import threading
 import time
 import warnings
 from collections import Counter, deque
-from collections.abc import Iterator
-from contextlib import closing, contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import closing, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
 from multiprocessing.connection import wait as wait_for
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..api import Voxelizer, shared_voxelizer
 from ..errors import DeviceError, VoxelizerError
@@ -32,6 +42,7 @@ from ..io.files import os_error_text
 from ..io.output import remove_temporaries
 from ..log import get_logger
 from ..parallel import keep_freed_memory, use_threads
+from .helper_processes import INTERRUPTS, close_kept_pools, fork_allowed, forking
 from .readers import shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask
 from .worker import MeshWorker
@@ -58,6 +69,18 @@ _POLL_SECONDS = 0.2
 # --- a worker process ---------------------------------------------------------------------------
 
 
+def _received(inbox: Queue) -> Any:
+    """The next item of a worker process's inbox, once it comes; None if its parent dies
+    first (see _QueueSource: no one would send an end, and the worker would wait for ever)."""
+    parent = multiprocessing.parent_process()
+    while True:
+        try:
+            return inbox.get(timeout=_POLL_SECONDS)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():
+                return None
+
+
 class _QueueSource:
     """Tasks a worker process receives from its parent; None ends them, and so does the
     parent's death. A parent killed outright (SIGKILL) sends no None, and the worker holds
@@ -67,30 +90,36 @@ class _QueueSource:
 
     def __init__(self, inbox: Queue):
         self._inbox = inbox
-        self._parent = multiprocessing.parent_process()
 
     def next(self, wait: bool) -> MeshTask | None:
-        if not wait:
-            return self._inbox.get(block=False)
-        while True:
-            try:
-                return self._inbox.get(timeout=_POLL_SECONDS)
-            except queue.Empty:
-                if self._parent is not None and not self._parent.is_alive():
-                    return None
+        if wait:
+            return _received(self._inbox)
+        return self._inbox.get(block=False)
+
+
+@dataclass(frozen=True)
+class AheadStart:
+    """What a worker process started ahead of its batch (start_workers_ahead) does while the
+    batch plans: it starts as many writing and reading processes as the batch will ask for,
+    and opens its device. The batch's settings come after, through its inbox."""
+
+    write_processes: int = 0
+    load_processes: int = 0
 
 
 def worker_process_main(
     slot: int,
     device: str | int | None,
-    settings: BatchSettings,
+    settings: BatchSettings | AheadStart,
     inbox: Queue,
     outbox: Connection,
 ) -> None:
     """A worker process: open the device, then voxelize what the parent sends, telling it
     when each mesh reaches the device (so that a crash is blamed on that mesh only). Its
     messages go through a pipe of its own: a worker killed part way through one damages
-    no other worker's channel."""
+    no other worker's channel. One started ahead of its batch (AheadStart) takes the
+    batch's settings from its inbox once its device is open."""
+    opened: list[Voxelizer] = []
     try:
         # The parent stops its workers with SIGINT, and a SIGTERM (a job scheduler's, to the
         # whole group) ends one as that does, whatever a launcher left them as (ignored
@@ -101,22 +130,32 @@ def worker_process_main(
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         terminate_as_interrupt()
         signal.pthread_sigmask(signal.SIG_UNBLOCK, INTERRUPTS)
-        use_threads(settings.threads)  # the workers share the cores
+        batch = (
+            _ahead_of_batch(settings, device, inbox, opened)
+            if isinstance(settings, AheadStart)
+            else settings
+        )
+        if batch is None:
+            return  # started ahead, and no batch took it
+        use_threads(batch.threads)  # the workers share the cores
         keep_freed_memory()  # mesh after mesh: each one's arrays reuse the last one's memory
         outbox.send(("imported", None))  # its first meshes may come: they load as it opens
-        start_helpers(settings)  # they start while the device opens
-        opened: list[Voxelizer] = []
+        start_helpers(batch)  # they start while the device opens
+        if opened:
+            outbox.send(("ready", opened[0].device_name))
 
         def open_device() -> Voxelizer:
             """Opened by the worker while its first meshes load (the parent hands them over
-            as soon as this process starts)."""
+            as soon as this process starts), unless it was open already."""
+            if opened:
+                return opened[0]
             voxelizer = Voxelizer(device)
             opened.append(voxelizer)
             outbox.send(("ready", voxelizer.device_name))
             return voxelizer
 
         worker = MeshWorker(
-            open_device, settings, on_start=lambda task: outbox.send(("start", task.index))
+            open_device, batch, on_start=lambda task: outbox.send(("start", task.index))
         )
         try:
             for result in worker.run(_QueueSource(inbox)):
@@ -126,14 +165,45 @@ def worker_process_main(
                 raise
             outbox.send(("failed_start", str(exc)))
             return
-        finally:
-            for voxelizer in opened:
-                voxelizer.close()
         outbox.send(("exit", None))
     except KeyboardInterrupt:
         pass  # the parent says what happened; a traceback per worker would bury it
     except (BrokenPipeError, EOFError):
         pass  # the parent is gone: nothing to tell
+    finally:
+        for voxelizer in opened:
+            voxelizer.close()
+
+
+def _ahead_of_batch(
+    start: AheadStart, device: str | int | None, inbox: Queue, opened: list[Voxelizer]
+) -> BatchSettings | None:
+    """A worker started ahead of its batch: its helpers started (before its device opens:
+    then they are forked) and its device opened (into `opened`) while the batch plans, then
+    the batch's settings (None: no batch took it). A device that does not open here is
+    opened again, and its error reported, once the batch runs."""
+    start_helpers(start)
+    with suppress(VoxelizerError):
+        opened.append(Voxelizer(device))
+    settings: BatchSettings | None = _received(inbox)
+    return settings
+
+
+def _forked_worker_main(foreign: list[int], *args: Any) -> None:
+    """A worker forked from the batch's process: its copies of the parent's ends of the
+    workers' pipes closed (a worker's own end included: the parent's going away must break
+    the pipe; the parent's helpers' pipes were closed as it forked, by KeptPool), then
+    worker_process_main(*args). Its own helpers end as it leaves, Ctrl-C ignored meanwhile
+    (in a spawned worker the exit handlers end them; a forked one leaves by os._exit)."""
+    for fd in foreign:
+        with suppress(OSError):
+            os.close(fd)
+    try:
+        worker_process_main(*args)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (a second Ctrl-C: no traceback)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        close_kept_pools()
 
 
 # --- the worker in the batch's process ----------------------------------------------------------
@@ -141,8 +211,9 @@ def worker_process_main(
 
 class _LocalWorker:
     """The batch's first worker, in this process on the shared Voxelizer of its device, as a
-    one-device batch runs: it voxelizes at once while the spawned workers start (Python, the
-    imports, their device), taking its meshes from the queue they share. Its results come
+    one-device batch runs: it voxelizes at once while the worker processes start (their
+    device; a spawned one, Python and the imports first), taking its meshes from the queue
+    they share. Its results come
     through `results`; a byte on `wakeup` (a pipe) tells the waiting parent loop that some
     are there."""
 
@@ -222,13 +293,16 @@ class _Handle:
     started: int | None = None  # the mesh on the device now
     imported: bool = False  # its code runs: it may get meshes to read while its device opens
     ready: bool = False
+    started_at: float = field(default_factory=time.perf_counter)
+    start_method: str = "spawn"  # how its process started: "fork" or "spawn"
 
 
 class WorkerPool:
-    """A batch's tasks run by a worker in this process (on `local_device`) and one spawned
-    process per entry of `process_devices`. It owns the processes (started, replaced and
-    stopped by `results`), the queue of meshes no worker holds yet and each mesh's count of
-    attempts; nothing starts before `results` is iterated."""
+    """A batch's tasks run by a worker in this process (on `local_device`) and one process
+    per entry of `process_devices` (one started ahead for its device, else forked or spawned
+    here: _start_process). It owns the processes (started, replaced and stopped by
+    `results`), the queue of meshes no worker holds yet and each mesh's count of attempts;
+    nothing starts before `results` is iterated."""
 
     def __init__(
         self,
@@ -241,7 +315,6 @@ class WorkerPool:
         self._settings = settings
         self._local_device = local_device
         self._process_devices = process_devices
-        self._context = multiprocessing.get_context("spawn")
         self._handles: dict[int, _Handle] = {}
         self._todo = deque(tasks)  # (the local worker takes from it too)
         self._remaining = len(tasks)  # results still to give
@@ -250,18 +323,30 @@ class WorkerPool:
         self._start_failures: Counter[str] = Counter()  # by device
         self._backlog = settings.prefetch + 2  # tasks one worker holds: loading, device, next
         self._slots = itertools.count()  # a replacement worker gets a slot of its own
+        self._done: Counter[int] = Counter()  # results by worker: a process's slot, -1 here
+        self._began = time.perf_counter()
 
     def results(self) -> Iterator[BatchResult]:
         """Every task's result as it completes. Ending early (Ctrl-C, an error, an abandoned
         iterator) stops every worker: see _stop."""
         interrupted = True
         here: _LocalWorker | None = None
+        self._began = time.perf_counter()
         try:
-            # the local worker's helpers, before any thread here (a process's queue feeder,
-            # the worker's own): then they may be forked, ready at once
-            start_helpers(self._settings)
+            taken = []
             for device in self._process_devices:
-                self._start(device)
+                handle = _ahead.take(device)
+                if handle is None:
+                    self._start(device)
+                else:
+                    self._handles[next(self._slots)] = handle
+                    taken.append(handle)
+            # The local worker's helpers after the workers' forks (the reading processes'
+            # threads start at once), before any other thread here (a queue's feeder, the
+            # local worker): then they may be forked, ready at once.
+            start_helpers(self._settings)
+            for handle in taken:
+                handle.inbox.put(self._settings)  # before any mesh
             here = _LocalWorker(self._local_device, self._settings, self._todo)
             while self._remaining:
                 self._top_up()
@@ -283,6 +368,14 @@ class WorkerPool:
             _stop(list(self._handles.values()), interrupted=interrupted)
             if here is not None:
                 here.join()
+            _log.debug("meshes by worker: %s", self._shares())
+
+    def _shares(self) -> str:
+        """The results each worker gave, in words: "here 120, worker 0 72"."""
+        slots = sorted(slot for slot in self._done if slot >= 0)
+        return ", ".join(
+            [f"here {self._done[-1]}", *(f"worker {s} {self._done[s]}" for s in slots)]
+        )
 
     def _local_results(self, here: _LocalWorker) -> Iterator[BatchResult]:
         for item in here.take():
@@ -290,6 +383,7 @@ class WorkerPool:
                 raise item
             if item is not None:
                 self._remaining -= 1
+                self._done[-1] += 1
                 yield item
 
     def _start(self, device: str | int | None) -> None:
@@ -297,30 +391,13 @@ class WorkerPool:
         memory), a warning, and the batch goes on with the workers it has (this process's
         always runs)."""
         slot = next(self._slots)
-        with _safe_path():  # (a queue starts multiprocessing's resource tracker, a Python too)
-            try:
-                inbox: Queue = self._context.Queue()
-                reader, writer = self._context.Pipe(duplex=False)
-            except OSError as exc:
-                _cannot_start(device, exc, len(self._handles))
-                return
-            process = self._context.Process(
-                target=worker_process_main,
-                args=(slot, device, self._settings, inbox, writer),
-                name=f"voxelizer-worker-{slot}",
-                daemon=True,
-            )
-            try:
-                with _signals_blocked():  # the child inherits the mask; it unblocks once ready
-                    process.start()
-            except OSError as exc:
-                for end in (reader, writer):
-                    end.close()
-                inbox.close()
-                _cannot_start(device, exc, len(self._handles))
-                return
-        writer.close()  # the worker holds the only write end: its death ends the pipe
-        self._handles[slot] = _Handle(process=process, inbox=inbox, messages=reader, device=device)
+        others = [*self._handles.values(), *_ahead.handles]
+        try:
+            handle = _start_process(slot, device, self._settings, others=others)
+        except OSError as exc:
+            _cannot_start(device, exc, len(self._handles))
+            return
+        self._handles[slot] = handle
 
     def _top_up(self) -> None:
         """Hand queued meshes to the workers, each up to its share: a worker still starting
@@ -363,10 +440,18 @@ class WorkerPool:
                 handle.imported = True
             elif kind == "ready":
                 handle.ready = True
+                now = time.perf_counter()
+                _log.debug(
+                    "worker %d (device %s, started by %s) ready %.2f s after its start, "
+                    "%.2f s into the batch",
+                    slot, handle.device, handle.start_method, now - handle.started_at,
+                    now - self._began,
+                )  # fmt: skip
             elif kind == "start":
                 handle.started = payload
             elif kind == "result" and handle.assigned.pop(payload.index, None) is not None:
                 self._remaining -= 1
+                self._done[slot] += 1
                 yield payload
 
     def _lost(self, slot: int) -> Iterator[BatchResult]:
@@ -411,7 +496,115 @@ class WorkerPool:
         self._start(handle.device)
 
 
-def start_helpers(settings: BatchSettings) -> None:
+def _start_process(
+    slot: int,
+    device: str | int | None,
+    settings: BatchSettings | AheadStart,
+    *,
+    others: list[_Handle],
+) -> _Handle:
+    """A worker process for `device` (AheadStart: started ahead of its batch):
+    forked where fork_allowed(), as the helpers are (signals held, the garbage collector
+    frozen: helper_processes.forking), closing its copies of the parent's ends of the pipes
+    of `others` (the other workers) and of its own; else spawned. OSError where the host
+    refuses one."""
+    forked = fork_allowed()
+    context = (
+        multiprocessing.get_context("fork") if forked else multiprocessing.get_context("spawn")
+    )
+    # (a spawn queue starts multiprocessing's resource tracker, a Python too)
+    with nullcontext() if forked else _safe_path():
+        inbox: Queue = context.Queue()
+        try:
+            reader, writer = context.Pipe(duplex=False)
+        except OSError:
+            inbox.close()
+            raise
+        args: tuple[Any, ...] = (slot, device, settings, inbox, writer)
+        target: Callable[..., None] = worker_process_main
+        if forked:
+            foreign = [reader.fileno()]
+            for other in others:
+                with suppress(OSError):  # (a closed end: nothing to close)
+                    foreign += [other.messages.fileno(), other.process.sentinel]
+            target, args = _forked_worker_main, (foreign, *args)
+        process = context.Process(
+            target=target, args=args, name=f"voxelizer-worker-{slot}", daemon=True
+        )
+        try:
+            # the child inherits the mask; it unblocks the signals once its handlers are set
+            with forking() if forked else _signals_blocked():
+                process.start()
+        except OSError:
+            for end in (reader, writer):
+                end.close()
+            inbox.close()
+            raise
+    writer.close()  # the worker holds the only write end: its death ends the pipe
+    method = "fork" if forked else "spawn"
+    return _Handle(process, inbox, reader, device, start_method=method)
+
+
+class _Ahead:
+    """Worker processes forked before their batch (start_workers_ahead), each waiting for
+    its settings, for the WorkerPool this process makes next: it takes them by device. Those
+    none takes are stopped by stop_workers_ahead, or as this process exits; a forked child
+    has none."""
+
+    def __init__(self) -> None:
+        self.handles: list[_Handle] = []
+        self._owner = os.getpid()
+        self._slots = itertools.count()
+        atexit.register(self.stop)
+
+    def start(self, devices: list[str | int | None], start: AheadStart) -> None:
+        self._owner = os.getpid()
+        for device in devices:
+            if not fork_allowed():
+                return
+            try:
+                handle = _start_process(next(self._slots), device, start, others=self.handles)
+            except OSError:
+                return  # the batch starts the others itself
+            self.handles.append(handle)
+            _log.debug("worker process for device %s forked ahead of its batch", device)
+
+    def take(self, device: str | int | None) -> _Handle | None:
+        """A worker started ahead for `device`, if one is left."""
+        if os.getpid() != self._owner:
+            return None
+        for index, handle in enumerate(self.handles):
+            if handle.device == device:
+                return self.handles.pop(index)
+        return None
+
+    def stop(self) -> None:
+        if os.getpid() == self._owner:
+            handles, self.handles = self.handles, []
+            _stop(handles, interrupted=False)
+
+
+_ahead = _Ahead()
+
+
+def start_workers_ahead(devices: list[str | int | None], start: AheadStart) -> None:
+    """Worker processes for `devices`, forked now for the batch this process runs next
+    (the command's, voxelizer.batch.cli) where fork_allowed(): before anything here opens
+    Vulkan or starts a thread, and before this process's helpers (each worker forks its
+    own). Each starts its helpers and opens its device at once (`start`), then waits for
+    the settings of the batch's WorkerPool, which takes them; those it does not take are
+    stopped by stop_workers_ahead (the command calls it as its batch ends), or as this
+    process exits. Where a fork is not allowed, none: the batch starts its workers itself."""
+    _ahead.start(devices, start)
+
+
+def stop_workers_ahead() -> None:
+    """Stop the worker processes started ahead that no batch took (the command's batch
+    ended before it started them: a wrong device, an existing output)."""
+    _ahead.stop()
+
+
+def start_helpers(settings: BatchSettings | AheadStart) -> None:
     """A worker's writing processes, then its reading processes, as its settings ask: started
     before its threads (then forked, ready at once), so its MeshWorker finds them running."""
     if settings.write_processes:
@@ -433,9 +626,6 @@ def _cannot_start(device: str | int | None, error: OSError, others: int) -> None
         f"batch goes on with {others + 1} worker{'s' if others else ''}",
         stacklevel=2,
     )
-
-
-INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
 
 
 @contextmanager

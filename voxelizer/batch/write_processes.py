@@ -217,7 +217,8 @@ class WriteProcesses(HelperPool[WriteJob, Counted | None]):
     AHEAD = JOBS_AHEAD
     KIND = "writer"
     REPLACES_IDLE = True
-    # Told to end by a None: a reading process forked after it holds its pipe open too.
+    # Told to end by a None, not only by the end of its input: a process forked after it
+    # holds its pipe open until it starts (KeptPool closes the copy there).
     FAREWELL = True
     STOP_PATIENCE = 60.0  # a writer finishing a large file
 
