@@ -327,7 +327,9 @@ start_helpers = pool.start_helpers
 def told(settings):
     start_helpers(settings)
     readers, writers = shared_load_processes(1), shared_write_processes(1)
-    print("helpers", os.getpid(), "forked", readers.forked, writers.forked, file=sys.stderr)
+    # one write a line: the worker and this process share the pipe, and print's pieces of
+    # two processes interleave
+    os.write(2, f"helpers {os.getpid()} forked {readers.forked} {writers.forked}\\n".encode())
 
 
 pool.start_helpers = told
@@ -337,7 +339,7 @@ received = pool._received
 def first_wait(inbox):
     if not waited:
         waited.append(True)
-        print("waited", os.getpid(), vulkan_instance_exists(), file=sys.stderr)
+        os.write(2, f"waited {os.getpid()} {vulkan_instance_exists()}\\n".encode())
     return received(inbox)
 
 
