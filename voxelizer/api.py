@@ -454,6 +454,20 @@ class Voxelizer:
         counts["surface_voxels"] = counted.count()
         result.stats.add_host(thin_check=(time.perf_counter() - started) * 1e3)
 
+    def prepare(self, options: Options, *, dense: bool = False) -> threading.Thread | None:
+        """Start building the kernels that calls with `options` (checked: Options.create)
+        run, voxelize_dense's with `dense`, on a background thread, before the first call (a
+        batch: while its first meshes are read); the calls then wait for them only as far as
+        they are not built yet. Waits while another thread voxelizes. The thread, to join
+        where one wants to know when they are built; None where they are built already."""
+        if self._pid != os.getpid():
+            return None
+        with self._lock:
+            if self._closed:
+                return None
+            variant = self.likely_variant(options.variant)
+            return self._pipeline.prepare(variant, options.sort, not dense)
+
     def _start_kernels(self, options: Options, svo: bool) -> None:
         """Have the kernels of this call built in the background while the mesh is read and
         checked (the first call of a process gains most). Skipped while another thread

@@ -29,6 +29,7 @@ from ..svo import SVO
 from ..thin import thin_warning
 from .readers import prepared_mesh, shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask, TaskSource, error_text
+from .timeline import timeline
 from .write_processes import WriteJob, WriteProcesses, shared_write_processes, write_output
 
 
@@ -142,10 +143,12 @@ class MeshWorker:
                 task, future = first_ready(loading)
                 on_threads.discard(future)
                 loaded = loaded_from(task, future)
+                timeline.mark("first mesh at the device")
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
                 if self._on_start is not None:
                     self._on_start(loaded.task)
                 outcome = self._voxelize(loaded)
+                timeline.mark("first mesh voxelized")
                 if isinstance(outcome, BatchResult):
                     yield outcome
                 else:
