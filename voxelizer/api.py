@@ -68,12 +68,11 @@ from .placement_kept import kept_holds_part_of, kept_placement
 from .stats import Stats
 from .svo import SVO
 from .thin import needs_surface_count
-from .trigrid import GridEngine, TriangleGrid, build_triangle_grid
-from .trigrid import queries as grid_queries
-from .trigrid.files import read_triangle_grid
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from .trigrid import GridEngine, TriangleGrid
 
 R = TypeVar("R", SVO, DenseGrid)
 # One mesh, or a list of meshes voxelized together on one grid (each mesh a part).
@@ -367,6 +366,8 @@ class Voxelizer:
         cell size says otherwise, each top cell cut by its own triangles into about
         `density` leaves per reference). bounds: place the grid on this box instead of the
         mesh's (it must contain the mesh)."""
+        from .trigrid import build_triangle_grid  # (triangle grids: on first use only)
+
         loaded = load_mesh(mesh)
         return build_triangle_grid(
             self._grids(), loaded, resolution, cell_size=cell_size, density=density,
@@ -376,6 +377,10 @@ class Voxelizer:
     def load_triangle_grid(self, path: str | os.PathLike) -> TriangleGrid:
         """A triangle grid from an .npz file of voxelizer.save_triangle_grid; its queries
         upload it to this Voxelizer's device on first use."""
+        from .trigrid import TriangleGrid
+        from .trigrid import queries as grid_queries
+        from .trigrid.files import read_triangle_grid
+
         placement, levels, arrays = read_triangle_grid(path)
         engine = self._grids()
         return TriangleGrid(
@@ -392,6 +397,8 @@ class Voxelizer:
             if self._closed:
                 raise VoxelizerError("this Voxelizer is closed")
             if self._grid_engine is None:
+                from .trigrid import GridEngine
+
                 self._grid_engine = GridEngine(self.device)
             return self._grid_engine
 

@@ -41,7 +41,6 @@ from ..shards import (
     shard_outputs,
 )
 from .helper_processes import fork_allowed
-from .pool import AheadStart, WorkerPool, start_workers_ahead
 from .readers import read_ahead, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
@@ -351,6 +350,10 @@ def start_process_workers(
     DeviceError where `devices` is no list of selectors."""
     workers = _Workers.asked(devices, jobs, threads=None, prefetch=None)
     count = min(workers.count, worker_cap(meshes=meshes, devices=len(workers.selectors)))
+    if count < 2:
+        return  # one worker: this process's (the pool's module and multiprocessing unneeded)
+    from .pool import AheadStart, start_workers_ahead
+
     start = AheadStart(write_processes=write_processes, load_processes=load_processes)
     start_workers_ahead(workers.devices(count)[1:], start)
 
@@ -463,6 +466,8 @@ def _results(
         worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
     else:  # the first worker here, the others in processes of their own
+        from .pool import WorkerPool
+
         pool = WorkerPool(
             todo,
             local_device=worker_devices[0],
