@@ -24,9 +24,10 @@ LINE = re.compile(r"^voxelize: (\d+\.\d{3}) s: ([a-z ]+?)(?:, (.+))?$")
 AFTER = {
     "helpers forked": ["meshes found"],
     "outputs checked": ["helpers forked"],
+    "reading started": ["outputs checked"],
     "device open": ["helpers forked"],
     "kernels built": ["device open"],
-    "first mesh at the device": ["device open"],
+    "first mesh at the device": ["device open", "reading started"],
     "first mesh voxelized": ["first mesh at the device"],
     "first result": ["first mesh voxelized", "outputs checked"],
     "last result": ["first result"],

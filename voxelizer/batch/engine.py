@@ -53,6 +53,7 @@ from .tasks import (
     make_out_dir,
     plan_tasks,
 )
+from .timeline import timeline
 from .worker import MeshWorker
 from .write_processes import default_write_processes, running_write_processes
 
@@ -462,6 +463,7 @@ def _results(
         yield task.skipped()
     if not todo:
         return
+    timeline.mark("reading started", f"{len(worker_devices)} worker(s)")
     if len(worker_devices) == 1:
         worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
