@@ -259,7 +259,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="count",
         default=0,
         help="log the device chosen, the memory plan and the shader modules to stderr "
-        "(instead of the progress line); -vv also the GPU time per pass",
+        "(instead of the progress line); -vv also the GPU time per pass and a batch's "
+        "start-up timeline",
     )
 
 
