@@ -28,8 +28,8 @@ AFTER = {
     "device open": ["helpers forked"],
     "kernels built": ["device open"],
     "first mesh at the device": ["device open", "reading started"],
-    "first mesh voxelized": ["first mesh at the device"],
-    "first result": ["first mesh voxelized", "outputs checked"],
+    "first result to the writers": ["first mesh at the device"],
+    "first result": ["first result to the writers", "outputs checked"],
     "last result": ["first result"],
     "end": ["last result", "kernels built"],
 }

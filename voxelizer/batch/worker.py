@@ -143,12 +143,10 @@ class MeshWorker:
                 task, future = first_ready(loading)
                 on_threads.discard(future)
                 loaded = loaded_from(task, future)
-                timeline.mark("first mesh at the device")
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
                 if self._on_start is not None:
                     self._on_start(loaded.task)
                 outcome = self._voxelize(loaded)
-                timeline.mark("first mesh voxelized")
                 if isinstance(outcome, BatchResult):
                     yield outcome
                 else:
@@ -194,6 +192,7 @@ class MeshWorker:
         self, loaded: Loaded
     ) -> BatchResult | tuple[SVO | DenseGrid, float, tuple[Warning, ...]]:
         """The device's part: a failed result, or (result, seconds so far, warnings)."""
+        timeline.mark("first mesh at the device")
         task = loaded.task
         if loaded.mesh is None:
             assert loaded.error is not None
@@ -231,6 +230,7 @@ class MeshWorker:
         seconds: float,
         found: tuple[Warning, ...],
     ) -> BatchResult:
+        timeline.mark("first result to the writers")
         task = loaded.task
         assert task.output is not None and task.format is not None
         started = time.perf_counter()
