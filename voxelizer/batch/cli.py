@@ -303,7 +303,7 @@ def _open_local_device(
         return  # the worker says what is wrong
     try:
         options = Options.create(args.grid, **batch_options_of(args))
-    except VoxelizerError:
+    except Exception:  # (whatever it is, the batch reports it as it would have)
         open_device_meanwhile(local)
     else:
         open_device_meanwhile(local, kernels=(options, output_format.dense))
