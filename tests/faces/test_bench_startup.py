@@ -50,7 +50,8 @@ def test_the_startup_benchmark_times_the_command_and_its_floors(tmp_path):
         assert found["numpy_s"] > 0 and found["import_cli_s"] > 0 and found["device_open_s"] > 0
         assert result["median"][tree]["whole_s"] == found["whole_s"]
         timeline = found["timeline"]  # (-vv's, from a run of its own)
-        assert list(timeline)[0] == "meshes found" and list(timeline)[-1] == "end"
+        names = list(timeline)
+        assert names[0] == "meshes found" and names[-1] == "end"
         assert list(timeline.values()) == sorted(timeline.values())
         assert 0 < timeline["first result"] <= timeline["last result"] <= timeline["end"]
         assert result["median"][tree]["timeline"] == timeline
