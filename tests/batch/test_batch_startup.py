@@ -222,7 +222,9 @@ def test_only_a_local_batch_opens_a_device_here(tmp_path, capsys, monkeypatch, r
 
     opened: list[object] = []
     monkeypatch.setattr(
-        voxelizer.batch.cli, "open_device_meanwhile", lambda device, **kernels: opened.append(device)
+        voxelizer.batch.cli,
+        "open_device_meanwhile",
+        lambda device, **kernels: opened.append(device),
     )
     monkeypatch.setattr(
         voxelizer.batch.ray, "voxelize_files_on_ray", lambda *a, **k: BatchRun(iter([]), 0)
