@@ -67,6 +67,9 @@ class MeshWorker:
         self._keep_threads = keep_threads
         self._pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
         self._writing_processes: WriteProcesses | None = None
+        # The last reading options made (the batch's options, the variant, those options):
+        # one object for every mesh, which a reading process's thread pickles once.
+        self._reading: tuple[Options, str, Options] | None = None
 
     @property
     def voxelizer(self) -> Voxelizer:
@@ -177,7 +180,11 @@ class MeshWorker:
         options = self.settings.options
         if not isinstance(self._voxelizer, Voxelizer):
             return options
-        return replace(options, variant=self._voxelizer.likely_variant(options.variant))
+        variant = self._voxelizer.likely_variant(options.variant)
+        reading = self._reading
+        if reading is None or reading[0] is not options or reading[1] != variant:
+            reading = self._reading = (options, variant, replace(options, variant=variant))
+        return reading[2]
 
     def _load(self, task: MeshTask) -> Loaded:
         started = time.perf_counter()
