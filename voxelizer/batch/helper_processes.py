@@ -119,7 +119,7 @@ class PickledOnce:
     """An object sent with request after request (a batch's options), pickled once: each
     message carries the same bytes, and the helper unpickles the object itself."""
 
-    __slots__ = ("value", "data")
+    __slots__ = ("data", "value")
 
     def __init__(self, value: object):
         self.value = value
