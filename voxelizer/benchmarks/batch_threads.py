@@ -67,6 +67,7 @@ def thread_cpu() -> dict[int, tuple[str, float]]:
 
 def measure(args: argparse.Namespace) -> dict:
     """One measurement, in this process: CPU seconds per mesh by kind of thread."""
+    import voxelizer
     from voxelizer import voxelize_many
 
     files = mesh_files(args.models_dir)
@@ -96,6 +97,7 @@ def measure(args: argparse.Namespace) -> dict:
         per_kind[thread_kind(name)] += seconds - start.get(ident, (name, 0.0))[1]
     spanned = args.meshes - 1
     return {
+        "voxelizer_file": voxelizer.__file__,  # the source tree timed
         "meshes": args.meshes,
         "ok": ok,
         "meshes_per_second": spanned / (ended - started),
@@ -106,9 +108,11 @@ def measure(args: argparse.Namespace) -> dict:
 def run_child(source: str, args: argparse.Namespace) -> dict:
     """One measurement in a new Python, with the package of `source` (THIS: this one)."""
     # This file run as it is (not as a module of `source`'s package, which may not have
-    # it), without its folder on the module path (its modules would hide others).
+    # it), with neither its folder nor the current one on the module path (a package there
+    # would hide `source`'s).
     program = (
-        "import runpy, sys; sys.argv[0] = {!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
+        "import runpy, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
+        "sys.argv[0] = {!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
     )
     command = [sys.executable, "-c", program.format(str(Path(__file__).resolve())), "--child"]
     for name in ("models_dir", "meshes", "grid", "format", "write_processes", "load_processes"):
