@@ -165,17 +165,25 @@ class MeshWorker:
                         yield writing.popleft().result()
                     read_ahead(wait=True)
         finally:
-            # Ctrl-C or an abandoned iterator: queued work is dropped, running writes finish
-            # (whole files, or none).
-            for _, pending in loading:
-                pending.cancel()  # a reading process drops it; a thread pool's is cancelled
-            handed.stop()
-            if self._keep_threads:  # as the shutdown below, for this run's writes only
-                for write in writing:
-                    write.cancel()
-                wait_for(writing)  # (a read under way ends on its own; its mesh is dropped)
-            else:
-                self.close()
+            self._end_run(loading, writing, handed)
+
+    def _end_run(
+        self,
+        loading: deque[tuple[MeshTask, Future[Any]]],
+        writing: deque[Future[BatchResult]],
+        handed: HandedWrites,
+    ) -> None:
+        """Ctrl-C or an abandoned iterator: queued work is dropped, running writes finish
+        (whole files, or none)."""
+        for _, pending in loading:
+            pending.cancel()  # a reading process drops it; a thread pool's is cancelled
+        handed.stop()
+        if self._keep_threads:  # as the shutdown below, for this run's writes only
+            for write in writing:
+                write.cancel()
+            wait_for(writing)  # (a read under way ends on its own; its mesh is dropped)
+        else:
+            self.close()
 
     def _reading_options(self) -> Options:
         """The options a reading process or a loader thread prepares a mesh for: the variant
