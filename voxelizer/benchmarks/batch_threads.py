@@ -5,19 +5,19 @@ of the GIL that the device's thread needs between its Vulkan calls.
 
 What is timed: `voxelize_many` (one worker, on the default device) over `--meshes` files,
 the mesh files of `--models-dir` over and over, on `--grid`, each result written as
-`--format` by `--write-processes` writing processes, the meshes read by
-`--load-processes` reading processes (as `voxelize DIR --out-dir OUT --format npz` does on
-a host with cores to spare). Each measurement runs in a new Python (its own helpers and
-threads). For each thread of the batch's process, its CPU time (the kernel's clock of the
-thread) from the first result to the last, summed by kind (the thread's name without its
-number: MainThread is the device's thread; voxelizer-reader and voxelizer-writer receive
-meshes from and hand results to the helpers; voxelizer-write and voxelizer-load are the
-writer and loader threads), divided by the meshes between; and the meshes per second over
-the same span. A thread's CPU time bounds what it held of the GIL from above (it includes
-copies and system calls made without it). With `--src`, the same measurement runs with
-each source tree given (a folder holding the package `voxelizer`, say an older checkout)
-too, side by side, in rounds that alternate their order. The table keeps the median over
-the rounds; every round is in the JSON file written to --out.
+`--format` by `--write-processes` writing processes, the meshes read by `--load-processes`
+reading processes (by default as many as `voxelize DIR --out-dir OUT --format npz --grid G`
+starts on this host, and at least one of each). Each measurement runs in a new Python (its
+own helpers and threads). For each thread of the batch's process, its CPU time (the
+kernel's clock of the thread) from the first result to the last, summed by kind (the
+thread's name without its number: MainThread is the device's thread; voxelizer-reader and
+voxelizer-writer receive meshes from and hand results to the helpers; voxelizer-write and
+voxelizer-load are the writer and loader threads), divided by the meshes between; and the
+meshes per second over the same span. A thread's CPU time bounds what it held of the GIL
+from above (it includes copies and system calls made without it). With `--src`, the same
+measurement runs with each source tree given (a folder holding the package `voxelizer`, say
+an older checkout) too, side by side, in rounds that alternate their order. The table keeps
+the median over the rounds; every round is in the JSON file written to --out.
 """
 
 from __future__ import annotations
@@ -154,14 +154,32 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--grid", type=int, default=128)
     parser.add_argument("--format", default="npz")
-    parser.add_argument("--write-processes", type=int, default=2)
-    parser.add_argument("--load-processes", type=int, default=2)
+    parser.add_argument(
+        "--write-processes",
+        type=int,
+        default=None,
+        help="default: as the command on this host, at least 1",
+    )
+    parser.add_argument(
+        "--load-processes",
+        type=int,
+        default=None,
+        help="default: as the command on this host, at least 1",
+    )
     parser.add_argument("--src", nargs="*", default=[], help="other source trees to time too")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds a round may take")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.meshes < 2:
         parser.error("--meshes: at least 2 (the span is from the first result to the last)")
+    if args.write_processes is None:
+        from voxelizer.batch.write_processes import default_write_processes
+
+        args.write_processes = max(1, default_write_processes(1, args.grid))
+    if args.load_processes is None:
+        from voxelizer.batch.engine import default_load_processes
+
+        args.load_processes = max(1, default_load_processes(1))
     if args.child:
         print(json.dumps(measure(args)))
         return 0
