@@ -34,41 +34,52 @@ def forwarded_runtime_env() -> dict[str, Any]:
 
 
 class ActorStart:
-    """`start()` (a list of actor handles) run on a thread after connecting to `address`
-    (unless this process is connected already). `actors(needed)` waits for them and gives
-    the first `needed` (the others are killed); `close()` kills them and disconnects what
-    this start connected, at once or, while the thread still runs, as it ends."""
+    """`start()` (a list of actor handles) run after connecting to `address` (unless this
+    process is connected already): on a thread from now where the cluster is one that runs
+    (an address, or the one this process is connected to), else (None: a new local cluster,
+    costly to start for nothing) when the actors are first asked for. `actors(needed)` waits
+    for them and gives the first `needed` (the others are killed); `close()` kills them and
+    disconnects what this start connected."""
 
     def __init__(self, address: str | None, start: Callable[[], list[Any]]):
+        import ray
+
         self._address = address
         self._start = start
         self._lock = threading.Lock()
         self._started: list[Any] = []
         self._connected = False  # whether this start connected (and so disconnects)
+        self._connecting = False  # in connect(): bounded, but up to CONNECT_SECONDS
         self._closed = False
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="voxelizer-ray-start", daemon=True)
-        self._thread.start()
+        if address is not None or ray.is_initialized():
+            self._thread.start()
 
     def _run(self) -> None:
         try:
             import ray
 
             if not ray.is_initialized():
+                self._connecting = True
                 connect(self._address)
                 self._connected = True
+                self._connecting = False
             started = self._start()
         except BaseException as exc:  # handed to the caller's thread by actors()
             self._error = exc
             started = []
         with self._lock:
             self._started = started
+            self._connecting = False
             closed = self._closed
-        if closed:  # closed while this thread ran: what it started goes now
+        if closed:  # closed while connecting: what this thread started goes now
             self._release()
 
     def actors(self, needed: int) -> list[Any]:
         """The first `needed` actors (at least one), once asked for; the start's error."""
+        if self._thread.ident is None:
+            self._thread.start()
         self._thread.join()
         if self._error is not None:
             raise self._error
@@ -78,12 +89,16 @@ class ActorStart:
         return list(kept)
 
     def close(self) -> None:
+        """Kill the actors and disconnect, once the start has asked for them; while it is
+        still connecting (a cluster that is slow to answer), the start does it as it ends."""
         with self._lock:
             if self._closed:
                 return
             self._closed = True
-            if self._thread.is_alive():
-                return  # the thread releases what it starts as it ends
+            if self._connecting:
+                return
+        if self._thread.ident is not None:
+            self._thread.join()  # asking for the actors: quick
         self._release()
 
     def _release(self) -> None:
