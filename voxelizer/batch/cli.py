@@ -396,6 +396,9 @@ def _check_devices(devices: str) -> None:
 
 def _start_ray(args: argparse.Namespace, output_format: OutputFormat) -> ActorStart:
     """--ray's actors, asked for on a thread before the files are found and planned."""
+    from .ray_start import command_driver
+
+    command_driver()
     try:
         from .ray import start_actors
     except ModuleNotFoundError as exc:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import suppress
@@ -23,6 +24,11 @@ from ..errors import DeviceError
 from ..io.files import os_error_text
 
 CONNECT_SECONDS = 60.0  # ray.init waits this long at most for a cluster (it retried for ever)
+# As a driver disconnects, its core worker waits for its last task events (the records of
+# Ray's state API and dashboard, not results) to reach the cluster: a quarter of a second at
+# the end of every run on lavapipe. The command, a driver of its own, leaves them; Ray reads
+# the setting as it is imported.
+SHUTDOWN_FLUSH = "RAY_task_events_shutdown_flush_timeout_ms"
 # Environment variables of the driver that actors get too (the validation layer on or off).
 FORWARDED_ENVIRONMENT = ("VOXELIZER_VALIDATION",)
 
@@ -31,6 +37,13 @@ def forwarded_runtime_env() -> dict[str, Any]:
     """A runtime_env that gives actors the driver's FORWARDED_ENVIRONMENT."""
     env = {name: os.environ[name] for name in FORWARDED_ENVIRONMENT if name in os.environ}
     return {"env_vars": env} if env else {}
+
+
+def command_driver() -> None:
+    """Ray's settings for a driver process that is the command's own (not a user's, whose Ray
+    keeps its own): set before Ray is imported, where the user set none."""
+    if "ray" not in sys.modules:
+        os.environ.setdefault(SHUTDOWN_FLUSH, "0")
 
 
 class ActorStart:

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,10 @@ def child(address: str, folder: Path, grid: int, format: str, started: float) ->
     """The timed process: one line of JSON, {phase: seconds since `started`}. The call
     connects (and disconnects) itself, as the command's does."""
     marks = {"python": time.time() - started}
+    with suppress(ImportError):  # as the command sets Ray up (a tree before: no such step)
+        from voxelizer.batch.ray_start import command_driver
+
+        command_driver()
     import ray  # noqa: F401  (timed apart from voxelizer's module, which imports it)
 
     marks["import ray"] = time.time() - started
