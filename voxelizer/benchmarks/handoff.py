@@ -6,7 +6,7 @@ through the pipes against shared memory, side by side in one run.
 What is timed: `LoadProcesses` (voxelizer/batch/readers.py) reading `--meshes` files, the
 mesh files of `--models-dir` over and over, prepared for a batch on `--grid` as
 `voxelize DIR --grid G` prepares them (placed vertices, soup, thin check), with as many
-requests ahead as a batch keeps (REQUESTS_AHEAD per process, plus 2); each mesh is dropped
+requests ahead as a batch keeps (readers.read_ahead); each mesh is dropped
 once received, as a batch drops it once written. No device is opened. For each count of
 reading processes (--processes) and each way, in rounds that alternate the ways' order:
 the CPU time of the threads receiving the meshes in this
@@ -42,7 +42,7 @@ def mesh_files(models_dir: Path) -> list[Path]:
 
 def measure(way: str, files: list[Path], meshes: int, processes: int, grid: int) -> dict:
     """One way's figures: `meshes` meshes received from `processes` reading processes."""
-    from voxelizer.batch.readers import REQUESTS_AHEAD, LoadProcesses
+    from voxelizer.batch.readers import LoadProcesses, read_ahead
     from voxelizer.options import Options
 
     options = Options.create(grid)
@@ -50,7 +50,7 @@ def measure(way: str, files: list[Path], meshes: int, processes: int, grid: int)
     try:
         if not readers.wait_started(120):
             raise SystemExit("the reading processes did not start")
-        window = REQUESTS_AHEAD * processes + 2
+        window = read_ahead(0, processes)
 
         def run(count: int) -> None:
             pending: deque[Future] = deque()
