@@ -511,7 +511,9 @@ def start_actors(
     **options: Unpack[BatchOptions],
 ) -> ActorStart:
     """voxelize_files_on_ray's actors (one per GPU of the cluster, or `actors`; no more than
-    `most`), asked for on a thread while the caller goes on: pass it as its `started`."""
+    `most`), asked for on a thread: back once they are asked for (their processes start
+    while the caller goes on), or after ASK_SECONDS where the cluster is slow to answer.
+    Pass it as voxelize_files_on_ray's `started`."""
     constructor = _constructor_kwargs(grid, None, format, {"up_axis": up_axis, **options})
 
     def start() -> list[Any]:
@@ -527,7 +529,9 @@ def start_actors(
         count = max(1, min(count, most)) if most is not None else count
         return [actor_class.remote(**constructor) for _ in range(count)]
 
-    return ActorStart(address, start)
+    started = ActorStart(address, start)
+    started.wait_asked()  # (the caller's planning would hold the GIL that asking needs)
+    return started
 
 
 def _shards_on_ray(

@@ -1,12 +1,13 @@
 """Connecting to a Ray cluster, bounded in time, and starting the voxelizing actors early.
 
 `ActorStart` connects and asks for the actors on a thread of its own as soon as their
-constructor's keywords are known, while the driver goes on finding, checking and planning
-the files: Ray starts the actors' processes, and they open their devices and start their
-readers, meanwhile, instead of after the plan. The thread mostly waits on Ray (its RPCs
-and the actors' processes run outside this process's GIL), so the planning beside it loses
-little. An error of the start (no cluster at the address) is raised where the driver takes
-the actors, after its own checks, as before: a batch with nothing to do never raises it.
+constructor's keywords are known, before the driver finds, checks and plans the files: Ray
+starts the actors' processes, and they open their devices and start their readers, while
+the driver plans, instead of after the plan. The driver waits until they are asked for
+(ASK_SECONDS at most) before it plans: asking is Python work too, and planning beside it
+(both holding the GIL in turns) asked later and made the actors ready later on lavapipe. An
+error of the start (no cluster at the address) is raised where the driver takes the actors,
+after its own checks, as before: a batch with nothing to do never raises it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any
@@ -24,6 +26,7 @@ from ..errors import DeviceError
 from ..io.files import os_error_text
 
 CONNECT_SECONDS = 60.0  # ray.init waits this long at most for a cluster (it retried for ever)
+ASK_SECONDS = 5.0  # the planning waits this long at most for the actors to be asked for
 # As a driver disconnects, its core worker waits for its last task events (the records of
 # Ray's state API and dashboard, not results) to reach the cluster: a quarter of a second at
 # the end of every run on lavapipe. The command, a driver of its own, leaves them; Ray reads
@@ -65,6 +68,8 @@ class ActorStart:
         self._connecting = False  # in connect(): bounded, but up to CONNECT_SECONDS
         self._closed = False
         self._error: BaseException | None = None
+        self._asked = threading.Event()  # the actors asked for (or the start failed)
+        self.asked_at: float | None = None  # when (time.time()), for the timeline
         self._thread = threading.Thread(target=self._run, name="voxelizer-ray-start", daemon=True)
         if address is not None or ray.is_initialized():
             self._thread.start()
@@ -79,15 +84,24 @@ class ActorStart:
                 self._connected = True
                 self._connecting = False
             started = self._start()
+            self.asked_at = time.time()
         except BaseException as exc:  # handed to the caller's thread by actors()
             self._error = exc
             started = []
+        self._asked.set()
         with self._lock:
             self._started = started
             self._connecting = False
             closed = self._closed
         if closed:  # closed while connecting: what this thread started goes now
             self._release()
+
+    def wait_asked(self, seconds: float = ASK_SECONDS) -> None:
+        """Wait (`seconds` at most) until the actors are asked for: the caller's Python work
+        (planning) would otherwise hold the GIL that asking needs, and their processes
+        would start later."""
+        if self._thread.ident is not None:
+            self._asked.wait(seconds)
 
     def actors(self, needed: int) -> list[Any]:
         """The first `needed` actors (at least one), once asked for; the start's error."""

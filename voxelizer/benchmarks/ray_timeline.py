@@ -6,7 +6,8 @@
 
 A process like the command's (a new Python) runs voxelize_files_on_ray over the files of
 DIR and notes when each phase ends: Python and Ray imported, voxelizer's Ray module
-imported, the files planned (the call returned: the actors are starting), the first
+imported, the actors asked for (a tree that asks for them before the plan), the files
+planned (the call returned: the actors are starting), the first
 result, the last one, the run closed (its actors killed and Ray shut down) and the process
 ended (timed by this one). A probe actor of the same kind is timed apart: its process, the
 module's import, the device open. Then the command itself, `voxelize DIR --out-dir OUT
@@ -34,8 +35,8 @@ from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
 
-PHASES = ("python", "import ray", "import voxelizer.ray", "planned", "first result",
-          "last result", "closed", "exited")  # fmt: skip
+PHASES = ("python", "import ray", "import voxelizer.ray", "actors asked", "planned",
+          "first result", "last result", "closed", "exited")  # fmt: skip
 
 
 def child(address: str, folder: Path, grid: int, format: str, started: float) -> None:
@@ -54,12 +55,17 @@ def child(address: str, folder: Path, grid: int, format: str, started: float) ->
     marks["import voxelizer.ray"] = time.time() - started
     from voxelizer.io.mesh_files import find_meshes
 
+    start = getattr(batch_ray, "start_actors", None)  # as the command: before the files
+    early = {} if start is None else {"started": start(address=address, grid=grid, format=format)}
     found = find_meshes([folder])  # as the command finds them: below DIR, mirrored in OUT
     with tempfile.TemporaryDirectory() as out:
         run = batch_ray.voxelize_files_on_ray(
-            found.paths, address=address, out_dir=out, format=format, grid=grid, root=found.root
-        )
+            found.paths, address=address, out_dir=out, format=format, grid=grid,
+            root=found.root, **early,
+        )  # fmt: skip
         marks["planned"] = time.time() - started
+        if early and early["started"].asked_at is not None:
+            marks["actors asked"] = early["started"].asked_at - started
         done = failed = 0
         with run:
             for result in run:
