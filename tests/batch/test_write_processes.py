@@ -20,6 +20,7 @@ import voxelizer
 from voxelizer import voxelize_many
 from voxelizer.batch.engine import _write_processes
 from voxelizer.batch.shared_meshes import shared_memory_available
+from voxelizer.batch.worker import MeshWorker
 from voxelizer.batch.write_processes import (
     Counted,
     WriteJob,
@@ -94,6 +95,25 @@ def test_each_of_several_workers_writes_through_its_own_processes(tmp_path, file
     for index, (path, result) in enumerate(zip(inputs, results)):
         (tmp_path / f"single{index}").mkdir()
         expected = single_call_bytes(path, fmt, tmp_path / f"single{index}", 24)
+        assert Path(result.output).read_bytes() == expected, result.output
+
+
+def test_results_reach_the_writing_processes_without_a_writer_thread(tmp_path, files, monkeypatch):
+    """The device's thread hands each result straight to a writing process: no writer
+    thread takes a result that is not thin (it would hold the GIL beside the device's
+    thread), and the files are a single call's."""
+
+    def on_a_writer_thread(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a writer thread took a result")
+
+    monkeypatch.setattr(MeshWorker, "_write", on_a_writer_thread)
+    fmt = OutputFormat.named("npz")
+    results = in_order(
+        voxelize_many(files, grid=24, out_dir=tmp_path / "out", format=fmt, write_processes=1)
+    )
+    assert [r.status for r in results] == ["done"] * len(files), [r.error for r in results]
+    for path, result in zip(files, results):
+        expected = single_call_bytes(path, fmt, tmp_path, 24)
         assert Path(result.output).read_bytes() == expected, result.output
 
 

@@ -115,6 +115,20 @@ def send(channel: IO[bytes], message: object) -> None:
     channel.flush()
 
 
+class PickledOnce:
+    """An object sent with request after request (a batch's options), pickled once: each
+    message carries the same bytes, and the helper unpickles the object itself."""
+
+    __slots__ = ("data", "value")
+
+    def __init__(self, value: object):
+        self.value = value
+        self.data = pickle.dumps(value, protocol=PROTOCOL)
+
+    def __reduce__(self) -> tuple[Callable[[bytes], object], tuple[bytes]]:
+        return pickle.loads, (self.data,)
+
+
 def portable(error: BaseException, instead: Callable[[], BaseException]) -> BaseException:
     """The error itself if it survives pickling, else `instead()` (the same words, in an
     error that does)."""

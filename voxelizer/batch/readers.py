@@ -38,6 +38,7 @@ from .helper_processes import (
     HelperPool,
     HelperProcess,
     KeptPool,
+    PickledOnce,
     exec_main,
     fork_allowed,
     fork_helpers,
@@ -123,6 +124,7 @@ class LoadProcesses(HelperPool[Request, tuple[Mesh, float]]):
         )
         super().__init__(count, forked)
         self._shared_replies = [0] * self.count
+        self._options: PickledOnce | None = None  # the last options sent, pickled
         self.started = threading.Event()
         self._settled = threading.Event()  # one helper started, or every one failed to
         self._failed_starts = 0
@@ -172,7 +174,11 @@ class LoadProcesses(HelperPool[Request, tuple[Mesh, float]]):
 
     def _message(self, slot: int, helper: HelperProcess, request: Request) -> object:
         freed = helper.region.take_freed() if helper.region is not None else []
-        return (*request, freed)
+        path, options = request
+        pickled = self._options
+        if pickled is None or pickled.value is not options:  # a batch's options: once
+            pickled = self._options = PickledOnce(options)
+        return (path, pickled, freed)
 
     def _reply(self, slot: int, helper: HelperProcess, reply: Any) -> tuple[str, Any]:
         if reply[0] == SHARED and helper.region is not None:

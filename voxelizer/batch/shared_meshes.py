@@ -115,6 +115,9 @@ class WritingRegion:
     def __init__(self, fd: int):
         size = os.fstat(fd).st_size
         self._map = mmap.mmap(fd, size)
+        # The region as bytes to numpy, which copies into it without the GIL (an mmap's own
+        # slice assignment copies holding it, while the device's thread waits for it).
+        self._bytes = np.frombuffer(self._map, np.uint8)
         self._free: list[tuple[int, int]] = [(0, size)]  # (start, end), sorted, disjoint
         self._held: dict[int, int] = {}  # block offset -> size
 
@@ -164,7 +167,8 @@ class WritingRegion:
         if offset is None:
             return message
         for raw, (start, n) in zip(raws, spans):
-            self._map[offset + start : offset + start + n] = raw
+            start += offset
+            self._bytes[start : start + n] = np.frombuffer(raw, np.uint8)
         return (SHARED, offset, size, spans, data)
 
     def _allocate(self, size: int) -> int | None:

@@ -14,7 +14,7 @@ import queue
 import time
 from collections import deque
 from collections.abc import Callable, Generator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, replace
 from typing import Any
@@ -67,6 +67,9 @@ class MeshWorker:
         self._keep_threads = keep_threads
         self._pools: tuple[ThreadPoolExecutor, ThreadPoolExecutor] | None = None
         self._writing_processes: WriteProcesses | None = None
+        # The last reading options made (the batch's options, the variant, those options):
+        # one object for every mesh, which a reading process's thread pickles once.
+        self._reading: tuple[Options, str, Options] | None = None
 
     @property
     def voxelizer(self) -> Voxelizer:
@@ -101,6 +104,7 @@ class MeshWorker:
         )
         loading: deque[tuple[MeshTask, Future[Any]]] = deque()
         writing: deque[Future[BatchResult]] = deque()
+        handed = HandedWrites(self, self._writing_processes, writers)
         finished = False
         on_threads: set[Future[Any]] = set()  # loads given to the threads as helpers start
 
@@ -148,6 +152,8 @@ class MeshWorker:
                 outcome = self._voxelize(loaded)
                 if isinstance(outcome, BatchResult):
                     yield outcome
+                elif handed.processes is not None:  # straight to a process: no thread between
+                    writing.append(handed.hand_over(loaded, *outcome))
                 else:
                     writing.append(writers.submit(self._write, loaded, *outcome))
                 while writing and (writing[0].done() or len(writing) > settings.prefetch):
@@ -159,16 +165,25 @@ class MeshWorker:
                         yield writing.popleft().result()
                     read_ahead(wait=True)
         finally:
-            # Ctrl-C or an abandoned iterator: queued work is dropped, running writes finish
-            # (whole files, or none).
-            for _, pending in loading:
-                pending.cancel()  # a reading process drops it; a thread pool's is cancelled
-            if self._keep_threads:  # as the shutdown below, for this run's writes only
-                for write in writing:
-                    write.cancel()
-                wait_for(writing)  # (a read under way ends on its own; its mesh is dropped)
-            else:
-                self.close()
+            self._end_run(loading, writing, handed)
+
+    def _end_run(
+        self,
+        loading: deque[tuple[MeshTask, Future[Any]]],
+        writing: deque[Future[BatchResult]],
+        handed: HandedWrites,
+    ) -> None:
+        """Ctrl-C or an abandoned iterator: queued work is dropped, running writes finish
+        (whole files, or none)."""
+        for _, pending in loading:
+            pending.cancel()  # a reading process drops it; a thread pool's is cancelled
+        handed.stop()
+        if self._keep_threads:  # as the shutdown below, for this run's writes only
+            for write in writing:
+                write.cancel()
+            wait_for(writing)  # (a read under way ends on its own; its mesh is dropped)
+        else:
+            self.close()
 
     def _reading_options(self) -> Options:
         """The options a reading process or a loader thread prepares a mesh for: the variant
@@ -177,7 +192,11 @@ class MeshWorker:
         options = self.settings.options
         if not isinstance(self._voxelizer, Voxelizer):
             return options
-        return replace(options, variant=self._voxelizer.likely_variant(options.variant))
+        variant = self._voxelizer.likely_variant(options.variant)
+        reading = self._reading
+        if reading is None or reading[0] is not options or reading[1] != variant:
+            reading = self._reading = (options, variant, replace(options, variant=variant))
+        return reading[2]
 
     def _load(self, task: MeshTask) -> Loaded:
         started = time.perf_counter()
@@ -232,39 +251,31 @@ class MeshWorker:
         assert task.output is not None and task.format is not None
         started = time.perf_counter()
         try:
-            if self._writing_processes is None:
-                # Left to this thread by _voxelize: numpy counts without the GIL, beside the
-                # device.
-                result.stats.counts[self._count_label()] = result.count()
-                found += self._thin(loaded, result)
-                write_output(
-                    result,
-                    task.output,
-                    task.format,
-                    replace=task.replace,
-                    up_axis=self.settings.up_axis,
-                )
-            else:
-                found += self._write_elsewhere(loaded, result, self._writing_processes)
+            # Left to this thread by _voxelize: numpy counts without the GIL, beside the device.
+            result.stats.counts[self._count_label()] = result.count()
+            found += self._thin(loaded, result)
+            write_output(
+                result,
+                task.output,
+                task.format,
+                replace=task.replace,
+                up_axis=self.settings.up_axis,
+            )
         except (VoxelizerError, MemoryError) as exc:
             return self._failed(task, exc, seconds + time.perf_counter() - started)
         seconds += time.perf_counter() - started
         return self._done(loaded, result, kept=None, seconds=seconds, found=found)
 
-    def _write_elsewhere(
-        self, loaded: Loaded, result: SVO | DenseGrid, processes: WriteProcesses
-    ) -> tuple[Warning, ...]:
-        """Hand the result to a writing process, which counts its voxels, makes the host's
-        part of the thin check and writes the file, while this thread waits without the GIL.
-        A result that may be thin comes back unwritten: the surface pass runs here (it needs
-        the device), then the file goes to a writer again. The thin warning, if any."""
+    def _write_job(self, loaded: Loaded, result: SVO | DenseGrid) -> WriteJob:
+        """The job of a result for a writing process, which counts its voxels, makes the
+        host's part of the thin check and writes the file (a result that may be thin comes
+        back unwritten: its surface pass needs the device)."""
         task = loaded.task
         assert task.output is not None and task.format is not None and loaded.mesh is not None
-        options = self.settings.options
         thin_areas = None
-        if options.mode == "solid" and not lattice_shift(result.placement.shape):
+        if self.settings.options.mode == "solid" and not lattice_shift(result.placement.shape):
             thin_areas = loaded.mesh.axis_areas  # (voxelizer.thin: as count_thin_surface)
-        job = WriteJob.of(
+        return WriteJob.of(
             result,
             task.output,
             task.format,
@@ -273,14 +284,6 @@ class MeshWorker:
             count=True,
             thin_areas=thin_areas,
         )
-        counted = processes.submit(job).result()
-        assert counted is not None
-        result.stats.counts[self._count_label()] = counted.voxels
-        if counted.written:  # plainly not thin: no surface pass (count_thin_surface's test)
-            return self._thin_warning(result)
-        found = self._thin(loaded, result)
-        processes.submit(replace(job, count=False, thin_areas=None)).result()
-        return found
 
     def _count_label(self) -> str:
         return voxel_count_label(self.settings.options.mode)
@@ -357,3 +360,101 @@ def loaded_from(task: MeshTask, future: Future[Any]) -> Loaded:
         return outcome
     mesh, seconds = outcome
     return Loaded(task, mesh, seconds=seconds)
+
+
+@dataclass
+class _Handed:
+    """One result handed to a writing process, and what its BatchResult needs."""
+
+    done: Future[BatchResult]  # what the run yields
+    loaded: Loaded
+    result: SVO | DenseGrid
+    job: WriteJob
+    seconds: float
+    found: tuple[Warning, ...]
+    started: float
+
+
+class HandedWrites:
+    """The results a run hands straight to its writing processes, with no writer thread
+    between: the thread that receives a process's reply (voxelizer.batch.helper_processes)
+    finishes the BatchResult. Only a result that may be thin goes on on a writer thread: its
+    surface pass needs the device, then the file goes to a process again. stop() drops the
+    writes not yet sent to a process and waits for the others (whole files, or none)."""
+
+    def __init__(
+        self, worker: MeshWorker, processes: WriteProcesses | None, threads: ThreadPoolExecutor
+    ):
+        self.processes = processes
+        self._worker = worker
+        self._threads = threads
+        self._pending: dict[Future[BatchResult], Future[Any]] = {}  # a result's, its job's
+
+    def hand_over(
+        self, loaded: Loaded, result: SVO | DenseGrid, seconds: float, found: tuple[Warning, ...]
+    ) -> Future[BatchResult]:
+        """The future of the BatchResult of a result to write (MeshWorker._write's)."""
+        assert self.processes is not None
+        done: Future[BatchResult] = Future()
+        done.set_running_or_notify_cancel()  # ended by its write only: stop() waits for it
+        started = time.perf_counter()
+        job = self._worker._write_job(loaded, result)
+        handed = _Handed(done, loaded, result, job, seconds, found, started)
+        written = self.processes.submit(job)
+        self._pending[done] = written
+        done.add_done_callback(self._forget)
+        written.add_done_callback(
+            lambda future: self._settle(handed, lambda: self._counted(handed, future))
+        )
+        return done
+
+    def stop(self) -> None:
+        """Drop the writes not yet sent to a process; wait for the others."""
+        pending = self._pending.copy()
+        for written in pending.values():
+            written.cancel()  # a write sent already goes on
+        wait_for(pending)
+
+    def _forget(self, done: Future[BatchResult]) -> None:
+        self._pending.pop(done, None)
+
+    def _counted(self, handed: _Handed, written: Future[Any]) -> tuple[Warning, ...] | None:
+        """The writer's answer (the voxels counted, the file written unless it may be thin):
+        the thin warning, or None where the result goes on on a writer thread."""
+        if written.cancelled():  # dropped by stop(): never sent to a process
+            raise CancelledError
+        counted = written.result()
+        assert counted is not None
+        result = handed.result
+        result.stats.counts[self._worker._count_label()] = counted.voxels
+        if counted.written:  # plainly not thin: no surface pass (count_thin_surface's test)
+            return self._worker._thin_warning(result)
+        self._threads.submit(self._settle, handed, lambda: self._thin_write(handed))
+        return None
+
+    def _thin_write(self, handed: _Handed) -> tuple[Warning, ...]:
+        """On a writer thread: the surface pass of a result that may be thin (through the
+        Voxelizer's lock), then its file written by a process. The thin warning, if any."""
+        assert self.processes is not None
+        found = self._worker._thin(handed.loaded, handed.result)
+        self.processes.submit(replace(handed.job, count=False, thin_areas=None)).result()
+        return found
+
+    def _settle(self, handed: _Handed, step: Callable[[], tuple[Warning, ...] | None]) -> None:
+        """Finish `handed` after `step` (its warnings; None: a writer thread finishes it):
+        a failed result for a VoxelizerError or MemoryError, as MeshWorker._write's; any
+        other error raised where the run takes the result."""
+        worker, done = self._worker, handed.done
+        try:
+            try:
+                found = step()
+            except (VoxelizerError, MemoryError) as exc:
+                seconds = handed.seconds + time.perf_counter() - handed.started
+                done.set_result(worker._failed(handed.loaded.task, exc, seconds))
+                return
+            if found is not None:
+                seconds = handed.seconds + time.perf_counter() - handed.started
+                done.set_result(worker._done(handed.loaded, handed.result, kept=None,
+                                             seconds=seconds, found=handed.found + found))  # fmt: skip
+        except BaseException as exc:  # whatever it is, the run raises it
+            done.set_exception(exc)

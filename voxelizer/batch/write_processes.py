@@ -3,13 +3,15 @@
 Writing a result is mostly Python work (the format's code, zipfile, temporary files and
 their syncs: voxelizer.io.output). On a batch's writer threads it holds the GIL that the
 device's thread needs between its Vulkan calls, so on a host with cores to spare the files
-are written by processes. The batch's writer thread hands the result's arrays over (a dense
-grid's column words, 1 bit a voxel; an octree's three arrays), copied once into memory the
-writer shares with it where the system has it, and waits, its GIL released, for the count
-of the result's voxels: the writer counts them and makes the host's part of the thin check
-(voxelizer.thin) before it writes. A result that may be thin comes back unwritten, since
-its surface pass needs the device; the batch's process runs it and hands the file over
-again. So the files, the counts and the warnings are those of the writer threads.
+are written by processes. The device's thread hands each result straight over (no writer
+thread between: voxelizer.batch.worker's HandedWrites); the writer's thread here copies its
+arrays (a dense grid's column words, 1 bit a voxel; an octree's three arrays) once into
+memory the writer shares with it where the system has it, and waits, its GIL released, for
+the count of the result's voxels: the writer counts them and makes the host's part of the
+thin check (voxelizer.thin) before it writes. A result that may be thin comes back
+unwritten, since its surface pass needs the device; the batch's process runs it on a writer
+thread and hands the file over again. So the files, the counts and the warnings are those
+of the writer threads.
 
 The writers are forked from the batch's process where that is safe (fork_allowed: no Vulkan
 instance, no other thread), before the reading processes of voxelizer.batch.readers, which
