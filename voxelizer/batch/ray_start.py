@@ -27,11 +27,14 @@ from ..io.files import os_error_text
 
 CONNECT_SECONDS = 60.0  # ray.init waits this long at most for a cluster (it retried for ever)
 ASK_SECONDS = 5.0  # the planning waits this long at most for the actors to be asked for
-# As a driver disconnects, its core worker waits for its last task events (the records of
-# Ray's state API and dashboard, not results) to reach the cluster: a quarter of a second at
-# the end of every run on lavapipe. The command, a driver of its own, leaves them; Ray reads
-# the setting as it is imported.
-SHUTDOWN_FLUSH = "RAY_task_events_shutdown_flush_timeout_ms"
+# As a driver disconnects, its core worker sends its last task events (the records of Ray's
+# state API and dashboard, not results) and waits for the cluster to take them: a quarter of
+# a second at the end of most runs on lavapipe. The command, a driver of its own, keeps no
+# task events (the actors still report theirs); Ray reads these as it is imported.
+COMMAND_DRIVER_SETTINGS = {
+    "RAY_task_events_report_interval_ms": "0",  # no task events kept by the driver
+    "RAY_task_events_shutdown_flush_timeout_ms": "0",  # none waited for as it disconnects
+}
 # Environment variables of the driver that actors get too (the validation layer on or off).
 FORWARDED_ENVIRONMENT = ("VOXELIZER_VALIDATION",)
 
@@ -45,8 +48,8 @@ def forwarded_runtime_env() -> dict[str, Any]:
 def command_driver() -> None:
     """Ray's settings for a driver process that is the command's own (not a user's, whose Ray
     keeps its own): set before Ray is imported, where the user set none."""
-    if "ray" not in sys.modules:
-        os.environ.setdefault(SHUTDOWN_FLUSH, "0")
+    if "ray" not in sys.modules and not any(name in os.environ for name in COMMAND_DRIVER_SETTINGS):
+        os.environ.update(COMMAND_DRIVER_SETTINGS)
 
 
 class ActorStart:
