@@ -318,7 +318,7 @@ def test_a_ray_address_where_nothing_listens_is_one_line_at_once(tmp_path):
 
 SILENT_CLUSTER = """
 import socket, sys, time
-from voxelizer.batch.ray import connect
+from voxelizer.batch.ray_start import connect
 from voxelizer import DeviceError
 
 listener = socket.socket()

@@ -229,6 +229,9 @@ def test_only_a_local_batch_opens_a_device_here(tmp_path, capsys, monkeypatch, r
     monkeypatch.setattr(
         voxelizer.batch.ray, "voxelize_files_on_ray", lambda *a, **k: BatchRun(iter([]), 0)
     )
+    # (no cluster asked: a start that connects to none)
+    never = voxelizer.batch.ray.ActorStart(None, list)
+    monkeypatch.setattr(voxelizer.batch.ray, "start_actors", lambda **k: never)
     meshes_in(tmp_path / "in")
     where = ["--ray", "auto"] if ray else ["--devices", "0,0"]
     code, _, stderr = run_cli(

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -442,3 +443,64 @@ def test_overlapping_chunks_on_one_actor_one_device_and_a_failed_row(cluster, tr
             assert columns["status"][row] == "done", columns["error"][row]
             assert_same_grid(voxelizer.load(call["output"][row]), single(Path(path)))
     ray.kill(probe)
+
+
+def _wait_for(found: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not found():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_the_actors_start_while_the_files_are_planned(cluster, tree, tmp_path, monkeypatch):
+    """voxelize_files_on_ray asks for its actors before it plans the files: an actor's
+    process is there while the plan is made (it used to be asked for after it), and the
+    results are the single calls'."""
+    from voxelizer.batch import ray as batch_ray
+
+    plan = batch_ray.plan_tasks
+    actors_while_planning: list[bool] = []
+
+    def planned_once_an_actor_runs(*args, **kwargs):
+        actors_while_planning.append(_wait_for(lambda: bool(_actor_processes()), 60.0))
+        return plan(*args, **kwargs)
+
+    monkeypatch.setattr(batch_ray, "plan_tasks", planned_once_an_actor_runs)
+    paths = [tree / name for name in SOURCES]
+    out = tmp_path / "out"
+    with batch_ray.voxelize_files_on_ray(paths, out_dir=out, format="npz", grid=GRID) as run:
+        results = list(run)
+    assert actors_while_planning == [True]
+    assert sorted(r.index for r in results) == list(range(len(paths)))
+    assert all(r.status == "done" for r in results), [r.error for r in results if r.error]
+    for number, path in enumerate(paths):
+        output = Path(str(results[[r.index for r in results].index(number)].output))
+        assert_same_grid(voxelizer.load(output), single(path))
+    assert _wait_for(lambda: not _actor_processes(), 30.0)  # killed as the run ended
+
+
+def test_a_batch_with_nothing_left_to_do_stops_the_actors_it_started(cluster, tree, tmp_path):
+    """With every output there and skip_existing, the actors asked for while planning are
+    stopped before any work (no actor process stays), and every mesh is skipped; a run
+    closed unread stops them too."""
+    from voxelizer.batch.ray import voxelize_files_on_ray
+
+    paths = [tree / name for name in SOURCES]
+    out = tmp_path / "out"
+    for path in paths:
+        (out / path.relative_to(tree)).with_suffix(".npz").parent.mkdir(parents=True, exist_ok=True)
+    names = [(out / p.relative_to(tree)).with_suffix(".npz") for p in paths]
+    for name in names:
+        name.write_bytes(b"")
+    keywords = {"out_dir": out, "format": "npz", "grid": GRID, "root": tree}
+    with voxelize_files_on_ray(paths, skip_existing=True, **keywords) as run:
+        assert [r.status for r in run] == ["skipped"] * len(paths)
+    assert _wait_for(lambda: not _actor_processes(), 30.0)
+    assert all(name.read_bytes() == b"" for name in names)
+    run = voxelize_files_on_ray(paths, overwrite=True, **keywords)
+    assert _wait_for(lambda: bool(_actor_processes()), 60.0)  # started before any iteration
+    run.close()
+    assert _wait_for(lambda: not _actor_processes(), 30.0)
+    assert all(name.read_bytes() == b"" for name in names)

@@ -530,8 +530,9 @@ def test_the_ray_timeline_notes_every_phase_in_order(tmp_path, capsys, monkeypat
         shutil.copyfile(PROJECT_MODELS / name, folder / name)
     out = tmp_path / "timeline.json"
     assert ray_timeline.main([str(folder), "--grid", "8", "--runs", "1", "--json", str(out)]) == 0
-    (run,) = json.loads(out.read_text())
+    (run,) = json.loads(out.read_text())["this"]
     assert run["done"] == 2 and run["failed"] == 0
+    assert run["command"] > 0  # the whole command, timed beside the timeline
     marks = run["marks"]
     times = [marks[phase] for phase in ray_timeline.PHASES]
     assert times == sorted(times) and times[0] > 0

@@ -41,6 +41,7 @@ from .timeline import timeline
 
 if TYPE_CHECKING:
     from .engine import BatchRun
+    from .ray_start import ActorStart
 
 # Options that only mean something for a batch, as argparse names them (dest, flag).
 BATCH_ONLY = (
@@ -166,19 +167,24 @@ def refuse_batch_options(parser: argparse.ArgumentParser, args: argparse.Namespa
 def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     """Check every option and path, then voxelize every mesh; 1 if any failed. With -vv,
     the start-up's timeline too (voxelizer.batch.timeline)."""
+    ray_starts: list[ActorStart] = []  # (closed here too: where the batch ended before it)
     if args.verbose >= 2:
         timeline.start()
     try:
-        return _run_batch(parser, args)
+        return _run_batch(parser, args, ray_starts)
     finally:
-        timeline.mark("end")
-        timeline.stop()
+        for start in ray_starts:
+            start.close()
         pool = sys.modules.get("voxelizer.batch.pool")  # (imported if workers started)
         if pool is not None:
             pool.stop_workers_ahead()  # those the batch did not take (it ended before)
+        timeline.mark("end")
+        timeline.stop()
 
 
-def _run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+def _run_batch(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, ray_starts: list[ActorStart]
+) -> int:
     for dest, flag, instead in SINGLE_ONLY:
         if getattr(args, dest) not in (None, False):
             parser.error(f"{flag} names one output; for a batch use {instead}")
@@ -201,6 +207,8 @@ def _run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     # are forked and the device is opening (their checks overlap its start-up; an error
     # there still ends the command before any work, as the helpers' input ends with it).
     out_dir = Path(args.out_dir)
+    if args.ray is not None:  # its actors start while the files are found and planned
+        ray_starts.append(_start_ray(args, output_format))
     files = find_meshes(args.model, exclude=out_dir)
     timeline.mark("meshes found", f"{len(files.paths)}")
     if is_shard_format(output_format) and args.grid is None and args.voxel_size is not None:
@@ -225,7 +233,10 @@ def _run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     tally: Counter[str] = Counter()
     log = open(log_path, "a", encoding="utf-8") if log_path is not None else None  # noqa: SIM115
     try:
-        with _warnings_above(progress), _results(args, files, plan, output_format) as run:
+        with (
+            _warnings_above(progress),
+            _results(args, files, plan, output_format, ray_starts) as run,
+        ):
             progress("meshes", 0, run.total)
             for result in run:
                 timeline.mark("first result", "its output in place")
@@ -415,8 +426,27 @@ def _check_devices(devices: str) -> None:
             raise DeviceError(f"no Vulkan device matches {text!r} (available: {names})")
 
 
+def _start_ray(args: argparse.Namespace, output_format: OutputFormat) -> ActorStart:
+    """--ray's actors, asked for on a thread before the files are found and planned."""
+    from .ray_start import command_driver
+
+    command_driver()
+    try:
+        from .ray import start_actors
+    except ModuleNotFoundError as exc:
+        raise VoxelizerError(
+            f"--ray needs Ray ({exc.name} is missing): pip install 'voxelizer[ray]'"
+        ) from None
+    return start_actors(address=args.ray, actors=args.jobs, grid=args.grid, format=output_format,
+                        up_axis=args.up_axis, **batch_options_of(args))  # fmt: skip
+
+
 def _results(
-    args: argparse.Namespace, files: MeshFiles, plan: BatchPlan | None, output_format: OutputFormat
+    args: argparse.Namespace,
+    files: MeshFiles,
+    plan: BatchPlan | None,
+    output_format: OutputFormat,
+    ray_starts: list[ActorStart],
 ) -> BatchRun:
     """The batch's results, from this machine's workers (over `plan`, the outputs as
     checked) or from Ray."""
@@ -424,12 +454,8 @@ def _results(
 
     options = batch_options_of(args)
     if args.ray is not None:
-        try:
-            from .ray import voxelize_files_on_ray
-        except ModuleNotFoundError as exc:
-            raise VoxelizerError(
-                f"--ray needs Ray ({exc.name} is missing): pip install 'voxelizer[ray]'"
-            ) from None
+        from .ray import voxelize_files_on_ray  # (imported by _start_ray)
+
         return voxelize_files_on_ray(
             files.paths,
             address=args.ray,
@@ -441,6 +467,7 @@ def _results(
             up_axis=args.up_axis,
             actors=args.jobs,
             grid=args.grid,
+            started=ray_starts[0],
             **options,
         )
     devices = args.devices if args.devices is not None else args.device

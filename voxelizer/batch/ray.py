@@ -26,12 +26,10 @@ column `replace`), so nothing is lost or written twice.
 from __future__ import annotations
 
 import inspect
-import logging
 import os
-import socket
 import tempfile
-import threading
-from collections.abc import Iterable, Iterator, Sequence
+import weakref
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +40,6 @@ from .. import errors
 from ..api import Voxelizer
 from ..errors import DeviceError, OpenMeshWarning, OutputError
 from ..grid import DenseGrid
-from ..io.files import os_error_text
 from ..io.mesh_files import absolute, refuse_outputs_of_inputs
 from ..io.output import remove_stale_temporaries
 from ..io.writers import OutputFormat
@@ -57,6 +54,7 @@ from ..shards import (
     shard_outputs,
 )
 from .engine import BatchRun, default_load_processes, default_threads
+from .ray_start import ActorStart, forwarded_runtime_env
 from .ray_stream import CHUNKS_IN_FLIGHT, StreamingWorker, chunks_of, feed_actors
 from .readers import read_ahead, shared_load_processes
 from .tasks import (
@@ -76,8 +74,6 @@ if TYPE_CHECKING:
     import ray.data
     from typing_extensions import Unpack
 
-# Environment variables of the driver that actors get too (the validation layer on or off).
-FORWARDED_ENVIRONMENT = ("VOXELIZER_VALIDATION",)
 # Rows per actor call. An actor's worker runs on from one call to the next, with several
 # calls at a time (CHUNKS_IN_FLIGHT), so a call's size only sets how often rows travel.
 DEFAULT_BATCH_SIZE = 16
@@ -93,12 +89,6 @@ def actor_options(num_gpus: float | None = None) -> dict[str, Any]:
     if num_gpus:
         options["num_gpus"] = num_gpus
     return options
-
-
-def forwarded_runtime_env() -> dict[str, Any]:
-    """A runtime_env that gives actors the driver's FORWARDED_ENVIRONMENT."""
-    env = {name: os.environ[name] for name in FORWARDED_ENVIRONMENT if name in os.environ}
-    return {"env_vars": env} if env else {}
 
 
 class VoxelizeBatch:
@@ -465,12 +455,15 @@ def voxelize_files_on_ray(
     actors: int | None = None,
     grid: GridLike | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    started: ActorStart | None = None,
     **options: Unpack[BatchOptions],
 ) -> BatchRun:
     """voxelize_many's batch (files in, files out) on a Ray cluster: `address` "auto" (the
     running cluster), an address, or None (the cluster this process is connected to, else a
     new local one). The driver plans every output (and which ones a retry may replace:
-    those that did not exist before), so a retried batch writes each file once."""
+    those that did not exist before), so a retried batch writes each file once. The actors
+    start while it plans (`started`: the ones start_actors started earlier still, with the
+    same keywords)."""
     checked = Options.create(grid, **options)
     if actors is not None:
         _checked_actors(actors)
@@ -478,13 +471,20 @@ def voxelize_files_on_ray(
         return _shards_on_ray(paths, address, out_dir, checked, skip_existing, overwrite,
                               actors, batch_size, dict(options))  # fmt: skip
     output_format = OutputFormat.named(format)
-    tasks = plan_tasks(
-        list(paths), out_dir=out_dir, format=output_format, root=root, overwrite=overwrite
-    )
     if up_axis is not None and not output_format.takes_up_axis:
         raise OutputError("up_axis is for .vox outputs (format='vox') only")
-    make_out_dir(Path(out_dir))
-    exists = {t.index: t.output is not None and os.path.lexists(t.output) for t in tasks}
+    if started is None:
+        started = start_actors(address=address, actors=actors, grid=grid, format=output_format,
+                               up_axis=up_axis, most=len(paths), **options)  # fmt: skip
+    try:
+        tasks = plan_tasks(
+            list(paths), out_dir=out_dir, format=output_format, root=root, overwrite=overwrite
+        )
+        make_out_dir(Path(out_dir))
+        exists = {t.index: t.output is not None and os.path.lexists(t.output) for t in tasks}
+    except BaseException:
+        started.close()
+        raise
     skipped = [t for t in tasks if skip_existing and exists[t.index]]
     rows = [
         {
@@ -496,20 +496,42 @@ def voxelize_files_on_ray(
         for task in tasks
         if not (skip_existing and exists[task.index])  # a lookup, not a scan: linear in paths
     ]
-    return BatchRun(
-        _ray_results(
-            rows,
-            skipped,
-            address,
-            batch_size=batch_size,
-            actors=actors,
-            grid=grid,
-            format=output_format,
-            up_axis=up_axis,
-            options=dict(options),
-        ),
-        len(tasks),
-    )
+    return BatchRun(_RayResults(rows, skipped, started, batch_size), len(tasks))
+
+
+@option_keywords(BatchOptions)
+def start_actors(
+    *,
+    address: str | None = None,
+    actors: int | None = None,
+    grid: GridLike | None = None,
+    format: str | OutputFormat = DEFAULT_FORMAT,
+    up_axis: str | None = None,
+    most: int | None = None,
+    **options: Unpack[BatchOptions],
+) -> ActorStart:
+    """voxelize_files_on_ray's actors (one per GPU of the cluster, or `actors`; no more than
+    `most`), asked for on a thread: back once they are asked for (their processes start
+    while the caller goes on), or after ASK_SECONDS where the cluster is slow to answer.
+    Pass it as voxelize_files_on_ray's `started`."""
+    constructor = _constructor_kwargs(grid, None, format, {"up_axis": up_axis, **options})
+
+    def start() -> list[Any]:
+        resources = actor_options(None)
+        actor_class = ray.remote(_FileActor).options(
+            **resources,
+            max_concurrency=CHUNKS_IN_FLIGHT,
+            max_restarts=-1,  # as Ray Data's actor pools: a killed actor restarts, and its
+            max_task_retries=-1,  # chunks are retried there
+            runtime_env=forwarded_runtime_env() or None,
+        )
+        count = _actor_count(actors, resources)
+        count = max(1, min(count, most)) if most is not None else count
+        return [actor_class.remote(**constructor) for _ in range(count)]
+
+    started = ActorStart(address, start)
+    started.wait_asked()  # (the caller's planning would hold the GIL that asking needs)
+    return started
 
 
 def _shards_on_ray(
@@ -527,10 +549,16 @@ def _shards_on_ray(
     their meshes' chunks, this driver the table."""
     shape = check_shard_shape(checked.shape, checked.voxel_size, checked.bounds, checked.pad)
     labels = [os.fspath(path) for path in paths]
-    writer = open_store(store, labels, shape, options=dict(checked.keywords()),
-                        overwrite=overwrite, skip_existing=skip_existing)  # fmt: skip
-    stored, missing, chunks = shard_outputs(writer, len(labels))
     chunk_format = ShardFormat()
+    started = start_actors(address=address, actors=actors, grid=shape, format=chunk_format,
+                           most=len(labels), **options)  # fmt: skip
+    try:
+        writer = open_store(store, labels, shape, options=dict(checked.keywords()),
+                            overwrite=overwrite, skip_existing=skip_existing)  # fmt: skip
+        stored, missing, chunks = shard_outputs(writer, len(labels))
+    except BaseException:
+        started.close()
+        raise
     skipped = [
         MeshTask(i, labels[i], labels[i], chunks[i], replace=True, format=chunk_format)
         for i in stored
@@ -538,57 +566,45 @@ def _shards_on_ray(
     rows = [
         {"index": i, "path": labels[i], "output": str(chunks[i]), "replace": True} for i in missing
     ]
-    results = _ray_results(
-        rows, skipped, address, batch_size=batch_size, actors=actors, grid=shape,
-        format=chunk_format, up_axis=None, options=options,
-    )  # fmt: skip
+    results = _RayResults(rows, skipped, started, batch_size)
     return BatchRun(recorded(results, writer), len(labels))
 
 
-def _ray_results(
-    rows: list[dict[str, Any]],
-    skipped: list[MeshTask],
-    address: str | None,
-    *,
-    batch_size: int,
-    actors: int | None,
-    grid: GridLike | None,
-    format: OutputFormat,
-    up_axis: str | None,
-    options: dict[str, Any],
-) -> Iterator[BatchResult]:
-    for task in skipped:
-        yield task.skipped()
-    if not rows:
-        return
-    connected = not ray.is_initialized()
-    if connected:
-        connect(address)
-    try:
-        constructor = _constructor_kwargs(grid, None, format, {"up_axis": up_axis, **options})
-        resources = actor_options(None)
-        actor_class = ray.remote(_FileActor).options(
-            **resources,
-            max_concurrency=CHUNKS_IN_FLIGHT,
-            max_restarts=-1,  # as Ray Data's actor pools: a killed actor restarts, and its
-            max_task_retries=-1,  # chunks are retried there
-            runtime_env=forwarded_runtime_env() or None,
-        )
-        count = min(_actor_count(actors, resources), len(rows))
-        # Started at once: each opens its device and starts its readers while the rows
-        # are cut into chunks and the first ones travel.
-        started: list[Any] = [actor_class.remote(**constructor) for _ in range(count)]
-        chunks = chunks_of(rows, batch_size, parts=count * CHUNKS_IN_FLIGHT)
+class _RayResults(Iterator[BatchResult]):
+    """The results of the rows from the actors started, as they come (the skipped tasks
+    first); closing it, or its end, kills the actors and disconnects what their start
+    connected, also when it was never iterated."""
+
+    def __init__(self, rows: list[dict[str, Any]], skipped: list[MeshTask],
+                 started: ActorStart, batch_size: int):  # fmt: skip
+        self._started = started
+        self._results = self._run(rows, skipped, batch_size)
+        weakref.finalize(self, started.close)  # (a run dropped unread: its actors go too)
+
+    def __next__(self) -> BatchResult:
+        return next(self._results)
+
+    def close(self) -> None:
         try:
-            for columns in feed_actors(started, chunks):
+            self._results.close()
+        finally:
+            self._started.close()
+
+    def _run(
+        self, rows: list[dict[str, Any]], skipped: list[MeshTask], batch_size: int
+    ) -> Generator[BatchResult, None, None]:
+        try:
+            for task in skipped:
+                yield task.skipped()
+            if not rows:
+                return
+            actors = self._started.actors(len(rows))
+            chunks = chunks_of(rows, batch_size, parts=len(actors) * CHUNKS_IN_FLIGHT)
+            for columns in feed_actors(actors, chunks):
                 for row in _rows_of(columns):
                     yield result_of(row)
         finally:
-            for actor in started:
-                ray.kill(actor)
-    finally:
-        if connected:
-            ray.shutdown()
+            self._started.close()
 
 
 class _FileActor:
@@ -606,69 +622,3 @@ def _rows_of(columns: dict[str, np.ndarray]) -> Iterator[dict[str, Any]]:
     names = list(columns)
     for row in range(len(columns[names[0]]) if names else 0):
         yield {name: columns[name][row] for name in names}
-
-
-CONNECT_SECONDS = 60.0  # ray.init waits this long at most for a cluster (it retried for ever)
-
-
-def connect(address: str | None, seconds: float = CONNECT_SECONDS) -> None:
-    """ray.init for `address` ("auto", host:port, ray://host:port, or None: a new local
-    cluster), bounded in time: DeviceError naming the address, at once where nothing
-    listens there, or after `seconds` where what listens does not answer as a cluster
-    (ray.init keeps retrying such an address for as long as it runs)."""
-    where = _listening_address(address)
-    if where is not None:
-        host, port = where
-        try:
-            with socket.create_connection((host, port), timeout=min(seconds, 10.0)):
-                pass
-        except OSError as exc:
-            reason = os_error_text(exc) if not isinstance(exc, TimeoutError) else "no answer"
-            raise DeviceError(f"cannot reach the Ray cluster at {address} ({reason})") from None
-    outcome: list[BaseException | None] = []
-
-    def initialise() -> None:
-        # Off the main thread Ray leaves SIGTERM alone (the command's handler stays: a
-        # SIGTERM ends a batch as Ctrl-C does) and says so; that line is not the user's news.
-        logging.getLogger("ray._private.worker").addFilter(_not_the_sigterm_notice)
-        try:
-            ray.init(
-                address=address,
-                runtime_env=forwarded_runtime_env() or None,
-                include_dashboard=False,
-                log_to_driver=False,
-                configure_logging=False,
-            )
-            outcome.append(None)
-        except BaseException as exc:  # handed to the caller's thread
-            outcome.append(exc)
-
-    # A daemon thread: where the cluster never answers it is left waiting, and the process
-    # can still end.
-    thread = threading.Thread(target=initialise, name="voxelizer-ray-connect", daemon=True)
-    thread.start()
-    thread.join(seconds)
-    if not outcome:
-        raise DeviceError(f"the Ray cluster at {address} did not answer within {seconds:g} s")
-    error = outcome[0]
-    if isinstance(error, (ConnectionError, RuntimeError, ValueError)):
-        raise DeviceError(f"cannot connect to the Ray cluster {address!r}: {error}") from None
-    if error is not None:
-        raise error
-
-
-def _not_the_sigterm_notice(record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("SIGTERM handler is not set")
-
-
-def _listening_address(address: str | None) -> tuple[str, int] | None:
-    """(host, port) that something must listen on for `address` to be a cluster: an
-    explicit host:port (ray://host:port too); None for "auto", None and other forms (Ray
-    resolves those itself)."""
-    if address is None or address == "auto":
-        return None
-    text = address.removeprefix("ray://")
-    host, colon, port = text.rpartition(":")
-    if not colon or not port.isdigit() or not host:
-        return None
-    return host.strip("[]"), int(port)

@@ -1,62 +1,82 @@
 """Where the time of `voxelize DIR --out-dir OUT --ray ADDRESS` goes, from the process's start.
 
     python -m voxelizer.benchmarks.ray_timeline DIR [--grid 128] [--format npz]
-        [--ray-gpus N | --ray-address ADDRESS] [--runs 2] [--json FILE]
+        [--ray-gpus N | --ray-address ADDRESS] [--runs 2] [--before TREE]
+        [--local-devices 0,1] [--json FILE]
 
 A process like the command's (a new Python) runs voxelize_files_on_ray over the files of
 DIR and notes when each phase ends: Python and Ray imported, voxelizer's Ray module
-imported, connected to the cluster, the actors started (a probe actor of the same kind
-timed apart: its process, the module's import, the device open), the first result, the last
-one, Ray shut down. Each run starts from the same cluster (a local head with --ray-gpus N,
-started and stopped here; the first run after its start is not reported: it pays the
-head's own first connection). Seconds since the process was started.
+imported, the actors asked for (a tree that asks for them before the plan), the files
+planned (the call returned: the actors are starting), the first
+result, the last one, the run closed (its actors killed and Ray shut down) and the process
+ended (timed by this one). A probe actor of the same kind is timed apart: its process, the
+module's import, the device open. Then the command itself, `voxelize DIR --out-dir OUT
+--format F --grid G --ray ADDRESS`, whole process, and with `--local-devices` the local
+command (`--devices` instead of `--ray`) beside it: the ratio that --ray is judged by.
+
+Each run starts from the same cluster (a local head with --ray-gpus N, started and stopped
+here; the first run after its start is not reported: it pays the head's own first
+connection). `--before TREE` (a folder holding a `voxelizer` package: `git archive COMMIT
+voxelizer | tar -x -C TREE`) times that tree too, run for run in turns with this one, each
+tree on a head of its own whose actors import it. Seconds since the process was started.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import Any
 
-PHASES = ("python", "import ray", "import voxelizer.ray", "connected", "planned",
-          "first result", "last result", "shut down")  # fmt: skip
+PHASES = ("python", "import ray", "import voxelizer.ray", "actors asked", "planned",
+          "first result", "last result", "closed", "exited")  # fmt: skip
 
 
 def child(address: str, folder: Path, grid: int, format: str, started: float) -> None:
-    """The timed process: one line of JSON, {phase: seconds since `started`}."""
+    """The timed process: one line of JSON, {phase: seconds since `started`}. The call
+    connects (and disconnects) itself, as the command's does."""
     marks = {"python": time.time() - started}
-    import ray
+    with suppress(ImportError):  # as the command sets Ray up (a tree before: no such step)
+        from voxelizer.batch.ray_start import command_driver
+
+        command_driver()
+    import ray  # noqa: F401  (timed apart from voxelizer's module, which imports it)
 
     marks["import ray"] = time.time() - started
     from voxelizer.batch import ray as batch_ray
 
     marks["import voxelizer.ray"] = time.time() - started
-    batch_ray.connect(address)
-    marks["connected"] = time.time() - started
     from voxelizer.io.mesh_files import find_meshes
 
+    start = getattr(batch_ray, "start_actors", None)  # as the command: before the files
+    early = {} if start is None else {"started": start(address=address, grid=grid, format=format)}
     found = find_meshes([folder])  # as the command finds them: below DIR, mirrored in OUT
     with tempfile.TemporaryDirectory() as out:
         run = batch_ray.voxelize_files_on_ray(
-            found.paths, out_dir=out, format=format, grid=grid, root=found.root
-        )
+            found.paths, address=address, out_dir=out, format=format, grid=grid,
+            root=found.root, **early,
+        )  # fmt: skip
         marks["planned"] = time.time() - started
+        if early and early["started"].asked_at is not None:
+            marks["actors asked"] = early["started"].asked_at - started
         done = failed = 0
-        for result in run:
-            if done + failed == 0:
-                marks["first result"] = time.time() - started
-            done += result.ok
-            failed += not result.ok
-        marks["last result"] = time.time() - started
-    ray.shutdown()
-    marks["shut down"] = time.time() - started
+        with run:
+            for result in run:
+                if done + failed == 0:
+                    marks["first result"] = time.time() - started
+                marks["last result"] = time.time() - started
+                done += result.ok
+                failed += not result.ok
+        marks["closed"] = time.time() - started
     marks.update(probe_actor(address, started))
-    print(json.dumps({"marks": marks, "done": done, "failed": failed}))
+    print(json.dumps({"marks": marks, "done": done, "failed": failed}), flush=True)
 
 
 def probe_actor(address: str, started: float) -> dict[str, float]:
@@ -92,18 +112,58 @@ def probe_actor(address: str, started: float) -> dict[str, float]:
         ray.shutdown()
 
 
-def timed_run(address: str, folder: Path, grid: int, format: str) -> dict[str, Any]:
+def tree_environment(tree: Path | None) -> dict[str, str]:
+    """This process's environment, with `tree` first on the path (None: as it is)."""
+    if tree is None:
+        return dict(os.environ)
+    path = os.environ.get("PYTHONPATH")
+    return dict(os.environ, PYTHONPATH=str(tree) if not path else f"{tree}{os.pathsep}{path}")
+
+
+def timed_run(
+    address: str, folder: Path, grid: int, format: str, tree: Path | None
+) -> dict[str, Any]:
+    """The timeline of one process (see `child`), its end timed here."""
     started = time.time()
+    # This file's child, whichever tree the process imports (the one before has its own).
     code = (
-        "import sys; from voxelizer.benchmarks.ray_timeline import child; "
+        f"import runpy; child = runpy.run_path({__file__!r})['child']; "
         f"child({address!r}, __import__('pathlib').Path({str(folder)!r}), {grid}, "
         f"{format!r}, {started!r})"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    # From a folder of no package: the driver (and Ray's workers, which take its folder on
+    # their path) import the tree asked for.
+    with tempfile.TemporaryDirectory() as where:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, cwd=where,
+            env=tree_environment(tree), timeout=600,
+        )  # fmt: skip
+    exited = time.time() - started
     if done.returncode != 0:
         raise SystemExit(f"exit {done.returncode}\n{done.stderr[-4000:]}")
     found: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    found["marks"]["exited"] = exited
     return found
+
+
+def timed_command(
+    folder: Path, grid: int, format: str, tree: Path | None, where: list[str]
+) -> float:
+    """Seconds of the whole `voxelize FOLDER --out-dir OUT ...` process, `where` its
+    --ray ADDRESS or --devices LIST."""
+    with tempfile.TemporaryDirectory() as work:
+        command = [sys.executable, "-m", "voxelizer", str(folder), "--out-dir", f"{work}/out",
+                   "--quiet", "--grid", str(grid), "--format", format, *where]  # fmt: skip
+        started = time.perf_counter()
+        done = subprocess.run(
+            command, capture_output=True, text=True, cwd=work, env=tree_environment(tree),
+            timeout=600,
+        )  # fmt: skip
+        seconds = time.perf_counter() - started
+        shutil.rmtree(f"{work}/out", ignore_errors=True)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(command)}: exit {done.returncode}\n{done.stderr[-4000:]}")
+    return seconds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,27 +176,64 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ray-gpus", type=int, default=0)
     parser.add_argument("--ray-address", default=None)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--before", type=Path, help="a second tree, timed in turns with this")
+    parser.add_argument("--local-devices", help="time the local command with --devices too")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
-    from contextlib import nullcontext
-
     from voxelizer.benchmarks.ray_head import local_head
 
-    head = nullcontext(args.ray_address) if args.ray_address else local_head(args.ray_gpus)
-    runs = []
-    with head as address:
-        if not args.ray_address:
-            timed_run(address, args.folder, args.grid, args.format)  # the head's first
+    trees: dict[str, Path | None] = {"this": None}
+    if args.before is not None:
+        if args.ray_address:
+            parser.error("--before starts a head per tree: leave out --ray-address")
+        trees["before"] = args.before.resolve()
+    folder = args.folder.resolve()
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
+    with ExitStack() as stack:
+        addresses = {}
+        for name, tree in trees.items():
+            if args.ray_address:
+                addresses[name] = args.ray_address
+                continue
+            addresses[name] = stack.enter_context(
+                local_head(args.ray_gpus, env=tree_environment(tree))
+            )
+            timed_run(addresses[name], folder, args.grid, args.format, tree)  # the head's first
         for _ in range(args.runs):
-            runs.append(timed_run(address, args.folder, args.grid, args.format))
-    for number, run in enumerate(runs, 1):
-        marks = run["marks"]
-        print(f"run {number}: {run['done']} done, {run['failed']} failed")
-        for name, at in sorted(marks.items(), key=lambda item: item[1]):
-            print(f"  {at:7.3f} s  {name}")
+            for name, tree in trees.items():
+                run = timed_run(addresses[name], folder, args.grid, args.format, tree)
+                where = ["--ray", addresses[name]]
+                run["command"] = timed_command(folder, args.grid, args.format, tree, where)
+                if args.local_devices:
+                    where = ["--devices", args.local_devices]
+                    run["local"] = timed_command(folder, args.grid, args.format, tree, where)
+                runs[name].append(run)
+    report(runs)
     if args.json:
         args.json.write_text(json.dumps(runs, indent=1) + "\n")
     return 0
+
+
+def report(runs: dict[str, list[dict[str, Any]]]) -> None:
+    """Each tree's runs, phase by phase, then the command's seconds (and the ratios)."""
+    for name, tree_runs in runs.items():
+        for number, run in enumerate(tree_runs, 1):
+            marks = run["marks"]
+            print(f"{name} run {number}: {run['done']} done, {run['failed']} failed")
+            for phase, at in sorted(marks.items(), key=lambda item: item[1]):
+                print(f"  {at:7.3f} s  {phase}")
+            line = f"  command with --ray: {run['command']:.3f} s"
+            if "local" in run:
+                line += (
+                    f"; local: {run['local']:.3f} s (--ray at {run['local'] / run['command']:.2f}x)"
+                )
+            print(line)
+    if "before" in runs:
+        for number, (this, before) in enumerate(zip(runs["this"], runs["before"]), 1):
+            print(f"run {number}: command with --ray {this['command']:.3f} s against "
+                  f"{before['command']:.3f} s before ({before['command'] / this['command']:.2f}x); "
+                  f"timeline: closed {this['marks']['closed']:.3f} against "
+                  f"{before['marks']['closed']:.3f} s before")  # fmt: skip
 
 
 if __name__ == "__main__":
