@@ -50,7 +50,9 @@ class Timeline:
         self._marked.clear()
 
     def stop(self) -> None:
-        self._pid = None
+        """Turn it off: nothing is marked after this (a thread's milestone included)."""
+        with self._lock:
+            self._pid = None
 
     @property
     def on(self) -> bool:
@@ -61,7 +63,7 @@ class Timeline:
         if not self.on or milestone in self._marked:
             return
         with self._lock:
-            if milestone in self._marked:
+            if not self.on or milestone in self._marked:
                 return
             self._marked.add(milestone)
             seconds = time.perf_counter() - PROCESS_START
