@@ -22,7 +22,6 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
@@ -33,8 +32,10 @@ from .api_runs import (
     attributed_svo,
     empty_stats,
     face_grid,
+    merged_stats,
     part_name,
     voxel_count_label,
+    writes_after_work,
 )
 from .attributes.run import Attributed
 from .budget import check_dense_fits
@@ -48,7 +49,6 @@ from .choices import (
 from .errors import (
     ColorWarning,
     DeviceError,
-    FormatError,
     MeshError,
     ReentrantCallError,
     VoxelizerError,
@@ -68,12 +68,11 @@ from .placement_kept import kept_holds_part_of, kept_placement
 from .stats import Stats
 from .svo import SVO
 from .thin import needs_surface_count
-from .trigrid import GridEngine, TriangleGrid, build_triangle_grid
-from .trigrid import queries as grid_queries
-from .trigrid.files import read_triangle_grid
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
+
+    from .trigrid import GridEngine, TriangleGrid
 
 R = TypeVar("R", SVO, DenseGrid)
 # One mesh, or a list of meshes voxelized together on one grid (each mesh a part).
@@ -160,7 +159,7 @@ class Voxelizer:
         - out="x.svo": the octree written to this file as it is made, the result the file
           mapped (load(out, mmap=True)); overwrite=True replaces a file (large-grids.md)."""
         checked = Options.create(grid, **options)
-        if out is not None and _whole_first(checked, out):
+        if out is not None and writes_after_work(checked, out):
             svo = self.voxelize(mesh, grid, warn=warn, count_voxels=count_voxels, **options)
             return self._streamed(out, overwrite, svo)
         if checked.fill_mode == AUTO_FILL:
@@ -198,7 +197,7 @@ class Voxelizer:
                 (nodes, bricks, level_offsets), marked, run = self._pipeline.svo_faces(job)
             else:
                 (nodes, bricks, level_offsets), run = self._pipeline.svo(job)
-        svo = SVO(nodes, bricks, level_offsets, placement, _merged(stats, run), verify=False)
+        svo = SVO(nodes, bricks, level_offsets, placement, merged_stats(stats, run), verify=False)
         if marked is not None:
             started = time.perf_counter()
             svo = svo.with_face_ids(marked.voxels, marked.ids)
@@ -222,7 +221,7 @@ class Voxelizer:
             run = self._pipeline.svo_into(job, sink)
             sink.finish()
         svo = read_svo(out, mmap=True)
-        svo.stats = _merged(before, run)
+        svo.stats = merged_stats(before, run)
         return svo
 
     @option_keywords(VoxelizeOptions)
@@ -268,7 +267,7 @@ class Voxelizer:
                 voxels, faces, run = self._pipeline.dense_faces(job)
             else:
                 voxels, run = self._pipeline.dense(job)
-        merged = _merged(stats, run)
+        merged = merged_stats(stats, run)
         if isinstance(voxels, ColumnBits):  # kept as the GPU's words until asked for bools
             result = DenseGrid.of_columns(voxels, placement, merged, face_ids=faces)
         else:
@@ -367,6 +366,8 @@ class Voxelizer:
         cell size says otherwise, each top cell cut by its own triangles into about
         `density` leaves per reference). bounds: place the grid on this box instead of the
         mesh's (it must contain the mesh)."""
+        from .trigrid import build_triangle_grid  # (triangle grids: on first use only)
+
         loaded = load_mesh(mesh)
         return build_triangle_grid(
             self._grids(), loaded, resolution, cell_size=cell_size, density=density,
@@ -376,13 +377,15 @@ class Voxelizer:
     def load_triangle_grid(self, path: str | os.PathLike) -> TriangleGrid:
         """A triangle grid from an .npz file of voxelizer.save_triangle_grid; its queries
         upload it to this Voxelizer's device on first use."""
-        placement, levels, arrays = read_triangle_grid(path)
+        from .trigrid import TriangleGrid, files, queries  # (on first use only, as below)
+
+        placement, levels, arrays = files.read_triangle_grid(path)
         engine = self._grids()
         return TriangleGrid(
             placement,
             levels,
             arrays=arrays,
-            uploader=lambda: grid_queries.upload(engine, placement, levels, arrays),
+            uploader=lambda: queries.upload(engine, placement, levels, arrays),
         )
 
     def _grids(self) -> GridEngine:
@@ -392,6 +395,8 @@ class Voxelizer:
             if self._closed:
                 raise VoxelizerError("this Voxelizer is closed")
             if self._grid_engine is None:
+                from .trigrid import GridEngine
+
                 self._grid_engine = GridEngine(self.device)
             return self._grid_engine
 
@@ -454,15 +459,24 @@ class Voxelizer:
         counts["surface_voxels"] = counted.count()
         result.stats.add_host(thin_check=(time.perf_counter() - started) * 1e3)
 
-    def _start_kernels(self, options: Options, svo: bool) -> None:
+    def prepare(self, options: Options, *, dense: bool = False) -> threading.Thread | None:
+        """Start building the kernels of calls with `options` (checked; voxelize_dense's with
+        `dense`) on a thread, before the first call, waiting while another thread voxelizes:
+        that thread (join it to know when they are built), or None where they are built."""
+        return self._start_kernels(options, svo=not dense, wait=True)
+
+    def _start_kernels(
+        self, options: Options, svo: bool, wait: bool = False
+    ) -> threading.Thread | None:
         """Have the kernels of this call built in the background while the mesh is read and
         checked (the first call of a process gains most). Skipped while another thread
-        voxelizes: a closed or foreign Voxelizer is refused later, by _locked."""
-        if self._pid != os.getpid() or not self._lock.acquire(blocking=False):
-            return
+        voxelizes (unless `wait`): a closed or foreign Voxelizer is refused later, by _locked."""
+        if self._pid != os.getpid() or not self._lock.acquire(blocking=wait):
+            return None
         try:
-            if not self._closed:
-                self._pipeline.prepare(self.likely_variant(options.variant), options.sort, svo)
+            if self._closed:
+                return None
+            return self._pipeline.prepare(self.likely_variant(options.variant), options.sort, svo)
         finally:
             self._lock.release()
 
@@ -564,16 +578,6 @@ class Voxelizer:
         self.close()
 
 
-def _whole_first(checked: Options, out: str | os.PathLike) -> bool:
-    """Whether out= is written after the work (fill_mode "auto" may run twice; attributes);
-    FormatError for a file that is no .svo."""
-    if Path(out).suffix.lower() != ".svo":
-        raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (save writes others)")
-    return checked.fill_mode == AUTO_FILL or bool(
-        checked.attributes or checked.labels or checked.colors
-    )
-
-
 def _warn_from_counts(
     counts: dict[str, int], fill_mode: str, mode: str, stacklevel: int = 4
 ) -> None:
@@ -590,13 +594,6 @@ def check_mesh(mesh: MeshLike) -> Topology:
     GPU's work: docs/benchmarks.md, "Figures behind the code"), so voxelizing never runs it: a voxelization warns from
     the column counts its fill pass makes instead (OpenMeshWarning, OverlapWarning)."""
     return load_mesh(mesh).topology
-
-
-def _merged(before: Stats, run: Stats) -> Stats:
-    """The pipeline's stats with the host steps and counts of the API in front."""
-    run.host_ms = {**before.host_ms, **run.host_ms}
-    run.counts.update(before.counts)
-    return run
 
 
 def voxelize_checked(

@@ -1,6 +1,7 @@
 """The pipeline runs a call with labels or colours makes (voxelizer.attributes.run asks for
 them through its Runs protocol), and the pieces of such a call's result: the face grid, the
-name of a mesh without parts; the stats of an empty grid, the label of the voxel count.
+name of a mesh without parts; the stats of an empty grid, the label of the voxel count, a
+call's stats merged, whether out= is written after the work.
 Apart from api.py, which hands in its pipeline and job builder."""
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 
 from .attributes.run import Attributed, AttributeRequest, attributed_voxels
 from .attributes.voxel_values import SolidValues
-from .errors import EmptyGridWarning
+from .choices import AUTO_FILL
+from .errors import EmptyGridWarning, FormatError
 from .grid import ColumnBits
 from .io.meshes import MeshLike
 from .mesh import Mesh
@@ -149,3 +151,20 @@ def empty_stats(
 def voxel_count_label(mode: str) -> str:
     """The workload count of set voxels: solid_voxels, surface_voxels, or voxels (both)."""
     return {"solid": "solid_voxels", "surface": "surface_voxels"}.get(mode, "voxels")
+
+
+def writes_after_work(checked: Options, out: str | os.PathLike) -> bool:
+    """Whether out= is written after the work (fill_mode "auto" may run twice; attributes);
+    FormatError for a file that is no .svo."""
+    if Path(out).suffix.lower() != ".svo":
+        raise FormatError(f"out={str(out)!r}: voxelize writes .svo files (save writes others)")
+    return checked.fill_mode == AUTO_FILL or bool(
+        checked.attributes or checked.labels or checked.colors
+    )
+
+
+def merged_stats(before: Stats, run: Stats) -> Stats:
+    """The pipeline's stats with the host steps and counts of the API in front."""
+    run.host_ms = {**before.host_ms, **run.host_ms}
+    run.counts.update(before.counts)
+    return run

@@ -52,8 +52,6 @@ from .io.files import resolved as resolved_path
 from .io.mesh_files import find_meshes
 from .io.meshes import MeshLike, load_mesh
 from .io.output import all_or_nothing, check_output_path, open_output
-from .io.preview import PREVIEW_SUFFIX, write_preview
-from .io.slices import check_slices_folder, write_slices
 from .io.writers import ATTRIBUTE_FORMATS, OUTPUT_FORMATS, check_output_shape, save
 from .log import stderr_logging
 from .mesh import Mesh
@@ -261,7 +259,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         action="count",
         default=0,
         help="log the device chosen, the memory plan and the shader modules to stderr "
-        "(instead of the progress line); -vv also the GPU time per pass",
+        "(instead of the progress line); -vv also the GPU time per pass and a batch's "
+        "start-up timeline",
     )
 
 
@@ -375,8 +374,12 @@ def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             if output is not None and not stream:
                 save(svo, output, overwrite=args.force, up_axis=args.up_axis)
             if preview is not None:
+                from .io.preview import write_preview  # (the renderer: imported for it only)
+
                 write_preview(svo, preview, overwrite=args.force)
             if args.slices is not None:
+                from .io.slices import write_slices
+
                 write_slices(svo, args.slices, overwrite=args.force)
             if stats_json is not None:
                 _write_json(stats_json, svo.stats.to_dict(), overwrite=args.force)
@@ -525,12 +528,19 @@ def _checked_outputs(
             f"cannot write {output.suffix or 'files without an extension'}: "
             f"use {', '.join(OUTPUT_FORMATS)}"
         )
-    if preview is not None and preview.suffix.lower() != PREVIEW_SUFFIX:
-        parser.error(f"--preview writes PNG images only: name it {PREVIEW_SUFFIX}, not {preview}")
+    if preview is not None:
+        from .io.preview import PREVIEW_SUFFIX  # (the renderer: imported for a preview only)
+
+        if preview.suffix.lower() != PREVIEW_SUFFIX:
+            parser.error(
+                f"--preview writes PNG images only: name it {PREVIEW_SUFFIX}, not {preview}"
+            )
     for path in (output, preview, stats_json):
         if path is not None:
             check_output_path(path, overwrite=args.force)
     if args.slices is not None:
+        from .io.slices import check_slices_folder
+
         check_slices_folder(Path(args.slices), overwrite=args.force)
     return output, preview, stats_json
 

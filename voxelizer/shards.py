@@ -14,15 +14,17 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 
 from .errors import OutputError
 from .grid_spec import voxel_size_text
 from .io.writers import OutputFormat
-from .io.zarr_store import Row, ShardWriter, chunk_path, write_chunk
 from .placement import NO_PADDING, Padding, Placed, Shape, VoxelSize, padded_shape, shape_text
+
+if TYPE_CHECKING:  # (the store's module: imported by a batch into one, not by every batch)
+    from .io.zarr_store import Row, ShardWriter
 
 SHARD_FORMAT = "zarr"
 
@@ -74,6 +76,8 @@ class ShardFormat(OutputFormat):
     ) -> None:
         if up_axis is not None:
             raise OutputError(f"{path}: up_axis is for .vox files only", path=path)
+        from .io.zarr_store import write_chunk
+
         write_chunk(result, path)
 
 
@@ -116,6 +120,8 @@ def open_store(
     overwrite: bool,
     skip_existing: bool,
 ) -> ShardWriter:
+    from .io.zarr_store import ShardWriter
+
     return ShardWriter.create(
         store, labels, shape, options=_plain_options(options), overwrite=overwrite,
         resume=skip_existing,
@@ -135,6 +141,8 @@ def _plain_options(options: dict[str, Any]) -> dict[str, Any]:
 def shard_outputs(writer: ShardWriter, count: int) -> tuple[list[int], list[int], list[Path]]:
     """(meshes stored already, meshes to voxelize, every mesh's chunk file): a task's
     output is its chunk, which may be replaced (a chunk left by a stopped batch has no row)."""
+    from .io.zarr_store import chunk_path
+
     stored = [index for index in range(count) if writer.stored(index)]
     held = set(stored)
     todo = [index for index in range(count) if index not in held]
@@ -142,6 +150,8 @@ def shard_outputs(writer: ShardWriter, count: int) -> tuple[list[int], list[int]
 
 
 def row_of(result: Recorded) -> Row:
+    from .io.zarr_store import Row
+
     def count(value: int | None) -> int:
         return -1 if value is None else int(value)
 

@@ -221,7 +221,11 @@ def test_only_a_local_batch_opens_a_device_here(tmp_path, capsys, monkeypatch, r
     from voxelizer.batch.engine import BatchRun
 
     opened: list[object] = []
-    monkeypatch.setattr(voxelizer.batch.cli, "open_device_meanwhile", opened.append)
+    monkeypatch.setattr(
+        voxelizer.batch.cli,
+        "open_device_meanwhile",
+        lambda device, **kernels: opened.append(device),
+    )
     monkeypatch.setattr(
         voxelizer.batch.ray, "voxelize_files_on_ray", lambda *a, **k: BatchRun(iter([]), 0)
     )

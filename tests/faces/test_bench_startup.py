@@ -33,7 +33,8 @@ def test_the_startup_benchmark_times_the_command_and_its_floors(tmp_path):
     out = tmp_path / "out"
     done = subprocess.run(
         [sys.executable, "-m", "voxelizer.benchmarks.startup", str(dataset), "--out", str(out),
-         "--grid", "16", "--rounds", "1", "--before", str(before), "--timeout", "120"],
+         "--grid", "16", "--rounds", "1", "--before", str(before), "--timeout", "120",
+         "--timeline"],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -48,12 +49,20 @@ def test_the_startup_benchmark_times_the_command_and_its_floors(tmp_path):
         assert 0 < found["python_s"] < found["whole_s"]
         assert found["numpy_s"] > 0 and found["import_cli_s"] > 0 and found["device_open_s"] > 0
         assert result["median"][tree]["whole_s"] == found["whole_s"]
+        timeline = found["timeline"]  # (-vv's, from a run of its own)
+        names = list(timeline)
+        assert names[0] == "meshes found" and names[-1] == "end"
+        assert list(timeline.values()) == sorted(timeline.values())
+        assert 0 < timeline["first result"] <= timeline["last result"] <= timeline["end"]
+        assert result["median"][tree]["timeline"] == timeline
     assert result["after_over_before"]["whole_s"] == pytest.approx(
         result["median"]["after"]["whole_s"] / result["median"]["before"]["whole_s"]
     )
     text = (out / "startup.md").read_text()
     assert "| measured | before | after | after / before |" in text
     assert "| floor: the device's opening alone, `Voxelizer()` (s) |" in text
+    assert "| milestone | before | after |" in text
+    assert "| first mesh at the device |" in text
     assert text in done.stdout
     assert sorted(path.name for path in out.iterdir()) == ["startup.json", "startup.md"]
 

@@ -108,6 +108,15 @@ ON_USE = (
     "voxelizer.convert",
     "voxelizer.surface",
     "fractions",
+    # the triangle grids, the store of --format zarr, the preview and slice writers (and
+    # the renderer), the worker processes of several devices
+    "voxelizer.trigrid",
+    "voxelizer.io.zarr_store",
+    "voxelizer.io.preview",
+    "voxelizer.io.slices",
+    "voxelizer.render",
+    "voxelizer.batch.pool",
+    "multiprocessing",
 )
 
 

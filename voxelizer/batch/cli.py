@@ -32,11 +32,12 @@ from ..io.mesh_files import (
 )
 from ..io.output import check_output_path
 from ..io.writers import OUTPUT_FORMATS, OutputFormat
-from ..options import batch_options_of
+from ..options import Options, batch_options_of
 from ..parallel import keep_freed_memory
 from ..progress import TerminalProgress
 from ..shards import ShardFormat, is_shard_format
 from .tasks import DEFAULT_FORMAT, BatchPlan, plan_tasks
+from .timeline import timeline
 
 if TYPE_CHECKING:
     from .engine import BatchRun
@@ -164,8 +165,11 @@ def refuse_batch_options(parser: argparse.ArgumentParser, args: argparse.Namespa
 
 
 def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """Check every option and path, then voxelize every mesh; 1 if any failed."""
+    """Check every option and path, then voxelize every mesh; 1 if any failed. With -vv,
+    the start-up's timeline too (voxelizer.batch.timeline)."""
     ray_starts: list[ActorStart] = []  # (closed here too: where the batch ended before it)
+    if args.verbose >= 2:
+        timeline.start()
     try:
         return _run_batch(parser, args, ray_starts)
     finally:
@@ -174,6 +178,8 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         pool = sys.modules.get("voxelizer.batch.pool")  # (imported if workers started)
         if pool is not None:
             pool.stop_workers_ahead()  # those the batch did not take (it ended before)
+        timeline.mark("end")
+        timeline.stop()
 
 
 def _run_batch(
@@ -204,6 +210,7 @@ def _run_batch(
     if args.ray is not None:  # its actors start while the files are found and planned
         ray_starts.append(_start_ray(args, output_format))
     files = find_meshes(args.model, exclude=out_dir)
+    timeline.mark("meshes found", f"{len(files.paths)}")
     if is_shard_format(output_format) and args.grid is None and args.voxel_size is not None:
         parser.error("--format zarr stores every mesh on one grid: give --grid, not --voxel-size")
     devices = args.devices if args.devices is not None else args.device
@@ -213,10 +220,12 @@ def _run_batch(
         # among them: docs/benchmarks.md, "Reading at memory speed").
         keep_freed_memory()
         _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs, args=args)
+        timeline.mark("helpers forked")
         if devices is not None:
             _check_devices(devices)
-        _open_local_device(devices)
+        _open_local_device(devices, args, output_format)
     plan = _checked_outputs(parser, args, files, output_format)
+    timeline.mark("outputs checked")
     log_path = Path(args.log) if args.log else None
 
     progress = TerminalProgress(quiet=args.quiet or args.verbose > 0)
@@ -230,6 +239,7 @@ def _run_batch(
         ):
             progress("meshes", 0, run.total)
             for result in run:
+                timeline.mark("first result", "its output in place")
                 tally[result.status] += 1
                 tally["thin"] += any(isinstance(w, ThinResultWarning) for w in result.warnings)
                 if result.error is not None:
@@ -238,6 +248,8 @@ def _run_batch(
                     log.write(json.dumps(result.to_record()) + "\n")
                     log.flush()
                 progress("meshes", sum(tally.values()), run.total)
+                if tally["done"] + tally["skipped"] + tally["failed"] == run.total:
+                    timeline.mark("last result", f"{run.total} meshes")
     except KeyboardInterrupt:
         progress.close()  # what was done so far, then main's "interrupted"
         print(_summary(tally, time.perf_counter() - started, out_dir, interrupted=True))
@@ -285,34 +297,54 @@ def _checked_outputs(
     return plan
 
 
-def _open_local_device(devices: str | None) -> None:
+def _open_local_device(
+    devices: str | None, args: argparse.Namespace, output_format: OutputFormat
+) -> None:
     """Start opening the device of the worker that runs in this process (the first of
     --devices) on a thread, once the helpers are forked and --devices is checked: its
     opening overlaps the checks of the paths and the batch's planning, and the worker's
-    shared Voxelizer is then the one opened here."""
+    shared Voxelizer is then the one opened here. The kernels of the batch's calls are built
+    there next, while the first meshes are read (options that do not check out build none:
+    the batch reports them)."""
     from .engine import device_list
 
     try:
         local = device_list(devices)[0]
     except DeviceError:
         return  # the worker says what is wrong
-    open_device_meanwhile(local)
+    try:
+        options = Options.create(args.grid, **batch_options_of(args))
+    except Exception:  # (whatever it is, the batch reports it as it would have)
+        open_device_meanwhile(local)
+    else:
+        open_device_meanwhile(local, kernels=(options, output_format.dense))
 
 
-def open_device_meanwhile(device: str | int | None) -> None:
+def open_device_meanwhile(
+    device: str | int | None, kernels: tuple[Options, bool] | None = None
+) -> None:
     """Open the shared Voxelizer of `device` (api.shared_voxelizer) on a thread while this
     one gets on (reads the mesh, checks the paths): the driver's start-up (docs/benchmarks.md,
     "End to end on the H100") overlaps that work, and the voxelization's own call of
-    shared_voxelizer finds it open or waits for it. A failure is left to that call, which
-    opens again and reports it as it would have. Not a daemon: a run that ends early (an
-    error, Ctrl-C) waits for it at exit, as the driver's code must not run on while the
-    process tears the loader down (a segfault). Started once no more processes are forked
-    from this one."""
+    shared_voxelizer finds it open or waits for it. `kernels` (the options, and whether the
+    calls are dense): then the thread starts building their kernels as soon as the device is
+    open (Voxelizer.prepare). A failure is left to that call, which opens again and reports
+    it as it would have. Not a daemon: a run that ends early (an error, Ctrl-C) waits for it
+    at exit, as the driver's code must not run on while the process tears the loader down (a
+    segfault). Started once no more processes are forked from this one."""
     from ..api import shared_voxelizer
 
     def open_device() -> None:
         with suppress(Exception):
-            shared_voxelizer(device)
+            opened = shared_voxelizer(device)
+            timeline.mark("device open", opened.device_name)
+            if kernels is not None:
+                options, dense = kernels
+                building = opened.prepare(options, dense=dense)
+                if timeline.on:  # (joined only to say when: the calls wait for their kernels)
+                    if building is not None:
+                        building.join()
+                    timeline.mark("kernels built")
 
     threading.Thread(target=open_device, name="voxelize-open-device").start()
 

@@ -41,7 +41,6 @@ from ..shards import (
     shard_outputs,
 )
 from .helper_processes import fork_allowed
-from .pool import AheadStart, WorkerPool, start_workers_ahead
 from .readers import read_ahead, running_load_processes
 from .shared_meshes import shared_memory_available
 from .tasks import (
@@ -54,6 +53,7 @@ from .tasks import (
     make_out_dir,
     plan_tasks,
 )
+from .timeline import timeline
 from .worker import MeshWorker
 from .write_processes import default_write_processes, running_write_processes
 
@@ -351,6 +351,10 @@ def start_process_workers(
     DeviceError where `devices` is no list of selectors."""
     workers = _Workers.asked(devices, jobs, threads=None, prefetch=None)
     count = min(workers.count, worker_cap(meshes=meshes, devices=len(workers.selectors)))
+    if count < 2:
+        return  # one worker: this process's (the pool's module and multiprocessing unneeded)
+    from .pool import AheadStart, start_workers_ahead
+
     start = AheadStart(write_processes=write_processes, load_processes=load_processes)
     start_workers_ahead(workers.devices(count)[1:], start)
 
@@ -459,10 +463,13 @@ def _results(
         yield task.skipped()
     if not todo:
         return
+    timeline.mark("reading started", f"{len(worker_devices)} worker(s)")
     if len(worker_devices) == 1:
         worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
     else:  # the first worker here, the others in processes of their own
+        from .pool import WorkerPool
+
         pool = WorkerPool(
             todo,
             local_device=worker_devices[0],

@@ -171,6 +171,7 @@ def worker_process_main(
     except (BrokenPipeError, EOFError):
         pass  # the parent is gone: nothing to tell
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # (the parent's SIGINT after a Ctrl-C)
         for voxelizer in opened:
             voxelizer.close()
 

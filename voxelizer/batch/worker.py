@@ -29,6 +29,7 @@ from ..svo import SVO
 from ..thin import thin_warning
 from .readers import prepared_mesh, shared_load_processes
 from .tasks import BatchResult, BatchSettings, MeshTask, TaskSource, error_text
+from .timeline import timeline
 from .write_processes import WriteJob, WriteProcesses, shared_write_processes, write_output
 
 
@@ -210,6 +211,7 @@ class MeshWorker:
         self, loaded: Loaded
     ) -> BatchResult | tuple[SVO | DenseGrid, float, tuple[Warning, ...]]:
         """The device's part: a failed result, or (result, seconds so far, warnings)."""
+        timeline.mark("first mesh at the device")
         task = loaded.task
         if loaded.mesh is None:
             assert loaded.error is not None
@@ -247,6 +249,7 @@ class MeshWorker:
         seconds: float,
         found: tuple[Warning, ...],
     ) -> BatchResult:
+        timeline.mark("first result to the writers")
         task = loaded.task
         assert task.output is not None and task.format is not None
         started = time.perf_counter()
@@ -394,6 +397,7 @@ class HandedWrites:
         self, loaded: Loaded, result: SVO | DenseGrid, seconds: float, found: tuple[Warning, ...]
     ) -> Future[BatchResult]:
         """The future of the BatchResult of a result to write (MeshWorker._write's)."""
+        timeline.mark("first result to the writers")
         assert self.processes is not None
         done: Future[BatchResult] = Future()
         done.set_running_or_notify_cancel()  # ended by its write only: stop() waits for it

@@ -1,7 +1,7 @@
 """The batch command's start-up and exit, beside their floors, for one tree or two.
 
     python -m voxelizer.benchmarks.startup DATASET_DIR --out DIR [--grid 128] [--rounds N]
-        [--before TREE] [--device SEL] [--timeout SECONDS]
+        [--before TREE] [--device SEL] [--timeout SECONDS] [--timeline]
 
 Each round runs, as processes of their own (the trees taking turns round by round, each
 tree's voxelizer first on the path, as the datasets benchmark runs a tree):
@@ -16,6 +16,10 @@ tree's voxelizer first on the path, as the datasets benchmark runs a tree):
   looks at a path) and the device's opening alone (`device_open_s`: `Voxelizer()` timed
   inside a process, its imports excluded).
 
+With --timeline, each round also runs the batch command once more with `-vv` (not timed
+above: -vv logs a line per mesh) and keeps its start-up timeline, the `voxelize: 0.412 s:
+device open` lines (seconds since the process started; a tree that logs none has none).
+
 Before the rounds, every measurement runs once unrecorded (each tree's modules compiled,
 the driver's caches warm). The medians of the rounds go to DIR/startup.md (a table, the
 trees side by side with this tree's figures over TREE's, `after_over_before`) and
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import subprocess
@@ -51,6 +56,7 @@ print(json.dumps({{"seconds": seconds, "device": opened.device_name}}))
 IMPORT_CLI = "import voxelizer.cli; print(voxelizer.cli.__file__)"
 FLOORS = ("python_s", "numpy_s", "import_cli_s", "device_open_s")
 COMMAND = ("whole_s", "first_output_s", "last_output_s", "exit_s", "meshes_per_s")
+TIMELINE_LINE = re.compile(r"^voxelize: (\d+\.\d+) s: ([^,\n]+)", re.MULTILINE)
 
 
 def _timed(command: list[str], env: dict[str, str], cwd: Path, timeout: float) -> tuple[float, str]:
@@ -87,16 +93,24 @@ def floors(tree: Path, work: Path, device: str | None, timeout: float) -> dict[s
 
 
 def batch(
-    tree: Path, dataset: Path, work: Path, *, grid: int, device: str | None, timeout: float
+    tree: Path,
+    dataset: Path,
+    work: Path,
+    *,
+    grid: int,
+    device: str | None,
+    timeout: float,
+    timeline: bool = False,
 ) -> dict[str, Any]:
     """One run of the batch command with `tree`'s voxelizer: whole process, and when the
-    log's first and last lines appeared."""
+    log's first and last lines appeared; with `timeline`, run with -vv, its timeline too
+    (`timeline`: seconds since the process started, by milestone)."""
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
     log = work / "batch.log"
     log.unlink(missing_ok=True)
     command = batch_command(device) + [str(dataset), "--out-dir", str(out), "--format", "npz"]
-    command += ["--grid", str(grid), "--log", str(log)]
+    command += ["--grid", str(grid), "--log", str(log), *(["-vv"] if timeline else [])]
     errors = work / "batch.stderr"  # a file, not a pipe: a full pipe would stop the command
     with errors.open("w") as stderr:
         started = time.perf_counter()
@@ -114,7 +128,9 @@ def batch(
         tail = errors.read_text()[-2000:]
         raise SystemExit(f"{' '.join(command)}: exit {process.returncode}\n{tail}")
     done = statuses.count("done")
+    found = TIMELINE_LINE.findall(errors.read_text()) if timeline else []
     return {
+        "timeline": {milestone: float(seconds) for seconds, milestone in found},
         "whole_s": whole,
         "first_output_s": first,
         "last_output_s": last,
@@ -153,6 +169,11 @@ def _medians(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     keys = [key for key in (*COMMAND, *FLOORS) if key in rounds[0]]
     found: dict[str, Any] = {key: statistics.median(one[key] for one in rounds) for key in keys}
     found.update(device=rounds[0]["device"], meshes=rounds[0]["meshes"], done=rounds[0]["done"])
+    milestones = {name: None for one in rounds for name in one["timeline"]}  # (in order)
+    found["timeline"] = {
+        name: statistics.median(one["timeline"][name] for one in rounds if name in one["timeline"])
+        for name in milestones
+    }
     return found
 
 
@@ -168,6 +189,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             work = args.out / "work" / label
             figures = floors(tree, work, args.device, args.timeout)
             figures |= batch(tree, args.dataset, work, **options)
+            if args.timeline:
+                marked = batch(tree, args.dataset, work, **options, timeline=True)
+                figures["timeline"] = marked["timeline"]
             if index > 0:
                 rounds[label].append(figures)
             print(
@@ -221,7 +245,24 @@ def markdown(result: dict[str, Any]) -> str:
         if ratio:
             cells.append(f"{result['after_over_before'].get(key, float('nan')):.2f}")
         lines.append(f"| {title} | " + " | ".join(cells) + " |")
+    milestones = {name: None for label in labels for name in result["median"][label]["timeline"]}
+    if milestones:
+        lines += [
+            "",
+            "The command's -vv timeline (a run of its own each round; medians, seconds since "
+            "the process started):",
+            "",
+            "| milestone | " + " | ".join(labels) + " |",
+            "| --- |" + " ---: |" * len(labels),
+        ]
+        for name in milestones:
+            cells = [_seconds(result["median"][label]["timeline"].get(name)) for label in labels]
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,6 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="the device (default: the first)")
     parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds one process may take at most"
+    )
+    parser.add_argument(
+        "--timeline",
+        action="store_true",
+        help="also run the command with -vv each round and keep its start-up timeline",
     )
     args = parser.parse_args(argv)
     if args.rounds < 1:

@@ -43,6 +43,7 @@ class Resources:
         self._winding: WindingPipelines | None = None
         self._builders: list[threading.Thread] = []  # prepare's threads, joined by close
         self._prepared: set[tuple[str, str, bool]] = set()  # prepare's, found all built
+        self._building: dict[tuple[str, str, bool], threading.Thread] = {}  # prepare's, by kind
 
     def passes(self, variant: str, shift: int = 0) -> PassPipelines:
         """The pass kernels of `variant` on the lattice of placement.lattice_shift `shift`."""
@@ -80,14 +81,19 @@ class Resources:
             self._winding = WindingPipelines(self.device)
         return self._winding
 
-    def prepare(self, variant: str, sort: str, svo: bool) -> None:
+    def prepare(self, variant: str, sort: str, svo: bool) -> threading.Thread | None:
         """Start building the kernels a parity job of this kind dispatches, in the order it
         dispatches them, on a background thread (on a CPU device each also gets its first
         dispatch there, which compiles it: first_dispatches.FirstDispatches): the caller reads and
         checks the mesh meanwhile. Those built already cost nothing; a job needing others
-        builds them. A kind found all built is not looked at again."""
-        if (variant, sort, svo) in self._prepared:
-            return
+        builds them. A kind found all built is not looked at again, nor one a thread still
+        builds. The thread building them (None where they are built)."""
+        kind = (variant, sort, svo)
+        if kind in self._prepared:
+            return None
+        building = self._building.get(kind)
+        if building is not None and building.is_alive():
+            return building
         passes = self.passes(variant)
         scan = self.scan()
         wanted = [passes.setup, scan.scan_blocks, scan.add_offsets]
@@ -109,8 +115,10 @@ class Resources:
             thread = build_in_background(wanted)
             if thread is not None:
                 self._builders.append(thread)
+                self._building[kind] = thread
             else:
-                self._prepared.add((variant, sort, svo))
+                self._prepared.add(kind)
+        return thread
 
     def close(self) -> None:
         """Wait for the background builds and the device, then free every kernel and buffer
@@ -118,6 +126,7 @@ class Resources:
         for thread in self._builders:
             thread.join()
         self._builders.clear()
+        self._building.clear()
         self._prepared.clear()
         self.device.wait_idle()
         for kernels in self._passes.values():

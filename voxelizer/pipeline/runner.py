@@ -18,6 +18,7 @@ resources.py). It runs one job at a time: callers serialize (the Voxelizer holds
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -113,10 +114,10 @@ class Pipeline:
         (octree, marked), stats = self._run(inner, from_result)
         return octree, marked, _result_stats(stats, job)
 
-    def prepare(self, variant: str, sort: str, svo: bool) -> None:
+    def prepare(self, variant: str, sort: str, svo: bool) -> threading.Thread | None:
         """Start building the kernels a parity job of this kind dispatches, on a background
-        thread (Resources.prepare)."""
-        self._resources.prepare(variant, sort, svo)
+        thread (Resources.prepare): that thread, None where they are built."""
+        return self._resources.prepare(variant, sort, svo)
 
     def close(self) -> None:
         """Wait for the background builds and the device, then free every kernel and buffer

@@ -1,0 +1,120 @@
+"""The batch command's start-up timeline under -vv: one line per milestone, in seconds since
+the process started, in order; none without -vv, none from another process."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from voxelizer import Voxelizer
+from voxelizer.batch.timeline import Timeline
+from voxelizer.options import Options
+
+from ..helpers import PROJECT_MODELS, assert_same_svo
+from .test_batch_startup import meshes_in, project_env
+
+LINE = re.compile(r"^voxelize: (\d+\.\d{3}) s: ([a-z ]+?)(?:, (.+))?$")
+# Each milestone after those it waits for (the kernels build beside the first mesh's wait,
+# and the outputs are checked while the device opens).
+AFTER = {
+    "helpers forked": ["meshes found"],
+    "outputs checked": ["helpers forked"],
+    "reading started": ["outputs checked"],
+    "device open": ["helpers forked"],
+    "kernels built": ["device open"],
+    "first mesh at the device": ["device open", "reading started"],
+    "first result to the writers": ["first mesh at the device"],
+    "first result": ["first result to the writers", "outputs checked"],
+    "last result": ["first result"],
+    "end": ["last result", "kernels built"],
+}
+
+
+def timeline_of(stderr: str) -> list[tuple[float, str, str | None]]:
+    found = [LINE.match(line) for line in stderr.splitlines()]
+    return [(float(m[1]), m[2], m[3]) for m in found if m is not None]
+
+
+def run_batch(tmp_path, *flags: str) -> subprocess.CompletedProcess[str]:
+    meshes_in(tmp_path / "in")
+    return subprocess.run(
+        [sys.executable, "-m", "voxelizer", str(tmp_path / "in"), "--out-dir",
+         str(tmp_path / "out"), "--format", "npz", "--grid", "16", *flags],
+        cwd=tmp_path, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+def test_minus_vv_logs_the_start_up_in_order_with_times_since_the_process_started(tmp_path):
+    done = run_batch(tmp_path, "-vv")
+    assert done.returncode == 0, done.stderr
+    lines = timeline_of(done.stderr)
+    names = [name for _, name, _ in lines]
+    assert sorted(names) == sorted(["meshes found", *AFTER]), done.stderr
+    for name, before in AFTER.items():
+        assert all(names.index(other) < names.index(name) for other in before), names
+    times = [seconds for seconds, _, _ in lines]
+    assert times == sorted(times)
+    # From the process's start: Python and the imports come before the first milestone.
+    assert times[0] > 0.01
+    details = {name: detail for _, name, detail in lines}
+    assert details["meshes found"] == "6"
+    assert details["last result"] == "6 meshes"
+    assert details["device open"]  # the device's name
+    assert names[-1] == "end"
+    # The summary is printed before the end, and the outputs are as without -vv.
+    assert "6 meshes: 6 done, 0 skipped, 0 failed" in done.stdout
+    assert len(list((tmp_path / "out").rglob("*.npz"))) == 6
+
+
+@pytest.mark.parametrize("flags", [(), ("-v",)])
+def test_no_timeline_without_minus_vv(tmp_path, flags):
+    done = run_batch(tmp_path, *flags)
+    assert done.returncode == 0, done.stderr
+    assert timeline_of(done.stderr) == []
+
+
+def test_a_failed_batch_ends_its_timeline(tmp_path):
+    """An error before any mesh (an output that exists): the one line, then the end."""
+    (tmp_path / "out" / "0").mkdir(parents=True)
+    (tmp_path / "out" / "0" / "gear.npz").write_bytes(b"")
+    done = run_batch(tmp_path, "-vv")
+    assert done.returncode == 1
+    names = [name for _, name, _ in timeline_of(done.stderr)]
+    assert names[0] == "meshes found" and names[-1] == "end"
+    assert "first result" not in names
+    assert "gear.npz: file exists" in done.stderr
+
+
+def test_a_milestone_is_marked_once_and_only_in_the_process_that_started_it(caplog, monkeypatch):
+    timeline = Timeline()
+    with caplog.at_level(logging.DEBUG, logger="voxelizer"):
+        timeline.mark("before the start")
+        timeline.start()
+        timeline.mark("found", "3")
+        timeline.mark("found", "4")
+        monkeypatch.setattr(os, "getpid", lambda: -1)  # as in a forked helper
+        timeline.mark("in a child")
+        monkeypatch.undo()
+        timeline.stop()
+        timeline.mark("after the stop")
+    messages = [record.getMessage() for record in caplog.records]
+    assert len(messages) == 1
+    assert re.fullmatch(r"\d+\.\d{3} s: found, 3", messages[0])
+
+
+def test_prepare_builds_a_calls_kernels_ahead_of_it():
+    """Voxelizer.prepare: a thread building the kernels, None once they are built; the call
+    after it gives the same voxels as one without it."""
+    options = Options.create(16)
+    with Voxelizer() as prepared, Voxelizer() as plain:
+        building = prepared.prepare(options)
+        assert building is not None
+        building.join()
+        assert prepared.prepare(options) is None
+        mesh = PROJECT_MODELS / "gear.ply"
+        assert_same_svo(prepared.voxelize(mesh, 16), plain.voxelize(mesh, 16))
