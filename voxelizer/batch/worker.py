@@ -22,6 +22,7 @@ from typing import Any
 from ..api import Voxelizer, mesh_warnings, voxel_count_label, voxelize_checked
 from ..errors import DeviceError, VoxelizerError
 from ..grid import DenseGrid
+from ..interrupts import interrupts_deferred
 from ..mesh import Mesh
 from ..options import Options
 from ..placement import lattice_shift
@@ -404,12 +405,15 @@ class HandedWrites:
         started = time.perf_counter()
         job = self._worker._write_job(loaded, result)
         handed = _Handed(done, loaded, result, job, seconds, found, started)
-        written = self.processes.submit(job)
-        self._pending[done] = written
-        done.add_done_callback(self._forget)
-        written.add_done_callback(
-            lambda future: self._settle(handed, lambda: self._counted(handed, future))
-        )
+        # Queued and known to stop() together: a Ctrl-C between the two would leave a write
+        # that stop() does not wait for, its file half written as the command exits.
+        with interrupts_deferred():
+            written = self.processes.submit(job)
+            self._pending[done] = written
+            done.add_done_callback(self._forget)
+            written.add_done_callback(
+                lambda future: self._settle(handed, lambda: self._counted(handed, future))
+            )
         return done
 
     def stop(self) -> None:
