@@ -4,9 +4,9 @@ Vulkan), else spawned, and always spawned to replace one that died.
 
 Each case runs in a fresh Python (this one has Vulkan open, so its workers are spawned). A
 worker's start is seen without timing: a spawned worker's command line is multiprocessing's
-(`spawn_main`), a forked one's is its parent's; and the command's debug log names how each
-worker started. Every child sets its own signal dispositions first, so that the tests pass
-under a launcher that ignores SIGINT or SIGTERM.
+(`spawn_main`) once it has exec'd (none while it execs), a forked one's is its parent's; and
+the command's debug log names how each worker started. Every child sets its own signal
+dispositions first, so that the tests pass under a launcher that ignores SIGINT or SIGTERM.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def test_ctrl_c_ends_the_command_and_its_forked_worker_with_nothing_left(tmp_pat
 SCRIPT = (
     SIGNALS
     + """
-import json, multiprocessing, os, signal, sys
+import json, multiprocessing, os, signal, sys, time
 import numpy as np
 import voxelizer
 from voxelizer import voxelize_many
@@ -196,10 +196,17 @@ own = open("/proc/self/cmdline", "rb").read()
 
 
 def start_method(pid):
-    try:
-        command = open(f"/proc/{pid}/cmdline", "rb").read()
-    except OSError:
-        return "gone"
+    # A spawned child shows no command line while it execs, then spawn_main's (this
+    # script's own text says spawn_main too).
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            command = open(f"/proc/{pid}/cmdline", "rb").read()
+        except OSError:
+            return "gone"
+        if command or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
     return "fork" if command == own else "spawn" if b"spawn_main" in command else "?"
 
 
@@ -210,8 +217,9 @@ with voxelize_many(paths, grid=32, jobs=2) as run:
     for result in run:
         results.append(result)
         for child in multiprocessing.active_children():
-            if child.pid not in killed:
-                (after if killed else seen).setdefault(child.pid, start_method(child.pid))
+            found = after if killed else seen
+            if child.pid not in killed and child.pid not in found:
+                found[child.pid] = start_method(child.pid)
         if mode == "kill" and not killed:
             killed.append(next(iter(seen)))
             os.kill(killed[0], signal.SIGKILL)
