@@ -175,9 +175,9 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     finally:
         for start in ray_starts:
             start.close()
-        pool = sys.modules.get("voxelizer.batch.pool")  # (imported if workers started)
-        if pool is not None:
-            pool.stop_workers_ahead()  # those the batch did not take (it ended before)
+        ahead = sys.modules.get("voxelizer.batch.worker_processes")  # (if workers started)
+        if ahead is not None:
+            ahead.stop_workers_ahead()  # those the batch did not take (it ended before)
         timeline.mark("end")
         timeline.stop()
 
