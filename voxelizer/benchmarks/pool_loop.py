@@ -28,13 +28,14 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
 # (absolute: a measurement runs this file as a script, with the timed tree's package)
-from voxelizer.benchmarks.batch_threads import THIS, mesh_files, table, thread_cpu, thread_kind
+from voxelizer.benchmarks.batch_threads import THIS, mesh_files, table, thread_kind
 
 
 def command_line(args: argparse.Namespace, inputs: Path, out: Path) -> list[str]:
@@ -44,25 +45,48 @@ def command_line(args: argparse.Namespace, inputs: Path, out: Path) -> list[str]
             "--grid", str(args.grid), "--quiet", *workers]  # fmt: skip
 
 
+def thread_seconds() -> dict[threading.Thread, float]:
+    """Each running thread of this process and its CPU seconds so far."""
+    seconds = {}
+    for thread in threading.enumerate():
+        if thread.ident is None:
+            continue
+        try:
+            seconds[thread] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (OSError, ProcessLookupError):  # ended meanwhile (its end is kept: measure)
+            continue
+    return seconds
+
+
 def measure(args: argparse.Namespace) -> dict:
     """One measurement, in this process: the command run here, its threads' CPU seconds
-    sampled (on the main thread, in the pool's loop) at the pool's first and last result."""
+    sampled (on the main thread, in the pool's loop) at the pool's first and last result; a
+    thread that ends between (the worker here, once the meshes run out) counts until its
+    end."""
     import voxelizer
     from voxelizer.batch import pool
     from voxelizer.cli import main
 
     files = mesh_files(args.models_dir)
-    samples: list[tuple[dict[int, tuple[str, float]], float]] = []
-    results = pool.WorkerPool.results
+    samples: list[tuple[dict[threading.Thread, float], float]] = []
+    ended: dict[threading.Thread, float] = {}
+    results, run = pool.WorkerPool.results, threading.Thread.run
 
     def sampled(self: pool.WorkerPool) -> Iterator:
         """The pool's results, this process's threads sampled at the first and the last."""
         for given, result in enumerate(results(self), start=1):
             if given in (1, args.meshes):
-                samples.append((thread_cpu(), time.perf_counter()))
+                samples.append(({**ended, **thread_seconds()}, time.perf_counter()))
             yield result
 
+    def timed_run(self: threading.Thread) -> None:
+        try:
+            run(self)
+        finally:
+            ended[self] = time.thread_time()
+
     pool.WorkerPool.results = sampled  # type: ignore[method-assign]
+    threading.Thread.run = timed_run  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as folder:
         inputs = Path(folder) / "in"
         inputs.mkdir()
@@ -73,16 +97,16 @@ def measure(args: argparse.Namespace) -> dict:
         written = sum(1 for _ in (Path(folder) / "out").iterdir())
     if code != 0 or len(samples) != 2:
         raise SystemExit(f"the command exited with {code} after {len(samples)} samples")
-    (start, started), (end, ended) = samples
+    (start, started), (end, finished) = samples
     per_kind: dict[str, float] = defaultdict(float)
-    for ident, (name, seconds) in end.items():
-        per_kind[thread_kind(name)] += seconds - start.get(ident, (name, 0.0))[1]
+    for thread, seconds in end.items():
+        per_kind[thread_kind(thread.name)] += seconds - start.get(thread, 0.0)
     spanned = args.meshes - 1
     return {
         "voxelizer_file": voxelizer.__file__,  # the source tree timed
         "meshes": args.meshes,
         "ok": written,
-        "meshes_per_second": spanned / (ended - started),
+        "meshes_per_second": spanned / (finished - started),
         "cpu_us_per_mesh": {k: 1e6 * v / spanned for k, v in sorted(per_kind.items())},
     }
 
