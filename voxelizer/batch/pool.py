@@ -7,9 +7,9 @@ is blamed for that mesh only: the mesh is tried once more elsewhere, the meshes 
 there go back to the others, and the process is replaced.
 
 The parent's loop (WorkerPool.results) runs in the batch's main thread, beside the device's
-thread of the worker here, under one GIL: it waits on one selector that holds every
-worker's pipe and process sentinel from when the worker is added until it is removed, and
-reads one message per pipe that the selector finds ready (no poll per message).
+thread of the worker here, under one GIL: it waits on one selector that holds each
+worker's pipe from when the worker is added until it is removed, and reads one message per
+pipe that the selector finds ready (no fresh selector per wait, no poll per message).
 """
 
 from __future__ import annotations
