@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,7 +34,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 # (absolute: a measurement runs this file as a script, with the timed tree's package)
+from voxelizer.benchmarks import batch_threads
 from voxelizer.benchmarks.batch_threads import THIS, mesh_files, table, thread_kind
+
+CHILD_OPTIONS = ("models_dir", "meshes", "grid", "format", "jobs", "devices")
 
 
 def command_line(args: argparse.Namespace, inputs: Path, out: Path) -> list[str]:
@@ -113,24 +115,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 def run_child(source: str, args: argparse.Namespace) -> dict:
     """One measurement in a new Python, with the package of `source` (THIS: this one)."""
-    # This file run as it is (not as a module of `source`'s package, which may not have it),
-    # with neither its folder nor the current one on the module path.
-    program = (
-        "import runpy, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
-        "sys.argv[0] = {!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
-    )
-    command = [sys.executable, "-c", program.format(str(Path(__file__).resolve())), "--child"]
-    for name in ("models_dir", "meshes", "grid", "format", "jobs", "devices"):
-        command += [f"--{name.replace('_', '-')}", str(getattr(args, name) or "")]
-    env = dict(os.environ)
-    root = Path(__file__).resolve().parents[2] if source == THIS else Path(source).resolve()
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=args.timeout)
-    if done.returncode != 0:
-        raise SystemExit(f"{source}: the measurement failed:\n{done.stderr[-2000:]}")
-    figures: dict = json.loads(done.stdout.strip().splitlines()[-1])
-    figures["source"] = source
-    return figures
+    return batch_threads.run_child(source, args, script=__file__, options=CHILD_OPTIONS)
 
 
 def main(argv: list[str] | None = None) -> int:
