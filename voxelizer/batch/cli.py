@@ -325,8 +325,8 @@ def _open_local_device(
     --devices) on a thread, once the helpers are forked: its opening (first the Vulkan
     instance, which the check of --devices then reads) overlaps the checks of the paths and
     the batch's planning, and the worker's shared Voxelizer is then the one opened here.
-    The kernels of the batch's calls are built there next, while the first meshes are read (options that do not check out build none:
-    the batch reports them)."""
+    The kernels of the batch's calls are built there next, while the first meshes are read
+    (options that do not check out build none: the batch reports them)."""
     from .engine import device_list
 
     try:

@@ -63,9 +63,8 @@ class _LocalWorker:
     """The batch's first worker, in this process on the shared Voxelizer of its device, as a
     one-device batch runs: it voxelizes at once while the worker processes start (their
     device; a spawned one, Python and the imports first), taking its meshes from the queue
-    they share. Its results come
-    through `results`; a byte on `wakeup` (a pipe) tells the waiting parent loop that some
-    are there."""
+    they share. Its results come through `results`; a byte on `wakeup` (a pipe) tells the
+    waiting parent loop that some are there."""
 
     def __init__(self, device: str | int | None, settings: BatchSettings, todo: deque[MeshTask]):
         self._todo = todo
