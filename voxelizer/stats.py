@@ -91,7 +91,9 @@ class Stats:
 
     def add_host(self, times: dict[str, float] | None = None, **steps: float) -> None:
         """Add host milliseconds by label, as a dict or as keywords."""
-        _accumulate(self.host_ms, {**(times or {}), **steps})
+        if times:
+            _accumulate(self.host_ms, times)
+        _accumulate(self.host_ms, steps)
 
     def count(self, **counts: int) -> None:
         """Add to workload counts (summed over slabs, parts and batches)."""

@@ -110,9 +110,7 @@ class Buffer:
     def view(self, dtype: numpy.typing.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:
         """The start of the mapped memory as a writable array of `shape` (host-visible buffers
         only): for data made straight into it, with forget() and made_from() around."""
-        dtype = np.dtype(dtype)
-        count = math.prod(shape)
-        return np.frombuffer(self.mapped(), dtype, count=count).reshape(shape)
+        return np.frombuffer(self.mapped(), dtype, math.prod(shape)).reshape(shape)
 
     def write_once(self, data: np.ndarray) -> None:
         """write(data), unless the last write was of this very array and it is read-only (a
