@@ -110,7 +110,8 @@ class Buffer:
     def view(self, dtype: numpy.typing.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:
         """The start of the mapped memory as a writable array of `shape` (host-visible buffers
         only): for data made straight into it, with forget() and made_from() around."""
-        return np.frombuffer(self.mapped(), dtype, math.prod(shape)).reshape(shape)
+        mapped = self._mapped if self._mapped is not None else self.mapped()
+        return np.frombuffer(mapped, dtype, math.prod(shape)).reshape(shape)
 
     def write_once(self, data: np.ndarray) -> None:
         """write(data), unless the last write was of this very array and it is read-only (a
@@ -161,7 +162,8 @@ class Buffer:
         call: no dtype object is made where the count is given)."""
         if count is None:
             count = self.size // np.dtype(dtype).itemsize
-        return np.frombuffer(self.mapped(), dtype, count).copy()
+        mapped = self._mapped if self._mapped is not None else self.mapped()
+        return np.frombuffer(mapped, dtype, count).copy()
 
     def destroy(self) -> None:
         """Free the buffer once the GPU is done with it. Each step forgets its handle before
