@@ -14,8 +14,9 @@ time less the GPU's: the host's share, where the thread's CPU time also counts a
 spins). Every grid starts with one untimed pass over the meshes
 (kernels built, buffers grown). Then, on a Voxelizer of its own, one more pass counts the
 Vulkan functions called per call (the `vulkan` module's wrappers, its cffi library where the
-package calls that directly, and the push-descriptor command) and the calls that replayed
-(`Stats.counts["replayed"]`). `--order size` sorts the meshes by
+package calls that directly, and the push-descriptor command), the Python functions called
+per call (`sys.setprofile`'s "call" events: the host's Python work, whatever the device) and
+the calls that replayed (`Stats.counts["replayed"]`). `--order size` sorts the meshes by
 triangle count (a stream of similar meshes, as a dataset of one kind is); `files`, as
 listed.
 
@@ -123,9 +124,10 @@ def measure(
                 for array in (svo.nodes, svo.bricks, svo.level_offsets):
                     digest.update(np.ascontiguousarray(array).tobytes())
                 digests.append(digest.hexdigest()[:16])
-            calls, replayed = _count_vulkan_calls(meshes, grid)
+            calls, python_calls, replayed = _count_calls(meshes, grid)
             result["grids"][str(grid)] = {
-                **figures, "digests": digests, "vulkan_calls": calls, "replayed": replayed,
+                **figures, "digests": digests, "vulkan_calls": calls,
+                "python_calls": python_calls, "replayed": replayed,
             }  # fmt: skip
     return result
 
@@ -143,10 +145,12 @@ def _timed_calls(vox: Any, meshes: list[Any], grid: int) -> list[tuple[Any, floa
     return timed
 
 
-def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
-    """(Vulkan functions called per call, the share of calls that replayed), on a Voxelizer
-    of its own whose every Vulkan function is counted: the `vulkan` module's wrappers, its
-    cffi library where the package calls that directly, the push-descriptor command."""
+def _count_calls(meshes: list[Any], grid: int) -> tuple[float, float, float]:
+    """(Vulkan functions called per call, Python functions called per call, the share of
+    calls that replayed), on a Voxelizer of its own whose every Vulkan function is counted:
+    the `vulkan` module's wrappers, its cffi library where the package calls that directly,
+    the push-descriptor command; the Python functions by a profile function (the counting's
+    own left out)."""
     import vulkan
     import vulkan._vulkan as wrapped
 
@@ -167,6 +171,8 @@ def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
             value = getattr(real, name)
             return counting(value) if name.startswith("vk") and callable(value) else value
 
+    # The counting's own Python functions, left out of the Python calls counted.
+    counting_code = {counting(len).__code__, CountingLib.__getattr__.__code__}
     call_api = wrapped._callApi
     # The wrapper functions (vkQueueSubmit, ...) through their one entry, the rest of the
     # library where the package calls it directly.
@@ -181,14 +187,23 @@ def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
                 for mesh in meshes:  # untimed, uncounted: as the timed passes start
                     vox.voxelize(mesh, grid)
                 counted[0] = 0
-                replayed = sum(
-                    vox.voxelize(mesh, grid).stats.counts.get("replayed", 0) for mesh in meshes
-                )
+                python = [0]
+
+                def profile(frame: Any, event: str, arg: Any) -> None:
+                    if event == "call" and frame.f_code not in counting_code:
+                        python[0] += 1
+
+                sys.setprofile(profile)
+                try:
+                    results = [vox.voxelize(mesh, grid) for mesh in meshes]
+                finally:
+                    sys.setprofile(None)
+                replayed = sum(svo.stats.counts.get("replayed", 0) for svo in results)
             finally:
                 device.push_descriptor_function = push
     finally:
         vulkan.lib, wrapped._callApi = real, call_api
-    return counted[0] / len(meshes), replayed / len(meshes)
+    return counted[0] / len(meshes), python[0] / len(meshes), replayed / len(meshes)
 
 
 def run_tree(
@@ -232,6 +247,7 @@ def summary(rounds: list[dict[str, Any]], grid: str) -> dict[str, float]:
         ),
         "meshes_per_s": 1e3 * len(walls) / sum(walls),
         "vulkan_calls": statistics.median(found["vulkan_calls"] for found in calls),
+        "python_calls": statistics.median(found.get("python_calls", 0) for found in calls),
         "replayed": statistics.median(found["replayed"] for found in calls),
     }
 
@@ -244,6 +260,7 @@ COLUMNS = (
     ("host_ms", "wall - GPU ms", 3),
     ("meshes_per_s", "meshes/s", 1),
     ("vulkan_calls", "Vulkan calls", 1),
+    ("python_calls", "Python calls", 0),
     ("replayed", "replayed", 2),
 )
 
