@@ -78,6 +78,8 @@ def test_a_replayed_call_stays_within_its_vulkan_and_python_calls(monkeypatch):
         meshes = [prepared_mesh(_sphere(1.0, c), options, make_soup=True) for c in centres]
         python_calls = []
         results = [voxelize_checked(voxelizer, meshes[0], options, dense=False, count_voxels=False)]
+        while (building := voxelizer.prepare(options)) is not None:  # (then found all built)
+            building.join()
         counted = [0]
 
         def profile(frame: Any, event: str, arg: Any) -> None:
