@@ -440,7 +440,7 @@ class GridPlacement:
 
     def cache_key(self) -> tuple[object, ...]:
         """What a Mesh keeps its per-placement caches under (placed, placed_soup)."""
-        return (self.shape, self.origin.tobytes(), self.spacing.tobytes(), self.clip)
+        return (self.shape, self.origin.tobytes(), self._spacing.tobytes(), self.clip)
 
     def _placed(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray, int]:
         def place() -> tuple[np.ndarray, np.ndarray, int]:
