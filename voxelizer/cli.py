@@ -574,7 +574,7 @@ def run() -> NoReturn:
     When main returns, every output is written, synced and in place; the streams are
     flushed here. What the usual exit would still do (close the device and the driver, let
     the reading helpers go, take Python's modules apart) is a measurable part of a short
-    batch command (docs/benchmarks.md, "The batch command's last second"), and the system
+    batch command (docs/benchmarks-history.md, "The batch command's last second"), and the system
     does it at once: the device's memory goes with the process, and the helpers see their
     input end and leave. A process that made multiprocessing's resources (the worker
     processes of --jobs) exits the usual way: their finalizers must run, or

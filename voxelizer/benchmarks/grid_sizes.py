@@ -12,7 +12,8 @@ timestamps) and of the whole call's wall time (the mesh already in memory, its k
 and the voxels the grid holds, so that the time per voxel can be set against the cells.
 
 Each (model, grid, output) gets a Voxelizer of its own, two warm-up calls, then `--repeat`
-timed calls (a fresh device starts at the boost clock: docs/benchmarks.md, "Fill modes").
+timed calls (a fresh device starts at the boost clock: docs/benchmarks-history.md, "Modes on
+the H100 again").
 Writes grid_sizes.json and grid_sizes.md into --out; prints the table as it goes.
 """
 
