@@ -480,9 +480,9 @@ def spelled(name: ast.expr, form: str) -> str:
 
 
 def assigned(target: ast.expr) -> Iterator[ast.Attribute | ast.Subscript]:
-    """What an assignment to `target` binds: `x.a` or `x[k]`, or those inside a tuple or list
-    target; not `x.a[i].b` (the caller keeps `self.a` and `self.__dict__[k]`: `self.a[i]`
-    and `self.f().b` change what an attribute holds)."""
+    """What an assignment to `target` binds: an attribute or an item (`x.a`, `x[k]`), or those
+    inside a tuple or list target. The caller keeps `self.a` and `self.__dict__[k]`, not
+    `self.a[i]` or `self.f().b` (those change what an attribute holds)."""
     if isinstance(target, (ast.Attribute, ast.Subscript)):
         yield target
     elif isinstance(target, (ast.Tuple, ast.List)):
