@@ -46,7 +46,8 @@ def project_env() -> dict[str, str]:
 
 # The command in a fresh process, with two reading processes as on a host with cores to
 # spare; every Device opened is recorded (its thread, and the reading processes forked by
-# then), and so is the Voxelizer each mesh went through.
+# then), and so are the thread of every Vulkan instance made and the Voxelizer each mesh
+# went through.
 OPENS_RECORDED = """
 import json, sys, threading
 import voxelizer.batch.engine
@@ -54,7 +55,7 @@ import voxelizer.batch.worker
 from voxelizer import api
 from voxelizer.batch.readers import shared_load_processes
 from voxelizer.cli import main
-from voxelizer.gpu.device import Device
+from voxelizer.gpu.device import Device, Instance
 
 voxelizer.batch.engine.default_load_processes = lambda workers=1: 2
 real_init = Device.__init__
@@ -64,6 +65,13 @@ def recorded_init(self, *args, **kwargs):
     opened.append([threading.current_thread().name, shared_load_processes(2).forked])
     real_init(self, *args, **kwargs)
 
+real_instance = Instance.__init__
+instances = []
+
+def recorded_instance(self, *args, **kwargs):
+    instances.append(threading.current_thread().name)
+    real_instance(self, *args, **kwargs)
+
 real_call = voxelizer.batch.worker.voxelize_checked
 used = set()
 
@@ -72,18 +80,21 @@ def recorded_call(voxelizer, *args, **kwargs):
     return real_call(voxelizer, *args, **kwargs)
 
 Device.__init__ = recorded_init
+Instance.__init__ = recorded_instance
 voxelizer.batch.worker.voxelize_checked = recorded_call
 code = main(sys.argv[1:])
 shared = sorted(id(v) for v in api._shared.values())
-print(json.dumps({"exit": code, "opened": opened, "used": sorted(used), "shared": shared}))
+print(json.dumps({"exit": code, "opened": opened, "instances": instances, "used": sorted(used),
+                  "shared": shared}))
 """
 
 
 @pytest.mark.parametrize("devices", [None, "0"])
 def test_the_worker_uses_the_device_opened_while_the_command_starts(tmp_path, devices):
     """One Device opened in the process, on the opening thread, after the reading processes
-    were forked; every mesh voxelized on that shared Voxelizer; the files those of single
-    calls, byte for byte."""
+    were forked; one Vulkan instance, made there too (--devices is checked on it, not on
+    one made first on the main thread); every mesh voxelized on that shared Voxelizer; the
+    files those of single calls, byte for byte."""
     paths = meshes_in(tmp_path / "in")
     out = tmp_path / "out"
     command = [sys.executable, "-c", OPENS_RECORDED, str(tmp_path / "in"), "--out-dir", str(out)]
@@ -95,6 +106,7 @@ def test_the_worker_uses_the_device_opened_while_the_command_starts(tmp_path, de
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["exit"] == 0, done.stderr
     assert found["opened"] == [["voxelize-open-device", 2]]
+    assert found["instances"] == ["voxelize-open-device"]
     assert len(found["shared"]) == 1 and found["used"] == found["shared"]
     for path in paths:
         output = out / path.parent.name / path.with_suffix(".svo").name
@@ -156,6 +168,13 @@ def test_refusals_are_one_line_before_any_file(tmp_path, capsys):
     )
     assert_one_line_error(code, stdout, stderr, "no Vulkan device with index 7")
     assert not (tmp_path / "o2").exists()
+
+    # A wrong device is said before an output that exists (checked after the outputs).
+    code, stdout, stderr = run_cli(
+        capsys, tmp_path / "in", "--out-dir", out, "--grid", GRID, "--devices", "0,7"
+    )
+    assert_one_line_error(code, stdout, stderr, "no Vulkan device with index 7")
+    assert (out / "1" / "torus.svo").read_bytes() == b"precious"
 
 
 def test_plan_tasks_refuses_an_output_over_another_input(tmp_path):

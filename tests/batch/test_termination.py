@@ -184,7 +184,7 @@ def test_after_sigkill_a_resumed_batch_removes_its_own_temporaries(tmp_path):
 # stays empty; once the worker runs (its imports done), the process says its pid and waits.
 WAITING_WORKER = """
 import multiprocessing, sys, time
-from voxelizer.batch.pool import worker_process_main
+from voxelizer.batch.worker_processes import worker_process_main
 from voxelizer.batch.tasks import BatchSettings
 from voxelizer.options import Options
 

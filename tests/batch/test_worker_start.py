@@ -320,7 +320,7 @@ WITH_HELPERS = (
     + """
 import os, sys
 import voxelizer.batch.engine as engine
-import voxelizer.batch.pool as pool
+import voxelizer.batch.worker_processes as pool
 import voxelizer.batch.write_processes as write_processes
 from voxelizer.batch.readers import shared_load_processes
 from voxelizer.batch.write_processes import shared_write_processes

@@ -116,6 +116,7 @@ ON_USE = (
     "voxelizer.io.slices",
     "voxelizer.render",
     "voxelizer.batch.pool",
+    "voxelizer.batch.worker_processes",
     "multiprocessing",
 )
 
@@ -142,6 +143,7 @@ BATCH_MACHINERY = (
     "voxelizer.batch.engine",
     "voxelizer.batch.worker",
     "voxelizer.batch.pool",
+    "voxelizer.batch.worker_processes",
     "voxelizer.batch.readers",
     "voxelizer.batch.ray",
 )

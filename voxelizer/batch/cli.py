@@ -175,9 +175,9 @@ def run_batch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     finally:
         for start in ray_starts:
             start.close()
-        pool = sys.modules.get("voxelizer.batch.pool")  # (imported if workers started)
-        if pool is not None:
-            pool.stop_workers_ahead()  # those the batch did not take (it ended before)
+        ahead = sys.modules.get("voxelizer.batch.worker_processes")  # (if workers started)
+        if ahead is not None:
+            ahead.stop_workers_ahead()  # those the batch did not take (it ended before)
         timeline.mark("end")
         timeline.stop()
 
@@ -214,6 +214,7 @@ def _run_batch(
     if is_shard_format(output_format) and args.grid is None and args.voxel_size is not None:
         parser.error("--format zarr stores every mesh on one grid: give --grid, not --voxel-size")
     devices = args.devices if args.devices is not None else args.device
+    selectors = None
     if args.ray is None:
         # This process voxelizes mesh after mesh: each one's arrays (read, staged, results)
         # reuse the memory of the last one's instead of fresh pages (the device's thread
@@ -222,9 +223,9 @@ def _run_batch(
         _start_reading(meshes=len(files.paths), devices=devices, jobs=args.jobs, args=args)
         timeline.mark("helpers forked")
         if devices is not None:
-            _check_devices(devices)
+            selectors = _device_selectors(devices)
         _open_local_device(devices, args, output_format)
-    plan = _checked_outputs(parser, args, files, output_format)
+    plan = _checked_outputs_and_devices(parser, args, files, output_format, selectors=selectors)
     timeline.mark("outputs checked")
     log_path = Path(args.log) if args.log else None
 
@@ -261,6 +262,26 @@ def _run_batch(
     if not args.quiet:
         print(_summary(tally, time.perf_counter() - started, out_dir, interrupted=False))
     return 1 if tally["failed"] else 0
+
+
+def _checked_outputs_and_devices(
+    parser: argparse.ArgumentParser,
+    args: argparse.Namespace,
+    files: MeshFiles,
+    output_format: OutputFormat,
+    *,
+    selectors: list[str | int | None] | None,
+) -> BatchPlan | None:
+    """_checked_outputs, then the devices of --devices (`selectors`) checked (a wrong one
+    said first, before an output's error): then the device here opened meanwhile, on its
+    thread, made the process's Vulkan instance that the check reads."""
+    try:
+        plan = _checked_outputs(parser, args, files, output_format)
+    except (VoxelizerError, SystemExit):
+        _check_devices(selectors)
+        raise
+    _check_devices(selectors)
+    return plan
 
 
 def _checked_outputs(
@@ -301,11 +322,11 @@ def _open_local_device(
     devices: str | None, args: argparse.Namespace, output_format: OutputFormat
 ) -> None:
     """Start opening the device of the worker that runs in this process (the first of
-    --devices) on a thread, once the helpers are forked and --devices is checked: its
-    opening overlaps the checks of the paths and the batch's planning, and the worker's
-    shared Voxelizer is then the one opened here. The kernels of the batch's calls are built
-    there next, while the first meshes are read (options that do not check out build none:
-    the batch reports them)."""
+    --devices) on a thread, once the helpers are forked: its opening (first the Vulkan
+    instance, which the check of --devices then reads) overlaps the checks of the paths and
+    the batch's planning, and the worker's shared Voxelizer is then the one opened here.
+    The kernels of the batch's calls are built there next, while the first meshes are read
+    (options that do not check out build none: the batch reports them)."""
     from .engine import device_list
 
     try:
@@ -365,7 +386,7 @@ def _start_reading(
     *, meshes: int, devices: str | None, jobs: int | None, args: argparse.Namespace
 ) -> None:
     """The other workers' processes, then the writing and reading helpers of the worker in
-    this process, started before anything here opens Vulkan (checking --devices does): then
+    this process, started before anything here opens Vulkan (opening the device does): then
     they are forked, ready at once (a worker starts its own helpers and opens its device
     while this process plans; a helper reads while the device here opens), not started by
     spawn or exec (which cost a Python start and the imports).
@@ -378,7 +399,7 @@ def _start_reading(
     try:
         workers = jobs if jobs is not None else len(device_list(devices))
     except DeviceError:
-        return  # _check_devices says what is wrong
+        return  # _device_selectors says what is wrong
     # as voxelize_many decides, for each worker
     writers = default_write_processes(workers, _grid_side(args))
     writers = writers if meshes >= 4 * writers and fork_allowed() else 0
@@ -403,15 +424,25 @@ def _grid_side(args: argparse.Namespace) -> int | None:
     return args.grid if isinstance(args.grid, int) else max(args.grid)
 
 
-def _check_devices(devices: str) -> None:
-    """DeviceError unless every selector names a device (before any worker starts)."""
-    from ..gpu.device import list_devices
+def _device_selectors(devices: str) -> list[str | int | None]:
+    """The selectors of --devices; DeviceError where it is no list of them."""
     from .engine import device_list
 
     try:
-        selectors = device_list(devices)
+        return device_list(devices)
     except DeviceError as exc:
         raise DeviceError(f"--devices: {exc}") from None
+
+
+def _check_devices(selectors: list[str | int | None] | None) -> None:
+    """DeviceError unless every selector of --devices names a device (before any worker
+    starts). Asked once the outputs are checked: the process's one Vulkan instance is then
+    made, or being made, by the thread that opens the device here (_open_local_device), and
+    not first on this thread, beside the checks."""
+    from ..gpu.device import list_devices
+
+    if selectors is None:
+        return
     found = list_devices()
     for selector in selectors:
         text = str(selector)

@@ -345,7 +345,7 @@ def start_process_workers(
     load_processes: int,
 ) -> None:
     """The worker processes voxelize_many(`meshes` inputs, devices=, jobs=) starts, forked
-    now where that is safe, for it to take (pool.start_workers_ahead), each starting the
+    now where that is safe, for it to take (worker_processes.start_workers_ahead), each starting the
     writing and reading processes the batch will ask for and opening its device meanwhile:
     the command starts them before anything in its process opens Vulkan or starts a thread.
     DeviceError where `devices` is no list of selectors."""
@@ -353,7 +353,7 @@ def start_process_workers(
     count = min(workers.count, worker_cap(meshes=meshes, devices=len(workers.selectors)))
     if count < 2:
         return  # one worker: this process's (the pool's module and multiprocessing unneeded)
-    from .pool import AheadStart, start_workers_ahead
+    from .worker_processes import AheadStart, start_workers_ahead
 
     start = AheadStart(write_processes=write_processes, load_processes=load_processes)
     start_workers_ahead(workers.devices(count)[1:], start)

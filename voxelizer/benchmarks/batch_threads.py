@@ -105,17 +105,28 @@ def measure(args: argparse.Namespace) -> dict:
     }
 
 
-def run_child(source: str, args: argparse.Namespace) -> dict:
-    """One measurement in a new Python, with the package of `source` (THIS: this one)."""
-    # This file run as it is (not as a module of `source`'s package, which may not have
+CHILD_OPTIONS = ("models_dir", "meshes", "grid", "format", "write_processes", "load_processes")
+
+
+def run_child(
+    source: str,
+    args: argparse.Namespace,
+    *,
+    script: str = __file__,
+    options: tuple[str, ...] = CHILD_OPTIONS,
+) -> dict:
+    """One measurement in a new Python, with the package of `source` (THIS: this one):
+    `script` (this file, or another benchmark's made the same way) run with `--child` and
+    the `options` of `args`."""
+    # The script run as it is (not as a module of `source`'s package, which may not have
     # it), with neither its folder nor the current one on the module path (a package there
     # would hide `source`'s).
     program = (
         "import runpy, sys; sys.path[:] = [p for p in sys.path if p not in ('', '.')]; "
         "sys.argv[0] = {!r}; runpy.run_path(sys.argv[0], run_name='__main__')"
     )
-    command = [sys.executable, "-c", program.format(str(Path(__file__).resolve())), "--child"]
-    for name in ("models_dir", "meshes", "grid", "format", "write_processes", "load_processes"):
+    command = [sys.executable, "-c", program.format(str(Path(script).resolve())), "--child"]
+    for name in options:
         command += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
     env = dict(os.environ)
     root = Path(__file__).resolve().parents[2] if source == THIS else Path(source).resolve()
