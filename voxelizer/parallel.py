@@ -40,6 +40,9 @@ def for_row_chunks(rows: int, work: Callable[[int, int], None], min_rows: int = 
 def copy_rows(target: np.ndarray, source: np.ndarray, min_rows: int = MIN_ROWS) -> None:
     """target[:] = source (numpy converting the type as it assigns), in row chunks of the
     first axis, in parallel when large."""
+    if len(source) < 2 * min_rows:  # one chunk: at once (a staging copy, several a call)
+        target[: len(source)] = source
+        return
 
     def copy(start: int, stop: int) -> None:
         target[start:stop] = source[start:stop]

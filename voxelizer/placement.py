@@ -137,7 +137,7 @@ COLUMN_AXIS_ORDERS = ((1, 2, 0), (2, 0, 1), (0, 1, 2))
 def lattice_shift(shape: Sequence[int]) -> int:
     """Bits by which a grid of `shape` takes FIXED_BITS and FINE_BITS coarser: 0 up to
     FINE_LATTICE_MAX a side, LARGE_LATTICE_SHIFT above."""
-    return 0 if max(int(n) for n in shape) <= FINE_LATTICE_MAX else LARGE_LATTICE_SHIFT
+    return 0 if max(map(int, shape)) <= FINE_LATTICE_MAX else LARGE_LATTICE_SHIFT
 
 
 def fine_bits(shape: Sequence[int]) -> int:
@@ -440,7 +440,7 @@ class GridPlacement:
 
     def cache_key(self) -> tuple[object, ...]:
         """What a Mesh keeps its per-placement caches under (placed, placed_soup)."""
-        return (self.shape, self.origin.tobytes(), self.spacing.tobytes(), self.clip)
+        return (self.shape, self.origin.tobytes(), self._spacing.tobytes(), self.clip)
 
     def _placed(self, mesh: Mesh) -> tuple[np.ndarray, np.ndarray, int]:
         def place() -> tuple[np.ndarray, np.ndarray, int]:

@@ -91,11 +91,17 @@ class Stats:
 
     def add_host(self, times: dict[str, float] | None = None, **steps: float) -> None:
         """Add host milliseconds by label, as a dict or as keywords."""
-        _accumulate(self.host_ms, {**(times or {}), **steps})
+        host = self.host_ms
+        if times:
+            _accumulate(host, times)
+        for label, value in steps.items():  # (several a call: no call of its own)
+            host[label] = host.get(label, 0) + value
 
     def count(self, **counts: int) -> None:
         """Add to workload counts (summed over slabs, parts and batches)."""
-        _accumulate(self.counts, counts)
+        total = self.counts
+        for label, value in counts.items():  # (several a call: no call of its own)
+            total[label] = total.get(label, 0) + value
 
     def count_max(self, **counts: int) -> None:
         """Keep the largest value seen (sizes rather than totals)."""

@@ -218,6 +218,13 @@ def test_the_replay_benchmark_counts_vulkan_calls_and_replays(tmp_path, monkeypa
     assert len(figures["thread"]) == len(figures["digests"]) == 3
     assert figures["replayed"] == 1.0  # the warm-up recorded: every counted call replays
     assert 0 < figures["vulkan_calls"] < 60
+    # The batch's call on prepared meshes: the same voxels, fewer calls (no options checked,
+    # no thin check), every counted call replayed.
+    batch = bench.measure(files, [16], "size", call="batch")["grids"]["16"]
+    assert batch["digests"] == figures["digests"]
+    assert batch["replayed"] == 1.0
+    assert 0 < batch["vulkan_calls"] <= figures["vulkan_calls"]
+    assert 0 < batch["python_calls"] < figures["python_calls"]
     summary = bench.summary([found], "16")
     text = bench.table({"before": {"16": summary}, "after": {"16": summary}}, ["16"])
     assert "| 16 | after/before | 1.00 |" in text

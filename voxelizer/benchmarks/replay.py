@@ -3,7 +3,7 @@ submission (pipeline/replay.py) saves, for this tree and the tree before side by
 
     python -m voxelizer.benchmarks.replay --models-dir ../shared/models --dataset DIR \\
         --grids 32 128 --before TREE [--copies 1] [--order files|size] [--rounds 3] [--out DIR]
-        [--busy-threads 2] [--waits tree block poll]
+        [--busy-threads 2] [--waits tree block poll] [--call voxelize|batch]
 
 What is timed: `Voxelizer.voxelize` (the SVO, the default options) on every mesh of
 make_dataset's files, loaded into memory first, one after another in one thread: the
@@ -14,10 +14,14 @@ time less the GPU's: the host's share, where the thread's CPU time also counts a
 spins). Every grid starts with one untimed pass over the meshes
 (kernels built, buffers grown). Then, on a Voxelizer of its own, one more pass counts the
 Vulkan functions called per call (the `vulkan` module's wrappers, its cffi library where the
-package calls that directly, and the push-descriptor command) and the calls that replayed
-(`Stats.counts["replayed"]`). `--order size` sorts the meshes by
+package calls that directly, and the push-descriptor command), the Python functions called
+per call (`sys.setprofile`'s "call" events: the host's Python work, whatever the device) and
+the calls that replayed (`Stats.counts["replayed"]`). `--order size` sorts the meshes by
 triangle count (a stream of similar meshes, as a dataset of one kind is); `files`, as
-listed.
+listed. `--call batch` times instead the call a batch's device thread makes
+(`api.voxelize_checked`, its options checked once, without counting the voxels) on the
+meshes prepared as its reading processes prepare them (`batch.readers.prepared_mesh`: the
+placement, the placed vertices and a soup variant's soup made before the call).
 
 `--busy-threads N` runs N other Python threads through the timed calls (each a loop of
 Python and numpy work with short sleeps, as a batch's reading and writing threads are), so
@@ -37,6 +41,7 @@ its rounds and this tree's over the tree before's.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import statistics
@@ -44,10 +49,12 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 WAITS = ("tree", "block", "poll")
+CALLS = ("voxelize", "batch")
 
 
 def set_wait(wait: str) -> None:
@@ -91,8 +98,33 @@ class BusyThreads:
             thread.join()
 
 
+def calls_of(
+    call: str, vox: Any, meshes: list[Any], grid: int
+) -> tuple[list[Any], Callable[[Any], Any]]:
+    """The meshes as `call` takes them, and the call on one of them (see --call)."""
+    if call == "voxelize":
+        return meshes, lambda mesh: vox.voxelize(mesh, grid)
+    from voxelizer.api import voxelize_checked
+    from voxelizer.batch.readers import prepared_mesh
+    from voxelizer.options import Options
+
+    options = Options.create(grid)
+    options = dataclasses.replace(options, variant=vox.likely_variant(options.variant))
+    prepared = [prepared_mesh(mesh, options, make_soup=True) for mesh in meshes]
+
+    def run(mesh: Any) -> Any:
+        return voxelize_checked(vox, mesh, options, dense=False, count_voxels=False)
+
+    return prepared, run
+
+
 def measure(
-    files: list[str], grids: list[int], order: str, busy_threads: int = 0, wait: str = "tree"
+    files: list[str],
+    grids: list[int],
+    order: str,
+    busy_threads: int = 0,
+    wait: str = "tree",
+    call: str = "voxelize",
 ) -> dict[str, Any]:
     """In the tree under test: per grid, the per-call figures and the digests."""
     import numpy as np
@@ -108,12 +140,13 @@ def measure(
     result: dict[str, Any] = {"package": voxelizer.__file__, "grids": {}}
     with voxelizer.Voxelizer() as vox:
         for grid in grids:
-            for mesh in meshes:  # untimed: kernels built, buffers grown
-                vox.voxelize(mesh, grid)
+            called, run = calls_of(call, vox, meshes, grid)
+            for mesh in called:  # untimed: kernels built, buffers grown
+                run(mesh)
             figures: dict[str, list[float]] = {"thread": [], "process": [], "wall": [], "gpu": []}
             digests = []
             with BusyThreads(busy_threads):
-                timed = _timed_calls(vox, meshes, grid)
+                timed = _timed_calls(run, called)
             for svo, thread, process, wall in timed:
                 figures["wall"].append(wall)
                 figures["thread"].append(thread)
@@ -123,30 +156,35 @@ def measure(
                 for array in (svo.nodes, svo.bricks, svo.level_offsets):
                     digest.update(np.ascontiguousarray(array).tobytes())
                 digests.append(digest.hexdigest()[:16])
-            calls, replayed = _count_vulkan_calls(meshes, grid)
+            calls, python_calls, replayed = _count_calls(meshes, grid, call)
             result["grids"][str(grid)] = {
-                **figures, "digests": digests, "vulkan_calls": calls, "replayed": replayed,
+                **figures, "digests": digests, "vulkan_calls": calls,
+                "python_calls": python_calls, "replayed": replayed,
             }  # fmt: skip
     return result
 
 
-def _timed_calls(vox: Any, meshes: list[Any], grid: int) -> list[tuple[Any, float, float, float]]:
+def _timed_calls(
+    run: Callable[[Any], Any], meshes: list[Any]
+) -> list[tuple[Any, float, float, float]]:
     """(SVO, thread CPU ms, process CPU ms, wall ms) of one call on each mesh in turn."""
     timed = []
     for mesh in meshes:
         thread, process = time.thread_time(), time.process_time()
         started = time.perf_counter()
-        svo = vox.voxelize(mesh, grid)
+        svo = run(mesh)
         wall = (time.perf_counter() - started) * 1e3
         thread = (time.thread_time() - thread) * 1e3
         timed.append((svo, thread, (time.process_time() - process) * 1e3, wall))
     return timed
 
 
-def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
-    """(Vulkan functions called per call, the share of calls that replayed), on a Voxelizer
-    of its own whose every Vulkan function is counted: the `vulkan` module's wrappers, its
-    cffi library where the package calls that directly, the push-descriptor command."""
+def _count_calls(meshes: list[Any], grid: int, call: str) -> tuple[float, float, float]:
+    """(Vulkan functions called per call, Python functions called per call, the share of
+    calls that replayed), on a Voxelizer of its own whose every Vulkan function is counted:
+    the `vulkan` module's wrappers, its cffi library where the package calls that directly,
+    the push-descriptor command; the Python functions by a profile function (the counting's
+    own left out)."""
     import vulkan
     import vulkan._vulkan as wrapped
 
@@ -167,6 +205,8 @@ def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
             value = getattr(real, name)
             return counting(value) if name.startswith("vk") and callable(value) else value
 
+    # The counting's own Python functions, left out of the Python calls counted.
+    counting_code = {counting(len).__code__, CountingLib.__getattr__.__code__}
     call_api = wrapped._callApi
     # The wrapper functions (vkQueueSubmit, ...) through their one entry, the rest of the
     # library where the package calls it directly.
@@ -178,17 +218,28 @@ def _count_vulkan_calls(meshes: list[Any], grid: int) -> tuple[float, float]:
             if push is not None:
                 device.push_descriptor_function = counting(push)
             try:
-                for mesh in meshes:  # untimed, uncounted: as the timed passes start
-                    vox.voxelize(mesh, grid)
+                called, run = calls_of(call, vox, meshes, grid)
+                for mesh in called:  # untimed, uncounted: as the timed passes start
+                    run(mesh)
                 counted[0] = 0
-                replayed = sum(
-                    vox.voxelize(mesh, grid).stats.counts.get("replayed", 0) for mesh in meshes
-                )
+                python = [0]
+
+                def profile(frame: Any, event: str, arg: Any) -> None:
+                    if event == "call" and frame.f_code not in counting_code:
+                        python[0] += 1
+
+                sys.setprofile(profile)
+                try:
+                    results = [run(mesh) for mesh in called]
+                finally:
+                    sys.setprofile(None)
+                vulkan_calls = counted[0]  # (not the Voxelizer's close after them)
+                replayed = sum(svo.stats.counts.get("replayed", 0) for svo in results)
             finally:
                 device.push_descriptor_function = push
     finally:
         vulkan.lib, wrapped._callApi = real, call_api
-    return counted[0] / len(meshes), replayed / len(meshes)
+    return vulkan_calls / len(meshes), python[0] / len(meshes), replayed / len(meshes)
 
 
 def run_tree(
@@ -197,7 +248,8 @@ def run_tree(
     """One round in a process of its own, `tree`'s voxelizer first on the path, its
     submissions waiting as `wait` says."""
     argv = ["replay", "--child", "--order", args.order, "--grids", *map(str, args.grids)]
-    argv += ["--busy-threads", str(args.busy_threads), "--waits", wait, "--files", *files]
+    argv += ["--busy-threads", str(args.busy_threads), "--waits", wait, "--call", args.call]
+    argv += ["--files", *files]
     code = (
         f"import sys; sys.path.insert(0, {str(tree.resolve())!r}); sys.argv = {argv!r}; "
         f"exec(compile(open({__file__!r}).read(), {__file__!r}, 'exec'))"
@@ -232,6 +284,7 @@ def summary(rounds: list[dict[str, Any]], grid: str) -> dict[str, float]:
         ),
         "meshes_per_s": 1e3 * len(walls) / sum(walls),
         "vulkan_calls": statistics.median(found["vulkan_calls"] for found in calls),
+        "python_calls": statistics.median(found.get("python_calls", 0) for found in calls),
         "replayed": statistics.median(found["replayed"] for found in calls),
     }
 
@@ -244,6 +297,7 @@ COLUMNS = (
     ("host_ms", "wall - GPU ms", 3),
     ("meshes_per_s", "meshes/s", 1),
     ("vulkan_calls", "Vulkan calls", 1),
+    ("python_calls", "Python calls", 0),
     ("replayed", "replayed", 2),
 )
 
@@ -279,11 +333,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--busy-threads", type=int, default=0)
     parser.add_argument("--waits", nargs="+", choices=WAITS, default=["tree"])
+    parser.add_argument("--call", choices=CALLS, default="voxelize")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--files", nargs="*", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        measured = measure(args.files, args.grids, args.order, args.busy_threads, args.waits[0])
+        measured = measure(
+            args.files, args.grids, args.order, args.busy_threads, args.waits[0], args.call
+        )
         print(json.dumps(measured))
         return 0
 
@@ -311,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     text = table(summaries, grids)
     busy = f", {args.busy_threads} busy threads" if args.busy_threads else ""
     print(
-        f"{len(files)} meshes ({args.order} order), {args.rounds} rounds{busy}; per call, medians"
+        f"{len(files)} meshes ({args.order} order), {args.rounds} rounds{busy}, the "
+        f"{args.call} call; per call, medians"
     )
     print(text)
     if args.out is not None:

@@ -110,9 +110,8 @@ class Buffer:
     def view(self, dtype: numpy.typing.DTypeLike, shape: tuple[int, ...]) -> np.ndarray:
         """The start of the mapped memory as a writable array of `shape` (host-visible buffers
         only): for data made straight into it, with forget() and made_from() around."""
-        dtype = np.dtype(dtype)
-        count = math.prod(shape)
-        return np.frombuffer(self.mapped(), dtype, count=count).reshape(shape)
+        mapped = self._mapped if self._mapped is not None else self.mapped()
+        return np.frombuffer(mapped, dtype, math.prod(shape)).reshape(shape)
 
     def write_once(self, data: np.ndarray) -> None:
         """write(data), unless the last write was of this very array and it is read-only (a
@@ -159,10 +158,12 @@ class Buffer:
         copy_rows(target, raw, min_rows=1 << 22)  # 4 MiB or more per thread
 
     def read(self, dtype: numpy.typing.DTypeLike, count: int | None = None) -> np.ndarray:
-        """A copy of the buffer's contents as a numpy array."""
-        dtype = np.dtype(dtype)
-        count = self.size // dtype.itemsize if count is None else count
-        return np.frombuffer(self.mapped(), dtype=dtype, count=count).copy()
+        """A copy of the buffer's contents as a numpy array (a few words, several times a
+        call: no dtype object is made where the count is given)."""
+        if count is None:
+            count = self.size // np.dtype(dtype).itemsize
+        mapped = self._mapped if self._mapped is not None else self.mapped()
+        return np.frombuffer(mapped, dtype, count).copy()
 
     def destroy(self) -> None:
         """Free the buffer once the GPU is done with it. Each step forgets its handle before
@@ -202,6 +203,9 @@ class BufferPool:
         # Counts every buffer the pool has created or destroyed: unchanged, every buffer
         # it handed out is still alive (what a replayed recording needs).
         self.generation = 0
+        # sizes() of each kind, as of the generation they were taken at (a stream of calls
+        # that grows nothing asks again and again).
+        self._sizes: dict[bool, tuple[int, dict[str, int]]] = {}
 
     def get(
         self, name: str, size: int, usage: Usage = STORAGE, host_visible: bool = False
@@ -235,12 +239,17 @@ class BufferPool:
         return Binding(self.get(name, size, usage), size)
 
     def sizes(self, host_visible: bool) -> dict[str, int]:
-        """Bytes of every buffer held now (all of them are held at once: this is the peak)."""
-        return {
-            name: buffer.size
-            for name, buffer in self._buffers.items()
-            if buffer.host_visible == host_visible
-        }
+        """Bytes of every buffer held now (all of them are held at once: this is the peak), a
+        dict of the caller's own."""
+        taken = self._sizes.get(host_visible)
+        if taken is None or taken[0] != self.generation:
+            sizes = {
+                name: buffer.size
+                for name, buffer in self._buffers.items()
+                if buffer.host_visible == host_visible
+            }
+            taken = self._sizes[host_visible] = (self.generation, sizes)
+        return dict(taken[1])
 
     def destroy(self) -> None:
         self.generation += 1

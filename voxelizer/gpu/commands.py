@@ -596,7 +596,7 @@ class Sequence:
         )
         flags = vk.VK_QUERY_RESULT_64_BIT
         result = self._lib.vkGetQueryPoolResults(handle, pool, 0, count, count * 8, ticks, 8, flags)
-        if result == vk.VK_NOT_READY:
+        if result == self._calls.not_ready:
             flags |= vk.VK_QUERY_RESULT_WAIT_BIT
             result = self._lib.vkGetQueryPoolResults(
                 handle, pool, 0, count, count * 8, ticks, 8, flags

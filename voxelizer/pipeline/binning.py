@@ -71,6 +71,14 @@ class Counted:
     def triangles(self) -> int:
         return self.padded_to or self.batch[1] - self.batch[0]
 
+    def replayed(self, batch: Batch, upload_ms: float) -> Counted:
+        """The same part for a replay's mesh (its batch, its upload's milliseconds): made
+        directly, as dataclasses.replace looks up the fields on every call."""
+        return Counted(
+            self.window, batch, self.uploaded, self.records, self.offsets, self.total,
+            self.wrap_flag, upload_ms, self.padded_to,
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Binned:

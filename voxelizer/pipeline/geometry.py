@@ -39,6 +39,9 @@ Batch = tuple[int, int]  # triangles [first, end) of the mesh's faces
 # grid units, left of every column centre, so the setup bins them to no tile (their box
 # ends before column 0 whatever fixed_error widens it by) and they make no pair, no crossing.
 PADDING_COORDINATE = -2.0
+# A padding triangle of the soup variants, as its staging rows hold it (made once: read-only).
+_PADDING_TRIANGLE = np.full((3, 3), PADDING_COORDINATE, np.float32)
+_PADDING_TRIANGLE.flags.writeable = False
 
 
 @dataclass(frozen=True)
@@ -248,9 +251,7 @@ class Geometry:
                     staging.forget()  # (the gather may be interrupted half way)
                     self._gather(0, count, view[:count])
                     staging.made_from(sources, (0, count))
-            padding.pad(
-                "soup", staging, view, count, np.full((3, 3), PADDING_COORDINATE, np.float32)
-            )
+            padding.pad("soup", staging, view, count, _PADDING_TRIANGLE)
             soup = pool.get("soup", triangles * 36)
             copies = ((staging, soup, triangles * 36),)
             geometry = {"soup": Binding(soup, triangles * 36)}
@@ -291,9 +292,8 @@ class Geometry:
         if not index_staging.holds(sources, (0, count)):
             padding.before_data("indices", count)
             staged.add(index_staging, sources, (0, count), index_view[:count], self.faces)
-        padding.pad(
-            "indices", index_staging, index_view, count, np.full(3, vertices - 1, np.uint32)
-        )
+        corner = vertices - 1
+        padding.pad("indices", index_staging, index_view, count, np.array([corner] * 3, np.uint32))
         return (
             (vertex_staging, pool.get("vertices", vertices * 12), vertices * 12),
             (index_staging, pool.get("indices", triangles * 12), triangles * 12),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -338,7 +338,7 @@ class PassRunner:
             self.stats.add_gpu(sequence.replay(recording.recording))
             slab.cleared()
             self.stats.count(replayed=1)
-            counted = replace(recording.counted, batch=batch, upload_ms=padded.upload_ms)
+            counted = recording.counted.replayed(batch, padded.upload_ms)
             return counted, recording.replayed_reads, recording.capacity
         sequence.begin(reusable=True)
         counted, reads = self._record_one(window, batch, slab, download, then, capacity, padded)

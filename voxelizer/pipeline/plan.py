@@ -54,11 +54,7 @@ class Plan:
     pair_budget: int
 
     def slabs(self) -> list[Window]:
-        nx, ny, nz = self.shape
-        return [
-            Window(nx=nx, nz=nz, row_lo=lo, row_hi=min(lo + self.slab_rows, ny), buffer_row=lo)
-            for lo in range(0, ny, self.slab_rows)
-        ]
+        return list(_slab_windows(self.shape, self.slab_rows))
 
     def forest(self, slab: Window) -> Forest:
         if self.whole:
@@ -70,6 +66,16 @@ class Plan:
             buffer_row=slab.row_lo,
             buffer_rows=slab.rows,
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _slab_windows(shape: Shape, slab_rows: int) -> tuple[Window, ...]:
+    """Plan.slabs: the same windows for the same grid and slab (a stream of calls asks again)."""
+    nx, ny, nz = shape
+    return tuple(
+        Window(nx=nx, nz=nz, row_lo=lo, row_hi=min(lo + slab_rows, ny), buffer_row=lo)
+        for lo in range(0, ny, slab_rows)
+    )
 
 
 def default_budget(device: Device) -> int:

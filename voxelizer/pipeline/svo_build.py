@@ -24,6 +24,7 @@ are a few MB.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -203,9 +204,16 @@ class Forest:
 
     @staticmethod
     def whole_grid(shape: tuple[int, int, int]) -> Forest:
-        nx, ny, nz = shape
-        padded = octree_shape(max(shape))[0]
-        return Forest((nx, ny, nz), cube_side=padded, cube_y=0, buffer_row=0, buffer_rows=ny)
+        """The one cube of the whole octree: the same Forest for the same shape (its sizes
+        computed once for a stream of calls on one grid)."""
+        return _whole_grid(tuple(shape))
+
+
+@functools.lru_cache(maxsize=64)
+def _whole_grid(shape: tuple[int, int, int]) -> Forest:
+    nx, ny, nz = shape
+    padded = octree_shape(max(shape))[0]
+    return Forest((nx, ny, nz), cube_side=padded, cube_y=0, buffer_row=0, buffer_rows=ny)
 
 
 class SVOPipelines:
