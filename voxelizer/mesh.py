@@ -233,7 +233,11 @@ def _freeze(value: object) -> None:
         value.flags.writeable = False
     elif isinstance(value, tuple):
         for item in value:
-            _freeze(item)
+            # A call only for what may hold arrays: a mesh prepared by a batch's reading
+            # process arrives with keys of many numbers, on a thread whose Python work
+            # the device's thread may wait for.
+            if isinstance(item, (np.ndarray, tuple)):
+                _freeze(item)
 
 
 def _edge_uses(corners: np.ndarray, vertex_count: int) -> tuple[int, int]:

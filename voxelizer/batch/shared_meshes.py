@@ -10,8 +10,8 @@ without copying.
 
 Lifetime: every array rebuilt from one mesh is a view of one block (a read-only numpy array
 over the region, which numpy keeps as the base of each view), so the block lives as long as
-any of them does. Its finalizer, run when the last view is gone, whatever dropped it, marks
-it freed here; the freed blocks go to the reading process with its next request, and only
+any of them does. A weak reference's callback, run when the last view is gone, whatever
+dropped it, marks it freed here; the freed blocks go to the reading process with its next request, and only
 then may it write there again. No caller has anything to release.
 
 A region is anonymous memory (Linux memfd_create): no name in any file system, gone when the
@@ -32,6 +32,7 @@ which blocks it no longer reads.
 from __future__ import annotations
 
 import bisect
+import io
 import mmap
 import os
 import pickle
@@ -82,7 +83,10 @@ class ReceivingRegion:
 
     def __init__(self, fd: int):
         self._map = mmap.mmap(fd, os.fstat(fd).st_size, access=mmap.ACCESS_READ)
-        self._freed: deque[int] = deque()  # appended by finalizers, in whatever thread
+        self._freed: deque[int] = deque()  # appended by _block_freed, in whatever thread
+        # Each block's weak reference (kept: its callback runs only while it lives) and
+        # offset, by the reference's id (a weak reference to an array does not hash).
+        self._blocks: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
 
     @classmethod
     def adopt(cls, fd: int | None) -> ReceivingRegion | None:
@@ -94,8 +98,15 @@ class ReceivingRegion:
         """The object of a shared reply, its arrays views of the region (read-only)."""
         _, offset, size, spans, data = reply
         block = np.frombuffer(self._map, np.uint8, count=size, offset=offset)
-        weakref.finalize(block, self._freed.append, offset).atexit = False
+        # A weak reference's callback, not weakref.finalize: this runs for every message
+        # on a thread that shares the GIL with the device's, and a finalizer costs several
+        # times as much Python work.
+        watch = weakref.ref(block, self._block_freed)
+        self._blocks[id(watch)] = (watch, offset)
         return pickle.loads(data, buffers=[block[start : start + n] for start, n in spans])
+
+    def _block_freed(self, block: weakref.ref[np.ndarray]) -> None:
+        self._freed.append(self._blocks.pop(id(block))[1])
 
     def take_freed(self) -> list[int]:
         """The offsets of the blocks freed since the last call (each given once)."""
@@ -154,7 +165,9 @@ class WritingRegion:
         """What to send for `message`: a SharedReply with its arrays copied into a new block,
         or `message` itself where it has none or they do not fit in what is free."""
         buffers: list[pickle.PickleBuffer] = []
-        data = pickle.dumps(message, protocol=PROTOCOL, buffer_callback=buffers.append)
+        pickled = io.BytesIO()
+        _ArrayPickler(pickled, protocol=PROTOCOL, buffer_callback=buffers.append).dump(message)
+        data = pickled.getvalue()
         if not buffers:
             return message
         raws = [buffer.raw() for buffer in buffers]
@@ -192,6 +205,22 @@ class WritingRegion:
             self._free[index - 1] = (start, end)
         else:
             self._free.insert(index, (start, end))
+
+
+class _ArrayPickler(pickle.Pickler):
+    """A pickler that hands each numpy array (of numbers, laid out in C or Fortran order)
+    over as numpy's own constructor over its buffer, out of band: unpickled, the array is
+    made in C over its view of the region. numpy's reduction would call a Python function
+    and rebuild the dtype for each array, on the thread that receives the message."""
+
+    def reducer_override(self, obj: object) -> Any:
+        if type(obj) is np.ndarray and not obj.dtype.hasobject:
+            flags = obj.flags
+            order = "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
+            if order is not None:
+                buffer = pickle.PickleBuffer(obj)
+                return np.ndarray, (obj.shape, obj.dtype, buffer, 0, None, order)
+        return NotImplemented
 
 
 Region = TypeVar("Region", ReceivingRegion, WritingRegion)
