@@ -47,7 +47,9 @@ class Mesh:
         self.__dict__.update(state)
         for name, value in state.items():
             if name not in ("vertices", "faces", "parts", "appearance"):
-                _freeze(value)
+                # A private slot (placed, kept, placed_soup) holds (key, what was made for
+                # it): a key is hashable, so it holds no array to walk through.
+                _freeze(value[1] if name.startswith("_") else value)
 
     # The passes over every face and vertex below run in row chunks on the host's cores
     # (numpy releases the GIL in its loops): for a mesh of millions of triangles they are
@@ -233,11 +235,7 @@ def _freeze(value: object) -> None:
         value.flags.writeable = False
     elif isinstance(value, tuple):
         for item in value:
-            # A call only for what may hold arrays: a mesh prepared by a batch's reading
-            # process arrives with keys of many numbers, on a thread whose Python work
-            # the device's thread may wait for.
-            if isinstance(item, (np.ndarray, tuple)):
-                _freeze(item)
+            _freeze(item)
 
 
 def _edge_uses(corners: np.ndarray, vertex_count: int) -> tuple[int, int]:

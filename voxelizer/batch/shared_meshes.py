@@ -48,6 +48,7 @@ PROTOCOL = 5
 # Address space, not memory: pages are taken only once written (see the module's docstring).
 REGION_BYTES = 1 << 30
 ALIGNMENT = 64  # each array starts on a cache line (and any dtype's alignment)
+INLINE_BYTES = 256  # a smaller array crosses in the message itself
 SHARED = "shared"  # the first item of a reply whose arrays lie in the region
 
 # ("shared", block offset, block size, [(start, size) of each buffer in the block], pickle)
@@ -208,17 +209,20 @@ class WritingRegion:
 
 
 class _ArrayPickler(pickle.Pickler):
-    """A pickler that hands each numpy array (of numbers, laid out in C or Fortran order)
-    over as numpy's own constructor over its buffer, out of band: unpickled, the array is
-    made in C over its view of the region. numpy's reduction would call a Python function
-    and rebuild the dtype for each array, on the thread that receives the message."""
+    """A pickler that hands each numpy array (not of objects, laid out in C or Fortran
+    order) over as numpy's own constructor over its buffer: out of band (in the region),
+    or its bytes in the message for an array under INLINE_BYTES (a bound, an origin: a
+    block's span, view and copy each cost more than its bytes). Unpickled, the array is
+    made in C, read-only; numpy's own reduction would call a Python function and rebuild
+    the dtype for each array, on the thread that receives the message."""
 
     def reducer_override(self, obj: object) -> Any:
         if type(obj) is np.ndarray and not obj.dtype.hasobject:
             flags = obj.flags
             order = "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
             if order is not None:
-                buffer = pickle.PickleBuffer(obj)
+                small = obj.nbytes < INLINE_BYTES
+                buffer = obj.tobytes(order="A") if small else pickle.PickleBuffer(obj)
                 return np.ndarray, (obj.shape, obj.dtype, buffer, 0, None, order)
         return NotImplemented
 
