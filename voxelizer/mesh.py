@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing
@@ -40,7 +40,7 @@ class Mesh:
     def triangle_count(self) -> int:
         return int(self.faces.shape[0])
 
-    def __setstate__(self, state: dict[str, object]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         """A Mesh read and prepared in another process (voxelizer.batch.readers) arrives
         with what it derived there; the derived arrays come back read-only, as they were
         made (the device buffers keep a read-only array as written: Buffer.write_once)."""

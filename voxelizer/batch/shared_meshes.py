@@ -39,7 +39,6 @@ import pickle
 import sys
 import weakref
 from collections import deque
-from contextlib import suppress
 from typing import Any, TypeVar
 
 import numpy as np
@@ -49,6 +48,7 @@ PROTOCOL = 5
 REGION_BYTES = 1 << 30
 ALIGNMENT = 64  # each array starts on a cache line (and any dtype's alignment)
 INLINE_BYTES = 256  # a smaller array crosses in the message itself
+NUMBERS = frozenset("biufc")  # the dtype kinds whose arrays _ArrayPickler hands over
 SHARED = "shared"  # the first item of a reply whose arrays lie in the region
 
 # ("shared", block offset, block size, [(start, size) of each buffer in the block], pickle)
@@ -112,9 +112,8 @@ class ReceivingRegion:
     def take_freed(self) -> list[int]:
         """The offsets of the blocks freed since the last call (each given once)."""
         freed = []
-        with suppress(IndexError):
-            while True:
-                freed.append(self._freed.popleft())
+        while self._freed:  # (taken by one thread only: the one serving the region)
+            freed.append(self._freed.popleft())
         return freed
 
 
@@ -209,22 +208,22 @@ class WritingRegion:
 
 
 class _ArrayPickler(pickle.Pickler):
-    """A pickler that hands each numpy array (not of objects, laid out in C or Fortran
-    order) over as numpy's own constructor over its buffer: out of band (in the region),
-    or its bytes in the message for an array under INLINE_BYTES (a bound, an origin: a
-    block's span, view and copy each cost more than its bytes). Unpickled, the array is
-    made in C, read-only; numpy's own reduction would call a Python function and rebuild
-    the dtype for each array, on the thread that receives the message."""
+    """A pickler that hands each numpy array (of numbers, laid out in C or Fortran order)
+    over as numpy's own constructor over its buffer: out of band (in the region), or its
+    bytes in the message for an array under INLINE_BYTES (a bound, an origin: a block's
+    span, view and copy each cost more than its bytes). Unpickled, the array is made in
+    C, read-only; numpy's own reduction would call a Python function and rebuild the
+    dtype for each array, on the thread that receives the message."""
 
     def reducer_override(self, obj: object) -> Any:
-        if type(obj) is np.ndarray and not obj.dtype.hasobject:
+        if type(obj) is np.ndarray and obj.dtype.kind in NUMBERS:
             flags = obj.flags
             order = "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
             if order is not None:
                 small = obj.nbytes < INLINE_BYTES
-                buffer = obj.tobytes(order="A") if small else pickle.PickleBuffer(obj)
+                buffer = obj.tobytes(order="A") if small else pickle.PickleBuffer(obj.data)
                 return np.ndarray, (obj.shape, obj.dtype, buffer, 0, None, order)
-        return NotImplemented
+        return NotImplemented  # pickled as numpy pickles it
 
 
 Region = TypeVar("Region", ReceivingRegion, WritingRegion)
