@@ -5,9 +5,9 @@ Reading mesh files is voxelizer.io's (voxelizer.io.load_mesh)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 import numpy.typing
@@ -19,6 +19,17 @@ if TYPE_CHECKING:
     from .attributes.appearance import Appearance, Parts
 
 T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class MeshMemo:
+    """What calls derived from one Mesh for a key (a placement on a grid, a call's options),
+    kept for the next call that asks with an equal key; only the last key's of each kind is
+    kept. It goes along when the Mesh is pickled (a batch's reading process prepares one)."""
+
+    placed: tuple[Hashable, object] | None = None  # Mesh.placed's
+    soup: tuple[Hashable, np.ndarray] | None = None  # Mesh.placed_soup's
+    kept: dict[str, tuple[Hashable, object]] = field(default_factory=dict)  # Mesh.kept's
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,21 +46,21 @@ class Mesh:
     # and the parts' names, and where each face's colour comes from; None where it has none.
     parts: Parts | None = None
     appearance: Appearance | None = None
+    # What calls derived for a key: the one part of a Mesh that changes (as cached_property's).
+    _memo: MeshMemo = field(default_factory=MeshMemo, init=False, repr=False)
 
     @property
     def triangle_count(self) -> int:
         return int(self.faces.shape[0])
 
-    def __setstate__(self, state: dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, object]) -> None:
         """A Mesh read and prepared in another process (voxelizer.batch.readers) arrives
         with what it derived there; the derived arrays come back read-only, as they were
         made (the device buffers keep a read-only array as written: Buffer.write_once)."""
         self.__dict__.update(state)
         for name, value in state.items():
             if name not in ("vertices", "faces", "parts", "appearance"):
-                # A private slot (placed, kept, placed_soup) holds (key, what was made for
-                # it): a key is hashable, so it holds no array to walk through.
-                _freeze(value[1] if name.startswith("_") else value)
+                _freeze(value)
 
     # The passes over every face and vertex below run in row chunks on the host's cores
     # (numpy releases the GIL in its loops): for a mesh of millions of triangles they are
@@ -81,20 +92,17 @@ class Mesh:
         """place(): what one placement of this mesh on a grid (`key`) derives from it, computed
         once while calls keep that placement (voxelizing the same Mesh on the same grid again
         reuses it). Only the last placement is kept."""
-        last = self.__dict__.get("_placed")  # (a frozen dataclass: as cached_property does)
+        last = self._memo.placed
         if last is None or last[0] != key:
-            last = (key, place())
-            self.__dict__["_placed"] = last
+            last = self._memo.placed = (key, place())
         return cast(T, last[1])
 
     def kept(self, name: str, key: Hashable, make: Callable[[], T]) -> T:
         """make(): what a call derives from this mesh for `key` (hashable: its options),
         kept under `name` while calls ask with an equal key; only the last key's is kept."""
-        slot = "_kept_" + name  # (a frozen dataclass: as cached_property does)
-        last = self.__dict__.get(slot)
+        last = self._memo.kept.get(name)
         if last is None or last[0] != key:
-            last = (key, make())
-            self.__dict__[slot] = last
+            last = self._memo.kept[name] = (key, make())
         return cast(T, last[1])
 
     def placed_soup(
@@ -104,13 +112,12 @@ class Mesh:
         that placement, or None where none was made (make=None asks without making it).
         A reading process makes it, so that the batch's device thread copies it into staging
         memory instead of gathering it there."""
-        last = self.__dict__.get("_soup")
+        last = self._memo.soup
         if last is None or last[0] != key:
             if make is None:
                 return None
-            last = (key, make())
-            self.__dict__["_soup"] = last
-        return cast(np.ndarray, last[1])
+            last = self._memo.soup = (key, make())
+        return last[1]
 
     @cached_property
     def used(self) -> np.ndarray:
@@ -230,12 +237,17 @@ class Mesh:
 
 
 def _freeze(value: object) -> None:
-    """Make the arrays in `value` (an array, or tuples of them) read-only."""
+    """Make the arrays in `value` (an array, tuples of them, a MeshMemo's) read-only."""
     if isinstance(value, np.ndarray):
         value.flags.writeable = False
     elif isinstance(value, tuple):
         for item in value:
             _freeze(item)
+    elif isinstance(value, MeshMemo):
+        # Each entry is (key, what was made for it): a key is hashable, so it holds no
+        # array to walk through (a batch's reading thread does this for every mesh).
+        made = (value.placed, value.soup, *value.kept.values())
+        _freeze(tuple(entry[1] for entry in made if entry is not None))
 
 
 def _edge_uses(corners: np.ndarray, vertex_count: int) -> tuple[int, int]:

@@ -60,7 +60,7 @@ def test_a_helper_sends_the_mesh_prepared_as_here(helpers):
     placement = GridPlacement.around(here, (48, 48, 48), None, None)
     expected_grid, expected_fine = placement.placed_vertices(here)
     grid_vertices, fine_vertices = placement.placed_vertices(mesh)
-    assert grid_vertices is mesh.__dict__["_placed"][1][0]
+    assert grid_vertices is mesh._memo.placed[1][0]
     assert np.array_equal(grid_vertices, expected_grid)
     assert np.array_equal(fine_vertices, expected_fine)
     # So did the soup variants' triangle soup of this placement (copied, not gathered).
@@ -138,7 +138,7 @@ def test_a_placement_that_fails_is_left_to_the_call():
     """Bounds that do not contain the mesh: the reading succeeds, the call says why."""
     bounds = [[0, 0, 0], [1e-3, 1e-3, 1e-3]]
     mesh = prepared_mesh(shared_model("bunny.ply"), batch_options(16, bounds=bounds))
-    assert "_placed" not in mesh.__dict__
+    assert mesh._memo.placed is None
     with pytest.raises(voxelizer.GridError):
         voxelizer.voxelize(mesh, 16, bounds=bounds)
 
@@ -289,8 +289,8 @@ def test_a_mesh_keeps_its_caches_read_only_through_pickling():
     assert set(copy.__dict__) == set(mesh.__dict__)
     assert not copy.indices.flags.writeable and not copy.used.flags.writeable
     assert copy.vertices.flags.writeable == mesh.vertices.flags.writeable
-    # A private slot's (key, value): the arrays of its value too (its key holds none).
-    grid_vertices, fine_vertices = copy.__dict__["_placed"][1][:2]
+    # What the memo keeps for a key: its arrays too (the key, hashable, holds none).
+    grid_vertices, fine_vertices = copy._memo.placed[1][:2]
     assert not grid_vertices.flags.writeable and not fine_vertices.flags.writeable
 
 
@@ -322,7 +322,7 @@ def settled(future):
     except MeshError as exc:
         return ("error", type(exc).__name__, str(exc))
     placement = GridPlacement.around(mesh, (40, 40, 40), None, None)
-    assert "_placed" in mesh.__dict__  # computed by the helper, not here
+    assert mesh._memo.placed is not None  # computed by the helper, not here
     grid_vertices, fine_vertices = placement.placed_vertices(mesh)
     return ("mesh", mesh.vertices, mesh.faces, mesh.indices, grid_vertices, fine_vertices)
 

@@ -78,10 +78,10 @@ def test_a_mesh_arrives_as_read_only_views_equal_to_its_arrays(region, meshes):
         here, there = getattr(mesh, name), arrived.__dict__[name]
         assert np.array_equal(here, there) and here.dtype == there.dtype, name
         assert not there.flags.writeable and not there.flags.owndata, name
-    (key, placed), (soup_key, soup) = arrived.__dict__["_placed"], arrived.__dict__["_soup"]
-    assert key == mesh.__dict__["_placed"][0] and soup_key == mesh.__dict__["_soup"][0]
-    assert np.array_equal(placed[0], mesh.__dict__["_placed"][1][0])
-    assert np.array_equal(soup, mesh.__dict__["_soup"][1])
+    (key, placed), (soup_key, soup) = arrived._memo.placed, arrived._memo.soup
+    assert key == mesh._memo.placed[0] and soup_key == mesh._memo.soup[0]
+    assert np.array_equal(placed[0], mesh._memo.placed[1][0])
+    assert np.array_equal(soup, mesh._memo.soup[1])
 
 
 def walked(value: object) -> int:
@@ -116,10 +116,11 @@ def test_a_mesh_is_rebuilt_with_little_python_work(region, meshes):
         sys.setprofile(None)
     state = arrived.__dict__
     given = ("vertices", "faces", "parts", "appearance")
-    values = [v[1] if k.startswith("_") else v for k, v in state.items() if k not in given]
-    assert calls == Counter(
-        decode=1, __setstate__=1, _freeze=sum(walked(value) for value in values)
-    )
+    memo = arrived._memo
+    made = [entry[1] for entry in (memo.placed, memo.soup, *memo.kept.values()) if entry]
+    walks = [walked(v) for k, v in state.items() if k not in given and v is not memo]
+    freezes = sum(walks) + 1 + walked(tuple(made))  # the memo, then what it keeps
+    assert calls == Counter(decode=1, __setstate__=1, _freeze=freezes)
     for array in arrays_in(state):
         assert not array.flags.writeable
 
@@ -140,7 +141,7 @@ def arrays_in(value: object) -> list[np.ndarray]:
 def test_a_view_kept_alive_is_never_written_over(region, meshes):
     writer, reader, _ = region
     _, (_, (first, _)) = cross(writer, reader, ("mesh", (meshes[0], 0.0)))
-    kept = first.__dict__["_soup"][1][100:200]  # as the device's thread might keep one
+    kept = first._memo.soup[1][100:200]  # as the device's thread might keep one
     expected = kept.copy()
     del first
     gc.collect()

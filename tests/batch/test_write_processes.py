@@ -20,7 +20,7 @@ import voxelizer
 from voxelizer import voxelize_many
 from voxelizer.batch.engine import _write_processes
 from voxelizer.batch.shared_meshes import shared_memory_available
-from voxelizer.batch.worker import MeshWorker
+from voxelizer.batch.worker import Finisher
 from voxelizer.batch.write_processes import (
     Counted,
     WriteJob,
@@ -106,7 +106,7 @@ def test_results_reach_the_writing_processes_without_a_writer_thread(tmp_path, f
     def on_a_writer_thread(*args: object, **kwargs: object) -> None:
         raise AssertionError("a writer thread took a result")
 
-    monkeypatch.setattr(MeshWorker, "_write", on_a_writer_thread)
+    monkeypatch.setattr(Finisher, "write", on_a_writer_thread)
     fmt = OutputFormat.named("npz")
     results = in_order(
         voxelize_many(files, grid=24, out_dir=tmp_path / "out", format=fmt, write_processes=1)

@@ -4,8 +4,8 @@ checking too) form no cycle; no module imports another's private names; each mod
 only from its layer and those below; inside the pipeline, from its level and those below;
 the CPU references reach neither the pipeline nor the GPU; the data model (svo, grid, mesh,
 placement) neither imports voxelizer.io nor opens a file; the vocabulary is defined in
-choices.py alone; the pipeline's classes, Device, Instance and DenseGrid create their
-attributes in __init__; and modules and functions stay under their size limits."""
+choices.py alone; classes create their attributes in __init__; and modules and functions
+stay under their size limits."""
 
 from __future__ import annotations
 
@@ -388,31 +388,102 @@ def test_the_vocabulary_is_defined_in_choices_alone():
                 for target, _ in imported("voxelizer.choices", node)]  # fmt: skip
 
 
+# The methods that build an object: __init__, __post_init__ (which a dataclass's __init__ calls)
+# and __setstate__ (which restores what pickling took). Only they may set attributes whose
+# name the source does not spell (setattr(self, name, value), self.__dict__.update(state)),
+# as a frozen dataclass's __post_init__ does, converting its fields in a loop.
+BUILDERS = {"__init__", "__post_init__", "__setstate__"}
+
+
 def attributes_set_outside_init(cls: ast.ClassDef) -> set[str]:
-    """Attributes of self a class's methods assign that neither its __init__ nor its body
-    (class attributes) creates."""
+    """Attributes of self a class's methods set that neither its __init__ nor its body (class
+    attributes, dataclass fields) creates: by assignment, setattr(self, "a", v),
+    object.__setattr__(self, "a", v) or self.__dict__["a"] = v. A frozen dataclass's
+    __post_init__ sets its fields through object.__setattr__: they are declared in its body,
+    so they pass, and an attribute it adds beside them does not. A form that does not spell
+    the name is reported as itself ("setattr(self, ...)") outside BUILDERS."""
     in_init: set[str] = set()
     elsewhere: set[str] = set()
     for method in cls.body:
         if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for node in ast.walk(method):
-            targets: list[ast.expr] = []
-            if isinstance(node, ast.Assign):
-                targets = node.targets
-            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
-                targets = [node.target]
-            for target in targets:
-                for part in assigned(target):
-                    if isinstance(part.value, ast.Name) and part.value.id == "self":
-                        (in_init if method.name == "__init__" else elsewhere).add(part.attr)
+            for name in attributes_set(node):
+                if name.isidentifier():
+                    (in_init if method.name == "__init__" else elsewhere).add(name)
+                elif method.name not in BUILDERS:
+                    elsewhere.add(name)
     return elsewhere - in_init - module_level_names(ast.Module(body=cls.body, type_ignores=[]))
 
 
-def assigned(target: ast.expr) -> Iterator[ast.Attribute]:
-    """The attributes an assignment to `target` binds: `self.a`, or those inside a tuple or
-    list target, not `self.a[i]` or `self.f().b` (those change what an attribute holds)."""
-    if isinstance(target, ast.Attribute):
+def attributes_set(node: ast.AST) -> Iterator[str]:
+    """The attributes of self that one statement or call sets: their names, or where the
+    source does not spell a name, the form that sets it."""
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        targets = [node.target]
+    elif isinstance(node, ast.Call):
+        yield from attributes_called(node)
+    for target in targets:
+        for part in assigned(target):
+            if isinstance(part, ast.Attribute) and is_self(part.value):
+                yield part.attr
+            elif isinstance(part, ast.Subscript) and is_self_dict(part.value):
+                yield spelled(part.slice, "self.__dict__[...]")
+
+
+def attributes_called(call: ast.Call) -> Iterator[str]:
+    """The attributes of self a call sets: setattr(self, ...), object.__setattr__(self, ...),
+    self.__dict__.setdefault(...) and self.__dict__.update(...) (vars(self) as __dict__)."""
+    func, args = call.func, call.args
+    if len(args) >= 2 and is_self(args[0]):
+        if isinstance(func, ast.Name) and func.id == "setattr":
+            yield spelled(args[1], "setattr(self, ...)")
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr == "__setattr__"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "object"
+        ):
+            yield spelled(args[1], "object.__setattr__(self, ...)")
+    if isinstance(func, ast.Attribute) and is_self_dict(func.value):
+        if func.attr == "setdefault" and args:
+            yield spelled(args[0], "self.__dict__.setdefault(...)")
+        elif func.attr == "update":
+            yield "self.__dict__.update(...)"
+
+
+def is_self(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
+def is_self_dict(node: ast.expr) -> bool:
+    """self.__dict__, or vars(self)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr == "__dict__" and is_self(node.value)
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "vars"
+        and len(node.args) == 1
+        and is_self(node.args[0])
+    )
+
+
+def spelled(name: ast.expr, form: str) -> str:
+    """The attribute's name where the source spells it as a string, else `form`."""
+    if isinstance(name, ast.Constant) and isinstance(name.value, str):
+        return name.value
+    return form
+
+
+def assigned(target: ast.expr) -> Iterator[ast.Attribute | ast.Subscript]:
+    """What an assignment to `target` binds: an attribute or an item (`x.a`, `x[k]`), or those
+    inside a tuple or list target. The caller keeps `self.a` and `self.__dict__[k]`, not
+    `self.a[i]` or `self.f().b` (those change what an attribute holds)."""
+    if isinstance(target, (ast.Attribute, ast.Subscript)):
         yield target
     elif isinstance(target, (ast.Tuple, ast.List)):
         for element in target.elts:
@@ -421,16 +492,12 @@ def assigned(target: ast.expr) -> Iterator[ast.Attribute]:
         yield from assigned(target.value)
 
 
-# Modules beyond the pipeline whose classes create every attribute in __init__ (not yet:
-# gpu.commands' Sequence, mesh's Mesh and two classes of batch/).
-ATTRIBUTES_IN_INIT = {"voxelizer.gpu.device", "voxelizer.gpu.buffers", "voxelizer.grid"}
-
-
 def test_classes_create_every_attribute_in_init():
+    """Every class of the package creates every attribute in __init__ or declares it in its
+    body: what an object holds is read in one place, and stages hand results on as records."""
     found = [
         f"{module}.{cls.name}: {sorted(names)}"
         for module, tree in trees().items()
-        if module.startswith("voxelizer.pipeline") or module in ATTRIBUTES_IN_INIT
         for cls in ast.walk(tree)
         if isinstance(cls, ast.ClassDef)
         for names in [attributes_set_outside_init(cls)]
@@ -442,12 +509,26 @@ def test_classes_create_every_attribute_in_init():
 def test_attributes_set_outside_init_are_found():
     tree = ast.parse(
         "class A:\n    x = 0\n    def __init__(self):\n        self.a = 1\n"
+        "        setattr(self, name, 0)\n"
         "    def later(self):\n        self.a = self.b = 2\n        self.x += 1\n"
         "        self.c[0] = self.d().e = 3\n        (self.f, *self.g) = 4, 5\n"
+        "        setattr(self, 'h', 6)\n        object.__setattr__(self, 'i', 7)\n"
+        "        self.__dict__['j'] = vars(self)['k'] = 8\n"
+        "        self.__dict__.setdefault('l', 9)\n        setattr(self, name, 10)\n"
+        "        self.__dict__.update({})\n        self.__dict__.get('m')\n"
+        "        setattr(other, 'n', 11)\n        other.__dict__['o'] = 12\n"
+        "    def __post_init__(self):\n        object.__setattr__(self, 'x', 13)\n"
+        "        object.__setattr__(self, name, 14)\n        object.__setattr__(self, 'p', 15)\n"
+        "    def __setstate__(self, state):\n        self.__dict__.update(state)\n"
+        "        self.q = 16\n"
     )
     cls = tree.body[0]
     assert isinstance(cls, ast.ClassDef)
-    assert attributes_set_outside_init(cls) == {"b", "f", "g"}
+    assert attributes_set_outside_init(cls) == {
+        *"bfghijklpq",
+        "setattr(self, ...)",
+        "self.__dict__.update(...)",
+    }
 
 
 MAX_MODULE_LINES = 700

@@ -134,7 +134,7 @@ def test_a_cpu_device_never_polls_the_fence(scan_sequence):
     """On lavapipe the host's cores run the work: a wait blocks at once."""
     sequence, write, check = scan_sequence
     assert sequence.device.is_cpu and sequence.wait_spin_s == 0 and WAIT_SPIN_S > 0
-    status = sequence._fence_status.raw = CountingStatus(sequence._fence_status.raw)
+    status = sequence._calls.fence_status.raw = CountingStatus(sequence._calls.fence_status.raw)
     data = np.arange(COUNT, dtype=np.uint32) % 5
     write(data)
     for _ in range(20):
@@ -147,7 +147,7 @@ def test_a_polled_wait_gives_the_same_results(scan_sequence):
     """The poll of a GPU's wait (forced here on the CPU device), long and short: every
     result right, the fence polled, and the blocking wait still behind it."""
     sequence, write, check = scan_sequence
-    status = sequence._fence_status.raw = CountingStatus(sequence._fence_status.raw)
+    status = sequence._calls.fence_status.raw = CountingStatus(sequence._calls.fence_status.raw)
     sequence.spin_only_alone = False  # (the test's process may run other threads)
     for spin in (1.0, 1e-9):
         sequence.wait_spin_s = spin
@@ -163,7 +163,7 @@ def test_beside_other_threads_the_wait_blocks_at_once(scan_sequence):
     """Where the process runs another thread (a batch's readers and writers), a GPU's wait
     does not poll (each poll would hand it the GIL): it blocks at once, the results right."""
     sequence, write, check = scan_sequence
-    status = sequence._fence_status.raw = CountingStatus(sequence._fence_status.raw)
+    status = sequence._calls.fence_status.raw = CountingStatus(sequence._calls.fence_status.raw)
     sequence.wait_spin_s = 1.0  # (as on a GPU)
     assert sequence.spin_only_alone
     stop = threading.Event()

@@ -67,7 +67,7 @@ def test_prepared_meshes_replay_to_the_reference(gpu, threads, variant):
     with Voxelizer() as voxelizer, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for mesh, again in zip(prepared, plain):
-            kept = mesh.__dict__["_kept_placement"][1]
+            kept = mesh._memo.kept["placement"][1]
             got = voxelize_checked(voxelizer, mesh, options, dense=True, count_voxels=False)
             assert got.placement is kept
             expected = voxelize_reference(again, N, "parity")

@@ -106,7 +106,8 @@ class MeshWorker:
         )
         loading: deque[tuple[MeshTask, Future[Any]]] = deque()
         writing: deque[Future[BatchResult]] = deque()
-        handed = HandedWrites(self, self._writing_processes, writers)
+        finisher = Finisher(settings, lambda: self.voxelizer)
+        handed = HandedWrites(finisher, self._writing_processes, writers)
         finished = False
         on_threads: set[Future[Any]] = set()  # loads given to the threads as helpers start
 
@@ -151,13 +152,13 @@ class MeshWorker:
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
                 if self._on_start is not None:
                     self._on_start(loaded.task)
-                outcome = self._voxelize(loaded)
+                outcome = self._voxelize(loaded, finisher)
                 if isinstance(outcome, BatchResult):
                     yield outcome
                 elif handed.processes is not None:  # straight to a process: no thread between
                     writing.append(handed.hand_over(loaded, *outcome))
                 else:
-                    writing.append(writers.submit(self._write, loaded, *outcome))
+                    writing.append(writers.submit(finisher.write, loaded, *outcome))
                 while writing and (writing[0].done() or len(writing) > settings.prefetch):
                     yield writing.popleft().result()
                 if not loading:
@@ -209,14 +210,14 @@ class MeshWorker:
         return Loaded(task, mesh, seconds=time.perf_counter() - started)
 
     def _voxelize(
-        self, loaded: Loaded
+        self, loaded: Loaded, finisher: Finisher
     ) -> BatchResult | tuple[SVO | DenseGrid, float, tuple[Warning, ...]]:
         """The device's part: a failed result, or (result, seconds so far, warnings)."""
         timeline.mark("first mesh at the device")
         task = loaded.task
         if loaded.mesh is None:
             assert loaded.error is not None
-            return self._failed(task, loaded.error, loaded.seconds)
+            return finisher.failed(task, loaded.error, loaded.seconds)
         started = time.perf_counter()
         messages = self.voxelizer.device.validation_messages
         reported = len(messages)
@@ -227,7 +228,7 @@ class MeshWorker:
             # Warnings as data, not caught through the warnings module: its catching is one
             # state for the whole process, and the caller's thread warns at the same time
             # (BatchRun, or another worker in this process). A result that goes to a file has
-            # its voxels counted by the writer thread (_write), off this one's path. The
+            # its voxels counted by the writer thread (Finisher.write), off this one's path. The
             # options were checked once for the batch (voxelize_checked: not per mesh).
             result = voxelize_checked(
                 self.voxelizer, loaded.mesh, options, dense=dense, count_voxels=task.output is None
@@ -236,106 +237,12 @@ class MeshWorker:
                 raise DeviceError(f"vulkan validation layer: {messages[reported]}")
         except (VoxelizerError, MemoryError) as exc:
             seconds = loaded.seconds + time.perf_counter() - started
-            return self._failed(task, exc, seconds)
+            return finisher.failed(task, exc, seconds)
         seconds = loaded.seconds + time.perf_counter() - started
         found = tuple(mesh_warnings(result.stats.counts, options.fill_mode, options.mode))
         if task.output is None:
-            return self._done(loaded, result, kept=result, seconds=seconds, found=found)
+            return finisher.done(loaded, result, kept=result, seconds=seconds, found=found)
         return result, seconds, found
-
-    def _write(
-        self,
-        loaded: Loaded,
-        result: SVO | DenseGrid,
-        seconds: float,
-        found: tuple[Warning, ...],
-    ) -> BatchResult:
-        timeline.mark("first result to the writers")
-        task = loaded.task
-        assert task.output is not None and task.format is not None
-        started = time.perf_counter()
-        try:
-            # Left to this thread by _voxelize: numpy counts without the GIL, beside the device.
-            result.stats.counts[self._count_label()] = result.count()
-            found += self._thin(loaded, result)
-            write_output(
-                result,
-                task.output,
-                task.format,
-                replace=task.replace,
-                up_axis=self.settings.up_axis,
-            )
-        except (VoxelizerError, MemoryError) as exc:
-            return self._failed(task, exc, seconds + time.perf_counter() - started)
-        seconds += time.perf_counter() - started
-        return self._done(loaded, result, kept=None, seconds=seconds, found=found)
-
-    def _write_job(self, loaded: Loaded, result: SVO | DenseGrid) -> WriteJob:
-        """The job of a result for a writing process, which counts its voxels, makes the
-        host's part of the thin check and writes the file (a result that may be thin comes
-        back unwritten: its surface pass needs the device)."""
-        task = loaded.task
-        assert task.output is not None and task.format is not None and loaded.mesh is not None
-        thin_areas = None
-        if self.settings.options.mode == "solid" and not lattice_shift(result.placement.shape):
-            thin_areas = loaded.mesh.axis_areas  # (voxelizer.thin: as count_thin_surface)
-        return WriteJob.of(
-            result,
-            task.output,
-            task.format,
-            replace=task.replace,
-            up_axis=self.settings.up_axis,
-            count=True,
-            thin_areas=thin_areas,
-        )
-
-    def _count_label(self) -> str:
-        return voxel_count_label(self.settings.options.mode)
-
-    def _thin(self, loaded: Loaded, result: SVO | DenseGrid) -> tuple[Warning, ...]:
-        """The ThinResultWarning of a result counted on this thread (voxelizer.thin; the
-        surface pass runs, through the Voxelizer's lock, only for a result that may be thin)."""
-        assert loaded.mesh is not None
-        self.voxelizer.count_thin_surface(loaded.mesh, result, self.settings.options)
-        return self._thin_warning(result)
-
-    def _thin_warning(self, result: SVO | DenseGrid) -> tuple[Warning, ...]:
-        options = self.settings.options
-        warning = thin_warning(result.stats.counts, options.mode, options.fill_mode)
-        return () if warning is None else (warning,)
-
-    def _done(
-        self,
-        loaded: Loaded,
-        result: SVO | DenseGrid,
-        *,
-        kept: SVO | DenseGrid | None,
-        seconds: float,
-        found: tuple[Warning, ...],
-    ) -> BatchResult:
-        task = loaded.task
-        assert loaded.mesh is not None
-        counts = result.stats.counts
-        return BatchResult(
-            index=task.index,
-            input=task.label,
-            output=task.output,
-            status="done",
-            result=kept,
-            triangles=counts.get("triangles"),
-            solid_voxels=counts.get(voxel_count_label(self.settings.options.mode)),
-            open_columns=counts.get("open_columns"),  # the fill's column counts
-            seconds=seconds,
-            device=self.voxelizer.device_name,
-            warnings=found,
-            origin=tuple(result.origin.tolist()),  # (floats; one copy of the origin)
-            voxel_size=result.voxel_size,
-        )
-
-    def _failed(self, task: MeshTask, error: BaseException, seconds: float) -> BatchResult:
-        return task.failed(
-            error_text(task.label, error), device=self.voxelizer.device_name, seconds=seconds
-        )
 
 
 def first_ready(loading: deque[tuple[MeshTask, Future[Any]]]) -> tuple[MeshTask, Future[Any]]:
@@ -366,6 +273,110 @@ def loaded_from(task: MeshTask, future: Future[Any]) -> Loaded:
     return Loaded(task, mesh, seconds=seconds)
 
 
+class Finisher:
+    """How a run's results end as BatchResults, off the device's part: done or failed, their
+    voxels counted and checked for thinness, their files written by a writer thread
+    (`write`) or by a writing process (`write_job`, through HandedWrites). `voxelizer` gives
+    the worker's Voxelizer, which the run opens while its first meshes load."""
+
+    def __init__(self, settings: BatchSettings, voxelizer: Callable[[], Voxelizer]):
+        self._settings = settings
+        self._voxelizer = voxelizer
+        self.count_label = voxel_count_label(settings.options.mode)  # the voxels' key in counts
+
+    def write(
+        self,
+        loaded: Loaded,
+        result: SVO | DenseGrid,
+        seconds: float,
+        found: tuple[Warning, ...],
+    ) -> BatchResult:
+        """On a writer thread: the voxels counted, the thin check, the file written."""
+        timeline.mark("first result to the writers")
+        task = loaded.task
+        assert task.output is not None and task.format is not None
+        started = time.perf_counter()
+        try:
+            # Left to this thread by _voxelize: numpy counts without the GIL, beside the device.
+            result.stats.counts[self.count_label] = result.count()
+            found += self.thin(loaded, result)
+            write_output(
+                result,
+                task.output,
+                task.format,
+                replace=task.replace,
+                up_axis=self._settings.up_axis,
+            )
+        except (VoxelizerError, MemoryError) as exc:
+            return self.failed(task, exc, seconds + time.perf_counter() - started)
+        seconds += time.perf_counter() - started
+        return self.done(loaded, result, kept=None, seconds=seconds, found=found)
+
+    def write_job(self, loaded: Loaded, result: SVO | DenseGrid) -> WriteJob:
+        """The job of a result for a writing process, which counts its voxels, makes the
+        host's part of the thin check and writes the file (a result that may be thin comes
+        back unwritten: its surface pass needs the device)."""
+        task = loaded.task
+        assert task.output is not None and task.format is not None and loaded.mesh is not None
+        thin_areas = None
+        if self._settings.options.mode == "solid" and not lattice_shift(result.placement.shape):
+            thin_areas = loaded.mesh.axis_areas  # (voxelizer.thin: as count_thin_surface)
+        return WriteJob.of(
+            result,
+            task.output,
+            task.format,
+            replace=task.replace,
+            up_axis=self._settings.up_axis,
+            count=True,
+            thin_areas=thin_areas,
+        )
+
+    def thin(self, loaded: Loaded, result: SVO | DenseGrid) -> tuple[Warning, ...]:
+        """The ThinResultWarning of a result counted on this thread (voxelizer.thin; the
+        surface pass runs, through the Voxelizer's lock, only for a result that may be thin)."""
+        assert loaded.mesh is not None
+        self._voxelizer().count_thin_surface(loaded.mesh, result, self._settings.options)
+        return self.thin_warning(result)
+
+    def thin_warning(self, result: SVO | DenseGrid) -> tuple[Warning, ...]:
+        options = self._settings.options
+        warning = thin_warning(result.stats.counts, options.mode, options.fill_mode)
+        return () if warning is None else (warning,)
+
+    def done(
+        self,
+        loaded: Loaded,
+        result: SVO | DenseGrid,
+        *,
+        kept: SVO | DenseGrid | None,
+        seconds: float,
+        found: tuple[Warning, ...],
+    ) -> BatchResult:
+        task = loaded.task
+        assert loaded.mesh is not None
+        counts = result.stats.counts
+        return BatchResult(
+            index=task.index,
+            input=task.label,
+            output=task.output,
+            status="done",
+            result=kept,
+            triangles=counts.get("triangles"),
+            solid_voxels=counts.get(self.count_label),
+            open_columns=counts.get("open_columns"),  # the fill's column counts
+            seconds=seconds,
+            device=self._voxelizer().device_name,
+            warnings=found,
+            origin=tuple(result.origin.tolist()),  # (floats; one copy of the origin)
+            voxel_size=result.voxel_size,
+        )
+
+    def failed(self, task: MeshTask, error: BaseException, seconds: float) -> BatchResult:
+        return task.failed(
+            error_text(task.label, error), device=self._voxelizer().device_name, seconds=seconds
+        )
+
+
 @dataclass
 class _Handed:
     """One result handed to a writing process, and what its BatchResult needs."""
@@ -387,23 +398,23 @@ class HandedWrites:
     writes not yet sent to a process and waits for the others (whole files, or none)."""
 
     def __init__(
-        self, worker: MeshWorker, processes: WriteProcesses | None, threads: ThreadPoolExecutor
+        self, finisher: Finisher, processes: WriteProcesses | None, threads: ThreadPoolExecutor
     ):
         self.processes = processes
-        self._worker = worker
+        self._finisher = finisher
         self._threads = threads
         self._pending: dict[Future[BatchResult], Future[Any]] = {}  # a result's, its job's
 
     def hand_over(
         self, loaded: Loaded, result: SVO | DenseGrid, seconds: float, found: tuple[Warning, ...]
     ) -> Future[BatchResult]:
-        """The future of the BatchResult of a result to write (MeshWorker._write's)."""
+        """The future of the BatchResult of a result to write (Finisher.write's)."""
         timeline.mark("first result to the writers")
         assert self.processes is not None
         done: Future[BatchResult] = Future()
         done.set_running_or_notify_cancel()  # ended by its write only: stop() waits for it
         started = time.perf_counter()
-        job = self._worker._write_job(loaded, result)
+        job = self._finisher.write_job(loaded, result)
         handed = _Handed(done, loaded, result, job, seconds, found, started)
         # Queued and known to stop() together: a Ctrl-C between the two would leave a write
         # that stop() does not wait for, its file half written as the command exits.
@@ -434,9 +445,9 @@ class HandedWrites:
         counted = written.result()
         assert counted is not None
         result = handed.result
-        result.stats.counts[self._worker._count_label()] = counted.voxels
+        result.stats.counts[self._finisher.count_label] = counted.voxels
         if counted.written:  # plainly not thin: no surface pass (count_thin_surface's test)
-            return self._worker._thin_warning(result)
+            return self._finisher.thin_warning(result)
         self._threads.submit(self._settle, handed, lambda: self._thin_write(handed))
         return None
 
@@ -444,25 +455,29 @@ class HandedWrites:
         """On a writer thread: the surface pass of a result that may be thin (through the
         Voxelizer's lock), then its file written by a process. The thin warning, if any."""
         assert self.processes is not None
-        found = self._worker._thin(handed.loaded, handed.result)
+        found = self._finisher.thin(handed.loaded, handed.result)
         self.processes.submit(replace(handed.job, count=False, thin_areas=None)).result()
         return found
 
     def _settle(self, handed: _Handed, step: Callable[[], tuple[Warning, ...] | None]) -> None:
         """Finish `handed` after `step` (its warnings; None: a writer thread finishes it):
-        a failed result for a VoxelizerError or MemoryError, as MeshWorker._write's; any
+        a failed result for a VoxelizerError or MemoryError, as Finisher.write's; any
         other error raised where the run takes the result."""
-        worker, done = self._worker, handed.done
+        finisher, done = self._finisher, handed.done
         try:
             try:
                 found = step()
             except (VoxelizerError, MemoryError) as exc:
                 seconds = handed.seconds + time.perf_counter() - handed.started
-                done.set_result(worker._failed(handed.loaded.task, exc, seconds))
+                done.set_result(finisher.failed(handed.loaded.task, exc, seconds))
                 return
             if found is not None:
                 seconds = handed.seconds + time.perf_counter() - handed.started
-                done.set_result(worker._done(handed.loaded, handed.result, kept=None,
-                                             seconds=seconds, found=handed.found + found))  # fmt: skip
+                found = handed.found + found
+                done.set_result(
+                    finisher.done(
+                        handed.loaded, handed.result, kept=None, seconds=seconds, found=found
+                    )
+                )
         except BaseException as exc:  # whatever it is, the run raises it
             done.set_exception(exc)

@@ -41,6 +41,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -89,6 +90,49 @@ class Recording:
         self.labels = labels
         self.descriptor_pools = descriptor_pools
         self.released = False
+
+
+@dataclass(frozen=True)
+class SubmitCalls:
+    """What every begin() and submit() of a sequence hands Vulkan, made once per sequence: the
+    structs the calls read (kept alive here; begin() sets `begin_info.flags`, a replay points
+    `command_buffers[0]` at a kept recording's), the Vulkan functions a submission calls, and
+    the array a submission's timestamps are read into (GpuTimes)."""
+
+    begin_info: Any  # VkCommandBufferBeginInfo *
+    command_buffers: Any  # VkCommandBuffer[1], which submit_info points at
+    submit_info: Any  # VkSubmitInfo *
+    fences: Any  # VkFence[1]: the sequence's fence
+    ticks: Any  # uint64_t[_MAX_TIMESTAMPS]
+    queue_submit: VulkanCall
+    wait_for_fences: VulkanCall
+    reset_fences: VulkanCall
+    fence_status: VulkanCall
+    not_ready: int  # VK_NOT_READY, which the wait's poll compares with (looked up once)
+
+    @classmethod
+    def of(cls, command_buffer: Any, fence: Any) -> SubmitCalls:
+        ffi = vk.ffi
+        begin_info = ffi.new("VkCommandBufferBeginInfo *")
+        begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
+        begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        command_buffers = ffi.new("VkCommandBuffer[]", [command_buffer])
+        submit_info = ffi.new("VkSubmitInfo *")
+        submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
+        submit_info.commandBufferCount = 1
+        submit_info.pCommandBuffers = command_buffers
+        return cls(
+            begin_info=begin_info,
+            command_buffers=command_buffers,
+            submit_info=submit_info,
+            fences=ffi.new("VkFence[]", [fence]),
+            ticks=ffi.new("uint64_t[]", _MAX_TIMESTAMPS),
+            queue_submit=VulkanCall("vkQueueSubmit"),
+            wait_for_fences=VulkanCall("vkWaitForFences"),
+            reset_fences=VulkanCall("vkResetFences"),
+            fence_status=VulkanCall("vkGetFenceStatus"),
+            not_ready=vk.VK_NOT_READY,
+        )
 
 
 class Sequence:
@@ -147,7 +191,13 @@ class Sequence:
         self._new_set = vk.ffi.new("VkDescriptorSet[]", 1)
         self._compute = vk.VK_PIPELINE_BIND_POINT_COMPUTE
         self._compute_stage = vk.VK_SHADER_STAGE_COMPUTE_BIT
-        self._prepare_submissions()
+        self._calls = SubmitCalls.of(self.command_buffer, self.fence)
+        # How long a wait polls the fence before it blocks (never on a CPU device), and
+        # whether only while the waiting thread is the process's only one
+        self.wait_spin_s = 0.0 if self.device.is_cpu else WAIT_SPIN_S
+        self.spin_only_alone = SPIN_ONLY_ALONE
+        self._submitted_labels: tuple[str, ...] = ()  # the labels of the recording submitted
+        self._times_lock = threading.Lock()  # (GpuTimes reads the timestamps under it)
         self._barrier_stages = (
             vk.VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | vk.VK_PIPELINE_STAGE_TRANSFER_BIT
         )
@@ -159,33 +209,6 @@ class Sequence:
         # The one barrier every step uses, built once: a sequence records dozens per call.
         self._memory_barrier = _memory_barrier()
 
-    def _prepare_submissions(self) -> None:
-        """The structs of every begin() and submit(), the same each time (kept here: the
-        Vulkan calls read them), the functions a submission calls, and its wait's poll."""
-        ffi = vk.ffi
-        self._begin_info = ffi.new("VkCommandBufferBeginInfo *")
-        self._begin_info.sType = vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO
-        self._begin_info.flags = vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
-        self._command_buffers = ffi.new("VkCommandBuffer[]", [self.command_buffer])
-        self._submit_info = ffi.new("VkSubmitInfo *")
-        self._submit_info.sType = vk.VK_STRUCTURE_TYPE_SUBMIT_INFO
-        self._submit_info.commandBufferCount = 1
-        self._submit_info.pCommandBuffers = self._command_buffers
-        self._fences = ffi.new("VkFence[]", [self.fence])
-        self._queue_submit = VulkanCall("vkQueueSubmit")
-        self._wait_for_fences = VulkanCall("vkWaitForFences")
-        self._reset_fences = VulkanCall("vkResetFences")
-        self._fence_status = VulkanCall("vkGetFenceStatus")
-        # How long a wait polls the fence before it blocks (never on a CPU device), and
-        # whether only while the waiting thread is the process's only one
-        self.wait_spin_s = 0.0 if self.device.is_cpu else WAIT_SPIN_S
-        self.spin_only_alone = SPIN_ONLY_ALONE
-        self._not_ready = vk.VK_NOT_READY  # (a constant the poll compares with, looked up once)
-        # The timestamps of a submission are read into this, when asked for (GpuTimes).
-        self._ticks = ffi.new("uint64_t[]", _MAX_TIMESTAMPS)
-        self._submitted_labels: tuple[str, ...] = ()  # the labels of the recording submitted
-        self._times_lock = threading.Lock()
-
     # -- recording ---------------------------------------------------------------------------
 
     def begin(self, reusable: bool = False) -> None:
@@ -194,12 +217,14 @@ class Sequence:
         self.device.settle()  # an interrupted submit's work may still use the command buffer
         self._replayable = False
         self._reusable = reusable
-        self._begin_info.flags = 0 if reusable else vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        self._calls.begin_info.flags = (
+            0 if reusable else vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT
+        )
         check_result(lib.vkResetCommandBuffer(self.command_buffer, 0))
         for pool in self._descriptor_pools:
             check_result(lib.vkResetDescriptorPool(handle, pool, 0))
         self._pool_index, self._sets_left = 0, 0
-        check_result(lib.vkBeginCommandBuffer(self.command_buffer, self._begin_info))
+        check_result(lib.vkBeginCommandBuffer(self.command_buffer, self._calls.begin_info))
         lib.vkCmdResetQueryPool(self.command_buffer, self.query_pool, 0, _MAX_TIMESTAMPS)
         self._labels = []
         self._bound = None
@@ -440,12 +465,12 @@ class Sequence:
         if recording.released:
             raise RuntimeError("a released recording cannot be replayed")
         self.device.settle()
-        self._command_buffers[0] = recording.command_buffer
+        self._calls.command_buffers[0] = recording.command_buffer
         labels, self._submitted_labels = self._submitted_labels, recording.labels
         try:
             return self._run()
         finally:
-            self._command_buffers[0] = self.command_buffer
+            self._calls.command_buffers[0] = self.command_buffer
             self._submitted_labels = labels
 
     def keep(self) -> Recording:
@@ -472,7 +497,7 @@ class Sequence:
             kept = Recording(self.command_buffer, self._submitted_labels, pools)
             self._kept.append(kept)
             self.command_buffer = self._spare_buffers.pop()
-            self._command_buffers[0] = self.command_buffer
+            self._calls.command_buffers[0] = self.command_buffer
         self._replayable = False
         return kept
 
@@ -492,15 +517,15 @@ class Sequence:
 
     def _run(self) -> Mapping[str, float]:
         """Submit the ended command buffer, wait, and return its timestamps, unread."""
-        device = self.device
+        device, calls = self.device, self._calls
         try:
             self._keep_times()  # (the submission overwrites the last one's timestamps)
-            self._reset_fences(device.handle, 1, self._fences)
+            calls.reset_fences(device.handle, 1, calls.fences)
             # Set before the submit: an interrupt just after it must still find the flag set.
             device.queue_may_be_busy = True
             # (the Ctrl-C test of tests/gpu/test_process_safety.py interrupts right after it)
             with device.queue_lock:
-                self._queue_submit(device.queue, 1, self._submit_info, self.fence)
+                calls.queue_submit(device.queue, 1, calls.submit_info, self.fence)
             self.submissions += 1
             self._wait_for_fence()
         except vk.VkError as exc:
@@ -530,14 +555,14 @@ class Sequence:
         """Wait for the fence: polled for up to `wait_spin_s` first (where `spin_only_alone`,
         only while no other thread runs), then blocking. Where the wait's functions are
         replaced (a fault injected), straight through them."""
-        handle, spin = self.device.handle, self.wait_spin_s
+        handle, spin, calls = self.device.handle, self.wait_spin_s, self._calls
         if (
             spin > 0
             and not (self.spin_only_alone and threading.active_count() > 1)
-            and self._fence_status.replaced is None
-            and self._wait_for_fences.replaced is None
+            and calls.fence_status.replaced is None
+            and calls.wait_for_fences.replaced is None
         ):
-            status, fence, not_ready = self._fence_status.raw, self.fence, self._not_ready
+            status, fence, not_ready = calls.fence_status.raw, self.fence, calls.not_ready
             clock = time.perf_counter
             deadline = clock() + spin
             while True:
@@ -548,7 +573,7 @@ class Sequence:
                     check_result(result)  # (a lost device)
                 if clock() >= deadline:
                     break
-        self._wait_for_fences(handle, 1, self._fences, 1, _FOREVER)  # (waitAll: VK_TRUE)
+        calls.wait_for_fences(handle, 1, calls.fences, 1, _FOREVER)  # (waitAll: VK_TRUE)
 
     def _keep_times(self) -> None:
         """Read the last submission's timestamps into its GpuTimes, if that is still held
@@ -563,18 +588,21 @@ class Sequence:
         device: GpuTimes turns them into milliseconds when they are looked at. Its fence
         has signalled, so they are there: asked without the wait flag first (which costs a
         CPU device, lavapipe, a wait of its own for every read), with it if not."""
-        count, handle, pool = len(labels), self.device.handle, self.query_pool
-        flags = vk.VK_QUERY_RESULT_64_BIT
-        result = self._lib.vkGetQueryPoolResults(
-            handle, pool, 0, count, count * 8, self._ticks, 8, flags
+        count, handle, pool, ticks = (
+            len(labels),
+            self.device.handle,
+            self.query_pool,
+            self._calls.ticks,
         )
+        flags = vk.VK_QUERY_RESULT_64_BIT
+        result = self._lib.vkGetQueryPoolResults(handle, pool, 0, count, count * 8, ticks, 8, flags)
         if result == vk.VK_NOT_READY:
             flags |= vk.VK_QUERY_RESULT_WAIT_BIT
             result = self._lib.vkGetQueryPoolResults(
-                handle, pool, 0, count, count * 8, self._ticks, 8, flags
+                handle, pool, 0, count, count * 8, ticks, 8, flags
             )
         check_result(result)
-        return self._ffi.buffer(self._ticks, count * 8)[:]
+        return self._ffi.buffer(ticks, count * 8)[:]
 
     def destroy(self) -> None:
         """Destroy what this sequence created (all of it, or what a failed start left)."""
