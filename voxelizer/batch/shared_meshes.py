@@ -32,6 +32,7 @@ which blocks it no longer reads.
 from __future__ import annotations
 
 import bisect
+import functools
 import io
 import mmap
 import os
@@ -88,6 +89,8 @@ class ReceivingRegion:
         # Each block's weak reference (kept: its callback runs only while it lives) and
         # offset, by the reference's id (a weak reference to an array does not hash).
         self._blocks: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
+        # (not a bound method: the region itself is not kept alive by its blocks' references)
+        self._on_freed = functools.partial(_block_freed, self._blocks, self._freed)
 
     @classmethod
     def adopt(cls, fd: int | None) -> ReceivingRegion | None:
@@ -102,12 +105,9 @@ class ReceivingRegion:
         # A weak reference's callback, not weakref.finalize: this runs for every message
         # on a thread that shares the GIL with the device's, and a finalizer costs several
         # times as much Python work.
-        watch = weakref.ref(block, self._block_freed)
+        watch = weakref.ref(block, self._on_freed)
         self._blocks[id(watch)] = (watch, offset)
         return pickle.loads(data, buffers=[block[start : start + n] for start, n in spans])
-
-    def _block_freed(self, block: weakref.ref[np.ndarray]) -> None:
-        self._freed.append(self._blocks.pop(id(block))[1])
 
     def take_freed(self) -> list[int]:
         """The offsets of the blocks freed since the last call (each given once)."""
@@ -115,6 +115,15 @@ class ReceivingRegion:
         while self._freed:  # (taken by one thread only: the one serving the region)
             freed.append(self._freed.popleft())
         return freed
+
+
+def _block_freed(
+    blocks: dict[int, tuple[weakref.ref[np.ndarray], int]],
+    freed: deque[int],
+    block: weakref.ref[np.ndarray],
+) -> None:
+    """A block's last view is gone: its offset goes to the blocks freed."""
+    freed.append(blocks.pop(id(block))[1])
 
 
 class WritingRegion:
