@@ -220,9 +220,10 @@ class _ArrayPickler(pickle.Pickler):
     """A pickler that hands each numpy array (of numbers, laid out in C or Fortran order)
     over as numpy's own constructor over its buffer: out of band (in the region), or its
     bytes in the message for an array under INLINE_BYTES (a bound, an origin: a block's
-    span, view and copy each cost more than its bytes). Unpickled, the array is made in
-    C, read-only; numpy's own reduction would call a Python function and rebuild the
-    dtype for each array, on the thread that receives the message."""
+    span, view and copy each cost more than its bytes), its dtype by name (exact for
+    numbers: byte order and size). Unpickled, the array is made in C, read-only; numpy's
+    own reduction would call a Python function and rebuild the dtype object for each
+    array, on the thread that receives the message."""
 
     def reducer_override(self, obj: object) -> Any:
         if type(obj) is np.ndarray and obj.dtype.kind in NUMBERS:
@@ -231,7 +232,7 @@ class _ArrayPickler(pickle.Pickler):
             if order is not None:
                 small = obj.nbytes < INLINE_BYTES
                 buffer = obj.tobytes(order="A") if small else pickle.PickleBuffer(obj.data)
-                return np.ndarray, (obj.shape, obj.dtype, buffer, 0, None, order)
+                return np.ndarray, (obj.shape, obj.dtype.str, buffer, 0, None, order)
         return NotImplemented  # pickled as numpy pickles it
 
 
