@@ -4,15 +4,16 @@ A pickled mesh of 10^5 triangles is megabytes through a pipe: the batch's proces
 read and copy them (docs/benchmarks.md, "Receiving meshes"; part of it holding the GIL that the
 device's thread needs between its Vulkan calls). Instead each reading process has a region
 of shared memory of its own: it copies the mesh's arrays there (pickle protocol 5's
-out-of-band buffers: the arrays, whatever they are) and sends only the rest of the pickle
-and where the arrays lie. The batch's process rebuilds the Mesh over views of the region,
-without copying.
+out-of-band buffers: the arrays, but those of a few bytes) and sends only the rest of the
+pickle and where the arrays lie. The batch's process rebuilds the Mesh over views of the
+region, without copying, with as little Python work as it can (_ArrayPickler): it does so
+on a thread that shares the GIL with the device's.
 
 Lifetime: every array rebuilt from one mesh is a view of one block (a read-only numpy array
 over the region, which numpy keeps as the base of each view), so the block lives as long as
 any of them does. A weak reference's callback, run when the last view is gone, whatever
-dropped it, marks it freed here; the freed blocks go to the reading process with its next request, and only
-then may it write there again. No caller has anything to release.
+dropped it, marks it freed here; the freed blocks go to the reading process with its next
+request, and only then may it write there again. No caller has anything to release.
 
 A region is anonymous memory (Linux memfd_create): no name in any file system, gone when the
 last process holding it ends, however it ends (Ctrl-C, SIGKILL). The batch's process makes
