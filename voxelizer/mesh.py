@@ -244,7 +244,10 @@ def _freeze(value: object) -> None:
         for item in value:
             _freeze(item)
     elif isinstance(value, MeshMemo):
-        _freeze((value.placed, value.soup, *value.kept.values()))
+        # Each entry is (key, what was made for it): a key is hashable, so it holds no
+        # array to walk through (a batch's reading thread does this for every mesh).
+        made = (value.placed, value.soup, *value.kept.values())
+        _freeze(tuple(entry[1] for entry in made if entry is not None))
 
 
 def _edge_uses(corners: np.ndarray, vertex_count: int) -> tuple[int, int]:

@@ -289,6 +289,9 @@ def test_a_mesh_keeps_its_caches_read_only_through_pickling():
     assert set(copy.__dict__) == set(mesh.__dict__)
     assert not copy.indices.flags.writeable and not copy.used.flags.writeable
     assert copy.vertices.flags.writeable == mesh.vertices.flags.writeable
+    # What the memo keeps for a key: its arrays too (the key, hashable, holds none).
+    grid_vertices, fine_vertices = copy._memo.placed[1][:2]
+    assert not grid_vertices.flags.writeable and not fine_vertices.flags.writeable
 
 
 # --- forked helpers -------------------------------------------------------------------------

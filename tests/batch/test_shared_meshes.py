@@ -12,7 +12,9 @@ import pickle
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
+from types import FrameType
 
 import numpy as np
 import pytest
@@ -22,6 +24,7 @@ from voxelizer.batch import readers as readers_module
 from voxelizer.batch.readers import LoadProcesses, prepared_mesh
 from voxelizer.batch.shared_meshes import (
     ALIGNMENT,
+    INLINE_BYTES,
     SHARED,
     ReceivingRegion,
     WritingRegion,
@@ -79,6 +82,60 @@ def test_a_mesh_arrives_as_read_only_views_equal_to_its_arrays(region, meshes):
     assert key == mesh._memo.placed[0] and soup_key == mesh._memo.soup[0]
     assert np.array_equal(placed[0], mesh._memo.placed[1][0])
     assert np.array_equal(soup, mesh._memo.soup[1])
+
+
+def walked(value: object) -> int:
+    """The calls of a walk through `value` that enters every tuple."""
+    return 1 + (sum(walked(item) for item in value) if isinstance(value, tuple) else 0)
+
+
+def test_a_mesh_is_rebuilt_with_little_python_work(region, meshes):
+    """The thread that receives meshes shares the GIL with the device's thread: rebuilding
+    one runs no Python function for each array (numpy's own unpickling calls one, and
+    rebuilds the dtype), none to watch its block (weakref.finalize is Python), and freezing
+    its arrays walks no cache's key (hashable: no array in it)."""
+    writer, reader, _ = region
+    mesh = meshes[0]
+    sent = writer.encode(("mesh", (mesh, 0.0)))
+    wire = pickle.loads(pickle.dumps(sent, protocol=5))
+    assert b"_frombuffer" not in wire[4]  # numpy's Python reconstruction is not named
+    large = [a for a in arrays_in(mesh.__dict__) if a.nbytes >= INLINE_BYTES]
+    small = [a for a in arrays_in(mesh.__dict__) if a.nbytes < INLINE_BYTES]
+    assert small and len(wire[3]) == len(large)  # a bound, an origin: in the message
+    calls: Counter[str] = Counter()
+
+    def count(frame: FrameType, event: str, _: object) -> None:
+        name = frame.f_code.co_name
+        if event == "call" and not name.startswith("<"):  # a Python function (but a
+            calls[name] += 1  # comprehension, a function of its own before Python 3.12)
+
+    sys.setprofile(count)
+    try:
+        _, (arrived, _) = reader.decode(wire)
+    finally:
+        sys.setprofile(None)
+    state = arrived.__dict__
+    given = ("vertices", "faces", "parts", "appearance")
+    memo = arrived._memo
+    made = [entry[1] for entry in (memo.placed, memo.soup, *memo.kept.values()) if entry]
+    walks = [walked(v) for k, v in state.items() if k not in given and v is not memo]
+    freezes = sum(walks) + 1 + walked(tuple(made))  # the memo, then what it keeps
+    assert calls == Counter(decode=1, __setstate__=1, _freeze=freezes)
+    for array in arrays_in(state):
+        assert not array.flags.writeable
+
+
+def arrays_in(value: object) -> list[np.ndarray]:
+    """The numpy arrays in `value`: a dict's values, tuples, an object's attributes."""
+    if isinstance(value, np.ndarray):
+        return [value]
+    if isinstance(value, dict):
+        return [a for item in value.values() for a in arrays_in(item)]
+    if isinstance(value, tuple):
+        return [a for item in value for a in arrays_in(item)]
+    if hasattr(value, "__dict__") and not isinstance(value, type):
+        return arrays_in(vars(value))
+    return []
 
 
 def test_a_view_kept_alive_is_never_written_over(region, meshes):

@@ -4,15 +4,16 @@ A pickled mesh of 10^5 triangles is megabytes through a pipe: the batch's proces
 read and copy them (docs/benchmarks.md, "Receiving meshes"; part of it holding the GIL that the
 device's thread needs between its Vulkan calls). Instead each reading process has a region
 of shared memory of its own: it copies the mesh's arrays there (pickle protocol 5's
-out-of-band buffers: the arrays, whatever they are) and sends only the rest of the pickle
-and where the arrays lie. The batch's process rebuilds the Mesh over views of the region,
-without copying.
+out-of-band buffers: the arrays, but those of a few bytes) and sends only the rest of the
+pickle and where the arrays lie. The batch's process rebuilds the Mesh over views of the
+region, without copying, with as little Python work as it can (_ArrayPickler): it does so
+on a thread that shares the GIL with the device's.
 
 Lifetime: every array rebuilt from one mesh is a view of one block (a read-only numpy array
 over the region, which numpy keeps as the base of each view), so the block lives as long as
-any of them does. Its finalizer, run when the last view is gone, whatever dropped it, marks
-it freed here; the freed blocks go to the reading process with its next request, and only
-then may it write there again. No caller has anything to release.
+any of them does. A weak reference's callback, run when the last view is gone, whatever
+dropped it, marks it freed here; the freed blocks go to the reading process with its next
+request, and only then may it write there again. No caller has anything to release.
 
 A region is anonymous memory (Linux memfd_create): no name in any file system, gone when the
 last process holding it ends, however it ends (Ctrl-C, SIGKILL). The batch's process makes
@@ -32,13 +33,14 @@ which blocks it no longer reads.
 from __future__ import annotations
 
 import bisect
+import functools
+import io
 import mmap
 import os
 import pickle
 import sys
 import weakref
 from collections import deque
-from contextlib import suppress
 from typing import Any, TypeVar
 
 import numpy as np
@@ -47,6 +49,8 @@ PROTOCOL = 5
 # Address space, not memory: pages are taken only once written (see the module's docstring).
 REGION_BYTES = 1 << 30
 ALIGNMENT = 64  # each array starts on a cache line (and any dtype's alignment)
+INLINE_BYTES = 256  # a smaller array crosses in the message itself
+NUMBERS = frozenset("biufc")  # the dtype kinds whose arrays _ArrayPickler hands over
 SHARED = "shared"  # the first item of a reply whose arrays lie in the region
 
 # ("shared", block offset, block size, [(start, size) of each buffer in the block], pickle)
@@ -82,7 +86,12 @@ class ReceivingRegion:
 
     def __init__(self, fd: int):
         self._map = mmap.mmap(fd, os.fstat(fd).st_size, access=mmap.ACCESS_READ)
-        self._freed: deque[int] = deque()  # appended by finalizers, in whatever thread
+        self._freed: deque[int] = deque()  # appended by _block_freed, in whatever thread
+        # Each block's weak reference (kept: its callback runs only while it lives) and
+        # offset, by the reference's id (a weak reference to an array does not hash).
+        self._blocks: dict[int, tuple[weakref.ref[np.ndarray], int]] = {}
+        # (not a bound method: the region itself is not kept alive by its blocks' references)
+        self._on_freed = functools.partial(_block_freed, self._blocks, self._freed)
 
     @classmethod
     def adopt(cls, fd: int | None) -> ReceivingRegion | None:
@@ -94,16 +103,28 @@ class ReceivingRegion:
         """The object of a shared reply, its arrays views of the region (read-only)."""
         _, offset, size, spans, data = reply
         block = np.frombuffer(self._map, np.uint8, count=size, offset=offset)
-        weakref.finalize(block, self._freed.append, offset).atexit = False
+        # A weak reference's callback, not weakref.finalize: this runs for every message
+        # on a thread that shares the GIL with the device's, and a finalizer costs several
+        # times as much Python work.
+        watch = weakref.ref(block, self._on_freed)
+        self._blocks[id(watch)] = (watch, offset)
         return pickle.loads(data, buffers=[block[start : start + n] for start, n in spans])
 
     def take_freed(self) -> list[int]:
         """The offsets of the blocks freed since the last call (each given once)."""
         freed = []
-        with suppress(IndexError):
-            while True:
-                freed.append(self._freed.popleft())
+        while self._freed:  # (taken by one thread only: the one serving the region)
+            freed.append(self._freed.popleft())
         return freed
+
+
+def _block_freed(
+    blocks: dict[int, tuple[weakref.ref[np.ndarray], int]],
+    freed: deque[int],
+    block: weakref.ref[np.ndarray],
+) -> None:
+    """A block's last view is gone: its offset goes to the blocks freed."""
+    freed.append(blocks.pop(id(block))[1])
 
 
 class WritingRegion:
@@ -154,7 +175,9 @@ class WritingRegion:
         """What to send for `message`: a SharedReply with its arrays copied into a new block,
         or `message` itself where it has none or they do not fit in what is free."""
         buffers: list[pickle.PickleBuffer] = []
-        data = pickle.dumps(message, protocol=PROTOCOL, buffer_callback=buffers.append)
+        pickled = io.BytesIO()
+        _ArrayPickler(pickled, protocol=PROTOCOL, buffer_callback=buffers.append).dump(message)
+        data = pickled.getvalue()
         if not buffers:
             return message
         raws = [buffer.raw() for buffer in buffers]
@@ -192,6 +215,26 @@ class WritingRegion:
             self._free[index - 1] = (start, end)
         else:
             self._free.insert(index, (start, end))
+
+
+class _ArrayPickler(pickle.Pickler):
+    """A pickler that hands each numpy array (of numbers, laid out in C or Fortran order)
+    over as numpy's own constructor over its buffer: out of band (in the region), or its
+    bytes in the message for an array under INLINE_BYTES (a bound, an origin: a block's
+    span, view and copy each cost more than its bytes), its dtype by name (exact for
+    numbers: byte order and size). Unpickled, the array is made in C, read-only; numpy's
+    own reduction would call a Python function and rebuild the dtype object for each
+    array, on the thread that receives the message."""
+
+    def reducer_override(self, obj: object) -> Any:
+        if type(obj) is np.ndarray and obj.dtype.kind in NUMBERS:
+            flags = obj.flags
+            order = "C" if flags.c_contiguous else "F" if flags.f_contiguous else None
+            if order is not None:
+                small = obj.nbytes < INLINE_BYTES
+                buffer = obj.tobytes(order="A") if small else pickle.PickleBuffer(obj.data)
+                return np.ndarray, (obj.shape, obj.dtype.str, buffer, 0, None, order)
+        return NotImplemented  # pickled as numpy pickles it
 
 
 Region = TypeVar("Region", ReceivingRegion, WritingRegion)

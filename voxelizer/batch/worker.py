@@ -367,7 +367,7 @@ class Finisher:
             seconds=seconds,
             device=self._voxelizer().device_name,
             warnings=found,
-            origin=(float(result.origin[0]), float(result.origin[1]), float(result.origin[2])),
+            origin=tuple(result.origin.tolist()),  # (floats; one copy of the origin)
             voxel_size=result.voxel_size,
         )
 
