@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 FORMATS = (".ply", ".stl", ".obj")
@@ -157,14 +158,42 @@ def table(rounds: list[dict], sources: list[str]) -> str:
     return "\n".join(rows)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def rounds_parser(
+    description: str, *, json_name: str, meshes: int, grid: int
+) -> argparse.ArgumentParser:
+    """The options every per-thread benchmark shares (this one's and pool_loop's): the meshes,
+    the grid and format, the rounds and the trees; a benchmark adds its own."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--models-dir", type=Path, required=True, help="mesh files to read")
-    parser.add_argument("--out", type=Path, help="folder for batch_threads.json")
-    parser.add_argument("--meshes", type=int, default=300, help="meshes timed per round")
+    parser.add_argument("--out", type=Path, help=f"folder for {json_name}")
+    parser.add_argument("--meshes", type=int, default=meshes, help="meshes timed per round")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--grid", type=int, default=128)
+    parser.add_argument("--grid", type=int, default=grid)
     parser.add_argument("--format", default="npz")
+    parser.add_argument("--src", nargs="*", default=[], help="other source trees to time too")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a round may take")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def interleaved_rounds(
+    args: argparse.Namespace, run: Callable[[str, argparse.Namespace], dict]
+) -> tuple[list[str], list[dict]]:
+    """(the trees, every round's measurement): this tree and those of --src in turn, each
+    round's order the reverse of the last's, each measurement printed to stderr as it ends."""
+    sources = [THIS, *args.src]
+    rounds = []
+    for index in range(args.rounds):
+        for source in sources if index % 2 == 0 else sources[::-1]:
+            rounds.append(run(source, args))
+            print(json.dumps(rounds[-1]), file=sys.stderr)
+    return sources, rounds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = rounds_parser(
+        __doc__.split("\n\n")[0], json_name="batch_threads.json", meshes=300, grid=128
+    )
     parser.add_argument(
         "--write-processes",
         type=int,
@@ -177,9 +206,6 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="default: as the command on this host, at least 1",
     )
-    parser.add_argument("--src", nargs="*", default=[], help="other source trees to time too")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a round may take")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.meshes < 2:
         parser.error("--meshes: at least 2 (the span is from the first result to the last)")
@@ -196,12 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("--out is required")
-    sources = [THIS, *args.src]
-    rounds = []
-    for index in range(args.rounds):
-        for source in sources if index % 2 == 0 else sources[::-1]:
-            rounds.append(run_child(source, args))
-            print(json.dumps(rounds[-1]), file=sys.stderr)
+    sources, rounds = interleaved_rounds(args, run_child)
     print(
         f"{len(mesh_files(args.models_dir))} files from {args.models_dir}, grid {args.grid}, "
         f"--format {args.format}, {args.write_processes} writing and {args.load_processes} "

@@ -35,7 +35,7 @@ from pathlib import Path
 
 # (absolute: a measurement runs this file as a script, with the timed tree's package)
 from voxelizer.benchmarks import batch_threads
-from voxelizer.benchmarks.batch_threads import THIS, mesh_files, table, thread_kind
+from voxelizer.benchmarks.batch_threads import mesh_files, table, thread_kind
 
 CHILD_OPTIONS = ("models_dir", "meshes", "grid", "format", "jobs", "devices")
 
@@ -119,18 +119,11 @@ def run_child(source: str, args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models-dir", type=Path, required=True, help="mesh files to read")
-    parser.add_argument("--out", type=Path, help="folder for pool_loop.json")
-    parser.add_argument("--meshes", type=int, default=400, help="meshes timed per round")
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--grid", type=int, default=24)
-    parser.add_argument("--format", default="npz")
+    parser = batch_threads.rounds_parser(
+        __doc__.split("\n\n")[0], json_name="pool_loop.json", meshes=400, grid=24
+    )
     parser.add_argument("--jobs", type=int, default=2, help="workers (without --devices)")
     parser.add_argument("--devices", default="", help="the command's --devices, say 0,1")
-    parser.add_argument("--src", nargs="*", default=[], help="other source trees to time too")
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds a round may take")
-    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.meshes < 2:
         parser.error("--meshes: at least 2 (the span is from the first result to the last)")
@@ -139,12 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.out is None:
         parser.error("--out is required")
-    sources = [THIS, *args.src]
-    rounds = []
-    for index in range(args.rounds):
-        for source in sources if index % 2 == 0 else sources[::-1]:
-            rounds.append(run_child(source, args))
-            print(json.dumps(rounds[-1]), file=sys.stderr)
+    sources, rounds = batch_threads.interleaved_rounds(args, run_child)
     workers = f"--devices {args.devices}" if args.devices else f"--jobs {args.jobs}"
     print(
         f"voxelize DIR --format {args.format} --grid {args.grid} {workers}: "
