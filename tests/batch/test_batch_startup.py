@@ -46,8 +46,9 @@ def project_env() -> dict[str, str]:
 
 # The command in a fresh process, with two reading processes as on a host with cores to
 # spare; every Device opened is recorded (its thread, and the reading processes forked by
-# then), and so are the thread of every Vulkan instance made and the Voxelizer each mesh
-# went through.
+# then), apart from the short-lived ones that compile kernels alongside (SecondCompiler,
+# their threads recorded), and so are the thread of every Vulkan instance made and the
+# Voxelizer each mesh went through.
 OPENS_RECORDED = """
 import json, sys, threading
 import voxelizer.batch.engine
@@ -56,14 +57,29 @@ from voxelizer import api
 from voxelizer.batch.readers import shared_load_processes
 from voxelizer.cli import main
 from voxelizer.gpu.device import Device, Instance
+from voxelizer.gpu.first_dispatches import SecondCompiler
 
 voxelizer.batch.engine.default_load_processes = lambda workers=1: 2
 real_init = Device.__init__
-opened = []
+opened, compilers, compiling = [], [], threading.local()
 
 def recorded_init(self, *args, **kwargs):
-    opened.append([threading.current_thread().name, shared_load_processes(2).forked])
+    if getattr(compiling, "now", False):
+        compilers.append(threading.current_thread().name)
+    else:
+        opened.append([threading.current_thread().name, shared_load_processes(2).forked])
     real_init(self, *args, **kwargs)
+
+real_second = SecondCompiler.open.__func__
+
+def recorded_second(cls, *args, **kwargs):
+    compiling.now = True
+    try:
+        return real_second(cls, *args, **kwargs)
+    finally:
+        compiling.now = False
+
+SecondCompiler.open = classmethod(recorded_second)
 
 real_instance = Instance.__init__
 instances = []
@@ -84,8 +100,8 @@ Instance.__init__ = recorded_instance
 voxelizer.batch.worker.voxelize_checked = recorded_call
 code = main(sys.argv[1:])
 shared = sorted(id(v) for v in api._shared.values())
-print(json.dumps({"exit": code, "opened": opened, "instances": instances, "used": sorted(used),
-                  "shared": shared}))
+print(json.dumps({"exit": code, "opened": opened, "compilers": compilers,
+                  "instances": instances, "used": sorted(used), "shared": shared}))
 """
 
 
@@ -106,6 +122,10 @@ def test_the_worker_uses_the_device_opened_while_the_command_starts(tmp_path, de
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert found["exit"] == 0, done.stderr
     assert found["opened"] == [["voxelize-open-device", 2]]
+    # A second device compiles kernels alongside where the first kernel's first dispatch
+    # looks cold (still running after COLD_COMPILE_S): on a loaded host a cached one can
+    # too. It is opened, and closed, where the pipelines are built, never for the meshes.
+    assert set(found["compilers"]) <= {"voxelizer-pipelines"}, found["compilers"]
     assert found["instances"] == ["voxelize-open-device"]
     assert len(found["shared"]) == 1 and found["used"] == found["shared"]
     for path in paths:

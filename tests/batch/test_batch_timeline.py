@@ -71,6 +71,40 @@ def test_minus_vv_logs_the_start_up_in_order_with_times_since_the_process_starte
     assert len(list((tmp_path / "out").rglob("*.npz"))) == 6
 
 
+# The command with the thread that opens the device slow to mark it (as on a loaded host,
+# where the worker, released by the same opening, can run first).
+SLOW_OPENER = """
+import sys, threading, time
+from voxelizer.batch.timeline import timeline
+from voxelizer.cli import run
+
+real_mark = timeline.mark
+
+def mark(milestone, detail=""):
+    if milestone == "device open" and threading.current_thread().name == "voxelize-open-device":
+        time.sleep(1.0)
+    real_mark(milestone, detail)
+
+timeline.mark = mark
+sys.argv[0] = "voxelize"
+run()
+"""
+
+
+@pytest.mark.slow
+def test_the_device_is_open_before_its_first_mesh_whichever_thread_says_so(tmp_path):
+    meshes_in(tmp_path / "in")
+    done = subprocess.run(
+        [sys.executable, "-c", SLOW_OPENER, str(tmp_path / "in"), "--out-dir",
+         str(tmp_path / "out"), "--format", "npz", "--grid", "16", "-vv"],
+        cwd=tmp_path, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    names = [name for _, name, _ in timeline_of(done.stderr)]
+    assert names.count("device open") == 1, names
+    assert names.index("device open") < names.index("first mesh at the device"), names
+
+
 @pytest.mark.parametrize("flags", [(), ("-v",)])
 def test_no_timeline_without_minus_vv(tmp_path, flags):
     done = run_batch(tmp_path, *flags)

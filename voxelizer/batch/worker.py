@@ -144,7 +144,9 @@ class MeshWorker:
             # they run (forked as they were started, or kept from an earlier batch), else on
             # the loader threads while the processes start.
             read_ahead(wait=True)
-            self.voxelizer  # noqa: B018 - opened (if not yet) while the first meshes load
+            # Opened (if not yet) while the first meshes load. The thread that opened it
+            # marks it too, but may run after this one is released: whichever comes first.
+            timeline.mark("device open", self.voxelizer.device_name)
             while loading:
                 task, future = first_ready(loading)
                 on_threads.discard(future)
