@@ -91,17 +91,13 @@ class Stats:
 
     def add_host(self, times: dict[str, float] | None = None, **steps: float) -> None:
         """Add host milliseconds by label, as a dict or as keywords."""
-        host = self.host_ms
         if times:
-            _accumulate(host, times)
-        for label, value in steps.items():  # (several a call: no call of its own)
-            host[label] = host.get(label, 0) + value
+            _accumulate(self.host_ms, times)
+        _accumulate(self.host_ms, steps)
 
     def count(self, **counts: int) -> None:
         """Add to workload counts (summed over slabs, parts and batches)."""
-        total = self.counts
-        for label, value in counts.items():  # (several a call: no call of its own)
-            total[label] = total.get(label, 0) + value
+        _accumulate(self.counts, counts)
 
     def count_max(self, **counts: int) -> None:
         """Keep the largest value seen (sizes rather than totals)."""

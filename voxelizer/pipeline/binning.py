@@ -75,9 +75,16 @@ class Counted:
         """The same part for a replay's mesh (its batch, its upload's milliseconds): made
         directly, as dataclasses.replace looks up the fields on every call."""
         return Counted(
-            self.window, batch, self.uploaded, self.records, self.offsets, self.total,
-            self.wrap_flag, upload_ms, self.padded_to,
-        )  # fmt: skip
+            window=self.window,
+            batch=batch,
+            uploaded=self.uploaded,
+            records=self.records,
+            offsets=self.offsets,
+            total=self.total,
+            wrap_flag=self.wrap_flag,
+            upload_ms=upload_ms,
+            padded_to=self.padded_to,
+        )
 
 
 @dataclass(frozen=True)
