@@ -28,7 +28,7 @@ from ..helpers import assert_same_voxels
 
 N = 32
 # Python functions a replayed call of the stream below runs (sys.setprofile's "call" events,
-# generators' resumptions included): 272 when this bound was set, 339 before its calls were
+# generators' resumptions included): 281 now, 339 before its calls were
 # cut (per-call padding rows, buffer sizes, slab windows, forests, dataclasses.replace, ...).
 MAX_PYTHON_CALLS = 300
 # Vulkan functions of a replay that waits blocking: reset the fence, submit, wait, and read
