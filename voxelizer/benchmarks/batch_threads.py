@@ -190,6 +190,13 @@ def interleaved_rounds(
     return sources, rounds
 
 
+def write_rounds(rounds: list[dict], sources: list[str], path: Path) -> None:
+    """The table printed, every round written to `path` (JSON)."""
+    print(table(rounds, sources))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"rounds": rounds}, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = rounds_parser(
         __doc__.split("\n\n")[0], json_name="batch_threads.json", meshes=300, grid=128
@@ -229,9 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         f"reading processes, {os.cpu_count()} cores, {args.meshes} meshes a round, "
         f"{args.rounds} rounds"
     )
-    print(table(rounds, sources))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "batch_threads.json").write_text(json.dumps({"rounds": rounds}, indent=2))
+    write_rounds(rounds, sources, args.out / "batch_threads.json")
     return 0
 
 

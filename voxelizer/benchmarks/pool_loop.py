@@ -35,7 +35,7 @@ from pathlib import Path
 
 # (absolute: a measurement runs this file as a script, with the timed tree's package)
 from voxelizer.benchmarks import batch_threads
-from voxelizer.benchmarks.batch_threads import mesh_files, table, thread_kind
+from voxelizer.benchmarks.batch_threads import mesh_files, thread_kind
 
 CHILD_OPTIONS = ("models_dir", "meshes", "grid", "format", "jobs", "devices")
 
@@ -140,9 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         f"cores, {args.meshes} meshes a round, {args.rounds} rounds; CPU from the pool's "
         "first result to its last, per result"
     )
-    print(table(rounds, sources))
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "pool_loop.json").write_text(json.dumps({"rounds": rounds}, indent=2))
+    batch_threads.write_rounds(rounds, sources, args.out / "pool_loop.json")
     return 0
 
 
