@@ -588,12 +588,8 @@ class Sequence:
         device: GpuTimes turns them into milliseconds when they are looked at. Its fence
         has signalled, so they are there: asked without the wait flag first (which costs a
         CPU device, lavapipe, a wait of its own for every read), with it if not."""
-        count, handle, pool, ticks = (
-            len(labels),
-            self.device.handle,
-            self.query_pool,
-            self._calls.ticks,
-        )
+        count, handle, pool = len(labels), self.device.handle, self.query_pool
+        ticks = self._calls.ticks
         flags = vk.VK_QUERY_RESULT_64_BIT
         result = self._lib.vkGetQueryPoolResults(handle, pool, 0, count, count * 8, ticks, 8, flags)
         if result == self._calls.not_ready:
