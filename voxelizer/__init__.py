@@ -3,15 +3,6 @@
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .api import (
-    Voxelizer,
-    check_mesh,
-    load_triangle_grid,
-    mesh_warnings,
-    triangle_grid,
-    voxelize,
-    voxelize_dense,
-)
 from .choices import DEFAULT_VARIANT, FILL_MODES, MODES, SURFACES, VARIANT_CHOICES, VARIANTS
 from .errors import (
     ArgumentError,
@@ -35,25 +26,61 @@ from .errors import (
     VariantError,
     VoxelizerError,
 )
-from .gpu.device import list_devices
-from .grid import DenseGrid
-from .io import load, load_mesh, save
-from .io.mesh_files import find_meshes
-from .mesh import Mesh, Topology
-from .options import Options
-from .stats import Stats
-from .svo import SVO, FaceIds
 
 if TYPE_CHECKING:
+    from .api import (
+        Voxelizer,
+        check_mesh,
+        load_triangle_grid,
+        mesh_warnings,
+        triangle_grid,
+        voxelize,
+        voxelize_dense,
+    )
     from .batch.engine import BatchResult, voxelize_many
+    from .gpu.device import list_devices
+    from .grid import DenseGrid
+    from .io import load, load_mesh, save
+    from .io.mesh_files import find_meshes
     from .io.preview import write_preview
     from .io.slices import write_slices
+    from .mesh import Mesh, Topology
+    from .options import Options
+    from .stats import Stats
+    from .svo import SVO, FaceIds
     from .trigrid import TriangleGrid
     from .trigrid.files import save_triangle_grid
 
 _BATCH_NAMES = ("BatchResult", "voxelize_many")
-# Names imported on first use (module, name): what a batch of .npz files never touches.
+# Every other name of the API, imported on first use (module, name): `import voxelizer` costs
+# the errors and the vocabulary only, and a batch of the command line imports the reading and
+# writing helpers' modules before it forks them, the pipeline's on the thread that opens
+# the device (docs/developers/architecture.md, "Imports").
 _ON_USE = {
+    **{
+        name: ("api", name)
+        for name in (
+            "Voxelizer",
+            "check_mesh",
+            "load_triangle_grid",
+            "mesh_warnings",
+            "triangle_grid",
+            "voxelize",
+            "voxelize_dense",
+        )
+    },
+    "list_devices": ("gpu.device", "list_devices"),
+    "DenseGrid": ("grid", "DenseGrid"),
+    "load": ("io", "load"),
+    "load_mesh": ("io", "load_mesh"),
+    "save": ("io", "save"),
+    "find_meshes": ("io.mesh_files", "find_meshes"),
+    "Mesh": ("mesh", "Mesh"),
+    "Topology": ("mesh", "Topology"),
+    "Options": ("options", "Options"),
+    "Stats": ("stats", "Stats"),
+    "SVO": ("svo", "SVO"),
+    "FaceIds": ("svo", "FaceIds"),
     "TriangleGrid": ("trigrid", "TriangleGrid"),
     "save_triangle_grid": ("trigrid.files", "save_triangle_grid"),
     "write_preview": ("io.preview", "write_preview"),
@@ -61,11 +88,16 @@ _ON_USE = {
 }
 
 
+# What `import voxelizer` made available before its names were imported on first use.
+_SUBPACKAGES = ("api", "gpu", "io", "pipeline", "attributes")
+
+
 def __getattr__(name: str) -> Any:
-    """The batch machinery (worker processes, threads, queues), the triangle grids, the
-    preview and slice writers and the version (read from the package's metadata) on first
-    use only: a single voxelization, the command line included, starts without importing
-    them, and a batch imports only its own."""
+    """The API's names (the device, the pipeline, the formats), the batch machinery, the
+    triangle grids, the preview and slice writers and the version (read from the package's
+    metadata) on first use only: `import voxelizer` and the command line start without the
+    pipeline, a single voxelization imports no batch machinery, and a batch only its own. A
+    subpackage (`voxelizer.io`) is there too, as it was when the package imported it."""
     if name in _BATCH_NAMES:
         from .batch import engine
 
@@ -81,7 +113,13 @@ def __getattr__(name: str) -> Any:
 
         globals()["__version__"] = version = package_version()
         return version
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'voxelizer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 __all__ = [

@@ -352,11 +352,14 @@ def open_device_meanwhile(
     open (Voxelizer.prepare). A failure is left to that call, which opens again and reports
     it as it would have. Not a daemon: a run that ends early (an error, Ctrl-C) waits for it
     at exit, as the driver's code must not run on while the process tears the loader down (a
-    segfault). Started once no more processes are forked from this one."""
-    from ..api import shared_voxelizer
+    segfault). Started once no more processes are forked from this one. The thread imports
+    the API and the pipeline itself: the forked helpers need neither, and this thread gets on
+    meanwhile."""
 
     def open_device() -> None:
         with suppress(Exception):
+            from ..api import shared_voxelizer
+
             opened = shared_voxelizer(device)
             timeline.mark("device open", opened.device_name)
             if kernels is not None:

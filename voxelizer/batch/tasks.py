@@ -182,7 +182,9 @@ def plan_tasks(
     if out_dir is None:
         return [MeshTask(index=i, source=item, label=labels[i]) for i, item in enumerate(inputs)]
     files = [
-        (i, Path(item)) for i, item in enumerate(inputs) if isinstance(item, (str, os.PathLike))
+        (i, item if isinstance(item, Path) else Path(item))  # (a Path is not parsed again)
+        for i, item in enumerate(inputs)
+        if isinstance(item, (str, os.PathLike))
     ]
     named = output_paths(
         [path for _, path in files],

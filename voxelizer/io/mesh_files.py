@@ -49,7 +49,7 @@ def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None)
     folder is found there even where it is broken or loops (it then fails as one mesh).
     Files under `exclude` (an output folder inside an input folder) are left out of
     directory and glob searches. MeshError names an input that matches nothing."""
-    found: dict[Path, Path] = {}  # absolute -> as given (first occurrence)
+    found: dict[str, Path] = {}  # absolute (as text) -> as given (first occurrence)
     roots: list[Path] = []
     lists: list[Path] = []
     left_out = _left_out(exclude)
@@ -61,17 +61,19 @@ def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None)
             add_list(Path(spec[1:]))
             return
         if os.path.isdir(path):
-            candidates = sorted(_meshes_under(path), key=lambda p: p.as_posix())
-            files = [p for p in candidates if not left_out(p)]
+            candidates = sorted(_meshes_under(path))
+            files = [name for name in candidates if not left_out(name)]
             if not files:
                 raise MeshError(_nothing_found(spec, where, bool(candidates), exclude))
             roots.append(path)
-            for file in files:
-                found.setdefault(absolute(file), file)
+            for name in files:
+                key = os.path.abspath(name)
+                if key not in found:
+                    found[key] = Path(name)
             return
         if os.path.lexists(path):  # a file, or a link (a broken one fails as its mesh)
             roots.append(path.parent)
-            found.setdefault(absolute(path), path)
+            found.setdefault(os.path.abspath(path), path)
             return
         if GLOB_CHARACTERS & set(spec):
             candidates = [
@@ -79,12 +81,12 @@ def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None)
                 for match in sorted(glob.glob(spec, recursive=True))
                 if os.path.isfile(match) or os.path.islink(match)
             ]
-            matches = [match for match in candidates if not left_out(match)]
+            matches = [match for match in candidates if not left_out(os.fspath(match))]
             if not matches:
                 raise MeshError(_nothing_found(spec, where, bool(candidates), exclude))
             roots.append(_glob_root(spec))
             for match in matches:
-                found.setdefault(absolute(match), match)
+                found.setdefault(os.path.abspath(match), match)
             return
         raise MeshError(f"{spec}: no such file{where}")
 
@@ -109,24 +111,48 @@ def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None)
     return MeshFiles(list(found.values()), common_root(roots), tuple(lists))
 
 
-def _meshes_under(folder: Path) -> Iterable[Path]:
+def _meshes_under(folder: Path) -> list[str]:
     """The files and symlinks below `folder` (symlinked folders not entered) whose names end
-    in MESH_SUFFIXES."""
-    for path in folder.rglob("*"):
-        if path.suffix.lower() in MESH_SUFFIXES and (path.is_symlink() or path.is_file()):
-            yield path
+    in MESH_SUFFIXES (as Path.suffix reads a name), as text joined to `folder` as written:
+    one scandir per folder, no Path per entry (a dataset's folder holds thousands)."""
+    found: list[str] = []
+    pending = [os.fspath(folder)]
+    while pending:
+        top = pending.pop()
+        try:
+            with os.scandir(top) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+                    elif _suffix(entry.name).lower() in MESH_SUFFIXES and (
+                        entry.is_symlink() or entry.is_file()
+                    ):
+                        found.append(os.path.normpath(entry.path))
+        except PermissionError:  # (a folder it may not read: passed over, as rglob does)
+            continue
+    return found
 
 
-def _left_out(exclude: Path | None) -> Callable[[Path], bool]:
+def _suffix(name: str) -> str:
+    """A file name's suffix as Path.suffix reads it (none for `.ply` or `a.`)."""
+    dot = name.rfind(".")
+    return name[dot:] if 0 < dot < len(name) - 1 else ""
+
+
+def _within(path: str, folder: str) -> bool:
+    """Whether the absolute, normalized `path` is `folder` or lies below it (as
+    Path.is_relative_to compares them, part by part)."""
+    return path == folder or path.startswith(folder if folder.endswith("/") else folder + "/")
+
+
+def _left_out(exclude: Path | None) -> Callable[[str], bool]:
     """Whether a found file lies in the output folder `exclude`, by the path as given or
     by where its folders really are."""
     if exclude is None:
         return lambda path: False
-    given, real = absolute(exclude), resolved(exclude)
+    given, real = os.path.abspath(exclude), str(resolved(exclude))
     folders = _Folders()
-    return lambda path: (
-        absolute(path).is_relative_to(given) or folders.entry(path).is_relative_to(real)
-    )
+    return lambda path: _within(os.path.abspath(path), given) or _within(folders.entry(path), real)
 
 
 def _nothing_found(spec: str, where: str, any_left_out: bool, exclude: Path | None) -> str:
@@ -185,13 +211,15 @@ def output_paths(
     named by the link). OutputError if an input lies outside `root` or two inputs would
     write the same file (`a.ply` and `a.obj` both make `a.npz`)."""
     base = common_root(path.parent for path in paths) if root is None else absolute(root)
+    folder, out = str(base), Path(out_dir)
+    start = len(folder) if folder.endswith("/") else len(folder) + 1
     outputs: list[Path] = []
     claimed: dict[Path, Path] = {}
     for path in paths:
-        given = absolute(path)
-        if not given.is_relative_to(base):
+        given = os.path.abspath(path)
+        if not _within(given, folder):
             raise OutputError(f"{path} is not inside {base}, whose tree the outputs mirror")
-        output = Path(out_dir) / given.relative_to(base).with_suffix(suffix)
+        output = out / _with_suffix(given[start:], suffix)
         if output in claimed:
             raise OutputError(
                 f"{claimed[output]} and {path} would both write {output} (rename one, or "
@@ -201,6 +229,17 @@ def output_paths(
         claimed[output] = path
         outputs.append(output)
     return outputs
+
+
+def _with_suffix(relative: str, suffix: str) -> str | Path:
+    """`relative` (text below the outputs' root) with its name's suffix replaced, as
+    Path.with_suffix does it; Path's own method (and its error) for a name it refuses."""
+    folder, slash, name = relative.rpartition("/")
+    usual = suffix.startswith(".") and len(suffix) > 1 and "/" not in suffix
+    if not usual or name in ("", ".", ".."):
+        return Path(relative).with_suffix(suffix)
+    old = _suffix(name)
+    return f"{folder}{slash}{name[: len(name) - len(old)] if old else name}{suffix}"
 
 
 def refuse_outputs_of_inputs(inputs: Sequence[Path], outputs: Sequence[Path | None]) -> None:
@@ -222,11 +261,11 @@ def replaced_input(
     path, a path to it through a symlinked folder, the file a symlinked input points to,
     or, for an output that exists, a hard link to it. None where no output would."""
     folders = _Folders()
-    entries: dict[Path, Path] = {}
+    entries: dict[str, Path] = {}
     for path in inputs:
         entries.setdefault(folders.entry(path), path)
         if os.path.islink(path):  # replacing the link's target loses the input too
-            entries.setdefault(resolved(path), path)
+            entries.setdefault(str(resolved(path)), path)
     identities: dict[tuple[int, int], Path] | None = None
     for output in outputs:
         if output is None:
@@ -245,17 +284,18 @@ class _Folders:
     """Folders resolved once each: a batch's files share a few folders."""
 
     def __init__(self) -> None:
-        self._real: dict[str, Path] = {}
+        self._real: dict[str, str] = {}
 
-    def entry(self, path: Path) -> Path:
-        """Where the directory entry `path` really is: its folder resolved (symlinked
-        folders followed), its own name kept (a symlink is itself, not its target)."""
+    def entry(self, path: str | os.PathLike) -> str:
+        """Where the directory entry `path` really is, as text: its folder resolved
+        (symlinked folders followed), its own name kept (a symlink is itself, not its
+        target)."""
         given = os.path.abspath(path)
-        folder = os.path.dirname(given)
+        folder, name = os.path.split(given)
         real = self._real.get(folder)
         if real is None:
-            real = self._real[folder] = resolved(folder)
-        return real / os.path.basename(given)
+            real = self._real[folder] = str(resolved(folder))
+        return os.path.join(real, name) if name else real
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
