@@ -27,12 +27,15 @@ from .errors import (
     VoxelizerError,
 )
 
+# (Imported here, not on first use: the module of its name, imported by others, would
+# otherwise be what `voxelizer.mesh_warnings` finds.)
+from .mesh_warnings import mesh_warnings
+
 if TYPE_CHECKING:
     from .api import (
         Voxelizer,
         check_mesh,
         load_triangle_grid,
-        mesh_warnings,
         triangle_grid,
         voxelize,
         voxelize_dense,
@@ -63,7 +66,6 @@ _ON_USE = {
             "Voxelizer",
             "check_mesh",
             "load_triangle_grid",
-            "mesh_warnings",
             "triangle_grid",
             "voxelize",
             "voxelize_dense",

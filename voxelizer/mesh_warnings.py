@@ -7,7 +7,6 @@ from collections.abc import Mapping
 
 from .choices import AUTO_FILL
 from .errors import ArgumentError, OpenMeshWarning, OverlapWarning
-from .thin import thin_warning
 
 
 def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -> list[Warning]:
@@ -21,6 +20,8 @@ def mesh_warnings(counts: dict[str, int], fill_mode: str, mode: str = "solid") -
     warn=False (the warnings module's catching is not thread-safe)."""
     if not isinstance(counts, Mapping):
         raise ArgumentError(f"counts must be a mapping (stats.counts), not {type(counts).__name__}")
+    from .thin import thin_warning  # (numpy and the model: not for `import voxelizer`)
+
     found: list[Warning] = []
     thin = thin_warning(counts, mode, fill_mode)
     if thin is not None:
