@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..command_words import in_command_words
 from ..errors import DeviceError, OutputError, ThinResultWarning, VoxelizerError
+from ..gpu.device import Instance
 from ..grid_spec import DEFAULT_GRID
 from ..io.mesh_files import (
     GLOB_CHARACTERS,
@@ -352,12 +353,14 @@ def open_device_meanwhile(
     open (Voxelizer.prepare). A failure is left to that call, which opens again and reports
     it as it would have. Not a daemon: a run that ends early (an error, Ctrl-C) waits for it
     at exit, as the driver's code must not run on while the process tears the loader down (a
-    segfault). Started once no more processes are forked from this one. The thread imports
-    the API and the pipeline itself: the forked helpers need neither, and this thread gets on
-    meanwhile."""
+    segfault). Started once no more processes are forked from this one. The thread first
+    makes the process's Vulkan instance (the driver loaded, without the GIL), then imports
+    the API and the pipeline, which the forked helpers do not need: this thread plans and
+    imports them too meanwhile (docs/benchmarks.md, "The batch command's start-up")."""
 
     def open_device() -> None:
         with suppress(Exception):
+            Instance.shared()
             from ..api import shared_voxelizer
 
             opened = shared_voxelizer(device)
