@@ -228,3 +228,109 @@ for args in {runs!r}:
     result = _python(code, tmp_path)
     assert all((tmp_path / f"{ext}.svo").stat().st_size > 0 for ext in ("ply", "stl", "obj"))
     assert _heavy(result) == ["vulkan"]
+
+
+# What only the device's work needs: the API's Voxelizer, the pipeline and its kernels'
+# compiler, the attributes' passes, the batch's worker, and the Vulkan binding.
+DEVICE_MODULES = (
+    "voxelizer.api",
+    "voxelizer.api_runs",
+    "voxelizer.pipeline.runner",
+    "voxelizer.pipeline.passes",
+    "voxelizer.pipeline.fills",
+    "voxelizer.gpu.commands",
+    "voxelizer.gpu.compiler",
+    "voxelizer.attributes.run",
+    "voxelizer.batch.worker",
+    "vulkan",
+)
+REPORT_DEVICE_MODULES = f"""
+import json, sys
+print(json.dumps(sorted(set({DEVICE_MODULES!r}) & set(sys.modules))))
+"""
+
+
+def test_import_voxelizer_imports_the_errors_and_the_vocabulary_only(tmp_path: Path) -> None:
+    """`import voxelizer` imports neither numpy nor the device's modules: every other name
+    comes on first use."""
+    code = "import sys, voxelizer\nprint('numpy' in sys.modules)\n" + REPORT_DEVICE_MODULES
+    result = _python(code, tmp_path)
+    assert result.stdout.splitlines()[0] == "False"
+    assert json.loads(result.stdout.splitlines()[-1]) == []
+
+
+def test_import_voxelizer_cli_imports_none_of_the_devices_modules(tmp_path: Path) -> None:
+    result = _python("import voxelizer.cli\n" + REPORT_DEVICE_MODULES, tmp_path)
+    assert json.loads(result.stdout.splitlines()[-1]) == []
+
+
+def test_every_public_name_is_there_on_first_use(tmp_path: Path) -> None:
+    """Each name of voxelizer.__all__ resolves in a fresh process (and `import *` takes them
+    all); the function mesh_warnings stays the package's name once its module is imported;
+    a subpackage the package used to import resolves too."""
+    code = """
+import voxelizer
+missing = [name for name in voxelizer.__all__ if getattr(voxelizer, name, None) is None]
+namespace = {}
+exec("from voxelizer import *", namespace)
+import voxelizer.api
+print(missing, sorted(set(voxelizer.__all__) - set(namespace)),
+      callable(voxelizer.mesh_warnings), voxelizer.io.load is voxelizer.load,
+      voxelizer.Voxelizer is voxelizer.api.Voxelizer)
+"""
+    result = _python(code, tmp_path)
+    assert result.stdout.split() == ["[]", "[]", "True", "True", "True"]
+
+
+def test_the_checks_can_fail(tmp_path: Path) -> None:
+    """The reports above name what is imported: the API's name imports the device's modules."""
+    code = "import voxelizer\nvoxelizer.Voxelizer\n" + REPORT_DEVICE_MODULES
+    imported = json.loads(_python(code, tmp_path).stdout.splitlines()[-1])
+    assert set(imported) >= {"voxelizer.api", "voxelizer.pipeline.runner", "voxelizer.gpu.commands"}
+
+
+# The batch command with two reading processes (as on a host with cores to spare): which of
+# DEVICE_MODULES are imported when the helpers are forked, and at the end.
+FORKED_BEFORE_THE_PIPELINE = f"""
+import json, sys
+import voxelizer.batch.engine
+from voxelizer.batch.readers import shared_load_processes
+from voxelizer.batch.timeline import timeline
+from voxelizer.cli import main
+
+voxelizer.batch.engine.default_load_processes = lambda workers=1: 2
+at_fork = []
+
+def mark(milestone, detail=""):
+    if milestone == "helpers forked":
+        at_fork.extend(sorted(set({DEVICE_MODULES!r}) & set(sys.modules)))
+        at_fork.append(shared_load_processes(2).forked)
+
+timeline.mark = mark
+code = main(sys.argv[1:])
+print(json.dumps([code, at_fork, sorted(set({DEVICE_MODULES!r}) & set(sys.modules))]))
+"""
+
+
+def test_the_batch_forks_its_helpers_before_it_imports_the_pipeline(tmp_path: Path) -> None:
+    """The reading processes are forked with none of the device's modules imported (they
+    need none); the thread that opens the device imports them afterwards, and the batch
+    writes every output."""
+    folder = tmp_path / "in"
+    for number, extension in enumerate(["ply", "stl", "obj"] * 2):
+        (folder / str(number)).mkdir(parents=True)
+        (folder / str(number) / f"box.{extension}").write_bytes(BOX_FILES[extension])
+    out = tmp_path / "out"
+    command = [str(folder), "--out-dir", str(out), "--format", "npz", "--grid", "8", "--quiet"]
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_BEFORE_THE_PIPELINE, *command],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    code, at_fork, at_end = json.loads(done.stdout.strip().splitlines()[-1])
+    assert code == 0 and at_fork == [2]
+    assert set(at_end) >= {"voxelizer.api", "voxelizer.pipeline.runner", "vulkan"}
+    assert len(list(out.rglob("*.npz"))) == 6

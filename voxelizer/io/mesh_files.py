@@ -76,14 +76,14 @@ def find_meshes(specs: Iterable[str | os.PathLike], exclude: Path | None = None)
             found.setdefault(os.path.abspath(path), path)
             return
         if GLOB_CHARACTERS & set(spec):
-            candidates = [
+            globbed = [
                 Path(match)
                 for match in sorted(glob.glob(spec, recursive=True))
                 if os.path.isfile(match) or os.path.islink(match)
             ]
-            matches = [match for match in candidates if not left_out(os.fspath(match))]
+            matches = [match for match in globbed if not left_out(os.fspath(match))]
             if not matches:
-                raise MeshError(_nothing_found(spec, where, bool(candidates), exclude))
+                raise MeshError(_nothing_found(spec, where, bool(globbed), exclude))
             roots.append(_glob_root(spec))
             for match in matches:
                 found.setdefault(os.path.abspath(match), match)
