@@ -58,7 +58,7 @@ _BATCH_NAMES = ("BatchResult", "voxelize_many")
 # Every other name of the API, imported on first use (module, name): `import voxelizer` costs
 # the errors and the vocabulary only, and a batch of the command line imports the reading and
 # writing helpers' modules before it forks them, the pipeline's on the thread that opens
-# the device (docs/developers/architecture.md, "Imports").
+# the device (docs/benchmarks.md, "The batch command's start-up and exit").
 _ON_USE = {
     **{
         name: ("api", name)

@@ -10,10 +10,7 @@ inside its folder (never a FIFO, which would block, nor a device such as /dev/ze
 
 from __future__ import annotations
 
-import bz2
 import os
-import tarfile
-import zipfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -35,6 +32,9 @@ UNPACK_PIECE = 1 << 20  # bytes unpacked at a time from a .bz2 stream
 def check_unpacked_size(path: Path, file: BinaryIO, file_type: str) -> None:
     """MeshError before trimesh unpacks a .zip or .tar archive whose members (all of which
     it unpacks) would not fit host memory while read, or that cannot be read as one."""
+    import tarfile  # (with zipfile: for archives only, not with every reader)
+    import zipfile
+
     label = file_type.upper()
     try:
         if file_type == "zip":
@@ -56,6 +56,8 @@ def bunzipped(path: Path, file: BinaryIO, factor: int) -> bytes:
     """The bytes of a .bz2 file (one stream or several in a row, as the bz2 module reads
     them), unpacked a piece at a time: MeshError as soon as they outgrow what host memory
     can parse (`factor` bytes of memory per byte), long before a bomb is all unpacked."""
+    import bz2  # (for .bz2 files only)
+
     limit = _unpack_limit(factor)
     pieces: list[bytes] = []
     size = 0

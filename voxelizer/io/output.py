@@ -13,7 +13,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
@@ -130,7 +129,7 @@ def _keep_older(target: Path, backups: dict[Path, Path]) -> None:
     or, where the filesystem has none, the file itself renamed (put back by _roll_back)."""
     if not os.path.lexists(target):
         return
-    backup = target.with_name(_temp_name(target, secrets.token_hex(4)))
+    backup = target.with_name(_temp_name(target, _token()))
     backups[target] = backup  # first: a Ctrl-C right after the link still finds it
     try:
         os.link(target, backup, follow_symlinks=False)
@@ -188,6 +187,12 @@ def check_output_path(path: str | os.PathLike, overwrite: bool = False) -> None:
         _remove_quietly(_create_temp(path))
 
 
+def _token() -> str:
+    """Eight random hex digits, as secrets.token_hex(4) makes them (os.urandom), without
+    importing secrets, whose random and hmac modules no batch needs."""
+    return os.urandom(4).hex()
+
+
 def _temp_name(target: Path, token: str) -> str:
     return f".{target.name[:64]}.{token}.tmp"
 
@@ -236,7 +241,7 @@ def _create_temp(target: Path) -> Path:
     """A new, empty file beside `target` with a name no one else uses (the umask applies);
     OutputError if the folder takes no new file."""
     for _ in range(100):
-        temp = target.with_name(_temp_name(target, secrets.token_hex(4)))
+        temp = target.with_name(_temp_name(target, _token()))
         try:
             os.close(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         except FileExistsError:
