@@ -127,7 +127,7 @@ def _meshes_under(folder: Path) -> list[str]:
                     elif _suffix(entry.name).lower() in MESH_SUFFIXES and (
                         entry.is_symlink() or entry.is_file()
                     ):
-                        found.append(os.path.normpath(entry.path))
+                        found.append(entry.path)
         except PermissionError:  # (a folder it may not read: passed over, as rglob does)
             continue
     return found
