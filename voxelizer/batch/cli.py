@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, TextIO
 
 from ..command_words import in_command_words
 from ..errors import DeviceError, OutputError, ThinResultWarning, VoxelizerError
-from ..gpu.device import Instance
 from ..grid_spec import DEFAULT_GRID
 from ..io.mesh_files import (
     GLOB_CHARACTERS,
@@ -353,16 +352,11 @@ def open_device_meanwhile(
     open (Voxelizer.prepare). A failure is left to that call, which opens again and reports
     it as it would have. Not a daemon: a run that ends early (an error, Ctrl-C) waits for it
     at exit, as the driver's code must not run on while the process tears the loader down (a
-    segfault). Started once no more processes are forked from this one. The thread first
-    makes the process's Vulkan instance (the driver loaded, without the GIL), then imports
-    the API and the pipeline, which the forked helpers do not need: this thread plans and
-    imports them too meanwhile (docs/benchmarks.md, "The batch command's start-up")."""
+    segfault). Started once no more processes are forked from this one."""
+    from ..api import shared_voxelizer
 
     def open_device() -> None:
         with suppress(Exception):
-            Instance.shared()
-            from ..api import shared_voxelizer
-
             opened = shared_voxelizer(device)
             timeline.mark("device open", opened.device_name)
             if kernels is not None:
@@ -396,7 +390,10 @@ def _start_reading(
     they are forked, ready at once (a worker starts its own helpers and opens its device
     while this process plans; a helper reads while the device here opens), not started by
     spawn or exec (which cost a Python start and the imports).
-    voxelize_many takes them as they are."""
+    voxelize_many takes them as they are. The engine imports the API and the pipeline here,
+    before the fork: deferred to the thread that opens the device, their import would come
+    between the fork and the device's opening, beside the planning, and the worker could
+    then open the device first (docs/benchmarks.md, "The batch command's start-up")."""
     from .engine import default_load_processes, device_list, start_process_workers
     from .helper_processes import fork_allowed
     from .readers import shared_load_processes

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..api import shared_voxelizer
 from ..budget import check_dense_fits
 from ..errors import ArgumentError, DeviceError, OutputError, VoxelizerError
 from ..io.meshes import MeshLike
@@ -53,6 +54,7 @@ from .tasks import (
     plan_tasks,
 )
 from .timeline import timeline
+from .worker import MeshWorker
 from .write_processes import default_write_processes, running_write_processes
 
 if TYPE_CHECKING:
@@ -463,12 +465,6 @@ def _results(
         return
     timeline.mark("reading started", f"{len(worker_devices)} worker(s)")
     if len(worker_devices) == 1:
-        # The device's modules (the API, the pipeline), imported here, not with this module:
-        # the command imports this one before it forks its helpers, which need none of them,
-        # and the thread opening the device imports them meanwhile (cli.open_device_meanwhile).
-        from ..api import shared_voxelizer
-        from .worker import MeshWorker
-
         worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
         yield from worker.run(ListSource(todo))
     else:  # the first worker here, the others in processes of their own
