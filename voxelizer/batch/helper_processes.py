@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import io
 import os
 import pickle
 import queue
@@ -50,7 +49,6 @@ except ImportError:  # not on this system: pipes keep their size
     fcntl = None  # type: ignore[assignment]
 
 from ..gpu.device import vulkan_instance_exists
-from ..gpu.host_turns import TURNS
 from ..log import get_logger
 from ..parallel import use_threads
 from .shared_meshes import new_region_fd
@@ -155,7 +153,7 @@ class HelperProcess:
         self,
         pid: int,
         requests: IO[bytes],
-        replies: io.BufferedReader,
+        replies: IO[bytes],
         *,
         popen: subprocess.Popen[bytes] | None = None,
         region: Any = None,
@@ -367,7 +365,7 @@ def start_by_exec(module: str, *, what: str, region: RegionKind | None, wide: st
         )
     finally:
         close_fd(region_fd)  # the helper has its own; the mapping here keeps the memory
-    assert popen.stdin is not None and isinstance(popen.stdout, io.BufferedReader)
+    assert popen.stdin is not None and popen.stdout is not None
     helper = HelperProcess(popen.pid, popen.stdin, popen.stdout, popen=popen, region=mapped)
     widen_pipe((popen.stdout if wide == REPLIES else popen.stdin).fileno())
     try:
@@ -558,9 +556,7 @@ class HelperPool(ABC, Generic[R, T]):
                 helper = self._helpers[slot] = None
             if helper is None:
                 helper = self._helpers[slot] = self._start()
-            with TURNS.other_turn():  # (a result's arrays copied, a request pickled)
-                message = self._message(slot, helper, sent[-1][1])
-            send(helper.requests, message)
+            send(helper.requests, self._message(slot, helper, sent[-1][1]))
         except (OSError, ValueError, EOFError, pickle.UnpicklingError) as exc:
             if idle and retry and self._helpers[slot] is not None:
                 gone, self._helpers[slot] = self._helpers[slot], None
@@ -578,9 +574,7 @@ class HelperPool(ABC, Generic[R, T]):
         started = time.thread_time()
         try:
             assert helper is not None
-            helper.replies.peek(1)  # the reply's first bytes are waited for outside the turn
-            with TURNS.other_turn():
-                outcome, payload = self._reply(slot, helper, pickle.load(helper.replies))
+            outcome, payload = self._reply(slot, helper, pickle.load(helper.replies))
         except (OSError, EOFError, pickle.UnpicklingError, ValueError, AssertionError) as exc:
             self._helper_gone(slot, sent, exc)
             return
@@ -591,11 +585,10 @@ class HelperPool(ABC, Generic[R, T]):
         finally:
             self._receiving_cpu[slot] += time.thread_time() - started
         sent.popleft()
-        with TURNS.other_turn():  # (the future's callbacks run here)
-            if outcome == "error":
-                future.set_exception(payload)
-            else:
-                future.set_result(payload)
+        if outcome == "error":
+            future.set_exception(payload)
+        else:
+            future.set_result(payload)
 
     def _helper_gone(self, slot: int, sent: Sent, error: BaseException) -> None:
         """The slot's helper died (or did not start): the request it was on, the first of

@@ -21,7 +21,6 @@ from typing import Any
 
 from ..api import Voxelizer, mesh_warnings, voxel_count_label, voxelize_checked
 from ..errors import DeviceError, VoxelizerError
-from ..gpu.host_turns import TURNS
 from ..grid import DenseGrid
 from ..interrupts import interrupts_deferred
 from ..mesh import Mesh
@@ -155,15 +154,12 @@ class MeshWorker:
                 read_ahead(wait=False)  # the next meshes load while this one is voxelized
                 if self._on_start is not None:
                     self._on_start(loaded.task)
-                # The batch's other threads do their Python work while this one waits for
-                # the GPU or for meshes, not whenever it gives up the GIL (host_turns).
-                with TURNS.device_turn():
-                    outcome = self._voxelize(loaded, finisher)
-                    if handed.processes is not None and not isinstance(outcome, BatchResult):
-                        writing.append(handed.hand_over(loaded, *outcome))  # no thread between
+                outcome = self._voxelize(loaded, finisher)
                 if isinstance(outcome, BatchResult):
                     yield outcome
-                elif handed.processes is None:
+                elif handed.processes is not None:  # straight to a process: no thread between
+                    writing.append(handed.hand_over(loaded, *outcome))
+                else:
                     writing.append(writers.submit(finisher.write, loaded, *outcome))
                 while writing and (writing[0].done() or len(writing) > settings.prefetch):
                     yield writing.popleft().result()

@@ -52,7 +52,6 @@ from ..interrupts import interrupts_deferred
 from .buffers import STAGING, Binding, Buffer, BufferPool
 from .device import Device
 from .gpu_times import GpuTimes
-from .host_turns import TURNS
 from .loader import vk
 from .pipelines import ComputePipeline
 from .vulkan_calls import VulkanCall
@@ -555,12 +554,7 @@ class Sequence:
     def _wait_for_fence(self) -> None:
         """Wait for the fence: polled for up to `wait_spin_s` first (where `spin_only_alone`,
         only while no other thread runs), then blocking. Where the wait's functions are
-        replaced (a fault injected), straight through them. The batch's other threads take
-        their turn meanwhile (host_turns)."""
-        with TURNS.waiting():
-            self._fence_wait()
-
-    def _fence_wait(self) -> None:
+        replaced (a fault injected), straight through them."""
         handle, spin, calls = self.device.handle, self.wait_spin_s, self._calls
         if (
             spin > 0
