@@ -56,9 +56,8 @@ if TYPE_CHECKING:
 
 _BATCH_NAMES = ("BatchResult", "voxelize_many")
 # Every other name of the API, imported on first use (module, name): `import voxelizer` costs
-# the errors and the vocabulary only, and a batch of the command line imports the reading and
-# writing helpers' modules before it forks them, the pipeline's on the thread that opens
-# the device (docs/benchmarks.md, "The batch command's start-up and exit").
+# the errors and the vocabulary only, and the command line imports what its run uses
+# (docs/benchmarks.md, "The batch command's start-up and exit").
 _ON_USE = {
     **{
         name: ("api", name)
