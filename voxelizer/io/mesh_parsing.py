@@ -403,8 +403,9 @@ def _row_keys(corners: np.ndarray) -> list[np.ndarray]:
 def _rows_of(keys: list[np.ndarray], picked: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """(len(picked), 3) rows of `dtype` of the _row_keys columns, at the rows picked."""
     rows = np.empty((len(picked), 3), dtype)
-    if len(keys) == 2:
-        rows[:, :2] = np.take(keys[0], picked).view(dtype).reshape(-1, 2)
+    if len(keys) == 2:  # column by column: a copy of rows of two values is 3x slower
+        pairs = np.take(keys[0], picked).view(dtype)
+        rows[:, 0], rows[:, 1] = pairs[0::2], pairs[1::2]
         rows[:, 2] = np.take(keys[1], picked).view(dtype)
     else:
         for axis, key in enumerate(keys):
