@@ -177,6 +177,9 @@ def test_merged_corners_are_those_of_sorting(dtype, count, positions):
     assert np.array_equal(rows, expected_rows)
     assert np.array_equal(merged[rows], corners + 0.0, equal_nan=True)
     assert not np.signbit(merged[merged == 0]).any()
+    by_columns, column_rows = merged_corners(np.asfortranarray(corners))  # x, y, z apart
+    assert np.array_equal(by_columns, expected, equal_nan=True)
+    assert np.array_equal(column_rows, expected_rows)
     empty, none = merged_corners(np.empty((0, 3), dtype))
     assert empty.shape == (0, 3) and none.shape == (0,)
 

@@ -387,6 +387,8 @@ def _row_keys(corners: np.ndarray) -> list[np.ndarray]:
     makes it so): float32 x and y in one uint64 and z, or the three float64 coordinates.
     Each is one copy from the view (a copy into a contiguous column is fast, into a strided
     one slow), then one pass in place."""
+    if corners.strides[-1] != corners.itemsize:  # the coordinates of a row apart: together
+        corners = np.ascontiguousarray(corners)
     backwards = corners[(slice(None, None, -1),) * (corners.ndim - 1)]
     if corners.itemsize == 4:  # x and y side by side in each row: one uint64
         views = [backwards[..., :2].view(np.uint64)[..., 0], backwards[..., 2].view(np.uint32)]
