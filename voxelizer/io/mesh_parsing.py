@@ -124,22 +124,43 @@ class TextLines:
         each, ending in a newline."""
         if len(lines) == 0:
             return b""
-        copy = bytearray(self.text)
-        blanked = np.frombuffer(copy, np.uint8)
-        for offset in range(keyword_length):
-            blanked[self.heads[lines] + offset] = ord(" ")
         run_starts = np.flatnonzero(np.diff(lines) != 1) + 1
         if len(run_starts) < max(16, len(lines) // 64):  # few runs of consecutive lines
-            firsts = lines[np.concatenate(([0], run_starts))]
-            lasts = lines[np.concatenate((run_starts - 1, [len(lines) - 1]))]
-            starts, stops = self.starts[firsts].tolist(), (self.ends[lasts] + 1).tolist()
-            view = memoryview(copy)
-            text = b"".join(view[start:stop] for start, stop in zip(starts, stops))
+            text = self._runs_blanked(lines, run_starts, keyword_length)
         else:
+            copy = bytearray(self.text)
+            blanked = np.frombuffer(copy, np.uint8)
+            for offset in range(keyword_length):
+                blanked[self.heads[lines] + offset] = ord(" ")
             selected = np.zeros(len(self.starts), bool)
             selected[lines] = True
             text = blanked[np.repeat(selected, self.ends - self.starts + 1)].tobytes()
         return text.translate(_WIDE_BLANKS) if _has_wide_blanks(text) else text
+
+    def _runs_blanked(
+        self, lines: np.ndarray, run_starts: np.ndarray, keyword_length: int
+    ) -> bytes:
+        """payload() of lines in a few runs of consecutive lines (`run_starts`: where each run
+        but the first starts in `lines`): the runs joined, then their keywords blanked in
+        that copy (a copy of the whole text first would cost as much again)."""
+        first_of_run = np.concatenate(([0], run_starts))
+        firsts = lines[first_of_run]
+        lasts = lines[np.concatenate((run_starts - 1, [len(lines) - 1]))]
+        starts, stops = self.starts[firsts], self.ends[lasts] + 1
+        view = memoryview(self.text)
+        joined = bytearray().join(
+            view[start:stop] for start, stop in zip(starts.tolist(), stops.tolist())
+        )
+        # a line's place in the joined text: its place in the text, less its run's start,
+        # plus the length of the runs before
+        lengths = stops - starts
+        shifts = np.cumsum(lengths) - lengths - starts
+        run_of_line = np.repeat(np.arange(len(firsts)), np.diff(first_of_run, append=len(lines)))
+        heads = self.heads[lines] + shifts[run_of_line]
+        blanked = np.frombuffer(joined, np.uint8)
+        for offset in range(keyword_length):
+            blanked[heads + offset] = ord(" ")
+        return bytes(joined)
 
     def line_number(self, line: int) -> int:
         """The 1-based number of line index `line`, for messages."""
@@ -309,6 +330,8 @@ def check_indices(
     """MalformedMesh naming the first of `indices` that is not one of `vertex_count`
     vertices; `where(i)` says where index i is in the file (default: three per face), and
     `written` holds the indices as the file writes them, when that differs."""
+    if not len(indices) or (indices.min() >= 0 and indices.max() < vertex_count):
+        return  # two reductions: the usual file, without a mask of every index
     bad = np.flatnonzero((indices < 0) | (indices >= vertex_count))
     if len(bad):
         first = int(bad[0])
