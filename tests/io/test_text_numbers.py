@@ -366,3 +366,30 @@ def test_a_text_of_fixed_places_then_others_parses_as_loadtxt_parses_it(monkeypa
     expected = np.loadtxt(io.BytesIO(text), comments=None, ndmin=1)
     assert parsed is not None and same_bits(parsed, expected)
     assert taken == [True] * 7 + [False]  # 7 blocks of .6f, then one with a .4f word
+
+
+@pytest.mark.parametrize("layout", ["runs", "scattered"])
+def test_payloads_are_their_lines_with_the_keyword_blanked(layout):
+    """TextLines.payload, of lines in a few runs (joined, then blanked) or scattered among
+    others (picked by a mask): each picked line as written, its keyword (after any indent)
+    replaced by spaces, in order, ending in a newline; U+0085 and U+00A0 bytes as spaces."""
+    rng = np.random.default_rng(len(layout))
+    kinds = [b"v 1 2 3", b"\tv 0.5 1e3 -2\r", b"   v\t4 5 6", b"f 1 2 3", b"# v 1", b""]
+    kinds += [b"vn 0 0 1", b"v 7 8\xa09", b"v"]
+    if layout == "runs":  # long runs of v lines between a few others
+        picks = np.repeat(rng.integers(0, len(kinds), 12), rng.integers(1, 400, 12))
+    else:
+        picks = rng.integers(0, len(kinds), 3000)
+    text = b"\n".join(kinds[i] for i in picks)  # no newline at the end
+    lines = mesh_parsing.TextLines(text)
+    picked = lines.with_keyword(b"v")
+    expected = b""
+    for line in text.split(b"\n"):
+        words = line.lstrip(b" \t")
+        if words[:1] == b"v" and words[1:2] in (b"", b" ", b"\t", b"\r"):
+            at = len(line) - len(words)
+            expected += line[:at] + b" " + line[at + 1 :] + b"\n"
+    payload = lines.payload(picked, 1)
+    assert payload == expected.replace(b"\xa0", b" ")
+    runs = np.count_nonzero(np.diff(picked) != 1) + 1
+    assert (runs < 16) == (layout == "runs")  # the path the test means to take
