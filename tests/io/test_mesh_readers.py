@@ -177,8 +177,32 @@ def test_merged_corners_are_those_of_sorting(dtype, count, positions):
     assert np.array_equal(rows, expected_rows)
     assert np.array_equal(merged[rows], corners + 0.0, equal_nan=True)
     assert not np.signbit(merged[merged == 0]).any()
+    by_columns, column_rows = merged_corners(np.asfortranarray(corners))  # x, y, z apart
+    assert np.array_equal(by_columns, expected, equal_nan=True)
+    assert np.array_equal(column_rows, expected_rows)
     empty, none = merged_corners(np.empty((0, 3), dtype))
     assert empty.shape == (0, 3) and none.shape == (0,)
+
+
+@pytest.mark.parametrize("triangles", [1, 2, 7, 50_000])
+def test_merged_corners_of_a_binary_stl_are_those_of_sorting(triangles):
+    """The view the binary STL reader hands over (the corners field of its records, 50
+    bytes a triangle, unaligned): repeats far apart and side by side, -0.0 beside 0.0, NaN
+    (one bit pattern: one row) and infinity, rows equal in two coordinates; the merged rows
+    keep their float32 bits and each corner's row is the first of its position."""
+    rng = np.random.default_rng(triangles)
+    base = rng.integers(-2, 3, (max(2, triangles // 2), 3)).astype(np.float32) / 4
+    base[:2] = [[np.nan, -0.0, np.inf], [0.0, 0.0, -np.inf]]
+    records = np.zeros(triangles, TRIANGLE)
+    records["corners"] = base[rng.integers(0, len(base), (triangles, 3))]
+    records["normal"] = rng.normal(size=(triangles, 3))
+    data = bytes(80) + np.uint32(triangles).tobytes() + records.tobytes()
+    corners = np.frombuffer(data, TRIANGLE, count=triangles, offset=HEADER_BYTES)["corners"]
+    merged, rows = merged_corners(corners)
+    expected, expected_rows = merged_reference(records["corners"].reshape(-1, 3))
+    assert merged.dtype == np.float32 and rows.dtype == np.int64
+    assert np.array_equal(merged.view(np.uint32), expected.view(np.uint32))
+    assert np.array_equal(rows, expected_rows)
 
 
 # --- PLY files of every layout ---------------------------------------------------------------

@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 from voxelizer import load_mesh, parallel
-from voxelizer.io import mesh_parsing
+from voxelizer.io import mesh_parsing, text_numbers
 from voxelizer.io.text_numbers import (
     decimal_words,
     fast_numbers,
     fast_table,
+    fixed_point_words,
     integer_words,
     parse_words,
     unsigned_words,
@@ -296,3 +297,99 @@ def test_words_of_digits_parse_as_with_signs_allowed():
     assert np.array_equal(exact, expected_exact) and exact.sum() > 1000
     assert np.array_equal(values[exact], expected[exact])
     assert np.array_equal(values[exact], [int(w) for w, e in zip(words, exact) if e])
+
+
+def windows_of(text: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(characters, windows, starts, ends) of a text, as parse_words makes them."""
+    starts, ends = words_of(text)
+    padded = bytes(16) + text + bytes(16)
+    windows = np.ndarray((len(padded) - 7,), "<u8", padded, 0, (1,))
+    return np.frombuffer(padded, np.uint8, len(text), 16), windows, starts, ends
+
+
+@pytest.mark.parametrize("places", range(1, 9))
+def test_fixed_point_words_are_decimal_words(places):
+    """Words of `places` digits after the dot: every word fixed_point_words reads has the
+    value strtod gives it, bit for bit (its sign, -0.0, mantissas about 2^53), every one of
+    1 to 8 digits before the dot and a mantissa up to 2^53 is read by it, and any other
+    (another count of places, no dot, no digit before the dot, a stray sign or dot, 9
+    digits before it) is handed back."""
+    rng = np.random.default_rng(places)
+    whole = [bytes(rng.integers(48, 58, n).astype(np.uint8)) for n in rng.integers(0, 10, 6000)]
+    tail = [bytes(rng.integers(48, 58, places).astype(np.uint8)) for _ in whole]
+    signs = rng.choice([b"", b"-", b"+"], len(whole))
+    dots = rng.choice([b".", b"", b"-"], len(whole), p=[0.8, 0.1, 0.1])  # or none
+    words = [sign + w + dot + t for sign, w, dot, t in zip(signs, whole, dots, tail)]
+    words[:8] = [b"-0." + b"0" * places, b"0." + b"0" * places, b"9007199." + b"2" * places]
+    words[3:8] = [b"1." + b"0" * (places + 1), b"1" + b"0" * places, b"+-1." + b"5" * places]
+    words[6:8] = [b"1.." + b"5" * places, b"-." + b"5" * places]
+    text = b" ".join(words[:3000]) + b"\n" + b"\t".join(words[3000:]) + b"\n"
+    characters, windows, starts, ends = windows_of(text)
+    values, exact = fixed_point_words(characters, windows, starts, ends, places)
+    general, general_exact = decimal_words(characters, windows, starts, ends)
+    for word, value, read in zip(words, values.tolist(), exact.tolist()):
+        head, dot, fraction = word.lstrip(b"+-").partition(b".")
+        usual = (
+            FLOAT_WORD.match(word) is not None
+            and dot == b"."
+            and 1 <= len(head) <= 8
+            and len(fraction) == places
+            and int(head + fraction) <= 2**53
+        )
+        assert read == usual, word
+        if read:
+            assert float(word) == value and np.signbit(float(word)) == np.signbit(value), word
+    assert same_bits(values[exact & general_exact], general[exact & general_exact])
+    assert exact.sum() > len(words) // 2
+
+
+def test_a_text_of_fixed_places_then_others_parses_as_loadtxt_parses_it(monkeypatch):
+    """parse_words reads blocks of words of the first word's places by fixed_point_words
+    until a block has another word, then every block as before: the values stay np.loadtxt's
+    whichever way each block went (blocks of 64 words here)."""
+    monkeypatch.setattr(text_numbers, "_BLOCK", 64)
+    taken = []
+
+    def spy(*args: object) -> tuple[np.ndarray, np.ndarray]:
+        found = fixed_point_words(*args)  # type: ignore[arg-type]
+        taken.append(bool(found[1].all()))
+        return found
+
+    monkeypatch.setattr(text_numbers, "fixed_point_words", spy)
+    rng = np.random.default_rng(11)
+    values = rng.normal(size=1000) * 10.0 ** rng.integers(-3, 7, 1000)
+    words = [f"{v:.6f}" for v in values[:500]] + [f"{v:.4f}" for v in values[500:600]]
+    words += [f"{v:.6f}" for v in values[600:]] + ["1e3", "-0.000000", "7"]
+    text = " ".join(words).encode() + b"\n"
+    starts, ends = words_of(text)
+    parsed = parse_words(text, starts, ends, np.float64)
+    expected = np.loadtxt(io.BytesIO(text), comments=None, ndmin=1)
+    assert parsed is not None and same_bits(parsed, expected)
+    assert taken == [True] * 7 + [False]  # 7 blocks of .6f, then one with a .4f word
+
+
+@pytest.mark.parametrize("layout", ["runs", "scattered"])
+def test_payloads_are_their_lines_with_the_keyword_blanked(layout):
+    """TextLines.payload, of lines in a few runs (joined, then blanked) or scattered among
+    others (picked by a mask): each picked line as written, its keyword (after any indent)
+    replaced by spaces, in order, ending in a newline; U+0085 and U+00A0 bytes as spaces."""
+    rng = np.random.default_rng(len(layout))
+    kinds = [b"v 1 2 3", b"\tv 0.5 1e3 -2\r", b"   v\t4 5 6", b"f 1 2 3", b"# v 1", b""]
+    kinds += [b"vn 0 0 1", b"v 7 8\xa09", b"v"]
+    if layout == "runs":  # long runs of v lines between a few others
+        picks = np.repeat(rng.integers(0, len(kinds), 12), rng.integers(1, 400, 12))
+    else:
+        picks = rng.integers(0, len(kinds), 3000)
+    text = b"\n".join(kinds[i] for i in picks)  # no newline at the end
+    lines = mesh_parsing.TextLines(text)
+    picked = lines.with_keyword(b"v")
+    expected = b""
+    for line in text.split(b"\n"):
+        words = line.lstrip(b" \t")
+        if words[:1] == b"v" and words[1:2] in (b"", b" ", b"\t", b"\r"):
+            at = len(line) - len(words)
+            expected += line[:at] + b" " + line[at + 1 :] + b"\n"
+    payload = lines.payload(picked, 1)
+    assert payload == expected.replace(b"\xa0", b" ")
+    runs = np.count_nonzero(np.diff(picked) != 1) + 1
+    assert (runs < 16) == (layout == "runs")  # the path the test means to take

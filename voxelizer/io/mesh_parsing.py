@@ -124,26 +124,53 @@ class TextLines:
         each, ending in a newline."""
         if len(lines) == 0:
             return b""
-        copy = bytearray(self.text)
-        blanked = np.frombuffer(copy, np.uint8)
-        for offset in range(keyword_length):
-            blanked[self.heads[lines] + offset] = ord(" ")
         run_starts = np.flatnonzero(np.diff(lines) != 1) + 1
         if len(run_starts) < max(16, len(lines) // 64):  # few runs of consecutive lines
-            firsts = lines[np.concatenate(([0], run_starts))]
-            lasts = lines[np.concatenate((run_starts - 1, [len(lines) - 1]))]
-            starts, stops = self.starts[firsts].tolist(), (self.ends[lasts] + 1).tolist()
-            view = memoryview(copy)
-            text = b"".join(view[start:stop] for start, stop in zip(starts, stops))
+            text = self._runs_blanked(lines, run_starts, keyword_length)
         else:
+            copy = bytearray(self.text)
+            blanked = np.frombuffer(copy, np.uint8)
+            for offset in range(keyword_length):
+                blanked[self.heads[lines] + offset] = ord(" ")
             selected = np.zeros(len(self.starts), bool)
             selected[lines] = True
             text = blanked[np.repeat(selected, self.ends - self.starts + 1)].tobytes()
-        return text.translate(_WIDE_BLANKS)
+        return text.translate(_WIDE_BLANKS) if _has_wide_blanks(text) else text
+
+    def _runs_blanked(
+        self, lines: np.ndarray, run_starts: np.ndarray, keyword_length: int
+    ) -> bytes:
+        """payload() of lines in a few runs of consecutive lines (`run_starts`: where each run
+        but the first starts in `lines`): the runs joined, then their keywords blanked in
+        that copy (a copy of the whole text first would cost as much again)."""
+        first_of_run = np.concatenate(([0], run_starts))
+        firsts = lines[first_of_run]
+        lasts = lines[np.concatenate((run_starts - 1, [len(lines) - 1]))]
+        starts, stops = self.starts[firsts], self.ends[lasts] + 1
+        view = memoryview(self.text)
+        joined = bytearray().join(
+            view[start:stop] for start, stop in zip(starts.tolist(), stops.tolist())
+        )
+        # a line's place in the joined text: its place in the text, less its run's start,
+        # plus the length of the runs before
+        lengths = stops - starts
+        shifts = np.cumsum(lengths) - lengths - starts
+        run_of_line = np.repeat(np.arange(len(firsts)), np.diff(first_of_run, append=len(lines)))
+        heads = self.heads[lines] + shifts[run_of_line]
+        blanked = np.frombuffer(joined, np.uint8)
+        for offset in range(keyword_length):
+            blanked[heads + offset] = ord(" ")
+        return bytes(joined)
 
     def line_number(self, line: int) -> int:
         """The 1-based number of line index `line`, for messages."""
         return int(line) + 1
+
+
+def _has_wide_blanks(text: bytes) -> bool:
+    """Whether `text` holds a byte of _WIDE_BLANKS (a byte search is 40x faster than the
+    translation it spares)."""
+    return b"\x85" in text or b"\xa0" in text
 
 
 def parse_table(payload: bytes, dtype: type, columns: int | None = None) -> np.ndarray | None:
@@ -303,6 +330,8 @@ def check_indices(
     """MalformedMesh naming the first of `indices` that is not one of `vertex_count`
     vertices; `where(i)` says where index i is in the file (default: three per face), and
     `written` holds the indices as the file writes them, when that differs."""
+    if not len(indices) or (indices.min() >= 0 and indices.max() < vertex_count):
+        return  # two reductions: the usual file, without a mask of every index
     bad = np.flatnonzero((indices < 0) | (indices >= vertex_count))
     if len(bad):
         first = int(bad[0])
@@ -340,65 +369,72 @@ def merged_corners(corners: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     first appear, and for each corner the index of its row: a soup's corners become an indexed
     mesh. Rows are equal when their values are (-0.0 and 0.0 are one; the pipeline sees no
     difference), found with a hash table built in whole-array rounds, in time linear in N;
-    each step is one numpy pass over the rows, done in place where it can be."""
+    each step is one numpy pass over the rows, done in place where it can be.
+
+    The table is built over the rows in reverse order: numpy writes repeated indices in
+    order, so of the rows written to one slot the last, the file's first, stays, and every
+    write is a forward scatter (a reversed one is 3x slower)."""
     count = corners.size // 3
     if count == 0:
         return np.empty((0, 3), corners.dtype), np.empty(0, np.int64)
-    keys = _row_keys(corners)
+    keys = _row_keys(corners)  # row r: the file's corner count - 1 - r
     slot_bits = max(4, (2 * count - 1).bit_length())  # at most half of the slots used
     at = _slots(keys, slot_bits)
     mask = (1 << slot_bits) - 1
     table = np.full(1 << slot_bits, -1, np.int64 if count >= 1 << 31 else np.int32)
-    # the first round, for every row: the first row of each slot claims it (numpy writes
-    # repeated indices in order, so of rows written in reverse the first one stays)
-    table[at[::-1]] = np.arange(count - 1, -1, -1, dtype=table.dtype)
-    owners = table[at]
+    table[at] = np.arange(count, dtype=table.dtype)  # the first round, for every row
+    owners = np.take(table, at)
     found = _same_rows(keys, owners, None)
     pending = np.flatnonzero(~found)
     at = (at[pending] + 1) & mask  # linear probing
     while len(pending):
         free = table[at] < 0
-        # rows with one key wait at the same slots in lockstep: the first of them claims one
-        table[at[free][::-1]] = pending[free][::-1]
+        # rows with one key wait at the same slots in lockstep: the last of them claims one
+        table[at[free]] = pending[free]
         owner = table[at]
         found = _same_rows(keys, owner, pending)
         owners[pending[found]] = owner[found]
         missed = ~found
         pending = pending[missed]
         at = (at[missed] + 1) & mask
-    first = owners == np.arange(count, dtype=owners.dtype)
-    row_of_first = np.cumsum(first) - 1
-    return _rows_of(keys, np.flatnonzero(first), corners.dtype), row_of_first[owners]
+    owners = (count - 1) - owners[::-1]  # in the file's order: each corner's first equal
+    firsts = np.flatnonzero(owners == np.arange(count, dtype=owners.dtype))
+    row_of_first = np.empty(count, np.int64)  # read only where a row first appears
+    row_of_first[firsts] = np.arange(len(firsts))
+    return _rows_of(keys, (count - 1) - firsts, corners.dtype), np.take(row_of_first, owners)
 
 
 def _row_keys(corners: np.ndarray) -> list[np.ndarray]:
-    """Contiguous unsigned columns (one entry per row) that together are the bits of the
-    rows of (..., 3) floats `corners` (a view of any stride, read in place) with -0.0 as 0.0
-    (adding 0.0 makes it so), each written in one pass: float32 x and y in one uint64 and
-    z, or the three float64 coordinates."""
-    zero, shape = corners.dtype.type(0), corners.shape[:-1]
-    count = corners.size // 3
-    if corners.itemsize == 4:
-        pairs = np.empty(count, np.uint64)
-        np.add(corners[..., :2], zero, out=pairs.view(corners.dtype).reshape(*shape, 2))
-        last = np.empty(count, np.uint32)
-        np.add(corners[..., 2], zero, out=last.view(corners.dtype).reshape(shape))
-        return [pairs, last]
-    columns = [np.empty(count, np.dtype(f"u{corners.itemsize}")) for _ in range(3)]
-    for axis, column in enumerate(columns):
-        np.add(corners[..., axis], zero, out=column.view(corners.dtype).reshape(shape))
+    """Contiguous unsigned columns (one entry per row, the rows of (..., 3) floats `corners`
+    in reverse order) that together are the bits of each row with -0.0 as 0.0 (adding 0.0
+    makes it so): float32 x and y in one uint64 and z, or the three float64 coordinates.
+    Each is one copy from the view (a copy into a contiguous column is fast, into a strided
+    one slow), then one pass in place."""
+    if corners.strides[-1] != corners.itemsize:  # the coordinates of a row apart: together
+        corners = np.ascontiguousarray(corners)
+    backwards = corners[(slice(None, None, -1),) * (corners.ndim - 1)]
+    if corners.itemsize == 4:  # x and y side by side in each row: one uint64
+        views = [backwards[..., :2].view(np.uint64)[..., 0], backwards[..., 2].view(np.uint32)]
+    else:
+        unsigned = np.dtype(f"u{corners.itemsize}")
+        views = [backwards[..., axis].view(unsigned) for axis in range(3)]
+    columns = [np.ascontiguousarray(view).reshape(-1) for view in views]
+    for column in columns:
+        values = column.view(corners.dtype)
+        np.add(values, 0, out=values)
     return columns
 
 
 def _rows_of(keys: list[np.ndarray], picked: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """(len(picked), 3) rows of `dtype` of the _row_keys columns, at the rows picked."""
     rows = np.empty((len(picked), 3), dtype)
-    if len(keys) == 2:
-        rows[:, :2] = keys[0][picked].view(dtype).reshape(-1, 2)
-        rows[:, 2] = keys[1][picked].view(dtype)
+    if len(keys) == 2:  # column by column: a copy of rows of two values is 3x slower
+        pairs = np.take(keys[0], picked).view(dtype)
+        rows[:, 0], rows[:, 1] = pairs[0::2], pairs[1::2]
+        rows[:, 2] = np.take(keys[1], picked).view(dtype)
     else:
         for axis, key in enumerate(keys):
-            rows[:, axis] = key[picked].view(dtype)
+            rows[:, axis] = np.take(key, picked).view(dtype)
     return rows
 
 
@@ -416,10 +452,11 @@ def _slots(keys: list[np.ndarray], slot_bits: int) -> np.ndarray:
 
 
 def _same_rows(keys: list[np.ndarray], rows: np.ndarray, others: np.ndarray | None) -> np.ndarray:
-    """Whether row rows[i] equals row others[i] (row i where others is None), key by key."""
+    """Whether row rows[i] equals row others[i] (row i where others is None), key by key
+    (np.take: indexing with an int32 array is 3x slower)."""
     same: np.ndarray | None = None
     for key in keys:
-        equal = key[rows] == (key if others is None else key[others])
+        equal = np.take(key, rows) == (key if others is None else np.take(key, others))
         same = equal if same is None else same & equal
     assert same is not None
     return same

@@ -131,6 +131,8 @@ def _zero_based(
 ) -> np.ndarray:
     """Indices from 0: positive ones count from 1, negative ones back from the last vertex
     defined before their face line."""
+    if len(corners) and corners.min() > 0:  # the usual file: one reduction
+        return corners - 1
     if (corners == 0).any():
         face = int(np.searchsorted(np.cumsum(counts), np.flatnonzero(corners == 0)[0], "right"))
         raise MalformedMesh(

@@ -45,14 +45,25 @@ _DOT_BYTE = np.uint64(ord(".") ^ 0x30)  # a dot once the text is XORed with '0'
 _BYTE = np.uint64(0xFF)
 _ONES = _bytes(1)
 _U4, _U8, _U56 = np.uint64(4), np.uint64(8), np.uint64(56)
+_TWO_DIGITS = np.uint64(10 << 8 | 1)  # each byte's digit times 10 plus the next one's
+_FOUR_DIGITS = np.uint64(100 << 16 | 1)
+_EIGHT_DIGITS = np.uint64(10000 << 32 | 1)
 
 
 def _eight_digits(values: np.ndarray) -> np.ndarray:
     """The number written by 8 digit values (0..9, one per byte, the first byte the most
-    significant): two digits, then four, then eight, each step one multiply and shift."""
-    values = (values * np.uint64(10) + (values >> _U8)) & np.uint64(0x00FF00FF00FF00FF)
-    values = (values * np.uint64(100) + (values >> np.uint64(16))) & np.uint64(0x0000FFFF0000FFFF)
-    return (values * np.uint64(10000) + (values >> np.uint64(32))) & np.uint64(0xFFFFFFFF)
+    significant): two digits, then four, then eight, each step one multiply (the number
+    times 10, 100 or 10000 beside itself), shift and mask, done in place: `values` (a
+    temporary of the caller's) is overwritten with the numbers."""
+    values *= _TWO_DIGITS
+    values >>= _U8
+    values &= np.uint64(0x00FF00FF00FF00FF)
+    values *= _FOUR_DIGITS
+    values >>= np.uint64(16)
+    values &= np.uint64(0x0000FFFF0000FFFF)
+    values *= _EIGHT_DIGITS
+    values >>= np.uint64(32)
+    return values
 
 
 def _unsigned(text: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -80,6 +91,7 @@ _KEEP_LAST = np.array(
     [0] + [(0xFFFFFFFFFFFFFFFF << (8 * (8 - count))) & 0xFFFFFFFFFFFFFFFF for count in range(1, 9)],
     np.uint64,
 )  # by count: the bytes of a window that hold its last `count` bytes
+_KEEP_LAST_DIGITS = _KEEP_LAST & _bytes(0x0F)  # of those bytes, the low 4 bits
 
 
 def unsigned_words(
@@ -88,8 +100,9 @@ def unsigned_words(
     """integer_words of words that are digits only (a text without signs): the same values,
     in half the steps (no sign to step over, no byte to check)."""
     lengths = ends - starts
-    digits = (windows[ends + 8] ^ _ZEROS_TEXT) & _KEEP_LAST[np.minimum(lengths, 8)]
-    return _eight_digits(digits).astype(np.int64), lengths <= 8
+    digits = windows[ends + 8]
+    digits &= _KEEP_LAST_DIGITS[np.minimum(lengths, 8)]  # a digit's low 4 bits: its value
+    return _eight_digits(digits).view(np.int64), lengths <= 8
 
 
 def decimal_words(
@@ -131,6 +144,48 @@ def decimal_words(
     return np.where(negative, -magnitudes, magnitudes), exact
 
 
+def fixed_point_words(
+    text: np.ndarray, windows: np.ndarray, starts: np.ndarray, ends: np.ndarray, places: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """decimal_words of words written with `places` (1 to 8) digits after the dot, as a
+    program writes its numbers (`%.8f`): exact where a word is `[+-]digits.digits` of 1 to 8
+    digits before the dot and `places` after, the digits at most 2^53 as one integer. The
+    same values as decimal_words (the same integer over the same power of ten) in half its
+    steps: the dot's place is known, so each part is one window."""
+    starts, negative = _unsigned(text, starts)
+    dots = ends - (places + 1)  # where each word's dot must be
+    np.maximum(dots, starts, out=dots)
+    whole = dots - starts  # digits before the dot
+    fraction = windows[ends + 8]
+    fraction ^= _ZEROS_TEXT  # digits become their values
+    fraction &= _KEEP_LAST[places]
+    integer = windows[dots + 8]
+    integer ^= _ZEROS_TEXT
+    integer &= _KEEP_LAST[np.minimum(whole, 8)]
+    exact = text[dots] == ord(".")
+    exact &= (whole >= 1) & (whole <= 8)
+    not_digits = fraction + _BELOW_TEN
+    not_digits |= integer + _BELOW_TEN
+    not_digits &= _HIGH_BITS
+    exact &= not_digits == 0
+    mantissa = _eight_digits(integer)
+    mantissa *= np.uint64(10**places)
+    mantissa += _eight_digits(fraction)
+    exact &= mantissa <= np.uint64(_EXACT_INTEGER)
+    values = mantissa.astype(np.float64)
+    values /= _POWERS_OF_TEN[places]
+    np.negative(values, out=values, where=negative)
+    return values, exact
+
+
+def _fraction_digits(text: bytes, start: int, end: int) -> int:
+    """The digits after the dot of the word text[start:end] when there are 1 to 8 (what
+    fixed_point_words reads), else 0."""
+    dot = text.rfind(b".", int(start), int(end))
+    places = int(end) - dot - 1
+    return places if dot >= 0 and 1 <= places <= 8 else 0
+
+
 def words_of(text: bytes) -> tuple[np.ndarray, np.ndarray]:
     """Where each word (bytes between blanks, any byte up to a space) of `text` starts and
     where it ends (exclusive)."""
@@ -159,8 +214,15 @@ def parse_words(
     if integer and b"-" not in text and b"+" not in text:  # digits and blanks only
         parse = unsigned_words
 
+    places = 0 if integer or not len(starts) else _fraction_digits(text, starts[0], ends[0])
     for first in range(0, len(starts), _BLOCK):
         block = slice(first, first + _BLOCK)
+        if places:  # every word as the first, until a block has one that is not
+            fixed = fixed_point_words(characters, windows, starts[block], ends[block], places)
+            if fixed[1].all():
+                values[block], exact[block] = fixed
+                continue
+            places = 0
         values[block], exact[block] = parse(characters, windows, starts[block], ends[block])
     others = np.flatnonzero(~exact)
     if len(others):
@@ -253,7 +315,7 @@ def _table(payload: bytes, dtype: type, columns: int | None) -> np.ndarray | Non
     starts, ends = words_of(payload)
     if not integer and _mostly_exponents(payload, len(starts)):
         return None  # np.loadtxt at once is faster than word by word
-    lines = payload.count(b"\n")
+    lines = int(np.count_nonzero(np.frombuffer(payload, np.uint8) == ord("\n")))  # 5x bytes.count
     per_line = len(starts) // max(lines, 1)
     if (
         per_line
