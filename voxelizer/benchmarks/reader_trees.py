@@ -36,28 +36,6 @@ from typing import Any
 
 import numpy as np
 
-TIMER = """
-import sys, time
-# the tree's own voxelizer, not an editable install's (whose finder would come first)
-sys.meta_path[:] = [f for f in sys.meta_path if "__editable__" not in type(f).__module__]
-sys.path.insert(0, sys.argv[3])
-from voxelizer.io import load_mesh
-assert load_mesh.__code__.co_filename.startswith(sys.argv[3])
-if sys.argv[4] == "reading-process":  # set up as a batch's reading processes are
-    from voxelizer import parallel
-    parallel.use_threads(1)
-    getattr(parallel, "keep_freed_memory", lambda: None)()  # (not in older trees)
-path, runs = sys.argv[1], int(sys.argv[2])
-load_mesh(path)
-walls, cpus = [], []
-for _ in range(runs):
-    wall, cpu = time.perf_counter(), time.process_time()
-    load_mesh(path)
-    walls.append(time.perf_counter() - wall)
-    cpus.append(time.process_time() - cpu)
-print(min(walls), min(cpus))
-"""
-
 TIMER_MANY = """
 import json, sys, time
 import numpy
@@ -150,17 +128,9 @@ def with_parts(mesh: Any, stem: str, work: Path) -> list[Path]:
 
 
 def best_time(tree: Path, path: Path, runs: int, setup: str = "plain") -> tuple[float, float]:
-    env = dict(os.environ, PYTHONPATH=str(tree))
-    out = subprocess.run(
-        [sys.executable, "-c", TIMER, str(path), str(runs), str(tree.resolve()), setup],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-    wall, cpu = out.stdout.split()
-    return float(wall), float(cpu)
+    """(least wall, least CPU) of `runs` load_mesh calls of `path` in a process of `tree`."""
+    wall, cpu, _ = best_times(tree, [path], runs, setup)[str(path)]
+    return wall, cpu
 
 
 def best_times(tree: Path, paths: list[Path], runs: int, setup: str) -> dict[str, list[float]]:
