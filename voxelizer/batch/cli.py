@@ -281,6 +281,8 @@ def _checked_outputs_and_devices(
         _check_devices(selectors)
         raise
     _check_devices(selectors)
+    if selectors is not None:
+        timeline.mark("devices checked")
     return plan
 
 
@@ -332,6 +334,7 @@ def _open_local_device(
     try:
         local = device_list(devices)[0]
     except DeviceError:
+        _release_workers_ahead()
         return  # the worker says what is wrong
     try:
         options = Options.create(args.grid, **batch_options_of(args))
@@ -357,7 +360,10 @@ def open_device_meanwhile(
 
     def open_device() -> None:
         with suppress(Exception):
-            opened = shared_voxelizer(device)
+            try:
+                opened = shared_voxelizer(device)
+            finally:
+                _release_workers_ahead()  # (the worker here, then theirs)
             timeline.mark("device open", opened.device_name)
             if kernels is not None:
                 options, dense = kernels
@@ -368,6 +374,14 @@ def open_device_meanwhile(
                     timeline.mark("kernels built")
 
     threading.Thread(target=open_device, name="voxelize-open-device").start()
+
+
+def _release_workers_ahead() -> None:
+    """Let the worker processes started ahead of the batch (if any) open their devices, now
+    that the device here is open: worker_processes.release_workers_ahead."""
+    ahead = sys.modules.get("voxelizer.batch.worker_processes")  # (imported if started)
+    if ahead is not None:
+        ahead.release_workers_ahead()
 
 
 def _check_log(

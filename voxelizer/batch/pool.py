@@ -33,6 +33,7 @@ from ..io.files import os_error_text
 from ..io.output import remove_temporaries
 from ..log import get_logger
 from .tasks import BatchResult, BatchSettings, MeshTask
+from .timeline import timeline
 from .worker import MeshWorker
 from .worker_processes import (
     POLL_SECONDS,
@@ -159,6 +160,7 @@ class WorkerPool:
         self._done: Counter[int] = Counter()  # results by worker: a process's slot, -1 here
         self._began = time.perf_counter()
         self._selector = selectors.DefaultSelector()  # closed as `results` ends
+        self._ended: list[WorkerHandle] = []  # ended before the batch: joined as it ends
 
     def results(self) -> Iterator[BatchResult]:
         """Every task's result as it completes. Ending early (Ctrl-C, an error, an abandoned
@@ -190,7 +192,8 @@ class WorkerPool:
         finally:
             if here is not None:
                 here.stop()
-            stop_workers(list(self._handles.values()), interrupted=interrupted)
+            stop_workers([*self._handles.values(), *self._ended], interrupted=interrupted)
+            timeline.mark("worker processes ended")
             self._selector.close()
             if here is not None:
                 here.join()
@@ -266,6 +269,20 @@ class WorkerPool:
                     break
                 handle.assigned[task.index] = task
                 handle.inbox.put(task)
+        if not self._todo:
+            for handle in self._handles.values():
+                if not handle.assigned and not handle.ending:
+                    self._end(handle)
+
+    def _end(self, handle: WorkerHandle) -> None:
+        """End a worker process that holds no mesh once none is left to hand out: it leaves
+        while the others voxelize the batch's last meshes (a device's closing, about 0.1 s on
+        an H200, then comes before the batch's end, not after it). Its pipe stays in the
+        selector until its "exit"; a mesh that a dying worker gives back later goes to
+        a worker started for it (_lost)."""
+        handle.ending = True
+        with suppress(OSError, ValueError):
+            handle.inbox.put(None)
 
     def _receive(self, slot: int) -> Iterator[BatchResult]:
         """The next message of the worker's pipe, which the selector found readable; at its
@@ -275,8 +292,14 @@ class WorkerPool:
         try:
             kind, payload = handle.messages.recv()
         except (EOFError, OSError):
+            if handle.ending and not handle.assigned:
+                self._ended_now(slot)  # (left without its "exit": it held nothing)
+                return
             handle.process.join(5.0)
             yield from self._lost(slot)
+            return
+        if kind == "exit" and handle.ending:
+            self._ended_now(slot)
             return
         if kind == "failed_start":
             raise DeviceError(str(payload))
@@ -284,6 +307,7 @@ class WorkerPool:
             handle.imported = True
         elif kind == "ready":
             handle.ready = True
+            timeline.mark("worker process ready", str(payload))
             now = time.perf_counter()
             _log.debug(
                 "worker %d (device %s, started by %s) ready %.2f s after its start, "
@@ -294,9 +318,18 @@ class WorkerPool:
         elif kind == "start":
             handle.started = payload
         elif kind == "result" and handle.assigned.pop(payload.index, None) is not None:
+            timeline.mark("worker process first result")
             self._remaining -= 1
             self._done[slot] += 1
             yield payload
+
+    def _ended_now(self, slot: int) -> None:
+        """A worker that _end ended is leaving: out of the pool, not waited for (its process
+        is joined as the batch ends, by then gone)."""
+        handle = self._handles.pop(slot)
+        self._selector.unregister(handle.messages)
+        handle.messages.close()
+        self._ended.append(handle)
 
     def _lost(self, slot: int) -> Iterator[BatchResult]:
         """The meshes of a worker that died: retried, or failed when tried enough; the

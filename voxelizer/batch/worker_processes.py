@@ -10,6 +10,11 @@ replaces one that died (the batch's process has Vulkan open by then), it is star
 multiprocessing's `spawn`: a new Python that imports the package first (a fork would inherit
 Vulkan objects that cannot work in the child).
 
+A worker started ahead opens its device once the batch's process has opened its own (or
+given up): opened at the same time, in two processes, each device opened later than one alone
+(docs/benchmarks.md, "The batch command's start with two workers"), and the first results
+are the worker's here.
+
 A worker tells its parent, through a pipe of its own, when its imports are done, when its
 device is open, when each mesh reaches the device and each result: the parent blames a
 worker that dies for the mesh on its device only.
@@ -27,7 +32,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..api import Voxelizer
@@ -49,6 +54,9 @@ if TYPE_CHECKING:
 _log = get_logger(__name__)
 
 POLL_SECONDS = 0.2  # how often a waiting worker (and the batch's loop) looks up
+# The longest a worker started ahead waits for the device of the batch's process to open
+# before it opens its own anyway (the parent's opening stuck, or a parent that never says).
+DEVICE_TURN_SECONDS = 5.0
 
 
 # --- a worker process ---------------------------------------------------------------------------
@@ -86,10 +94,13 @@ class _QueueSource:
 class AheadStart:
     """What a worker process started ahead of its batch (start_workers_ahead) does while the
     batch plans: it starts as many writing and reading processes as the batch will ask for,
-    and opens its device. The batch's settings come after, through its inbox."""
+    and opens its device once `device_turn` is set (the batch's process set it when its own
+    device is open: release_workers_ahead). The batch's settings come after, through its
+    inbox."""
 
     write_processes: int = 0
     load_processes: int = 0
+    device_turn: Any = None  # a multiprocessing Event (fork context); None: open at once
 
 
 def worker_process_main(
@@ -177,14 +188,32 @@ def _ahead_of_batch(
     start: AheadStart, device: str | int | None, inbox: Queue, opened: list[Voxelizer]
 ) -> BatchSettings | None:
     """A worker started ahead of its batch: its helpers started (before its device opens:
-    then they are forked) and its device opened (into `opened`) while the batch plans, then
-    the batch's settings (None: no batch took it). A device that does not open here is
-    opened again, and its error reported, once the batch runs."""
+    then they are forked) and its device opened (into `opened`) once the batch's process
+    has opened its own (_wait_for_turn), then the batch's settings (None: no batch took
+    it). A device that does not open here is opened again, and its error reported, once the
+    batch runs."""
     start_helpers(start)
+    if not _wait_for_turn(start.device_turn):
+        return None  # the parent is gone
     with suppress(VoxelizerError):
         opened.append(Voxelizer(device))
     settings: BatchSettings | None = _received(inbox)
     return settings
+
+
+def _wait_for_turn(turn: Any) -> bool:
+    """Wait until `turn` (an Event) is set, DEVICE_TURN_SECONDS at most; False if the
+    parent dies meanwhile."""
+    if turn is None:
+        return True
+    parent = multiprocessing.parent_process()
+    deadline = time.monotonic() + DEVICE_TURN_SECONDS
+    while not turn.wait(min(POLL_SECONDS, max(0.0, deadline - time.monotonic()))):
+        if parent is not None and not parent.is_alive():
+            return False
+        if time.monotonic() >= deadline:
+            break
+    return True
 
 
 def _forked_worker_main(foreign: list[int], *args: Any) -> None:
@@ -221,6 +250,7 @@ class WorkerHandle:
     ready: bool = False
     started_at: float = field(default_factory=time.perf_counter)
     start_method: str = "spawn"  # how its process started: "fork" or "spawn"
+    ending: bool = False  # sent its end before the batch's: it holds no mesh, gets none
 
 
 def start_worker_process(
@@ -283,10 +313,14 @@ class _Ahead:
         self.handles: list[WorkerHandle] = []
         self._owner = os.getpid()
         self._slots = itertools.count()
+        self._turn: Any = None  # the Event that lets them open their devices
         atexit.register(self.stop)
 
     def start(self, devices: list[str | int | None], start: AheadStart) -> None:
         self._owner = os.getpid()
+        if devices and fork_allowed():
+            self._turn = multiprocessing.get_context("fork").Event()
+            start = replace(start, device_turn=self._turn)
         for device in devices:
             if not fork_allowed():
                 return
@@ -306,8 +340,14 @@ class _Ahead:
                 return self.handles.pop(index)
         return None
 
+    def release(self) -> None:
+        """Let the workers started ahead open their devices."""
+        if os.getpid() == self._owner and self._turn is not None:
+            self._turn.set()
+
     def stop(self) -> None:
         if os.getpid() == self._owner:
+            self.release()  # (a worker waiting for its turn then reads its end)
             handles, self.handles = self.handles, []
             stop_workers(handles, interrupted=False)
 
@@ -324,6 +364,15 @@ def start_workers_ahead(devices: list[str | int | None], start: AheadStart) -> N
     stopped by stop_workers_ahead (the command calls it as its batch ends), or as this
     process exits. Where a fork is not allowed, none: the batch starts its workers itself."""
     _ahead.start(devices, start)
+
+
+def release_workers_ahead() -> None:
+    """The device of the batch's process is open (or failed to open): the workers started
+    ahead open theirs now. Opened at the same time, in two processes, each device opened later
+    than one alone (on a two-H200 host, the local one 0.24 s later: docs/benchmarks.md), and the
+    batch's first results come from the worker here, which reads its first meshes while its
+    device opens. A worker that hears nothing opens its device after DEVICE_TURN_SECONDS."""
+    _ahead.release()
 
 
 def take_worker_ahead(device: str | int | None) -> WorkerHandle | None:

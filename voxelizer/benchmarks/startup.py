@@ -1,13 +1,15 @@
 """The batch command's start-up and exit, beside their floors, for one tree or two.
 
     python -m voxelizer.benchmarks.startup DATASET_DIR --out DIR [--grid 128] [--rounds N]
-        [--before TREE] [--device SEL] [--timeout SECONDS] [--timeline]
+        [--before TREE] [--device SEL | --devices LIST] [--jobs N] [--timeout SECONDS]
+        [--timeline]
 
 Each round runs, as processes of their own (the trees taking turns round by round, each
 tree's voxelizer first on the path, as the datasets benchmark runs a tree):
 
 - the batch command, `python -m voxelizer DATASET_DIR --out-dir OUT --format npz --grid N
-  --log LOG` into a fresh folder, whole process. While it runs, the log is watched (it
+  --log LOG` (with `--devices LIST` and `--jobs N` where given: several workers) into a fresh
+  folder, whole process. While it runs, the log is watched (it
   gets one line per mesh, written once the mesh's file is in place): `first_output_s` is
   when its first line appeared, `last_output_s` when its last did, `exit_s` the rest, from
   the last line to the end of the process (helpers stopped, the device closed, the exit);
@@ -101,16 +103,19 @@ def batch(
     device: str | None,
     timeout: float,
     timeline: bool = False,
+    workers: list[str] | None = None,
 ) -> dict[str, Any]:
     """One run of the batch command with `tree`'s voxelizer: whole process, and when the
     log's first and last lines appeared; with `timeline`, run with -vv, its timeline too
-    (`timeline`: seconds since the process started, by milestone)."""
+    (`timeline`: seconds since the process started, by milestone). `workers`: the options
+    that ask for several workers (`--devices`, `--jobs`), added to the command."""
     out = work / "out"
     shutil.rmtree(out, ignore_errors=True)
     log = work / "batch.log"
     log.unlink(missing_ok=True)
     command = batch_command(device) + [str(dataset), "--out-dir", str(out), "--format", "npz"]
     command += ["--grid", str(grid), "--log", str(log), *(["-vv"] if timeline else [])]
+    command += workers or []
     errors = work / "batch.stderr"  # a file, not a pipe: a full pipe would stop the command
     with errors.open("w") as stderr:
         started = time.perf_counter()
@@ -183,11 +188,15 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.before is not None:
         trees = {"before": args.before.resolve(), **trees}
     rounds: dict[str, list[dict[str, Any]]] = {label: [] for label in trees}
+    workers = [*(["--devices", args.devices] if args.devices else [])]
+    workers += ["--jobs", str(args.jobs)] if args.jobs is not None else []
     options = {"grid": args.grid, "device": args.device, "timeout": args.timeout}
+    options |= {"workers": workers}
+    floor_device = args.devices.split(",")[0].strip() if args.devices else args.device
     for index in range(args.rounds + 1):  # the first one warms up
         for label, tree in trees.items():
             work = args.out / "work" / label
-            figures = floors(tree, work, args.device, args.timeout)
+            figures = floors(tree, work, floor_device, args.timeout)
             figures |= batch(tree, args.dataset, work, **options)
             if args.timeline:
                 marked = batch(tree, args.dataset, work, **options, timeline=True)
@@ -201,6 +210,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {
         "dataset": str(args.dataset),
         "grid": args.grid,
+        "workers": " ".join(workers),
         "rounds": args.rounds,
         "trees": {label: str(tree) for label, tree in trees.items()},
         "median": medians,
@@ -232,10 +242,11 @@ def markdown(result: dict[str, Any]) -> str:
     labels = list(result["median"])
     ratio = "after_over_before" in result
     first = result["median"][labels[-1]]
+    workers = f" {result['workers']}" if result.get("workers") else ""
     lines = [
         f"The batch command over {first['meshes']} files of {result['dataset']} "
-        f"(`--format npz --grid {result['grid']}`, {first['done']} done) on {first['device']}, "
-        f"median of {result['rounds']} round(s).",
+        f"(`--format npz --grid {result['grid']}{workers}`, {first['done']} done) on "
+        f"{first['device']}, median of {result['rounds']} round(s).",
         "",
         "| measured | " + " | ".join(labels) + (" | after / before |" if ratio else " |"),
         "| --- |" + " ---: |" * (len(labels) + ratio),
@@ -276,6 +287,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, default=None, help="another tree to compare")
     parser.add_argument("--device", default=None, help="the device (default: the first)")
     parser.add_argument(
+        "--devices", default=None, metavar="LIST",
+        help="the command's --devices (several workers, e.g. 0,1); the floors open the first",
+    )  # fmt: skip
+    parser.add_argument(
+        "--jobs", type=int, default=None, metavar="N",
+        help="the command's --jobs (workers; with one device, N workers on it)",
+    )  # fmt: skip
+    parser.add_argument(
         "--timeout", type=float, default=300.0, help="seconds one process may take at most"
     )
     parser.add_argument(
@@ -286,6 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
+    if args.device is not None and args.devices is not None:
+        parser.error("--device and --devices exclude each other")
+    if args.jobs is not None and args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     if args.before is not None and not (args.before / "voxelizer").is_dir():
         parser.error(f"--before {args.before}: no voxelizer package there")
     args.dataset, args.out = args.dataset.resolve(), args.out.resolve()
