@@ -152,3 +152,114 @@ def test_prepare_builds_a_calls_kernels_ahead_of_it():
         assert prepared.prepare(options) is None
         mesh = PROJECT_MODELS / "gear.ply"
         assert_same_svo(prepared.voxelize(mesh, 16), plain.voxelize(mesh, 16))
+
+
+# --- two workers: the second in a process of its own ---------------------------------------
+
+# The milestones a batch with a worker process adds, each after those it waits for: the
+# worker process opens its device once the device here is open, and the parent learns it
+# (and the process's first result) from its pipe; the processes end before the command.
+AFTER_TWO = {
+    **AFTER,
+    "worker process ready": ["device open", "reading started"],
+    "worker process first result": ["worker process ready"],
+    "worker processes ended": ["last result"],
+    "end": ["last result", "kernels built", "worker processes ended"],
+}
+
+
+def test_minus_vv_with_two_workers_says_when_the_worker_process_opened_its_device(tmp_path):
+    done = run_batch(tmp_path, "--jobs", "2", "-vv")
+    assert done.returncode == 0, done.stderr
+    lines = timeline_of(done.stderr)
+    names = [name for _, name, _ in lines]
+    for name, before in AFTER_TWO.items():
+        if name.startswith("worker process "):
+            continue  # (below)
+        assert name in names, done.stderr
+        assert all(names.index(other) < names.index(name) for other in before), names
+    assert [seconds for seconds, _, _ in lines] == sorted(seconds for seconds, _, _ in lines)
+    assert names[-1] == "end"
+    # (6 meshes: the worker here may do them all before the parent reads the other's "ready")
+    for name in ("worker process ready", "worker process first result"):
+        if name in names:
+            assert all(names.index(other) < names.index(name) for other in AFTER_TWO[name])
+
+
+def test_minus_vv_says_when_the_devices_are_checked(tmp_path):
+    """--devices: checked once the outputs are planned (a wrong device is said first)."""
+    done = run_batch(tmp_path, "--devices", "0,0", "-vv")
+    assert done.returncode == 0, done.stderr
+    names = [name for _, name, _ in timeline_of(done.stderr)]
+    assert names.index("helpers forked") < names.index("devices checked")
+    assert names.index("devices checked") < names.index("outputs checked")
+
+
+# The command with the device here slow to open (as a device whose start takes long), and
+# the plan of its outputs held until the device here is open: the worker process must wait
+# for it, and the opening must not wait for the plan.
+SLOW_DEVICE_HERE = """
+import os, sys, threading, time
+import voxelizer.api as api
+import voxelizer.batch.cli as batch_cli
+import voxelizer.batch.worker as worker
+from voxelizer.cli import run
+
+real_shared = api.shared_voxelizer
+opened = threading.Event()
+
+
+def shared_voxelizer(*args, **kwargs):
+    if threading.current_thread().name == "voxelize-open-device":
+        time.sleep(1.0)
+        voxelizer = real_shared(*args, **kwargs)
+        opened.set()
+        return voxelizer
+    return real_shared(*args, **kwargs)
+
+
+real_plan = batch_cli.plan_tasks
+
+
+def plan_tasks(*args, **kwargs):
+    print("device open before the plan:", opened.wait(60), file=sys.stderr, flush=True)
+    return real_plan(*args, **kwargs)
+
+
+# The worker here slow on each mesh: the worker process takes its share (a forked copy of
+# this script: its own meshes at full speed).
+here = os.getpid()
+real_voxelize = worker.MeshWorker._voxelize
+
+
+def voxelize(self, *args):
+    if os.getpid() == here:
+        time.sleep(0.3)
+    return real_voxelize(self, *args)
+
+
+api.shared_voxelizer = shared_voxelizer
+batch_cli.plan_tasks = plan_tasks
+worker.MeshWorker._voxelize = voxelize
+sys.argv[0] = "voxelize"
+run()
+"""
+
+
+@pytest.mark.slow
+def test_the_worker_process_opens_its_device_after_the_one_here(tmp_path):
+    """With the device here 1 s slow to open, the worker process's device still opens after
+    it (it waits for its turn), the opening here went on while the plan waited for it, and
+    the worker process (the worker here slow) gives results."""
+    meshes_in(tmp_path / "in")
+    done = subprocess.run(
+        [sys.executable, "-c", SLOW_DEVICE_HERE, str(tmp_path / "in"), "--out-dir",
+         str(tmp_path / "out"), "--format", "npz", "--grid", "16", "--jobs", "2", "-vv"],
+        cwd=tmp_path, env=project_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "device open before the plan: True" in done.stderr
+    names = [name for _, name, _ in timeline_of(done.stderr)]
+    for name, before in AFTER_TWO.items():
+        assert all(names.index(other) < names.index(name) for other in before), names
+    assert len(list((tmp_path / "out").rglob("*.npz"))) == 6

@@ -4,15 +4,18 @@ registered once, and reads the workers' messages with no poll of its own per mes
 
 from __future__ import annotations
 
+import multiprocessing
 import multiprocessing.connection
 import selectors
 import shutil
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
 from voxelizer import voxelize_many
 from voxelizer.batch import pool
+from voxelizer.batch.worker import MeshWorker
 
 from ..helpers import PROJECT_MODELS, assert_same_svo
 
@@ -60,3 +63,51 @@ def test_the_loop_registers_each_pipe_once_and_polls_none_per_message(gpu, tmp_p
         assert_same_svo(result.result, expected)
     assert waits_in_loop == 0
     assert registrations == [1, 1]  # the worker's pipe, the local worker's wake-up
+
+
+def test_a_worker_process_with_nothing_left_to_do_ends_before_the_batch(gpu, tmp_path, monkeypatch):
+    """The worker here takes the first mesh and holds it until the worker process has given
+    every other result: the process, holding no mesh with none left to hand out, is ended
+    then (its device closes while the batch's last mesh is voxelized), not after the batch's
+    last result. The results are the single calls'."""
+    model = Path(shutil.copyfile(PROJECT_MODELS / "gear.ply", tmp_path / "gear.ply"))
+    taken: list[bool] = []
+    others_done = threading.Event()
+
+    def take_one(self, wait):
+        if taken:
+            return None
+        taken.append(True)
+        return self._todo.popleft()
+
+    def workers_alive() -> list[multiprocessing.Process]:
+        return [
+            p for p in multiprocessing.active_children() if p.name.startswith("voxelizer-worker")
+        ]
+
+    voxelize = MeshWorker._voxelize
+
+    def voxelize_last(self, *args):
+        others_done.wait(120)
+        deadline = time.monotonic() + 20
+        while workers_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return voxelize(self, *args)
+
+    monkeypatch.setattr(pool._LocalWorker, "next", take_one)
+    monkeypatch.setattr(MeshWorker, "_voxelize", voxelize_last)  # (this process's only)
+    expected = gpu.voxelize(model, GRID)
+    results = []
+    alive_at_the_last_result = None
+    for result in voxelize_many([model] * MESHES, grid=GRID, jobs=2, threads=1,
+                                load_processes=0, write_processes=0):  # fmt: skip
+        results.append(result)
+        if len(results) == MESHES - 1:
+            others_done.set()
+        if len(results) == MESHES:
+            alive_at_the_last_result = workers_alive()
+    assert alive_at_the_last_result == []
+    assert sorted(result.index for result in results) == list(range(MESHES))
+    for result in results:
+        assert result.status == "done", result.error
+        assert_same_svo(result.result, expected)

@@ -362,9 +362,9 @@ def open_device_meanwhile(
         with suppress(Exception):
             try:
                 opened = shared_voxelizer(device)
+                timeline.mark("device open", opened.device_name)
             finally:
                 _release_workers_ahead()  # (the worker here, then theirs)
-            timeline.mark("device open", opened.device_name)
             if kernels is not None:
                 options, dense = kernels
                 building = opened.prepare(options, dense=dense)
