@@ -12,8 +12,8 @@ Vulkan objects that cannot work in the child).
 
 A worker started ahead opens its device once the batch's process has opened its own (or
 given up): opened at the same time, in two processes, each device opened later than one alone
-(docs/benchmarks.md, "The batch command's start with two workers"), and the first results
-are the worker's here.
+(docs/benchmarks.md, "The batch command's start with two workers"), while the batch's first
+results are the worker's here.
 
 A worker tells its parent, through a pipe of its own, when its imports are done, when its
 device is open, when each mesh reaches the device and each result: the parent blames a
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
     from multiprocessing.queues import Queue
+    from multiprocessing.synchronize import Event
 
 _log = get_logger(__name__)
 
@@ -100,7 +101,7 @@ class AheadStart:
 
     write_processes: int = 0
     load_processes: int = 0
-    device_turn: Any = None  # a multiprocessing Event (fork context); None: open at once
+    device_turn: Event | None = None  # (a fork context's); None: open the device at once
 
 
 def worker_process_main(
@@ -201,7 +202,7 @@ def _ahead_of_batch(
     return settings
 
 
-def _wait_for_turn(turn: Any) -> bool:
+def _wait_for_turn(turn: Event | None) -> bool:
     """Wait until `turn` (an Event) is set, DEVICE_TURN_SECONDS at most; False if the
     parent dies meanwhile."""
     if turn is None:
@@ -313,7 +314,7 @@ class _Ahead:
         self.handles: list[WorkerHandle] = []
         self._owner = os.getpid()
         self._slots = itertools.count()
-        self._turn: Any = None  # the Event that lets them open their devices
+        self._turn: Event | None = None  # set: they may open their devices
         atexit.register(self.stop)
 
     def start(self, devices: list[str | int | None], start: AheadStart) -> None:
