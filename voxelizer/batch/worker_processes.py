@@ -13,7 +13,8 @@ Vulkan objects that cannot work in the child).
 A worker started ahead opens its device once the batch's process has opened its own (or
 given up): opened at the same time, in two processes, each device opened later than one alone
 (docs/benchmarks.md, "The batch command's start with two workers"), while the batch's first
-results are the worker's here.
+results are the worker's here (as a rule, not an order kept: a worker here that is slow, or
+starved of the cores, lets the worker process's come first).
 
 A worker tells its parent, through a pipe of its own, when its imports are done, when its
 device is open, when each mesh reaches the device and each result: the parent blames a
@@ -371,8 +372,8 @@ def release_workers_ahead() -> None:
     """The device of the batch's process is open (or failed to open): the workers started
     ahead open theirs now. Opened at the same time, in two processes, each device opened later
     than one alone (on a two-H200 host, the local one 0.24 s later: docs/benchmarks.md), and the
-    batch's first results come from the worker here, which reads its first meshes while its
-    device opens. A worker that hears nothing opens its device after DEVICE_TURN_SECONDS."""
+    batch's first results come from the worker here (as a rule, not an order kept), which reads
+    its first meshes while its device opens. A worker that hears nothing opens its device after DEVICE_TURN_SECONDS."""
     _ahead.release()
 
 
