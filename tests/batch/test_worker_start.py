@@ -62,13 +62,15 @@ def single_svo_bytes(source: Path, folder: Path, grid: int = GRID) -> bytes:
     return path.read_bytes()
 
 
-def start_command(*args: object) -> subprocess.Popen[str]:
-    """`voxelize ARGS` in a session of its own (its process id is the session's)."""
-    return subprocess.Popen(
-        [sys.executable, "-c", COMMAND, *map(str, args)],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )  # fmt: skip
+def start_command(*args: object, stderr_file: Path | None = None) -> subprocess.Popen[str]:
+    """`voxelize ARGS` in a session of its own (its process id is the session's); its stderr
+    into `stderr_file` if given (to be read while it runs; finish then gives None)."""
+    with open(stderr_file or os.devnull, "w") as file:
+        return subprocess.Popen(
+            [sys.executable, "-c", COMMAND, *map(str, args)],
+            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True,
+            stderr=subprocess.PIPE if stderr_file is None else file,
+        )  # fmt: skip
 
 
 def finish(child: subprocess.Popen[str]) -> tuple[int, str, str]:
@@ -156,15 +158,24 @@ def test_ctrl_c_ends_the_command_and_its_forked_worker_with_nothing_left(tmp_pat
     the command left behind."""
     folder_of_meshes(tmp_path / "in", 60)
     out = tmp_path / "out"
-    child = start_command(tmp_path / "in", "--out-dir", out, "--grid", 64, "--jobs", 2, "-vv")
+    log = tmp_path / "stderr.txt"
+    child = start_command(
+        tmp_path / "in", "--out-dir", out, "--grid", 64, "--jobs", 2, "-vv", stderr_file=log
+    )
+    # Once 4 files are written and the worker process is ready: it opens its device after
+    # the one here, and on a loaded host the worker here may write 4 files before.
     deadline = time.monotonic() + 120
-    while not (out.is_dir() and len(list(out.glob("*.svo"))) >= 4):
+    while not (
+        out.is_dir() and len(list(out.glob("*.svo"))) >= 4 and READY.search(log.read_text())
+    ):
         if time.monotonic() > deadline or child.poll() is not None:
             os.killpg(child.pid, signal.SIGKILL)
-            raise AssertionError(f"no outputs came: {child.communicate()}")
+            child.communicate()
+            raise AssertionError(f"not under way with its worker process: {log.read_text()}")
         time.sleep(0.01)
     os.killpg(child.pid, signal.SIGINT)
-    code, _, stderr = finish(child)
+    code, _, _ = finish(child)
+    stderr = log.read_text()
     assert code == 130, stderr
     assert READY.findall(stderr) == [("0", "fork")], stderr
     assert stderr.strip().splitlines()[-1] == "voxelize: interrupted"
