@@ -68,6 +68,11 @@ if [ ! -x .venv/bin/python ]; then
     .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 fi
 
+# The package's bytecode, written here once (it skips what is up to date): an editable
+# install's modules are otherwise compiled again by every process where bytecode is not
+# written (PYTHONDONTWRITEBYTECODE), 0.3-0.5 s of each command's start on 2 cores.
+.venv/bin/python -m compileall -q voxelizer >/dev/null
+
 # What was installed: the extras and pyproject.toml's digest. A user install after a --dev one
 # keeps the dev tools.
 stamp=.venv/voxelizer-install

@@ -5,6 +5,7 @@ Only fixtures live here; what test modules import is in tests/helpers.py."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +21,11 @@ from voxelizer.pipeline import kernels
 from voxelizer.pipeline.kernels import pass_defines
 
 from .helpers import SHARED_MODELS
+
+# pytest keeps its assert-rewritten test modules only where bytecode may be written: with
+# PYTHONDONTWRITEBYTECODE set, each test process would rewrite them all again (about 17 s
+# of its collection on 2 cores). The test processes this one starts keep the environment's.
+sys.dont_write_bytecode = False
 
 
 def _messages() -> list[str]:
