@@ -144,6 +144,21 @@ def test_a_long_thin_grid_over_8192_equals_the_dense_run_of_the_same_voxels(gpu)
 
 
 @pytest.mark.slow
+def test_a_whole_16384_cube_equals_the_dense_run_of_the_same_voxels(gpu):
+    """The one grid over 8192 along all three axes at once (the slabs above are over it along
+    two): a small sphere against the dense run of the 96^3 voxels around it. About a minute
+    on lavapipe, where the parity's walk of all 16384^2 / 32^2 stacks is most of it."""
+    mesh = sphere((-100.5, 3.25, 90.0), 0.625)  # 80 voxels across
+    svo = gpu.voxelize(mesh, N, bounds=BOUNDS)
+    assert svo.shape == (N, N, N) and svo.voxel_size == H
+    lo = np.array([voxel_of(c) for c in (-101.25, 2.5, 89.25)])
+    sides = np.array([96, 96, 96])
+    dense = dense_beside(gpu, mesh, lo, sides)
+    assert svo.count() == dense.count() > 0  # nothing set outside the dense box
+    crops_match(svo, dense, lo, [((0, 0, 0), (96, 96, 96)), ((1, 2, 3), (65, 90, 40))])
+
+
+@pytest.mark.slow
 def test_a_32768_grid_equals_the_dense_run_of_the_same_voxels(gpu):
     """The same box cut into voxels half the size (32768 along x and z, a slab of 288 voxels
     across y), a sphere against the dense run of the 160^3 voxels around it."""
