@@ -371,9 +371,10 @@ def start_workers_ahead(devices: list[str | int | None], start: AheadStart) -> N
 def release_workers_ahead() -> None:
     """The device of the batch's process is open (or failed to open): the workers started
     ahead open theirs now. Opened at the same time, in two processes, each device opened later
-    than one alone (on a two-H200 host, the local one 0.24 s later: docs/benchmarks.md), and the
-    batch's first results come from the worker here (as a rule, not an order kept), which reads
-    its first meshes while its device opens. A worker that hears nothing opens its device after DEVICE_TURN_SECONDS."""
+    than one alone (docs/benchmarks.md, "The batch command's start with two workers"), and the
+    batch's first results come from the worker here (as a rule, not an order kept), which
+    reads its first meshes while its device opens. A worker that hears nothing opens its
+    device after DEVICE_TURN_SECONDS."""
     _ahead.release()
 
 

@@ -1,7 +1,7 @@
 """The sparse loop: a grid too large for the dense passes (over FINE_LATTICE_MAX a side), as
 an SVO at a cost that follows its surface, beside a floor that follows the grid's cubes (the
-parity's walk up every stack: 5 ms on an H200 at 32768^3, minutes on a CPU driver; see
-docs/benchmarks.md, "Large grids"). The grid is cut into cubes of 32^3 voxels
+parity walks up every stack, surface or not: docs/benchmarks.md, "Large grids"). The grid is
+cut into cubes of 32^3 voxels
 (cubes.py) and voxelized slab by slab, a slab being some rows of cubes:
 
 1. mark: each part of the slab (a window of its rows and a batch of triangles) is binned as
