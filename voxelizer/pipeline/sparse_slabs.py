@@ -1,8 +1,8 @@
 """The sparse loop: a grid too large for the dense passes (over FINE_LATTICE_MAX a side), as
 an SVO at a cost that follows its surface, beside a floor that follows the grid's cubes (the
 parity walks up every stack, surface or not: docs/benchmarks.md, "Large grids"). The grid is
-cut into cubes of 32^3 voxels
-(cubes.py) and voxelized slab by slab, a slab being some rows of cubes:
+cut into cubes of 32^3 voxels (cubes.py) and voxelized slab by slab, a slab being some rows
+of cubes:
 
 1. mark: each part of the slab (a window of its rows and a batch of triangles) is binned as
    the dense passes bin it (binning.py, passes 1-6, on the grid's lattice), and the cubes its
