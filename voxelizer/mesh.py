@@ -180,16 +180,18 @@ class Mesh:
         each triangle counted as unsigned (|n_x| A, |n_y| A, |n_z| A summed). A surface of
         area A and unit normal n crosses about (|n_x| + |n_y| + |n_z|) A / h^2 cubes of side
         h: what voxelizer.thin estimates the surface's voxels by."""
-        vertices, faces = self.vertices, self.faces
+        # By coordinate columns: each gather and product then runs over contiguous rows,
+        # over twice as fast as over the (n, 3) rows' strided columns (docs/benchmarks.md,
+        # "Figures behind the code"), with the same products and the same sums.
+        x, y, z = np.ascontiguousarray(self.vertices.T)
+        faces = self.faces
 
         def sums(start: int, stop: int) -> np.ndarray:
-            corners = faces[start:stop]
-            a = vertices[corners[:, 0]]
-            (ux, uy, uz), (vx, vy, vz) = (
-                (vertices[corners[:, 1]] - a).T,
-                (vertices[corners[:, 2]] - a).T,
-            )  # the cross product by its components: np.cross's is ~1.5x slower
-            return np.array(
+            first, second, third = np.ascontiguousarray(faces[start:stop].T)
+            ax, ay, az = x[first], y[first], z[first]
+            ux, uy, uz = x[second] - ax, y[second] - ay, z[second] - az
+            vx, vy, vz = x[third] - ax, y[third] - ay, z[third] - az
+            return np.array(  # the cross product by its components: np.cross's is slower
                 [
                     np.abs(uy * vz - uz * vy).sum(),
                     np.abs(uz * vx - ux * vz).sum(),

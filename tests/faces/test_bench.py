@@ -365,7 +365,8 @@ def test_trees_side_by_side_time_every_pass_of_both(tmp_path):
 def test_datasets_compares_two_trees_beside_their_ceilings(tmp_path, models_dir):
     """The datasets benchmark with --before a copy of this package: each tree's rounds run
     in a process importing that tree, and each grid has both trees' rates, the ratios, and
-    the ceilings (parse rate, summed GPU time, the device thread's CPU per mesh)."""
+    the ceilings (parse rate, the reading processes' whole rate, summed GPU time, the device
+    thread's CPU per mesh)."""
     import shutil
     import subprocess
     import sys
@@ -396,13 +397,16 @@ def test_datasets_compares_two_trees_beside_their_ceilings(tmp_path, models_dir)
         assert found["rounds"]["many"][0] > 0
         limits = found["ceilings"]
         assert limits["parse_files_per_s"] > 0 and limits["device_thread_cpu_ms_per_mesh"] > 0
+        assert limits["prepare_files_per_s"] > 0
         assert limits["gpu_ms_per_mesh"] > 0  # lavapipe has timestamps
         assert limits["device_thread_other_wait_ms_per_mesh"] is not None
         assert limits["device_thread_mesh_wait_ms_per_mesh"] >= 0
     assert grid["after_over_before"]["many"]["best"] > 0
     assert grid["after_over_before"]["parse_files_per_s"] > 0
+    assert grid["after_over_before"]["prepare_files_per_s"] > 0
     text = (out / "datasets.md").read_text()
     assert "| many |" in text and "ceilings: parse" in text
+    assert "read and prepared for the grid" in text
 
 
 @pytest.mark.slow

@@ -65,10 +65,12 @@ def ceilings(figures: dict[str, list[float]]) -> dict[str, float | None]:
         return statistics.median(values) if values else None
 
     parse = max(figures["parse"]) if figures["parse"] else None
+    prepare = max(figures["prepare"]) if figures.get("prepare") else None  # (older JSON: none)
     gpu, cpu, wait = median("gpu_ms"), median("device_cpu_ms"), median("device_wait_ms")
     mesh_wait = median("mesh_wait_ms")
     return {
         "parse_files_per_s": rounded(parse, 1),
+        "prepare_files_per_s": rounded(prepare, 1),
         "gpu_ms_per_mesh": rounded(gpu, 4),
         "gpu_meshes_per_s": rounded(1e3 / gpu if gpu else None, 1),
         "device_thread_cpu_ms_per_mesh": rounded(cpu, 3),
@@ -105,6 +107,9 @@ def ceiling_lines(found: dict[str, Any]) -> str:
         cpu_text += f", {mesh_wait:.3f} ms/mesh waiting for meshes"
     parse = limits["parse_files_per_s"]
     parse_text = "parse not measured" if parse is None else f"parse {parse} files/s, all cores"
+    prepare = limits.get("prepare_files_per_s")
+    if prepare is not None:
+        parse_text += f" ({prepare} files/s read and prepared for the grid)"
     return f"{found['grid']}³ ceilings: {parse_text}; {gpu_text}; {cpu_text}"
 
 
@@ -137,8 +142,10 @@ def after_over_before(before: dict[str, Any], after: dict[str, Any]) -> dict[str
                     after["median_meshes_per_s"][name] / before["median_meshes_per_s"][name], 2
                 ),
             }
-    for name in ("parse_files_per_s", "gpu_meshes_per_s", "device_thread_meshes_per_s"):
-        was, now = before["ceilings"][name], after["ceilings"][name]
+    for name in (
+        "parse_files_per_s", "prepare_files_per_s", "gpu_meshes_per_s", "device_thread_meshes_per_s"
+    ):  # fmt: skip
+        was, now = before["ceilings"].get(name), after["ceilings"].get(name)
         ratios[name] = round(now / was, 2) if was and now else None
     return ratios
 

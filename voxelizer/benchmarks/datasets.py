@@ -45,6 +45,10 @@ Each grid's figures stand beside their limits (`ceilings`, printed and in the JS
 - `parse_files_per_s`: the tree's own reader (`load_mesh`) over the same files in a pool of
   one process per core (`--parse-processes`), each set up as the batch's reading processes
   are, no device: the host's parse ceiling;
+- `prepare_files_per_s`: the same pool reading each file and preparing it for the grid as
+  the batch's reading processes do (`voxelizer.batch.readers.prepared_mesh`: the reader,
+  then the thin check's projected areas, the placement and the placed vertices): the
+  ceiling of the reading processes' whole work;
 - `gpu_ms_per_mesh` and `gpu_meshes_per_s`: the GPU time of `many`'s meshes summed from
   their results' Vulkan timestamps (`Stats.gpu_ms`, setup to the end of the SVO build), per
   file of the set (a broken file takes none), and the rate a device doing nothing else would
@@ -86,7 +90,9 @@ from typing import Any
 
 import voxelizer
 from voxelizer import Voxelizer, VoxelizerError, voxelize_many
+from voxelizer.batch.readers import prepared_mesh
 from voxelizer.io import load_mesh
+from voxelizer.options import Options
 
 Counted = tuple[int, int]  # a way's (meshes done, files failed with one error each)
 
@@ -340,6 +346,22 @@ def parsed_triangles(path: str) -> int:
         return -1
 
 
+def prepared_triangles(path: str, grid: int) -> int:
+    """One file read and prepared for `grid` as the batch's reading processes prepare it
+    (voxelizer.batch.readers.prepared_mesh: the reader, then the host work a voxelization
+    derives from the mesh, such as the thin check's areas and the placed vertices), in a
+    parse pool's process: its triangle count; -1 for a file it refuses."""
+    try:
+        return len(prepared_mesh(path, _grid_options(grid), make_soup=True).faces)
+    except VoxelizerError:
+        return -1
+
+
+@functools.cache
+def _grid_options(grid: int) -> Options:
+    return Options.create(grid)
+
+
 def _started(index: int) -> int:
     return index
 
@@ -369,10 +391,14 @@ class ParsePool:
         )
         list(self._pool.map(_started, range(processes)))  # every process up before timing
 
-    def rate(self, files: list[Path]) -> float:
-        """Files read per second over all of `files`."""
+    def rate(self, files: list[Path], grid: int | None = None) -> float:
+        """Files read per second over all of `files`; with `grid`, read and prepared for it
+        (prepared_triangles)."""
+        work = (
+            parsed_triangles if grid is None else functools.partial(prepared_triangles, grid=grid)
+        )
         started = time.perf_counter()
-        list(self._pool.map(parsed_triangles, [str(path) for path in files]))
+        list(self._pool.map(work, [str(path) for path in files]))
         return len(files) / (time.perf_counter() - started)
 
     def close(self) -> None:
@@ -398,7 +424,8 @@ def measure_rounds(
     device figures per round: the raw figures that `summary` reduces. `broken` files of the
     set are made to fail: with none, any failure stops the run."""
     figures: dict[str, list[float]] = {
-        "gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "mesh_wait_ms": [], "parse": []
+        "gpu_ms": [], "device_cpu_ms": [], "device_wait_ms": [], "mesh_wait_ms": [], "parse": [],
+        "prepare": [],
     }  # fmt: skip
     chosen = ways(files, dataset, work, grid, jobs, device, devices, figures, ray_address)
     if only is not None:
@@ -419,6 +446,7 @@ def measure_rounds(
             counts["failed"].setdefault(name, []).append(failed)
         if parse is not None:
             figures["parse"].append(parse.rate(files))
+            figures["prepare"].append(parse.rate(files, grid=grid))
     return {"grid": grid, "meshes": len(files), "broken": broken, "rates": rates,
             "figures": figures, **counts}  # fmt: skip
 
