@@ -651,3 +651,36 @@ def test_a_ctrl_c_as_the_temporary_is_created_leaves_nothing(tmp_path, monkeypat
     with pytest.raises(KeyboardInterrupt):
         check_output_path(tmp_path / "out.json")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_batch_syncs_each_output_folder_once_at_its_end(tmp_path, monkeypatch):
+    """One file syncs its folder after its rename; a batch's writers leave that to the
+    batch, which syncs each output folder once, when every file in it is in place. Each
+    file's own data is synced before its rename either way (whole or absent after a crash)."""
+    synced: list[tuple[Path, list[str]]] = []
+
+    def sync(folder: Path) -> None:
+        synced.append((folder, sorted(p.name for p in folder.iterdir())))
+
+    monkeypatch.setattr(output, "_sync_folder", sync)
+    with open_output(tmp_path / "one.bin", False) as fh:
+        fh.write(b"voxels")
+    assert synced == [(tmp_path, ["one.bin"])]
+
+    synced.clear()
+    inputs = tmp_path / "meshes"
+    for folder in ("a", "b"):
+        for name in ("gear.ply", "torus_knot.ply"):
+            (inputs / folder).mkdir(parents=True, exist_ok=True)
+            (inputs / folder / name).write_bytes((PROJECT_MODELS / name).read_bytes())
+    out = tmp_path / "out"
+    results = list(
+        voxelizer.voxelize_many(
+            sorted(inputs.glob("*/*.ply")), grid=16, out_dir=out, format="npz", write_processes=0
+        )
+    )
+    assert all(result.ok for result in results) and len(results) == 4
+    assert sorted(synced) == [
+        (out / "a", ["gear.npz", "torus_knot.npz"]),
+        (out / "b", ["gear.npz", "torus_knot.npz"]),
+    ]

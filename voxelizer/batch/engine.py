@@ -28,7 +28,7 @@ from ..api import shared_voxelizer
 from ..budget import check_dense_fits
 from ..errors import ArgumentError, DeviceError, OutputError, VoxelizerError
 from ..io.meshes import MeshLike
-from ..io.output import remove_stale_temporaries
+from ..io.output import remove_stale_temporaries, sync_folders
 from ..io.writers import OutputFormat
 from ..options import BatchOptions, Options, option_keywords
 from ..placement import GridLike
@@ -464,16 +464,19 @@ def _results(
     if not todo:
         return
     timeline.mark("reading started", f"{len(worker_devices)} worker(s)")
-    if len(worker_devices) == 1:
-        worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
-        yield from worker.run(ListSource(todo))
-    else:  # the first worker here, the others in processes of their own
-        from .pool import WorkerPool
+    try:
+        if len(worker_devices) == 1:
+            worker = MeshWorker(functools.partial(shared_voxelizer, worker_devices[0]), settings)
+            yield from worker.run(ListSource(todo))
+        else:  # the first worker here, the others in processes of their own
+            from .pool import WorkerPool
 
-        pool = WorkerPool(
-            todo,
-            local_device=worker_devices[0],
-            process_devices=worker_devices[1:],
-            settings=settings,
-        )
-        yield from pool.results()
+            pool = WorkerPool(
+                todo,
+                local_device=worker_devices[0],
+                process_devices=worker_devices[1:],
+                settings=settings,
+            )
+            yield from pool.results()
+    finally:  # the writers leave the folders unsynced (write_output): each synced once now
+        sync_folders(task.output.parent for task in todo if task.output is not None)

@@ -41,7 +41,7 @@ from ..api import Voxelizer
 from ..errors import DeviceError, OpenMeshWarning, OutputError
 from ..grid import DenseGrid
 from ..io.mesh_files import absolute, refuse_outputs_of_inputs
-from ..io.output import remove_stale_temporaries
+from ..io.output import remove_stale_temporaries, sync_folders
 from ..io.writers import OutputFormat
 from ..options import BATCH_OPTION_NAMES, BatchOptions, Options, option_keywords
 from ..placement import GridLike, GridPlacement, VoxelSize, check_shape, voxel_sizes
@@ -176,6 +176,8 @@ class VoxelizeBatch:
             for future in self.stream.submit(todo):
                 result = future.result()
                 results[result.index] = result
+            # The writers leave the folders unsynced (write_output): this call's, once each.
+            sync_folders(task.output.parent for task in todo if task.output is not None)
         columns = _columns([results[row] for row in range(rows)], self.out_dir is None)
         if "index" in batch:  # the driver's numbering, passed through
             columns["index"] = np.asarray(batch["index"], np.int64)

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import OutputError, VoxelizerError
 from ..grid import ColumnBits, DenseGrid
-from ..io.output import remove_temporaries
+from ..io.output import folder_syncs_deferred, remove_temporaries
 from ..io.writers import OutputFormat
 from ..log import get_logger
 from ..placement import Placed
@@ -153,10 +153,12 @@ def write_output(
 ) -> None:
     """Write one batch output (its folder made): VoxelizerError or MemoryError if it cannot
     be, an OSError as OutputError naming the file. The writer threads and the writing
-    processes both write through here, so a file and its errors are the same either way."""
+    processes both write through here, so a file and its errors are the same either way.
+    The file's folder is synced by the batch at its end (voxelizer.batch.engine), not here."""
     try:
         output.parent.mkdir(parents=True, exist_ok=True)
-        fmt.write(result, output, overwrite=replace, up_axis=up_axis)
+        with folder_syncs_deferred():
+            fmt.write(result, output, overwrite=replace, up_axis=up_axis)
     except OSError as exc:
         raise OutputError(f"{output}: cannot write ({exc.strerror or exc})") from exc
 

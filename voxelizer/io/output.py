@@ -266,7 +266,34 @@ def _commit(staged: _Staged) -> None:
         raise OutputError.file_exists(target) from None
     except OSError as exc:
         raise _cannot_write(target, exc) from exc
-    _sync_folder(target.parent)
+    if not _folder_syncs_deferred.get():
+        _sync_folder(target.parent)
+
+
+# Set inside folder_syncs_deferred (a batch's writes): the folder of a committed file is left
+# for the batch to sync once at its end (sync_folders), not once per file.
+_folder_syncs_deferred: ContextVar[bool] = ContextVar("folder_syncs_deferred", default=False)
+
+
+@contextmanager
+def folder_syncs_deferred() -> Iterator[None]:
+    """Inside, a committed file's folder is not synced: a batch writing thousands of files
+    into a few folders syncs each of them once, at its end (sync_folders), the folder sync
+    per file costing as much as the file's own (docs/benchmarks.md, "Datasets"). The file's
+    data is still synced before its rename: a crash before the batch's end can lose a new
+    file's name, never leave part of a file."""
+    token = _folder_syncs_deferred.set(True)
+    try:
+        yield
+    finally:
+        _folder_syncs_deferred.reset(token)
+
+
+def sync_folders(folders: Iterable[Path]) -> None:
+    """Make the renames into each of `folders` durable, once each, where the platform allows
+    (a folder that does not exist is passed over)."""
+    for folder in dict.fromkeys(folders):
+        _sync_folder(folder)
 
 
 def _create_exclusively(temp: Path, target: Path) -> None:
