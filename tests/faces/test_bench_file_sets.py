@@ -82,9 +82,11 @@ def test_every_broken_file_fails_with_one_error(tmp_path, sources):
     for path in found.broken:
         with pytest.raises(VoxelizerError):
             load_mesh(path)
-        assert datasets.parsed_triangles(str(path)) == -1  # the parse ceiling goes on
+        assert datasets.parsed_triangles(str(path)) == -1  # the ceilings go on
+        assert datasets.parsed_triangles(str(path), grid=16) == -1
     for path in set(found.files) - found.broken:
         assert datasets.parsed_triangles(str(path)) > 0
+        assert datasets.parsed_triangles(str(path), grid=16) > 0
 
 
 def test_a_first_limit_of_a_set_keeps_its_broken_files_and_sidecars(tmp_path, sources):

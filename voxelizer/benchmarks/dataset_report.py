@@ -54,8 +54,27 @@ def summary(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def ceilings(figures: dict[str, list[float]]) -> dict[str, float | None]:
-    """The limits beside the rates (module docstring): the best parse round, the median
-    rounds of the device figures; None where not measured."""
+    """The limits beside the rates, taken by voxelizer.benchmarks.datasets: the best parse
+    round, the median rounds of the device figures; None where not measured.
+
+    - `parse_files_per_s`: the tree's own reader (`load_mesh`) over the same files in a pool of
+      one process per core (`--parse-processes`), each set up as the batch's reading processes
+      are, no device: the host's parse ceiling;
+    - `prepare_files_per_s`: the same pool reading each file and preparing it for the grid as
+      the batch's reading processes do (`voxelizer.batch.readers.prepared_mesh`: the reader,
+      then the thin check's projected areas, the placement and the placed vertices): the
+      ceiling of the reading processes' whole work;
+    - `gpu_ms_per_mesh` and `gpu_meshes_per_s`: the GPU time of `many`'s meshes summed from
+      their results' Vulkan timestamps (`Stats.gpu_ms`, setup to the end of the SVO build), per
+      file of the set (a broken file takes none), and the rate a device doing nothing else would
+      reach (null where the device has no timestamps);
+    - `device_thread_cpu_ms_per_mesh`: the CPU time of the thread that drives the device in
+      `many` (one device: the caller's thread runs the worker), per mesh (`time.thread_time`),
+      and the rate that thread alone allows; `device_thread_other_wait_ms_per_mesh`: the rest of
+      its wall-clock time beyond the GPU's (waiting for the GIL, for a mesh still loading, for a
+      core); `device_thread_mesh_wait_ms_per_mesh`: the part of it spent waiting for meshes
+      (for one still loading, or for the reading processes to start).
+    """
 
     def rounded(value: float | None, digits: int) -> float | None:
         return None if value is None else round(value, digits)

@@ -40,25 +40,9 @@ whole dataset), and the ratios of both (`--ways` picks some ways only):
 Every run starts from warm caches (one call per grid before the rounds). docs/benchmarks.md,
 "Datasets", gives the figures.
 
-Each grid's figures stand beside their limits (`ceilings`, printed and in the JSON):
-
-- `parse_files_per_s`: the tree's own reader (`load_mesh`) over the same files in a pool of
-  one process per core (`--parse-processes`), each set up as the batch's reading processes
-  are, no device: the host's parse ceiling;
-- `prepare_files_per_s`: the same pool reading each file and preparing it for the grid as
-  the batch's reading processes do (`voxelizer.batch.readers.prepared_mesh`: the reader,
-  then the thin check's projected areas, the placement and the placed vertices): the
-  ceiling of the reading processes' whole work;
-- `gpu_ms_per_mesh` and `gpu_meshes_per_s`: the GPU time of `many`'s meshes summed from
-  their results' Vulkan timestamps (`Stats.gpu_ms`, setup to the end of the SVO build), per
-  file of the set (a broken file takes none), and the rate a device doing nothing else would
-  reach (null where the device has no timestamps);
-- `device_thread_cpu_ms_per_mesh`: the CPU time of the thread that drives the device in
-  `many` (one device: the caller's thread runs the worker), per mesh (`time.thread_time`),
-  and the rate that thread alone allows; `device_thread_other_wait_ms_per_mesh`: the rest of
-  its wall-clock time beyond the GPU's (waiting for the GIL, for a mesh still loading, for a
-  core); `device_thread_mesh_wait_ms_per_mesh`: the part of it spent waiting for meshes
-  (for one still loading, or for the reading processes to start).
+Each grid's figures stand beside their limits (`ceilings`, printed and in the JSON): the
+parse rate, the reading processes' whole rate, the summed GPU time and the device thread's
+CPU and waits per mesh (voxelizer.benchmarks.dataset_report.ceilings says how each is taken).
 
 `--before TREE` compares two source trees in one run: TREE is a folder holding a
 `voxelizer` package (`git archive COMMIT voxelizer | tar -x -C TREE`). Each tree's round
@@ -337,29 +321,16 @@ def _warm(
     )
 
 
-def parsed_triangles(path: str) -> int:
-    """One file read by this tree's reader, in a parse pool's process: its triangle count
-    (the mesh itself stays there: only the reading is timed); -1 for a file it refuses."""
+def parsed_triangles(path: str, grid: int | None = None) -> int:
+    """One file read by this tree's reader in a parse pool's process (with `grid`, then
+    prepared for it as the batch's reading processes do: prepared_mesh), its triangle count
+    (the mesh itself stays there: only the work is timed); -1 for a file it refuses."""
     try:
-        return len(load_mesh(path).faces)
+        if grid is None:
+            return len(load_mesh(path).faces)
+        return len(prepared_mesh(path, Options.create(grid), make_soup=True).faces)
     except VoxelizerError:
         return -1
-
-
-def prepared_triangles(path: str, grid: int) -> int:
-    """One file read and prepared for `grid` as the batch's reading processes prepare it
-    (voxelizer.batch.readers.prepared_mesh: the reader, then the host work a voxelization
-    derives from the mesh, such as the thin check's areas and the placed vertices), in a
-    parse pool's process: its triangle count; -1 for a file it refuses."""
-    try:
-        return len(prepared_mesh(path, _grid_options(grid), make_soup=True).faces)
-    except VoxelizerError:
-        return -1
-
-
-@functools.cache
-def _grid_options(grid: int) -> Options:
-    return Options.create(grid)
 
 
 def _started(index: int) -> int:
@@ -392,13 +363,9 @@ class ParsePool:
         list(self._pool.map(_started, range(processes)))  # every process up before timing
 
     def rate(self, files: list[Path], grid: int | None = None) -> float:
-        """Files read per second over all of `files`; with `grid`, read and prepared for it
-        (prepared_triangles)."""
-        work = (
-            parsed_triangles if grid is None else functools.partial(prepared_triangles, grid=grid)
-        )
+        """Files read per second over all of `files`; with `grid`, read and prepared for it."""
         started = time.perf_counter()
-        list(self._pool.map(work, [str(path) for path in files]))
+        list(self._pool.map(functools.partial(parsed_triangles, grid=grid), map(str, files)))
         return len(files) / (time.perf_counter() - started)
 
     def close(self) -> None:
