@@ -278,8 +278,8 @@ _folder_syncs_deferred: ContextVar[bool] = ContextVar("folder_syncs_deferred", d
 @contextmanager
 def folder_syncs_deferred() -> Iterator[None]:
     """Inside, a committed file's folder is not synced: a batch writing thousands of files
-    into a few folders syncs each of them once, at its end (sync_folders), the folder sync
-    per file costing as much as the file's own (docs/benchmarks.md, "Datasets"). The file's
+    into a few folders syncs each of them once, at its end (sync_folders), which two GPUs'
+    batch measured faster than a sync per file (docs/benchmarks.md, "Datasets"). The file's
     data is still synced before its rename: a crash before the batch's end can lose a new
     file's name, never leave part of a file."""
     token = _folder_syncs_deferred.set(True)
