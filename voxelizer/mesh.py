@@ -181,8 +181,8 @@ class Mesh:
         area A and unit normal n crosses about (|n_x| + |n_y| + |n_z|) A / h^2 cubes of side
         h: what voxelizer.thin estimates the surface's voxels by."""
         # By coordinate columns: each gather and product then runs over contiguous rows,
-        # over twice as fast as over the (n, 3) rows' strided columns (docs/benchmarks.md,
-        # "Figures behind the code"), with the same products and the same sums.
+        # faster than over the (n, 3) rows' strided columns (docs/benchmarks.md, "Figures
+        # behind the code"), with the same products and the same sums.
         x, y, z = np.ascontiguousarray(self.vertices.T)
         faces = self.faces
 
